@@ -1,0 +1,63 @@
+# Test registration helpers. Every test executable is GoogleTest; labels say what it needs:
+#   unit   CPU only, always runs
+#   mpi    runs under mpirun at 2 and 4 ranks (zero_add_mpi_test)
+#   cuda   needs a GPU; the test skips itself (GTEST_SKIP) when no device is present
+#   golden compares with a PyTorch reference; skips when python3-torch is missing
+find_package(GTest REQUIRED)
+include(GoogleTest)
+
+# Ranks × threads must fit the machine: each rank gets max(1, cores / ranks) OpenMP threads.
+cmake_host_system_information(RESULT ZERO_TEST_CORES QUERY NUMBER_OF_PHYSICAL_CORES)
+if(NOT ZERO_TEST_CORES OR ZERO_TEST_CORES LESS 1)
+  set(ZERO_TEST_CORES 1)
+endif()
+set(ZERO_MPI_TEST_RANKS 2 4 CACHE STRING "World sizes every mpi test runs at")
+set(ZERO_MPIEXEC_EXTRA_FLAGS "--oversubscribe;--allow-run-as-root;--bind-to;none"
+    CACHE STRING "Flags mpirun gets in tests (OpenMPI)")
+set(ZERO_MPI_TEST_ENV
+    "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_btl=self,vader,tcp;OMPI_MCA_btl_vader_single_copy_mechanism=none;OMPI_MCA_rmaps_base_oversubscribe=1")
+
+# zero_add_test(NAME <name> SOURCES <src...> [LIBS <lib...>] [LABELS <label...>] [TIMEOUT s])
+# A GoogleTest executable with gtest_main, run as one ctest entry.
+function(zero_add_test)
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_executable(${ARG_NAME} ${ARG_SOURCES})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main zero::warnings)
+  add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
+  set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+                       ENVIRONMENT "OMP_NUM_THREADS=${ZERO_TEST_CORES};ZERO_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()
+
+# zero_add_mpi_test(NAME <name> SOURCES <src...> [LIBS <lib...>] [LABELS <label...>] [TIMEOUT s])
+# A GoogleTest executable with the MPI main (tests/common/mpi_main.cc), registered once per world
+# size in ZERO_MPI_TEST_RANKS as <name>_np<N>, each rank limited to max(1, cores / N) threads.
+function(zero_add_mpi_test)
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  if(NOT ZERO_WITH_MPI)
+    return()
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  add_executable(${ARG_NAME} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/common/mpi_main.cc)
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_LIBS} zero::core MPI::MPI_CXX GTest::gtest
+                                            zero::warnings)
+  foreach(ranks IN LISTS ZERO_MPI_TEST_RANKS)
+    math(EXPR threads "${ZERO_TEST_CORES} / ${ranks}")
+    if(threads LESS 1)
+      set(threads 1)
+    endif()
+    add_test(NAME ${ARG_NAME}_np${ranks}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${ZERO_MPIEXEC_EXTRA_FLAGS} ${MPIEXEC_NUMPROC_FLAG} ${ranks}
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${ARG_NAME}> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(${ARG_NAME}_np${ranks} PROPERTIES
+      LABELS "mpi;${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT} PROCESSORS ${ranks}
+      ENVIRONMENT "${ZERO_MPI_TEST_ENV};OMP_NUM_THREADS=${threads};ZERO_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  endforeach()
+endfunction()

@@ -1,0 +1,113 @@
+// Collective communication between the ranks of a job, ordered on a communication stream.
+//
+// Contract, as NCCL's: every rank of the communicator calls the same collectives in the same
+// order with the same count, dtype, reduce op and root. Each call is numbered (its sequence
+// number, from 1) and enqueued on the communicator's stream; it returns at once. Buffers must stay
+// valid and unmodified until the stream has run the collective (record an event on stream() and
+// wait for it, or synchronize()). A collective that does not complete within the watchdog timeout
+// fails with an error that names it, its sequence number and what every other rank is doing
+// (which ranks are behind, or called a different collective in its place).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "zero/core/dtype.h"
+#include "zero/core/stream.h"
+
+namespace zero {
+
+enum class ReduceOp : std::uint8_t { kSum, kAvg, kMax };
+enum class CollectiveOp : std::uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kBarrier };
+
+std::string_view name_of(ReduceOp op);      // "sum", "avg", "max"
+std::string_view name_of(CollectiveOp op);  // "all_reduce", ...
+
+// What one collective call was: enough to tell two ranks' calls apart.
+struct CollectiveInfo {
+  std::uint64_t sequence = 0;  // 1 for the communicator's first collective
+  CollectiveOp op = CollectiveOp::kBarrier;
+  DType dtype = DType::kFloat32;
+  std::size_t count = 0;  // elements: per rank's output for reduce_scatter, per rank's input for all_gather
+  ReduceOp reduce_op = ReduceOp::kSum;
+  int root = 0;
+  // Same call: op, dtype, count, reduce op and root agree (sequence is not compared).
+  bool same_call(const CollectiveInfo& other) const;
+  std::string to_string() const;  // "#3 all_reduce(count=22, fp32, sum)"
+};
+
+struct CommOptions {
+  // How long one collective may wait for its peers before the watchdog reports it.
+  // ZERO_COMM_TIMEOUT_S in the environment overrides the default.
+  std::chrono::milliseconds timeout{std::chrono::minutes(10)};
+  static CommOptions from_environment();
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual std::string_view backend() const = 0;  // "local", "thread", "mpi"
+
+  // recv[i] = op over ranks of send[i], `count` elements. send == recv is in place.
+  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+  // send holds world_size × recv_count elements; rank r receives the reduction of block r.
+  // In place when recv == send + rank·recv_count (NCCL's convention) or send == recv.
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype, ReduceOp op);
+  // recv (world_size × send_count elements) gets every rank's send block in rank order.
+  // In place when send == recv + rank·send_count.
+  void all_gather(const void* send, void* recv, std::size_t send_count, DType dtype);
+  // recv on every rank gets root's send (send is read on root only; send == recv allowed).
+  void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root);
+  void barrier();
+
+  // The communication stream every collective runs on, in call order.
+  Stream& stream() { return stream_; }
+  // Waits for every collective issued so far; rethrows the first failure.
+  void synchronize() { stream_.synchronize(); }
+  // Collectives issued so far (the last one's sequence number).
+  std::uint64_t sequence() const { return sequence_; }
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
+
+ protected:
+  explicit Communicator(CommOptions options);
+  // Runs one collective to completion on the communication stream's thread; throws zero::Error
+  // on failure or timeout. `info.count` and the pointers are as the public call received them.
+  virtual void run(const CollectiveInfo& info, const void* send, void* recv) = 0;
+
+ private:
+  void issue(CollectiveInfo info, const void* send, void* recv);
+
+  CommOptions options_;
+  std::uint64_t sequence_ = 0;
+  Stream stream_;
+};
+
+// A world of one: every collective is a copy.
+std::unique_ptr<Communicator> make_local_communicator(CommOptions options = CommOptions::from_environment());
+
+// MPI over MPI_COMM_WORLD (duplicated). Initialises MPI with MPI_THREAD_MULTIPLE if the process
+// has not; if it has, requires that level. Throws zero::Error when built without MPI.
+std::unique_ptr<Communicator> make_mpi_communicator(CommOptions options = CommOptions::from_environment());
+
+// The communicator the launch calls for: MPI when an MPI-family launcher (mpirun, srun with PMI)
+// started more than one rank, local for a single process. torchrun with WORLD_SIZE > 1 and no MPI
+// launcher is an error that says how to launch instead.
+std::unique_ptr<Communicator> make_communicator(CommOptions options = CommOptions::from_environment());
+
+// Ends every rank of the job: MPI_Abort when MPI is running (so no peer is left waiting in a
+// collective), otherwise exit. Never returns.
+[[noreturn]] void abort_job(int exit_code);
+
+// Finalises MPI if zero initialised it; call once at the end of main on every rank.
+void finalize_communication();
+
+}  // namespace zero

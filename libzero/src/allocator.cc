@@ -1,0 +1,81 @@
+// Buffer ownership, the host allocator and the allocator factory.
+#include "zero/core/allocator.h"
+
+#include <cstdlib>
+#include <new>
+
+#include "zero/core/error.h"
+
+namespace zero {
+
+namespace {
+constexpr std::size_t kAlignmentBytes = 64;
+}
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : allocator_(other.allocator_), data_(other.data_), size_bytes_(other.size_bytes_),
+      category_(other.category_) {
+  other.allocator_ = nullptr;
+  other.data_ = nullptr;
+  other.size_bytes_ = 0;
+}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    reset();
+    allocator_ = other.allocator_;
+    data_ = other.data_;
+    size_bytes_ = other.size_bytes_;
+    category_ = other.category_;
+    other.allocator_ = nullptr;
+    other.data_ = nullptr;
+    other.size_bytes_ = 0;
+  }
+  return *this;
+}
+
+void Buffer::reset() noexcept {
+  if (allocator_ != nullptr) allocator_->release(data_, size_bytes_, category_);
+  allocator_ = nullptr;
+  data_ = nullptr;
+  size_bytes_ = 0;
+}
+
+Buffer Allocator::allocate(std::size_t size_bytes, MemoryCategory category) {
+  void* data = nullptr;
+  if (size_bytes > 0) {
+    data = raw_allocate(size_bytes);
+    ZERO_CHECK(data != nullptr || planning(), "out of memory: could not allocate ",
+               format_bytes(static_cast<std::int64_t>(size_bytes)), " (", size_bytes, " bytes) of ",
+               name_of(space_), " memory for ", name_of(category));
+  }
+  ledger_->record_allocation(space_, category, size_bytes);
+  return Buffer(this, data, size_bytes, category);
+}
+
+void Allocator::release(void* data, std::size_t size_bytes, MemoryCategory category) noexcept {
+  if (data != nullptr) raw_free(data);
+  try {
+    ledger_->record_free(space_, category, size_bytes);
+  } catch (...) {
+    // Unreachable for buffers this allocator handed out; destructors must not throw.
+  }
+}
+
+void* HostAllocator::raw_allocate(std::size_t size_bytes) {
+  const std::size_t rounded = (size_bytes + kAlignmentBytes - 1) / kAlignmentBytes * kAlignmentBytes;
+  return std::aligned_alloc(kAlignmentBytes, rounded);
+}
+
+void HostAllocator::raw_free(void* data) noexcept { std::free(data); }
+
+#ifndef ZERO_WITH_CUDA
+std::unique_ptr<Allocator> make_allocator(MemorySpace space, MemoryLedger& ledger, bool use_cuda) {
+  ZERO_CHECK(!use_cuda, "a CUDA allocator was requested but this build of zero has no CUDA support "
+             "(configure with -DZERO_WITH_CUDA=ON on a machine with the CUDA toolkit)");
+  ZERO_CHECK(space != MemorySpace::kNvme, "NVMe memory is allocated by the offload swapper, not an allocator");
+  return std::make_unique<HostAllocator>(ledger, space);
+}
+#endif
+
+}  // namespace zero

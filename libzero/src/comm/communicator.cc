@@ -1,0 +1,144 @@
+// Communicator base (sequence numbers, stream ordering), the local backend and the factory.
+#include "zero/comm/communicator.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "zero/core/error.h"
+#include "zero/core/launch.h"
+
+namespace zero {
+
+std::string_view name_of(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kAvg: return "avg";
+    case ReduceOp::kMax: return "max";
+  }
+  return "unknown";
+}
+
+std::string_view name_of(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllReduce: return "all_reduce";
+    case CollectiveOp::kReduceScatter: return "reduce_scatter";
+    case CollectiveOp::kAllGather: return "all_gather";
+    case CollectiveOp::kBroadcast: return "broadcast";
+    case CollectiveOp::kBarrier: return "barrier";
+  }
+  return "unknown";
+}
+
+bool CollectiveInfo::same_call(const CollectiveInfo& other) const {
+  return op == other.op && dtype == other.dtype && count == other.count &&
+         reduce_op == other.reduce_op && root == other.root;
+}
+
+std::string CollectiveInfo::to_string() const {
+  std::ostringstream out;
+  out << "#" << sequence << " " << name_of(op);
+  switch (op) {
+    case CollectiveOp::kAllReduce:
+    case CollectiveOp::kReduceScatter:
+      out << "(count=" << count << ", " << name_of(dtype) << ", " << name_of(reduce_op) << ")";
+      break;
+    case CollectiveOp::kAllGather: out << "(count=" << count << ", " << name_of(dtype) << ")"; break;
+    case CollectiveOp::kBroadcast:
+      out << "(count=" << count << ", " << name_of(dtype) << ", root=" << root << ")";
+      break;
+    case CollectiveOp::kBarrier: break;
+  }
+  return out.str();
+}
+
+CommOptions CommOptions::from_environment() {
+  CommOptions options;
+  if (const char* text = std::getenv("ZERO_COMM_TIMEOUT_S")) {
+    char* end = nullptr;
+    const double seconds = std::strtod(text, &end);
+    ZERO_CHECK(end != text && *end == '\0' && seconds > 0, "ZERO_COMM_TIMEOUT_S='", text,
+               "' must be a positive number of seconds");
+    options.timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000.0));
+  }
+  return options;
+}
+
+Communicator::Communicator(CommOptions options) : options_(options), stream_("communication") {}
+
+void Communicator::issue(CollectiveInfo info, const void* send, void* recv) {
+  info.sequence = ++sequence_;
+  stream_.submit([this, info, send, recv] { run(info, send, recv); });
+}
+
+void Communicator::all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+  issue({0, CollectiveOp::kAllReduce, dtype, count, op, 0}, send, recv);
+}
+
+void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
+                                  ReduceOp op) {
+  issue({0, CollectiveOp::kReduceScatter, dtype, recv_count, op, 0}, send, recv);
+}
+
+void Communicator::all_gather(const void* send, void* recv, std::size_t send_count, DType dtype) {
+  issue({0, CollectiveOp::kAllGather, dtype, send_count, ReduceOp::kSum, 0}, send, recv);
+}
+
+void Communicator::broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root) {
+  ZERO_CHECK(root >= 0 && root < world_size(), "broadcast root ", root, " is outside world of size ",
+             world_size());
+  issue({0, CollectiveOp::kBroadcast, dtype, count, ReduceOp::kSum, root}, send, recv);
+}
+
+void Communicator::barrier() { issue({0, CollectiveOp::kBarrier, DType::kFloat32, 0, ReduceOp::kSum, 0}, nullptr, nullptr); }
+
+namespace {
+
+// World of one: every collective is the identity (avg and max of one value are the value).
+class LocalCommunicator final : public Communicator {
+ public:
+  explicit LocalCommunicator(CommOptions options) : Communicator(options) {}
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string_view backend() const override { return "local"; }
+
+ protected:
+  void run(const CollectiveInfo& info, const void* send, void* recv) override {
+    if (info.op == CollectiveOp::kBarrier || send == recv || info.count == 0) return;
+    std::memmove(recv, send, info.count * size_of(info.dtype));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_local_communicator(CommOptions options) {
+  return std::make_unique<LocalCommunicator>(options);
+}
+
+std::unique_ptr<Communicator> make_communicator(CommOptions options) {
+  const LaunchInfo launch = detect_launch();
+  if (launch.launcher == Launcher::kTorchrun && launch.world_size > 1) {
+    ZERO_THROW("launched by torchrun with WORLD_SIZE=", launch.world_size,
+               ", but zero's CPU communicator needs an MPI launcher for more than one rank: run "
+               "`mpirun -np ", launch.world_size, " zero ...` or `srun --mpi=pmix zero ...` instead");
+  }
+  if (launch.world_size > 1) return make_mpi_communicator(options);
+  return make_local_communicator(options);
+}
+
+}  // namespace zero
+
+#ifndef ZERO_WITH_MPI
+namespace zero {
+
+std::unique_ptr<Communicator> make_mpi_communicator(CommOptions) {
+  ZERO_THROW("this build of zero has no MPI support (configure with -DZERO_WITH_MPI=ON and "
+             "libopenmpi-dev installed)");
+}
+
+void abort_job(int exit_code) { std::_Exit(exit_code); }
+
+void finalize_communication() {}
+
+}  // namespace zero
+#endif

@@ -1,0 +1,106 @@
+// Launch detection from OpenMPI, torchrun, Slurm and PMI environment variables.
+#include "zero/core/launch.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <sstream>
+
+#include "zero/core/error.h"
+
+extern char** environ;
+
+namespace zero {
+
+std::string name_of(Launcher launcher) {
+  switch (launcher) {
+    case Launcher::kNone: return "none";
+    case Launcher::kOpenMpi: return "openmpi";
+    case Launcher::kPmi: return "pmi";
+    case Launcher::kSlurm: return "slurm";
+    case Launcher::kTorchrun: return "torchrun";
+  }
+  return "unknown";
+}
+
+std::string LaunchInfo::describe() const {
+  std::ostringstream out;
+  out << name_of(launcher) << " rank " << rank << "/" << world_size << " (local " << local_rank
+      << "/" << local_world_size << ")";
+  if (!master_addr.empty()) out << " master " << master_addr << ":" << master_port;
+  return out.str();
+}
+
+namespace {
+
+struct Names {
+  Launcher launcher;
+  const char* rank;
+  const char* world_size;
+  const char* local_rank;
+  const char* local_world_size;
+};
+
+constexpr Names kLaunchers[] = {
+    {Launcher::kOpenMpi, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {Launcher::kTorchrun, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {Launcher::kSlurm, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+    {Launcher::kPmi, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+};
+
+const std::string* find(const std::map<std::string, std::string>& environment, const char* name) {
+  auto it = environment.find(name);
+  return it == environment.end() ? nullptr : &it->second;
+}
+
+int parse_int(const std::map<std::string, std::string>& environment, const char* name, int fallback) {
+  const std::string* text = find(environment, name);
+  if (text == nullptr) return fallback;
+  // Slurm writes SLURM_NTASKS_PER_NODE as e.g. "4(x2)" on uneven allocations: take the leading count.
+  int value = 0;
+  const char* end = text->data() + text->size();
+  auto [stop, error] = std::from_chars(text->data(), end, value);
+  ZERO_CHECK(error == std::errc() && (stop == end || *stop == '('), "launch environment: ", name, "='",
+             *text, "' is not an integer");
+  return value;
+}
+
+}  // namespace
+
+LaunchInfo detect_launch(const std::map<std::string, std::string>& environment) {
+  LaunchInfo info;
+  for (const Names& names : kLaunchers) {
+    if (find(environment, names.rank) == nullptr || find(environment, names.world_size) == nullptr) continue;
+    info.launcher = names.launcher;
+    info.rank = parse_int(environment, names.rank, 0);
+    info.world_size = parse_int(environment, names.world_size, 1);
+    info.local_rank = parse_int(environment, names.local_rank, info.rank);
+    info.local_world_size = parse_int(environment, names.local_world_size, info.world_size);
+    if (names.launcher == Launcher::kTorchrun) {
+      if (const std::string* address = find(environment, "MASTER_ADDR")) info.master_addr = *address;
+      info.master_port = parse_int(environment, "MASTER_PORT", 0);
+    }
+    ZERO_CHECK(info.world_size >= 1, "launch environment: ", names.world_size, "=", info.world_size,
+               " must be at least 1");
+    ZERO_CHECK(info.rank >= 0 && info.rank < info.world_size, "launch environment: ", names.rank, "=",
+               info.rank, " is outside the world of ", names.world_size, "=", info.world_size);
+    ZERO_CHECK(info.local_rank >= 0 && info.local_rank < info.local_world_size, "launch environment: ",
+               names.local_rank, "=", info.local_rank, " is outside ", names.local_world_size, "=",
+               info.local_world_size);
+    return info;
+  }
+  return info;
+}
+
+LaunchInfo detect_launch() {
+  std::map<std::string, std::string> environment;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string_view text(*entry);
+    const auto equals = text.find('=');
+    if (equals == std::string_view::npos) continue;
+    environment.emplace(std::string(text.substr(0, equals)), std::string(text.substr(equals + 1)));
+  }
+  return detect_launch(environment);
+}
+
+}  // namespace zero

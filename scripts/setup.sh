@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs, idempotently, the Debian packages zero builds and tests with.
+# Only installs what is missing; needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libopenmpi-dev openmpi-bin
+  libeigen3-dev libopenblas-dev
+  libboost-program-options-dev
+  nlohmann-json3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libpcre2-dev
+  python3 python3-numpy
+)
+if [ "${ZERO_SETUP_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# python3-torch is optional (golden tests skip without it): never fail setup over it.
+required=()
+for p in "${missing[@]}"; do [ "$p" = python3-torch ] || required+=("$p"); done
+if [ ${#required[@]} -gt 0 ]; then
+  $sudo apt-get install -y -qq --no-install-recommends "${required[@]}"
+fi
+for p in "${missing[@]}"; do
+  if [ "$p" = python3-torch ]; then
+    $sudo apt-get install -y -qq --no-install-recommends python3-torch || echo "setup: python3-torch unavailable; golden tests will skip"
+  fi
+done

@@ -1,0 +1,54 @@
+// Option parsing for the subcommands, with the nearest known option suggested on typos.
+#include "cli.h"
+
+#include <sstream>
+#include <vector>
+
+#include "zero/core/suggest.h"
+
+namespace zero::cli {
+
+namespace {
+
+std::string suggestion(const std::string& unknown, const po::options_description& options) {
+  std::string name = unknown;
+  while (!name.empty() && name.front() == '-') name.erase(name.begin());
+  if (auto equals = name.find('='); equals != std::string::npos) name.resize(equals);
+  std::vector<std::string> known;
+  for (const auto& option : options.options()) known.push_back(option->long_name());
+  if (auto nearest = nearest_name(name, known)) return "; did you mean --" + *nearest + "?";
+  return "";
+}
+
+}  // namespace
+
+po::variables_map parse(std::span<char* const> args, const po::options_description& options,
+                        const po::positional_options_description* positional) {
+  std::vector<std::string> words(args.begin(), args.end());
+  po::variables_map variables;
+  try {
+    po::command_line_parser parser(words);
+    parser.options(options).style(po::command_line_style::default_style &
+                                  ~po::command_line_style::allow_guessing);
+    if (positional != nullptr) parser.positional(*positional);
+    po::store(parser.run(), variables);
+    po::notify(variables);
+  } catch (const po::unknown_option& error) {
+    throw UsageError{"unknown option '" + error.get_option_name() + "'" +
+                     suggestion(error.get_option_name(), options)};
+  } catch (const po::too_many_positional_options_error&) {
+    throw UsageError{"too many positional arguments"};
+  } catch (const po::error& error) {
+    throw UsageError{error.what()};
+  }
+  return variables;
+}
+
+std::string usage(const std::string& command, const std::string& summary,
+                  const po::options_description& options) {
+  std::ostringstream out;
+  out << "Usage: zero " << command << " [options]\n" << summary << "\n\n" << options;
+  return out.str();
+}
+
+}  // namespace zero::cli

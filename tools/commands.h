@@ -1,0 +1,11 @@
+// The `zero` subcommands. Each takes the words after its name and returns the exit code; each
+// prints its own --help. The dispatch table in main.cc is the one list of them.
+#pragma once
+
+#include <span>
+
+namespace zero::cli {
+
+int run_env(std::span<char* const> args);
+
+}  // namespace zero::cli

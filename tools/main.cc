@@ -1,0 +1,78 @@
+// The `zero` command: one binary, one table of subcommands.
+#include <cstring>
+#include <iostream>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "cli.h"
+#include "commands.h"
+#include "zero/comm/communicator.h"
+#include "zero/core/error.h"
+#include "zero/core/launch.h"
+#include "zero/core/suggest.h"
+#include "zero/version.h"
+
+namespace {
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;
+  int (*run)(std::span<char* const> args);
+};
+
+constexpr Command kCommands[] = {
+    {"env", "print the launch environment, build features and devices", zero::cli::run_env},
+};
+
+void print_help() {
+  std::cout << "zero " << zero::kVersion
+            << ": ZeRO-sharded training of large language models\n\n"
+               "Usage: zero <command> [options]      (zero <command> --help for its options)\n\n"
+               "Commands:\n";
+  for (const Command& command : kCommands)
+    std::cout << "  " << command.name << std::string(12 - command.name.size(), ' ') << command.summary << "\n";
+  std::cout << "\nOptions:\n  -h, --help     print this help\n  --version      print the version\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_help();
+    return 2;
+  }
+  const std::string_view word = argv[1];
+  if (word == "--help" || word == "-h" || word == "help") {
+    print_help();
+    return 0;
+  }
+  if (word == "--version" || word == "version") {
+    std::cout << "zero " << zero::kVersion << "\n";
+    return 0;
+  }
+  const Command* command = nullptr;
+  for (const Command& candidate : kCommands)
+    if (candidate.name == word) command = &candidate;
+  if (command == nullptr) {
+    std::vector<std::string_view> names;
+    for (const Command& candidate : kCommands) names.push_back(candidate.name);
+    std::cerr << "zero: unknown " << (word.starts_with("-") ? "option" : "command") << " '" << word << "'";
+    if (auto nearest = zero::nearest_name(word, names)) std::cerr << "; did you mean '" << *nearest << "'?";
+    std::cerr << "\nRun 'zero --help' for the list of commands.\n";
+    return 2;
+  }
+  const int rank = zero::detect_launch().rank;
+  try {
+    const int code = command->run(std::span<char* const>(argv + 2, argv + argc));
+    zero::finalize_communication();
+    return code;
+  } catch (const zero::cli::UsageError& error) {
+    std::cerr << "zero " << command->name << ": " << error.message << "\nRun 'zero " << command->name
+              << " --help' for its options.\n";
+    return 2;
+  } catch (const std::exception& error) {
+    std::cerr << "[rank " << rank << "] zero " << command->name << ": error: " << error.what() << std::endl;
+    zero::abort_job(1);
+  }
+}
