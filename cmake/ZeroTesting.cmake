@@ -11,6 +11,16 @@ cmake_host_system_information(RESULT ZERO_TEST_CORES QUERY NUMBER_OF_PHYSICAL_CO
 if(NOT ZERO_TEST_CORES OR ZERO_TEST_CORES LESS 1)
   set(ZERO_TEST_CORES 1)
 endif()
+# Real data for tests (tokenizer files, corpora, DeepSpeed configs) lives beside the checkout in
+# ../shared/data when present; tests read ZERO_SHARED_DATA and skip cleanly when it is absent.
+set(ZERO_SHARED_DATA_DIR "${PROJECT_SOURCE_DIR}/../shared/data" CACHE PATH "Shared test data folder")
+# Debian's python3 carries python3-torch for the golden tests; pyenv shims earlier on PATH do not.
+find_program(ZERO_PYTHON NAMES python3 HINTS /usr/bin NO_DEFAULT_PATH)
+if(NOT ZERO_PYTHON)
+  find_program(ZERO_PYTHON python3)
+endif()
+set(ZERO_TEST_ENV "ZERO_SOURCE_DIR=${PROJECT_SOURCE_DIR};ZERO_SHARED_DATA=${ZERO_SHARED_DATA_DIR};ZERO_PYTHON=${ZERO_PYTHON}")
+
 set(ZERO_MPI_TEST_RANKS 2 4 CACHE STRING "World sizes every mpi test runs at")
 set(ZERO_MPIEXEC_EXTRA_FLAGS "--oversubscribe;--allow-run-as-root;--bind-to;none"
     CACHE STRING "Flags mpirun gets in tests (OpenMPI)")
@@ -31,7 +41,7 @@ function(zero_add_test)
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main zero::warnings)
   add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
   set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
-                       ENVIRONMENT "OMP_NUM_THREADS=${ZERO_TEST_CORES};ZERO_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+                       ENVIRONMENT "OMP_NUM_THREADS=${ZERO_TEST_CORES};${ZERO_TEST_ENV}")
 endfunction()
 
 # zero_add_mpi_test(NAME <name> SOURCES <src...> [LIBS <lib...>] [LABELS <label...>] [TIMEOUT s])
@@ -58,6 +68,6 @@ function(zero_add_mpi_test)
                      ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${ARG_NAME}> ${MPIEXEC_POSTFLAGS})
     set_tests_properties(${ARG_NAME}_np${ranks} PROPERTIES
       LABELS "mpi;${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT} PROCESSORS ${ranks}
-      ENVIRONMENT "${ZERO_MPI_TEST_ENV};OMP_NUM_THREADS=${threads};ZERO_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+      ENVIRONMENT "${ZERO_MPI_TEST_ENV};OMP_NUM_THREADS=${threads};${ZERO_TEST_ENV}")
   endforeach()
 endfunction()
