@@ -125,6 +125,15 @@ std::string describe(const WireStatus& status) {
   return out.str();
 }
 
+class MpiCommunicator;
+
+// Communicators still alive when MPI_Finalize runs are shut down by it (an attribute delete
+// callback on MPI_COMM_SELF, which MPI runs first thing in MPI_Finalize), so a communicator that
+// outlives MPI (a static, say) never calls MPI afterwards.
+std::mutex g_live_mutex;
+std::vector<MpiCommunicator*> g_live;
+void register_finalize_hook();
+
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(CommOptions options) : Communicator(options) {
@@ -138,14 +147,30 @@ class MpiCommunicator final : public Communicator {
     check_calls_ = check == nullptr || std::string(check) != "0";
     state_since_ = Clock::now();
     status_thread_ = std::thread([this] { answer_status_requests(); });
+    register_finalize_hook();
+    std::lock_guard lock(g_live_mutex);
+    g_live.push_back(this);
   }
 
   ~MpiCommunicator() override {
-    try {
-      synchronize();
-    } catch (...) {
-      // The failure was reported to whoever synchronized; a destructor cannot rethrow it.
+    {
+      std::lock_guard lock(g_live_mutex);
+      std::erase(g_live, this);
     }
+    if (!shut_down_) {
+      try {
+        synchronize();
+      } catch (...) {
+        // The failure was reported to whoever synchronized; a destructor cannot rethrow it.
+      }
+    }
+    shut_down();
+  }
+
+  // Stops the status thread and frees the MPI communicators; idempotent.
+  void shut_down() noexcept {
+    if (shut_down_) return;
+    shut_down_ = true;
     stop_ = true;
     status_thread_.join();
     MPI_Comm_free(&status_comm_);
@@ -179,7 +204,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Request request;
     ZERO_MPI_CHECK(MPI_Iallgather(&mine, sizeof mine, MPI_BYTE, calls.data(), sizeof mine, MPI_BYTE,
                                   check_comm_, &request));
-    wait(request, info, "before it started (call check)");
+    wait(request, info, "waiting for every rank to reach it");
     std::ostringstream mismatch;
     for (int r = 0; r < world_size_; ++r) {
       const CollectiveInfo theirs = from_wire(calls[r]);
@@ -233,7 +258,7 @@ class MpiCommunicator final : public Communicator {
         break;
       case CollectiveOp::kBarrier: ZERO_MPI_CHECK(MPI_Ibarrier(data_comm_, &request)); break;
     }
-    wait(request, info, "in the data transfer");
+    wait(request, info, "during the data transfer");
     if (info.reduce_op == ReduceOp::kAvg &&
         (info.op == CollectiveOp::kAllReduce || info.op == CollectiveOp::kReduceScatter)) {
       detail::divide(recv, info.dtype, info.count, world_size_);
@@ -355,8 +380,25 @@ class MpiCommunicator final : public Communicator {
   Clock::time_point state_since_;
 
   std::atomic<bool> stop_{false};
+  bool shut_down_ = false;
   std::thread status_thread_;
 };
+
+int shut_down_live_communicators(MPI_Comm, int, void*, void*) {
+  std::lock_guard lock(g_live_mutex);
+  for (MpiCommunicator* communicator : g_live) communicator->shut_down();
+  return MPI_SUCCESS;
+}
+
+void register_finalize_hook() {
+  static const bool registered = [] {
+    int keyval = MPI_KEYVAL_INVALID;
+    ZERO_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &shut_down_live_communicators, &keyval, nullptr));
+    ZERO_MPI_CHECK(MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr));
+    return true;
+  }();
+  (void)registered;
+}
 
 }  // namespace
 

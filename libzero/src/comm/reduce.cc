@@ -38,15 +38,28 @@ void accumulate(float* accumulator, const void* source, DType dtype, ReduceOp op
 
 void finish_reduction(const float* accumulator, void* destination, DType dtype, ReduceOp op,
                       int world_size, std::size_t count) {
-  if (op == ReduceOp::kAvg) {
-    const float divisor = static_cast<float>(world_size);
-    for (std::size_t i = 0; i < count; ++i) {
-      const float value = accumulator[i] / divisor;
-      convert(&value, DType::kFloat32, static_cast<char*>(destination) + i * size_of(dtype), dtype, 1);
-    }
+  if (op != ReduceOp::kAvg) {
+    convert(accumulator, DType::kFloat32, destination, dtype, count);
     return;
   }
-  convert(accumulator, DType::kFloat32, destination, dtype, count);
+  const float divisor = static_cast<float>(world_size);
+  switch (dtype) {
+    case DType::kFloat32: {
+      auto* d = static_cast<float*>(destination);
+      for (std::size_t i = 0; i < count; ++i) d[i] = accumulator[i] / divisor;
+      break;
+    }
+    case DType::kBFloat16: {
+      auto* d = static_cast<BFloat16*>(destination);
+      for (std::size_t i = 0; i < count; ++i) d[i] = to_bf16(accumulator[i] / divisor);
+      break;
+    }
+    case DType::kFloat16: {
+      auto* d = static_cast<Float16*>(destination);
+      for (std::size_t i = 0; i < count; ++i) d[i] = to_fp16(accumulator[i] / divisor);
+      break;
+    }
+  }
 }
 
 void divide(void* data, DType dtype, std::size_t count, int divisor) {

@@ -1,0 +1,49 @@
+// CUDA runtime pieces of the core: allocators and dtype conversion on a device (skips without one).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "zero/core/allocator.h"
+#include "zero/core/cuda_ops.h"
+#include "zero/core/device.h"
+
+namespace zero {
+namespace {
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_F(CudaTest, DeviceAllocatorRecordsInLedger) {
+  MemoryLedger ledger;
+  auto device = make_allocator(MemorySpace::kDevice, ledger, /*use_cuda=*/true);
+  Buffer buffer = device->allocate(1 << 20, MemoryCategory::kParams);
+  EXPECT_NE(buffer.data(), nullptr);
+  EXPECT_EQ(ledger.entry(MemorySpace::kDevice, MemoryCategory::kParams).current_bytes, 1 << 20);
+}
+
+TEST_F(CudaTest, ConvertMatchesHost) {
+  for (DType target : {DType::kBFloat16, DType::kFloat16}) {
+    std::vector<float> values(1023);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = (static_cast<float>(i) - 500.0f) * 0.37f;
+    std::vector<std::uint16_t> host(values.size()), device_result(values.size());
+    convert(values.data(), DType::kFloat32, host.data(), target, values.size());
+    float* input = nullptr;
+    std::uint16_t* output = nullptr;
+    ASSERT_EQ(cudaMalloc(&input, values.size() * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&output, values.size() * 2), cudaSuccess);
+    cudaMemcpy(input, values.data(), values.size() * 4, cudaMemcpyHostToDevice);
+    convert_on_device(input, DType::kFloat32, output, target, values.size(), nullptr);
+    cudaMemcpy(device_result.data(), output, values.size() * 2, cudaMemcpyDeviceToHost);
+    EXPECT_EQ(host, device_result) << name_of(target);
+    cudaFree(input);
+    cudaFree(output);
+  }
+}
+
+}  // namespace
+}  // namespace zero

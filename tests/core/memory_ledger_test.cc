@@ -1,0 +1,97 @@
+// MemoryLedger and allocators: current/peak per (space, category), planning allocations, report.
+#include "zero/core/memory_ledger.h"
+
+#include <gtest/gtest.h>
+
+#include "zero/core/allocator.h"
+#include "zero/core/error.h"
+
+namespace zero {
+namespace {
+
+TEST(MemoryLedger, TracksCurrentAndPeakPerCategoryAndSpace) {
+  MemoryLedger ledger;
+  HostAllocator device(ledger, MemorySpace::kDevice);
+  {
+    Buffer params = device.allocate(1000, MemoryCategory::kParams);
+    Buffer grads = device.allocate(3000, MemoryCategory::kGrads);
+    ASSERT_NE(params.data(), nullptr);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(grads.data()) % 64, 0u);
+    EXPECT_EQ(ledger.entry(MemorySpace::kDevice, MemoryCategory::kGrads).current_bytes, 3000);
+    EXPECT_EQ(ledger.space_total(MemorySpace::kDevice).current_bytes, 4000);
+    grads.reset();
+    Buffer more_params = device.allocate(500, MemoryCategory::kParams);
+    EXPECT_EQ(ledger.entry(MemorySpace::kDevice, MemoryCategory::kParams).current_bytes, 1500);
+    EXPECT_EQ(ledger.entry(MemorySpace::kDevice, MemoryCategory::kParams).peak_bytes, 1500);
+    EXPECT_EQ(ledger.entry(MemorySpace::kDevice, MemoryCategory::kGrads).peak_bytes, 3000);
+    // The space's peak (4000) is not the sum of category peaks (4500).
+    EXPECT_EQ(ledger.space_total(MemorySpace::kDevice).peak_bytes, 4000);
+  }
+  EXPECT_EQ(ledger.space_total(MemorySpace::kDevice).current_bytes, 0);
+  EXPECT_EQ(ledger.entry(MemorySpace::kHost, MemoryCategory::kParams).peak_bytes, 0);
+  ledger.reset_peaks();
+  EXPECT_EQ(ledger.space_total(MemorySpace::kDevice).peak_bytes, 0);
+}
+
+TEST(MemoryLedger, PlanningAllocatorRecordsWithoutMemory) {
+  MemoryLedger planned, real;
+  PlanningAllocator planner(planned, MemorySpace::kDevice);
+  HostAllocator host(real, MemorySpace::kDevice);
+  // 1 TiB: fine to plan, never allocated.
+  Buffer huge = planner.allocate(std::size_t{1} << 40, MemoryCategory::kOptimizerState);
+  EXPECT_EQ(huge.data(), nullptr);
+  EXPECT_TRUE(huge.allocated());
+  EXPECT_EQ(planned.entry(MemorySpace::kDevice, MemoryCategory::kOptimizerState).current_bytes,
+            std::int64_t{1} << 40);
+  // The same sequence through both allocators fills both ledgers identically.
+  for (std::size_t size : {100u, 2048u, 77u}) {
+    Buffer a = planner.allocate(size, MemoryCategory::kWorkspace);
+    Buffer b = host.allocate(size, MemoryCategory::kWorkspace);
+  }
+  EXPECT_EQ(planned.entry(MemorySpace::kDevice, MemoryCategory::kWorkspace).peak_bytes,
+            real.entry(MemorySpace::kDevice, MemoryCategory::kWorkspace).peak_bytes);
+}
+
+TEST(MemoryLedger, BuffersMoveWithoutDoubleCounting) {
+  MemoryLedger ledger;
+  HostAllocator host(ledger);
+  Buffer a = host.allocate(64, MemoryCategory::kActivations);
+  Buffer b = std::move(a);
+  EXPECT_EQ(a.data(), nullptr);
+  Buffer c;
+  c = std::move(b);
+  EXPECT_EQ(ledger.entry(MemorySpace::kHost, MemoryCategory::kActivations).current_bytes, 64);
+  c.reset();
+  EXPECT_EQ(ledger.entry(MemorySpace::kHost, MemoryCategory::kActivations).current_bytes, 0);
+}
+
+TEST(MemoryLedger, OverFreeIsAnError) {
+  MemoryLedger ledger;
+  ledger.record_allocation(MemorySpace::kHost, MemoryCategory::kParams, 10);
+  EXPECT_THROW(ledger.record_free(MemorySpace::kHost, MemoryCategory::kParams, 11), Error);
+}
+
+TEST(MemoryLedger, ReportNamesSpacesCategoriesAndExactBytes) {
+  MemoryLedger ledger;
+  ledger.record_allocation(MemorySpace::kDevice, MemoryCategory::kParamShard, 3 * 1024 * 1024);
+  ledger.record_allocation(MemorySpace::kHostPinned, MemoryCategory::kOptimizerState, 100);
+  const std::string report = ledger.report("rank 0");
+  EXPECT_NE(report.find("rank 0"), std::string::npos);
+  EXPECT_NE(report.find("param_shard"), std::string::npos);
+  EXPECT_NE(report.find("3.00 MiB"), std::string::npos);
+  EXPECT_NE(report.find("3145728"), std::string::npos);
+  EXPECT_NE(report.find("host_pinned"), std::string::npos);
+  EXPECT_EQ(report.find("grads"), std::string::npos);  // unused categories are left out
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(1536), "1.50 KiB");
+}
+
+TEST(MemoryLedger, AllocatorFactoryRejectsWhatItCannotServe) {
+  MemoryLedger ledger;
+  EXPECT_THROW(make_allocator(MemorySpace::kNvme, ledger), Error);
+  auto host = make_allocator(MemorySpace::kHost, ledger);
+  EXPECT_EQ(host->space(), MemorySpace::kHost);
+}
+
+}  // namespace
+}  // namespace zero
