@@ -269,15 +269,17 @@ class MpiCommunicator final : public Communicator {
   void wait(MPI_Request& request, const CollectiveInfo& info, const char* phase) {
     const auto start = Clock::now();
     const auto deadline = start + timeout();
-    for (int polls = 0;; ++polls) {
+    while (true) {
       int done = 0;
       ZERO_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
       if (done) return;
       const auto now = Clock::now();
       if (now >= deadline) break;
-      // Spin briefly for small, fast collectives, then back off so compute threads keep the cores.
-      if (now - start < std::chrono::microseconds(200)) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::microseconds(polls < 2000 ? 20 : 500));
+      // Nonblocking MPI collectives progress only inside MPI calls, so poll continuously (as a
+      // blocking MPI call would), yielding the core to compute threads between polls. A wait that
+      // lasts beyond a second is a peer that is late, not a transfer: poll slowly then.
+      if (now - start < std::chrono::seconds(1)) std::this_thread::yield();
+      else std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     throw_timeout(info, phase);
   }
