@@ -2,6 +2,7 @@
 #include "auto_fill.h"
 
 #include <array>
+#include <optional>
 #include <utility>
 
 namespace zero::config::detail {
@@ -156,6 +157,12 @@ void fill_auto(Json& root, const TrainerValues& trainer, std::int64_t world_size
   if (trainer.bf16) {
     filler.fill("bf16.enabled", *trainer.bf16, "--bf16", true);
     filler.fill("bfloat16.enabled", *trainer.bf16, "--bf16", true);
+  }
+  // One precision flag set to true settles the other's "auto" to false, as Hugging Face does.
+  if (trainer.bf16.value_or(false) && !trainer.fp16) filler.fill("fp16.enabled", false, "", false);
+  if (trainer.fp16.value_or(false) && !trainer.bf16) {
+    filler.fill("bf16.enabled", false, "", false);
+    filler.fill("bfloat16.enabled", false, "", false);
   }
 
   if (trainer.hidden_size && *trainer.hidden_size >= 1 && *trainer.hidden_size <= (1 << 30)) {

@@ -15,21 +15,6 @@ namespace zero::config::detail {
 
 namespace {
 
-// Line and column (1-based) of byte `offset` in `text`.
-std::string line_and_column(std::string_view text, std::size_t offset) {
-  offset = std::min(offset, text.size());
-  std::size_t line = 1, column = 1;
-  for (std::size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return "line " + std::to_string(line) + ", column " + std::to_string(column);
-}
-
 // nlohmann's message without its "[json.exception.parse_error.101] " prefix.
 std::string strip_exception_id(const std::string& message) {
   const auto end = message.find("] ");
@@ -129,8 +114,8 @@ Json parse_json(std::string_view text, std::string_view source_name) {
     root = Json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true,
                        /*ignore_comments=*/false);
   } catch (const Json::parse_error& error) {
-    ZERO_THROW(source, ": not valid JSON at ", line_and_column(text, error.byte == 0 ? 0 : error.byte - 1),
-               ": ", strip_exception_id(error.what()));
+    // nlohmann's message names the line and column.
+    ZERO_THROW(source, ": not valid JSON: ", strip_exception_id(error.what()));
   } catch (const Json::exception& error) {
     ZERO_THROW(source, ": not valid JSON: ", strip_exception_id(error.what()));
   }
@@ -147,7 +132,7 @@ std::string describe(const Json& value) {
   std::string text;
   if (value.is_number_float()) {
     const double number = value.get<double>();
-    text = std::isfinite(number) ? format_double(number) : value.dump();
+    text = std::isfinite(number) ? format_double(number) : "a number beyond the double range";
   } else {
     text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
   }

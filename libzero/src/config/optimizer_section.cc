@@ -166,8 +166,6 @@ void read_optimizer(ObjectReader& top, Diagnostics& diagnostics, OptimizerConfig
     reader.finish();
     return;
   }
-  if (optimizer.type == OptimizerType::kAdam || optimizer.type == OptimizerType::kAdamW)
-    optimizer.weight_decay = 0.0;
   if (const Json* params = find_params(reader)) {
     ObjectReader params_reader(*params, "optimizer.params", diagnostics, Strictness::kKwargs);
     read_optimizer_params(params_reader, optimizer);
