@@ -26,10 +26,14 @@ int run_config(std::span<char* const> args) {
   options.add_options()
       ("help,h", "print this help")
       ("file", po::value<std::string>(), "the DeepSpeed JSON config (positional)")
-      ("world_size", po::value<std::int64_t>(), "data-parallel ranks the batch sizes are resolved for (default 1)")
-      ("per_device_train_batch_size", po::value<std::int64_t>(), "fills train_micro_batch_size_per_gpu \"auto\"")
-      ("gradient_accumulation_steps", po::value<std::int64_t>(), "fills gradient_accumulation_steps \"auto\"")
-      ("learning_rate", po::value<double>(), "fills optimizer lr and scheduler warmup_max_lr \"auto\"")
+      ("world_size", po::value<std::int64_t>(),
+       "data-parallel ranks the batch sizes are resolved for (default 1)")
+      ("per_device_train_batch_size", po::value<std::int64_t>(),
+       "fills train_micro_batch_size_per_gpu \"auto\"")
+      ("gradient_accumulation_steps", po::value<std::int64_t>(),
+       "fills gradient_accumulation_steps \"auto\"")
+      ("learning_rate", po::value<double>(),
+       "fills optimizer lr and scheduler warmup_max_lr \"auto\"")
       ("adam_beta1", po::value<double>(), "fills optimizer betas \"auto\" (with --adam_beta2)")
       ("adam_beta2", po::value<double>(), "fills optimizer betas \"auto\" (with --adam_beta1)")
       ("adam_epsilon", po::value<double>(), "fills optimizer eps \"auto\"")
@@ -40,7 +44,8 @@ int run_config(std::span<char* const> args) {
       ("max_grad_norm", po::value<double>(), "fills gradient_clipping \"auto\"")
       ("fp16", "fills fp16.enabled \"auto\" with true")
       ("bf16", "fills bf16.enabled \"auto\" with true")
-      ("hidden_size", po::value<std::int64_t>(), "the model's; fills bucket sizes and stage-3 thresholds \"auto\"");
+      ("hidden_size", po::value<std::int64_t>(),
+       "the model's; fills bucket sizes and stage-3 thresholds \"auto\"");
   // clang-format on
   po::positional_options_description positional;
   positional.add("file", 1);
@@ -71,7 +76,8 @@ int run_config(std::span<char* const> args) {
   trainer.weight_decay = optional_value<double>(variables, "weight_decay");
   trainer.warmup_steps = optional_value<std::int64_t>(variables, "warmup_steps");
   trainer.total_steps = optional_value<std::int64_t>(variables, "max_steps");
-  if (!trainer.total_steps) trainer.total_steps = optional_value<std::int64_t>(variables, "total_steps");
+  if (!trainer.total_steps)
+    trainer.total_steps = optional_value<std::int64_t>(variables, "total_steps");
   trainer.max_grad_norm = optional_value<double>(variables, "max_grad_norm");
   if (variables.count("fp16")) trainer.fp16 = true;
   if (variables.count("bf16")) trainer.bf16 = true;

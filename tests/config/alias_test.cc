@@ -41,10 +41,12 @@ TEST(Alias, Stage3GatherFp16WeightsMapsTo16Bit) {
   const ConfigResult result =
       resolve(with_zero(R"("stage": 3, "stage3_gather_fp16_weights_on_model_save": true)"));
   EXPECT_TRUE(result.config.zero_optimization.gather_16bit_weights_on_model_save);
-  EXPECT_TRUE(any_contains(result.warnings, "stage3_gather_fp16_weights_on_model_save: deprecated"));
-  EXPECT_CONTAINS(error_of(with_zero(R"("stage": 3, "stage3_gather_fp16_weights_on_model_save": true,
+  EXPECT_TRUE(
+      any_contains(result.warnings, "stage3_gather_fp16_weights_on_model_save: deprecated"));
+  EXPECT_CONTAINS(
+      error_of(with_zero(R"("stage": 3, "stage3_gather_fp16_weights_on_model_save": true,
                                         "stage3_gather_16bit_weights_on_model_save": false)")),
-                  "cannot be given together");
+      "cannot be given together");
 }
 
 TEST(Alias, BooleanZeroOptimizationMeansStageOneOrZero) {
@@ -62,7 +64,8 @@ TEST(Alias, EveryStage3KnobAcceptsItsShortName) {
   const DeepSpeedConfig config = resolve(with_zero(R"("stage": 3, "prefetch_bucket_size": 11,
       "param_persistence_threshold": 12, "model_persistence_threshold": 13,
       "max_live_parameters": 14, "max_reuse_distance": 15,
-      "gather_16bit_weights_on_model_save": true)")).config;
+      "gather_16bit_weights_on_model_save": true)"))
+                                     .config;
   const ZeroOptimizationConfig& zero = config.zero_optimization;
   EXPECT_EQ(zero.prefetch_bucket_size, 11);
   EXPECT_EQ(zero.param_persistence_threshold, 12);
@@ -73,7 +76,8 @@ TEST(Alias, EveryStage3KnobAcceptsItsShortName) {
   const DeepSpeedConfig long_names = resolve(with_zero(R"("stage": 3,
       "stage3_prefetch_bucket_size": 21, "stage3_param_persistence_threshold": 22,
       "stage3_model_persistence_threshold": 23, "stage3_max_live_parameters": 24,
-      "stage3_max_reuse_distance": 25, "stage3_gather_16bit_weights_on_model_save": true)")).config;
+      "stage3_max_reuse_distance": 25, "stage3_gather_16bit_weights_on_model_save": true)"))
+                                         .config;
   EXPECT_EQ(long_names.zero_optimization.prefetch_bucket_size, 21);
   EXPECT_EQ(long_names.zero_optimization.param_persistence_threshold, 22);
   EXPECT_EQ(long_names.zero_optimization.model_persistence_threshold, 23);
@@ -108,13 +112,15 @@ TEST(Alias, AioThreadCountIsTheOldNameOfIntraOpParallelism) {
 
 TEST(Alias, OverlapCommDefaultDependsOnTheStage) {
   for (int stage = 0; stage <= 3; ++stage) {
-    const DeepSpeedConfig config =
-        resolve(with_zero("\"stage\": " + std::to_string(stage))).config;
+    const DeepSpeedConfig config = resolve(with_zero("\"stage\": " + std::to_string(stage))).config;
     EXPECT_EQ(config.zero_optimization.overlap_comm, stage == 3) << "stage " << stage;
   }
-  EXPECT_TRUE(resolve(with_zero(R"("stage": 3, "overlap_comm": null)")).config.zero_optimization.overlap_comm);
-  EXPECT_FALSE(resolve(with_zero(R"("stage": 3, "overlap_comm": false)")).config.zero_optimization.overlap_comm);
-  EXPECT_TRUE(resolve(with_zero(R"("stage": 1, "overlap_comm": true)")).config.zero_optimization.overlap_comm);
+  EXPECT_TRUE(resolve(with_zero(R"("stage": 3, "overlap_comm": null)"))
+                  .config.zero_optimization.overlap_comm);
+  EXPECT_FALSE(resolve(with_zero(R"("stage": 3, "overlap_comm": false)"))
+                   .config.zero_optimization.overlap_comm);
+  EXPECT_TRUE(resolve(with_zero(R"("stage": 1, "overlap_comm": true)"))
+                  .config.zero_optimization.overlap_comm);
 }
 
 TEST(Alias, AdamDecouplesWeightDecayUnlessAdamWModeIsFalse) {
@@ -126,6 +132,11 @@ TEST(Alias, AdamDecouplesWeightDecayUnlessAdamWModeIsFalse) {
   EXPECT_FALSE(optimizer(R"({"type": "Adam", "params": {"adam_w_mode": false}})").adam_w_mode);
   EXPECT_TRUE(optimizer(R"({"type": "AdamW", "params": {"adam_w_mode": false}})").adam_w_mode);
   EXPECT_EQ(optimizer(R"({"type": "adamw"})").type, OptimizerType::kAdamW);
+  EXPECT_EQ(optimizer(R"({"type": "adamw"})").weight_decay, 0.0);  // FusedAdam's default
+  EXPECT_EQ(optimizer(R"({"type": "AdamW", "params": {"torch_adam": true}})").weight_decay, 0.01);
+  EXPECT_CONTAINS(error_of(std::string("{") + kBatch + R"(, "optimizer": {"type": "Adam",
+                              "params": {"torch_adam": true, "bias_correction": false}}})"),
+                  "optimizer.params.bias_correction: not an argument of torch.optim.Adam/AdamW");
   EXPECT_EQ(optimizer(R"({"type": "LAMB"})").type, OptimizerType::kLamb);
 }
 

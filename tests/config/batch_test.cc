@@ -33,9 +33,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         // all three given: only checked
         BatchCase{R"({"train_batch_size": 48, "train_micro_batch_size_per_gpu": 8,
-                      "gradient_accumulation_steps": 3})", 2, 48, 8, 3, nullptr},
+                      "gradient_accumulation_steps": 3})",
+                  2, 48, 8, 3, nullptr},
         BatchCase{R"({"train_batch_size": 50, "train_micro_batch_size_per_gpu": 8,
-                      "gradient_accumulation_steps": 3})", 2, 0, 0, 0,
+                      "gradient_accumulation_steps": 3})",
+                  2, 0, 0, 0,
                   "50 is not train_micro_batch_size_per_gpu 8 × gradient_accumulation_steps 3 × "
                   "world_size 2 = 48"},
         // train + micro: accumulation = train // micro // world
@@ -77,8 +79,8 @@ INSTANTIATE_TEST_SUITE_P(
                   nullptr},
         BatchCase{R"({"train_batch_size": 8.5})", 1, 0, 0, 0, "fractional part"},
         BatchCase{R"({"train_micro_batch_size_per_gpu": 4294967296,
-                      "gradient_accumulation_steps": 4294967296})", 4, 0, 0, 0,
-                  "overflows a 64-bit integer"}));
+                      "gradient_accumulation_steps": 4294967296})",
+                  4, 0, 0, 0, "overflows a 64-bit integer"}));
 
 TEST(BatchRule, RejectsWorldSizeBelowOne) {
   TrainerValues trainer;

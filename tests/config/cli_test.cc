@@ -22,7 +22,8 @@ CommandResult run_zero(const std::string& arguments, bool with_stderr) {
   if (pipe == nullptr) return {-1, "popen failed"};
   std::string output;
   char buffer[4096];
-  while (std::size_t count = std::fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, count);
+  while (std::size_t count = std::fread(buffer, 1, sizeof(buffer), pipe))
+    output.append(buffer, count);
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
 }
@@ -40,20 +41,24 @@ class ZeroConfigCommand : public ::testing::Test {
 
 TEST_F(ZeroConfigCommand, PrintsTheResolvedConfigAndExitsZero) {
   const std::string file = write("good.json", R"({"train_batch_size": "auto",
-      "train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": 3, "cpu_offload": true},
+      "train_micro_batch_size_per_gpu": "auto",
+      "zero_optimization": {"stage": 3, "cpu_offload": true},
       "optimizer": {"type": "AdamW", "params": {"lr": "auto"}}})");
-  const CommandResult run = run_zero("config " + file +
-                               " --world_size 2 --per_device_train_batch_size 4 --learning_rate 3e-5",
-                           /*with_stderr=*/false);
+  const CommandResult run = run_zero(
+      "config " + file + " --world_size 2 --per_device_train_batch_size 4 --learning_rate 3e-5",
+      /*with_stderr=*/false);
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("\"train_batch_size\": 8"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("\"overlap_comm\": true"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("\"lr\": 3e-05"), std::string::npos) << run.output;
   EXPECT_EQ(run.output.find("warning"), std::string::npos) << "warnings belong on stderr";
-  const CommandResult with_warnings = run_zero("config " + file + " --per_device_train_batch_size 4 "
-                                     "--learning_rate 3e-5", /*with_stderr=*/true);
+  const CommandResult with_warnings = run_zero("config " + file +
+                                                   " --per_device_train_batch_size 4 "
+                                                   "--learning_rate 3e-5",
+                                               /*with_stderr=*/true);
   EXPECT_NE(with_warnings.output.find("warning: zero_optimization.cpu_offload: deprecated"),
-            std::string::npos) << with_warnings.output;
+            std::string::npos)
+      << with_warnings.output;
 }
 
 TEST_F(ZeroConfigCommand, ListsEveryErrorAndExitsTwo) {
@@ -62,7 +67,8 @@ TEST_F(ZeroConfigCommand, ListsEveryErrorAndExitsTwo) {
   const CommandResult run = run_zero("config " + file, /*with_stderr=*/true);
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("2 errors in the DeepSpeed config"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("did you mean 'stage3_param_persistence_threshold'?"), std::string::npos)
+  EXPECT_NE(run.output.find("did you mean 'stage3_param_persistence_threshold'?"),
+            std::string::npos)
       << run.output;
   EXPECT_NE(run.output.find("pass --per_device_train_batch_size"), std::string::npos) << run.output;
 }

@@ -14,7 +14,8 @@ std::string with_zero(const std::string& zero_body) {
 
 TEST(Numbers, IntegralFloatsAreAcceptedWhereIntegersAreMeant) {
   const DeepSpeedConfig config = resolve(with_zero(R"("stage": 3.0, "reduce_bucket_size": 5e8,
-      "sub_group_size": 1e14, "stage3_max_live_parameters": 1E9)")).config;
+      "sub_group_size": 1e14, "stage3_max_live_parameters": 1E9)"))
+                                     .config;
   EXPECT_EQ(config.zero_optimization.stage, 3);
   EXPECT_EQ(config.zero_optimization.reduce_bucket_size, 500'000'000);
   EXPECT_EQ(config.zero_optimization.sub_group_size, 100'000'000'000'000);
@@ -32,13 +33,15 @@ TEST(Numbers, StringsOtherThanAutoAreRejected) {
                   "got the string \"5e8\" (the only string accepted here is \"auto\")");
   EXPECT_CONTAINS(error_of(R"({"train_batch_size": 1, "gradient_clipping": "1.0"})"),
                   "gradient_clipping: expected a number >= 0, got the string \"1.0\"");
-  EXPECT_CONTAINS(error_of(R"({"train_batch_size": "8"})"), "train_batch_size: expected an integer");
+  EXPECT_CONTAINS(error_of(R"({"train_batch_size": "8"})"),
+                  "train_batch_size: expected an integer");
 }
 
 TEST(Numbers, BooleansAndNumbersDoNotStandInForEachOther) {
   EXPECT_CONTAINS(error_of(with_zero(R"("overlap_comm": 1)")),
                   "zero_optimization.overlap_comm: expected true or false, got 1");
-  EXPECT_CONTAINS(error_of(with_zero(R"("stage": true)")), "zero_optimization.stage: expected an integer");
+  EXPECT_CONTAINS(error_of(with_zero(R"("stage": true)")),
+                  "zero_optimization.stage: expected an integer");
   EXPECT_CONTAINS(error_of(R"({"train_batch_size": 1, "fp16": {"enabled": "true"}})"),
                   "fp16.enabled: expected true or false, got the string \"true\"");
 }
@@ -46,8 +49,10 @@ TEST(Numbers, BooleansAndNumbersDoNotStandInForEachOther) {
 TEST(Numbers, RangesAreChecked) {
   EXPECT_CONTAINS(error_of(with_zero(R"("stage": 4)")),
                   "zero_optimization.stage: expected an integer in [0, 3], got 4");
-  EXPECT_CONTAINS(error_of(with_zero(R"("allgather_bucket_size": -1)")), "expected an integer >= 0, got -1");
-  EXPECT_CONTAINS(error_of(with_zero(R"("sub_group_size": 1e19)")), "sub_group_size: expected an integer");
+  EXPECT_CONTAINS(error_of(with_zero(R"("allgather_bucket_size": -1)")),
+                  "expected an integer >= 0, got -1");
+  EXPECT_CONTAINS(error_of(with_zero(R"("sub_group_size": 1e19)")),
+                  "sub_group_size: expected an integer");
   EXPECT_CONTAINS(error_of(with_zero(R"("sub_group_size": 18446744073709551615)")),
                   "sub_group_size: expected an integer");
   EXPECT_CONTAINS(error_of(with_zero(R"("offload_optimizer": {"ratio": 1.5})")),
@@ -60,7 +65,8 @@ TEST(Numbers, RangesAreChecked) {
 
 TEST(Numbers, IntegersAreAcceptedWhereFloatsAreMeant) {
   const DeepSpeedConfig config =
-      resolve(R"({"train_batch_size": 1, "gradient_clipping": 1, "fp16": {"loss_scale": 128}})").config;
+      resolve(R"({"train_batch_size": 1, "gradient_clipping": 1, "fp16": {"loss_scale": 128}})")
+          .config;
   EXPECT_EQ(config.gradient_clipping, 1.0);
   EXPECT_EQ(config.fp16.loss_scale, 128.0);
 }
@@ -75,13 +81,15 @@ TEST(DuplicateKeys, AreErrorsNamingTheirPath) {
   EXPECT_CONTAINS(nested, "zero_optimization.stage: given more than once");
   // The same key in sibling objects is not a duplicate.
   EXPECT_EQ(error_of(R"({"train_batch_size": 1, "fp16": {"enabled": false},
-                         "bf16": {"enabled": false}})"), "");
+                         "bf16": {"enabled": false}})"),
+            "");
 }
 
 TEST(NotJson, IsAnErrorWithLineAndColumn) {
   EXPECT_CONTAINS(error_of("{\n  \"train_batch_size\": 1,\n}"),
                   "test.json: not valid JSON: parse error at line 3, column 1");
-  EXPECT_CONTAINS(error_of("train_batch_size = 1"), "not valid JSON: parse error at line 1, column 3");
+  EXPECT_CONTAINS(error_of("train_batch_size = 1"),
+                  "not valid JSON: parse error at line 1, column 3");
   EXPECT_CONTAINS(error_of(R"({"train_batch_size": 1} // comment)"), "not valid JSON");
   EXPECT_CONTAINS(error_of(R"({"train_batch_size": 1)"), "not valid JSON");
   EXPECT_CONTAINS(error_of("[1, 2]"), "expected a JSON object at the top level, got array");
@@ -127,13 +135,15 @@ TEST(UnknownKeys, InStrictSectionsAreErrorsWithTheNearestKey) {
 
 TEST(UnknownKeys, AtTheTopLevelAreWarningsWithTheNearestKey) {
   const ConfigResult result = resolve(R"({"train_batch_size": 1, "gradient_clippping": 1.0})");
-  EXPECT_TRUE(any_contains(result.warnings, "gradient_clippping: unknown key (value 1), ignored; "
-                                            "did you mean 'gradient_clipping'?"));
+  EXPECT_TRUE(any_contains(result.warnings,
+                           "gradient_clippping: unknown key (value 1), ignored; "
+                           "did you mean 'gradient_clipping'?"));
   EXPECT_EQ(result.config.gradient_clipping, 0.0);
 }
 
 TEST(UnknownKeys, UnimplementedSectionsAreWarnedAboutUnlessDisabled) {
-  const ConfigResult result = resolve(R"({"train_batch_size": 1, "sparse_attention": {"mode": "fixed"},
+  const ConfigResult result =
+      resolve(R"({"train_batch_size": 1, "sparse_attention": {"mode": "fixed"},
       "flops_profiler": {"enabled": false}, "pipeline": {"stages": 2}})");
   EXPECT_TRUE(any_contains(result.warnings, "sparse_attention: not implemented by zero"));
   EXPECT_TRUE(any_contains(result.warnings, "pipeline: not implemented by zero"));
@@ -141,9 +151,10 @@ TEST(UnknownKeys, UnimplementedSectionsAreWarnedAboutUnlessDisabled) {
 }
 
 TEST(UnknownKeys, OptimizerAndSchedulerParamsAreKeywordArguments) {
-  EXPECT_CONTAINS(error_of(R"({"train_batch_size": 1, "optimizer": {"type": "AdamW",
+  EXPECT_CONTAINS(
+      error_of(R"({"train_batch_size": 1, "optimizer": {"type": "AdamW",
                               "params": {"lr": 0.1, "weight_decy": 0.1}}})"),
-                  "optimizer.params.weight_decy: unknown key (value 0.1); did you mean 'weight_decay'?");
+      "optimizer.params.weight_decy: unknown key (value 0.1); did you mean 'weight_decay'?");
   EXPECT_CONTAINS(error_of(R"({"train_batch_size": 1, "optimizer": {"type": "AdamW",
                               "params": {"max_grad_norm": 1.0}}})"),
                   "use the top-level \"gradient_clipping\"");
@@ -167,7 +178,9 @@ TEST(Errors, EveryErrorIsListedInOneMessage) {
   EXPECT_CONTAINS(message, "test.json: 5 errors in the DeepSpeed config:");
   EXPECT_CONTAINS(message, "zero_optimization.stage: expected an integer in [0, 3], got 5");
   EXPECT_CONTAINS(message, "zero_optimization.reduce_bucket_size");
-  EXPECT_CONTAINS(message, "zero_optimization.overlap_com: unknown key (value true); did you mean 'overlap_comm'?");
+  EXPECT_CONTAINS(
+      message,
+      "zero_optimization.overlap_com: unknown key (value true); did you mean 'overlap_comm'?");
   EXPECT_CONTAINS(message, "fp16 and bf16 cannot both be enabled");
   EXPECT_CONTAINS(message, "optimizer.params.lr: expected a number >= 0, got the string \"fast\"");
 }
@@ -177,12 +190,14 @@ TEST(Errors, CrossSectionRulesAreChecked) {
                   "zero_optimization.offload_param.nvme_path: required when device is \"nvme\"");
   EXPECT_CONTAINS(error_of(with_zero(R"("offload_optimizer": {"device": "gpu"})")),
                   "expected \"none\", \"cpu\" or \"nvme\", got \"gpu\"");
-  EXPECT_CONTAINS(error_of(with_zero(R"("stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5})")),
-                  "partial offload (ratio < 1) needs stage 3");
+  EXPECT_CONTAINS(
+      error_of(with_zero(R"("stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5})")),
+      "partial offload (ratio < 1) needs stage 3");
   EXPECT_CONTAINS(error_of(R"({"train_batch_size": 1, "bf16": {"enabled": true,
                               "bf16_optimizer_states": true}})"),
                   "bf16.bf16_optimizer_states: needs ZeRO stage 1, 2 or 3");
-  const ConfigResult result = resolve(with_zero(R"("stage": 2, "offload_param": {"device": "cpu"})"));
+  const ConfigResult result =
+      resolve(with_zero(R"("stage": 2, "offload_param": {"device": "cpu"})"));
   EXPECT_TRUE(any_contains(result.warnings, "parameter offload applies to stage 3 only"));
 }
 

@@ -37,7 +37,8 @@ struct RealConfig {
 };
 
 const RealConfig kRealConfigs[] = {
-    {"deepspeedai__DeepSpeedExamples__Megatron-LM-v1.1.5-ZeRO3__examples__ds_zero_stage_infinity_config.json",
+    {"deepspeedai__DeepSpeedExamples__Megatron-LM-v1.1.5-ZeRO3__examples__ds_zero_stage_infinity_"
+     "config.json",
      "zero_optimization.stage3_param_persitence_threshold: unknown key (value 1e+05); did you mean "
      "'stage3_param_persistence_threshold'?",
      "stage3_param_persitence_threshold: unknown key",
@@ -102,7 +103,8 @@ const RealConfig kRealConfigs[] = {
        EXPECT_EQ(c.optimizer.type, OptimizerType::kAdamW);
        EXPECT_EQ(c.steps_per_print, 100);
      }},
-    {"deepspeedai__DeepSpeedExamples__training__bing_bert__deepspeed_bsz64k_lamb_config_seq128.json",
+    {"deepspeedai__DeepSpeedExamples__training__bing_bert__deepspeed_bsz64k_lamb_config_seq128."
+     "json",
      nullptr, "train_batch_size: 65536 in the config contradicts",
      "Lamb with max/min coeff; 65536 / 64 gives 1024 accumulation steps at world 1; "
      "sparse_attention is ignored with a warning",
@@ -165,18 +167,17 @@ const RealConfig kRealConfigs[] = {
      "all-\"auto\" batch, clipping, AdamW and WarmupDecayLR params: errors naming the flags; with "
      "them it resolves",
      nullptr},
-    {"huggingface__accelerate__examples__deepspeed_config_templates__zero_stage3_offload_config.json",
+    {"huggingface__accelerate__examples__deepspeed_config_templates__zero_stage3_offload_config."
+     "json",
      "train_micro_batch_size_per_gpu: \"auto\" but no trainer value fills it", nullptr,
-     "as the stage-1 template, plus \"auto\" stage-3 knobs filled from --hidden_size",
-     nullptr},
+     "as the stage-1 template, plus \"auto\" stage-3 knobs filled from --hidden_size", nullptr},
     {"huggingface__transformers__tests__deepspeed__ds_config_zero2.json",
      "optimizer.params.betas: \"auto\" but no trainer value fills it", nullptr,
      "every Hugging Face \"auto\" key; fp16/bf16 \"auto\" default to false with a warning",
      nullptr},
     {"huggingface__transformers__tests__deepspeed__ds_config_zero3.json",
      "train_batch_size: no batch size given", "no batch size given",
-     "no batch size at all: DeepSpeed asserts, and flags fill only \"auto\" keys",
-     nullptr},
+     "no batch size at all: DeepSpeed asserts, and flags fill only \"auto\" keys", nullptr},
 };
 
 class RealConfigs : public ::testing::TestWithParam<RealConfig> {};
@@ -212,7 +213,9 @@ INSTANTIATE_TEST_SUITE_P(SharedData, RealConfigs, ::testing::ValuesIn(kRealConfi
 
 TEST(RealConfigsWithFlags, AutoConfigsResolveToTheFlagValues) {
   const std::string relative =
-      "ds_configs/huggingface__accelerate__examples__deepspeed_config_templates__zero_stage3_offload_config.json";
+      "ds_configs/"
+      "huggingface__accelerate__examples__deepspeed_config_templates__zero_stage3_offload_config."
+      "json";
   ZERO_REQUIRE_SHARED_DATA(relative);
   const ConfigResult result =
       load_config_file(zero::testing::shared_data_dir() / relative, trainer_flags());
@@ -230,15 +233,32 @@ TEST(RealConfigsWithFlags, AutoConfigsResolveToTheFlagValues) {
 }
 
 TEST(RealConfigsWithFlags, Zero2TakesPrecisionFromTheFlags) {
-  const std::string relative = "ds_configs/huggingface__transformers__tests__deepspeed__ds_config_zero2.json";
+  const std::string relative =
+      "ds_configs/huggingface__transformers__tests__deepspeed__ds_config_zero2.json";
   ZERO_REQUIRE_SHARED_DATA(relative);
   TrainerValues trainer = trainer_flags();
   trainer.fp16 = true;
-  const ConfigResult result = load_config_file(zero::testing::shared_data_dir() / relative, trainer);
+  const ConfigResult result =
+      load_config_file(zero::testing::shared_data_dir() / relative, trainer);
   EXPECT_TRUE(result.config.fp16.enabled);
   EXPECT_FALSE(result.config.bf16.enabled);
   EXPECT_EQ(result.config.zero_optimization.reduce_bucket_size, 200'000'000);  // concrete 2e8 kept
   EXPECT_TRUE(result.warnings.empty());
+}
+
+TEST(RealConfigsWithFlags, NvmeInferenceConfigTakesStage3KnobsFromTheHiddenSize) {
+  const std::string relative =
+      "ds_configs/deepspeedai__DeepSpeedExamples__inference__sglang__ds_offload_nvme_aio.json";
+  ZERO_REQUIRE_SHARED_DATA(relative);
+  TrainerValues trainer;
+  trainer.hidden_size = 4096;
+  const ConfigResult result = load_config_file(zero::testing::shared_data_dir() / relative, trainer);
+  EXPECT_EQ(result.config.zero_optimization.prefetch_bucket_size, 15'099'494);  // int(0.9 × 4096²)
+  EXPECT_EQ(result.config.zero_optimization.param_persistence_threshold, 40'960);
+  // No trainer flag fills these two: DeepSpeed's defaults, with a warning each.
+  EXPECT_EQ(result.warnings.size(), 2u);
+  EXPECT_TRUE(any_contains(result.warnings, "stage3_max_live_parameters: \"auto\""));
+  EXPECT_TRUE(any_contains(result.warnings, "offload_param.buffer_size: \"auto\""));
 }
 
 }  // namespace

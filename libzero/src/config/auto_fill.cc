@@ -40,7 +40,8 @@ bool agrees(const Json& config_value, const Json& trainer_value) {
 
 std::optional<std::int64_t> concrete_integer(const Json* value) {
   if (value == nullptr || !value->is_number_integer()) return std::nullopt;
-  if (value->is_number_unsigned() && value->get<std::uint64_t>() > static_cast<std::uint64_t>(kInt64Max))
+  if (value->is_number_unsigned() &&
+      value->get<std::uint64_t>() > static_cast<std::uint64_t>(kInt64Max))
     return std::nullopt;
   return value->get<std::int64_t>();
 }
@@ -58,14 +59,13 @@ class Filler {
       *node = value;
       return;
     }
-    if (must_match && !agrees(*node, value))
-      mismatch(path, *node, flag + " " + describe(value));
+    if (must_match && !agrees(*node, value)) mismatch(path, *node, flag + " " + describe(value));
   }
 
   void mismatch(std::string_view path, const Json& config_value, const std::string& trainer_text) {
-    diagnostics_.errors.push_back(std::string(path) + ": " + describe(config_value) +
-                                  " in the config contradicts " + trainer_text +
-                                  "; set it to \"auto\" to take the flag's value, or drop the flag");
+    diagnostics_.errors.push_back(
+        std::string(path) + ": " + describe(config_value) + " in the config contradicts " +
+        trainer_text + "; set it to \"auto\" to take the flag's value, or drop the flag");
   }
 
   Json& root() { return root_; }
@@ -133,7 +133,8 @@ void fill_auto(Json& root, const TrainerValues& trainer, std::int64_t world_size
   if (Json* betas = find_path(root, "optimizer.params.betas");
       betas != nullptr && betas->is_array() && betas->size() == 2) {
     const std::array<std::pair<const std::optional<double>*, const char*>, 2> flags = {
-        std::pair{&trainer.adam_beta1, "--adam_beta1"}, std::pair{&trainer.adam_beta2, "--adam_beta2"}};
+        std::pair{&trainer.adam_beta1, "--adam_beta1"},
+        std::pair{&trainer.adam_beta2, "--adam_beta2"}};
     for (std::size_t i = 0; i < 2; ++i) {
       if (*flags[i].first && !agrees((*betas)[i], **flags[i].first))
         filler.mismatch("optimizer.params.betas[" + std::to_string(i) + "]", (*betas)[i],

@@ -16,8 +16,10 @@ void fill_auto(Json& root, const TrainerValues& trainer, std::int64_t world_size
                Diagnostics& diagnostics);
 
 // Section readers: each marks its key known in `top` and reads the section into `config`.
-void read_zero_optimization(ObjectReader& top, Diagnostics& diagnostics, ZeroOptimizationConfig& zero);
-void read_precision(ObjectReader& top, Diagnostics& diagnostics, Fp16Config& fp16, Bf16Config& bf16);
+void read_zero_optimization(ObjectReader& top, Diagnostics& diagnostics,
+                            ZeroOptimizationConfig& zero);
+void read_precision(ObjectReader& top, Diagnostics& diagnostics, Fp16Config& fp16,
+                    Bf16Config& bf16);
 void read_optimizer(ObjectReader& top, Diagnostics& diagnostics, OptimizerConfig& optimizer);
 void read_scheduler(ObjectReader& top, Diagnostics& diagnostics, SchedulerConfig& scheduler);
 void read_aio(ObjectReader& top, Diagnostics& diagnostics, AioConfig& aio);

@@ -10,7 +10,8 @@ namespace {
 
 // The value at `key` when present and valid; `invalid` is set when present but unusable (the
 // reader has reported why).
-std::optional<std::int64_t> read_batch_value(ObjectReader& top, std::string_view key, bool& invalid) {
+std::optional<std::int64_t> read_batch_value(ObjectReader& top, std::string_view key,
+                                             bool& invalid) {
   if (!top.has(key)) {
     top.mark_known(key);
     return std::nullopt;
@@ -44,20 +45,22 @@ void resolve_batch(ObjectReader& top, Diagnostics& diagnostics, DeepSpeedConfig&
                  " = " + text(g);
   } else if (train && accumulation) {
     m = t / world / g;
-    derivation = "train_micro_batch_size_per_gpu = train_batch_size " + text(t) + " // world_size " +
-                 text(world) + " // gradient_accumulation_steps " + text(g) + " = " + text(m);
+    derivation = "train_micro_batch_size_per_gpu = train_batch_size " + text(t) +
+                 " // world_size " + text(world) + " // gradient_accumulation_steps " + text(g) +
+                 " = " + text(m);
   } else if (micro && accumulation) {
     if (__builtin_mul_overflow(m, g, &t) || __builtin_mul_overflow(t, world, &t)) {
       diagnostics.errors.push_back("train_batch_size: train_micro_batch_size_per_gpu " + text(m) +
-                                   " × gradient_accumulation_steps " + text(g) + " × world_size " +
-                                   text(world) + " overflows a 64-bit integer");
+                                   " × gradient_accumulation_steps " + text(g) +
+                                   " × world_size " + text(world) + " overflows a 64-bit integer");
       return;
     }
   } else if (train) {
     g = 1;
     m = t / world;
-    derivation = "train_micro_batch_size_per_gpu = train_batch_size " + text(t) + " // world_size " +
-                 text(world) + " = " + text(m) + " (with gradient_accumulation_steps 1)";
+    derivation = "train_micro_batch_size_per_gpu = train_batch_size " + text(t) +
+                 " // world_size " + text(world) + " = " + text(m) +
+                 " (with gradient_accumulation_steps 1)";
   } else if (micro) {
     g = 1;
     if (__builtin_mul_overflow(m, world, &t)) {
@@ -74,8 +77,8 @@ void resolve_batch(ObjectReader& top, Diagnostics& diagnostics, DeepSpeedConfig&
   }
   const std::string because = derivation.empty() ? "" : " (DeepSpeed derives " + derivation + ")";
   if (m < 1) {
-    diagnostics.errors.push_back("train_micro_batch_size_per_gpu: must be at least 1, got " + text(m) +
-                                 because);
+    diagnostics.errors.push_back("train_micro_batch_size_per_gpu: must be at least 1, got " +
+                                 text(m) + because);
     return;
   }
   if (g < 1) {

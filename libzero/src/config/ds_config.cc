@@ -62,8 +62,8 @@ ConfigResult resolve_config(std::string_view json_text, const TrainerValues& tra
                             std::string_view source_name) {
   Json root = detail::parse_json(json_text, source_name);
   if (!root.is_object())
-    ZERO_THROW(source_name, ": expected a JSON object at the top level, got ", root.type_name(), " ",
-               detail::describe(root));
+    ZERO_THROW(source_name, ": expected a JSON object at the top level, got ", root.type_name(),
+               " ", detail::describe(root));
   Diagnostics diagnostics;
   DeepSpeedConfig config;
   if (trainer.world_size && *trainer.world_size < 1)

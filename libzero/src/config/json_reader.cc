@@ -2,8 +2,8 @@
 #include "json_reader.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -18,8 +18,9 @@ namespace {
 // nlohmann's message without its "[json.exception.parse_error.101] " prefix.
 std::string strip_exception_id(const std::string& message) {
   const auto end = message.find("] ");
-  return message.starts_with("[json.exception") && end != std::string::npos ? message.substr(end + 2)
-                                                                             : message;
+  return message.starts_with("[json.exception") && end != std::string::npos
+             ? message.substr(end + 2)
+             : message;
 }
 
 std::string format_double(double value) {
@@ -68,9 +69,11 @@ std::string got(const Json& value) {
 
 Json parse_json(std::string_view text, std::string_view source_name) {
   const std::string source(source_name);
-  if (std::all_of(text.begin(), text.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); }))
-    ZERO_THROW(source, ": the config is empty; expected a JSON object such as "
-                       "{\"train_micro_batch_size_per_gpu\": 1}");
+  if (std::all_of(text.begin(), text.end(),
+                  [](char c) { return std::isspace(static_cast<unsigned char>(c)); }))
+    ZERO_THROW(source,
+               ": the config is empty; expected a JSON object such as "
+               "{\"train_micro_batch_size_per_gpu\": 1}");
   struct Level {
     std::string path;
     bool is_array = false;
@@ -104,8 +107,7 @@ Json parse_json(std::string_view text, std::string_view source_name) {
       case Json::parse_event_t::array_end:
         if (!stack.empty()) stack.pop_back();
         break;
-      case Json::parse_event_t::value:
-        break;
+      case Json::parse_event_t::value: break;
     }
     return true;
   };
@@ -120,9 +122,11 @@ Json parse_json(std::string_view text, std::string_view source_name) {
     ZERO_THROW(source, ": not valid JSON: ", strip_exception_id(error.what()));
   }
   if (!duplicates.empty()) {
-    std::string message = source + ": duplicate keys (DeepSpeed rejects them; a JSON reader would "
-                                   "silently keep the last):";
-    for (const std::string& path : duplicates) message += "\n  - " + path + ": given more than once";
+    std::string message = source +
+                          ": duplicate keys (DeepSpeed rejects them; a JSON reader would "
+                          "silently keep the last):";
+    for (const std::string& path : duplicates)
+      message += "\n  - " + path + ": given more than once";
     ZERO_THROW(message);
   }
   return root;
@@ -202,7 +206,8 @@ bool ObjectReader::read(std::string_view key, bool& out) {
   return true;
 }
 
-bool ObjectReader::read(std::string_view key, std::int64_t& out, std::int64_t min, std::int64_t max) {
+bool ObjectReader::read(std::string_view key, std::int64_t& out, std::int64_t min,
+                        std::int64_t max) {
   const Json* value = value_for(key, std::to_string(out));
   if (value == nullptr) return false;
   const std::optional<std::int64_t> number = to_integer(*value);

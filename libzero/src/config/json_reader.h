@@ -46,7 +46,8 @@ enum class Strictness { kPydantic, kKwargs, kLenient };
 // keys never read. A missing key leaves the output at its default.
 class ObjectReader {
  public:
-  ObjectReader(const Json& object, std::string path, Diagnostics& diagnostics, Strictness strictness);
+  ObjectReader(const Json& object, std::string path, Diagnostics& diagnostics,
+               Strictness strictness);
 
   const std::string& path() const { return path_; }
   // The value at `key` (marking it known), or nullptr when absent.

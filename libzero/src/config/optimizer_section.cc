@@ -23,8 +23,8 @@ constexpr std::string_view kOtherOptimizers[] = {
     "musgd",   "lion",       "muon",        "rmsprop",    "adamax", "adadelta"};
 
 constexpr std::array<std::string_view, 4> kOptimizerNames = {"Adam", "AdamW", "SGD", "Lamb"};
-constexpr std::array<std::string_view, 5> kSchedulerNames = {"WarmupLR", "WarmupDecayLR",
-                                                             "WarmupCosineLR", "OneCycle", "LRRangeTest"};
+constexpr std::array<std::string_view, 5> kSchedulerNames = {
+    "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", "LRRangeTest"};
 
 // The object at "params" of `section`, or nullptr (absent, null or not an object: reported).
 const Json* find_params(ObjectReader& section) {
@@ -65,8 +65,9 @@ void read_optimizer_params(ObjectReader& params, OptimizerConfig& optimizer) {
   params.read("lr", optimizer.lr, 0.0);
   params.read("weight_decay", optimizer.weight_decay, 0.0);
   if (params.has("max_grad_norm")) {
-    params.error("max_grad_norm", "not an optimizer parameter in DeepSpeed; use the top-level "
-                                  "\"gradient_clipping\"");
+    params.error("max_grad_norm",
+                 "not an optimizer parameter in DeepSpeed; use the top-level "
+                 "\"gradient_clipping\"");
   }
   params.mark_known("max_grad_norm");
   switch (optimizer.type) {
@@ -79,14 +80,24 @@ void read_optimizer_params(ObjectReader& params, OptimizerConfig& optimizer) {
       bool adam_w_mode = true;
       if (params.read("adam_w_mode", adam_w_mode) && !adam_w_mode &&
           optimizer.type == OptimizerType::kAdamW)
-        params.warn("adam_w_mode", "false has no effect with AdamW, whose weight decay is always "
-                                   "decoupled (as in DeepSpeed); use type \"Adam\" for L2 decay");
+        params.warn("adam_w_mode",
+                    "false has no effect with AdamW, whose weight decay is always "
+                    "decoupled (as in DeepSpeed); use type \"Adam\" for L2 decay");
       optimizer.adam_w_mode = optimizer.type == OptimizerType::kAdamW || adam_w_mode;
       bool amsgrad = false;
       if (params.read("amsgrad", amsgrad) && amsgrad)
         params.error("amsgrad", "AMSGrad is not supported (DeepSpeed's FusedAdam rejects it too)");
       params.ignore_unless_default("set_grad_none", true);
       params.ignore_unless_default("fp32_optimizer_states", true);
+      if (optimizer.torch_adam) {
+        // DeepSpeed then builds torch.optim.Adam or AdamW from the remaining params: no
+        // bias_correction argument, and AdamW's own weight decay default of 0.01.
+        if (params.has("bias_correction"))
+          params.error("bias_correction",
+                       "not an argument of torch.optim.Adam/AdamW, which "
+                       "\"torch_adam\": true selects");
+        if (optimizer.adam_w_mode && !params.has("weight_decay")) optimizer.weight_decay = 0.01;
+      }
       break;
     }
     case OptimizerType::kLamb: {
@@ -106,12 +117,12 @@ void read_optimizer_params(ObjectReader& params, OptimizerConfig& optimizer) {
       params.read("dampening", optimizer.dampening);
       params.read("nesterov", optimizer.nesterov);
       if (optimizer.nesterov && (optimizer.momentum <= 0.0 || optimizer.dampening != 0.0))
-        params.error("nesterov", "Nesterov momentum requires momentum > 0 and dampening 0 (as in "
-                                 "torch.optim.SGD)");
+        params.error("nesterov",
+                     "Nesterov momentum requires momentum > 0 and dampening 0 (as in "
+                     "torch.optim.SGD)");
       break;
     }
-    case OptimizerType::kNone:
-      break;
+    case OptimizerType::kNone: break;
   }
   params.finish();
 }
@@ -122,8 +133,8 @@ void read_optimizer(ObjectReader& top, Diagnostics& diagnostics, OptimizerConfig
   const Json* section = top.find("optimizer");
   if (section == nullptr || section->is_null()) return;
   if (!section->is_object()) {
-    top.error("optimizer", "expected an object {\"type\": ..., \"params\": {...}}, got " +
-                               describe(*section));
+    top.error("optimizer",
+              "expected an object {\"type\": ..., \"params\": {...}}, got " + describe(*section));
     return;
   }
   ObjectReader reader(*section, "optimizer", diagnostics, Strictness::kLenient);
@@ -170,8 +181,8 @@ void read_optimizer(ObjectReader& top, Diagnostics& diagnostics, OptimizerConfig
     ObjectReader params_reader(*params, "optimizer.params", diagnostics, Strictness::kKwargs);
     read_optimizer_params(params_reader, optimizer);
   } else {
-    optimizer.adam_w_mode = optimizer.type == OptimizerType::kAdam ||
-                            optimizer.type == OptimizerType::kAdamW;
+    optimizer.adam_w_mode =
+        optimizer.type == OptimizerType::kAdam || optimizer.type == OptimizerType::kAdamW;
   }
   if (optimizer.type == OptimizerType::kSgd || optimizer.type == OptimizerType::kLamb)
     optimizer.adam_w_mode = false;
@@ -182,8 +193,8 @@ void read_scheduler(ObjectReader& top, Diagnostics& diagnostics, SchedulerConfig
   const Json* section = top.find("scheduler");
   if (section == nullptr || section->is_null()) return;
   if (!section->is_object()) {
-    top.error("scheduler", "expected an object {\"type\": ..., \"params\": {...}}, got " +
-                               describe(*section));
+    top.error("scheduler",
+              "expected an object {\"type\": ..., \"params\": {...}}, got " + describe(*section));
     return;
   }
   ObjectReader reader(*section, "scheduler", diagnostics, Strictness::kLenient);
@@ -191,8 +202,9 @@ void read_scheduler(ObjectReader& top, Diagnostics& diagnostics, SchedulerConfig
   std::string name;
   if (!reader.has("type")) {
     reader.mark_known("type");
-    reader.error("type", "missing; expected one of WarmupLR, WarmupDecayLR, WarmupCosineLR, "
-                         "OneCycle, LRRangeTest");
+    reader.error("type",
+                 "missing; expected one of WarmupLR, WarmupDecayLR, WarmupCosineLR, "
+                 "OneCycle, LRRangeTest");
     reader.finish();
     return;
   }
@@ -202,7 +214,8 @@ void read_scheduler(ObjectReader& top, Diagnostics& diagnostics, SchedulerConfig
   }
   const auto found = std::find(kSchedulerNames.begin(), kSchedulerNames.end(), name);
   if (found == kSchedulerNames.end()) {
-    std::string message = "\"" + name + "\" is not a scheduler zero implements; expected one of "
+    std::string message = "\"" + name +
+                          "\" is not a scheduler zero implements; expected one of "
                           "WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest";
     if (auto nearest = nearest_name(name, std::span<const std::string_view>(kSchedulerNames)))
       message += "; did you mean '" + *nearest + "'?";
@@ -225,8 +238,9 @@ void read_scheduler(ObjectReader& top, Diagnostics& diagnostics, SchedulerConfig
     if (type == "linear") {
       scheduler.warmup_type = WarmupType::kLinear;
     } else if (type != "log") {
-      params.warn("warmup_type", "\"" + type + "\" is neither \"log\" nor \"linear\"; \"log\" is "
-                                 "used (as DeepSpeed does)");
+      params.warn("warmup_type", "\"" + type +
+                                     "\" is neither \"log\" nor \"linear\"; \"log\" is "
+                                     "used (as DeepSpeed does)");
     }
   };
   auto require = [&](std::string_view key) {
@@ -279,8 +293,7 @@ void read_scheduler(ObjectReader& top, Diagnostics& diagnostics, SchedulerConfig
       params.read("lr_range_test_step_rate", scheduler.lr_range_test_step_rate, 0.0);
       params.read("lr_range_test_staircase", scheduler.lr_range_test_staircase);
       break;
-    case SchedulerType::kNone:
-      break;
+    case SchedulerType::kNone: break;
   }
   params.finish();
   reader.finish();

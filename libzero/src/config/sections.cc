@@ -31,7 +31,8 @@ void read_file_monitor(ObjectReader& top, Diagnostics& diagnostics, std::string_
   reader.finish();
 }
 
-void read_optional_string(ObjectReader& reader, std::string_view key, std::optional<std::string>& out) {
+void read_optional_string(ObjectReader& reader, std::string_view key,
+                          std::optional<std::string>& out) {
   const Json* value = reader.find(key);
   if (value == nullptr || value->is_null()) return;
   std::string text;
@@ -61,16 +62,35 @@ void read_dtype(ObjectReader& reader, std::string_view key, std::optional<DType>
 
 // Top-level sections DeepSpeed knows that zero does not implement: a warning when present and
 // not disabled ({"enabled": false}).
-constexpr std::string_view kUnimplementedSections[] = {
-    "sparse_attention", "pipeline", "flops_profiler", "amp", "torch_autocast",
-    "compression_training", "autotuning", "elasticity", "comms_logger", "curriculum_learning",
-    "data_efficiency", "progressive_layer_drop", "quantize_training", "eigenvalue", "hybrid_engine",
-    "nebula", "datastates", "compile", "tensor_parallel", "comet", "trackio", "timers",
-    "weight_quantization", "expert_parallel"};
+constexpr std::string_view kUnimplementedSections[] = {"sparse_attention",
+                                                       "pipeline",
+                                                       "flops_profiler",
+                                                       "amp",
+                                                       "torch_autocast",
+                                                       "compression_training",
+                                                       "autotuning",
+                                                       "elasticity",
+                                                       "comms_logger",
+                                                       "curriculum_learning",
+                                                       "data_efficiency",
+                                                       "progressive_layer_drop",
+                                                       "quantize_training",
+                                                       "eigenvalue",
+                                                       "hybrid_engine",
+                                                       "nebula",
+                                                       "datastates",
+                                                       "compile",
+                                                       "tensor_parallel",
+                                                       "comet",
+                                                       "trackio",
+                                                       "timers",
+                                                       "weight_quantization",
+                                                       "expert_parallel"};
 
 }  // namespace
 
-void read_precision(ObjectReader& top, Diagnostics& diagnostics, Fp16Config& fp16, Bf16Config& bf16) {
+void read_precision(ObjectReader& top, Diagnostics& diagnostics, Fp16Config& fp16,
+                    Bf16Config& bf16) {
   if (const Json* section = find_section(top, "fp16")) {
     ObjectReader reader(*section, "fp16", diagnostics, Strictness::kPydantic);
     reader.read("enabled", fp16.enabled);
@@ -113,8 +133,9 @@ void read_aio(ObjectReader& top, Diagnostics& diagnostics, AioConfig& aio) {
   // thread_count is the old name; intra_op_parallelism wins when both are given.
   if (reader.has("thread_count")) {
     if (reader.has("intra_op_parallelism")) {
-      reader.warn("thread_count", "the old name of intra_op_parallelism; ignored because "
-                                  "intra_op_parallelism is given");
+      reader.warn("thread_count",
+                  "the old name of intra_op_parallelism; ignored because "
+                  "intra_op_parallelism is given");
       reader.mark_known("thread_count");
     } else if (reader.read("thread_count", aio.intra_op_parallelism, 1)) {
       reader.warn("thread_count", "the old name of intra_op_parallelism; rename it");
@@ -136,7 +157,8 @@ void read_misc_sections(ObjectReader& top, Diagnostics& diagnostics, DeepSpeedCo
     reader.read("partition_activations", checkpointing.partition_activations);
     reader.read("contiguous_memory_optimization", checkpointing.contiguous_memory_optimization);
     reader.read("cpu_checkpointing", checkpointing.cpu_checkpointing);
-    if (const Json* count = reader.find("number_checkpoints"); count != nullptr && !count->is_null()) {
+    if (const Json* count = reader.find("number_checkpoints");
+        count != nullptr && !count->is_null()) {
       std::int64_t value = 0;
       if (reader.read("number_checkpoints", value, 0)) checkpointing.number_checkpoints = value;
     }
@@ -154,15 +176,18 @@ void read_misc_sections(ObjectReader& top, Diagnostics& diagnostics, DeepSpeedCo
       if (mode == "WARN" || mode == "IGNORE" || mode == "FAIL")
         checkpoint.tag_validation = mode;
       else
-        reader.error("tag_validation", "expected \"Warn\", \"Ignore\" or \"Fail\", got \"" + mode + "\"");
+        reader.error("tag_validation",
+                     "expected \"Warn\", \"Ignore\" or \"Fail\", got \"" + mode + "\"");
     }
     reader.read("load_universal", checkpoint.load_universal);
     reader.read("use_node_local_storage", checkpoint.use_node_local_storage);
-    if (const Json* parallel = reader.find("parallel_write"); parallel != nullptr && !parallel->is_null()) {
+    if (const Json* parallel = reader.find("parallel_write");
+        parallel != nullptr && !parallel->is_null()) {
       if (!parallel->is_object()) {
         reader.error("parallel_write", "expected an object, got " + describe(*parallel));
       } else {
-        ObjectReader inner(*parallel, "checkpoint.parallel_write", diagnostics, Strictness::kLenient);
+        ObjectReader inner(*parallel, "checkpoint.parallel_write", diagnostics,
+                           Strictness::kLenient);
         inner.read("pipeline_stage", checkpoint.parallel_write_pipeline_stage);
         inner.finish();
       }

@@ -34,25 +34,26 @@ Json to_json_value(const OffloadOptimizerConfig& offload) {
 }
 
 Json to_json_value(const ZeroOptimizationConfig& zero) {
-  return Json{{"stage", zero.stage},
-              {"contiguous_gradients", zero.contiguous_gradients},
-              {"reduce_scatter", zero.reduce_scatter},
-              {"reduce_bucket_size", zero.reduce_bucket_size},
-              {"allgather_partitions", zero.allgather_partitions},
-              {"allgather_bucket_size", zero.allgather_bucket_size},
-              {"overlap_comm", zero.overlap_comm},
-              {"load_from_fp32_weights", zero.load_from_fp32_weights},
-              {"offload_param", to_json_value(zero.offload_param)},
-              {"offload_optimizer", to_json_value(zero.offload_optimizer)},
-              {"sub_group_size", zero.sub_group_size},
-              {"stage3_prefetch_bucket_size", zero.prefetch_bucket_size},
-              {"stage3_param_persistence_threshold", zero.param_persistence_threshold},
-              {"stage3_model_persistence_threshold", zero.model_persistence_threshold},
-              {"stage3_max_live_parameters", zero.max_live_parameters},
-              {"stage3_max_reuse_distance", zero.max_reuse_distance},
-              {"stage3_gather_16bit_weights_on_model_save", zero.gather_16bit_weights_on_model_save},
-              {"ignore_unused_parameters", zero.ignore_unused_parameters},
-              {"round_robin_gradients", zero.round_robin_gradients}};
+  return Json{
+      {"stage", zero.stage},
+      {"contiguous_gradients", zero.contiguous_gradients},
+      {"reduce_scatter", zero.reduce_scatter},
+      {"reduce_bucket_size", zero.reduce_bucket_size},
+      {"allgather_partitions", zero.allgather_partitions},
+      {"allgather_bucket_size", zero.allgather_bucket_size},
+      {"overlap_comm", zero.overlap_comm},
+      {"load_from_fp32_weights", zero.load_from_fp32_weights},
+      {"offload_param", to_json_value(zero.offload_param)},
+      {"offload_optimizer", to_json_value(zero.offload_optimizer)},
+      {"sub_group_size", zero.sub_group_size},
+      {"stage3_prefetch_bucket_size", zero.prefetch_bucket_size},
+      {"stage3_param_persistence_threshold", zero.param_persistence_threshold},
+      {"stage3_model_persistence_threshold", zero.model_persistence_threshold},
+      {"stage3_max_live_parameters", zero.max_live_parameters},
+      {"stage3_max_reuse_distance", zero.max_reuse_distance},
+      {"stage3_gather_16bit_weights_on_model_save", zero.gather_16bit_weights_on_model_save},
+      {"ignore_unused_parameters", zero.ignore_unused_parameters},
+      {"round_robin_gradients", zero.round_robin_gradients}};
 }
 
 Json to_json_value(const OptimizerConfig& optimizer) {
@@ -83,8 +84,7 @@ Json to_json_value(const OptimizerConfig& optimizer) {
       params["weight_decay"] = optimizer.weight_decay;
       params["nesterov"] = optimizer.nesterov;
       break;
-    case OptimizerType::kNone:
-      break;
+    case OptimizerType::kNone: break;
   }
   return Json{{"type", name_of(optimizer.type)}, {"params", params}};
 }
@@ -130,8 +130,7 @@ Json to_json_value(const SchedulerConfig& scheduler) {
                     {"lr_range_test_step_rate", scheduler.lr_range_test_step_rate},
                     {"lr_range_test_staircase", scheduler.lr_range_test_staircase}};
       break;
-    case SchedulerType::kNone:
-      break;
+    case SchedulerType::kNone: break;
   }
   return Json{{"type", name_of(scheduler.type)}, {"params", params}};
 }
@@ -159,32 +158,29 @@ std::string to_json(const DeepSpeedConfig& config) {
       {"communication_data_type", optional_dtype(config.communication_data_type)},
       {"data_types", Json{{"grad_accum_dtype", optional_dtype(config.grad_accum_dtype)}}},
       {"wall_clock_breakdown", config.wall_clock_breakdown},
-      {"fp16",
-       Json{{"enabled", config.fp16.enabled},
-            {"auto_cast", config.fp16.auto_cast},
-            {"loss_scale", config.fp16.loss_scale},
-            {"initial_scale_power", config.fp16.initial_scale_power},
-            {"loss_scale_window", config.fp16.loss_scale_window},
-            {"hysteresis", config.fp16.hysteresis},
-            {"consecutive_hysteresis", config.fp16.consecutive_hysteresis},
-            {"min_loss_scale", config.fp16.min_loss_scale},
-            {"fp16_master_weights_and_grads", config.fp16.fp16_master_weights_and_grads}}},
-      {"bf16",
-       Json{{"enabled", config.bf16.enabled},
-            {"immediate_grad_update", config.bf16.immediate_grad_update},
-            {"check_grad_overflow", config.bf16.check_grad_overflow},
-            {"bf16_master_weights_and_grads", config.bf16.bf16_master_weights_and_grads},
-            {"bf16_optimizer_states", config.bf16.bf16_optimizer_states}}},
+      {"fp16", Json{{"enabled", config.fp16.enabled},
+                    {"auto_cast", config.fp16.auto_cast},
+                    {"loss_scale", config.fp16.loss_scale},
+                    {"initial_scale_power", config.fp16.initial_scale_power},
+                    {"loss_scale_window", config.fp16.loss_scale_window},
+                    {"hysteresis", config.fp16.hysteresis},
+                    {"consecutive_hysteresis", config.fp16.consecutive_hysteresis},
+                    {"min_loss_scale", config.fp16.min_loss_scale},
+                    {"fp16_master_weights_and_grads", config.fp16.fp16_master_weights_and_grads}}},
+      {"bf16", Json{{"enabled", config.bf16.enabled},
+                    {"immediate_grad_update", config.bf16.immediate_grad_update},
+                    {"check_grad_overflow", config.bf16.check_grad_overflow},
+                    {"bf16_master_weights_and_grads", config.bf16.bf16_master_weights_and_grads},
+                    {"bf16_optimizer_states", config.bf16.bf16_optimizer_states}}},
       {"optimizer", to_json_value(config.optimizer)},
       {"scheduler", to_json_value(config.scheduler)},
       {"zero_optimization", to_json_value(config.zero_optimization)},
-      {"aio",
-       Json{{"block_size", config.aio.block_size},
-            {"queue_depth", config.aio.queue_depth},
-            {"intra_op_parallelism", config.aio.intra_op_parallelism},
-            {"single_submit", config.aio.single_submit},
-            {"overlap_events", config.aio.overlap_events},
-            {"use_gds", config.aio.use_gds}}},
+      {"aio", Json{{"block_size", config.aio.block_size},
+                   {"queue_depth", config.aio.queue_depth},
+                   {"intra_op_parallelism", config.aio.intra_op_parallelism},
+                   {"single_submit", config.aio.single_submit},
+                   {"overlap_events", config.aio.overlap_events},
+                   {"use_gds", config.aio.use_gds}}},
       {"activation_checkpointing",
        Json{{"partition_activations", config.activation_checkpointing.partition_activations},
             {"contiguous_memory_optimization",
@@ -204,11 +200,10 @@ std::string to_json(const DeepSpeedConfig& config) {
              Json{{"pipeline_stage", config.checkpoint.parallel_write_pipeline_stage}}}}},
       {"tensorboard", to_json_value(config.tensorboard)},
       {"csv_monitor", to_json_value(config.csv_monitor)},
-      {"wandb",
-       Json{{"enabled", config.wandb.enabled},
-            {"group", optional_string(config.wandb.group)},
-            {"team", optional_string(config.wandb.team)},
-            {"project", config.wandb.project}}},
+      {"wandb", Json{{"enabled", config.wandb.enabled},
+                     {"group", optional_string(config.wandb.group)},
+                     {"team", optional_string(config.wandb.team)},
+                     {"project", config.wandb.project}}},
   };
   return root.dump(2);
 }

@@ -32,14 +32,16 @@ void check_nvme_path(ObjectReader& reader, OffloadDevice device, const std::stri
     reader.error("nvme_path", "required when device is \"nvme\" (the folder the swap files go to)");
 }
 
-void read_offload_param(const Json& section, Diagnostics& diagnostics, OffloadParamConfig& offload) {
+void read_offload_param(const Json& section, Diagnostics& diagnostics,
+                        OffloadParamConfig& offload) {
   if (section.is_null()) return;
   if (!section.is_object()) {
     diagnostics.errors.push_back("zero_optimization.offload_param: expected an object, got " +
                                  describe(section));
     return;
   }
-  ObjectReader reader(section, "zero_optimization.offload_param", diagnostics, Strictness::kPydantic);
+  ObjectReader reader(section, "zero_optimization.offload_param", diagnostics,
+                      Strictness::kPydantic);
   read_device(reader, offload.device);
   read_nvme_path(reader, offload.nvme_path);
   reader.read("buffer_count", offload.buffer_count, 0);
@@ -116,28 +118,29 @@ void ignore_unimplemented(ObjectReader& reader) {
   for (const char* key : {"module_granularity_threshold", "stage3_module_granularity_threshold",
                           "partition_stream_chunk_size", "stage3_partition_stream_chunk_size"})
     reader.ignore_unless_default(key, 0);
-  for (const char* key : {"use_all_reduce_for_fetch_params", "stage3_use_all_reduce_for_fetch_params",
-                          "allgather_sequential", "stage3_allgather_sequential"})
+  for (const char* key :
+       {"use_all_reduce_for_fetch_params", "stage3_use_all_reduce_for_fetch_params",
+        "allgather_sequential", "stage3_allgather_sequential"})
     reader.ignore_unless_default(key, false);
 }
 
 }  // namespace
 
-void read_zero_optimization(ObjectReader& top, Diagnostics& diagnostics, ZeroOptimizationConfig& zero) {
+void read_zero_optimization(ObjectReader& top, Diagnostics& diagnostics,
+                            ZeroOptimizationConfig& zero) {
   top.mark_known("allgather_size");  // read only with the deprecated boolean form
   const Json* section = top.find("zero_optimization");
   if (section == nullptr) return;
   if (section->is_boolean()) {
-    top.warn("zero_optimization",
-             "the boolean form is deprecated; use {\"stage\": " +
-                 std::string(section->get<bool>() ? "1" : "0") + "}");
+    top.warn("zero_optimization", "the boolean form is deprecated; use {\"stage\": " +
+                                      std::string(section->get<bool>() ? "1" : "0") + "}");
     zero.stage = section->get<bool>() ? 1 : 0;
     if (zero.stage > 0) top.read("allgather_size", zero.allgather_bucket_size, 0);
     return;
   }
   if (!section->is_object()) {
-    top.error("zero_optimization", "expected an object (or the deprecated true/false), got " +
-                                       describe(*section));
+    top.error("zero_optimization",
+              "expected an object (or the deprecated true/false), got " + describe(*section));
     return;
   }
   ObjectReader reader(*section, "zero_optimization", diagnostics, Strictness::kPydantic);
@@ -153,21 +156,23 @@ void read_zero_optimization(ObjectReader& top, Diagnostics& diagnostics, ZeroOpt
     reader.read("overlap_comm", zero.overlap_comm);
   reader.read("load_from_fp32_weights", zero.load_from_fp32_weights);
   reader.read("sub_group_size", zero.sub_group_size, 0);
-  reader.read_either("stage3_prefetch_bucket_size", "prefetch_bucket_size", zero.prefetch_bucket_size);
+  reader.read_either("stage3_prefetch_bucket_size", "prefetch_bucket_size",
+                     zero.prefetch_bucket_size);
   reader.read_either("stage3_param_persistence_threshold", "param_persistence_threshold",
                      zero.param_persistence_threshold);
   reader.read_either("stage3_model_persistence_threshold", "model_persistence_threshold",
                      zero.model_persistence_threshold);
   reader.read_either("stage3_max_live_parameters", "max_live_parameters", zero.max_live_parameters);
   reader.read_either("stage3_max_reuse_distance", "max_reuse_distance", zero.max_reuse_distance);
-  reader.read_either("stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save",
-                     zero.gather_16bit_weights_on_model_save);
+  reader.read_either("stage3_gather_16bit_weights_on_model_save",
+                     "gather_16bit_weights_on_model_save", zero.gather_16bit_weights_on_model_save);
   constexpr std::string_view kOldGather = "stage3_gather_fp16_weights_on_model_save";
   if (reader.has(kOldGather)) {
     if (reader.has("stage3_gather_16bit_weights_on_model_save") ||
         reader.has("gather_16bit_weights_on_model_save")) {
-      reader.error(kOldGather, "deprecated, and cannot be given together with its replacement "
-                               "'stage3_gather_16bit_weights_on_model_save'; keep only the latter");
+      reader.error(kOldGather,
+                   "deprecated, and cannot be given together with its replacement "
+                   "'stage3_gather_16bit_weights_on_model_save'; keep only the latter");
       reader.mark_known(kOldGather);
     } else if (reader.read(kOldGather, zero.gather_16bit_weights_on_model_save)) {
       reader.warn(kOldGather, "deprecated; use 'stage3_gather_16bit_weights_on_model_save'");
@@ -184,8 +189,8 @@ void read_zero_optimization(ObjectReader& top, Diagnostics& diagnostics, ZeroOpt
     read_offload_param(*offload, diagnostics, zero.offload_param);
   read_deprecated_offload(reader, "cpu_offload", "offload_optimizer", zero.offload_optimizer);
   read_deprecated_offload(reader, "cpu_offload_param", "offload_param", zero.offload_param);
-  if (bool pin = false; reader.has("cpu_offload_use_pin_memory") &&
-                        reader.read("cpu_offload_use_pin_memory", pin)) {
+  if (bool pin = false;
+      reader.has("cpu_offload_use_pin_memory") && reader.read("cpu_offload_use_pin_memory", pin)) {
     reader.warn("cpu_offload_use_pin_memory",
                 "deprecated and without effect (as in DeepSpeed); set \"pin_memory\" inside "
                 "offload_optimizer / offload_param");
@@ -195,15 +200,17 @@ void read_zero_optimization(ObjectReader& top, Diagnostics& diagnostics, ZeroOpt
     if (!zenflow->is_object())
       reader.error("zenflow", "expected an object, got " + describe(*zenflow));
     else
-      reader.warn("zenflow", "ZenFlow is not implemented by zero; ignored (training runs as plain "
-                             "ZeRO with the offload settings above)");
+      reader.warn("zenflow",
+                  "ZenFlow is not implemented by zero; ignored (training runs as plain "
+                  "ZeRO with the offload settings above)");
   }
   ignore_unimplemented(reader);
   reader.finish();
 
   if (zero.offload_optimizer.ratio < 1.0 && zero.stage != 3)
-    reader.error("offload_optimizer.ratio", "partial offload (ratio < 1) needs stage 3, the stage is " +
-                                                std::to_string(zero.stage));
+    reader.error(
+        "offload_optimizer.ratio",
+        "partial offload (ratio < 1) needs stage 3, the stage is " + std::to_string(zero.stage));
   if (zero.offload_param.device != OffloadDevice::kNone && zero.stage != 3)
     reader.warn("offload_param", "parameter offload applies to stage 3 only; ignored at stage " +
                                      std::to_string(zero.stage));

@@ -21,7 +21,7 @@ struct OffloadParamConfig {
   OffloadDevice device = OffloadDevice::kNone;
   std::string nvme_path;  // required when device is kNvme
   std::int64_t buffer_count = 5;
-  std::int64_t buffer_size = 100'000'000;  // elements per buffer
+  std::int64_t buffer_size = 100'000'000;   // elements per buffer
   std::int64_t max_in_cpu = 1'000'000'000;  // elements kept in host memory with nvme
   bool pin_memory = false;
 };
@@ -95,18 +95,25 @@ struct OptimizerConfig {
   std::array<double, 2> betas = {0.9, 0.999};
   double eps = 1e-8;
   double weight_decay = 0.0;
-  bool bias_correction = true;  // Adam, AdamW, Lamb
-  bool adam_w_mode = true;      // Adam, AdamW
-  bool torch_adam = false;      // Adam, AdamW
-  double momentum = 0.0;        // SGD
-  double dampening = 0.0;       // SGD
-  bool nesterov = false;        // SGD
-  double max_coeff = 10.0;      // Lamb
-  double min_coeff = 0.01;      // Lamb
-  bool eps_inside_sqrt = false; // Lamb
+  bool bias_correction = true;   // Adam, AdamW, Lamb
+  bool adam_w_mode = true;       // Adam, AdamW
+  bool torch_adam = false;       // Adam, AdamW
+  double momentum = 0.0;         // SGD
+  double dampening = 0.0;        // SGD
+  bool nesterov = false;         // SGD
+  double max_coeff = 10.0;       // Lamb
+  double min_coeff = 0.01;       // Lamb
+  bool eps_inside_sqrt = false;  // Lamb
 };
 
-enum class SchedulerType { kNone, kWarmupLR, kWarmupDecayLR, kWarmupCosineLR, kOneCycle, kLRRangeTest };
+enum class SchedulerType {
+  kNone,
+  kWarmupLR,
+  kWarmupDecayLR,
+  kWarmupCosineLR,
+  kOneCycle,
+  kLRRangeTest
+};
 enum class WarmupType { kLog, kLinear };
 
 // scheduler: type and params (deepspeed/runtime/lr_schedules.py), optional values resolved.
@@ -185,13 +192,13 @@ struct DeepSpeedConfig {
   std::int64_t train_batch_size = 0;
   std::int64_t train_micro_batch_size_per_gpu = 0;
   std::int64_t gradient_accumulation_steps = 0;
-  std::int64_t world_size = 1;  // the data-parallel world the batch triple was resolved for
+  std::int64_t world_size = 1;     // the data-parallel world the batch triple was resolved for
   double gradient_clipping = 0.0;  // 0 disables clipping
   std::optional<std::int64_t> steps_per_print;  // DeepSpeed >= 0.12: no default (no printing)
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;
   std::optional<DType> communication_data_type;  // absent: chosen from the training dtype
-  std::optional<DType> grad_accum_dtype;          // data_types.grad_accum_dtype
+  std::optional<DType> grad_accum_dtype;         // data_types.grad_accum_dtype
   bool wall_clock_breakdown = false;
   Fp16Config fp16;
   Bf16Config bf16;
