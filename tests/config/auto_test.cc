@@ -182,6 +182,17 @@ TEST(Auto, FlagsLeftUnsetNeverContradict) {
   EXPECT_EQ(result.config.gradient_clipping, 0.5);
 }
 
+TEST(Auto, TrainBatchSizeUsesTheAccumulationFlagWhenTheConfigHasNone) {
+  TrainerValues trainer;
+  trainer.world_size = 2;
+  trainer.per_device_train_batch_size = 4;
+  trainer.gradient_accumulation_steps = 8;
+  const DeepSpeedConfig config = resolve(R"({"train_batch_size": "auto",
+      "train_micro_batch_size_per_gpu": "auto"})", trainer).config;
+  EXPECT_EQ(config.train_batch_size, 64);
+  EXPECT_EQ(config.gradient_accumulation_steps, 8);  // derived by DeepSpeed's rule
+}
+
 TEST(Auto, TrainBatchSizeIsComputedFromConfigValuesWhenFlagsAreMissing) {
   TrainerValues trainer;
   trainer.world_size = 4;

@@ -94,8 +94,10 @@ void fill_batch(Filler& filler, const TrainerValues& trainer, std::int64_t world
   Json* train_node = find_path(root, "train_batch_size");
   if (train_node == nullptr || !micro || *micro < 1) return;
   if (is_auto(*train_node)) {
-    // With no accumulation anywhere, DeepSpeed's rule would set it to 1.
-    const std::int64_t steps = accumulation_node == nullptr ? 1 : accumulation.value_or(0);
+    // With no accumulation anywhere, DeepSpeed's rule would set it to 1; an unfilled "auto" or
+    // a bad value leaves train_batch_size unfilled (that key reports its own error).
+    const bool absent = accumulation_node == nullptr || accumulation_node->is_null();
+    const std::int64_t steps = accumulation.value_or(absent ? 1 : 0);
     std::int64_t product = 0;
     if (steps >= 1 && !__builtin_mul_overflow(*micro, steps, &product) &&
         !__builtin_mul_overflow(product, world_size, &product))

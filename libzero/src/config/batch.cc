@@ -12,10 +12,9 @@ namespace {
 // reader has reported why).
 std::optional<std::int64_t> read_batch_value(ObjectReader& top, std::string_view key,
                                              bool& invalid) {
-  if (!top.has(key)) {
-    top.mark_known(key);
-    return std::nullopt;
-  }
+  // DeepSpeed reads these with dict.get: an explicit null is the same as an absent key.
+  const Json* given = top.find(key);
+  if (given == nullptr || given->is_null()) return std::nullopt;
   std::int64_t value = 0;
   if (!top.read(key, value, 1)) {
     invalid = true;
