@@ -188,7 +188,9 @@ TEST(Auto, TrainBatchSizeUsesTheAccumulationFlagWhenTheConfigHasNone) {
   trainer.per_device_train_batch_size = 4;
   trainer.gradient_accumulation_steps = 8;
   const DeepSpeedConfig config = resolve(R"({"train_batch_size": "auto",
-      "train_micro_batch_size_per_gpu": "auto"})", trainer).config;
+      "train_micro_batch_size_per_gpu": "auto"})",
+                                         trainer)
+                                     .config;
   EXPECT_EQ(config.train_batch_size, 64);
   EXPECT_EQ(config.gradient_accumulation_steps, 8);  // derived by DeepSpeed's rule
 }

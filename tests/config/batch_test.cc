@@ -79,7 +79,8 @@ INSTANTIATE_TEST_SUITE_P(
                   nullptr},
         BatchCase{R"({"train_batch_size": 8.5})", 1, 0, 0, 0, "fractional part"},
         BatchCase{R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": null,
-                      "gradient_accumulation_steps": null})", 2, 8, 4, 1, nullptr},
+                      "gradient_accumulation_steps": null})",
+                  2, 8, 4, 1, nullptr},
         BatchCase{R"({"train_micro_batch_size_per_gpu": 4294967296,
                       "gradient_accumulation_steps": 4294967296})",
                   4, 0, 0, 0, "overflows a 64-bit integer"}));

@@ -96,6 +96,12 @@ TEST(NotJson, IsAnErrorWithLineAndColumn) {
   EXPECT_CONTAINS(error_of("\"auto\""), "expected a JSON object at the top level, got string");
 }
 
+TEST(NotJson, DeepNestingIsAnErrorNotACrash) {
+  const std::string deep = R"({"train_batch_size": 1, "x": )" + std::string(100'000, '[') +
+                           std::string(100'000, ']') + "}";
+  EXPECT_CONTAINS(error_of(deep), "test.json: nested deeper than 64 levels");
+}
+
 TEST(NotJson, EmptyTextIsAnError) {
   EXPECT_CONTAINS(error_of(""), "test.json: the config is empty");
   EXPECT_CONTAINS(error_of(" \n\t "), "the config is empty");

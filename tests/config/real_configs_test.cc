@@ -252,7 +252,8 @@ TEST(RealConfigsWithFlags, NvmeInferenceConfigTakesStage3KnobsFromTheHiddenSize)
   ZERO_REQUIRE_SHARED_DATA(relative);
   TrainerValues trainer;
   trainer.hidden_size = 4096;
-  const ConfigResult result = load_config_file(zero::testing::shared_data_dir() / relative, trainer);
+  const ConfigResult result =
+      load_config_file(zero::testing::shared_data_dir() / relative, trainer);
   EXPECT_EQ(result.config.zero_optimization.prefetch_bucket_size, 15'099'494);  // int(0.9 × 4096²)
   EXPECT_EQ(result.config.zero_optimization.param_persistence_threshold, 40'960);
   // No trainer flag fills these two: DeepSpeed's defaults, with a warning each.

@@ -50,8 +50,8 @@ void resolve_batch(ObjectReader& top, Diagnostics& diagnostics, DeepSpeedConfig&
   } else if (micro && accumulation) {
     if (__builtin_mul_overflow(m, g, &t) || __builtin_mul_overflow(t, world, &t)) {
       diagnostics.errors.push_back("train_batch_size: train_micro_batch_size_per_gpu " + text(m) +
-                                   " × gradient_accumulation_steps " + text(g) +
-                                   " × world_size " + text(world) + " overflows a 64-bit integer");
+                                   " × gradient_accumulation_steps " + text(g) + " × world_size " +
+                                   text(world) + " overflows a 64-bit integer");
       return;
     }
   } else if (train) {

@@ -68,6 +68,7 @@ std::string got(const Json& value) {
 }  // namespace
 
 Json parse_json(std::string_view text, std::string_view source_name) {
+  constexpr int kMaxDepth = 64;
   const std::string source(source_name);
   if (std::all_of(text.begin(), text.end(),
                   [](char c) { return std::isspace(static_cast<unsigned char>(c)); }))
@@ -82,10 +83,13 @@ Json parse_json(std::string_view text, std::string_view source_name) {
   };
   std::vector<Level> stack;
   std::vector<std::string> duplicates;
-  auto callback = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+  auto callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
     switch (event) {
       case Json::parse_event_t::object_start:
       case Json::parse_event_t::array_start: {
+        // Printing and comparing values recurse; no DeepSpeed config nests beyond a few levels.
+        if (depth >= kMaxDepth)
+          ZERO_THROW(source, ": nested deeper than ", kMaxDepth, " levels; not a DeepSpeed config");
         std::string path;
         if (!stack.empty())
           path = stack.back().is_array ? stack.back().path + "[]"
