@@ -59,7 +59,7 @@ void resolve_batch(ObjectReader& top, Diagnostics& diagnostics, DeepSpeedConfig&
     m = t / world;
     derivation = "train_micro_batch_size_per_gpu = train_batch_size " + text(t) +
                  " // world_size " + text(world) + " = " + text(m) +
-                 " (with gradient_accumulation_steps 1)";
+                 ", with gradient_accumulation_steps 1";
   } else if (micro) {
     g = 1;
     if (__builtin_mul_overflow(m, world, &t)) {
