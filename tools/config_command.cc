@@ -51,12 +51,14 @@ int run_config(std::span<char* const> args) {
   positional.add("file", 1);
   const auto variables = parse(args, options, &positional);
   if (variables.count("help")) {
-    std::cout << usage("config FILE",
-                       "Resolves a DeepSpeed config as `zero train` would: fills \"auto\" from the "
-                       "flags, maps deprecated keys,\napplies DeepSpeed's defaults and batch rule, "
-                       "and prints the result as JSON (warnings on stderr).\nExits 2 listing every "
-                       "error when the config is invalid.",
-                       options);
+    std::cout << usage(
+        "config FILE",
+        "Resolves a DeepSpeed config as `zero train` would: fills \"auto\" from the "
+        "flags, maps deprecated keys,\napplies DeepSpeed's defaults and batch rule, "
+        "and prints the result as JSON (warnings on stderr).\nA flag given must agree "
+        "with a concrete value in the config. Exits 2 listing every error when the "
+        "config is invalid.",
+        options);
     return 0;
   }
   if (!variables.count("file")) throw UsageError{"missing the config FILE"};
