@@ -66,7 +66,7 @@ std::uint64_t DistributedSampler::total_steps(double num_epochs, std::int64_t ma
   return static_cast<std::uint64_t>(std::ceil(num_epochs * static_cast<double>(batches_per_epoch_)));
 }
 
-const std::vector<std::size_t>& DistributedSampler::epoch_order(std::uint64_t epoch) const {
+const std::vector<std::size_t>& DistributedSampler::order_for(std::uint64_t epoch) const {
   if (cached_epoch_ != epoch) {
     if (options_.shuffle) {
       cached_order_ = shuffled_order(options_.num_blocks, options_.seed, epoch);
@@ -80,7 +80,7 @@ const std::vector<std::size_t>& DistributedSampler::epoch_order(std::uint64_t ep
 }
 
 std::vector<std::size_t> DistributedSampler::global_batch(std::uint64_t step) const {
-  const std::vector<std::size_t>& order = epoch_order(epoch_of(step));
+  const std::vector<std::size_t>& order = order_for(epoch_of(step));
   const std::size_t g = options_.global_batch_size;
   const std::uint64_t first = (step % batches_per_epoch_) * g;
   std::vector<std::size_t> batch(g);

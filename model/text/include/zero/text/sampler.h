@@ -49,7 +49,7 @@ class DistributedSampler {
   // epochs is the first tenth of epoch 0's order, rounded up to whole batches.
   std::uint64_t total_steps(double num_epochs, std::int64_t max_steps) const;
 
-  const std::vector<std::size_t>& epoch_order(std::uint64_t epoch) const;
+  std::vector<std::size_t> epoch_order(std::uint64_t epoch) const { return order_for(epoch); }
   std::vector<std::size_t> global_batch(std::uint64_t step) const;
   std::vector<std::size_t> local_batch(std::uint64_t step) const;
 
@@ -59,6 +59,7 @@ class DistributedSampler {
   void set_position(SamplerPosition position) { position_ = position; }
 
  private:
+  const std::vector<std::size_t>& order_for(std::uint64_t epoch) const;  // cached
   SamplerOptions options_;
   std::uint64_t batches_per_epoch_ = 0;
   SamplerPosition position_;
