@@ -77,6 +77,7 @@ int run_codec(std::span<char* const> args, bool encode) {
       "tokenizer_name", po::value(&tokenizer_name)->required(),
       "folder with tokenizer.json, vocab.json + merges.txt or encoder.json + vocab.bpe")(
       "special", "encode: treat <|endoftext|> in the text as the special token (as run_clm)")(
+      "lines", "encode: each line (split at \\n, which is dropped) separately, one line of ids each")(
       "files", po::value<std::vector<std::string>>(), "input file (default: stdin)");
   po::positional_options_description positional;
   positional.add("files", 1);
@@ -94,15 +95,28 @@ int run_codec(std::span<char* const> args, bool encode) {
   const text::Tokenizer tokenizer = text::Tokenizer::load(tokenizer_name);
   const std::string input = read_input(files);
   if (encode) {
-    const auto ids = tokenizer.encode(input, variables.count("special")
-                                                 ? text::SpecialTokens::kRecognize
-                                                 : text::SpecialTokens::kAsText);
-    std::string line;
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      if (i) line.push_back(' ');
-      line += std::to_string(ids[i]);
+    const auto special = variables.count("special") ? text::SpecialTokens::kRecognize
+                                                    : text::SpecialTokens::kAsText;
+    auto print = [&](std::string_view piece) {
+      const auto ids = tokenizer.encode(piece, special);
+      std::string line;
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        if (i) line.push_back(' ');
+        line += std::to_string(ids[i]);
+      }
+      std::cout << line << "\n";
+    };
+    if (!variables.count("lines")) {
+      print(input);
+      return 0;
     }
-    std::cout << line << "\n";
+    std::string_view rest = input;
+    while (true) {
+      const std::size_t newline = rest.find('\n');
+      print(rest.substr(0, newline));
+      if (newline == std::string_view::npos) break;
+      rest.remove_prefix(newline + 1);
+    }
     return 0;
   }
   std::vector<text::TokenId> ids;

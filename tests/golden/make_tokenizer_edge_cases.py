@@ -24,7 +24,8 @@ def edge_cases():
         "  ", "   ", "a  b", "a   b", "a \n b", "a\n\nb", "a\n\n\nb", "\n", "\n\n", "\n \n", " \n",
         "\r\n", "a\r\nb", "\t\t", "a\t\tb", " \t x", "x \t", "x  ", "   x", "\u00a0x", "a\u00a0\u00a0b",
         "\u3000x", "a\u2028b", "a\u2029b", "\x0b\x0c", "a\x1cb", "a\x1d\x1e\x1fb", "a\x85b",
-        "\u200bx", "a\u2009b", "\u180e", "\ufeffhello", " " * 17 + "x", "\n" * 9 + "x",
+        "\u200bx", "a\u2009b", "\u180e", " \u180e", "a \u180e b", "\u180e\u180e x", "a\u1680b",
+        " \u1680 x", "a\u202f\u205fb", "\x1c\x1d \x1e\x1f x", " \x85 x", "\ufeffhello", " " * 17 + "x", "\n" * 9 + "x",
         "x" + " " * 33, "\t \n \r\n  \t", " a", "  a", "a ", "a  ",
         # digits and numbers
         "123", "1234567890", " 42", "3.14159", "1,000,000", "-5", "+7", "1e10", "0x1F", "١٢٣",

@@ -47,8 +47,8 @@ ThreadMatchState& thread_match_state() {
 Pretokenizer::Pretokenizer() {
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kGpt2Pattern.data()),
-                                   kGpt2Pattern.size(), PCRE2_UTF | PCRE2_UCP, &error_code,
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kGpt2PatternPcre2.data()),
+                                   kGpt2PatternPcre2.size(), PCRE2_UTF | PCRE2_UCP, &error_code,
                                    &error_offset, nullptr);
   ZERO_CHECK(code != nullptr, "PCRE2 cannot compile the GPT-2 pattern at offset ", error_offset,
              ": ", pcre2_message(error_code));

@@ -10,6 +10,18 @@ namespace zero::text::detail {
 inline constexpr std::string_view kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// The same pattern as PCRE2 must see it. In UCP mode PCRE2's \s is \p{Zs} + \h + \v, which
+// keeps U+180E (a space before Unicode 6.3, now Cf); Python's regex, tiktoken's Rust regex and
+// Hugging Face's Oniguruma use the White_Space property. So \s is spelled out as White_Space:
+// U+0009..000D, 0020, 0085, 00A0, 1680, 2000..200A, 2028, 2029, 202F, 205F, 3000.
+#define ZERO_GPT2_WHITE_SPACE \
+  R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})"
+inline constexpr std::string_view kGpt2PatternPcre2 =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^)" ZERO_GPT2_WHITE_SPACE
+    R"(\p{L}\p{N}]+|[)" ZERO_GPT2_WHITE_SPACE R"(]+(?![^)" ZERO_GPT2_WHITE_SPACE
+    R"(])|[)" ZERO_GPT2_WHITE_SPACE R"(]+)";
+#undef ZERO_GPT2_WHITE_SPACE
+
 // Compiled once (thread-safe to share); each thread matches with its own match data and JIT stack.
 class Pretokenizer {
  public:
