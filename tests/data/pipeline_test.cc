@@ -9,6 +9,7 @@
 #include "zero/core/error.h"
 #include "zero/text/bpe_trainer.h"
 #include "zero/text/lm_dataset.h"
+#include "zero/text/progress.h"
 #include "zero/text/streaming.h"
 #include "zero/text/text_files.h"
 #include "zero/text/token_stream.h"
@@ -287,6 +288,49 @@ TEST_F(Pipeline, StreamingShardsSplitEachGlobalBatchAndResume) {
   std::vector<std::vector<TokenId>> local;
   ASSERT_TRUE(resumed.next(local));
   EXPECT_EQ(local[0], all[3 * kGlobal + 3]);
+}
+
+TEST_F(Pipeline, BadJsonLineNamesFileAndLineBeyondTheFirstChunk) {
+  std::string jsonl;
+  while (jsonl.size() < 3 * (1 << 20)) jsonl += "{\"text\": \"some words to fill a few chunks\"}\n";
+  const std::size_t good_lines = static_cast<std::size_t>(std::count(jsonl.begin(), jsonl.end(), '\n'));
+  jsonl += "{\"txt\": \"oops\"}\n";
+  write(json_path_, jsonl);
+  const std::string line = json_path_.string() + ":" + std::to_string(good_lines + 1);
+  try {
+    tokenize_files(files_, small_tokenizer(), options_);
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find(line), std::string::npos) << error.what();
+  }
+  StreamingBlocks streaming({json_path_}, small_tokenizer(), 64);
+  std::vector<TokenId> block;
+  try {
+    while (streaming.next(block)) {
+    }
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find(line), std::string::npos) << error.what();
+  }
+}
+
+TEST(Progress, FinalLineHasRateAndDurationFormat) {
+  EXPECT_EQ(ProgressBar::format_duration(3.2), "0:03");
+  EXPECT_EQ(ProgressBar::format_duration(62), "1:02");
+  EXPECT_EQ(ProgressBar::format_duration(3723), "1:02:03");
+  EXPECT_EQ(ProgressBar::format_duration(-1), "?");
+  ::testing::internal::CaptureStderr();
+  {
+    ProgressBar bar("tokenizing x", 2'000'000);
+    bar.add(1'000'000);
+    bar.add(1'000'000);
+  }
+  const std::string output = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(output.find("tokenizing x: 2.0 MB in 0:00 ("), std::string::npos) << output;
+  EXPECT_NE(output.find("MB/s)"), std::string::npos) << output;
+  ::testing::internal::CaptureStderr();
+  { ProgressBar quiet("quiet", 10, false); quiet.add(10); }
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
 TEST(WholeCorpus, TinyShakespeareBlocksAndCache) {

@@ -55,6 +55,10 @@ TEST(TextFiles, JsonLinesTakeTheTextField) {
             std::string::npos);
   EXPECT_NE(error_of([] { examples("{\"text\": \"x\"}\nnot json\n", TextFormat::kJsonLines); }).find("test:2"),
             std::string::npos);
+  std::string_view later = "{\"text\": \"x\"}\n[1]\n";
+  EXPECT_NE(error_of([&] { for_each_example(later, TextFormat::kJsonLines, "f", [](auto) {}, 41); })
+                .find("f:42"),
+            std::string::npos);
   EXPECT_EQ(format_of("a/b.jsonl"), TextFormat::kJsonLines);
   EXPECT_EQ(format_of("a/b.txt"), TextFormat::kLines);
   EXPECT_EQ(format_of("wiki.valid.tokens"), TextFormat::kLines);

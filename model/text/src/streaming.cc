@@ -1,6 +1,7 @@
 // Lazy block streams: chunked reading and tokenizing, group_texts per group, rank shards.
 #include "zero/text/streaming.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "zero/core/error.h"
@@ -15,6 +16,7 @@ struct StreamingBlocks::Reader {
   std::size_t file_index = 0;
   std::optional<MappedFile> file;
   std::size_t offset = 0;
+  std::size_t line_number = 1;  // of the byte at offset
 };
 
 StreamingBlocks::StreamingBlocks(std::vector<fs::path> files, Tokenizer tokenizer,
@@ -62,6 +64,7 @@ bool StreamingBlocks::refill() {
       }
       reader.file.emplace(open_text_file(reader.files[reader.file_index]));
       reader.offset = 0;
+      reader.line_number = 1;
     }
     const std::string_view bytes = reader.file->bytes();
     if (reader.offset >= bytes.size()) {
@@ -76,12 +79,15 @@ bool StreamingBlocks::refill() {
     }
     const std::string_view chunk = bytes.substr(reader.offset, end - reader.offset);
     reader.offset = end;
-    for_each_example(chunk, format_of(reader.file->path()), reader.file->path(),
-                     [&](std::string_view example) {
-                       tokenizer_.encode_append(example, group_, special_);
-                       ++group_count_;
-                       if (group_examples_ > 0 && group_count_ == group_examples_) close_group();
-                     });
+    for_each_example(
+        chunk, format_of(reader.file->path()), reader.file->path(),
+        [&](std::string_view example) {
+          tokenizer_.encode_append(example, group_, special_);
+          ++group_count_;
+          if (group_examples_ > 0 && group_count_ == group_examples_) close_group();
+        },
+        reader.line_number);
+    reader.line_number += static_cast<std::size_t>(std::count(chunk.begin(), chunk.end(), '\n'));
     if (!ready_.empty()) return true;
   }
 }

@@ -144,9 +144,10 @@ std::size_t for_each_line(std::string_view bytes,
 }
 
 std::size_t for_each_json_line(std::string_view bytes, const fs::path& path,
-                               const std::function<void(std::string_view)>& on_example) {
+                               const std::function<void(std::string_view)>& on_example,
+                               std::size_t first_line_number) {
   std::size_t count = 0;
-  std::size_t line_number = 0;
+  std::size_t line_number = first_line_number - 1;
   std::size_t start = 0;
   while (start < bytes.size()) {
     std::size_t end = bytes.find('\n', start);
@@ -172,9 +173,11 @@ std::size_t for_each_json_line(std::string_view bytes, const fs::path& path,
 }  // namespace
 
 std::size_t for_each_example(std::string_view bytes, TextFormat format, const fs::path& path,
-                             const std::function<void(std::string_view)>& on_example) {
-  return format == TextFormat::kJsonLines ? for_each_json_line(bytes, path, on_example)
-                                          : for_each_line(bytes, on_example);
+                             const std::function<void(std::string_view)>& on_example,
+                             std::size_t first_line_number) {
+  return format == TextFormat::kJsonLines
+             ? for_each_json_line(bytes, path, on_example, first_line_number)
+             : for_each_line(bytes, on_example);
 }
 
 }  // namespace zero::text

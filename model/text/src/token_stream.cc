@@ -32,6 +32,7 @@ constexpr std::size_t kChunkBytes = 1 << 20;
 struct Chunk {
   std::size_t file;
   std::size_t begin, end;  // byte range, ending just after a '\n' (or at the file's end)
+  std::size_t first_line_number;
 };
 
 struct ChunkResult {
@@ -44,13 +45,17 @@ std::vector<Chunk> make_chunks(const std::vector<MappedFile>& files) {
   for (std::size_t f = 0; f < files.size(); ++f) {
     const std::string_view bytes = files[f].bytes();
     std::size_t begin = 0;
+    std::size_t line_number = 1;
     while (begin < bytes.size()) {
       std::size_t end = std::min(bytes.size(), begin + kChunkBytes);
       if (end < bytes.size()) {
         const std::size_t newline = bytes.find('\n', end - 1);
         end = newline == std::string_view::npos ? bytes.size() : newline + 1;
       }
-      chunks.push_back({f, begin, end});
+      chunks.push_back({f, begin, end, line_number});
+      line_number += static_cast<std::size_t>(
+          std::count(bytes.begin() + static_cast<std::ptrdiff_t>(begin),
+                     bytes.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
       begin = end;
     }
   }
@@ -91,7 +96,8 @@ TokenStream tokenize_files(std::span<const fs::path> paths, const Tokenizer& tok
                            const std::size_t before = result.tokens.size();
                            tokenizer.encode_append(example, result.tokens, options.special);
                            result.example_sizes.push_back(result.tokens.size() - before);
-                         });
+                         },
+                         chunk.first_line_number);
         progress.add(chunk.end - chunk.begin);
       }
     } catch (...) {

@@ -46,9 +46,11 @@ MappedFile open_text_file(const std::filesystem::path& path);
 
 // Calls on_example for each example of `bytes` (a file's content) in order. The view is valid
 // only during the call. Returns the number of examples. `path` names the file in errors
-// (a JSON line that does not parse or has no string "text" field: file:line).
+// (a JSON line that does not parse or has no string "text" field: file:line, counting lines from
+// `first_line_number` when `bytes` is a later chunk of the file).
 std::size_t for_each_example(std::string_view bytes, TextFormat format,
                              const std::filesystem::path& path,
-                             const std::function<void(std::string_view)>& on_example);
+                             const std::function<void(std::string_view)>& on_example,
+                             std::size_t first_line_number = 1);
 
 }  // namespace zero::text
