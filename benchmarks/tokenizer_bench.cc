@@ -33,7 +33,8 @@ struct Fixture {
     const fs::path corpus = data_dir() / "tinyshakespeare" / "input.txt";
     if (!fs::exists(corpus)) return;
     text = read_all(corpus);
-    tokenizer = std::make_unique<zero::text::Tokenizer>(zero::text::Tokenizer::load(data_dir() / "gpt2"));
+    tokenizer =
+        std::make_unique<zero::text::Tokenizer>(zero::text::Tokenizer::load(data_dir() / "gpt2"));
   }
 };
 

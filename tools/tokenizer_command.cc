@@ -59,7 +59,8 @@ int run_train(std::span<char* const> args) {
   const auto variables = parse(args, options, &positional);
   ZERO_CHECK(variables.count("files"), "no training files given");
   std::vector<std::filesystem::path> files;
-  for (const auto& file : variables["files"].as<std::vector<std::string>>()) files.emplace_back(file);
+  for (const auto& file : variables["files"].as<std::vector<std::string>>())
+    files.emplace_back(file);
   text::BpeTrainer trainer({vocab_size, min_frequency, true});
   trainer.add_files(files);
   const text::BpeVocabulary vocabulary = trainer.train();
@@ -77,7 +78,8 @@ int run_codec(std::span<char* const> args, bool encode) {
       "tokenizer_name", po::value(&tokenizer_name)->required(),
       "folder with tokenizer.json, vocab.json + merges.txt or encoder.json + vocab.bpe")(
       "special", "encode: treat <|endoftext|> in the text as the special token (as run_clm)")(
-      "lines", "encode: each line (split at \\n, which is dropped) separately, one line of ids each")(
+      "lines",
+      "encode: each line (split at \\n, which is dropped) separately, one line of ids each")(
       "files", po::value<std::vector<std::string>>(), "input file (default: stdin)");
   po::positional_options_description positional;
   positional.add("files", 1);
@@ -95,8 +97,8 @@ int run_codec(std::span<char* const> args, bool encode) {
   const text::Tokenizer tokenizer = text::Tokenizer::load(tokenizer_name);
   const std::string input = read_input(files);
   if (encode) {
-    const auto special = variables.count("special") ? text::SpecialTokens::kRecognize
-                                                    : text::SpecialTokens::kAsText;
+    const auto special =
+        variables.count("special") ? text::SpecialTokens::kRecognize : text::SpecialTokens::kAsText;
     auto print = [&](std::string_view piece) {
       const auto ids = tokenizer.encode(piece, special);
       std::string line;

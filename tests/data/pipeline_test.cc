@@ -20,11 +20,12 @@ namespace {
 namespace fs = std::filesystem;
 
 void write(const fs::path& path, std::string_view bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 std::string synthetic_text(int lines, unsigned seed) {
-  static const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran",
+  static const char* words[] = {"the", "cat",  "sat",  "on",   "a",  "mat",  "and",  "dog",  "ran",
                                 "far", "away", "from", "home", "in", "rain", "2024", "naïve"};
   std::mt19937 rng(seed);
   std::string text;
@@ -169,7 +170,8 @@ TEST_F(Pipeline, UnreadableCacheIsAClearError) {
 TEST(GroupTexts, ConcatenatesEachGroupAndDropsItsRemainder) {
   std::vector<TokenId> tokens(18);
   for (TokenId i = 0; i < tokens.size(); ++i) tokens[i] = i;
-  auto stream = std::make_shared<const TokenStream>(tokens, std::vector<std::uint64_t>{0, 3, 8, 10, 17, 18});
+  auto stream =
+      std::make_shared<const TokenStream>(tokens, std::vector<std::uint64_t>{0, 3, 8, 10, 17, 18});
   const BlockDataset grouped = group_texts(stream, 0, 5, 4, 2);
   ASSERT_EQ(grouped.size(), 4u);  // groups of 8, 9 and 1 tokens
   EXPECT_EQ(grouped.block_start(0), 0u);
@@ -205,7 +207,8 @@ TEST_F(Pipeline, ValidationIsTheFirstPercentOfTrainExamples) {
   arguments.validation_split_percentage = 10;
   arguments.tokenize = options_;
   const LmDatasets datasets = load_lm_datasets(small_tokenizer(), arguments);
-  auto stream = std::make_shared<const TokenStream>(tokenize_files(files_, small_tokenizer(), options_));
+  auto stream =
+      std::make_shared<const TokenStream>(tokenize_files(files_, small_tokenizer(), options_));
   const std::size_t boundary = percent_boundary(stream->num_examples(), 10);
   const BlockDataset validation = group_texts(stream, 0, boundary, 16);
   const BlockDataset train = group_texts(stream, boundary, stream->num_examples(), 16);
@@ -244,7 +247,8 @@ TEST_F(Pipeline, CorpusShorterThanOneBlockNamesTheFile) {
 }
 
 TEST_F(Pipeline, StreamingGivesTheSameBlocksInOrder) {
-  auto stream = std::make_shared<const TokenStream>(tokenize_files(files_, small_tokenizer(), options_));
+  auto stream =
+      std::make_shared<const TokenStream>(tokenize_files(files_, small_tokenizer(), options_));
   for (std::size_t group : {std::size_t{1000}, std::size_t{7}, std::size_t{0}}) {
     const BlockDataset blocks = group_texts(stream, 0, stream->num_examples(), 32, group);
     StreamingBlocks streaming(files_, small_tokenizer(), 32, group);
@@ -293,7 +297,8 @@ TEST_F(Pipeline, StreamingShardsSplitEachGlobalBatchAndResume) {
 TEST_F(Pipeline, BadJsonLineNamesFileAndLineBeyondTheFirstChunk) {
   std::string jsonl;
   while (jsonl.size() < 3 * (1 << 20)) jsonl += "{\"text\": \"some words to fill a few chunks\"}\n";
-  const std::size_t good_lines = static_cast<std::size_t>(std::count(jsonl.begin(), jsonl.end(), '\n'));
+  const std::size_t good_lines =
+      static_cast<std::size_t>(std::count(jsonl.begin(), jsonl.end(), '\n'));
   jsonl += "{\"txt\": \"oops\"}\n";
   write(json_path_, jsonl);
   const std::string line = json_path_.string() + ":" + std::to_string(good_lines + 1);
@@ -329,7 +334,10 @@ TEST(Progress, FinalLineHasRateAndDurationFormat) {
   EXPECT_NE(output.find("tokenizing x: 2.0 MB in 0:00 ("), std::string::npos) << output;
   EXPECT_NE(output.find("MB/s)"), std::string::npos) << output;
   ::testing::internal::CaptureStderr();
-  { ProgressBar quiet("quiet", 10, false); quiet.add(10); }
+  {
+    ProgressBar quiet("quiet", 10, false);
+    quiet.add(10);
+  }
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
 }
 
@@ -347,7 +355,8 @@ TEST(WholeCorpus, TinyShakespeareBlocksAndCache) {
   const LmDatasets first = load_lm_datasets(gpt2, arguments);
   const auto start = std::chrono::steady_clock::now();
   const LmDatasets second = load_lm_datasets(gpt2, arguments);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 1.0);
   ASSERT_EQ(first.train.size(), second.train.size());
   EXPECT_GT(first.train.size(), 250u);  // 338k tokens, 95% of 40000 lines, groups of 1000 lines
@@ -357,8 +366,9 @@ TEST(WholeCorpus, TinyShakespeareBlocksAndCache) {
   // The first validation block is the first 1024 ids of the file's first lines.
   const MappedFile file(data / "tinyshakespeare" / "input.txt");
   std::vector<TokenId> ids;
-  for_each_example(file.bytes().substr(0, 20000), TextFormat::kLines, file.path(),
-                   [&](std::string_view line) { gpt2.encode_append(line, ids, SpecialTokens::kRecognize); });
+  for_each_example(
+      file.bytes().substr(0, 20000), TextFormat::kLines, file.path(),
+      [&](std::string_view line) { gpt2.encode_append(line, ids, SpecialTokens::kRecognize); });
   const auto v = first.validation.block(0);
   EXPECT_TRUE(std::equal(v.begin(), v.end(), ids.begin()));
   EXPECT_EQ(gpt2.decode(v), gpt2.decode(std::span<const TokenId>(ids).first(1024)));

@@ -1,12 +1,13 @@
 // Distributed sampler at world sizes 1..8: disjoint, complete, deterministic, world-size
 // independent, resumable; fractional epochs and max_steps.
+#include "zero/text/sampler.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
 
 #include "zero/core/error.h"
-#include "zero/text/sampler.h"
 
 namespace zero::text {
 namespace {
@@ -25,7 +26,8 @@ TEST_P(Sampler, EveryWorldSizeSeesTheSameGlobalBatches) {
     if (c.global_batch % static_cast<std::size_t>(world) != 0) continue;
     std::vector<DistributedSampler> ranks;
     for (int rank = 0; rank < world; ++rank)
-      ranks.emplace_back(SamplerOptions{c.num_blocks, c.global_batch, world, rank, 1234, true, c.drop_last});
+      ranks.emplace_back(
+          SamplerOptions{c.num_blocks, c.global_batch, world, rank, 1234, true, c.drop_last});
     const DistributedSampler single({c.num_blocks, c.global_batch, 1, 0, 1234, true, c.drop_last});
     const std::uint64_t per_epoch = single.batches_per_epoch();
     for (std::uint64_t epoch = 0; epoch < 3; ++epoch) {
@@ -72,7 +74,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Sampler,
 TEST(DistributedSampler, DeterministicAndShuffledPerEpoch) {
   const SamplerOptions options{1000, 40, 4, 2, 7, true, false};
   const DistributedSampler a(options), b(options);
-  for (std::uint64_t step : {0ull, 5ull, 24ull, 25ull, 60ull}) EXPECT_EQ(a.local_batch(step), b.local_batch(step));
+  for (std::uint64_t step : {0ull, 5ull, 24ull, 25ull, 60ull})
+    EXPECT_EQ(a.local_batch(step), b.local_batch(step));
   EXPECT_NE(a.epoch_order(0), a.epoch_order(1));
   SamplerOptions other_seed = options;
   other_seed.seed = 8;
@@ -115,9 +118,9 @@ TEST(DistributedSampler, FractionalEpochsAndMaxSteps) {
 }
 
 TEST(DistributedSampler, RejectsBadShapes) {
-  EXPECT_THROW(DistributedSampler({100, 10, 4, 0}), Error);   // 10 blocks over 4 ranks
-  EXPECT_THROW(DistributedSampler({100, 8, 4, 4}), Error);    // rank outside the world
-  EXPECT_THROW(DistributedSampler({0, 8, 4, 0}), Error);      // no blocks
+  EXPECT_THROW(DistributedSampler({100, 10, 4, 0}), Error);              // 10 blocks over 4 ranks
+  EXPECT_THROW(DistributedSampler({100, 8, 4, 4}), Error);               // rank outside the world
+  EXPECT_THROW(DistributedSampler({0, 8, 4, 0}), Error);                 // no blocks
   EXPECT_THROW(DistributedSampler({5, 8, 4, 0, 1, true, true}), Error);  // drop_last, < 1 batch
 }
 

@@ -1,5 +1,6 @@
 // Whole corpora (tiny shakespeare, WikiText-2 valid): round trip and ids equal to an independent
-// reference (tests/golden/gpt2_reference.py: tiktoken when importable, else encoder.py's algorithm).
+// reference (tests/golden/gpt2_reference.py: tiktoken when importable, else encoder.py's
+// algorithm).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -29,9 +30,8 @@ bool run_reference(const std::filesystem::path& file, bool by_line, std::vector<
     return false;
   }
   const auto out = testing::scratch_dir("tokenizer_reference") / "ids.txt";
-  const std::string command = std::string(python) + " " + ZERO_GOLDEN_DIR +
-                              "/gpt2_reference.py " + (by_line ? "--lines " : "") +
-                              "--tokenizer_dir '" +
+  const std::string command = std::string(python) + " " + ZERO_GOLDEN_DIR + "/gpt2_reference.py " +
+                              (by_line ? "--lines " : "") + "--tokenizer_dir '" +
                               (testing::shared_data_dir() / "gpt2").string() + "' '" +
                               file.string() + "' '" + out.string() + "'";
   const int status = std::system(command.c_str());

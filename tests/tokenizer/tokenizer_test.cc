@@ -1,13 +1,15 @@
-// GPT-2 tokenizer: known ids, 458 edge cases with tiktoken's ids, loaders, merge paths, UTF-8 repair.
+// GPT-2 tokenizer: known ids, 458 edge cases with tiktoken's ids, loaders, merge paths, UTF-8
+// repair.
+#include "zero/text/tokenizer.h"
+
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "../common/test_data.h"
 #include "zero/core/error.h"
-#include "zero/text/tokenizer.h"
 
 namespace zero::text {
 namespace {
@@ -67,8 +69,10 @@ TEST(Tokenizer, EdgeCasesMatchTiktoken) {
 TEST(Tokenizer, ThreeFileFormatsAgree) {
   ZERO_REQUIRE_SHARED_DATA("gpt2/tokenizer.json");
   const auto folder = testing::shared_data_dir() / "gpt2";
-  const Tokenizer openai = Tokenizer::from_vocab_and_merges(folder / "encoder.json", folder / "vocab.bpe");
-  const Tokenizer hugging_face = Tokenizer::from_vocab_and_merges(folder / "vocab.json", folder / "merges.txt");
+  const Tokenizer openai =
+      Tokenizer::from_vocab_and_merges(folder / "encoder.json", folder / "vocab.bpe");
+  const Tokenizer hugging_face =
+      Tokenizer::from_vocab_and_merges(folder / "vocab.json", folder / "merges.txt");
   const Tokenizer json_file = Tokenizer::from_tokenizer_json(folder / "tokenizer.json");
   EXPECT_EQ(openai.fingerprint(), hugging_face.fingerprint());
   EXPECT_EQ(openai.fingerprint(), json_file.fingerprint());
@@ -96,9 +100,8 @@ TEST(Tokenizer, ShortAndHeapMergesAgree) {
 
 TEST(Tokenizer, VeryLongWordsRoundTrip) {
   ZERO_REQUIRE_SHARED_DATA("gpt2/encoder.json");
-  for (const std::string& text :
-       {std::string(1 << 20, 'a'), std::string(1 << 20, ' '), std::string(300000, '\n') + "x",
-        std::string(200000, '7')}) {
+  for (const std::string& text : {std::string(1 << 20, 'a'), std::string(1 << 20, ' '),
+                                  std::string(300000, '\n') + "x", std::string(200000, '7')}) {
     const auto ids = gpt2().encode(text);
     EXPECT_EQ(gpt2().decode(ids), text);
     EXPECT_LE(ids.size(), text.size());
@@ -123,7 +126,7 @@ TEST(Tokenizer, DecodeRejectsUnknownIds) {
 
 TEST(ByteLevel, MapMatchesEncoderPy) {
   EXPECT_EQ(byte_to_unicode('!'), U'!');
-  EXPECT_EQ(byte_to_unicode(' '), U'\u0120');  // "Ġ"
+  EXPECT_EQ(byte_to_unicode(' '), U'\u0120');   // "Ġ"
   EXPECT_EQ(byte_to_unicode('\n'), U'\u010A');  // "Ċ"
   EXPECT_EQ(byte_to_unicode(0), U'\u0100');
   EXPECT_EQ(byte_to_unicode(0xAD), U'\u0143');

@@ -12,7 +12,8 @@ namespace {
 std::string corpus() {
   std::string text;
   for (int i = 0; i < 200; ++i)
-    text += "the quick brown fox jumps over the lazy dog; naïve café 🙂 " + std::to_string(i % 17) + "\n";
+    text += "the quick brown fox jumps over the lazy dog; naïve café 🙂 " +
+            std::to_string(i % 17) + "\n";
   return text;
 }
 
@@ -24,7 +25,8 @@ TEST(BpeTrainer, LearnsMostFrequentPairsFirst) {
   const auto& [left, right] = vocabulary.merges[0];
   EXPECT_EQ(vocabulary.tokens[left] + vocabulary.tokens[right], "aa");  // 9 "a a" pairs
   EXPECT_EQ(vocabulary.tokens.back(), "<|endoftext|>");
-  EXPECT_EQ(vocabulary.special_ids, std::vector<TokenId>{static_cast<TokenId>(vocabulary.tokens.size() - 1)});
+  EXPECT_EQ(vocabulary.special_ids,
+            std::vector<TokenId>{static_cast<TokenId>(vocabulary.tokens.size() - 1)});
 }
 
 TEST(BpeTrainer, ReachesTheVocabularySizeAndIsDeterministic) {

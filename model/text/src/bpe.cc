@@ -60,10 +60,9 @@ class PieceCache {
     if ((num_entries_ + 1) * 2 > slots_.size()) grow();
     std::size_t slot = hash & mask_;
     while (slots_[slot].length_bytes != kEmpty) slot = (slot + 1) & mask_;
-    slots_[slot] = Slot{hash, static_cast<std::uint32_t>(keys_.size()),
-                        static_cast<std::uint32_t>(piece.size()),
-                        static_cast<std::uint32_t>(ids_.size()),
-                        static_cast<std::uint32_t>(ids.size())};
+    slots_[slot] = Slot{
+        hash, static_cast<std::uint32_t>(keys_.size()), static_cast<std::uint32_t>(piece.size()),
+        static_cast<std::uint32_t>(ids_.size()), static_cast<std::uint32_t>(ids.size())};
     keys_.append(piece);
     ids_.insert(ids_.end(), ids.begin(), ids.end());
     ++num_entries_;
@@ -187,9 +186,9 @@ void Tokenizer::Impl::merge_heap(std::string_view piece, std::vector<TokenId>& i
   if (n == 0) return;
   std::vector<Symbol> symbols(n);
   for (std::size_t i = 0; i < n; ++i)
-    symbols[i] = Symbol{byte_ids[static_cast<unsigned char>(piece[i])],
-                        static_cast<std::int64_t>(i) - 1,
-                        i + 1 < n ? static_cast<std::int64_t>(i + 1) : -1, true};
+    symbols[i] =
+        Symbol{byte_ids[static_cast<unsigned char>(piece[i])], static_cast<std::int64_t>(i) - 1,
+               i + 1 < n ? static_cast<std::int64_t>(i + 1) : -1, true};
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
   for (std::size_t i = 0; i + 1 < n; ++i) {
     const PairRanks::Merge merge = ranks.find(symbols[i].id, symbols[i + 1].id);

@@ -2,9 +2,9 @@
 #include <array>
 #include <string>
 
+#include "utf8.h"
 #include "zero/core/error.h"
 #include "zero/text/tokenizer.h"
-#include "utf8.h"
 
 namespace zero::text {
 namespace {
@@ -48,8 +48,8 @@ std::string unicode_string_to_bytes(std::string_view text) {
   std::size_t offset = 0;
   while (offset < text.size()) {
     const char32_t code_point = detail::next_code_point(text, offset);
-    ZERO_CHECK(code_point != detail::kInvalidCodePoint,
-               "invalid UTF-8 in byte-level token '", text, "'");
+    ZERO_CHECK(code_point != detail::kInvalidCodePoint, "invalid UTF-8 in byte-level token '", text,
+               "'");
     ZERO_CHECK(code_point < byte_map().to_byte.size() && byte_map().to_byte[code_point] >= 0,
                "code point U+", std::hex, static_cast<std::uint32_t>(code_point),
                " in byte-level token '", text, "' stands for no byte");

@@ -32,8 +32,8 @@ BlockDataset group_texts(std::shared_ptr<const TokenStream> stream, std::size_t 
              "example range [", first_example, ", ", last_example, ") outside the stream's ",
              stream->num_examples(), " examples");
   const auto offsets = stream->example_offsets();
-  const std::size_t group = group_examples == 0 ? std::max<std::size_t>(1, last_example - first_example)
-                                                : group_examples;
+  const std::size_t group =
+      group_examples == 0 ? std::max<std::size_t>(1, last_example - first_example) : group_examples;
   std::vector<std::uint64_t> starts;
   for (std::size_t begin = first_example; begin < last_example; begin += group) {
     const std::size_t end = std::min(last_example, begin + group);
@@ -45,9 +45,10 @@ BlockDataset group_texts(std::shared_ptr<const TokenStream> stream, std::size_t 
 }
 
 std::size_t percent_boundary(std::size_t num_examples, int percent) {
-  ZERO_CHECK(percent >= 0 && percent <= 100, "validation_split_percentage must be in [0, 100], got ",
-             percent);
-  const std::uint64_t scaled = static_cast<std::uint64_t>(num_examples) * static_cast<unsigned>(percent);
+  ZERO_CHECK(percent >= 0 && percent <= 100,
+             "validation_split_percentage must be in [0, 100], got ", percent);
+  const std::uint64_t scaled =
+      static_cast<std::uint64_t>(num_examples) * static_cast<unsigned>(percent);
   auto quotient = static_cast<std::size_t>(scaled / 100);
   const auto remainder = static_cast<unsigned>(scaled % 100);
   if (remainder > 50 || (remainder == 50 && quotient % 2 == 1)) ++quotient;
@@ -64,18 +65,19 @@ std::string describe(const std::vector<fs::path>& files) {
 
 void require_blocks(const BlockDataset& blocks, const TokenStream& stream,
                     const std::vector<fs::path>& files, const char* split, std::size_t block_size) {
-  ZERO_CHECK(blocks.size() > 0, "the ", split, " data (", describe(files), ") is shorter than one ",
-             "block: ", stream.tokens().size(), " tokens in ", stream.num_examples(),
-             " examples give no full block of block_size ", block_size,
-             " (group_texts drops each group's remainder); use a smaller --block_size or more text");
+  ZERO_CHECK(
+      blocks.size() > 0, "the ", split, " data (", describe(files), ") is shorter than one ",
+      "block: ", stream.tokens().size(), " tokens in ", stream.num_examples(),
+      " examples give no full block of block_size ", block_size,
+      " (group_texts drops each group's remainder); use a smaller --block_size or more text");
 }
 
 }  // namespace
 
 LmDatasets load_lm_datasets(const Tokenizer& tokenizer, const DataArguments& arguments) {
   ZERO_CHECK(!arguments.train_files.empty(), "no train files given (--train_file)");
-  auto train_stream = std::make_shared<const TokenStream>(load_token_stream(
-      arguments.train_files, tokenizer, arguments.cache_dir, arguments.tokenize));
+  auto train_stream = std::make_shared<const TokenStream>(
+      load_token_stream(arguments.train_files, tokenizer, arguments.cache_dir, arguments.tokenize));
   LmDatasets datasets;
   if (!arguments.validation_files.empty()) {
     auto validation_stream = std::make_shared<const TokenStream>(load_token_stream(
@@ -89,13 +91,14 @@ LmDatasets load_lm_datasets(const Tokenizer& tokenizer, const DataArguments& arg
   } else {
     const std::size_t boundary =
         percent_boundary(train_stream->num_examples(), arguments.validation_split_percentage);
-    datasets.validation = group_texts(train_stream, 0, boundary, arguments.block_size,
-                                      arguments.group_examples);
+    datasets.validation =
+        group_texts(train_stream, 0, boundary, arguments.block_size, arguments.group_examples);
     datasets.train = group_texts(train_stream, boundary, train_stream->num_examples(),
                                  arguments.block_size, arguments.group_examples);
     if (arguments.validation_split_percentage > 0 && datasets.validation.size() == 0)
-      log_warning("the validation split (first ", arguments.validation_split_percentage, "% = ",
-                  boundary, " examples) has no full block of ", arguments.block_size, " tokens");
+      log_warning("the validation split (first ", arguments.validation_split_percentage,
+                  "% = ", boundary, " examples) has no full block of ", arguments.block_size,
+                  " tokens");
   }
   require_blocks(datasets.train, *train_stream, arguments.train_files, "train",
                  arguments.block_size);

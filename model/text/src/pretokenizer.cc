@@ -66,12 +66,12 @@ Pretokenizer::~Pretokenizer() { pcre2_code_free(static_cast<pcre2_code*>(code_))
 std::size_t Pretokenizer::match_end(std::string_view text, std::size_t offset) const {
   ThreadMatchState& state = thread_match_state();
   const int result = pcre2_jit_match(static_cast<const pcre2_code*>(code_),
-                                     reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(),
-                                     offset, PCRE2_NO_UTF_CHECK, state.match_data, state.context);
+                                     reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), offset,
+                                     PCRE2_NO_UTF_CHECK, state.match_data, state.context);
   ZERO_CHECK(result > 0, "PCRE2 match failed at byte ", offset, ": ", pcre2_message(result));
   const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(state.match_data);
-  ZERO_CHECK(ovector[0] == offset && ovector[1] > offset,
-             "GPT-2 pattern left bytes ", offset, "..", ovector[0], " unmatched");
+  ZERO_CHECK(ovector[0] == offset && ovector[1] > offset, "GPT-2 pattern left bytes ", offset, "..",
+             ovector[0], " unmatched");
   return ovector[1];
 }
 

@@ -68,7 +68,8 @@ void ProgressBar::draw(bool final_line) {
     const int filled = static_cast<int>(fraction * kWidth);
     std::string bar(static_cast<std::size_t>(filled), '#');
     bar.resize(kWidth, '.');
-    const double eta = rate > 0 ? (static_cast<double>(total_ - std::min(done_, total_)) / 1e6) / rate : -1;
+    const double eta =
+        rate > 0 ? (static_cast<double>(total_ - std::min(done_, total_)) / 1e6) / rate : -1;
     std::snprintf(line, sizeof(line), "%s %3.0f%% [%s] %.1f/%.1f MB %.1f MB/s ETA %s",
                   label_.c_str(), fraction * 100, bar.c_str(), megabytes,
                   static_cast<double>(total_) / 1e6, rate, format_duration(eta).c_str());

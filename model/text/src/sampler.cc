@@ -54,7 +54,8 @@ DistributedSampler::DistributedSampler(SamplerOptions options) : options_(option
              options_.world_size, " ranks");
   ZERO_CHECK(options_.num_blocks > 0, "the dataset has no block to sample");
   const std::size_t g = options_.global_batch_size;
-  batches_per_epoch_ = options_.drop_last ? options_.num_blocks / g : (options_.num_blocks + g - 1) / g;
+  batches_per_epoch_ =
+      options_.drop_last ? options_.num_blocks / g : (options_.num_blocks + g - 1) / g;
   ZERO_CHECK(batches_per_epoch_ > 0, "the dataset's ", options_.num_blocks,
              " blocks do not fill one global batch of ", g, " with drop_last");
 }
@@ -63,7 +64,8 @@ std::uint64_t DistributedSampler::total_steps(double num_epochs, std::int64_t ma
   if (max_steps > 0) return static_cast<std::uint64_t>(max_steps);
   ZERO_CHECK(num_epochs > 0, "num_train_epochs must be positive when max_steps is not set, got ",
              num_epochs);
-  return static_cast<std::uint64_t>(std::ceil(num_epochs * static_cast<double>(batches_per_epoch_)));
+  return static_cast<std::uint64_t>(
+      std::ceil(num_epochs * static_cast<double>(batches_per_epoch_)));
 }
 
 const std::vector<std::size_t>& DistributedSampler::order_for(std::uint64_t epoch) const {
@@ -91,7 +93,8 @@ std::vector<std::size_t> DistributedSampler::global_batch(std::uint64_t step) co
 std::vector<std::size_t> DistributedSampler::local_batch(std::uint64_t step) const {
   const std::vector<std::size_t> batch = global_batch(step);
   const std::size_t share = local_batch_size();
-  const auto begin = batch.begin() + static_cast<std::ptrdiff_t>(share * static_cast<std::size_t>(options_.rank));
+  const auto begin =
+      batch.begin() + static_cast<std::ptrdiff_t>(share * static_cast<std::size_t>(options_.rank));
   return std::vector<std::size_t>(begin, begin + static_cast<std::ptrdiff_t>(share));
 }
 

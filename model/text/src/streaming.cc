@@ -22,11 +22,15 @@ struct StreamingBlocks::Reader {
 StreamingBlocks::StreamingBlocks(std::vector<fs::path> files, Tokenizer tokenizer,
                                  std::size_t block_size, std::size_t group_examples,
                                  SpecialTokens special)
-    : reader_(std::make_unique<Reader>()), tokenizer_(std::move(tokenizer)),
-      block_size_(block_size), group_examples_(group_examples), special_(special) {
+    : reader_(std::make_unique<Reader>()),
+      tokenizer_(std::move(tokenizer)),
+      block_size_(block_size),
+      group_examples_(group_examples),
+      special_(special) {
   ZERO_CHECK(!files.empty(), "no data files given for streaming");
   ZERO_CHECK(block_size_ > 0, "block_size must be positive");
-  for (const fs::path& path : files) ZERO_CHECK(fs::exists(path), "data file ", path, " does not exist");
+  for (const fs::path& path : files)
+    ZERO_CHECK(fs::exists(path), "data file ", path, " does not exist");
   reader_->files = std::move(files);
 }
 
@@ -102,13 +106,16 @@ bool StreamingBlocks::next(std::vector<TokenId>& block) {
 
 StreamingShard::StreamingShard(StreamingBlocks blocks, std::size_t global_batch_size,
                                int world_size, int rank)
-    : blocks_(std::move(blocks)), global_batch_size_(global_batch_size), world_size_(world_size),
+    : blocks_(std::move(blocks)),
+      global_batch_size_(global_batch_size),
+      world_size_(world_size),
       rank_(rank) {
   ZERO_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "rank ", rank,
              " outside a world of ", world_size);
-  ZERO_CHECK(global_batch_size >= 1 && global_batch_size % static_cast<std::size_t>(world_size) == 0,
-             "global batch of ", global_batch_size, " blocks does not split evenly over ",
-             world_size, " ranks");
+  ZERO_CHECK(
+      global_batch_size >= 1 && global_batch_size % static_cast<std::size_t>(world_size) == 0,
+      "global batch of ", global_batch_size, " blocks does not split evenly over ", world_size,
+      " ranks");
 }
 
 bool StreamingShard::next(std::vector<std::vector<TokenId>>& local_blocks) {

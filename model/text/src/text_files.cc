@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 
 TextFormat format_of(const fs::path& path) {
   const std::string extension = path.extension().string();
-  return extension == ".jsonl" || extension == ".json" ? TextFormat::kJsonLines : TextFormat::kLines;
+  return extension == ".jsonl" || extension == ".json" ? TextFormat::kJsonLines
+                                                       : TextFormat::kLines;
 }
 
 MappedFile::MappedFile(const fs::path& path) : path_(path) {
@@ -92,9 +93,16 @@ namespace {
 std::size_t line_break_length(std::string_view bytes, std::size_t offset) {
   const auto byte = static_cast<unsigned char>(bytes[offset]);
   switch (byte) {
-    case '\n': case '\v': case '\f': case 0x1C: case 0x1D: case 0x1E: return 1;
+    case '\n':
+    case '\v':
+    case '\f':
+    case 0x1C:
+    case 0x1D:
+    case 0x1E: return 1;
     case '\r': return offset + 1 < bytes.size() && bytes[offset + 1] == '\n' ? 2 : 1;
-    case 0xC2: return offset + 1 < bytes.size() && static_cast<unsigned char>(bytes[offset + 1]) == 0x85 ? 2 : 0;
+    case 0xC2:
+      return offset + 1 < bytes.size() && static_cast<unsigned char>(bytes[offset + 1]) == 0x85 ? 2
+                                                                                                : 0;
     case 0xE2:
       return offset + 2 < bytes.size() && static_cast<unsigned char>(bytes[offset + 1]) == 0x80 &&
                      (static_cast<unsigned char>(bytes[offset + 2]) == 0xA8 ||

@@ -67,11 +67,12 @@ void write_all(int fd, const void* data, std::size_t size, const fs::path& path)
 
 TokenCache::TokenCache(fs::path directory) : directory_(std::move(directory)) {}
 
-fs::path TokenCache::path_for(std::uint64_t content_hash, std::uint64_t tokenizer_fingerprint) const {
+fs::path TokenCache::path_for(std::uint64_t content_hash,
+                              std::uint64_t tokenizer_fingerprint) const {
   char name[64];
-  std::snprintf(name, sizeof(name), "tokens-%016llx.bin",
-                static_cast<unsigned long long>(
-                    detail::hash_combine(content_hash, tokenizer_fingerprint)));
+  std::snprintf(
+      name, sizeof(name), "tokens-%016llx.bin",
+      static_cast<unsigned long long>(detail::hash_combine(content_hash, tokenizer_fingerprint)));
   return directory_ / name;
 }
 
@@ -96,7 +97,8 @@ void TokenCache::write(const fs::path& path, const TokenStream& stream, std::uin
   ZERO_CHECK(fd >= 0, "cannot create token cache ", temporary, ": ", std::strerror(errno));
   write_all(fd, &header, sizeof(header), temporary);
   write_all(fd, stream.tokens().data(), stream.tokens().size_bytes(), temporary);
-  const std::uint64_t padding = tokens_bytes_padded(header.num_tokens) - stream.tokens().size_bytes();
+  const std::uint64_t padding =
+      tokens_bytes_padded(header.num_tokens) - stream.tokens().size_bytes();
   const char zeros[8] = {};
   write_all(fd, zeros, padding, temporary);
   write_all(fd, stream.example_offsets().data(), stream.example_offsets().size_bytes(), temporary);
@@ -128,11 +130,10 @@ std::unique_ptr<TokenStream> TokenCache::read(const fs::path& path, std::uint64_
   void* data = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
   const int map_error = errno;
   ::close(fd);
-  ZERO_CHECK(data != MAP_FAILED, "token cache ", path, " cannot be memory-mapped: ",
-             std::strerror(map_error));
-  std::shared_ptr<const void> mapping(data, [size](const void* address) {
-    ::munmap(const_cast<void*>(address), size);
-  });
+  ZERO_CHECK(data != MAP_FAILED, "token cache ", path,
+             " cannot be memory-mapped: ", std::strerror(map_error));
+  std::shared_ptr<const void> mapping(
+      data, [size](const void* address) { ::munmap(const_cast<void*>(address), size); });
   CacheHeader header;
   std::memcpy(&header, data, sizeof(header));
   if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) {
@@ -148,7 +149,8 @@ std::unique_ptr<TokenStream> TokenCache::read(const fs::path& path, std::uint64_
     why = "header checksum mismatch (corrupt)";
     return nullptr;
   }
-  if (header.content_hash != content_hash || header.tokenizer_fingerprint != tokenizer_fingerprint) {
+  if (header.content_hash != content_hash ||
+      header.tokenizer_fingerprint != tokenizer_fingerprint) {
     why = header.content_hash != content_hash ? "stale: the data files changed"
                                               : "stale: another tokenizer";
     return nullptr;
@@ -161,8 +163,8 @@ std::unique_ptr<TokenStream> TokenCache::read(const fs::path& path, std::uint64_
     return nullptr;
   }
   const auto* base = static_cast<const char*>(data);
-  const std::span<const TokenId> tokens(reinterpret_cast<const TokenId*>(base + sizeof(CacheHeader)),
-                                        header.num_tokens);
+  const std::span<const TokenId> tokens(
+      reinterpret_cast<const TokenId*>(base + sizeof(CacheHeader)), header.num_tokens);
   const std::span<const std::uint64_t> offsets(
       reinterpret_cast<const std::uint64_t*>(base + sizeof(CacheHeader) +
                                              tokens_bytes_padded(header.num_tokens)),
@@ -183,7 +185,8 @@ std::unique_ptr<TokenStream> TokenCache::read(const fs::path& path, std::uint64_
 TokenStream load_token_stream(std::span<const fs::path> files, const Tokenizer& tokenizer,
                               const fs::path& cache_dir, const TokenizeOptions& options) {
   if (cache_dir.empty()) return tokenize_files(files, tokenizer, options);
-  for (const fs::path& file : files) ZERO_CHECK(fs::exists(file), "data file ", file, " does not exist");
+  for (const fs::path& file : files)
+    ZERO_CHECK(fs::exists(file), "data file ", file, " does not exist");
   const std::uint64_t content_hash = hash_files(files);
   const TokenCache cache(cache_dir);
   const fs::path path = cache.path_for(content_hash, tokenizer.fingerprint());
@@ -195,7 +198,8 @@ TokenStream load_token_stream(std::span<const fs::path> files, const Tokenizer& 
   if (fs::exists(path)) log_warning("token cache ", path, " not used: ", why, "; rebuilding it");
   TokenStream stream = tokenize_files(files, tokenizer, options);
   cache.write(path, stream, content_hash, tokenizer.fingerprint());
-  std::unique_ptr<TokenStream> mapped = cache.read(path, content_hash, tokenizer.fingerprint(), why);
+  std::unique_ptr<TokenStream> mapped =
+      cache.read(path, content_hash, tokenizer.fingerprint(), why);
   ZERO_CHECK(mapped != nullptr, "token cache ", path, " just written does not read back: ", why);
   log_info("token cache: wrote ", path, " (", mapped->tokens().size(), " tokens)");
   return std::move(*mapped);

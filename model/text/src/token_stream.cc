@@ -91,13 +91,15 @@ TokenStream tokenize_files(std::span<const fs::path> paths, const Tokenizer& tok
         const MappedFile& file = files[chunk.file];
         ChunkResult& result = results[c];
         result.tokens.reserve((chunk.end - chunk.begin) / 3);
-        for_each_example(file.bytes().substr(chunk.begin, chunk.end - chunk.begin),
-                         format_of(file.path()), file.path(), [&](std::string_view example) {
-                           const std::size_t before = result.tokens.size();
-                           tokenizer.encode_append(example, result.tokens, options.special);
-                           result.example_sizes.push_back(result.tokens.size() - before);
-                         },
-                         chunk.first_line_number);
+        for_each_example(
+            file.bytes().substr(chunk.begin, chunk.end - chunk.begin), format_of(file.path()),
+            file.path(),
+            [&](std::string_view example) {
+              const std::size_t before = result.tokens.size();
+              tokenizer.encode_append(example, result.tokens, options.special);
+              result.example_sizes.push_back(result.tokens.size() - before);
+            },
+            chunk.first_line_number);
         progress.add(chunk.end - chunk.begin);
       }
     } catch (...) {

@@ -1,7 +1,5 @@
 // BPE training: word counts from the GPT-2 pre-tokenizer, then merges by pair frequency with
 // incremental pair counts and a lazily updated max-heap.
-#include "zero/text/bpe_trainer.h"
-
 #include <algorithm>
 #include <queue>
 #include <unordered_map>
@@ -10,6 +8,7 @@
 #include "pretokenizer.h"
 #include "zero/core/error.h"
 #include "zero/core/logging.h"
+#include "zero/text/bpe_trainer.h"
 #include "zero/text/text_files.h"
 
 namespace zero::text {
@@ -28,9 +27,8 @@ BpeTrainer& BpeTrainer::operator=(BpeTrainer&&) noexcept = default;
 void BpeTrainer::add_text(std::string_view text) {
   std::string storage;
   const std::string_view valid = replace_invalid_utf8(text, storage);
-  state_->pretokenizer.split(valid, [&](std::string_view piece) {
-    ++state_->word_counts[std::string(piece)];
-  });
+  state_->pretokenizer.split(
+      valid, [&](std::string_view piece) { ++state_->word_counts[std::string(piece)]; });
 }
 
 void BpeTrainer::add_files(std::span<const std::filesystem::path> files) {
@@ -81,7 +79,7 @@ BpeVocabulary BpeTrainer::train() const {
   }
   // Words in a fixed order (sorted) so training does not depend on hash-map iteration.
   std::vector<std::pair<std::string, std::uint64_t>> sorted(state_->word_counts.begin(),
-                                                             state_->word_counts.end());
+                                                            state_->word_counts.end());
   std::sort(sorted.begin(), sorted.end());
   std::vector<std::vector<TokenId>> words(sorted.size());
   std::vector<std::uint64_t> counts(sorted.size());

@@ -1,8 +1,7 @@
 // Reading and writing byte-level BPE vocabularies: OpenAI (encoder.json + vocab.bpe), Hugging Face
 // (vocab.json + merges.txt) and tokenizer.json.
-#include <nlohmann/json.hpp>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "zero/core/error.h"
@@ -110,7 +109,8 @@ std::vector<std::pair<TokenId, TokenId>> read_merges_text(const std::string& tex
 
 }  // namespace
 
-Tokenizer Tokenizer::from_vocab_and_merges(const fs::path& vocab_path, const fs::path& merges_path) {
+Tokenizer Tokenizer::from_vocab_and_merges(const fs::path& vocab_path,
+                                           const fs::path& merges_path) {
   BpeVocabulary vocabulary;
   read_vocab_object(parse_json(vocab_path), vocab_path, vocabulary);
   vocabulary.merges = read_merges_text(read_file(merges_path), vocabulary, merges_path);
@@ -161,16 +161,14 @@ Tokenizer Tokenizer::from_tokenizer_json(const fs::path& path) {
     if (merge.is_string()) {
       const std::string text = merge.get<std::string>();
       const std::size_t space = text.find(' ');
-      ZERO_CHECK(space != std::string::npos, path, ": merge ", index, " '", text,
-                 "' has no space");
-      vocabulary.merges.push_back(
-          reader.read(std::string_view(text).substr(0, space),
-                      std::string_view(text).substr(space + 1), index));
+      ZERO_CHECK(space != std::string::npos, path, ": merge ", index, " '", text, "' has no space");
+      vocabulary.merges.push_back(reader.read(std::string_view(text).substr(0, space),
+                                              std::string_view(text).substr(space + 1), index));
     } else {
       ZERO_CHECK(merge.is_array() && merge.size() == 2, path, ": merge ", index,
                  " is neither \"a b\" nor [\"a\", \"b\"]");
-      vocabulary.merges.push_back(reader.read(merge[0].get<std::string>(),
-                                              merge[1].get<std::string>(), index));
+      vocabulary.merges.push_back(
+          reader.read(merge[0].get<std::string>(), merge[1].get<std::string>(), index));
     }
   }
   return Tokenizer(std::move(vocabulary));

@@ -13,7 +13,7 @@
 namespace zero::text {
 
 struct BpeTrainerOptions {
-  std::size_t vocab_size = 8192;  // 256 bytes + merges + <|endoftext|>
+  std::size_t vocab_size = 8192;    // 256 bytes + merges + <|endoftext|>
   std::uint64_t min_frequency = 2;  // stop when the most frequent pair occurs fewer times
   bool add_end_of_text = true;      // append <|endoftext|> as the last id
 };

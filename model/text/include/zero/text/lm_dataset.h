@@ -50,8 +50,8 @@ struct DataArguments {
   std::vector<std::filesystem::path> validation_files;  // empty: split off the train files
   int validation_split_percentage = 5;  // run_clm: the first p% of train examples validate
   std::size_t block_size = 1024;
-  std::size_t group_examples = 1000;    // see group_texts
-  std::filesystem::path cache_dir;      // empty: no token cache
+  std::size_t group_examples = 1000;  // see group_texts
+  std::filesystem::path cache_dir;    // empty: no token cache
   TokenizeOptions tokenize;
 };
 

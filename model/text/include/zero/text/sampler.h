@@ -1,5 +1,5 @@
-// The distributed sampler: which blocks each rank trains on at each step, shuffled by (seed, epoch),
-// with global batches that do not depend on the world size.
+// The distributed sampler: which blocks each rank trains on at each step, shuffled by (seed,
+// epoch), with global batches that do not depend on the world size.
 #pragma once
 
 #include <cstddef>

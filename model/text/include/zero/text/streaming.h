@@ -39,7 +39,7 @@ class StreamingBlocks {
   std::size_t block_size_;
   std::size_t group_examples_;
   SpecialTokens special_;
-  std::vector<TokenId> group_;  // ids of the open group
+  std::vector<TokenId> group_;   // ids of the open group
   std::size_t group_count_ = 0;  // examples in it
   std::deque<std::vector<TokenId>> ready_;
   std::uint64_t blocks_read_ = 0;

@@ -15,7 +15,7 @@
 namespace zero::text {
 
 struct TokenizeOptions {
-  int num_threads = 0;  // 0: all hardware threads
+  int num_threads = 0;        // 0: all hardware threads
   bool show_progress = true;  // progress bar on rank 0 (stderr)
   // GPT2TokenizerFast (and so run_clm) turns "<|endoftext|>" in the text into the special id.
   SpecialTokens special = SpecialTokens::kRecognize;
@@ -67,11 +67,12 @@ class TokenCache {
   static constexpr std::uint32_t kVersion = 1;
 
   explicit TokenCache(std::filesystem::path directory);
-  std::filesystem::path path_for(std::uint64_t content_hash, std::uint64_t tokenizer_fingerprint) const;
+  std::filesystem::path path_for(std::uint64_t content_hash,
+                                 std::uint64_t tokenizer_fingerprint) const;
 
   // Writes atomically (temporary file, fsync, rename). Throws zero::Error on I/O failure.
-  void write(const std::filesystem::path& path, const TokenStream& stream, std::uint64_t content_hash,
-             std::uint64_t tokenizer_fingerprint) const;
+  void write(const std::filesystem::path& path, const TokenStream& stream,
+             std::uint64_t content_hash, std::uint64_t tokenizer_fingerprint) const;
   // Maps `path` and checks everything in the header and the payload checksum. Returns a stream,
   // or nullptr with `why` set when the file is absent, stale (other key) or corrupt (bad magic,
   // version, size or checksum). Throws zero::Error when the file exists but cannot be read.

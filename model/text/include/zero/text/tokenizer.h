@@ -70,7 +70,7 @@ class Tokenizer {
   std::string decode(std::span<const TokenId> ids) const;
 
   std::size_t vocab_size() const;
-  std::string_view token_bytes(TokenId id) const;             // throws for an unknown id
+  std::string_view token_bytes(TokenId id) const;                 // throws for an unknown id
   std::optional<TokenId> token_id(std::string_view bytes) const;  // exact token lookup
   // The id of `<|endoftext|>` when the vocabulary has it.
   std::optional<TokenId> end_of_text_id() const;
