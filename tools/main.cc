@@ -23,7 +23,7 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"env", "print the launch environment, build features and devices", zero::cli::run_env},
-    {"tokenizer", "train a BPE tokenizer; encode text to ids; decode ids", zero::cli::run_tokenizer},
+    {"tokenizer", "train a BPE tokenizer, encode text, decode ids", zero::cli::run_tokenizer},
 };
 
 void print_help() {
