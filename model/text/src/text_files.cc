@@ -89,63 +89,29 @@ MappedFile open_text_file(const fs::path& path) {
 
 namespace {
 
-// Length of the line terminator of str.splitlines at `offset`, or 0 (after "\r" translation).
-std::size_t line_break_length(std::string_view bytes, std::size_t offset) {
-  const auto byte = static_cast<unsigned char>(bytes[offset]);
-  switch (byte) {
-    case '\n':
-    case '\v':
-    case '\f':
-    case 0x1C:
-    case 0x1D:
-    case 0x1E: return 1;
-    case '\r': return offset + 1 < bytes.size() && bytes[offset + 1] == '\n' ? 2 : 1;
-    case 0xC2:
-      return offset + 1 < bytes.size() && static_cast<unsigned char>(bytes[offset + 1]) == 0x85 ? 2
-                                                                                                : 0;
-    case 0xE2:
-      return offset + 2 < bytes.size() && static_cast<unsigned char>(bytes[offset + 1]) == 0x80 &&
-                     (static_cast<unsigned char>(bytes[offset + 2]) == 0xA8 ||
-                      static_cast<unsigned char>(bytes[offset + 2]) == 0xA9)
-                 ? 3
-                 : 0;
-    default: return 0;
-  }
-}
-
-bool may_break(unsigned char byte) {
-  return byte == '\n' || byte == '\v' || byte == '\f' || byte == '\r' || byte == 0x1C ||
-         byte == 0x1D || byte == 0x1E || byte == 0xC2 || byte == 0xE2;
-}
-
+// datasets' text builder: the file is read with universal newlines ("\r\n" and "\r" become
+// "\n") and split by StringIO.readlines(), which breaks at "\n" only, keeping it.
 std::size_t for_each_line(std::string_view bytes,
                           const std::function<void(std::string_view)>& on_example) {
   std::size_t count = 0;
   std::size_t start = 0;
   std::string line;
-  for (std::size_t offset = 0; offset < bytes.size();) {
-    if (!may_break(static_cast<unsigned char>(bytes[offset]))) {
-      ++offset;
-      continue;
+  while (start < bytes.size()) {
+    const std::size_t end = bytes.find_first_of("\r\n", start);
+    if (end == std::string_view::npos) {
+      on_example(bytes.substr(start));
+      ++count;
+      break;
     }
-    const std::size_t length = line_break_length(bytes, offset);
-    if (length == 0) {
-      ++offset;
-      continue;
-    }
-    if (bytes[offset] == '\r') {  // universal newlines: "\r\n" and "\r" read as "\n"
-      line.assign(bytes.substr(start, offset - start));
+    if (bytes[end] == '\n') {
+      on_example(bytes.substr(start, end + 1 - start));
+      start = end + 1;
+    } else {
+      line.assign(bytes.substr(start, end - start));
       line.push_back('\n');
       on_example(line);
-    } else {
-      on_example(bytes.substr(start, offset + length - start));
+      start = end + (end + 1 < bytes.size() && bytes[end + 1] == '\n' ? 2 : 1);
     }
-    ++count;
-    offset += length;
-    start = offset;
-  }
-  if (start < bytes.size()) {
-    on_example(bytes.substr(start));
     ++count;
   }
   return count;

@@ -9,10 +9,11 @@
 namespace zero::text {
 
 // How a file splits into examples (run_clm picks the datasets builder by extension the same way).
-//   kLines:     datasets' "text" builder with keep_linebreaks=True (run_clm's default): the file is
-//               read with universal newlines ("\r\n" and "\r" become "\n") and split like Python's
-//               str.splitlines(keepends=True) (\n \v \f \x1c \x1d \x1e \x85 U+2028 U+2029); each
-//               line, with its terminator, is one example.
+//   kLines:     datasets' "text" builder with keep_linebreaks=True (run_clm's default), as in
+//               datasets 2.14+: the file is read with universal newlines ("\r\n" and "\r" become
+//               "\n") and split at "\n" only (StringIO.readlines); each line, with its "\n", is one
+//               example. (Older datasets split with str.splitlines, which also breaks at \v, \f,
+//               \x1c-\x1e, U+0085, U+2028 and U+2029.)
 //   kJsonLines: one JSON object per non-blank line; its "text" string is one example.
 enum class TextFormat { kLines, kJsonLines };
 
