@@ -1,6 +1,9 @@
 // BPE training: merge order, vocabulary size, determinism, save/load round trip.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "../common/test_data.h"
 #include "zero/core/error.h"
 #include "zero/text/bpe_trainer.h"
@@ -65,6 +68,43 @@ TEST(BpeTrainer, SavedFilesLoadAndRoundTrip) {
   EXPECT_EQ(loaded.decode(ids), replace_invalid_utf8(text, replaced));
   EXPECT_LT(ids.size(), text.size() / 2);
   EXPECT_EQ(loaded.end_of_text_id(), 289u);
+  std::filesystem::remove_all(folder);
+}
+
+// tokenizer.json: merges as "a b" strings (older tokenizers) or ["a", "b"] pairs (newer), and the
+// special token listed only in added_tokens.
+TEST(BpeTrainer, TokenizerJsonFormsLoad) {
+  BpeTrainer trainer({290, 2, true});
+  trainer.add_text(corpus());
+  const BpeVocabulary vocabulary = trainer.train();
+  const Tokenizer direct(vocabulary);
+  const auto folder = testing::scratch_dir("tokenizer_json");
+  for (bool pairs : {false, true}) {
+    nlohmann::json vocab = nlohmann::json::object(), merges = nlohmann::json::array();
+    for (std::size_t id = 0; id + 1 < vocabulary.tokens.size(); ++id)
+      vocab[bytes_to_unicode_string(vocabulary.tokens[id])] = id;
+    for (const auto& [left, right] : vocabulary.merges) {
+      const std::string a = bytes_to_unicode_string(vocabulary.tokens[left]);
+      const std::string b = bytes_to_unicode_string(vocabulary.tokens[right]);
+      if (pairs)
+        merges.push_back({a, b});
+      else
+        merges.push_back(a + " " + b);
+    }
+    nlohmann::json document = {
+        {"version", "1.0"},
+        {"added_tokens",
+         {{{"id", vocabulary.tokens.size() - 1}, {"content", "<|endoftext|>"}, {"special", true}}}},
+        {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+    std::ofstream(folder / "tokenizer.json") << document.dump(pairs ? 2 : -1);
+    const Tokenizer loaded = Tokenizer::load(folder);
+    EXPECT_EQ(loaded.fingerprint(), direct.fingerprint()) << (pairs ? "pairs" : "strings");
+    EXPECT_EQ(loaded.encode("the lazy dog<|endoftext|>", SpecialTokens::kRecognize),
+              direct.encode("the lazy dog<|endoftext|>", SpecialTokens::kRecognize));
+  }
+  nlohmann::json wrong = {{"model", {{"type", "WordPiece"}, {"vocab", {{"a", 0}}}}}};
+  std::ofstream(folder / "tokenizer.json") << wrong.dump();
+  EXPECT_THROW(Tokenizer::load(folder / "tokenizer.json"), Error);
   std::filesystem::remove_all(folder);
 }
 
