@@ -8,6 +8,7 @@
 
 #include "hash.h"
 #include "zero/core/error.h"
+#include "zero/core/launch.h"
 #include "zero/text/progress.h"
 #include "zero/text/text_files.h"
 
@@ -75,7 +76,14 @@ TokenStream tokenize_files(std::span<const fs::path> paths, const Tokenizer& tok
   }
   const std::vector<Chunk> chunks = make_chunks(files);
   std::vector<ChunkResult> results(chunks.size());
-  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Default: this node's hardware threads shared among the ranks launched on it.
+  int local_ranks = 1;
+  try {
+    local_ranks = std::max(1, detect_launch().local_world_size);
+  } catch (const Error&) {
+  }
+  const int hardware =
+      std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks);
   const int num_threads = std::clamp(options.num_threads > 0 ? options.num_threads : hardware, 1,
                                      static_cast<int>(std::max<std::size_t>(1, chunks.size())));
   ProgressBar progress("tokenizing " + paths.front().filename().string() +
