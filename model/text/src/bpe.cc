@@ -1,6 +1,5 @@
 // Byte-pair merging by rank (short pieces: linear scan; long pieces: a heap) and the piece cache.
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <queue>
 

@@ -1,6 +1,7 @@
 // BPE training: word counts from the GPT-2 pre-tokenizer, then merges by pair frequency with
 // incremental pair counts and a lazily updated max-heap.
 #include <algorithm>
+#include <array>
 #include <queue>
 #include <unordered_map>
 #include <unordered_set>
