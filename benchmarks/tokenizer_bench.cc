@@ -81,6 +81,31 @@ void BM_EncodeTinyShakespeareColdCache(benchmark::State& state) {
 }
 BENCHMARK(BM_EncodeTinyShakespeareColdCache)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
+// As the data pipeline encodes: each line (an example) on its own.
+void BM_EncodeTinyShakespearePerLine(benchmark::State& state) {
+  const Fixture& data = fixture();
+  if (!data.tokenizer) {
+    state.SkipWithError("tiny shakespeare not found: set ZERO_SHARED_DATA");
+    return;
+  }
+  std::vector<std::string_view> lines;
+  for (std::size_t start = 0; start < data.text.size();) {
+    const std::size_t end = std::min(data.text.find('\n', start), data.text.size() - 1) + 1;
+    lines.emplace_back(data.text.data() + start, end - start);
+    start = end;
+  }
+  std::vector<zero::text::TokenId> ids;
+  for (auto _ : state) {
+    ids.clear();
+    for (std::string_view line : lines)
+      data.tokenizer->encode_append(line, ids, zero::text::SpecialTokens::kRecognize);
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * data.text.size()));
+  state.counters["lines"] = static_cast<double>(lines.size());
+}
+BENCHMARK(BM_EncodeTinyShakespearePerLine)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
 void BM_DecodeTinyShakespeare(benchmark::State& state) {
   const Fixture& data = fixture();
   if (!data.tokenizer) {
