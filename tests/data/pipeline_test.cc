@@ -111,7 +111,13 @@ TEST_F(Pipeline, CacheIsWrittenThenMemoryMapped) {
                          fresh.tokens().end()));
   EXPECT_TRUE(std::equal(second.example_offsets().begin(), second.example_offsets().end(),
                          fresh.example_offsets().begin(), fresh.example_offsets().end()));
-  // Other content or another tokenizer: another cache file.
+  // Special tokens as text: other ids, another cache file.
+  TokenizeOptions as_text = options_;
+  as_text.special = SpecialTokens::kAsText;
+  const TokenStream plain = load_token_stream(files_, small_tokenizer(), cache_dir, as_text);
+  EXPECT_NE(plain.cache_path(), first.cache_path());
+  EXPECT_GT(plain.tokens().size(), first.tokens().size());
+  // Other content: another cache file.
   write(text_path_, synthetic_text(100, 3));
   const TokenStream changed = load_token_stream(files_, small_tokenizer(), cache_dir, options_);
   EXPECT_NE(changed.cache_path(), first.cache_path());

@@ -189,17 +189,20 @@ TokenStream load_token_stream(std::span<const fs::path> files, const Tokenizer& 
     ZERO_CHECK(fs::exists(file), "data file ", file, " does not exist");
   const std::uint64_t content_hash = hash_files(files);
   const TokenCache cache(cache_dir);
-  const fs::path path = cache.path_for(content_hash, tokenizer.fingerprint());
+  // The ids depend on the tokenizer and on whether special tokens are recognised.
+  const std::uint64_t tokenizer_key = options.special == SpecialTokens::kRecognize
+                                          ? tokenizer.fingerprint()
+                                          : detail::hash_combine(tokenizer.fingerprint(), 1);
+  const fs::path path = cache.path_for(content_hash, tokenizer_key);
   std::string why;
-  if (auto cached = cache.read(path, content_hash, tokenizer.fingerprint(), why)) {
+  if (auto cached = cache.read(path, content_hash, tokenizer_key, why)) {
     log_info("token cache: using ", path, " (", cached->tokens().size(), " tokens, memory-mapped)");
     return std::move(*cached);
   }
   if (fs::exists(path)) log_warning("token cache ", path, " not used: ", why, "; rebuilding it");
   TokenStream stream = tokenize_files(files, tokenizer, options);
-  cache.write(path, stream, content_hash, tokenizer.fingerprint());
-  std::unique_ptr<TokenStream> mapped =
-      cache.read(path, content_hash, tokenizer.fingerprint(), why);
+  cache.write(path, stream, content_hash, tokenizer_key);
+  std::unique_ptr<TokenStream> mapped = cache.read(path, content_hash, tokenizer_key, why);
   ZERO_CHECK(mapped != nullptr, "token cache ", path, " just written does not read back: ", why);
   log_info("token cache: wrote ", path, " (", mapped->tokens().size(), " tokens)");
   return std::move(*mapped);

@@ -84,7 +84,8 @@ class TokenCache {
 };
 
 // The front door: the cached stream when its file is valid, else tokenize and write the cache
-// (a stale or corrupt file is logged and replaced, never used). `cache_dir` empty: no cache.
+// (keyed by hash_files, the tokenizer's fingerprint and options.special).
+// A stale or corrupt file is logged and replaced, never used. `cache_dir` empty: no cache.
 TokenStream load_token_stream(std::span<const std::filesystem::path> files,
                               const Tokenizer& tokenizer, const std::filesystem::path& cache_dir,
                               const TokenizeOptions& options = {});
