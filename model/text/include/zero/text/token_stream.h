@@ -64,6 +64,8 @@ std::uint64_t hash_files(std::span<const std::filesystem::path> files);
 // header checksum), then the uint32 ids and the uint64 example offsets, little-endian.
 class TokenCache {
  public:
+  // Bump when the ids for the same files and tokenizer change (example splitting, encoding):
+  // files of another version are rebuilt.
   static constexpr std::uint32_t kVersion = 1;
 
   explicit TokenCache(std::filesystem::path directory);
