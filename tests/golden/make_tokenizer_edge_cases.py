@@ -3,7 +3,7 @@
 
 Ids come from tiktoken (built offline from the local encoder.json + vocab.bpe) and each case is
 cross-checked against Hugging Face tokenizers and OpenAI's encoder.py algorithm
-(gpt2_reference.py); the script fails if they disagree. Inputs are stored as hex because some
+(gpt2_tokenizer_reference.py); the script fails if they disagree. Inputs are stored as hex because some
 are invalid UTF-8; their ids are those of bytes.decode("utf-8", errors="replace").
 Run once by hand (needs pip's tiktoken and tokenizers):
   python3 tests/golden/make_tokenizer_edge_cases.py ../shared/data/gpt2 tests/tokenizer/gpt2_edge_cases.json
@@ -12,7 +12,7 @@ import json
 import random
 import sys
 
-import gpt2_reference
+import gpt2_tokenizer_reference
 
 
 def edge_cases():
@@ -76,9 +76,9 @@ def edge_cases():
 
 def main():
     tokenizer_dir, out_path = sys.argv[1], sys.argv[2]
-    tiktoken_encode = gpt2_reference.make_tiktoken(tokenizer_dir)
-    hf_encode = gpt2_reference.make_tokenizers(tokenizer_dir)
-    openai_encode = gpt2_reference.make_encoder(tokenizer_dir)
+    tiktoken_encode = gpt2_tokenizer_reference.make_tiktoken(tokenizer_dir)
+    hf_encode = gpt2_tokenizer_reference.make_tokenizers(tokenizer_dir)
+    openai_encode = gpt2_tokenizer_reference.make_encoder(tokenizer_dir)
     out = []
     disagreements = 0
     for data in edge_cases():

@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-import gpt2_reference
+import gpt2_tokenizer_reference
 
 
 def measure(name, encode, text, repeats=10):
@@ -28,13 +28,13 @@ def main():
         text = f.read()
     try:
         import tiktoken  # noqa: F401
-        encode = gpt2_reference.make_tiktoken(tokenizer_dir)
+        encode = gpt2_tokenizer_reference.make_tiktoken(tokenizer_dir)
         measure("tiktoken", lambda t: encode(t, False), text)
     except ImportError:
         print("tiktoken: not installed")
     try:
         import tokenizers  # noqa: F401
-        encode = gpt2_reference.make_tokenizers(tokenizer_dir)
+        encode = gpt2_tokenizer_reference.make_tokenizers(tokenizer_dir)
         measure("tokenizers", lambda t: encode(t, True), text)
     except ImportError:
         print("tokenizers: not installed")

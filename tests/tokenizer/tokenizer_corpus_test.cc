@@ -1,5 +1,5 @@
 // Whole corpora (tiny shakespeare, WikiText-2 valid): round trip and ids equal to an independent
-// reference (tests/golden/gpt2_reference.py: tiktoken when importable, else encoder.py's
+// reference (tests/golden/gpt2_tokenizer_reference.py: tiktoken when importable, else encoder.py's
 // algorithm).
 #include <gtest/gtest.h>
 
@@ -30,7 +30,7 @@ bool run_reference(const std::filesystem::path& file, bool by_line, std::vector<
     return false;
   }
   const auto out = testing::scratch_dir("tokenizer_reference") / "ids.txt";
-  const std::string command = std::string(python) + " " + ZERO_GOLDEN_DIR + "/gpt2_reference.py " +
+  const std::string command = std::string(python) + " " + ZERO_GOLDEN_DIR + "/gpt2_tokenizer_reference.py " +
                               (by_line ? "--lines " : "") + "--tokenizer_dir '" +
                               (testing::shared_data_dir() / "gpt2").string() + "' '" +
                               file.string() + "' '" + out.string() + "'";

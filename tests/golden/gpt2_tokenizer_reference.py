@@ -8,7 +8,7 @@ Backends, in order of preference for --backend auto:
               rank, the GPT-2 pattern through the `regex` module: Debian's python3-regex)
 Input files are read as bytes and decoded with errors="replace", as the references must be.
 
-Usage: gpt2_reference.py --tokenizer_dir DIR [--backend B] [--special] [--lines] FILE OUT
+Usage: gpt2_tokenizer_reference.py --tokenizer_dir DIR [--backend B] [--special] [--lines] FILE OUT
   writes the ids of FILE (whole, or each line when --lines) to OUT as text: one line of
   space-separated ids per input (exit 3 when the requested backend is unavailable).
 """
