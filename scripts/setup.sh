@@ -11,7 +11,7 @@ packages=(
   nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev
-  python3 python3-numpy
+  python3 python3-numpy python3-regex  # python3-regex: tests/golden/gpt2_tokenizer_reference.py
 )
 if [ "${ZERO_SETUP_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi
 

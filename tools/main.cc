@@ -24,6 +24,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"env", "print the launch environment, build features and devices", zero::cli::run_env},
     {"config", "resolve a DeepSpeed JSON config and print it with every default", zero::cli::run_config},
+    {"tokenizer", "train a BPE tokenizer, encode text, decode ids", zero::cli::run_tokenizer},
 };
 
 void print_help() {

@@ -1,0 +1,83 @@
+// The rank-0 progress bar: percentage, MB/s and ETA on stderr.
+#include "zero/text/progress.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "zero/core/launch.h"
+
+namespace zero::text {
+
+ProgressBar::ProgressBar(std::string label, std::uint64_t total, bool enabled)
+    : label_(std::move(label)), total_(total) {
+  bool rank_zero = true;
+  try {
+    rank_zero = detect_launch().rank == 0;
+  } catch (...) {
+    rank_zero = true;
+  }
+  enabled_ = enabled && rank_zero;
+  terminal_ = ::isatty(STDERR_FILENO) != 0;
+  start_ = last_draw_ = std::chrono::steady_clock::now();
+}
+
+ProgressBar::~ProgressBar() { finish(); }
+
+std::string ProgressBar::format_duration(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e8) return "?";
+  const auto total = static_cast<long long>(seconds + 0.5);
+  char buffer[32];
+  if (total >= 3600)
+    std::snprintf(buffer, sizeof(buffer), "%lld:%02lld:%02lld", total / 3600, total / 60 % 60,
+                  total % 60);
+  else
+    std::snprintf(buffer, sizeof(buffer), "%lld:%02lld", total / 60, total % 60);
+  return buffer;
+}
+
+void ProgressBar::add(std::uint64_t amount) {
+  std::lock_guard lock(mutex_);
+  done_ += amount;
+  if (!enabled_ || !terminal_ || finished_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_draw_ < std::chrono::milliseconds(100)) return;
+  last_draw_ = now;
+  draw(false);
+}
+
+void ProgressBar::finish() {
+  std::lock_guard lock(mutex_);
+  if (finished_) return;
+  finished_ = true;
+  if (enabled_) draw(true);
+}
+
+void ProgressBar::draw(bool final_line) {
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double megabytes = static_cast<double>(done_) / 1e6;
+  const double rate = elapsed > 0 ? megabytes / elapsed : 0.0;
+  char line[256];
+  if (final_line) {
+    std::snprintf(line, sizeof(line), "%s: %.1f MB in %s (%.1f MB/s)", label_.c_str(), megabytes,
+                  format_duration(elapsed).c_str(), rate);
+  } else if (total_ > 0) {
+    const double fraction = static_cast<double>(done_) / static_cast<double>(total_);
+    constexpr int kWidth = 24;
+    const int filled = static_cast<int>(fraction * kWidth);
+    std::string bar(static_cast<std::size_t>(filled), '#');
+    bar.resize(kWidth, '.');
+    const double eta =
+        rate > 0 ? (static_cast<double>(total_ - std::min(done_, total_)) / 1e6) / rate : -1;
+    std::snprintf(line, sizeof(line), "%s %3.0f%% [%s] %.1f/%.1f MB %.1f MB/s ETA %s",
+                  label_.c_str(), fraction * 100, bar.c_str(), megabytes,
+                  static_cast<double>(total_) / 1e6, rate, format_duration(eta).c_str());
+  } else {
+    std::snprintf(line, sizeof(line), "%s %.1f MB %.1f MB/s", label_.c_str(), megabytes, rate);
+  }
+  std::fprintf(stderr, terminal_ ? "\r\033[K%s%s" : "%s%s", line, final_line ? "\n" : "");
+  std::fflush(stderr);
+}
+
+}  // namespace zero::text

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""run_clm.py's data path, for comparing zero's blocks with Hugging Face's.
+
+Loads FILE with `datasets` as run_clm does ("text" builder with keep_linebreaks=True, or "json" for
+.jsonl), splits train[:P%] / train[P%:], tokenizes each example with the `tokenizers` GPT-2
+tokenizer.json (what GPT2TokenizerFast runs), and applies run_clm's group_texts with
+map(batched=True) (1000 examples per batch). Writes "validation N", N lines of ids, "train M",
+M lines of ids to OUT. Exit 3 when datasets or tokenizers is not importable (pip only).
+Usage: run_clm_blocks_reference.py FILE GPT2_DIR PERCENT BLOCK_SIZE OUT
+"""
+import os
+import sys
+from itertools import chain
+
+
+def main():
+    path, tokenizer_dir, percent, block_size, out = sys.argv[1:6]
+    percent, block_size = int(percent), int(block_size)
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    try:
+        from datasets import disable_progress_bars, load_dataset
+        from tokenizers import Tokenizer
+    except ImportError as error:
+        print(f"reference unavailable: {error}", file=sys.stderr)
+        return 3
+    disable_progress_bars()
+    builder = "json" if path.endswith((".jsonl", ".json")) else "text"
+    options = {"keep_linebreaks": True} if builder == "text" else {}
+    files = {"train": path}
+    validation = load_dataset(builder, data_files=files, split=f"train[:{percent}%]", **options)
+    train = load_dataset(builder, data_files=files, split=f"train[{percent}%:]", **options)
+    tokenizer = Tokenizer.from_file(os.path.join(tokenizer_dir, "tokenizer.json"))
+
+    def tokenize(examples):
+        encodings = tokenizer.encode_batch(examples["text"], add_special_tokens=False)
+        return {"input_ids": [encoding.ids for encoding in encodings]}
+
+    def group_texts(examples):  # run_clm.py's, verbatim in substance
+        concatenated = {k: list(chain(*examples[k])) for k in examples.keys()}
+        total_length = len(concatenated[list(examples.keys())[0]])
+        total_length = (total_length // block_size) * block_size
+        return {k: [t[i:i + block_size] for i in range(0, total_length, block_size)]
+                for k, t in concatenated.items()}
+
+    with open(out, "w") as f:
+        for name, dataset in (("validation", validation), ("train", train)):
+            dataset = dataset.map(tokenize, batched=True, remove_columns=dataset.column_names)
+            dataset = dataset.map(group_texts, batched=True)
+            f.write(f"{name} {len(dataset)}\n")
+            for block in dataset["input_ids"]:
+                f.write(" ".join(map(str, block)) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
