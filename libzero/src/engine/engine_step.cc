@@ -12,7 +12,7 @@ namespace {
 // Sum of squares of `count` floats in double (inf/NaN propagate: the overflow check).
 double sum_of_squares(const float* values, std::size_t count) {
   double sum = 0.0;
-#pragma omp parallel for simd reduction(+ : sum) schedule(static)
+#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (count >= (1u << 16))
   for (std::size_t i = 0; i < count; ++i) sum += static_cast<double>(values[i]) * values[i];
   return sum;
 }
