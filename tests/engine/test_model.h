@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "zero/core/error.h"
 #include "zero/engine/engine.h"
 #include "zero/optim/lr_schedules.h"
 #include "zero/optim/optimizers.h"
