@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 
 #include "test_model.h"
 #include "zero/comm/thread_communicator.h"
@@ -33,6 +34,7 @@ std::string run_divergent(bool skip_entirely) {
       GatheredUnit second = engine->gather(block2);
     }, comm_options);
   } catch (const Error& error) {
+    std::printf("%s\n", error.what());
     return error.what();
   }
   return "no error";
