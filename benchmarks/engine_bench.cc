@@ -95,11 +95,12 @@ void BM_EngineStep(benchmark::State& state) {
       zero::Engine engine(options, comm, zero::optim::make_optimizer(options.optimizer));
       std::vector<zero::UnitId> units;
       for (int l = 0; l < kUnits; ++l)
-        units.push_back(engine.register_unit(
-            "linear." + std::to_string(l), {{"weight", {kHidden, kHidden}}, {"bias", {kHidden}}},
-            [](const zero::TensorSlot&, std::span<float> values) {
-              for (std::size_t i = 0; i < values.size(); ++i) values[i] = 0.02f * std::sin(0.37f * i);
-            }));
+        units.push_back(engine.register_unit("linear." + std::to_string(l),
+                                             {{"weight", {kHidden, kHidden}}, {"bias", {kHidden}}},
+                                             [](const zero::TensorSlot&, std::span<float> values) {
+                                               for (std::size_t i = 0; i < values.size(); ++i)
+                                                 values[i] = 0.02f * std::sin(0.37f * i);
+                                             }));
       micro_step(engine, units);  // warm-up: first gathers record the prefetch trace
       engine.step();
       engine.average_across_ranks(0.0);

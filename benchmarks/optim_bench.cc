@@ -15,7 +15,8 @@ constexpr std::size_t kElements = std::size_t{1} << 24;  // 16M floats: 64 MiB p
 
 void BM_AdamW(benchmark::State& state) {
   omp_set_num_threads(static_cast<int>(state.range(0)));
-  std::vector<float> p(kElements, 0.5f), g(kElements, 0.01f), m(kElements, 0.0f), v(kElements, 0.0f);
+  std::vector<float> p(kElements, 0.5f), g(kElements, 0.01f), m(kElements, 0.0f),
+      v(kElements, 0.0f);
   zero::optim::AdamHyperparams hyper;
   hyper.weight_decay = 0.01;
   for (auto _ : state) {

@@ -79,7 +79,8 @@ int main() {
     if (step == 0) first_loss = loss;
     if (comm->rank() == 0 && step % 50 == 0) std::printf("step %3d  loss %.5f\n", step, loss);
   }
-  if (comm->rank() == 0) std::printf("final loss %.5f\n%s", loss, engine.ledger().report("rank 0").c_str());
+  if (comm->rank() == 0)
+    std::printf("final loss %.5f\n%s", loss, engine.ledger().report("rank 0").c_str());
   const bool ok = loss < 0.1f * first_loss;
   comm.reset();
   zero::finalize_communication();

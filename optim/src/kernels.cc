@@ -13,7 +13,8 @@ namespace zero::optim {
 namespace {
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define ZERO_SIMD_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#define ZERO_SIMD_CLONES \
+  __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
 #else
 #define ZERO_SIMD_CLONES
 #endif
@@ -24,8 +25,9 @@ constexpr std::size_t kChunkAlign = 16;     // chunk starts on 64-byte boundarie
 // Calls body(begin, end, thread) on disjoint chunks covering [0, count), one per thread.
 template <typename Body>
 void for_chunks(std::size_t count, int max_threads, Body&& body) {
-  const int threads = static_cast<int>(std::min<std::size_t>(
-      static_cast<std::size_t>(std::max(1, max_threads)), std::max<std::size_t>(1, count / kMinChunk)));
+  const int threads =
+      static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(std::max(1, max_threads)),
+                                             std::max<std::size_t>(1, count / kMinChunk)));
   if (threads <= 1) {
     body(std::size_t{0}, count, 0);
     return;
@@ -44,19 +46,22 @@ void for_chunks(std::size_t count, int max_threads, Body&& body) {
 
 struct AdamCoefficients {
   float beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
-  float step_size;        // lr / bc1
-  float inv_sqrt_bc2;     // 1 / sqrt(bc2)
-  float decay;            // 1 - lr·wd (AdamW) or 1
-  float l2;               // wd (Adam) or 0
+  float step_size;     // lr / bc1
+  float inv_sqrt_bc2;  // 1 / sqrt(bc2)
+  float decay;         // 1 - lr·wd (AdamW) or 1
+  float l2;            // wd (Adam) or 0
   float grad_scale;
 };
 
 AdamCoefficients adam_coefficients(const AdamHyperparams& h) {
   const double bc1 = h.bias_correction ? 1.0 - std::pow(h.beta1, static_cast<double>(h.step)) : 1.0;
   const double bc2 = h.bias_correction ? 1.0 - std::pow(h.beta2, static_cast<double>(h.step)) : 1.0;
-  return {static_cast<float>(h.beta1), static_cast<float>(1.0 - h.beta1),
-          static_cast<float>(h.beta2), static_cast<float>(1.0 - h.beta2),
-          static_cast<float>(h.eps),   static_cast<float>(h.lr / bc1),
+  return {static_cast<float>(h.beta1),
+          static_cast<float>(1.0 - h.beta1),
+          static_cast<float>(h.beta2),
+          static_cast<float>(1.0 - h.beta2),
+          static_cast<float>(h.eps),
+          static_cast<float>(h.lr / bc1),
           static_cast<float>(1.0 / std::sqrt(bc2)),
           static_cast<float>(h.adam_w_mode ? 1.0 - h.lr * h.weight_decay : 1.0),
           static_cast<float>(h.adam_w_mode ? 0.0 : h.weight_decay),
@@ -90,8 +95,8 @@ void sgd_plain_chunk(float* __restrict params, const float* __restrict grads, st
 
 ZERO_SIMD_CLONES
 void sgd_momentum_chunk(float* __restrict params, const float* __restrict grads,
-                        float* __restrict buffer, std::size_t count, SgdCoefficients c,
-                        bool first, bool nesterov) {
+                        float* __restrict buffer, std::size_t count, SgdCoefficients c, bool first,
+                        bool nesterov) {
   for (std::size_t i = 0; i < count; ++i) {
     const float g = grads[i] * c.grad_scale + c.weight_decay * params[i];
     const float b = first ? g : c.momentum * buffer[i] + c.one_minus_dampening * g;
@@ -105,9 +110,9 @@ struct LambCoefficients {
 };
 
 LambCoefficients lamb_coefficients(const LambHyperparams& h) {
-  return {static_cast<float>(h.beta1), static_cast<float>(1.0 - h.beta1),
-          static_cast<float>(h.beta2), static_cast<float>(1.0 - h.beta2),
-          static_cast<float>(h.eps),   static_cast<float>(h.weight_decay),
+  return {static_cast<float>(h.beta1),     static_cast<float>(1.0 - h.beta1),
+          static_cast<float>(h.beta2),     static_cast<float>(1.0 - h.beta2),
+          static_cast<float>(h.eps),       static_cast<float>(h.weight_decay),
           static_cast<float>(h.grad_scale)};
 }
 
@@ -139,8 +144,8 @@ void lamb_moments_chunk(const float* __restrict params, const float* __restrict 
 
 ZERO_SIMD_CLONES
 void lamb_apply_chunk(float* __restrict params, const float* __restrict m,
-                      const float* __restrict v, std::size_t count, float eps,
-                      float weight_decay, float step) {
+                      const float* __restrict v, std::size_t count, float eps, float weight_decay,
+                      float step) {
   for (std::size_t i = 0; i < count; ++i) {
     const float u = m[i] / (std::sqrt(v[i]) + eps) + weight_decay * params[i];
     params[i] -= step * u;
@@ -177,9 +182,11 @@ void sgd_step(float* params, const float* grads, float* momentum_buffer, std::si
                           static_cast<float>(1.0 - h.dampening), static_cast<float>(h.weight_decay),
                           static_cast<float>(h.grad_scale)};
   for_chunks(count, omp_get_max_threads(), [&](std::size_t begin, std::size_t end, int) {
-    if (h.momentum == 0.0) sgd_plain_chunk(params + begin, grads + begin, end - begin, c);
-    else sgd_momentum_chunk(params + begin, grads + begin, momentum_buffer + begin, end - begin, c,
-                            h.first_step, h.nesterov);
+    if (h.momentum == 0.0)
+      sgd_plain_chunk(params + begin, grads + begin, end - begin, c);
+    else
+      sgd_momentum_chunk(params + begin, grads + begin, momentum_buffer + begin, end - begin, c,
+                         h.first_step, h.nesterov);
   });
 }
 
@@ -187,11 +194,11 @@ void sgd_step_reference(float* params, const float* grads, float* momentum_buffe
                         std::size_t count, const SgdHyperparams& h) {
   const auto lr = static_cast<float>(h.lr), mu = static_cast<float>(h.momentum);
   for (std::size_t i = 0; i < count; ++i) {
-    float g = grads[i] * static_cast<float>(h.grad_scale) + static_cast<float>(h.weight_decay) * params[i];
+    float g = grads[i] * static_cast<float>(h.grad_scale) +
+              static_cast<float>(h.weight_decay) * params[i];
     if (h.momentum != 0.0) {
-      momentum_buffer[i] = h.first_step ? g
-                                        : mu * momentum_buffer[i] +
-                                              static_cast<float>(1.0 - h.dampening) * g;
+      momentum_buffer[i] =
+          h.first_step ? g : mu * momentum_buffer[i] + static_cast<float>(1.0 - h.dampening) * g;
       g = h.nesterov ? g + mu * momentum_buffer[i] : momentum_buffer[i];
     }
     params[i] -= lr * g;
@@ -230,7 +237,8 @@ void lamb_apply(float* params, const float* exp_avg, const float* exp_avg_sq, st
   const auto eps = static_cast<float>(hyper.eps);
   const auto decay = static_cast<float>(hyper.weight_decay);
   for_chunks(count, omp_get_max_threads(), [&](std::size_t begin, std::size_t end, int) {
-    lamb_apply_chunk(params + begin, exp_avg + begin, exp_avg_sq + begin, end - begin, eps, decay, step);
+    lamb_apply_chunk(params + begin, exp_avg + begin, exp_avg_sq + begin, end - begin, eps, decay,
+                     step);
   });
 }
 

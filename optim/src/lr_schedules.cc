@@ -24,7 +24,8 @@ void check_warmup_type(const SchedulerOptions& o) {
 // OneCycle's position in the cycle: 0 at the minimum, 1 at the peak.
 double one_cycle_scale(const SchedulerOptions& o, std::int64_t i) {
   const auto first = static_cast<double>(o.cycle_first_step_size);
-  const double second = o.cycle_second_step_size < 0 ? first : static_cast<double>(o.cycle_second_step_size);
+  const double second =
+      o.cycle_second_step_size < 0 ? first : static_cast<double>(o.cycle_second_step_size);
   const double total = first + second;
   const double ratio = first / total;
   const double batch = static_cast<double>(i + 1);
@@ -35,7 +36,8 @@ double one_cycle_scale(const SchedulerOptions& o, std::int64_t i) {
 
 double one_cycle_total(const SchedulerOptions& o) {
   const auto first = static_cast<double>(o.cycle_first_step_size);
-  return first + (o.cycle_second_step_size < 0 ? first : static_cast<double>(o.cycle_second_step_size));
+  return first +
+         (o.cycle_second_step_size < 0 ? first : static_cast<double>(o.cycle_second_step_size));
 }
 
 }  // namespace
@@ -51,9 +53,10 @@ double schedule_lr(const SchedulerOptions& o, double base_lr, std::int64_t i) {
   if (o.type == "WarmupDecayLR") {
     check_warmup_type(o);
     const double gamma =
-        i < warmup ? warmup_gamma(o, i)
-                   : std::max(0.0, static_cast<double>(o.total_num_steps - i) /
-                                       std::max(1.0, static_cast<double>(o.total_num_steps - warmup)));
+        i < warmup
+            ? warmup_gamma(o, i)
+            : std::max(0.0, static_cast<double>(o.total_num_steps - i) /
+                                std::max(1.0, static_cast<double>(o.total_num_steps - warmup)));
     return o.warmup_min_lr + (o.warmup_max_lr - o.warmup_min_lr) * gamma;
   }
   if (o.type == "WarmupCosineLR") {
@@ -74,11 +77,13 @@ double schedule_lr(const SchedulerOptions& o, double base_lr, std::int64_t i) {
     if (static_cast<double>(i) < total)
       return o.cycle_min_lr + (o.cycle_max_lr - o.cycle_min_lr) * one_cycle_scale(o, i);
     if (o.decay_step_size == 0 || o.decay_lr_rate == 0.0) return o.cycle_min_lr;
-    const double interval = (static_cast<double>(i) - total + 1.0) / static_cast<double>(o.decay_step_size);
+    const double interval =
+        (static_cast<double>(i) - total + 1.0) / static_cast<double>(o.decay_step_size);
     return o.cycle_min_lr / (1.0 + o.decay_lr_rate * interval);
   }
   if (o.type == "LRRangeTest") {
-    ZERO_CHECK(o.lr_range_test_step_size > 0, "scheduler.params.lr_range_test_step_size must be > 0");
+    ZERO_CHECK(o.lr_range_test_step_size > 0,
+               "scheduler.params.lr_range_test_step_size must be > 0");
     double interval = static_cast<double>(i) / static_cast<double>(o.lr_range_test_step_size);
     if (o.lr_range_test_staircase) interval = std::floor(interval);
     return o.lr_range_test_min_lr * (1.0 + o.lr_range_test_step_rate * interval);
@@ -100,7 +105,8 @@ namespace {
 
 class Schedule final : public LrSchedule {
  public:
-  Schedule(SchedulerOptions options, double base_lr) : options_(std::move(options)), base_lr_(base_lr) {
+  Schedule(SchedulerOptions options, double base_lr)
+      : options_(std::move(options)), base_lr_(base_lr) {
     (void)schedule_lr(options_, base_lr_, 0);  // validates the type and parameters
   }
   std::string_view name() const override { return options_.type; }

@@ -63,10 +63,12 @@ TEST(EngineCheckpoint, ResumeAtAnotherStageAndWorldSize) {
     model.register_units(*engine);
     for (ShardState& shard : engine->shard_states()) {
       const auto& params = snapshot.params.at(shard.unit);
-      std::copy(params.begin() + shard.range.begin, params.begin() + shard.range.end, shard.params.begin());
+      std::copy(params.begin() + shard.range.begin, params.begin() + shard.range.end,
+                shard.params.begin());
       for (auto& [name, values] : shard.optimizer_state) {
         const auto& state = snapshot.states.at(shard.unit).at(name);
-        std::copy(state.begin() + shard.range.begin, state.begin() + shard.range.end, values.begin());
+        std::copy(state.begin() + shard.range.begin, state.begin() + shard.range.end,
+                  values.begin());
       }
     }
     engine->set_training_state(snapshot.training);

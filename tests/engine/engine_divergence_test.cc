@@ -21,18 +21,21 @@ std::string run_divergent(bool skip_entirely) {
   CommOptions comm_options;
   comm_options.timeout = std::chrono::seconds(2);
   try {
-    run_ranks(4, [&](Communicator& comm) {
-      std::unique_ptr<Engine> engine = make_engine(stage3_options(), comm);
-      TinyStack model;
-      model.register_units(*engine);
-      engine->initialize();
-      const UnitId block1 = engine->unit("block.1");
-      const UnitId block2 = engine->unit("block.2");
-      // Ranks 0, 2, 3 gather block.1 then block.2; rank 1 skips block.1.
-      if (comm.rank() != 1) GatheredUnit first = engine->gather(block1);
-      if (skip_entirely && comm.rank() == 1) return;
-      GatheredUnit second = engine->gather(block2);
-    }, comm_options);
+    run_ranks(
+        4,
+        [&](Communicator& comm) {
+          std::unique_ptr<Engine> engine = make_engine(stage3_options(), comm);
+          TinyStack model;
+          model.register_units(*engine);
+          engine->initialize();
+          const UnitId block1 = engine->unit("block.1");
+          const UnitId block2 = engine->unit("block.2");
+          // Ranks 0, 2, 3 gather block.1 then block.2; rank 1 skips block.1.
+          if (comm.rank() != 1) GatheredUnit first = engine->gather(block1);
+          if (skip_entirely && comm.rank() == 1) return;
+          GatheredUnit second = engine->gather(block2);
+        },
+        comm_options);
   } catch (const Error& error) {
     std::printf("%s\n", error.what());
     return error.what();

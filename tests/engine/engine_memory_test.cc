@@ -43,8 +43,8 @@ Measured measure(int stage, int world, std::size_t persistence) {
     }
     MemoryLedger& ledger = engine->ledger();
     const std::vector<std::size_t> sizes = unit_sizes(*engine);
-    const ModelStateBytes formula = model_state_bytes(stage, sizes, world, options.alignment_elements,
-                                                      DType::kFloat32, 2);
+    const ModelStateBytes formula =
+        model_state_bytes(stage, sizes, world, options.alignment_elements, DType::kFloat32, 2);
     // Stage 3 keeps units below the persistence threshold gathered between steps.
     std::int64_t persistent = 0;
     if (stage == 3)
@@ -83,7 +83,8 @@ TEST_P(StageWorld, LedgerEqualsFormula) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, StageWorld,
-                         ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(1, 2, 4)));
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3),
+                                            ::testing::Values(1, 2, 4)));
 
 TEST(EngineMemory, StageThreeAtWorldFourHoldsAQuarterOfStageZero) {
   const Measured stage0 = measure(0, 4, 0);
@@ -114,8 +115,8 @@ TEST(EngineMemory, PlanningAllocatorRecordsTheSameModelStates) {
       EngineOptions options = parity_options(stage, 1);
       MemoryLedger planned_ledger;
       PlanningAllocator planner(planned_ledger, MemorySpace::kDevice);
-      auto planned = std::make_unique<Engine>(options, comm, optim::make_optimizer(options.optimizer),
-                                              nullptr, &planner);
+      auto planned = std::make_unique<Engine>(
+          options, comm, optim::make_optimizer(options.optimizer), nullptr, &planner);
       TinyStack planned_model;
       planned_model.register_units(*planned);
       planned->initialize();

@@ -25,9 +25,11 @@ class MpiStageAccumulation : public ::testing::TestWithParam<std::tuple<int, int
 TEST_P(MpiStageAccumulation, MatchesSingleProcessStageZero) {
   const auto [stage, accumulation] = GetParam();
   std::unique_ptr<Communicator> comm = make_mpi_communicator();
-  const TrainResult result = train_stack(*comm, parity_options(stage, accumulation), kSteps, kGlobalBatch);
+  const TrainResult result =
+      train_stack(*comm, parity_options(stage, accumulation), kSteps, kGlobalBatch);
   const TrainResult& expected = reference();
-  for (int s = 0; s < kSteps; ++s) EXPECT_NEAR(result.losses[s], expected.losses[s], 1e-5) << "step " << s;
+  for (int s = 0; s < kSteps; ++s)
+    EXPECT_NEAR(result.losses[s], expected.losses[s], 1e-5) << "step " << s;
   for (std::size_t u = 0; u < expected.params.size(); ++u) {
     double diff = 0.0, norm = 0.0;
     for (std::size_t i = 0; i < expected.params[u].size(); ++i) {
@@ -39,7 +41,8 @@ TEST_P(MpiStageAccumulation, MatchesSingleProcessStageZero) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, MpiStageAccumulation,
-                         ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(1, 3)));
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3),
+                                            ::testing::Values(1, 3)));
 
 // Last: the failed communicator is abandoned, the job goes on with fresh ones.
 TEST(MpiDivergence, RankGatheringAnotherUnitIsNamed) {

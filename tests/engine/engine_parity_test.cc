@@ -52,7 +52,8 @@ void expect_parity(const TrainResult& result, const std::string& what) {
   ASSERT_EQ(result.params.size(), expected.params.size());
   for (std::size_t u = 0; u < expected.params.size(); ++u) {
     ASSERT_EQ(result.params[u].size(), expected.params[u].size());
-    EXPECT_LT(relative_difference(result.params[u], expected.params[u]), 1e-5) << what << " unit " << u;
+    EXPECT_LT(relative_difference(result.params[u], expected.params[u]), 1e-5)
+        << what << " unit " << u;
   }
 }
 
@@ -69,24 +70,27 @@ class StageWorldAccumulation : public ::testing::TestWithParam<std::tuple<int, i
 
 TEST_P(StageWorldAccumulation, MatchesStageZeroWorldOne) {
   const auto [stage, world, accumulation] = GetParam();
-  expect_parity(run(stage, world, accumulation),
-                "stage " + std::to_string(stage) + " world " + std::to_string(world) + " gas " +
-                    std::to_string(accumulation));
+  expect_parity(run(stage, world, accumulation), "stage " + std::to_string(stage) + " world " +
+                                                     std::to_string(world) + " gas " +
+                                                     std::to_string(accumulation));
 }
 
 INSTANTIATE_TEST_SUITE_P(All, StageWorldAccumulation,
-                         ::testing::Combine(::testing::Values(0, 1, 2, 3), ::testing::Values(1, 2, 4),
-                                            ::testing::Values(1, 3)));
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3),
+                                            ::testing::Values(1, 2, 4), ::testing::Values(1, 3)));
 
 TEST(EngineParity, WithoutOverlapAndWithAllReduceInsteadOfReduceScatter) {
   for (int stage : {1, 2, 3}) {
-    expect_parity(run(stage, 4, 3, /*overlap=*/false), "no overlap, stage " + std::to_string(stage));
-    expect_parity(run(stage, 4, 1, true, /*scatter=*/false), "all-reduce, stage " + std::to_string(stage));
+    expect_parity(run(stage, 4, 3, /*overlap=*/false),
+                  "no overlap, stage " + std::to_string(stage));
+    expect_parity(run(stage, 4, 1, true, /*scatter=*/false),
+                  "all-reduce, stage " + std::to_string(stage));
   }
 }
 
 TEST(EngineParity, OddWorldSizes) {
-  for (int world : {3, 8}) expect_parity(run(3, world, 1), "stage 3 world " + std::to_string(world));
+  for (int world : {3, 8})
+    expect_parity(run(3, world, 1), "stage 3 world " + std::to_string(world));
 }
 
 }  // namespace

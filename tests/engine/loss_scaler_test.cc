@@ -1,5 +1,7 @@
 // The dynamic loss scaler against DeepSpeed's DynamicLossScaler, and the engine skipping a step
 // (and the LR schedule) on fp16 overflow.
+#include "zero/engine/loss_scaler.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 
 #include "test_model.h"
 #include "zero/comm/thread_communicator.h"
-#include "zero/engine/loss_scaler.h"
 
 namespace zero::testing {
 namespace {
@@ -95,7 +96,8 @@ TEST(EngineLossScaling, OverflowSkipsStepAndScheduleAndHalvesScale) {
       if (u == head && comm.rank() == 1) g.data[3] = std::numeric_limits<float>::infinity();
       p.release();
     }
-    for (auto it = model.units().rbegin(); it != model.units().rend(); ++it) engine->reduce_grads(*it);
+    for (auto it = model.units().rbegin(); it != model.units().rend(); ++it)
+      engine->reduce_grads(*it);
     EXPECT_FALSE(engine->step());
     EXPECT_TRUE(engine->last_step_overflowed());
     EXPECT_EQ(engine->loss_scale(), 128.0);
@@ -123,7 +125,8 @@ TEST(EngineLossScaling, ScaledGradientsGiveTheUnscaledTrajectory) {
     TrainResult result = train_stack(comm, options, 5, 8);
     if (comm.rank() == 0) scaled = result;
   });
-  for (std::size_t s = 0; s < plain.losses.size(); ++s) EXPECT_NEAR(scaled.losses[s], plain.losses[s], 1e-6);
+  for (std::size_t s = 0; s < plain.losses.size(); ++s)
+    EXPECT_NEAR(scaled.losses[s], plain.losses[s], 1e-6);
 }
 
 }  // namespace

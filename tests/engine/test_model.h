@@ -17,10 +17,10 @@
 namespace zero::testing {
 
 struct StackShape {
-  int inputs = 12;   // D
-  int hidden = 24;   // H
-  int outputs = 5;   // O
-  int blocks = 3;    // K
+  int inputs = 12;  // D
+  int hidden = 24;  // H
+  int outputs = 5;  // O
+  int blocks = 3;   // K
 };
 
 // Deterministic value in [-1, 1) from a key (splitmix64).
@@ -68,15 +68,15 @@ class TinyStack {
         std::uint64_t tensor = 0;
         for (char c : slot.name) tensor = tensor * 131 + static_cast<unsigned char>(c);
         for (std::size_t i = 0; i < values.size(); ++i)
-          values[i] = static_cast<float>(offset + scale * hashed_uniform(seed * 1000003 + tensor * 7919 + i));
+          values[i] = static_cast<float>(
+              offset + scale * hashed_uniform(seed * 1000003 + tensor * 7919 + i));
       };
     };
     units_.push_back(engine.register_unit("embed", {{"weight", {H, D}}, {"bias", {H}}},
                                           init(1, 1.0 / std::sqrt(double(D)), 0.0)));
     for (int k = 0; k < shape_.blocks; ++k) {
       units_.push_back(engine.register_unit(
-          "block." + std::to_string(k),
-          {{"w1", {H, H}}, {"b1", {H}}, {"w2", {H, H}}, {"b2", {H}}},
+          "block." + std::to_string(k), {{"w1", {H, H}}, {"b1", {H}}, {"w2", {H, H}}, {"b2", {H}}},
           init(10 + k, 1.0 / std::sqrt(double(H)), 0.0)));
     }
     units_.push_back(engine.register_unit("head", {{"weight", {O, H}}, {"bias", {O}}},
@@ -268,8 +268,8 @@ inline EngineOptions parity_options(int stage, int accumulation) {
 }
 
 struct TrainResult {
-  std::vector<double> losses;                // global mean loss per step
-  std::vector<std::vector<float>> params;    // final full parameters per unit
+  std::vector<double> losses;              // global mean loss per step
+  std::vector<std::vector<float>> params;  // final full parameters per unit
   std::vector<double> grad_norms;
 };
 

@@ -23,8 +23,8 @@ class Golden : public ::testing::Test {
     if (python == nullptr || source == nullptr) return;
     const auto out = std::filesystem::temp_directory_path() /
                      ("zero_optim_reference_" + std::to_string(::getpid()) + ".json");
-    const std::string command = std::string(python) + " " + source +
-                                "/tests/golden/optim_reference.py " + out.string();
+    const std::string command =
+        std::string(python) + " " + source + "/tests/golden/optim_reference.py " + out.string();
     const int status = std::system(command.c_str());
     if (status != 0) return;
     std::ifstream file(out);
@@ -43,7 +43,8 @@ class Golden : public ::testing::Test {
   }
   static std::vector<float> grad(int n, int t) {
     std::vector<float> g(n);
-    for (int i = 0; i < n; ++i) g[i] = static_cast<float>(0.5 * std::cos(0.11 * i * (t + 1)) + 0.01 * t);
+    for (int i = 0; i < n; ++i)
+      g[i] = static_cast<float>(0.5 * std::cos(0.11 * i * (t + 1)) + 0.01 * t);
     return g;
   }
   template <typename Step>
@@ -54,58 +55,77 @@ class Golden : public ::testing::Test {
       step(p, grad(n, t), t + 1);
       const auto& expected = (*reference_)[key][t];
       for (int i = 0; i < n; ++i)
-        ASSERT_NEAR(p[i], expected[i].get<double>(), tolerance) << key << " step " << t + 1 << " element " << i;
+        ASSERT_NEAR(p[i], expected[i].get<double>(), tolerance)
+            << key << " step " << t + 1 << " element " << i;
     }
   }
 };
 
 TEST_F(Golden, AdamWMatchesTorch) {
   std::vector<float> m(64, 0.0f), v(64, 0.0f);
-  check("adamw", [&](std::vector<float>& p, const std::vector<float>& g, int step) {
-    AdamHyperparams h{1e-2, 0.9, 0.99, 1e-8, 0.1, true, true, step, 1.0};
-    adam_step(p.data(), g.data(), m.data(), v.data(), p.size(), h);
-  }, 2e-6);
+  check(
+      "adamw",
+      [&](std::vector<float>& p, const std::vector<float>& g, int step) {
+        AdamHyperparams h{1e-2, 0.9, 0.99, 1e-8, 0.1, true, true, step, 1.0};
+        adam_step(p.data(), g.data(), m.data(), v.data(), p.size(), h);
+      },
+      2e-6);
 }
 
 TEST_F(Golden, AdamWithL2MatchesTorch) {
   std::vector<float> m(64, 0.0f), v(64, 0.0f);
-  check("adam_l2", [&](std::vector<float>& p, const std::vector<float>& g, int step) {
-    AdamHyperparams h{1e-2, 0.8, 0.999, 1e-6, 0.05, false, true, step, 1.0};
-    adam_step(p.data(), g.data(), m.data(), v.data(), p.size(), h);
-  }, 2e-6);
+  check(
+      "adam_l2",
+      [&](std::vector<float>& p, const std::vector<float>& g, int step) {
+        AdamHyperparams h{1e-2, 0.8, 0.999, 1e-6, 0.05, false, true, step, 1.0};
+        adam_step(p.data(), g.data(), m.data(), v.data(), p.size(), h);
+      },
+      2e-6);
 }
 
 TEST_F(Golden, SgdMatchesTorch) {
   std::vector<float> buffer(64, 0.0f);
-  check("sgd_momentum", [&](std::vector<float>& p, const std::vector<float>& g, int step) {
-    SgdHyperparams h{0.1, 0.9, 0.1, 0.01, false, step == 1, 1.0};
-    sgd_step(p.data(), g.data(), buffer.data(), p.size(), h);
-  }, 2e-6);
+  check(
+      "sgd_momentum",
+      [&](std::vector<float>& p, const std::vector<float>& g, int step) {
+        SgdHyperparams h{0.1, 0.9, 0.1, 0.01, false, step == 1, 1.0};
+        sgd_step(p.data(), g.data(), buffer.data(), p.size(), h);
+      },
+      2e-6);
   std::fill(buffer.begin(), buffer.end(), 0.0f);
-  check("sgd_nesterov", [&](std::vector<float>& p, const std::vector<float>& g, int step) {
-    SgdHyperparams h{0.1, 0.9, 0.0, 0.0, true, step == 1, 1.0};
-    sgd_step(p.data(), g.data(), buffer.data(), p.size(), h);
-  }, 2e-6);
+  check(
+      "sgd_nesterov",
+      [&](std::vector<float>& p, const std::vector<float>& g, int step) {
+        SgdHyperparams h{0.1, 0.9, 0.0, 0.0, true, step == 1, 1.0};
+        sgd_step(p.data(), g.data(), buffer.data(), p.size(), h);
+      },
+      2e-6);
 }
 
 TEST_F(Golden, LambMatchesDeepSpeedFusedLamb) {
   std::vector<float> m(64, 0.0f), v(64, 0.0f);
-  check("lamb", [&](std::vector<float>& p, const std::vector<float>& g, int step) {
-    LambHyperparams h;
-    h.lr = 1e-2;
-    h.eps = 1e-6;
-    h.weight_decay = 0.01;
-    h.step = step;
-    const SumsOfSquares sums = lamb_moments(p.data(), g.data(), m.data(), v.data(), p.size(), h);
-    lamb_apply(p.data(), m.data(), v.data(), p.size(), h, lamb_trust_ratio(sums.params, sums.update, h));
-  }, 5e-6);
+  check(
+      "lamb",
+      [&](std::vector<float>& p, const std::vector<float>& g, int step) {
+        LambHyperparams h;
+        h.lr = 1e-2;
+        h.eps = 1e-6;
+        h.weight_decay = 0.01;
+        h.step = step;
+        const SumsOfSquares sums =
+            lamb_moments(p.data(), g.data(), m.data(), v.data(), p.size(), h);
+        lamb_apply(p.data(), m.data(), v.data(), p.size(), h,
+                   lamb_trust_ratio(sums.params, sums.update, h));
+      },
+      5e-6);
 }
 
 TEST_F(Golden, SchedulesMatchDeepSpeedFormulas) {
   auto expect_series = [&](const std::string& key, const SchedulerOptions& options, double base) {
     const auto& series = (*reference_)[key];
     for (std::size_t i = 0; i < series.size(); ++i)
-      EXPECT_NEAR(schedule_lr(options, base, static_cast<std::int64_t>(i)), series[i].get<double>(), 1e-12)
+      EXPECT_NEAR(schedule_lr(options, base, static_cast<std::int64_t>(i)), series[i].get<double>(),
+                  1e-12)
           << key << " at " << i;
   };
   SchedulerOptions o;
@@ -139,8 +159,12 @@ TEST_F(Golden, SchedulesMatchDeepSpeedFormulas) {
   cycle.decay_mom_rate = 0.1;
   const auto& series = (*reference_)["one_cycle"];
   for (std::size_t i = 0; i < series.size(); ++i) {
-    EXPECT_NEAR(schedule_lr(cycle, 0, static_cast<std::int64_t>(i)), series[i][0].get<double>(), 1e-12) << i;
-    EXPECT_NEAR(one_cycle_beta1(cycle, static_cast<std::int64_t>(i)), series[i][1].get<double>(), 1e-12) << i;
+    EXPECT_NEAR(schedule_lr(cycle, 0, static_cast<std::int64_t>(i)), series[i][0].get<double>(),
+                1e-12)
+        << i;
+    EXPECT_NEAR(one_cycle_beta1(cycle, static_cast<std::int64_t>(i)), series[i][1].get<double>(),
+                1e-12)
+        << i;
   }
   SchedulerOptions range;
   range.type = "LRRangeTest";

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "zero/optim/kernels.h"
 #include "zero/core/error.h"
+#include "zero/optim/kernels.h"
 #include "zero/optim/optimizers.h"
 
 namespace zero::optim {
@@ -14,14 +14,17 @@ namespace {
 
 std::vector<float> values(std::size_t count, double phase, double scale = 1.0) {
   std::vector<float> out(count);
-  for (std::size_t i = 0; i < count; ++i) out[i] = static_cast<float>(scale * std::sin(0.731 * i + phase));
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] = static_cast<float>(scale * std::sin(0.731 * i + phase));
   return out;
 }
 
-void expect_close(const std::vector<float>& actual, const std::vector<float>& expected, double tolerance) {
+void expect_close(const std::vector<float>& actual, const std::vector<float>& expected,
+                  double tolerance) {
   ASSERT_EQ(actual.size(), expected.size());
   for (std::size_t i = 0; i < actual.size(); ++i)
-    ASSERT_NEAR(actual[i], expected[i], tolerance * (1.0 + std::fabs(expected[i]))) << "element " << i;
+    ASSERT_NEAR(actual[i], expected[i], tolerance * (1.0 + std::fabs(expected[i])))
+        << "element " << i;
 }
 
 class KernelSizes : public ::testing::TestWithParam<std::size_t> {};
@@ -84,14 +87,15 @@ TEST_P(KernelSizes, LambInShardsMatchesWholeTensorReference) {
     SumsOfSquares total;
     for (int s = 0; s < 3; ++s) {
       const std::size_t at = cuts[s], count = cuts[s + 1] - cuts[s];
-      const SumsOfSquares piece = lamb_moments(p.data() + at, g.data() + at, m.data() + at, v.data() + at,
-                                               count, hyper);
+      const SumsOfSquares piece =
+          lamb_moments(p.data() + at, g.data() + at, m.data() + at, v.data() + at, count, hyper);
       total.params += piece.params;
       total.update += piece.update;
     }
     const double ratio = lamb_trust_ratio(total.params, total.update, hyper);
     for (int s = 0; s < 3; ++s)
-      lamb_apply(p.data() + cuts[s], m.data() + cuts[s], v.data() + cuts[s], cuts[s + 1] - cuts[s], hyper, ratio);
+      lamb_apply(p.data() + cuts[s], m.data() + cuts[s], v.data() + cuts[s], cuts[s + 1] - cuts[s],
+                 hyper, ratio);
     lamb_step_reference(rp.data(), g.data(), rm.data(), rv.data(), n, hyper);
   }
   expect_close(p, rp, 2e-6);

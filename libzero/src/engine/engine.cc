@@ -118,8 +118,10 @@ void Engine::Impl::allocate() {
   }
   num_tensors = tensors;
   constexpr std::size_t kFloat = sizeof(float);
-  if (options.stage <= 2) full_params = allocator.allocate(full_total * kFloat, MemoryCategory::kParams);
-  if (options.stage <= 1) full_grads = allocator.allocate(full_total * kFloat, MemoryCategory::kGrads);
+  if (options.stage <= 2)
+    full_params = allocator.allocate(full_total * kFloat, MemoryCategory::kParams);
+  if (options.stage <= 1)
+    full_grads = allocator.allocate(full_total * kFloat, MemoryCategory::kGrads);
   if (options.stage == 3)
     param_shard = allocator.allocate(shard_total * kFloat, MemoryCategory::kParamShard);
   if (options.stage >= 2)
@@ -155,8 +157,8 @@ void Engine::Impl::initialize_values() {
     workspace = engine.allocator_->allocate(largest * sizeof(float), MemoryCategory::kWorkspace);
   for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
     EngineUnit& unit = units[u];
-    float* full = stage == 3 ? workspace.data_as<float>()
-                             : full_params.data_as<float>() + unit.full_offset;
+    float* full =
+        stage == 3 ? workspace.data_as<float>() : full_params.data_as<float>() + unit.full_offset;
     std::memset(full, 0, unit.padded * sizeof(float));
     if (rank == 0) {
       if (unit.init) {
@@ -211,7 +213,8 @@ Engine::~Engine() {
 
 UnitId Engine::register_unit(std::string name, std::vector<TensorSpec> tensors, InitFunction init) {
   Impl& d = *impl_;
-  ZERO_CHECK(!d.initialized, "register_unit('", name, "') after the engine was initialised: register ",
+  ZERO_CHECK(!d.initialized, "register_unit('", name,
+             "') after the engine was initialised: register ",
              "every unit before the first gather, grads or step");
   for (const EngineUnit& unit : d.units)
     ZERO_CHECK(unit.name != name, "unit '", name, "' is registered twice");
@@ -296,7 +299,8 @@ GradientBuffer Engine::grads(UnitId unit) {
 void Engine::reduce_grads(UnitId unit) {
   initialize();
   Impl& d = *impl_;
-  ZERO_CHECK(unit >= 0 && unit < static_cast<UnitId>(d.units.size()), "reduce_grads: no unit #", unit);
+  ZERO_CHECK(unit >= 0 && unit < static_cast<UnitId>(d.units.size()), "reduce_grads: no unit #",
+             unit);
   EngineUnit& u = d.units[unit];
   ZERO_CHECK(!u.reduced, "reduce_grads('", u.name, "') called twice in one micro-step");
   if (options_.stage >= 2 && !u.grad_buffer) grads(unit);  // a unit without gradient: zeros

@@ -29,8 +29,10 @@ float* Engine::Impl::gather(UnitId u) {
   if (recording) {
     trace.push_back(u);
   } else if (trace_valid) {
-    if (trace_position < trace.size() && trace[trace_position] == u) ++trace_position;
-    else trace_valid = false;  // the order changed: stop prefetching, record it again
+    if (trace_position < trace.size() && trace[trace_position] == u)
+      ++trace_position;
+    else
+      trace_valid = false;  // the order changed: stop prefetching, record it again
   }
   if (unit.gather_state == GatherState::kReleased) issue_gather(u, false);
   if (unit.prefetched) {
@@ -56,7 +58,8 @@ void Engine::Impl::release(UnitId u) {
 void Engine::Impl::issue_gather(UnitId u, bool prefetch) {
   EngineUnit& unit = units[u];
   if (!unit.gathered.allocated()) {
-    unit.gathered = engine.allocator_->allocate(unit.padded * sizeof(float), MemoryCategory::kParams);
+    unit.gathered =
+        engine.allocator_->allocate(unit.padded * sizeof(float), MemoryCategory::kParams);
     live_elements += unit.padded;
   }
   unit.gather_state = GatherState::kAvailable;
@@ -87,8 +90,7 @@ void Engine::Impl::issue_gather(UnitId u, bool prefetch) {
       for (const auto& [other, ranks] : ranks_by_unit) {
         who << "\n  rank" << (ranks.size() > 1 ? "s " : " ");
         for (std::size_t i = 0; i < ranks.size(); ++i) who << (i ? ", " : "") << ranks[i];
-        who << " gather"
-            << (ranks.size() > 1 ? " " : "s ") << "unit '"
+        who << " gather" << (ranks.size() > 1 ? " " : "s ") << "unit '"
             << (other >= 0 && other < static_cast<int>(units.size()) ? units[other].name : "?")
             << "'";
       }
@@ -98,8 +100,8 @@ void Engine::Impl::issue_gather(UnitId u, bool prefetch) {
                  "added a gather (e.g. a data-dependent branch around a unit).");
     });
   }
-  comm.all_gather(param_shard.data_as<float>() + unit.owned_offset, unit.gathered.data(), unit.shard,
-                  DType::kFloat32);
+  comm.all_gather(param_shard.data_as<float>() + unit.owned_offset, unit.gathered.data(),
+                  unit.shard, DType::kFloat32);
   unit.gathered_event = stream.record();
   unit.gather_state = GatherState::kInFlight;
   if (!engine.options_.overlap_comm) wait_gathered(u);

@@ -63,17 +63,17 @@ class Engine::Impl {
   int num_tensors = 0;
 
   // One allocation per kind of state (llm.c), units are views at their offsets.
-  Buffer full_params;     // stages 0-2: Σ P_u, params
-  Buffer full_grads;      // stages 0-1: Σ P_u, grads
-  Buffer param_shard;     // stage 3: Σ S_u, param_shard
-  Buffer grad_shard;      // stages 2-3: Σ S_u, grad_shard
-  Buffer optimizer_state;  // k × Σ owned, optimizer_state
-  Buffer bucket;          // comm_buffers
-  Buffer receive;         // comm_buffers
-  Buffer tags;            // workspace: 2 + 2W floats for the gather-order check
+  Buffer full_params;               // stages 0-2: Σ P_u, params
+  Buffer full_grads;                // stages 0-1: Σ P_u, grads
+  Buffer param_shard;               // stage 3: Σ S_u, param_shard
+  Buffer grad_shard;                // stages 2-3: Σ S_u, grad_shard
+  Buffer optimizer_state;           // k × Σ owned, optimizer_state
+  Buffer bucket;                    // comm_buffers
+  Buffer receive;                   // comm_buffers
+  Buffer tags;                      // workspace: 2 + 2W floats for the gather-order check
   std::size_t bucket_capacity = 0;  // elements
 
-  std::vector<BucketItem> pending;  // queued, not yet flushed
+  std::vector<BucketItem> pending;   // queued, not yet flushed
   std::size_t pending_elements = 0;  // per rank block (blocked) or in total (flat)
   int reduced_units = 0;             // units reduced in the current micro-step
   Event params_ready;                // stages 1-2: the post-step all-gather

@@ -42,8 +42,8 @@ void Engine::Impl::enqueue_reduction(UnitId u) {
   if (options.stage <= 1 && !at_boundary_micro_step()) return;
   const bool blocked = options.stage >= 1;
   const std::size_t total = blocked ? unit.shard : unit.layout.num_elements();
-  const std::size_t capacity = blocked ? bucket_capacity / static_cast<std::size_t>(world)
-                                       : bucket_capacity;
+  const std::size_t capacity =
+      blocked ? bucket_capacity / static_cast<std::size_t>(world) : bucket_capacity;
   std::size_t begin = 0;
   while (begin < total) {
     if (pending_elements == capacity) flush_bucket();
@@ -67,9 +67,9 @@ void Engine::Impl::flush_bucket() {
   const bool accumulate = options.stage >= 2;
   const double predivide = options.gradient_predivide_factor;
   const auto pre = static_cast<float>(options.prescale_gradients ? 1.0 / predivide : 1.0);
-  const auto post = static_cast<float>(
-      (options.prescale_gradients ? predivide / world : 1.0 / world) /
-      options.gradient_accumulation_steps);
+  const auto post =
+      static_cast<float>((options.prescale_gradients ? predivide / world : 1.0 / world) /
+                         options.gradient_accumulation_steps);
 
   auto pieces = std::make_shared<std::vector<Piece>>();
   auto sources = std::make_shared<std::vector<std::shared_ptr<Buffer>>>();
@@ -82,7 +82,8 @@ void Engine::Impl::flush_bucket() {
     piece.stride = unit.shard;
     piece.count = item.end - item.begin;
     piece.bucket_offset = offset;
-    piece.destination = blocked ? owned_grads(item.unit) + item.begin : full_grads_of(item.unit) + item.begin;
+    piece.destination =
+        blocked ? owned_grads(item.unit) + item.begin : full_grads_of(item.unit) + item.begin;
     pieces->push_back(piece);
     offset += piece.count;
     if (item.source) sources->push_back(std::move(item.source));
@@ -96,7 +97,8 @@ void Engine::Impl::flush_bucket() {
     for (int r = 0; r < blocks; ++r)
       for (const Piece& piece : *pieces)
         scale_copy(piece.source + static_cast<std::size_t>(r) * piece.stride,
-                   send + static_cast<std::size_t>(r) * block + piece.bucket_offset, piece.count, pre);
+                   send + static_cast<std::size_t>(r) * block + piece.bucket_offset, piece.count,
+                   pre);
     sources->clear();  // transient gradient buffers are free once packed
   });
   const float* reduced = send;
@@ -106,13 +108,16 @@ void Engine::Impl::flush_bucket() {
     comm.reduce_scatter(send, recv, block, DType::kFloat32, ReduceOp::kSum);
     reduced = recv;
   } else {
-    comm.all_reduce(send, send, block * static_cast<std::size_t>(world), DType::kFloat32, ReduceOp::kSum);
+    comm.all_reduce(send, send, block * static_cast<std::size_t>(world), DType::kFloat32,
+                    ReduceOp::kSum);
     reduced = send + static_cast<std::size_t>(rank) * block;
   }
   stream.submit([pieces, reduced, post, accumulate] {
     for (const Piece& piece : *pieces) {
-      if (accumulate) scale_add(reduced + piece.bucket_offset, piece.destination, piece.count, post);
-      else scale_copy(reduced + piece.bucket_offset, piece.destination, piece.count, post);
+      if (accumulate)
+        scale_add(reduced + piece.bucket_offset, piece.destination, piece.count, post);
+      else
+        scale_copy(reduced + piece.bucket_offset, piece.destination, piece.count, post);
     }
   });
   if (!options.overlap_comm) synchronize("reducing a gradient bucket");

@@ -22,8 +22,8 @@ double sum_of_squares(const float* values, std::size_t count) {
 bool Engine::step() {
   initialize();
   Impl& d = *impl_;
-  ZERO_CHECK(d.reduced_units == 0, "step() in the middle of a micro-step: ", d.reduced_units, " of ",
-             d.units.size(), " units have called reduce_grads()");
+  ZERO_CHECK(d.reduced_units == 0, "step() in the middle of a micro-step: ", d.reduced_units,
+             " of ", d.units.size(), " units have called reduce_grads()");
   const int accumulation = options_.gradient_accumulation_steps;
   const std::int64_t boundary = micro_steps_ / accumulation;
   if (micro_steps_ == 0 || micro_steps_ % accumulation != 0 || boundary == state_.global_steps)
@@ -71,8 +71,8 @@ bool Engine::step() {
     chunk.grads = d.owned_grads(u);
     chunk.state = d.optimizer_state.data_as<float>() + states * unit.owned_offset;
     chunk.num_elements = unit.owned_count;
-    const ElementRange owned = options_.stage == 0 ? ElementRange{0, unit.padded}
-                                                   : unit.layout.shard(d.rank);
+    const ElementRange owned =
+        options_.stage == 0 ? ElementRange{0, unit.padded} : unit.layout.shard(d.rank);
     for (std::size_t t = 0; t < unit.layout.slots().size(); ++t) {
       const ElementRange piece = intersect(unit.layout.slots()[t].range(), owned);
       if (piece.empty()) continue;
@@ -120,8 +120,8 @@ std::vector<ShardState> Engine::shard_states() {
   const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());
   for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u) {
     const EngineUnit& unit = d.units[u];
-    const ElementRange owned = options_.stage == 0 ? ElementRange{0, unit.padded}
-                                                   : unit.layout.shard(d.rank);
+    const ElementRange owned =
+        options_.stage == 0 ? ElementRange{0, unit.padded} : unit.layout.shard(d.rank);
     const ElementRange range = intersect(owned, {0, unit.layout.num_elements()});
     ShardState shard;
     shard.unit = unit.name;
@@ -130,8 +130,8 @@ std::vector<ShardState> Engine::shard_states() {
     shard.params = {d.owned_params(u) + skip, range.size()};
     float* state = d.optimizer_state.data_as<float>() + states * unit.owned_offset;
     for (std::size_t k = 0; k < states; ++k)
-      shard.optimizer_state.emplace_back(names.at(k), std::span<float>(state + k * unit.owned_count + skip,
-                                                                       range.size()));
+      shard.optimizer_state.emplace_back(
+          names.at(k), std::span<float>(state + k * unit.owned_count + skip, range.size()));
     shards.push_back(std::move(shard));
   }
   return shards;
@@ -142,7 +142,8 @@ TrainingState Engine::training_state() const { return state_; }
 void Engine::set_training_state(const TrainingState& state) {
   state_ = state;
   loss_scaler_.set_state(state.loss_scaler);
-  if (impl_->schedule) impl_->schedule->set_last_batch_iteration(state.scheduler_last_batch_iteration);
+  if (impl_->schedule)
+    impl_->schedule->set_last_batch_iteration(state.scheduler_last_batch_iteration);
   micro_steps_ = state.global_steps * options_.gradient_accumulation_steps;
 }
 

@@ -6,8 +6,8 @@
 namespace zero {
 
 void validate(const EngineOptions& options) {
-  ZERO_CHECK(options.stage >= 0 && options.stage <= 3, "zero_optimization.stage must be 0, 1, 2 or 3, got ",
-             options.stage);
+  ZERO_CHECK(options.stage >= 0 && options.stage <= 3,
+             "zero_optimization.stage must be 0, 1, 2 or 3, got ", options.stage);
   ZERO_CHECK(options.gradient_accumulation_steps >= 1,
              "gradient_accumulation_steps must be >= 1, got ", options.gradient_accumulation_steps);
   ZERO_CHECK(options.reduce_bucket_size >= 1, "zero_optimization.reduce_bucket_size must be >= 1");

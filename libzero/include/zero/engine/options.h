@@ -21,9 +21,9 @@ struct OptimizerOptions {
   // weight_decay · p to the gradient (L2, torch.optim.Adam). Type "AdamW" forces true.
   bool adam_w_mode = true;
   bool bias_correction = true;
-  double momentum = 0.0;  // SGD
-  double dampening = 0.0;  // SGD
-  bool nesterov = false;   // SGD
+  double momentum = 0.0;    // SGD
+  double dampening = 0.0;   // SGD
+  bool nesterov = false;    // SGD
   double max_coeff = 10.0;  // Lamb: trust ratio clamp
   double min_coeff = 0.01;
 };
@@ -36,7 +36,7 @@ struct SchedulerOptions {
   double warmup_min_lr = 0.0;
   double warmup_max_lr = 1e-3;
   std::int64_t warmup_num_steps = 1000;
-  std::string warmup_type = "log";  // "log" or "linear"
+  std::string warmup_type = "log";   // "log" or "linear"
   std::int64_t total_num_steps = 0;  // WarmupDecayLR, WarmupCosineLR
   double warmup_min_ratio = 0.0;     // WarmupCosineLR
   double cos_min_ratio = 0.0001;     // WarmupCosineLR
@@ -75,7 +75,7 @@ struct LossScalerOptions {
 // The ZeRO engine's settings ("zero_optimization" and the top-level training keys). Sizes are
 // in elements, as in DeepSpeed.
 struct EngineOptions {
-  int stage = 0;                                    // zero_optimization.stage: 0..3
+  int stage = 0;  // zero_optimization.stage: 0..3
   int gradient_accumulation_steps = 1;
   std::size_t reduce_bucket_size = 500'000'000;     // elements reduced per collective
   std::size_t allgather_bucket_size = 500'000'000;  // elements gathered per collective (1, 2)

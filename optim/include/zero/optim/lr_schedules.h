@@ -19,7 +19,8 @@ namespace zero::optim {
 //   LRRangeTest:    min_lr · (1 + rate · interval), interval = i / step_size (floored when
 //                   staircase)
 // `base_lr` is the optimizer's lr (WarmupCosineLR scales it; the warmup family ignores it).
-double schedule_lr(const SchedulerOptions& options, double base_lr, std::int64_t last_batch_iteration);
+double schedule_lr(const SchedulerOptions& options, double base_lr,
+                   std::int64_t last_batch_iteration);
 
 // OneCycle's beta1 at `last_batch_iteration` when cycle_momentum is on.
 double one_cycle_beta1(const SchedulerOptions& options, std::int64_t last_batch_iteration);
