@@ -95,6 +95,31 @@ TEST(EngineMemory, StageThreeAtWorldFourHoldsAQuarterOfStageZero) {
   EXPECT_GT(stage3.params_peak, 0);
 }
 
+TEST(EngineMemory, StageThreePrefetchKeepsTheNextUnitInFlight) {
+  // Blocks are the largest units (1200 elements, 1216 padded at W = 2). Without overlap nothing is
+  // prefetched: at most one unit is gathered. With overlap the next unit in the recorded order is
+  // gathered while the current one computes (stage3_prefetch_bucket_size = 1300 allows one).
+  for (bool overlap : {false, true}) {
+    run_ranks(2, [&](Communicator& comm) {
+      EngineOptions options = parity_options(3, 1);
+      options.param_persistence_threshold = 0;
+      options.overlap_comm = overlap;
+      std::unique_ptr<Engine> engine = make_engine(options, comm);
+      TinyStack model;
+      model.register_units(*engine);
+      for (int step = 0; step < 3; ++step) {
+        model.micro_step(*engine, make_batch({}, step, comm.rank() * 4, 4));
+        engine->step();
+      }
+      const std::int64_t peak =
+          engine->ledger().entry(MemorySpace::kDevice, MemoryCategory::kParams).peak_bytes;
+      if (overlap) EXPECT_GE(peak, 2 * 4 * 1216);
+      else EXPECT_EQ(peak, 4 * 1216);
+      EXPECT_LE(peak, 4 * static_cast<std::int64_t>(options.max_live_parameters + 1216));
+    });
+  }
+}
+
 TEST(EngineMemory, FormulaMatchesTheZeroPaper) {
   // Ψ = 1000 elements (padded already), W = 4, Adam: 16Ψ at stage 0, 4Ψ + 12Ψ/4 at stage 1,
   // 2·... in fp32: params + grads + moments.
