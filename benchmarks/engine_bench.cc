@@ -20,7 +20,7 @@ namespace {
 constexpr int kHidden = 1024;  // H
 constexpr int kUnits = 20;     // L: 20 × (H² + H) = 21.0M parameters
 constexpr int kRows = 16;      // rows per rank and micro-step
-constexpr int kMeasuredSteps = 3;
+constexpr int kMeasuredSteps = 5;
 
 // One micro-step of the stack: forward gathers units 0..L-1, backward L-1..0.
 void micro_step(zero::Engine& engine, const std::vector<zero::UnitId>& units) {
@@ -31,17 +31,19 @@ void micro_step(zero::Engine& engine, const std::vector<zero::UnitId>& units) {
     zero::GatheredUnit p = engine.gather(units[l]);
     const float* w = p.tensor("weight").data();  // (H_in, H_out)
     const float* b = p.tensor("bias").data();
-    for (int r = 0; r < R; ++r) {
-      float* y = acts[l + 1].data() + r * H;
-      for (int j = 0; j < H; ++j) y[j] = b[j];
-      for (int i = 0; i < H; ++i) {
+    float* y = acts[l + 1].data();
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < H; ++j) y[r * H + j] = b[j];
+    for (int i = 0; i < H; ++i) {  // each weight row is read once and used for every row of x
+      const float* row = w + static_cast<std::size_t>(i) * H;
+      for (int r = 0; r < R; ++r) {
         const float x = acts[l][r * H + i];
-        const float* row = w + static_cast<std::size_t>(i) * H;
+        float* out = y + r * H;
 #pragma omp simd
-        for (int j = 0; j < H; ++j) y[j] += x * row[j];
+        for (int j = 0; j < H; ++j) out[j] += x * row[j];
       }
-      for (int j = 0; j < H; ++j) y[j] = std::tanh(y[j]);
     }
+    for (int k = 0; k < R * H; ++k) y[k] = std::tanh(y[k]);
   }
   std::vector<float> dy(acts[kUnits]), dx(R * H);
   for (int l = kUnits - 1; l >= 0; --l) {
@@ -50,15 +52,16 @@ void micro_step(zero::Engine& engine, const std::vector<zero::UnitId>& units) {
     zero::GradientBuffer g = engine.grads(units[l]);
     float* gw = g.tensor("weight").data();
     float* gb = g.tensor("bias").data();
-    for (int r = 0; r < R; ++r) {
-      float* dz = dy.data() + r * H;
-      const float* y = acts[l + 1].data() + r * H;
-      for (int j = 0; j < H; ++j) dz[j] *= 1.0f - y[j] * y[j];
-      for (int j = 0; j < H; ++j) gb[j] += dz[j];
-      for (int i = 0; i < H; ++i) {
+    const float* y = acts[l + 1].data();
+    for (int k = 0; k < R * H; ++k) dy[k] *= 1.0f - y[k] * y[k];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < H; ++j) gb[j] += dy[r * H + j];
+    for (int i = 0; i < H; ++i) {
+      const float* row = w + static_cast<std::size_t>(i) * H;
+      float* grow = gw + static_cast<std::size_t>(i) * H;
+      for (int r = 0; r < R; ++r) {
         const float x = acts[l][r * H + i];
-        float* grow = gw + static_cast<std::size_t>(i) * H;
-        const float* row = w + static_cast<std::size_t>(i) * H;
+        const float* dz = dy.data() + r * H;
         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
         for (int j = 0; j < H; ++j) {

@@ -14,10 +14,13 @@ namespace {
 constexpr int kSteps = 20;
 constexpr int kGlobalBatch = 24;
 
-TrainResult run(int stage, int world, int accumulation, bool overlap = true, bool scatter = true) {
+TrainResult run(int stage, int world, int accumulation, bool overlap = true, bool scatter = true,
+                bool prescale = false, double predivide = 1.0) {
   TrainResult result;
   std::mutex mutex;
   EngineOptions options = parity_options(stage, accumulation);
+  options.prescale_gradients = prescale;
+  options.gradient_predivide_factor = predivide;
   options.overlap_comm = overlap;
   options.reduce_scatter = scatter;
   run_ranks(world, [&](Communicator& comm) {
@@ -86,6 +89,12 @@ TEST(EngineParity, WithoutOverlapAndWithAllReduceInsteadOfReduceScatter) {
     expect_parity(run(stage, 4, 1, true, /*scatter=*/false),
                   "all-reduce, stage " + std::to_string(stage));
   }
+}
+
+TEST(EngineParity, PrescaleAndPredivideKeepTheAverage) {
+  expect_parity(run(2, 4, 3, true, true, /*prescale=*/true), "prescale_gradients");
+  expect_parity(run(0, 4, 1, true, true, false, /*predivide=*/2.0), "predivide 2, stage 0");
+  expect_parity(run(3, 2, 3, true, true, false, /*predivide=*/8.0), "predivide 8, stage 3");
 }
 
 TEST(EngineParity, OddWorldSizes) {

@@ -65,11 +65,12 @@ void Engine::Impl::flush_bucket() {
 
   const bool blocked = options.stage >= 1;
   const bool accumulate = options.stage >= 2;
+  // DeepSpeed's allreduce_bucket: by default divide by gradient_predivide_factor before the sum
+  // and multiply by predivide / W after; prescale_gradients divides by W before instead.
   const double predivide = options.gradient_predivide_factor;
-  const auto pre = static_cast<float>(options.prescale_gradients ? 1.0 / predivide : 1.0);
-  const auto post =
-      static_cast<float>((options.prescale_gradients ? predivide / world : 1.0 / world) /
-                         options.gradient_accumulation_steps);
+  const auto pre = static_cast<float>(options.prescale_gradients ? 1.0 / world : 1.0 / predivide);
+  const auto post = static_cast<float>((options.prescale_gradients ? 1.0 : predivide / world) /
+                                       options.gradient_accumulation_steps);
 
   auto pieces = std::make_shared<std::vector<Piece>>();
   auto sources = std::make_shared<std::vector<std::shared_ptr<Buffer>>>();
