@@ -147,7 +147,6 @@ void Engine::Impl::allocate() {
 }
 
 void Engine::Impl::initialize_values() {
-  if (planning) return;
   const int stage = engine.options_.stage;
   std::size_t largest = 0;
   for (const EngineUnit& unit : units) largest = std::max(largest, unit.padded);
@@ -155,6 +154,7 @@ void Engine::Impl::initialize_values() {
   Buffer workspace;
   if (stage == 3)
     workspace = engine.allocator_->allocate(largest * sizeof(float), MemoryCategory::kWorkspace);
+  if (planning) return;  // the plan records the staging buffer, nothing is computed
   for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
     EngineUnit& unit = units[u];
     float* full =
