@@ -25,10 +25,12 @@ struct Piece {
 };
 
 void scale_copy(const float* source, float* destination, std::size_t count, float scale) {
+#pragma omp simd
   for (std::size_t i = 0; i < count; ++i) destination[i] = source[i] * scale;
 }
 
 void scale_add(const float* source, float* destination, std::size_t count, float scale) {
+#pragma omp simd
   for (std::size_t i = 0; i < count; ++i) destination[i] += source[i] * scale;
 }
 
