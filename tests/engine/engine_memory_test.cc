@@ -58,7 +58,8 @@ Measured measure(int stage, int world, std::size_t persistence) {
     EXPECT_EQ(current(ledger, MemoryCategory::kMasterParams), formula.master_params);
     EXPECT_EQ(current(ledger, MemoryCategory::kOptimizerState), formula.optimizer_state);
     EXPECT_EQ(current(ledger, MemoryCategory::kCommBuffers),
-              reduce_bucket_elements(options, sizes, world).bytes());
+              reduce_bucket_elements(options, sizes, world).bytes() +
+                  static_cast<std::int64_t>(4 * allgather_staging_elements(options, sizes, world)));
     if (comm.rank() == 0) {
       std::lock_guard lock(mutex);
       measured.model.params = current(ledger, MemoryCategory::kParams) - persistent;
@@ -168,6 +169,18 @@ TEST(EngineMemory, PlannedPeaksEqualMeasuredPeaks) {
                 real->ledger().space_total(MemorySpace::kDevice).peak_bytes);
     });
   }
+}
+
+TEST(EngineMemory, AllgatherStagingOnlyForUnitsAboveTheBucket) {
+  const std::vector<std::size_t> sizes = {312, 1200, 1200, 1200, 125};  // TinyStack's units
+  EngineOptions options = parity_options(1, 1);  // allgather_bucket_size = 300
+  EXPECT_EQ(allgather_chunk_elements(options, 4), 64u);
+  EXPECT_EQ(allgather_staging_elements(options, sizes, 4), 256u);  // the parity runs chunk
+  EXPECT_EQ(allgather_staging_elements(options, sizes, 1), 0u);
+  options.allgather_bucket_size = 500'000'000;
+  EXPECT_EQ(allgather_staging_elements(options, sizes, 4), 0u);  // every unit in place
+  options = parity_options(3, 1);
+  EXPECT_EQ(allgather_staging_elements(options, sizes, 4), 0u);  // stage 3 gathers per unit
 }
 
 TEST(EngineMemory, FormulaMatchesTheZeroPaper) {

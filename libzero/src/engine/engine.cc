@@ -135,6 +135,9 @@ void Engine::Impl::allocate() {
   bucket_capacity = bucket_size.bucket_elements;
   bucket = allocator.allocate(bucket_size.bucket_elements * kFloat, MemoryCategory::kCommBuffers);
   receive = allocator.allocate(bucket_size.receive_elements * kFloat, MemoryCategory::kCommBuffers);
+  const std::size_t staging = allgather_staging_elements(options, sizes, world);
+  if (staging > 0)
+    gather_staging = allocator.allocate(staging * kFloat, MemoryCategory::kCommBuffers);
   tags = allocator.allocate((2 + 2 * static_cast<std::size_t>(world)) * kFloat,
                             MemoryCategory::kWorkspace);
   if (planning) return;

@@ -70,6 +70,7 @@ class Engine::Impl {
   Buffer optimizer_state;           // k × Σ owned, optimizer_state
   Buffer bucket;                    // comm_buffers
   Buffer receive;                   // comm_buffers
+  Buffer gather_staging;            // comm_buffers: stage 1-2 chunked all-gather
   Buffer tags;                      // workspace: 2 + 2W floats for the gather-order check
   std::size_t bucket_capacity = 0;  // elements
 

@@ -11,6 +11,7 @@
 
 #include "engine_impl.h"
 #include "zero/core/error.h"
+#include "zero/engine/memory_formula.h"
 
 namespace zero {
 namespace {
@@ -147,10 +148,26 @@ void Engine::Impl::end_micro_step() {
 void Engine::Impl::all_gather_params() {
   if (planning || world == 1) return;
   float* full = full_params.data_as<float>();
+  const std::size_t chunk = allgather_chunk_elements(engine.options_, world);
+  float* staging = gather_staging.data_as<float>();
+  const auto blocks = static_cast<std::size_t>(world);
   for (const EngineUnit& unit : units) {
     float* base = full + unit.full_offset;
-    comm.all_gather(base + static_cast<std::size_t>(rank) * unit.shard, base, unit.shard,
-                    DType::kFloat32);
+    float* own = base + static_cast<std::size_t>(rank) * unit.shard;
+    if (unit.shard <= chunk) {  // in place: every rank's shard lands at its own offset
+      comm.all_gather(own, base, unit.shard, DType::kFloat32);
+      continue;
+    }
+    // Chunk [begin, begin + count) of every rank's shard through the staging buffer.
+    for (std::size_t begin = 0; begin < unit.shard; begin += chunk) {
+      const std::size_t count = std::min(chunk, unit.shard - begin);
+      comm.all_gather(own + begin, staging, count, DType::kFloat32);
+      const std::size_t stride = unit.shard;
+      comm.stream().submit([staging, base, begin, count, stride, blocks] {
+        for (std::size_t r = 0; r < blocks; ++r)
+          std::memcpy(base + r * stride + begin, staging + r * count, count * sizeof(float));
+      });
+    }
   }
   params_ready = comm.stream().record();
   if (!engine.options_.overlap_comm) synchronize("all-gathering updated parameters");

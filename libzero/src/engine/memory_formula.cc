@@ -52,4 +52,23 @@ BucketSize reduce_bucket_elements(const EngineOptions& options,
   return size;
 }
 
+std::size_t allgather_chunk_elements(const EngineOptions& options, int world_size) {
+  const std::size_t align = options.alignment_elements;
+  const std::size_t per_rank = options.allgather_bucket_size / static_cast<std::size_t>(world_size);
+  return std::max(per_rank / align * align, align);
+}
+
+std::size_t allgather_staging_elements(const EngineOptions& options,
+                                       std::span<const std::size_t> unit_num_elements,
+                                       int world_size) {
+  if ((options.stage != 1 && options.stage != 2) || world_size == 1) return 0;
+  const std::size_t chunk = allgather_chunk_elements(options, world_size);
+  for (std::size_t count : unit_num_elements) {
+    const std::size_t padded = padded_num_elements(count, world_size, options.alignment_elements);
+    if (padded / static_cast<std::size_t>(world_size) > chunk)
+      return chunk * static_cast<std::size_t>(world_size);
+  }
+  return 0;
+}
+
 }  // namespace zero

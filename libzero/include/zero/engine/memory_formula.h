@@ -51,4 +51,14 @@ struct BucketSize {
 BucketSize reduce_bucket_elements(const EngineOptions& options,
                                   std::span<const std::size_t> unit_num_elements, int world_size);
 
+// The stage 1-2 all-gather staging buffer (comm_buffers), in fp32 elements. Updated parameters
+// are all-gathered in place, one collective per unit, when a rank's shard of the unit fits
+// allgather_bucket_size / W elements (rounded down to the alignment, at least one alignment);
+// larger units go in chunks of that size through a staging buffer of W chunks, which exists only
+// when some unit needs it (and never at W = 1, where nothing is gathered).
+std::size_t allgather_chunk_elements(const EngineOptions& options, int world_size);
+std::size_t allgather_staging_elements(const EngineOptions& options,
+                                       std::span<const std::size_t> unit_num_elements,
+                                       int world_size);
+
 }  // namespace zero
