@@ -9,7 +9,7 @@
 namespace zero::testing {
 namespace {
 
-constexpr int kSteps = 8;
+constexpr int kSteps = 20;
 constexpr int kGlobalBatch = 24;
 
 const TrainResult& reference() {
