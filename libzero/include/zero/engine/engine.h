@@ -1,0 +1,172 @@
+// zero::Engine: the ZeRO engine (stages 0-3) that a model drives unit by unit.
+//
+// A model declares its parameters as units (named groups of tensors gathered together). Per
+// micro-step, every rank calls, in the same order:
+//   forward:  for u in order:    auto p = engine.gather(u); <forward of u with p>; p.release();
+//   backward: for u in reverse:  auto p = engine.gather(u); <backward of u, += into
+//                                engine.grads(u)>; p.release(); engine.reduce_grads(u);
+//   then engine.step()  (a no-op returning false until gradient_accumulation_steps micro-steps
+//                        have completed; DeepSpeed's engine.step() contract)
+// The model's backward writes d(micro-batch mean loss)/dθ × loss_scale(); the engine averages
+// over ranks and micro-steps. Stages follow docs/engine.md and DeepSpeed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "zero/comm/communicator.h"
+#include "zero/core/allocator.h"
+#include "zero/core/flat_buffer.h"
+#include "zero/core/memory_ledger.h"
+#include "zero/engine/loss_scaler.h"
+#include "zero/engine/optimizer.h"
+#include "zero/engine/options.h"
+
+namespace zero {
+
+using UnitId = int;
+class Engine;
+
+// Fills a unit's tensors with initial values: called once per tensor with its slot and its
+// (num_elements) values. Must give the same values on every rank (rank 0's are broadcast).
+using InitFunction = std::function<void(const TensorSlot& slot, std::span<float> values)>;
+
+// The full parameters of a gathered unit, valid until release() or destruction (RAII).
+class GatheredUnit {
+ public:
+  GatheredUnit() = default;
+  GatheredUnit(Engine* engine, UnitId unit, float* data, const FlatLayout* layout)
+      : engine_(engine), unit_(unit), data_(data), layout_(layout) {}
+  GatheredUnit(GatheredUnit&& other) noexcept;
+  GatheredUnit& operator=(GatheredUnit&& other) noexcept;
+  GatheredUnit(const GatheredUnit&) = delete;
+  GatheredUnit& operator=(const GatheredUnit&) = delete;
+  ~GatheredUnit();
+
+  UnitId unit() const { return unit_; }
+  float* data() const { return data_; }  // padded_num_elements() floats
+  const FlatLayout& layout() const { return *layout_; }
+  std::span<float> tensor(std::string_view name) const;
+  // Gives the unit back to the engine now (stage 3 may free or re-use its memory).
+  void release();
+
+ private:
+  Engine* engine_ = nullptr;
+  UnitId unit_ = -1;
+  float* data_ = nullptr;
+  const FlatLayout* layout_ = nullptr;
+};
+
+// The buffer a unit's backward accumulates (+=) its gradients into: zero at the start of each
+// accumulation cycle (stages 0, 1) or of each micro-step (stages 2, 3).
+struct GradientBuffer {
+  float* data = nullptr;
+  const FlatLayout* layout = nullptr;
+  std::span<float> tensor(std::string_view name) const;
+};
+
+// One contiguous piece of a unit owned by this rank, for checkpoints: its flat range within the
+// unit's layout (world-independent numbering; padding excluded), the fp32 master values and
+// the optimizer state slices over the same range.
+struct ShardState {
+  std::string unit;
+  ElementRange range;
+  std::span<float> params;
+  std::vector<std::pair<std::string, std::span<float>>> optimizer_state;
+};
+
+struct TrainingState {
+  std::int64_t global_steps = 0;     // boundaries reached (taken or skipped), as DeepSpeed
+  std::int64_t skipped_steps = 0;    // boundaries skipped for fp16 overflow
+  std::int64_t optimizer_steps = 0;  // steps taken (Adam's bias-correction step)
+  std::int64_t scheduler_last_batch_iteration = -1;
+  LossScaler::State loss_scaler;
+};
+
+class Engine {
+ public:
+  // `schedule` may be null (constant lr). `allocator` may be null: the engine then owns a host
+  // allocator (device space on a CPU build) recording into ledger(); pass a PlanningAllocator to
+  // record the allocation sequence without memory. The communicator must outlive the engine.
+  Engine(EngineOptions options, Communicator& communicator, std::unique_ptr<Optimizer> optimizer,
+         std::unique_ptr<LrSchedule> schedule = nullptr, Allocator* allocator = nullptr);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Registration, before the first gather/grads/step; every rank in the same order.
+  UnitId register_unit(std::string name, std::vector<TensorSpec> tensors, InitFunction init);
+  UnitId register_unit(std::string name, std::vector<TensorSpec> tensors,
+                       std::vector<float> initial_values);  // num_elements() values
+  // Allocates every buffer and initialises the parameters; runs on first use if not called.
+  void initialize();
+
+  // All ranks, same order (stage 3 all-gathers; other stages return the resident parameters).
+  GatheredUnit gather(UnitId unit);
+  void release(UnitId unit);
+  GradientBuffer grads(UnitId unit);
+  // The unit's backward is complete: queue its gradients for reduction (all ranks, same order,
+  // once per unit per micro-step).
+  void reduce_grads(UnitId unit);
+  // At an accumulation boundary: reduce, check overflow, clip, optimizer step, schedule step,
+  // refresh parameters, zero gradients. Returns true when an optimizer step was taken; false
+  // when not at a boundary or when the step was skipped for fp16 overflow.
+  bool step();
+  void zero_grad();
+
+  // Averages `value` over all ranks (blocking; every rank calls it).
+  double average_across_ranks(double value);
+
+  UnitId unit(std::string_view name) const;
+  std::size_t num_units() const;
+  const std::string& unit_name(UnitId unit) const;
+  const FlatLayout& layout(UnitId unit) const;
+  int rank() const;
+  int world_size() const;
+  const EngineOptions& options() const { return options_; }
+
+  // The global gradient norm of the last boundary, before clipping and after unscaling.
+  double global_grad_norm() const { return grad_norm_; }
+  bool last_step_overflowed() const { return overflow_; }
+  double loss_scale() const { return loss_scaler_.scale(); }
+  double lr() const;  // the learning rate the next optimizer step uses
+  std::int64_t global_steps() const { return state_.global_steps; }
+  std::int64_t micro_steps() const { return micro_steps_; }
+  bool is_gradient_accumulation_boundary() const;
+
+  MemoryLedger& ledger() { return *ledger_; }
+  Allocator& allocator() { return *allocator_; }
+
+  // Checkpoint state: this rank's shards (writable: load, then call refresh_params()).
+  std::vector<ShardState> shard_states();
+  TrainingState training_state() const;
+  void set_training_state(const TrainingState& state);
+  // Makes the compute copies agree with the (possibly rewritten) shards: stage 1/2 all-gather,
+  // stage 3 re-gathers persistent units. All ranks.
+  void refresh_params();
+
+  class Impl;
+
+ private:
+  friend class GatheredUnit;
+  EngineOptions options_;
+  std::unique_ptr<MemoryLedger> owned_ledger_;
+  std::unique_ptr<Allocator> owned_allocator_;
+  MemoryLedger* ledger_ = nullptr;
+  Allocator* allocator_ = nullptr;
+  LossScaler loss_scaler_;
+  TrainingState state_;
+  double grad_norm_ = 0.0;
+  bool overflow_ = false;
+  std::int64_t micro_steps_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zero

@@ -1,0 +1,49 @@
+// The fp16 loss scaler with DeepSpeed's semantics (deepspeed/runtime/fp16/loss_scaler.py).
+#pragma once
+
+#include <cstdint>
+
+#include "zero/engine/options.h"
+
+namespace zero {
+
+// Static (options.loss_scale > 0) or dynamic. Dynamic: on overflow, the scale is divided by 2
+// once `hysteresis` overflows have been seen (each overflow otherwise uses up one unit of
+// hysteresis); after `loss_scale_window` steps without overflow since the last one, the scale
+// doubles (and hysteresis is restored). An overflow at the minimum scale throws zero::Error when
+// raise_error_at_min_scale is set. The step in which an overflow happened is skipped, and so is
+// the LR schedule's step (the engine's job).
+class LossScaler {
+ public:
+  LossScaler() = default;
+  explicit LossScaler(const LossScalerOptions& options);
+
+  double scale() const { return scale_; }
+  bool dynamic() const { return dynamic_; }
+  // Records the outcome of one boundary step (overflow: some gradient was inf/NaN).
+  void update(bool overflow);
+
+  struct State {
+    double scale = 1.0;
+    std::int64_t iteration = 0;
+    std::int64_t last_overflow_iteration = -1;
+    int hysteresis = 1;
+  };
+  State state() const { return {scale_, iteration_, last_overflow_iteration_, hysteresis_}; }
+  void set_state(const State& state);
+
+ private:
+  bool dynamic_ = false;
+  double scale_ = 1.0;
+  double factor_ = 2.0;
+  int window_ = 1000;
+  double min_scale_ = 1.0;
+  int delayed_shift_ = 1;
+  int hysteresis_ = 1;
+  bool consecutive_hysteresis_ = false;
+  bool raise_error_at_min_scale_ = true;
+  std::int64_t iteration_ = 0;
+  std::int64_t last_overflow_iteration_ = -1;
+};
+
+}  // namespace zero

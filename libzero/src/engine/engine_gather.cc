@@ -1,0 +1,158 @@
+// Stage-3 parameter gathering: per-unit all-gathers on the communication stream, prefetch along
+// the recorded gather order, persistence of small units, and the gather-order check.
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "engine_impl.h"
+#include "zero/core/error.h"
+
+namespace zero {
+namespace {
+
+constexpr std::uint64_t kTagModulus = 1u << 24;  // tags travel as exact fp32 integers
+
+}  // namespace
+
+float* Engine::Impl::gather(UnitId u) {
+  EngineUnit& unit = units[u];
+  if (engine.options_.stage != 3) {
+    // Stages 1-2: the post-step all-gather must have landed before compute reads parameters.
+    try {
+      params_ready.synchronize();
+    } catch (const Error& error) {
+      ZERO_THROW("engine (rank ", rank, ") gathering unit '", unit.name, "': ", error.what());
+    }
+    ++unit.users;
+    return full_params.data_as<float>() + unit.full_offset;
+  }
+  if (recording) {
+    trace.push_back(u);
+  } else if (trace_valid) {
+    if (trace_position < trace.size() && trace[trace_position] == u)
+      ++trace_position;
+    else
+      trace_valid = false;  // the order changed: stop prefetching, record it again
+  }
+  if (unit.gather_state == GatherState::kReleased) issue_gather(u, false);
+  if (unit.prefetched) {
+    unit.prefetched = false;
+    prefetch_elements -= unit.padded;
+  }
+  if (trace_valid && engine.options_.overlap_comm) prefetch_after_gather();
+  wait_gathered(u);
+  ++unit.users;
+  return unit.gathered.data_as<float>();
+}
+
+void Engine::Impl::release(UnitId u) {
+  ZERO_CHECK(u >= 0 && u < static_cast<UnitId>(units.size()), "release: no unit #", u);
+  EngineUnit& unit = units[u];
+  ZERO_CHECK(unit.users > 0, "release('", unit.name, "') without a matching gather");
+  if (--unit.users > 0 || engine.options_.stage != 3 || unit.persistent) return;
+  unit.gathered.reset();
+  unit.gather_state = GatherState::kReleased;
+  live_elements -= unit.padded;
+}
+
+void Engine::Impl::issue_gather(UnitId u, bool prefetch) {
+  EngineUnit& unit = units[u];
+  if (!unit.gathered.allocated()) {
+    unit.gathered =
+        engine.allocator_->allocate(unit.padded * sizeof(float), MemoryCategory::kParams);
+    live_elements += unit.padded;
+  }
+  unit.gather_state = GatherState::kAvailable;
+  if (prefetch) {
+    unit.prefetched = true;
+    prefetch_elements += unit.padded;
+  }
+  if (planning) return;
+  const std::uint64_t ordinal = ++gather_ordinal;
+  Stream& stream = comm.stream();
+  if (engine.options_.check_gather_order && world > 1) {
+    // Ranks exchange (unit, ordinal) first; the check runs on the stream before the data
+    // all-gather, so a rank gathering a different unit fails here, by name, not in a hang.
+    float* send = tags.data_as<float>();
+    float* recv = send + 2;
+    const auto unit_tag = static_cast<float>(u);
+    const auto ordinal_tag = static_cast<float>(ordinal % kTagModulus);
+    stream.submit([send, unit_tag, ordinal_tag] {
+      send[0] = unit_tag;
+      send[1] = ordinal_tag;
+    });
+    comm.all_gather(send, recv, 2, DType::kFloat32);
+    stream.submit([this, u, recv, ordinal] {
+      std::map<int, std::vector<int>> ranks_by_unit;
+      for (int r = 0; r < world; ++r) ranks_by_unit[static_cast<int>(recv[2 * r])].push_back(r);
+      if (ranks_by_unit.size() == 1) return;
+      std::ostringstream who;
+      for (const auto& [other, ranks] : ranks_by_unit) {
+        who << "\n  rank" << (ranks.size() > 1 ? "s " : " ");
+        for (std::size_t i = 0; i < ranks.size(); ++i) who << (i ? ", " : "") << ranks[i];
+        who << " gather" << (ranks.size() > 1 ? " " : "s ") << "unit '"
+            << (other >= 0 && other < static_cast<int>(units.size()) ? units[other].name : "?")
+            << "'";
+      }
+      ZERO_THROW("ranks disagree on which unit to gather (gather #", ordinal, " of rank ", rank,
+                 ", which gathers unit '", units[u].name, "'):", who.str(),
+                 "\nEvery rank must gather the same units in the same order: a rank skipped or "
+                 "added a gather (e.g. a data-dependent branch around a unit).");
+    });
+  }
+  comm.all_gather(param_shard.data_as<float>() + unit.owned_offset, unit.gathered.data(),
+                  unit.shard, DType::kFloat32);
+  unit.gathered_event = stream.record();
+  unit.gather_state = GatherState::kInFlight;
+  if (!engine.options_.overlap_comm) wait_gathered(u);
+}
+
+void Engine::Impl::prefetch_after_gather() {
+  const EngineOptions& options = engine.options_;
+  for (std::size_t i = trace_position; i < trace.size(); ++i) {
+    const UnitId next = trace[i];
+    const EngineUnit& unit = units[next];
+    if (unit.gather_state != GatherState::kReleased) continue;
+    if (prefetch_elements + unit.padded > options.prefetch_bucket_size) break;
+    if (live_elements + unit.padded > options.max_live_parameters) break;
+    issue_gather(next, true);
+  }
+}
+
+void Engine::Impl::wait_gathered(UnitId u) {
+  EngineUnit& unit = units[u];
+  if (unit.gather_state != GatherState::kInFlight) return;
+  try {
+    unit.gathered_event.synchronize();
+  } catch (const Error& error) {
+    ZERO_THROW("engine (rank ", rank, "/", world, ", stage 3) gathering unit '", unit.name,
+               "' failed: ", error.what());
+  }
+  unit.gather_state = GatherState::kAvailable;
+}
+
+void Engine::Impl::drop_prefetched() {
+  for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
+    EngineUnit& unit = units[u];
+    if (!unit.prefetched) continue;
+    wait_gathered(u);
+    unit.prefetched = false;
+    prefetch_elements -= unit.padded;
+    if (unit.users == 0 && !unit.persistent) {
+      unit.gathered.reset();
+      unit.gather_state = GatherState::kReleased;
+      live_elements -= unit.padded;
+    }
+  }
+}
+
+void Engine::Impl::regather_persistent() {
+  for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
+    EngineUnit& unit = units[u];
+    if (!unit.persistent || !unit.gathered.allocated()) continue;
+    ZERO_CHECK(unit.users == 0, "unit '", unit.name, "' is still gathered at the optimizer step");
+    issue_gather(u, false);
+  }
+}
+
+}  // namespace zero

@@ -1,0 +1,176 @@
+// Gradient reduction: units' gradients packed into buckets of reduce_bucket_size elements and
+// reduced on the communication stream while the model's backward goes on.
+//
+// Stage 0 packs flat (all-reduce). Stages 1-3 pack rank-blocked: the bucket holds W blocks, block
+// r the pieces of every queued unit that rank r owns, so one reduce-scatter hands each rank its
+// shard of every unit in the bucket. Packing (with the pre-scale), the collective and unpacking
+// (with the post-scale, into the owned gradients) are three tasks in order on the communication
+// stream, so one bucket buffer serves every flush without host waits.
+#include <algorithm>
+#include <cstring>
+
+#include "engine_impl.h"
+#include "zero/core/error.h"
+#include "zero/engine/memory_formula.h"
+
+namespace zero {
+namespace {
+
+// One piece to pack: `count` floats from `source` (block r at source + r·stride).
+struct Piece {
+  const float* source = nullptr;
+  float* destination = nullptr;  // owned gradients (blocked) or full gradients (flat)
+  std::size_t stride = 0;
+  std::size_t count = 0;
+  std::size_t bucket_offset = 0;  // within a block
+};
+
+void scale_copy(const float* source, float* destination, std::size_t count, float scale) {
+#pragma omp simd
+  for (std::size_t i = 0; i < count; ++i) destination[i] = source[i] * scale;
+}
+
+void scale_add(const float* source, float* destination, std::size_t count, float scale) {
+#pragma omp simd
+  for (std::size_t i = 0; i < count; ++i) destination[i] += source[i] * scale;
+}
+
+}  // namespace
+
+void Engine::Impl::enqueue_reduction(UnitId u) {
+  const EngineOptions& options = engine.options_;
+  EngineUnit& unit = units[u];
+  std::shared_ptr<Buffer> source = std::move(unit.grad_buffer);
+  // Stages 0 and 1 accumulate full gradients locally and reduce once, at the boundary.
+  if (options.stage <= 1 && !at_boundary_micro_step()) return;
+  const bool blocked = options.stage >= 1;
+  const std::size_t total = blocked ? unit.shard : unit.layout.num_elements();
+  const std::size_t capacity =
+      blocked ? bucket_capacity / static_cast<std::size_t>(world) : bucket_capacity;
+  std::size_t begin = 0;
+  while (begin < total) {
+    if (pending_elements == capacity) flush_bucket();
+    const std::size_t take = std::min(capacity - pending_elements, total - begin);
+    pending.push_back({u, begin, begin + take, source});
+    pending_elements += take;
+    begin += take;
+  }
+}
+
+void Engine::Impl::flush_bucket() {
+  if (pending.empty()) return;
+  const EngineOptions& options = engine.options_;
+  std::vector<BucketItem> items = std::move(pending);
+  pending.clear();
+  const std::size_t block = pending_elements;
+  pending_elements = 0;
+  if (planning) return;
+
+  const bool blocked = options.stage >= 1;
+  const bool accumulate = options.stage >= 2;
+  // DeepSpeed's allreduce_bucket: by default divide by gradient_predivide_factor before the sum
+  // and multiply by predivide / W after; prescale_gradients divides by W before instead.
+  const double predivide = options.gradient_predivide_factor;
+  const auto pre = static_cast<float>(options.prescale_gradients ? 1.0 / world : 1.0 / predivide);
+  const auto post = static_cast<float>((options.prescale_gradients ? 1.0 : predivide / world) /
+                                       options.gradient_accumulation_steps);
+
+  auto pieces = std::make_shared<std::vector<Piece>>();
+  auto sources = std::make_shared<std::vector<std::shared_ptr<Buffer>>>();
+  std::size_t offset = 0;
+  for (BucketItem& item : items) {
+    const EngineUnit& unit = units[item.unit];
+    const float* base = item.source ? item.source->data_as<float>() : full_grads_of(item.unit);
+    Piece piece;
+    piece.source = base + item.begin;
+    piece.stride = unit.shard;
+    piece.count = item.end - item.begin;
+    piece.bucket_offset = offset;
+    piece.destination =
+        blocked ? owned_grads(item.unit) + item.begin : full_grads_of(item.unit) + item.begin;
+    pieces->push_back(piece);
+    offset += piece.count;
+    if (item.source) sources->push_back(std::move(item.source));
+  }
+
+  float* send = bucket.data_as<float>();
+  float* recv = receive.data_as<float>();
+  const int blocks = blocked ? world : 1;
+  Stream& stream = comm.stream();
+  stream.submit([pieces, sources, send, block, blocks, pre]() mutable {
+    for (int r = 0; r < blocks; ++r)
+      for (const Piece& piece : *pieces)
+        scale_copy(piece.source + static_cast<std::size_t>(r) * piece.stride,
+                   send + static_cast<std::size_t>(r) * block + piece.bucket_offset, piece.count,
+                   pre);
+    sources->clear();  // transient gradient buffers are free once packed
+  });
+  const float* reduced = send;
+  if (!blocked) {
+    comm.all_reduce(send, send, block, DType::kFloat32, ReduceOp::kSum);
+  } else if (options.reduce_scatter && world > 1) {
+    comm.reduce_scatter(send, recv, block, DType::kFloat32, ReduceOp::kSum);
+    reduced = recv;
+  } else {
+    comm.all_reduce(send, send, block * static_cast<std::size_t>(world), DType::kFloat32,
+                    ReduceOp::kSum);
+    reduced = send + static_cast<std::size_t>(rank) * block;
+  }
+  stream.submit([pieces, reduced, post, accumulate] {
+    for (const Piece& piece : *pieces) {
+      if (accumulate)
+        scale_add(reduced + piece.bucket_offset, piece.destination, piece.count, post);
+      else
+        scale_copy(reduced + piece.bucket_offset, piece.destination, piece.count, post);
+    }
+  });
+  if (!options.overlap_comm) synchronize("reducing a gradient bucket");
+}
+
+void Engine::Impl::end_micro_step() {
+  const EngineOptions& options = engine.options_;
+  if (options.stage >= 2 || at_boundary_micro_step()) flush_bucket();
+  for (EngineUnit& unit : units) unit.reduced = false;
+  reduced_units = 0;
+  ++engine.micro_steps_;
+  if (options.stage != 3) return;
+  drop_prefetched();
+  if (recording) {
+    recording = false;
+    trace_valid = !trace.empty();
+  } else if (!trace_valid) {
+    trace.clear();
+    recording = true;
+  }
+  trace_position = 0;
+}
+
+void Engine::Impl::all_gather_params() {
+  if (planning || world == 1) return;
+  float* full = full_params.data_as<float>();
+  const std::size_t chunk = allgather_chunk_elements(engine.options_, world);
+  float* staging = gather_staging.data_as<float>();
+  const auto blocks = static_cast<std::size_t>(world);
+  for (const EngineUnit& unit : units) {
+    float* base = full + unit.full_offset;
+    float* own = base + static_cast<std::size_t>(rank) * unit.shard;
+    if (unit.shard <= chunk) {  // in place: every rank's shard lands at its own offset
+      comm.all_gather(own, base, unit.shard, DType::kFloat32);
+      continue;
+    }
+    // Chunk [begin, begin + count) of every rank's shard through the staging buffer.
+    for (std::size_t begin = 0; begin < unit.shard; begin += chunk) {
+      const std::size_t count = std::min(chunk, unit.shard - begin);
+      comm.all_gather(own + begin, staging, count, DType::kFloat32);
+      const std::size_t stride = unit.shard;
+      comm.stream().submit([staging, base, begin, count, stride, blocks] {
+        for (std::size_t r = 0; r < blocks; ++r)
+          std::memcpy(base + r * stride + begin, staging + r * count, count * sizeof(float));
+      });
+    }
+  }
+  params_ready = comm.stream().record();
+  if (!engine.options_.overlap_comm) synchronize("all-gathering updated parameters");
+}
+
+}  // namespace zero

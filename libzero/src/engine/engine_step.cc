@@ -1,0 +1,150 @@
+// Engine::step (overflow check, global norm, clipping, optimizer and schedule) and the
+// checkpoint state accessors.
+#include <cmath>
+#include <cstring>
+
+#include "engine_impl.h"
+#include "zero/core/error.h"
+
+namespace zero {
+namespace {
+
+// Sum of squares of `count` floats in double (inf/NaN propagate: the overflow check).
+double sum_of_squares(const float* values, std::size_t count) {
+  double sum = 0.0;
+#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (count >= (1u << 16))
+  for (std::size_t i = 0; i < count; ++i) sum += static_cast<double>(values[i]) * values[i];
+  return sum;
+}
+
+}  // namespace
+
+bool Engine::step() {
+  initialize();
+  Impl& d = *impl_;
+  ZERO_CHECK(d.reduced_units == 0, "step() in the middle of a micro-step: ", d.reduced_units,
+             " of ", d.units.size(), " units have called reduce_grads()");
+  const int accumulation = options_.gradient_accumulation_steps;
+  const std::int64_t boundary = micro_steps_ / accumulation;
+  if (micro_steps_ == 0 || micro_steps_ % accumulation != 0 || boundary == state_.global_steps)
+    return false;
+  d.synchronize("reducing gradients before the optimizer step");
+  ++state_.global_steps;
+  if (d.planning) return false;
+
+  // Global squared norm over owned gradients: per shard, all-reduced (stage 0 holds replicas).
+  double squares = 0.0;
+  for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u)
+    squares += sum_of_squares(d.owned_grads(u), d.units[u].owned_count);
+  if (options_.stage >= 1 && d.world > 1) {
+    std::vector<float> total = {static_cast<float>(squares)};
+    d.comm.all_reduce(total.data(), total.data(), 1, DType::kFloat32, ReduceOp::kSum);
+    d.synchronize("all-reducing the gradient norm");
+    squares = total[0];
+  }
+  const double scale = loss_scaler_.scale();
+  overflow_ = !std::isfinite(squares);
+  grad_norm_ = overflow_ ? squares : std::sqrt(squares) / scale;
+  if (overflow_ && options_.fp16.enabled) {
+    loss_scaler_.update(true);
+    state_.loss_scaler = loss_scaler_.state();
+    ++state_.skipped_steps;
+    zero_grad();
+    return false;
+  }
+  ZERO_CHECK(!overflow_, "the global gradient norm is ", squares,
+             " (inf/NaN gradients) and fp16 loss scaling is off; step ", state_.global_steps);
+
+  double grad_scale = 1.0 / scale;
+  if (options_.gradient_clipping > 0) {
+    const double clip = (grad_norm_ + 1e-6) / options_.gradient_clipping;
+    if (clip > 1.0) grad_scale /= clip;
+  }
+
+  std::vector<ShardChunk> chunks;
+  chunks.reserve(d.units.size());
+  const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());
+  for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u) {
+    const EngineUnit& unit = d.units[u];
+    ShardChunk chunk;
+    chunk.params = d.owned_params(u);
+    chunk.grads = d.owned_grads(u);
+    chunk.state = d.optimizer_state.data_as<float>() + states * unit.owned_offset;
+    chunk.num_elements = unit.owned_count;
+    const ElementRange owned =
+        options_.stage == 0 ? ElementRange{0, unit.padded} : unit.layout.shard(d.rank);
+    for (std::size_t t = 0; t < unit.layout.slots().size(); ++t) {
+      const ElementRange piece = intersect(unit.layout.slots()[t].range(), owned);
+      if (piece.empty()) continue;
+      chunk.segments.push_back(
+          {piece.begin - owned.begin, piece.size(), unit.first_tensor + static_cast<int>(t)});
+    }
+    chunks.push_back(std::move(chunk));
+  }
+  OptimizerStep args;
+  args.step = ++state_.optimizer_steps;
+  args.lr = lr();
+  args.beta1 = d.schedule ? d.schedule->beta1(d.optimizer->beta1()) : d.optimizer->beta1();
+  args.grad_scale = grad_scale;
+  args.num_tensors = d.num_tensors;
+  const bool partitioned = options_.stage >= 1 && d.world > 1;
+  args.all_reduce_sum = [&d, partitioned](float* values, std::size_t count) {
+    if (!partitioned || count == 0) return;
+    d.comm.all_reduce(values, values, count, DType::kFloat32, ReduceOp::kSum);
+    d.synchronize("all-reducing optimizer statistics");
+  };
+  d.optimizer->step(chunks, args);
+  if (d.schedule) d.schedule->step();
+  loss_scaler_.update(false);
+  state_.loss_scaler = loss_scaler_.state();
+  if (d.schedule) state_.scheduler_last_batch_iteration = d.schedule->last_batch_iteration();
+
+  refresh_params();
+  zero_grad();
+  return true;
+}
+
+void Engine::refresh_params() {
+  initialize();
+  Impl& d = *impl_;
+  if (options_.stage == 1 || options_.stage == 2) d.all_gather_params();
+  if (options_.stage == 3) d.regather_persistent();
+}
+
+std::vector<ShardState> Engine::shard_states() {
+  initialize();
+  Impl& d = *impl_;
+  d.synchronize("reading shard state");
+  std::vector<ShardState> shards;
+  const std::vector<std::string> names = d.optimizer->state_names();
+  const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());
+  for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u) {
+    const EngineUnit& unit = d.units[u];
+    const ElementRange owned =
+        options_.stage == 0 ? ElementRange{0, unit.padded} : unit.layout.shard(d.rank);
+    const ElementRange range = intersect(owned, {0, unit.layout.num_elements()});
+    ShardState shard;
+    shard.unit = unit.name;
+    shard.range = range;
+    const std::size_t skip = range.begin - owned.begin;
+    shard.params = {d.owned_params(u) + skip, range.size()};
+    float* state = d.optimizer_state.data_as<float>() + states * unit.owned_offset;
+    for (std::size_t k = 0; k < states; ++k)
+      shard.optimizer_state.emplace_back(
+          names.at(k), std::span<float>(state + k * unit.owned_count + skip, range.size()));
+    shards.push_back(std::move(shard));
+  }
+  return shards;
+}
+
+TrainingState Engine::training_state() const { return state_; }
+
+void Engine::set_training_state(const TrainingState& state) {
+  state_ = state;
+  loss_scaler_.set_state(state.loss_scaler);
+  if (impl_->schedule)
+    impl_->schedule->set_last_batch_iteration(state.scheduler_last_batch_iteration);
+  micro_steps_ = state.global_steps * options_.gradient_accumulation_steps;
+}
+
+}  // namespace zero

@@ -1,0 +1,80 @@
+// Optimizer kernels over flat fp32 arrays: vectorised (OpenMP over contiguous chunks, each chunk
+// an AVX-512/AVX2/scalar clone chosen at load time) beside scalar references used as test oracles.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace zero::optim {
+
+struct AdamHyperparams {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool adam_w_mode = true;  // decoupled decay (AdamW) vs L2 added to the gradient (Adam)
+  bool bias_correction = true;
+  std::int64_t step = 1;    // 1-based count of steps taken, including this one
+  double grad_scale = 1.0;  // gradients are multiplied by this first
+};
+
+// One Adam/AdamW step, DeepSpeed cpu_adam's arithmetic (= torch.optim.Adam/AdamW):
+//   g = scale·grad (+ wd·p if !adam_w_mode); m = β1 m + (1-β1) g; v = β2 v + (1-β2) g²
+//   p -= lr·wd·p (adam_w_mode); p -= (lr / bc1) · m / (sqrt(v) / sqrt(bc2) + eps)
+void adam_step(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
+               std::size_t count, const AdamHyperparams& hyper);
+void adam_step_reference(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
+                         std::size_t count, const AdamHyperparams& hyper);
+
+struct SgdHyperparams {
+  double lr = 1e-2;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+  bool first_step = true;  // the momentum buffer starts as the first gradient (torch.optim.SGD)
+  double grad_scale = 1.0;
+};
+
+// torch.optim.SGD: g = scale·grad + wd·p; buf = g (first) or μ buf + (1-dampening) g;
+// g = g + μ buf (nesterov) or buf; p -= lr g. `momentum_buffer` may be null when μ = 0.
+void sgd_step(float* params, const float* grads, float* momentum_buffer, std::size_t count,
+              const SgdHyperparams& hyper);
+void sgd_step_reference(float* params, const float* grads, float* momentum_buffer,
+                        std::size_t count, const SgdHyperparams& hyper);
+
+struct LambHyperparams {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool bias_correction = true;
+  std::int64_t step = 1;
+  double grad_scale = 1.0;
+  double max_coeff = 10.0;
+  double min_coeff = 0.01;
+};
+
+// Lamb with DeepSpeed FusedLamb's arithmetic (eps outside the sqrt), in two passes so per-tensor
+// norms can be all-reduced between them: pass 1 updates the moments (as Adam) and returns Σp² and
+// Σu² of the update u = m / (sqrt(v) + eps) + wd·p; pass 2 applies
+// p -= step_size · clamp(‖p‖/‖u‖, min_coeff, max_coeff) · u, with step_size = lr·sqrt(bc2)/bc1
+// (lr without bias correction) and coefficient 1 when either norm is 0.
+struct SumsOfSquares {
+  double params = 0.0;
+  double update = 0.0;
+};
+SumsOfSquares lamb_moments(const float* params, const float* grads, float* exp_avg,
+                           float* exp_avg_sq, std::size_t count, const LambHyperparams& hyper);
+void lamb_apply(float* params, const float* exp_avg, const float* exp_avg_sq, std::size_t count,
+                const LambHyperparams& hyper, double trust_ratio);
+// The trust ratio from the global sums of squares of one tensor.
+double lamb_trust_ratio(double params_sum_of_squares, double update_sum_of_squares,
+                        const LambHyperparams& hyper);
+// Whole-tensor scalar reference of one Lamb step (unsharded).
+void lamb_step_reference(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
+                         std::size_t count, const LambHyperparams& hyper);
+
+}  // namespace zero::optim

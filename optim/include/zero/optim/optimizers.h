@@ -1,0 +1,64 @@
+// Adam/AdamW, SGD and Lamb as zero::Optimizer implementations over the engine's shard chunks.
+#pragma once
+
+#include <memory>
+
+#include "zero/engine/optimizer.h"
+#include "zero/engine/options.h"
+#include "zero/optim/kernels.h"
+
+namespace zero::optim {
+
+// Adam (adam_w_mode false: L2 in the gradient) or AdamW (decoupled decay). State: exp_avg,
+// exp_avg_sq.
+class Adam final : public Optimizer {
+ public:
+  explicit Adam(const OptimizerOptions& options);
+  std::string_view name() const override { return adam_w_mode_ ? "AdamW" : "Adam"; }
+  int states_per_element() const override { return 2; }
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  double lr() const override { return options_.lr; }
+  double beta1() const override { return options_.beta1; }
+  void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override;
+
+ private:
+  OptimizerOptions options_;
+  bool adam_w_mode_;
+};
+
+// SGD with optional momentum (torch.optim.SGD). State: momentum_buffer when momentum != 0.
+class Sgd final : public Optimizer {
+ public:
+  explicit Sgd(const OptimizerOptions& options);
+  std::string_view name() const override { return "SGD"; }
+  int states_per_element() const override { return options_.momentum != 0.0 ? 1 : 0; }
+  std::vector<std::string> state_names() const override;
+  double lr() const override { return options_.lr; }
+  double beta1() const override { return 0.0; }
+  void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override;
+
+ private:
+  OptimizerOptions options_;
+};
+
+// Lamb (DeepSpeed FusedLamb). Per-tensor norms are summed over each rank's pieces of a tensor
+// and all-reduced (OptimizerStep::all_reduce_sum) before the trust ratios are applied.
+class Lamb final : public Optimizer {
+ public:
+  explicit Lamb(const OptimizerOptions& options);
+  std::string_view name() const override { return "Lamb"; }
+  int states_per_element() const override { return 2; }
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  double lr() const override { return options_.lr; }
+  double beta1() const override { return options_.beta1; }
+  void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override;
+
+ private:
+  OptimizerOptions options_;
+};
+
+// "Adam", "AdamW", "SGD", "Lamb" (case-insensitive, DeepSpeed's optimizer.type); throws
+// zero::Error naming the known types otherwise.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options);
+
+}  // namespace zero::optim

@@ -1,0 +1,110 @@
+// Adam/AdamW, SGD and Lamb over the engine's shard chunks, and the optimizer factory.
+#include "zero/optim/optimizers.h"
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+#include "zero/core/error.h"
+
+namespace zero::optim {
+namespace {
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+}  // namespace
+
+Adam::Adam(const OptimizerOptions& options)
+    : options_(options), adam_w_mode_(lower(options.type) == "adamw" || options.adam_w_mode) {}
+
+void Adam::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
+  AdamHyperparams hyper;
+  hyper.lr = step.lr;
+  hyper.beta1 = step.beta1;
+  hyper.beta2 = options_.beta2;
+  hyper.eps = options_.eps;
+  hyper.weight_decay = options_.weight_decay;
+  hyper.adam_w_mode = adam_w_mode_;
+  hyper.bias_correction = options_.bias_correction;
+  hyper.step = step.step;
+  hyper.grad_scale = step.grad_scale;
+  for (ShardChunk& chunk : chunks)
+    adam_step(chunk.params, chunk.grads, chunk.state, chunk.state + chunk.num_elements,
+              chunk.num_elements, hyper);
+}
+
+Sgd::Sgd(const OptimizerOptions& options) : options_(options) {
+  ZERO_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
+             "SGD: nesterov needs momentum > 0 and dampening = 0");
+}
+
+std::vector<std::string> Sgd::state_names() const {
+  if (options_.momentum == 0.0) return {};
+  return {"momentum_buffer"};
+}
+
+void Sgd::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
+  SgdHyperparams hyper;
+  hyper.lr = step.lr;
+  hyper.momentum = options_.momentum;
+  hyper.dampening = options_.dampening;
+  hyper.weight_decay = options_.weight_decay;
+  hyper.nesterov = options_.nesterov;
+  hyper.first_step = step.step == 1;
+  hyper.grad_scale = step.grad_scale;
+  for (ShardChunk& chunk : chunks)
+    sgd_step(chunk.params, chunk.grads, chunk.state, chunk.num_elements, hyper);
+}
+
+Lamb::Lamb(const OptimizerOptions& options) : options_(options) {}
+
+void Lamb::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
+  LambHyperparams hyper;
+  hyper.lr = step.lr;
+  hyper.beta1 = step.beta1;
+  hyper.beta2 = options_.beta2;
+  hyper.eps = options_.eps;
+  hyper.weight_decay = options_.weight_decay;
+  hyper.bias_correction = options_.bias_correction;
+  hyper.step = step.step;
+  hyper.grad_scale = step.grad_scale;
+  hyper.max_coeff = options_.max_coeff;
+  hyper.min_coeff = options_.min_coeff;
+  // Per-tensor Σp² and Σu² over this rank's pieces, then over all ranks: [p0, u0, p1, u1, ...].
+  std::vector<float> sums(2 * static_cast<std::size_t>(step.num_tensors), 0.0f);
+  for (ShardChunk& chunk : chunks) {
+    for (const TensorSegment& segment : chunk.segments) {
+      const std::size_t at = segment.offset_elements;
+      const SumsOfSquares piece =
+          lamb_moments(chunk.params + at, chunk.grads + at, chunk.state + at,
+                       chunk.state + chunk.num_elements + at, segment.num_elements, hyper);
+      sums[2 * segment.tensor] += static_cast<float>(piece.params);
+      sums[2 * segment.tensor + 1] += static_cast<float>(piece.update);
+    }
+  }
+  if (step.all_reduce_sum) step.all_reduce_sum(sums.data(), sums.size());
+  for (ShardChunk& chunk : chunks) {
+    for (const TensorSegment& segment : chunk.segments) {
+      const std::size_t at = segment.offset_elements;
+      const double ratio =
+          lamb_trust_ratio(sums[2 * segment.tensor], sums[2 * segment.tensor + 1], hyper);
+      lamb_apply(chunk.params + at, chunk.state + at, chunk.state + chunk.num_elements + at,
+                 segment.num_elements, hyper, ratio);
+    }
+  }
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options) {
+  const std::string type = lower(options.type);
+  if (type == "adam" || type == "adamw") return std::make_unique<Adam>(options);
+  if (type == "sgd") return std::make_unique<Sgd>(options);
+  if (type == "lamb") return std::make_unique<Lamb>(options);
+  ZERO_THROW("unknown optimizer.type '", options.type, "'; known: Adam, AdamW, SGD, Lamb");
+}
+
+}  // namespace zero::optim

@@ -1,0 +1,97 @@
+// LR schedules against DeepSpeed's formulas at chosen points, and DeepSpeed's stepping contract.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numbers>
+
+#include "zero/core/error.h"
+#include "zero/optim/lr_schedules.h"
+
+namespace zero::optim {
+namespace {
+
+SchedulerOptions warmup(std::string type, std::string kind) {
+  SchedulerOptions options;
+  options.type = std::move(type);
+  options.warmup_min_lr = 1e-4;
+  options.warmup_max_lr = 1e-2;
+  options.warmup_num_steps = 10;
+  options.warmup_type = std::move(kind);
+  options.total_num_steps = 30;
+  return options;
+}
+
+TEST(Schedules, WarmupLrLogAndLinear) {
+  const SchedulerOptions log = warmup("WarmupLR", "log");
+  EXPECT_DOUBLE_EQ(schedule_lr(log, 0, 0), 1e-4);
+  EXPECT_DOUBLE_EQ(schedule_lr(log, 0, 4), 1e-4 + (1e-2 - 1e-4) * std::log(5.0) / std::log(10.0));
+  EXPECT_DOUBLE_EQ(schedule_lr(log, 0, 10), 1e-2);
+  EXPECT_DOUBLE_EQ(schedule_lr(log, 0, 500), 1e-2);
+  const SchedulerOptions linear = warmup("WarmupLR", "linear");
+  EXPECT_DOUBLE_EQ(schedule_lr(linear, 0, 5), 1e-4 + (1e-2 - 1e-4) * 0.5);
+}
+
+TEST(Schedules, WarmupDecayLrDecaysLinearlyToZeroAtTotal) {
+  const SchedulerOptions options = warmup("WarmupDecayLR", "linear");
+  EXPECT_DOUBLE_EQ(schedule_lr(options, 0, 10), 1e-4 + (1e-2 - 1e-4) * 20.0 / 20.0);
+  EXPECT_DOUBLE_EQ(schedule_lr(options, 0, 20), 1e-4 + (1e-2 - 1e-4) * 10.0 / 20.0);
+  EXPECT_DOUBLE_EQ(schedule_lr(options, 0, 30), 1e-4);
+  EXPECT_DOUBLE_EQ(schedule_lr(options, 0, 40), 1e-4);
+}
+
+TEST(Schedules, WarmupCosineLrScalesTheOptimizerLr) {
+  SchedulerOptions options = warmup("WarmupCosineLR", "linear");
+  options.warmup_min_ratio = 0.1;
+  options.cos_min_ratio = 0.01;
+  EXPECT_DOUBLE_EQ(schedule_lr(options, 3e-3, 0), 3e-3 * 0.1);
+  const double cosine = (1 + std::cos(std::numbers::pi * 1.0 / 20.0)) / 2;
+  EXPECT_DOUBLE_EQ(schedule_lr(options, 3e-3, 10), 3e-3 * (0.01 + 0.99 * cosine));
+  EXPECT_NEAR(schedule_lr(options, 3e-3, 29), 3e-3 * 0.01, 1e-12);
+}
+
+TEST(Schedules, OneCycleGoesUpDownThenDecays) {
+  SchedulerOptions options;
+  options.type = "OneCycle";
+  options.cycle_min_lr = 1e-3;
+  options.cycle_max_lr = 1e-2;
+  options.cycle_first_step_size = 5;
+  options.cycle_second_step_size = 5;
+  options.decay_step_size = 2;
+  options.decay_lr_rate = 0.5;
+  EXPECT_DOUBLE_EQ(schedule_lr(options, 0, 4), 1e-2);  // (i + 1) / 5 = 1: the peak
+  EXPECT_NEAR(schedule_lr(options, 0, 8), 1e-3 + 9e-3 * 0.2, 1e-15);
+  EXPECT_DOUBLE_EQ(schedule_lr(options, 0, 11), 1e-3 / (1 + 0.5 * 1.0));
+  EXPECT_DOUBLE_EQ(one_cycle_beta1(options, 4), options.cycle_min_mom);
+}
+
+TEST(Schedules, LrRangeTest) {
+  SchedulerOptions options;
+  options.type = "LRRangeTest";
+  options.lr_range_test_min_lr = 1e-3;
+  options.lr_range_test_step_size = 4;
+  options.lr_range_test_step_rate = 0.5;
+  EXPECT_DOUBLE_EQ(schedule_lr(options, 0, 6), 1e-3 * (1 + 0.5 * 1.5));
+  options.lr_range_test_staircase = true;
+  EXPECT_DOUBLE_EQ(schedule_lr(options, 0, 6), 1e-3 * 1.5);
+}
+
+TEST(Schedules, SteppingFollowsDeepSpeed) {
+  // The warmup family leaves the optimizer's lr in place until its first step().
+  auto schedule = make_lr_schedule(warmup("WarmupDecayLR", "log"), 5e-3);
+  EXPECT_DOUBLE_EQ(schedule->lr(), 5e-3);
+  schedule->step();
+  EXPECT_EQ(schedule->last_batch_iteration(), 0);
+  EXPECT_DOUBLE_EQ(schedule->lr(), 1e-4);
+  SchedulerOptions cycle;
+  cycle.type = "OneCycle";
+  cycle.cycle_min_lr = 2e-3;
+  cycle.cycle_max_lr = 1e-2;
+  EXPECT_DOUBLE_EQ(make_lr_schedule(cycle, 5e-3)->lr(), 2e-3);
+  EXPECT_EQ(make_lr_schedule(SchedulerOptions{}, 1e-3), nullptr);
+  SchedulerOptions unknown;
+  unknown.type = "Cosine";
+  EXPECT_THROW(make_lr_schedule(unknown, 1e-3), Error);
+}
+
+}  // namespace
+}  // namespace zero::optim
