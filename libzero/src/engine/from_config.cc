@@ -1,0 +1,125 @@
+// DeepSpeedConfig -> EngineOptions: field for field, with clear errors for what is not built.
+#include "zero/engine/from_config.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "zero/core/error.h"
+
+namespace zero {
+
+namespace {
+
+std::string scheduler_name(config::SchedulerType type) {
+  return type == config::SchedulerType::kNone ? std::string() : std::string(config::name_of(type));
+}
+
+}  // namespace
+
+EngineOptionsResult engine_options_from_config(const config::DeepSpeedConfig& config,
+                                               const OptimizerOptions& default_optimizer) {
+  EngineOptionsResult result;
+  EngineOptions& options = result.options;
+  std::vector<std::string> errors;
+  const auto& zero_config = config.zero_optimization;
+
+  options.stage = zero_config.stage;
+  options.gradient_accumulation_steps = static_cast<int>(config.gradient_accumulation_steps);
+  // DeepSpeed flushes a bucket once it holds reduce_bucket_size elements, so 0 (as in Hugging
+  // Face's test configs) means every unit is reduced on its own: a one-element bucket does that.
+  options.reduce_bucket_size = static_cast<std::size_t>(std::max<std::int64_t>(1, zero_config.reduce_bucket_size));
+  options.allgather_bucket_size =
+      static_cast<std::size_t>(std::max<std::int64_t>(1, zero_config.allgather_bucket_size));
+  options.overlap_comm = zero_config.overlap_comm;
+  options.contiguous_gradients = zero_config.contiguous_gradients;
+  options.reduce_scatter = zero_config.reduce_scatter;
+  options.prefetch_bucket_size = static_cast<std::size_t>(zero_config.prefetch_bucket_size);
+  options.max_live_parameters = static_cast<std::size_t>(zero_config.max_live_parameters);
+  options.param_persistence_threshold = static_cast<std::size_t>(zero_config.param_persistence_threshold);
+  options.gradient_clipping = config.gradient_clipping;
+  options.prescale_gradients = config.prescale_gradients;
+  options.gradient_predivide_factor = config.gradient_predivide_factor;
+
+  if (config.fp16.enabled) {
+    errors.push_back("fp16.enabled: the CPU engine computes in fp32 only; set \"fp16\": {\"enabled\": false}");
+  }
+  if (config.bf16.enabled) {
+    errors.push_back("bf16.enabled: the CPU engine computes in fp32 only; set \"bf16\": {\"enabled\": false}");
+  }
+  options.fp16.enabled = config.fp16.enabled;
+  options.fp16.loss_scale = config.fp16.loss_scale;
+  options.fp16.initial_scale_power = static_cast<int>(config.fp16.initial_scale_power);
+  options.fp16.loss_scale_window = static_cast<int>(config.fp16.loss_scale_window);
+  options.fp16.hysteresis = static_cast<int>(config.fp16.hysteresis);
+  options.fp16.consecutive_hysteresis = config.fp16.consecutive_hysteresis;
+  options.fp16.min_loss_scale = static_cast<double>(config.fp16.min_loss_scale);
+
+  for (const auto& [path, device] :
+       {std::pair{"zero_optimization.offload_optimizer.device", zero_config.offload_optimizer.device},
+        std::pair{"zero_optimization.offload_param.device", zero_config.offload_param.device}}) {
+    if (device == config::OffloadDevice::kNvme) {
+      errors.push_back(std::string(path) + ": \"nvme\" offload is not implemented yet; use \"cpu\" or \"none\"");
+    } else if (device == config::OffloadDevice::kCpu) {
+      result.warnings.push_back(std::string(path) +
+                                ": \"cpu\" accepted; the CPU engine keeps this state in host memory already");
+    }
+  }
+
+  const auto& optimizer = config.optimizer;
+  if (optimizer.type == config::OptimizerType::kNone) {
+    options.optimizer = default_optimizer;
+  } else {
+    options.optimizer.type = std::string(config::name_of(optimizer.type));
+    options.optimizer.lr = optimizer.lr;
+    options.optimizer.beta1 = optimizer.betas[0];
+    options.optimizer.beta2 = optimizer.betas[1];
+    options.optimizer.eps = optimizer.eps;
+    options.optimizer.weight_decay = optimizer.weight_decay;
+    options.optimizer.adam_w_mode = optimizer.adam_w_mode;
+    options.optimizer.bias_correction = optimizer.bias_correction;
+    options.optimizer.momentum = optimizer.momentum;
+    options.optimizer.dampening = optimizer.dampening;
+    options.optimizer.nesterov = optimizer.nesterov;
+    options.optimizer.max_coeff = optimizer.max_coeff;
+    options.optimizer.min_coeff = optimizer.min_coeff;
+    if (optimizer.eps_inside_sqrt) errors.push_back("optimizer.params.eps_inside_sqrt: true is not supported");
+  }
+
+  const auto& scheduler = config.scheduler;
+  auto& target = options.scheduler;
+  target.type = scheduler_name(scheduler.type);
+  target.warmup_min_lr = scheduler.warmup_min_lr;
+  target.warmup_max_lr = scheduler.warmup_max_lr;
+  target.warmup_num_steps = scheduler.warmup_num_steps;
+  target.warmup_type = scheduler.warmup_type == config::WarmupType::kLog ? "log" : "linear";
+  target.total_num_steps = scheduler.total_num_steps;
+  target.warmup_min_ratio = scheduler.warmup_min_ratio;
+  target.cos_min_ratio = scheduler.cos_min_ratio;
+  target.cycle_min_lr = scheduler.cycle_min_lr;
+  target.cycle_max_lr = scheduler.cycle_max_lr;
+  target.decay_lr_rate = scheduler.decay_lr_rate;
+  target.cycle_first_step_size = scheduler.cycle_first_step_size;
+  target.cycle_second_step_size = scheduler.cycle_second_step_size;
+  target.cycle_first_stair_count = scheduler.cycle_first_stair_count;
+  target.cycle_second_stair_count = scheduler.cycle_second_stair_count;
+  target.decay_step_size = scheduler.decay_step_size;
+  target.cycle_momentum = scheduler.cycle_momentum;
+  target.cycle_min_mom = scheduler.cycle_min_mom;
+  target.cycle_max_mom = scheduler.cycle_max_mom;
+  target.decay_mom_rate = scheduler.decay_mom_rate;
+  target.lr_range_test_min_lr = scheduler.lr_range_test_min_lr;
+  target.lr_range_test_step_size = scheduler.lr_range_test_step_size;
+  target.lr_range_test_step_rate = scheduler.lr_range_test_step_rate;
+  target.lr_range_test_staircase = scheduler.lr_range_test_staircase;
+
+  if (!errors.empty()) {
+    std::ostringstream message;
+    message << errors.size() << " setting(s) of the DeepSpeed config cannot run on this engine:";
+    for (const std::string& error : errors) message << "\n  - " << error;
+    ZERO_THROW(message.str());
+  }
+  validate(options);
+  return result;
+}
+
+}  // namespace zero

@@ -1,0 +1,88 @@
+// DeepSpeed config -> EngineOptions: real configs map field for field; what the CPU engine cannot
+// run is an error naming the JSON path.
+#include "zero/engine/from_config.h"
+
+#include <gtest/gtest.h>
+
+#include "../common/test_data.h"
+#include "zero/core/error.h"
+
+namespace zero {
+namespace {
+
+EngineOptionsResult map_json(const std::string& json, config::TrainerValues trainer = {}) {
+  return engine_options_from_config(config::resolve_config(json, trainer, "test.json").config);
+}
+
+TEST(EngineFromConfig, MapsZeroSectionOptimizerAndScheduler) {
+  const auto result = map_json(R"({
+    "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 3, "gradient_clipping": 1.0,
+    "zero_optimization": {"stage": 3, "reduce_bucket_size": 5e5, "stage3_prefetch_bucket_size": 1000,
+                          "stage3_param_persistence_threshold": 77, "stage3_max_live_parameters": 1e6},
+    "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "betas": [0.8, 0.95], "eps": 1e-6, "weight_decay": 0.1}},
+    "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": 10, "total_num_steps": 100,
+                                                      "warmup_max_lr": 3e-4, "warmup_type": "linear"}}})");
+  const EngineOptions& options = result.options;
+  EXPECT_EQ(options.stage, 3);
+  EXPECT_EQ(options.gradient_accumulation_steps, 3);
+  EXPECT_EQ(options.reduce_bucket_size, 500000u);
+  EXPECT_EQ(options.prefetch_bucket_size, 1000u);
+  EXPECT_EQ(options.param_persistence_threshold, 77u);
+  EXPECT_EQ(options.max_live_parameters, 1000000u);
+  EXPECT_TRUE(options.overlap_comm);  // DeepSpeed's stage-3 default
+  EXPECT_EQ(options.gradient_clipping, 1.0);
+  EXPECT_EQ(options.optimizer.type, "AdamW");
+  EXPECT_DOUBLE_EQ(options.optimizer.lr, 3e-4);
+  EXPECT_DOUBLE_EQ(options.optimizer.beta2, 0.95);
+  EXPECT_DOUBLE_EQ(options.optimizer.weight_decay, 0.1);
+  EXPECT_EQ(options.scheduler.type, "WarmupDecayLR");
+  EXPECT_EQ(options.scheduler.total_num_steps, 100);
+  EXPECT_EQ(options.scheduler.warmup_type, "linear");
+  EXPECT_TRUE(result.warnings.empty());
+}
+
+TEST(EngineFromConfig, DefaultOptimizerWhenConfigHasNone) {
+  OptimizerOptions fallback;
+  fallback.lr = 5e-5;
+  const auto config = config::resolve_config(R"({"train_batch_size": 8})", {}, "t.json").config;
+  EXPECT_DOUBLE_EQ(engine_options_from_config(config, fallback).options.optimizer.lr, 5e-5);
+}
+
+TEST(EngineFromConfig, UnsupportedSettingsNameTheirPath) {
+  try {
+    map_json(R"({"train_batch_size": 8, "bf16": {"enabled": true},
+                 "zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/tmp"}}})");
+    FAIL() << "accepted";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("2 setting(s)"), std::string::npos) << message;
+    EXPECT_NE(message.find("bf16.enabled"), std::string::npos) << message;
+    EXPECT_NE(message.find("zero_optimization.offload_param.device"), std::string::npos) << message;
+  }
+  const auto cpu = map_json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2,
+                                "offload_optimizer": {"device": "cpu"}}})");
+  ASSERT_EQ(cpu.warnings.size(), 1u);
+  EXPECT_NE(cpu.warnings[0].find("offload_optimizer.device"), std::string::npos);
+}
+
+TEST(EngineFromConfig, ZeroBucketSizeMeansPerUnitReduction) {
+  EXPECT_EQ(map_json(R"({"train_batch_size": 4, "zero_optimization": {"stage": 2, "reduce_bucket_size": 0}})")
+                .options.reduce_bucket_size,
+            1u);
+}
+
+TEST(EngineFromConfig, RealMegatronZero2OffloadConfig) {
+  ZERO_REQUIRE_SHARED_DATA("ds_configs");
+  const auto path = testing::shared_data_dir() / "ds_configs" /
+                    "deepspeedai__DeepSpeed__tests__model__Megatron_GPT2__ds_config_func_bs8_zero2_offload.json";
+  auto resolved = config::load_config_file(path, {});
+  resolved.config.fp16.enabled = false;  // the CPU engine is fp32; the rest maps as written
+  const auto result = engine_options_from_config(resolved.config);
+  EXPECT_EQ(result.options.stage, 2);
+  EXPECT_EQ(result.options.reduce_bucket_size, static_cast<std::size_t>(resolved.config.zero_optimization.reduce_bucket_size));
+  EXPECT_EQ(result.options.optimizer.type, std::string(config::name_of(resolved.config.optimizer.type)));
+  ASSERT_EQ(result.warnings.size(), 1u);  // cpu_offload -> offload_optimizer.device = cpu
+}
+
+}  // namespace
+}  // namespace zero
