@@ -1,6 +1,7 @@
 // Plain scalar GPT-2 kernels, templated on the element type (float or double): the oracle the
 // optimised kernels of layers_cpu.h are tested against, and (in double) the subject of the
-// finite-difference gradient checks. Same shapes, conventions and dropout masks as layers_cpu.h.
+// finite-difference gradient checks (matmul sums in double even for float, as an oracle should).
+// Same shapes, conventions and dropout masks as layers_cpu.h.
 #pragma once
 
 #include <cmath>
@@ -84,9 +85,9 @@ void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* 
                     std::int64_t C, std::int64_t OC) {
   for (std::int64_t i = 0; i < N; ++i)
     for (std::int64_t o = 0; o < OC; ++o) {
-      Real sum = bias != nullptr ? bias[o] : Real(0);
-      for (std::int64_t c = 0; c < C; ++c) sum += inp[i * C + c] * weight[c * OC + o];
-      out[i * OC + o] = sum;
+      double sum = bias != nullptr ? bias[o] : Real(0);
+      for (std::int64_t c = 0; c < C; ++c) sum += double(inp[i * C + c]) * weight[c * OC + o];
+      out[i * OC + o] = Real(sum);
     }
 }
 
@@ -95,15 +96,15 @@ void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, c
                      const Real* weight, std::int64_t N, std::int64_t C, std::int64_t OC) {
   for (std::int64_t i = 0; i < N; ++i)
     for (std::int64_t c = 0; c < C; ++c) {
-      Real sum = 0;
-      for (std::int64_t o = 0; o < OC; ++o) sum += dout[i * OC + o] * weight[c * OC + o];
-      if (dinp != nullptr) dinp[i * C + c] = sum;
+      double sum = 0;
+      for (std::int64_t o = 0; o < OC; ++o) sum += double(dout[i * OC + o]) * weight[c * OC + o];
+      if (dinp != nullptr) dinp[i * C + c] = Real(sum);
     }
   for (std::int64_t c = 0; c < C; ++c)
     for (std::int64_t o = 0; o < OC; ++o) {
-      Real sum = 0;
-      for (std::int64_t i = 0; i < N; ++i) sum += inp[i * C + c] * dout[i * OC + o];
-      dweight[c * OC + o] += sum;
+      double sum = 0;
+      for (std::int64_t i = 0; i < N; ++i) sum += double(inp[i * C + c]) * dout[i * OC + o];
+      dweight[c * OC + o] += Real(sum);
     }
   if (dbias != nullptr)
     for (std::int64_t o = 0; o < OC; ++o)
