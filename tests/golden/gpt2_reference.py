@@ -6,6 +6,9 @@ Modes:
                           names, Conv1D [in, out]) and DIR/reference.safetensors: tokens, targets,
                           logits, loss, grad.<name> for every parameter, adamw_losses (10 steps).
                           The reference math runs in float64 from the fp32 weights.
+  bench --batch B --seq T --steps S [--threads N]
+                          times a float32 forward+backward of GPT-2 124M (random weights) on CPU
+                          and prints "torch_step_seconds <median>" (benchmarks/gpt2_bench.cc).
   logits --model DIR --tokens FILE --out FILE
                           loads an HF-style checkpoint folder (e.g. written by zero) and writes
                           the float64-computed logits (as F32) for FILE's "tokens".
@@ -197,6 +200,29 @@ def compute_logits(model, tokens_file, out):
     write_safetensors(out, {"logits": logits.float()})
 
 
+def bench(batch, seq, steps, threads):
+    import time
+    if threads:
+        torch.set_num_threads(threads)
+    config = dict(CONFIG, vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
+    generator = torch.Generator().manual_seed(0)
+    params = {name: (tensor * 0.2).requires_grad_(True) for name, tensor in random_params(config, generator).items()}
+    tokens = torch.randint(0, config["vocab_size"], (batch, seq), generator=generator)
+    targets = torch.roll(tokens, shifts=-1, dims=1)
+    times = []
+    for step in range(steps + 1):
+        start = time.perf_counter()
+        for tensor in params.values():
+            tensor.grad = None
+        loss_of(forward(params, config, tokens), targets).backward()
+        if step > 0:
+            times.append(time.perf_counter() - start)
+    times.sort()
+    print(f"torch {torch.__version__} threads {torch.get_num_threads()} "
+          f"blas {'openblas' if 'openblas' in torch.__config__.show().lower() else 'mkl/other'}")
+    print(f"torch_step_seconds {times[len(times) // 2]:.4f}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -206,7 +232,15 @@ def main():
     logits.add_argument("--model", required=True)
     logits.add_argument("--tokens", required=True)
     logits.add_argument("--out", required=True)
+    timing = sub.add_parser("bench")
+    timing.add_argument("--batch", type=int, default=4)
+    timing.add_argument("--seq", type=int, default=64)
+    timing.add_argument("--steps", type=int, default=3)
+    timing.add_argument("--threads", type=int, default=0)
     args = parser.parse_args()
+    if args.mode == "bench":
+        bench(args.batch, args.seq, args.steps, args.threads)
+        return
     torch.set_num_threads(1)
     if args.mode == "reference":
         make_reference(args.out)

@@ -11,12 +11,19 @@
 
 namespace zero::gpt2::cpu {
 
+enum class GemmBackend { kOpenBlas, kEigen };
+// The GEMM backend of this process, chosen at first use: ZERO_GEMM_BACKEND=openblas|eigen when
+// set; else OpenBLAS (when built with it) unless it runs generic pre-AVX2 kernels on an AVX2 CPU
+// (OpenBLAS 0.3.21 does not recognise recent Xeons and falls back to "Prescott"; setting
+// OPENBLAS_CORETYPE=SkylakeX or Haswell fixes that), in which case Eigen's own GEMM.
+GemmBackend gemm_backend_kind();
+
 // C (M, N) = alpha · op(A) · op(B) + beta · C, row-major, op = transpose when trans_x.
 // lda/ldb/ldc are row strides of the stored matrices.
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
           const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
           std::int64_t ldc);
-// "OpenBLAS 0.3.21 (core SkylakeX, 2 threads)" or "Eigen 3.4 (own GEMM)".
+// Which backend and kernels run: "OpenBLAS (...; core SkylakeX, 2 threads)" or "Eigen 3.4.0 own GEMM ...".
 std::string gemm_backend();
 
 // out (B, T, C) = dropout(wte[tokens[b, t]] + wpe[t]).
