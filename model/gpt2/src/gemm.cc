@@ -3,8 +3,9 @@
 // GCC 12 reports false maybe-uninitialized warnings inside Eigen's AVX-512 packet math.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <Eigen/Core>
+#include <algorithm>
 #include <cstdlib>
-#include <mutex>
+#include <omp.h>
 #include <sstream>
 #include <string_view>
 
@@ -45,6 +46,9 @@ GemmBackend choose_backend() {
   }
 #ifdef ZERO_GPT2_WITH_OPENBLAS
   if (openblas_core_is_generic() && __builtin_cpu_supports("avx2")) return GemmBackend::kEigen;
+  // One thread pool for everything: OpenBLAS runs single-threaded inside our OpenMP split, so
+  // its spinning workers never compete with OpenMP's on a loaded machine.
+  openblas_set_num_threads(1);
   return GemmBackend::kOpenBlas;
 #else
   return GemmBackend::kEigen;
@@ -67,6 +71,44 @@ void eigen_gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std:
   else c.noalias() += alpha * a * b;
 }
 
+#ifdef ZERO_GPT2_WITH_OPENBLAS
+void openblas_gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+                   const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
+                   std::int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(M), static_cast<blasint>(N), static_cast<blasint>(K), alpha, A,
+              static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C, static_cast<blasint>(ldc));
+}
+
+// Splits C into one block of rows (or columns, whichever dimension is larger) per OpenMP thread,
+// each a single-threaded sgemm. Small products run whole on the calling thread.
+void split_openblas_gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
+                         float alpha, const float* A, std::int64_t lda, const float* B, std::int64_t ldb,
+                         float beta, float* C, std::int64_t ldc) {
+  constexpr double kMinParallelFlops = 4e6;
+  constexpr std::int64_t kAlign = 16;
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads <= 1 || 2.0 * double(M) * double(N) * double(K) < kMinParallelFlops) {
+    openblas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  const bool split_rows = M >= N;
+  const std::int64_t extent = split_rows ? M : N;
+  const std::int64_t chunk = ((extent + threads - 1) / threads + kAlign - 1) / kAlign * kAlign;
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int part = 0; part < threads; ++part) {
+    const std::int64_t begin = std::min(extent, part * chunk), end = std::min(extent, begin + chunk);
+    if (begin >= end) continue;
+    if (split_rows)
+      openblas_gemm(trans_a, trans_b, end - begin, N, K, alpha, trans_a ? A + begin : A + begin * lda, lda, B,
+                    ldb, beta, C + begin * ldc, ldc);
+    else
+      openblas_gemm(trans_a, trans_b, M, end - begin, K, alpha, A, lda, trans_b ? B + begin * ldb : B + begin,
+                    ldb, beta, C + begin, ldc);
+  }
+}
+#endif
+
 }  // namespace
 
 GemmBackend gemm_backend_kind() {
@@ -80,9 +122,7 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
   if (M == 0 || N == 0) return;
 #ifdef ZERO_GPT2_WITH_OPENBLAS
   if (gemm_backend_kind() == GemmBackend::kOpenBlas) {
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                static_cast<blasint>(M), static_cast<blasint>(N), static_cast<blasint>(K), alpha, A,
-                static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C, static_cast<blasint>(ldc));
+    split_openblas_gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
 #endif
@@ -101,8 +141,8 @@ std::string gemm_backend() {
     return text.str();
   }
 #ifdef ZERO_GPT2_WITH_OPENBLAS
-  text << "OpenBLAS (" << openblas_get_config() << "; core " << openblas_get_corename() << ", "
-       << openblas_get_num_threads() << " threads)";
+  text << "OpenBLAS (" << openblas_get_config() << "; core " << openblas_get_corename()
+       << ", single-threaded calls split over " << omp_get_max_threads() << " OpenMP threads)";
 #endif
   return text.str();
 }

@@ -73,9 +73,11 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
   for (std::int64_t row = 0; row < N; ++row) {
     const float* x = inp + row * C;
     float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
     for (std::int64_t c = 0; c < C; ++c) sum += x[c];
     const float m = sum / static_cast<float>(C);
     float variance_sum = 0.0f;
+#pragma omp simd reduction(+ : variance_sum)
     for (std::int64_t c = 0; c < C; ++c) {
       const float shifted = x[c] - m;
       variance_sum += shifted * shifted;
@@ -99,6 +101,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
       const float* x = inp + row * C;
       const float m = mean[row], s = rstd[row];
       float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+#pragma omp simd reduction(+ : dnorm_mean, dnorm_norm_mean)
       for (std::int64_t c = 0; c < C; ++c) {
         const float dnorm = weight[c] * d[c];
         dnorm_mean += dnorm;
