@@ -7,5 +7,6 @@
 namespace zero::cli {
 
 int run_env(std::span<char* const> args);
+int run_generate(std::span<char* const> args);
 
 }  // namespace zero::cli

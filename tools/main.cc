@@ -23,6 +23,7 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"env", "print the launch environment, build features and devices", zero::cli::run_env},
+    {"generate", "continue a prompt with a GPT-2 checkpoint (token ids, CPU)", zero::cli::run_generate},
 };
 
 void print_help() {
