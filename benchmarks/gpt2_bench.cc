@@ -1,10 +1,13 @@
 // GPT-2 124M forward+backward on CPU at B=4, T=64: step time, tokens/s and GFLOP/s as a fraction
 // of the best single-GEMM rate (GPT-2 shapes, same run, same backend); then the same step in
 // PyTorch (tests/golden/gpt2_reference.py bench) when python3-torch is installed.
-// Flags: Google Benchmark's, plus --no_torch. Env: GPT2_BENCH_BATCH, GPT2_BENCH_SEQ, ZERO_GEMM_BACKEND.
-// The "CPU" column is process CPU time: on a shared machine, CPU/real below the thread count
-// means other processes took the cores.
+// Flags: Google Benchmark's, plus --no_torch. Env: GPT2_BENCH_BATCH, GPT2_BENCH_SEQ,
+// ZERO_GEMM_BACKEND. The "CPU" column is process CPU time: on a shared machine, CPU/real below the
+// thread count means other processes took the cores.
 #include <benchmark/benchmark.h>
+#include <omp.h>
+#include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -12,7 +15,6 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "zero/core/allocator.h"
@@ -56,7 +58,8 @@ void BM_Sgemm(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   const double flops = 2.0 * double(M) * double(N) * double(K);
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 struct Step {
@@ -69,8 +72,9 @@ struct Step {
   Step(bool checkpointing) {
     model = std::make_unique<GPT2Model>(config, allocator);
     model->init(1);
-    compute = std::make_unique<GPT2Compute>(config, kBatch, kSeq, allocator,
-                                            zero::gpt2::ComputeOptions{.activation_checkpointing = checkpointing});
+    compute = std::make_unique<GPT2Compute>(
+        config, kBatch, kSeq, allocator,
+        zero::gpt2::ComputeOptions{.activation_checkpointing = checkpointing});
     for (std::int64_t i = 0; i < kBatch * kSeq; ++i) {
       tokens.push_back(static_cast<int>((i * 7919) % config.vocab_size));
       targets.push_back(static_cast<int>((i * 7919 + 1) % config.vocab_size));
@@ -88,7 +92,8 @@ void BM_GPT2Step(benchmark::State& state) {
   const double flops = step_flops(step.config, kBatch, kSeq);
   state.counters["tokens/s"] =
       benchmark::Counter(double(kBatch * kSeq), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/step"] = flops * 1e-9;
 }
 
@@ -103,7 +108,8 @@ class Reporter : public benchmark::ConsoleReporter {
         const double rate = run.counters.at("GFLOP/s");
         step_seconds_.push_back(run.GetAdjustedRealTime() * 1e-3);
         std::printf("  -> %s: %.1f GFLOP/s = %.0f%% of the best single-GEMM rate (%.1f GFLOP/s)\n",
-                    run.benchmark_name().c_str(), rate, 100.0 * rate / best_gemm_gflops, best_gemm_gflops);
+                    run.benchmark_name().c_str(), rate, 100.0 * rate / best_gemm_gflops,
+                    best_gemm_gflops);
       }
     }
     ConsoleReporter::ReportRuns(runs);
@@ -123,13 +129,19 @@ BENCHMARK(BM_Sgemm)
     ->Args({kBatch * kSeq, 50304, 768, 2})
     // backward: dinp = dout · Wᵀ, dW = xᵀ · dout (fc), head dwte = dlogitsᵀ · x
     ->Args({kBatch * kSeq, 768, 3072, 2})
-    ->Args({768, 3072, kBatch * kSeq, 1})
-    ->Args({50304, 768, kBatch * kSeq, 1})
+    ->Args({768, 3072, kBatch* kSeq, 1})
+    ->Args({50304, 768, kBatch* kSeq, 1})
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime();
-BENCHMARK(BM_GPT2Step)->ArgName("checkpointing")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)
-    ->MeasureProcessCPUTime()->UseRealTime()->MinTime(5.0);
+BENCHMARK(BM_GPT2Step)
+    ->ArgName("checkpointing")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime()
+    ->MinTime(5.0);
 
 int main(int argc, char** argv) {
   // OpenBLAS 0.3.21 does not recognise recent Xeons and runs its generic (Prescott) kernels, so
@@ -138,7 +150,8 @@ int main(int argc, char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") == nullptr && std::getenv("ZERO_GEMM_BACKEND") == nullptr &&
       zero::gpt2::cpu::gemm_backend().find("generic kernels") != std::string::npos) {
     const char* core = __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell";
-    std::printf("OpenBLAS chose generic kernels on this CPU; restarting with OPENBLAS_CORETYPE=%s\n", core);
+    std::printf(
+        "OpenBLAS chose generic kernels on this CPU; restarting with OPENBLAS_CORETYPE=%s\n", core);
     std::fflush(stdout);
     setenv("OPENBLAS_CORETYPE", core, 1);
     execv("/proc/self/exe", argv);
@@ -146,8 +159,10 @@ int main(int argc, char** argv) {
   bool run_torch = true;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--no_torch") == 0) run_torch = false;
-    else args.push_back(argv[i]);
+    if (std::strcmp(argv[i], "--no_torch") == 0)
+      run_torch = false;
+    else
+      args.push_back(argv[i]);
   }
   int count = static_cast<int>(args.size());
   benchmark::Initialize(&count, args.data());
@@ -155,16 +170,19 @@ int main(int argc, char** argv) {
   const char* l2 = std::getenv("OPENBLAS_L2_SIZE");
   std::printf("GPT-2 124M, B=%lld T=%lld; GEMM backend: %s\n", static_cast<long long>(kBatch),
               static_cast<long long>(kSeq), zero::gpt2::cpu::gemm_backend().c_str());
-  std::printf("OPENBLAS_CORETYPE=%s OPENBLAS_L2_SIZE=%s OMP_NUM_THREADS=%s\n", coretype ? coretype : "(unset)",
-              l2 ? l2 : "(unset)", std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "(unset)");
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  std::printf("OPENBLAS_CORETYPE=%s OPENBLAS_L2_SIZE=%s; %d OpenMP threads, OMP_WAIT_POLICY=%s\n",
+              coretype ? coretype : "(unset)", l2 ? l2 : "(unset)", omp_get_max_threads(),
+              wait_policy ? wait_policy : "(unset: threads spin, slow when the cores are shared)");
   Reporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   if (!run_torch) return 0;
   const char* python = std::getenv("ZERO_PYTHON");
-  const std::string command = std::string(python ? python : "/usr/bin/python3") + " " ZERO_SOURCE_DIR
-                              "/tests/golden/gpt2_reference.py bench --batch " + std::to_string(kBatch) +
-                              " --seq " + std::to_string(kSeq) + " --steps 3";
+  const std::string command = std::string(python ? python : "/usr/bin/python3") +
+                              " " ZERO_SOURCE_DIR "/tests/golden/gpt2_reference.py bench --batch " +
+                              std::to_string(kBatch) + " --seq " + std::to_string(kSeq) +
+                              " --steps 3 --threads " + std::to_string(omp_get_max_threads());
   std::printf("PyTorch reference: %s\n", command.c_str());
   std::fflush(stdout);
   const int status = std::system(command.c_str());

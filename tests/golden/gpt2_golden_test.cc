@@ -1,6 +1,7 @@
 // Golden test: zero's GPT-2 against the PyTorch reference (tests/golden/gpt2_reference.py):
 // logits, loss, every gradient, 10 AdamW steps, and our checkpoint read back by the script.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
-#include <sys/wait.h>
 
 #include "../common/test_data.h"
 #include "zero/core/allocator.h"
@@ -37,7 +37,8 @@ int run_reference(const std::string& arguments) {
 double relative_error(const float* actual, const float* expected, std::size_t count) {
   double max_difference = 0.0, max_expected = 0.0;
   for (std::size_t i = 0; i < count; ++i) {
-    max_difference = std::max(max_difference, std::abs(static_cast<double>(actual[i]) - expected[i]));
+    max_difference =
+        std::max(max_difference, std::abs(static_cast<double>(actual[i]) - expected[i]));
     max_expected = std::max(max_expected, std::abs(static_cast<double>(expected[i])));
   }
   return max_expected > 0 ? max_difference / max_expected : max_difference;
@@ -63,8 +64,10 @@ class GPT2Golden : public ::testing::Test {
     if (status_ == 3) GTEST_SKIP() << "python3 with torch is not available (ZERO_PYTHON)";
     ASSERT_EQ(status_, 0) << "tests/golden/gpt2_reference.py failed";
     reference_ = std::make_unique<SafetensorsReader>(*folder_ / "reference.safetensors");
-    for (std::int64_t token : reference_->read_int("tokens")) tokens_.push_back(static_cast<int>(token));
-    for (std::int64_t target : reference_->read_int("targets")) targets_.push_back(static_cast<int>(target));
+    for (std::int64_t token : reference_->read_int("tokens"))
+      tokens_.push_back(static_cast<int>(token));
+    for (std::int64_t target : reference_->read_int("targets"))
+      targets_.push_back(static_cast<int>(target));
     const auto& shape = reference_->tensor("tokens").shape;
     B_ = shape[0];
     T_ = shape[1];
@@ -77,7 +80,8 @@ class GPT2Golden : public ::testing::Test {
         const std::string name = hf_tensor_name(model.units()[u], slot.name);
         const std::vector<float> expected = reference_->read_float("grad." + name);
         const float* actual = model.grad_data(u) + slot.offset_elements;
-        expect_within("grad " + name, relative_error(actual, expected.data(), expected.size()), tolerance);
+        expect_within("grad " + name, relative_error(actual, expected.data(), expected.size()),
+                      tolerance);
         for (std::size_t i = expected.size(); i < slot.num_elements; ++i)
           ASSERT_EQ(actual[i], 0.0f) << name << " padded row element " << i;
       }
@@ -111,7 +115,8 @@ TEST_F(GPT2Golden, LogitsLossAndGradientsMatchPyTorch) {
   const std::vector<float> logits = real_logits(compute, model.config());
   const std::vector<float> expected_logits = reference_->read_float("logits");
   ASSERT_EQ(logits.size(), expected_logits.size());
-  expect_within("logits", relative_error(logits.data(), expected_logits.data(), logits.size()), 1e-5);
+  expect_within("logits", relative_error(logits.data(), expected_logits.data(), logits.size()),
+                1e-5);
   const float expected_loss = reference_->read_float("loss")[0];
   expect_within("loss", std::abs(loss - expected_loss) / std::abs(expected_loss), 1e-5);
 
@@ -132,10 +137,12 @@ TEST_F(GPT2Golden, ActivationCheckpointingGivesTheSameGradients) {
   plain.backward(plain_compute);
   for (int u = 0; u < model.num_units(); ++u)
     for (std::size_t i = 0; i < model.grads(u).layout().num_elements(); ++i)
-      ASSERT_EQ(model.grad_data(u)[i], plain.grad_data(u)[i]) << model.units()[u].name << " element " << i;
+      ASSERT_EQ(model.grad_data(u)[i], plain.grad_data(u)[i])
+          << model.units()[u].name << " element " << i;
 
   const ActivationPlan full = GPT2Compute::plan(model.config(), B_, T_);
-  const ActivationPlan checkpointed = GPT2Compute::plan(model.config(), B_, T_, {.activation_checkpointing = true});
+  const ActivationPlan checkpointed =
+      GPT2Compute::plan(model.config(), B_, T_, {.activation_checkpointing = true});
   EXPECT_LT(checkpointed.total_bytes(), full.total_bytes());
   EXPECT_GT(checkpointed.recompute_bytes, 0u);
 }
@@ -184,8 +191,8 @@ TEST_F(GPT2Golden, OurCheckpointLoadsInPyTorchToTheSameLogits) {
   tokens.add("tokens", SafetensorsDType::kI64, {B_, T_}, wide.data(), wide.size() * 8);
   tokens.write(tokens_file);
   const fs::path out = *folder_ / "python_logits.safetensors";
-  ASSERT_EQ(run_reference("logits --model \"" + ours.string() + "\" --tokens \"" + tokens_file.string() +
-                          "\" --out \"" + out.string() + "\""),
+  ASSERT_EQ(run_reference("logits --model \"" + ours.string() + "\" --tokens \"" +
+                          tokens_file.string() + "\" --out \"" + out.string() + "\""),
             0);
   const std::vector<float> python_logits = SafetensorsReader(out).read_float("logits");
   ASSERT_EQ(python_logits.size(), logits.size());

@@ -37,7 +37,8 @@ void write_bytes(const fs::path& path, const std::string& bytes) {
 }
 
 // A file with the given header text and `data_bytes` zero bytes of data.
-void write_raw(const fs::path& path, const std::string& header, std::size_t data_bytes, std::uint64_t size_field = 0) {
+void write_raw(const fs::path& path, const std::string& header, std::size_t data_bytes,
+               std::uint64_t size_field = 0) {
   std::string bytes(8, '\0');
   const std::uint64_t size = size_field != 0 ? size_field : header.size();
   for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(size >> (8 * i));
@@ -73,14 +74,18 @@ TEST_F(Safetensors, RoundTripAllDtypes) {
   }
   EXPECT_EQ(reader.read_int("i32"), (std::vector<std::int64_t>{1, -2, 3}));
   EXPECT_EQ(reader.tensor("empty").num_elements(), 0u);
-  EXPECT_NE(error_of([&] { reader.tensor("nope"); }).find("has no tensor 'nope'"), std::string::npos);
-  EXPECT_NE(error_of([&] { reader.read_float("i32"); }).find("not a floating-point"), std::string::npos);
+  EXPECT_NE(error_of([&] { reader.tensor("nope"); }).find("has no tensor 'nope'"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { reader.read_float("i32"); }).find("not a floating-point"),
+            std::string::npos);
   // Header is padded to a multiple of 8 bytes.
   const std::string bytes = read_bytes(folder_ / "t.safetensors");
   std::uint64_t header_size = 0;
   std::memcpy(&header_size, bytes.data(), 8);
   EXPECT_EQ(header_size % 8, 0u);
-  EXPECT_NE(error_of([&] { writer.add_float("a.f32", DType::kFloat32, {1}, values.data()); }).find("added twice"),
+  EXPECT_NE(error_of([&] {
+              writer.add_float("a.f32", DType::kFloat32, {1}, values.data());
+            }).find("added twice"),
             std::string::npos);
 }
 
@@ -110,7 +115,10 @@ TEST_F(Safetensors, MalformedFilesGiveClearErrors) {
   message = error_of([&] { SafetensorsReader{file}; });
   EXPECT_NE(message.find("inconsistent"), std::string::npos) << message;
 
-  write_raw(file, R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 16);
+  write_raw(
+      file,
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+      16);
   message = error_of([&] { SafetensorsReader{file}; });
   EXPECT_NE(message.find("overlap"), std::string::npos) << message;
 
@@ -142,7 +150,8 @@ class HFCheckpoint : public Safetensors {
 void expect_same_params(const GPT2Model& a, const GPT2Model& b) {
   ASSERT_EQ(a.num_units(), b.num_units());
   for (int u = 0; u < a.num_units(); ++u)
-    ASSERT_EQ(std::memcmp(a.params(u).data(), b.params(u).data(), a.params(u).size_bytes()), 0) << a.units()[u].name;
+    ASSERT_EQ(std::memcmp(a.params(u).data(), b.params(u).data(), a.params(u).size_bytes()), 0)
+        << a.units()[u].name;
 }
 
 TEST_F(HFCheckpoint, SaveLoadSaveIsBitIdentical) {
@@ -152,11 +161,13 @@ TEST_F(HFCheckpoint, SaveLoadSaveIsBitIdentical) {
   GPT2Model loaded = load_hf_model(folder_ / "a", allocator_);
   expect_same_params(model, loaded);
   save_hf_checkpoint(loaded, folder_ / "b");
-  EXPECT_EQ(read_bytes(folder_ / "a" / "model.safetensors"), read_bytes(folder_ / "b" / "model.safetensors"));
+  EXPECT_EQ(read_bytes(folder_ / "a" / "model.safetensors"),
+            read_bytes(folder_ / "b" / "model.safetensors"));
   EXPECT_EQ(read_bytes(folder_ / "a" / "config.json"), read_bytes(folder_ / "b" / "config.json"));
   const SafetensorsReader reader(folder_ / "a" / "model.safetensors");
   EXPECT_EQ(reader.tensor("transformer.wte.weight").shape, (std::vector<std::int64_t>{61, 16}));
-  EXPECT_EQ(reader.tensor("transformer.h.1.attn.c_attn.weight").shape, (std::vector<std::int64_t>{16, 48}));
+  EXPECT_EQ(reader.tensor("transformer.h.1.attn.c_attn.weight").shape,
+            (std::vector<std::int64_t>{16, 48}));
   EXPECT_EQ(reader.metadata().at("format"), "pt");
 }
 
@@ -170,7 +181,8 @@ TEST_F(HFCheckpoint, ShardedWithIndex) {
   for (const auto& entry : fs::directory_iterator(folder_ / "s"))
     shards += entry.path().filename().string().starts_with("model-00") ? 1 : 0;
   EXPECT_GT(shards, 2);
-  const std::string first = "model-00001-of-" + std::string(5 - std::to_string(shards).size(), '0') +
+  const std::string first = "model-00001-of-" +
+                            std::string(5 - std::to_string(shards).size(), '0') +
                             std::to_string(shards) + ".safetensors";
   EXPECT_TRUE(fs::exists(folder_ / "s" / first)) << first;
   GPT2Model loaded = load_hf_model(folder_ / "s", allocator_);
@@ -190,7 +202,8 @@ TEST_F(HFCheckpoint, HalfPrecisionStorage) {
       }
     // A half-precision checkpoint saved again in the same dtype is bit-identical.
     save_hf_checkpoint(loaded, folder_ / "h2", {.dtype = dtype});
-    EXPECT_EQ(read_bytes(folder_ / "h" / "model.safetensors"), read_bytes(folder_ / "h2" / "model.safetensors"));
+    EXPECT_EQ(read_bytes(folder_ / "h" / "model.safetensors"),
+              read_bytes(folder_ / "h2" / "model.safetensors"));
   }
 }
 
@@ -203,7 +216,8 @@ TEST_F(HFCheckpoint, AcceptsGPT2ModelNamesAndReportsProblems) {
   SafetensorsWriter renamed, missing, wrong_shape, extra;
   for (const SafetensorsTensor& tensor : original.tensors()) {
     const std::size_t bytes = tensor.end - tensor.begin;
-    renamed.add(tensor.name.substr(std::strlen("transformer.")), tensor.dtype, tensor.shape, original.data(tensor), bytes);
+    renamed.add(tensor.name.substr(std::strlen("transformer.")), tensor.dtype, tensor.shape,
+                original.data(tensor), bytes);
     extra.add(tensor.name, tensor.dtype, tensor.shape, original.data(tensor), bytes);
     if (tensor.name == "transformer.ln_f.bias") continue;
     missing.add(tensor.name, tensor.dtype, tensor.shape, original.data(tensor), bytes);
@@ -216,9 +230,11 @@ TEST_F(HFCheckpoint, AcceptsGPT2ModelNamesAndReportsProblems) {
   }
   const std::vector<float> mask(64, 1.0f);
   renamed.add_float("h.0.attn.bias", DType::kFloat32, {1, 1, 8, 8}, mask.data());
-  renamed.add("lm_head.weight", SafetensorsDType::kF32, original.tensor("transformer.wte.weight").shape,
+  renamed.add("lm_head.weight", SafetensorsDType::kF32,
+              original.tensor("transformer.wte.weight").shape,
               original.data(original.tensor("transformer.wte.weight")),
-              original.tensor("transformer.wte.weight").end - original.tensor("transformer.wte.weight").begin);
+              original.tensor("transformer.wte.weight").end -
+                  original.tensor("transformer.wte.weight").begin);
   extra.add_float("transformer.h.7.mlp.c_fc.bias", DType::kFloat32, {4}, mask.data());
 
   auto with_weights = [&](const SafetensorsWriter& writer, const char* name) {
@@ -229,12 +245,15 @@ TEST_F(HFCheckpoint, AcceptsGPT2ModelNamesAndReportsProblems) {
   };
   GPT2Model loaded = load_hf_model(with_weights(renamed, "renamed"), allocator_);
   expect_same_params(model, loaded);
-  std::string message = error_of([&] { load_hf_model(with_weights(missing, "missing"), allocator_); });
+  std::string message =
+      error_of([&] { load_hf_model(with_weights(missing, "missing"), allocator_); });
   EXPECT_NE(message.find("lacks tensor 'transformer.ln_f.bias'"), std::string::npos) << message;
   message = error_of([&] { load_hf_model(with_weights(wrong_shape, "shape"), allocator_); });
-  EXPECT_NE(message.find("has shape (16, 8), the config needs (8, 16)"), std::string::npos) << message;
+  EXPECT_NE(message.find("has shape (16, 8), the config needs (8, 16)"), std::string::npos)
+      << message;
   message = error_of([&] { load_hf_model(with_weights(extra, "extra"), allocator_); });
-  EXPECT_NE(message.find("unexpected tensor 'transformer.h.7.mlp.c_fc.bias'"), std::string::npos) << message;
+  EXPECT_NE(message.find("unexpected tensor 'transformer.h.7.mlp.c_fc.bias'"), std::string::npos)
+      << message;
   message = error_of([&] { load_hf_model(folder_ / "nothing", allocator_); });
   EXPECT_NE(message.find("config"), std::string::npos) << message;
 }

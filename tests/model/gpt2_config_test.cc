@@ -44,11 +44,15 @@ TEST(GPT2Config, ReadsHuggingFaceJsonAndIgnoresUnrelatedKeys) {
   EXPECT_EQ(config.hidden_size(), 4096);
   const GPT2Config again = GPT2Config::from_json_text(config.to_json_text());
   EXPECT_EQ(again.to_json_text(), config.to_json_text());
-  EXPECT_NE(error_of([] { GPT2Config::from_json_text(R"({"n_embd": "wide"})"); }).find("must be an integer"),
+  EXPECT_NE(error_of([] {
+              GPT2Config::from_json_text(R"({"n_embd": "wide"})");
+            }).find("must be an integer"),
             std::string::npos);
-  EXPECT_NE(error_of([] { GPT2Config::from_json_text(R"({"model_type": "llama"})"); }).find("llama"),
+  EXPECT_NE(
+      error_of([] { GPT2Config::from_json_text(R"({"model_type": "llama"})"); }).find("llama"),
+      std::string::npos);
+  EXPECT_NE(error_of([] { GPT2Config::from_json_text("{"); }).find("not valid JSON"),
             std::string::npos);
-  EXPECT_NE(error_of([] { GPT2Config::from_json_text("{"); }).find("not valid JSON"), std::string::npos);
 }
 
 TEST(GPT2Config, OverridesLikeRunClm) {
@@ -97,14 +101,17 @@ TEST(GPT2Units, LayoutNamesAndShapes) {
   EXPECT_EQ(hf_tensor_name(units[4], "ln_f.bias"), "transformer.ln_f.bias");
   std::size_t total = 0;
   for (const auto& unit : units) total += unit.num_elements();
-  EXPECT_EQ(static_cast<std::int64_t>(total),
-            config.num_parameters() + (config.padded_vocab_size() - config.vocab_size) * config.n_embd);
+  EXPECT_EQ(
+      static_cast<std::int64_t>(total),
+      config.num_parameters() + (config.padded_vocab_size() - config.vocab_size) * config.n_embd);
   // The views follow the declared order.
   const FlatLayout layout(units[1].tensors, 4, 16);
   std::vector<float> flat(layout.padded_num_elements());
   const BlockTensors<float> block(flat.data(), config);
-  EXPECT_EQ(block.fc_weight - flat.data(), static_cast<std::ptrdiff_t>(layout.slot("mlp.c_fc.weight").offset_elements));
-  EXPECT_EQ(block.fcproj_bias - flat.data(), static_cast<std::ptrdiff_t>(layout.slot("mlp.c_proj.bias").offset_elements));
+  EXPECT_EQ(block.fc_weight - flat.data(),
+            static_cast<std::ptrdiff_t>(layout.slot("mlp.c_fc.weight").offset_elements));
+  EXPECT_EQ(block.fcproj_bias - flat.data(),
+            static_cast<std::ptrdiff_t>(layout.slot("mlp.c_proj.bias").offset_elements));
 }
 
 TEST(GPT2Units, InitialisationIsIdenticalForAnySharding) {
@@ -154,7 +161,8 @@ TEST(GPT2Units, InitialisationStatisticsFollowGPT2) {
   std::vector<float> emb(embeddings.num_elements()), other(embeddings.num_elements());
   init_unit_range(config, units[0], 3, {0, emb.size()}, emb.data());
   init_unit_range(config, units[0], 4, {0, other.size()}, other.data());
-  for (std::int64_t i = config.vocab_size * config.n_embd; i < config.padded_vocab_size() * config.n_embd; ++i)
+  for (std::int64_t i = config.vocab_size * config.n_embd;
+       i < config.padded_vocab_size() * config.n_embd; ++i)
     ASSERT_EQ(emb[i], 0.0f);
   EXPECT_NE(emb[0], other[0]);
 }

@@ -27,7 +27,8 @@ GPT2Config tiny_config() {
 
 std::vector<int> sequence(std::size_t count, int vocab, int seed) {
   std::vector<int> tokens(count);
-  for (std::size_t i = 0; i < count; ++i) tokens[i] = static_cast<int>((i * 7 + seed * 13 + i * i) % vocab);
+  for (std::size_t i = 0; i < count; ++i)
+    tokens[i] = static_cast<int>((i * 7 + seed * 13 + i * i) % vocab);
   return tokens;
 }
 
@@ -50,7 +51,7 @@ TEST_F(GPT2ModelTest, DropoutDependsOnGlobalSampleNotOnTheBatchSplit) {
   GPT2Compute again(config, B, T, allocator_);
   EXPECT_EQ(model.forward(again, tokens, targets, key), loss);  // bit-identical
   GPT2Compute off(config, B, T, allocator_);
-  EXPECT_NE(model.forward(off, tokens, targets), loss);         // dropout changes the loss
+  EXPECT_NE(model.forward(off, tokens, targets), loss);  // dropout changes the loss
   DropoutKey next_step = key;
   next_step.step = 4;
   EXPECT_NE(model.forward(again, tokens, targets, next_step), loss);
@@ -64,7 +65,8 @@ TEST_F(GPT2ModelTest, DropoutDependsOnGlobalSampleNotOnTheBatchSplit) {
     const std::span<const int> part_targets(targets.data() + 2 * rank * T, 2 * T);
     model.forward(half, part_tokens, part_targets, part);
     for (std::int64_t row = 0; row < 2 * T; ++row)
-      ASSERT_NEAR(half.losses()[row], whole.losses()[2 * rank * T + row], 1e-5) << "rank " << rank << " row " << row;
+      ASSERT_NEAR(half.losses()[row], whole.losses()[2 * rank * T + row], 1e-5)
+          << "rank " << rank << " row " << row;
   }
 }
 
@@ -76,7 +78,8 @@ TEST_F(GPT2ModelTest, GradientsAccumulateAndFollowLossScale) {
   GPT2Compute compute(config, 2, 8, allocator_);
   model.forward(compute, tokens, targets);
   model.backward(compute);
-  std::vector<float> once(model.grad_data(1), model.grad_data(1) + model.grads(1).layout().num_elements());
+  std::vector<float> once(model.grad_data(1),
+                          model.grad_data(1) + model.grads(1).layout().num_elements());
   model.forward(compute, tokens, targets);
   model.backward(compute, 0.5f / compute.num_counted_targets());  // half the mean-loss gradient
   for (std::size_t i = 0; i < once.size(); ++i)
@@ -87,7 +90,8 @@ TEST_F(GPT2ModelTest, GradientsAccumulateAndFollowLossScale) {
   EXPECT_EQ(model.forward(compute, tokens, ignored), 0.0f);
   model.backward(compute);
   for (int u = 0; u < model.num_units(); ++u)
-    for (std::size_t i = 0; i < model.grads(u).layout().num_elements(); ++i) ASSERT_EQ(model.grad_data(u)[i], 0.0f);
+    for (std::size_t i = 0; i < model.grads(u).layout().num_elements(); ++i)
+      ASSERT_EQ(model.grad_data(u)[i], 0.0f);
 }
 
 TEST_F(GPT2ModelTest, ActivationsAreInTheLedgerAsPlanned) {
@@ -98,8 +102,10 @@ TEST_F(GPT2ModelTest, ActivationsAreInTheLedgerAsPlanned) {
     const ComputeOptions options{.activation_checkpointing = checkpointing};
     const ActivationPlan plan = GPT2Compute::plan(config, 3, 7, options);
     GPT2Compute compute(config, 3, 7, allocator, options);
-    const auto activations = ledger.entry(MemorySpace::kHost, MemoryCategory::kActivations).current_bytes;
-    const auto workspace = ledger.entry(MemorySpace::kHost, MemoryCategory::kWorkspace).current_bytes;
+    const auto activations =
+        ledger.entry(MemorySpace::kHost, MemoryCategory::kActivations).current_bytes;
+    const auto workspace =
+        ledger.entry(MemorySpace::kHost, MemoryCategory::kWorkspace).current_bytes;
     std::size_t kept = plan.recompute_bytes;
     for (std::size_t bytes : plan.kept_bytes) kept += bytes;
     EXPECT_GE(static_cast<std::size_t>(activations), kept);
@@ -108,7 +114,8 @@ TEST_F(GPT2ModelTest, ActivationsAreInTheLedgerAsPlanned) {
     EXPECT_LT(static_cast<std::size_t>(workspace), plan.workspace_bytes + 64);
     ASSERT_EQ(plan.kept_bytes.size(), 4u);
     EXPECT_GT(plan.kept_bytes[1], 0u);
-    if (checkpointing) EXPECT_EQ(plan.kept_bytes[1], 3u * 7 * 24 * sizeof(float));  // only the block output
+    if (checkpointing)
+      EXPECT_EQ(plan.kept_bytes[1], 3u * 7 * 24 * sizeof(float));  // only the block output
   }
 }
 
@@ -150,7 +157,8 @@ TEST_F(GPT2ModelTest, InputsAreChecked) {
   GPT2Compute compute(config, 1, 4, allocator_);
   EXPECT_THROW(compute.set_inputs(std::vector<int>{1, 2, 3}, {}), Error);
   EXPECT_THROW(compute.set_inputs(std::vector<int>{1, 2, 3, 53}, {}), Error);
-  EXPECT_THROW(compute.set_inputs(std::vector<int>{1, 2, 3, 4}, std::vector<int>{1, 2, 3, 60}), Error);
+  EXPECT_THROW(compute.set_inputs(std::vector<int>{1, 2, 3, 4}, std::vector<int>{1, 2, 3, 60}),
+               Error);
   EXPECT_THROW(GPT2Compute(config, 1, 13, allocator_), Error);
 }
 
@@ -178,7 +186,8 @@ TEST_F(GPT2ModelTest, GenerateIsDeterministicAndGreedyFollowsTheLogits) {
   model.forward(compute, std::vector<int>(greedy.begin(), greedy.begin() + 4));
   EXPECT_EQ(greedy[4], sample_greedy({compute.logits() + 3 * config.padded_vocab_size(), 53}));
   const SamplingOptions top_k{.top_k = 5, .temperature = 0.8f, .seed = 3};
-  EXPECT_EQ(generate(model, allocator_, prompt, 6, top_k), generate(model, allocator_, prompt, 6, top_k));
+  EXPECT_EQ(generate(model, allocator_, prompt, 6, top_k),
+            generate(model, allocator_, prompt, 6, top_k));
   const auto stopped = generate(model, allocator_, prompt, 15, {}, greedy[3]);
   EXPECT_EQ(stopped.size(), 4u);
 }

@@ -1,6 +1,7 @@
 // Causal multi-head self-attention on CPU, forward and backward, OpenMP over (batch, head).
 // Inner loops over the head dimension are `omp simd` (the reductions would not vectorise
-// otherwise). Each (b, h) pair owns its head's columns of q, k, v and dq, dk, dv, so threads never race.
+// otherwise). Each (b, h) pair owns its head's columns of q, k, v and dq, dk, dv, so threads never
+// race.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -39,7 +39,8 @@ std::map<std::string, TensorPlace> tensor_places(const GPT2Model& model) {
 
 // The model's name for a stored name, or empty when the tensor is one to skip.
 std::string canonical_name(const std::string& stored) {
-  if (stored == "lm_head.weight" || stored.ends_with(".attn.bias") || stored.ends_with(".attn.masked_bias"))
+  if (stored == "lm_head.weight" || stored.ends_with(".attn.bias") ||
+      stored.ends_with(".attn.masked_bias"))
     return {};
   if (stored.starts_with("transformer.")) return stored;
   return "transformer." + stored;
@@ -67,7 +68,8 @@ std::vector<std::filesystem::path> weight_files(const std::filesystem::path& fol
                " has no weight_map object");
     std::set<std::string> files;
     for (auto& [name, file] : json["weight_map"].items()) {
-      ZERO_CHECK(file.is_string(), index.string(), ": weight_map entry '", name, "' is not a file name");
+      ZERO_CHECK(file.is_string(), index.string(), ": weight_map entry '", name,
+                 "' is not a file name");
       files.insert(file.get<std::string>());
     }
     std::vector<std::filesystem::path> paths;
@@ -104,12 +106,15 @@ void load_hf_weights(GPT2Model& model, const std::filesystem::path& folder) {
       ZERO_CHECK(tensor.shape == place->second.hf_shape, file.string(), ": tensor '", tensor.name,
                  "' has shape ", shape_text(tensor.shape), ", the config needs ",
                  shape_text(place->second.hf_shape));
-      ZERO_CHECK(loaded.insert(name).second, "tensor '", tensor.name, "' appears twice in ", folder.string());
-      float* destination = model.param_data(place->second.unit) + place->second.slot->offset_elements;
+      ZERO_CHECK(loaded.insert(name).second, "tensor '", tensor.name, "' appears twice in ",
+                 folder.string());
+      float* destination =
+          model.param_data(place->second.unit) + place->second.slot->offset_elements;
       reader.read_float(tensor.name, destination);
       // Rows of wte past the real vocabulary are zero.
       const std::size_t stored = tensor.num_elements();
-      std::memset(destination + stored, 0, (place->second.slot->num_elements - stored) * sizeof(float));
+      std::memset(destination + stored, 0,
+                  (place->second.slot->num_elements - stored) * sizeof(float));
     }
   }
   for (const auto& [name, place] : places)
@@ -122,7 +127,8 @@ GPT2Model load_hf_model(const std::filesystem::path& folder, Allocator& allocato
   return model;
 }
 
-void save_hf_checkpoint(const GPT2Model& model, const std::filesystem::path& folder, SaveOptions options) {
+void save_hf_checkpoint(const GPT2Model& model, const std::filesystem::path& folder,
+                        SaveOptions options) {
   std::filesystem::create_directories(folder);
   model.config().save(folder / "config.json");
   std::vector<SafetensorsWriter> shards(1);
@@ -141,7 +147,8 @@ void save_hf_checkpoint(const GPT2Model& model, const std::filesystem::path& fol
         shard_names.emplace_back();
       }
       const std::string name = hf_tensor_name(unit, slot.name);
-      shards.back().add_float(name, options.dtype, shape, model.param_data(u) + slot.offset_elements);
+      shards.back().add_float(name, options.dtype, shape,
+                              model.param_data(u) + slot.offset_elements);
       shard_names.back().push_back(name);
     }
   }

@@ -19,13 +19,15 @@ struct BlockTensorShape {
 };
 std::vector<BlockTensorShape> block_internal_shapes(const GPT2Config& config, std::int64_t T) {
   const std::int64_t C = config.n_embd, H = config.hidden_size();
-  return {{"ln_1", C}, {"ln_1.mean", 1}, {"ln_1.rstd", 1}, {"qkv", 3 * C}, {"att", config.n_head * T},
-          {"atty", C}, {"residual2", C}, {"ln_2", C},     {"ln_2.mean", 1}, {"ln_2.rstd", 1},
-          {"fch", H},  {"fch_gelu", H}};
+  return {
+      {"ln_1", C}, {"ln_1.mean", 1}, {"ln_1.rstd", 1}, {"qkv", 3 * C},   {"att", config.n_head * T},
+      {"atty", C}, {"residual2", C}, {"ln_2", C},      {"ln_2.mean", 1}, {"ln_2.rstd", 1},
+      {"fch", H},  {"fch_gelu", H}};
 }
 
 // Activation tensors: "encoded", per block "h.l.<name>" (or one shared "recompute.<name>" set
-// under checkpointing) and "h.l.residual3", then the head's "ln_f*", "logits", "losses", "logsumexp".
+// under checkpointing) and "h.l.residual3", then the head's "ln_f*", "logits", "losses",
+// "logsumexp".
 std::vector<TensorSpec> activation_specs(const GPT2Config& config, std::int64_t B, std::int64_t T,
                                          const ComputeOptions& options) {
   const std::int64_t N = B * T, C = config.n_embd;
@@ -52,9 +54,10 @@ std::vector<TensorSpec> activation_specs(const GPT2Config& config, std::int64_t 
 
 std::vector<TensorSpec> workspace_specs(const GPT2Config& config, std::int64_t B, std::int64_t T) {
   const std::int64_t N = B * T, C = config.n_embd, H = config.hidden_size();
-  return {{"proj", {N, C}},     {"dresidual", {N, C}}, {"dproj", {N, C}}, {"dhidden", {N, H}},
-          {"dln", {N, C}},      {"datty", {N, C}},     {"dqkv", {N, 3 * C}},
-          {"datt", {B, config.n_head, T, T}}};
+  return {{"proj", {N, C}},     {"dresidual", {N, C}},
+          {"dproj", {N, C}},    {"dhidden", {N, H}},
+          {"dln", {N, C}},      {"datty", {N, C}},
+          {"dqkv", {N, 3 * C}}, {"datt", {B, config.n_head, T, T}}};
 }
 
 }  // namespace
@@ -71,10 +74,14 @@ ActivationPlan GPT2Compute::plan(const GPT2Config& config, std::int64_t batch_si
   plan.kept_bytes.assign(static_cast<std::size_t>(config.n_layer) + 2, 0);
   for (const TensorSpec& spec : activation_specs(config, batch_size, seq_len, options)) {
     const std::size_t bytes = spec.num_elements() * sizeof(float);
-    if (spec.name == "encoded") plan.kept_bytes[embeddings_unit()] += bytes;
-    else if (spec.name.starts_with(kRecomputePrefix)) plan.recompute_bytes += bytes;
-    else if (spec.name.starts_with("h.")) plan.kept_bytes[block_unit(std::stoi(spec.name.substr(2)))] += bytes;
-    else plan.kept_bytes[final_norm_unit(config)] += bytes;
+    if (spec.name == "encoded")
+      plan.kept_bytes[embeddings_unit()] += bytes;
+    else if (spec.name.starts_with(kRecomputePrefix))
+      plan.recompute_bytes += bytes;
+    else if (spec.name.starts_with("h."))
+      plan.kept_bytes[block_unit(std::stoi(spec.name.substr(2)))] += bytes;
+    else
+      plan.kept_bytes[final_norm_unit(config)] += bytes;
   }
   for (const TensorSpec& spec : workspace_specs(config, batch_size, seq_len))
     plan.workspace_bytes += spec.num_elements() * sizeof(float);
@@ -85,10 +92,11 @@ GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std:
                          Allocator& allocator, ComputeOptions options)
     : config_(config), B_(batch_size), T_(seq_len), options_(options) {
   config_.validate();
-  ZERO_CHECK(B_ > 0 && T_ > 0, "GPT-2 compute: batch size and sequence length must be positive, got B=",
-             B_, " T=", T_);
-  ZERO_CHECK(T_ <= config_.n_positions, "GPT-2 compute: sequence length ", T_, " exceeds n_positions ",
-             config_.n_positions);
+  ZERO_CHECK(B_ > 0 && T_ > 0,
+             "GPT-2 compute: batch size and sequence length must be positive, got B=", B_,
+             " T=", T_);
+  ZERO_CHECK(T_ <= config_.n_positions, "GPT-2 compute: sequence length ", T_,
+             " exceeds n_positions ", config_.n_positions);
   activation_layout_ = FlatLayout(activation_specs(config_, B_, T_, options_), 1, 16);
   workspace_layout_ = FlatLayout(workspace_specs(config_, B_, T_), 1, 16);
   activation_buffer_ = allocator.allocate(activation_layout_.padded_num_elements() * sizeof(float),
@@ -96,12 +104,13 @@ GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std:
   workspace_buffer_ = allocator.allocate(workspace_layout_.padded_num_elements() * sizeof(float),
                                          MemoryCategory::kWorkspace);
   for (int layer = 0; layer < config_.n_layer; ++layer) {
-    const std::string prefix = options_.activation_checkpointing ? std::string(kRecomputePrefix)
-                                                                 : "h." + std::to_string(layer) + ".";
+    const std::string prefix = options_.activation_checkpointing
+                                   ? std::string(kRecomputePrefix)
+                                   : "h." + std::to_string(layer) + ".";
     auto get = [&](const char* name) { return activation(prefix + name); };
     blocks_.push_back({get("ln_1"), get("ln_1.mean"), get("ln_1.rstd"), get("qkv"), get("att"),
-                       get("atty"), get("residual2"), get("ln_2"), get("ln_2.mean"), get("ln_2.rstd"),
-                       get("fch"), get("fch_gelu"),
+                       get("atty"), get("residual2"), get("ln_2"), get("ln_2.mean"),
+                       get("ln_2.rstd"), get("fch"), get("fch_gelu"),
                        activation("h." + std::to_string(layer) + ".residual3")});
   }
 }
@@ -130,15 +139,16 @@ DropoutSite GPT2Compute::dropout_site(std::uint32_t site, double probability) co
 void GPT2Compute::set_inputs(std::span<const int> tokens, std::span<const int> targets,
                              DropoutKey dropout) {
   const std::size_t count = static_cast<std::size_t>(B_ * T_);
-  ZERO_CHECK(tokens.size() == count, "GPT-2 inputs: ", tokens.size(), " tokens for B=", B_, " T=", T_);
+  ZERO_CHECK(tokens.size() == count, "GPT-2 inputs: ", tokens.size(), " tokens for B=", B_,
+             " T=", T_);
   ZERO_CHECK(targets.empty() || targets.size() == count, "GPT-2 inputs: ", targets.size(),
              " targets for B=", B_, " T=", T_);
   for (std::size_t i = 0; i < count; ++i)
     ZERO_CHECK(tokens[i] >= 0 && tokens[i] < config_.vocab_size, "GPT-2 inputs: token ", tokens[i],
                " at index ", i, " is outside the vocabulary [0, ", config_.vocab_size, ")");
   for (std::size_t i = 0; i < targets.size(); ++i)
-    ZERO_CHECK(targets[i] < config_.vocab_size, "GPT-2 inputs: target ", targets[i], " at index ", i,
-               " is outside the vocabulary [0, ", config_.vocab_size, ")");
+    ZERO_CHECK(targets[i] < config_.vocab_size, "GPT-2 inputs: target ", targets[i], " at index ",
+               i, " is outside the vocabulary [0, ", config_.vocab_size, ")");
   tokens_.assign(tokens.begin(), tokens.end());
   targets_.assign(targets.begin(), targets.end());
   dropout_ = dropout;
@@ -161,8 +171,8 @@ void GPT2Compute::forward_block(int layer, const float* params) {
   const float epsilon = static_cast<float>(config_.layer_norm_epsilon);
   const std::uint32_t site = 3 * static_cast<std::uint32_t>(layer);
   float* proj = workspace("proj");
-  cpu::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, block_input(layer), p.ln1_weight, p.ln1_bias,
-                         N, C, epsilon);
+  cpu::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, block_input(layer), p.ln1_weight,
+                         p.ln1_bias, N, C, epsilon);
   cpu::matmul_forward(a.qkv, a.ln1, p.qkv_weight, p.qkv_bias, N, C, 3 * C);
   cpu::attention_forward(a.atty, a.att, a.qkv, B_, T_, C, config_.n_head,
                          dropout_site(site + 1, config_.attn_pdrop));
@@ -208,18 +218,20 @@ void GPT2Compute::backward_head(const float* final_norm_params, const float* emb
   const FinalNormTensors<float> norm_grads(final_norm_grads, config_);
   const EmbeddingTensors<float> embedding_grad(embedding_grads, config_);
   const std::int64_t N = B_ * T_, C = config_.n_embd, Vp = config_.padded_vocab_size();
-  const float scale = loss_scale >= 0.0f ? loss_scale
-                                         : (counted_ > 0 ? 1.0f / static_cast<float>(counted_) : 0.0f);
+  const float scale =
+      loss_scale >= 0.0f ? loss_scale : (counted_ > 0 ? 1.0f / static_cast<float>(counted_) : 0.0f);
   float* dlogits = activation("logits");
-  cpu::crossentropy_backward(dlogits, activation("logsumexp"), targets_.data(), N, config_.vocab_size,
-                             Vp, scale);
+  cpu::crossentropy_backward(dlogits, activation("logsumexp"), targets_.data(), N,
+                             config_.vocab_size, Vp, scale);
   float* dln = workspace("dln");
   float* dresidual = workspace("dresidual");
   cpu::gemm(false, false, N, C, Vp, 1.0f, dlogits, Vp, embeddings.wte, C, 0.0f, dln, C);
-  cpu::gemm(true, false, Vp, C, N, 1.0f, dlogits, Vp, activation("ln_f"), C, 1.0f, embedding_grad.wte, C);
+  cpu::gemm(true, false, Vp, C, N, 1.0f, dlogits, Vp, activation("ln_f"), C, 1.0f,
+            embedding_grad.wte, C);
   std::memset(dresidual, 0, static_cast<std::size_t>(N * C) * sizeof(float));
-  cpu::layernorm_backward(dresidual, norm_grads.weight, norm_grads.bias, dln, blocks_.back().residual3,
-                          norm.weight, activation("ln_f.mean"), activation("ln_f.rstd"), N, C);
+  cpu::layernorm_backward(dresidual, norm_grads.weight, norm_grads.bias, dln,
+                          blocks_.back().residual3, norm.weight, activation("ln_f.mean"),
+                          activation("ln_f.rstd"), N, C);
 }
 
 void GPT2Compute::backward_block(int layer, const float* params, float* grads) {
@@ -242,8 +254,8 @@ void GPT2Compute::backward_block(int layer, const float* params, float* grads) {
     cpu::dropout_backward(dproj, dresidual, B_, T_, C, mlp_dropout);
     dfcproj = dproj;
   }
-  cpu::matmul_backward(dhidden, g.fcproj_weight, g.fcproj_bias, dfcproj, a.fch_gelu, p.fcproj_weight,
-                       N, H, C);
+  cpu::matmul_backward(dhidden, g.fcproj_weight, g.fcproj_bias, dfcproj, a.fch_gelu,
+                       p.fcproj_weight, N, H, C);
   cpu::gelu_backward(dhidden, a.fch, dhidden, N * H);
   cpu::matmul_backward(dln, g.fc_weight, g.fc_bias, dhidden, a.ln2, p.fc_weight, N, C, H);
   cpu::layernorm_backward(dresidual, g.ln2_weight, g.ln2_bias, dln, a.residual2, p.ln2_weight,
@@ -255,20 +267,20 @@ void GPT2Compute::backward_block(int layer, const float* params, float* grads) {
     cpu::dropout_backward(dproj, dresidual, B_, T_, C, attention_out_dropout);
     dattproj = dproj;
   }
-  cpu::matmul_backward(datty, g.attproj_weight, g.attproj_bias, dattproj, a.atty, p.attproj_weight, N,
-                       C, C);
+  cpu::matmul_backward(datty, g.attproj_weight, g.attproj_bias, dattproj, a.atty, p.attproj_weight,
+                       N, C, C);
   float* dqkv = workspace("dqkv");
   cpu::attention_backward(dqkv, workspace("datt"), datty, a.qkv, a.att, B_, T_, C, config_.n_head,
                           dropout_site(site + 1, config_.attn_pdrop));
   cpu::matmul_backward(dln, g.qkv_weight, g.qkv_bias, dqkv, a.ln1, p.qkv_weight, N, C, 3 * C);
-  cpu::layernorm_backward(dresidual, g.ln1_weight, g.ln1_bias, dln, block_input(layer), p.ln1_weight,
-                          a.ln1_mean, a.ln1_rstd, N, C);
+  cpu::layernorm_backward(dresidual, g.ln1_weight, g.ln1_bias, dln, block_input(layer),
+                          p.ln1_weight, a.ln1_mean, a.ln1_rstd, N, C);
 }
 
 void GPT2Compute::backward_embeddings(const float* params, float* grads) {
   const EmbeddingTensors<float> g(grads, config_);
-  cpu::encoder_backward(g.wte, g.wpe, workspace("dresidual"), tokens_.data(), B_, T_, config_.n_embd,
-                        dropout_site(0, config_.embd_pdrop));
+  cpu::encoder_backward(g.wte, g.wpe, workspace("dresidual"), tokens_.data(), B_, T_,
+                        config_.n_embd, dropout_site(0, config_.embd_pdrop));
 }
 
 }  // namespace zero::gpt2

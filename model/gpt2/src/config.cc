@@ -21,13 +21,20 @@ struct Key {
 };
 
 constexpr Key kKeys[] = {
-    {"vocab_size", KeyType::kInt},          {"n_positions", KeyType::kInt},
-    {"n_embd", KeyType::kInt},              {"n_layer", KeyType::kInt},
-    {"n_head", KeyType::kInt},              {"n_inner", KeyType::kInt},
-    {"layer_norm_epsilon", KeyType::kFloat}, {"activation_function", KeyType::kString},
-    {"initializer_range", KeyType::kFloat}, {"tie_word_embeddings", KeyType::kBool},
-    {"resid_pdrop", KeyType::kFloat},       {"embd_pdrop", KeyType::kFloat},
-    {"attn_pdrop", KeyType::kFloat},        {"bos_token_id", KeyType::kInt},
+    {"vocab_size", KeyType::kInt},
+    {"n_positions", KeyType::kInt},
+    {"n_embd", KeyType::kInt},
+    {"n_layer", KeyType::kInt},
+    {"n_head", KeyType::kInt},
+    {"n_inner", KeyType::kInt},
+    {"layer_norm_epsilon", KeyType::kFloat},
+    {"activation_function", KeyType::kString},
+    {"initializer_range", KeyType::kFloat},
+    {"tie_word_embeddings", KeyType::kBool},
+    {"resid_pdrop", KeyType::kFloat},
+    {"embd_pdrop", KeyType::kFloat},
+    {"attn_pdrop", KeyType::kFloat},
+    {"bos_token_id", KeyType::kInt},
     {"eos_token_id", KeyType::kInt},
 };
 
@@ -54,29 +61,43 @@ void set_field(GPT2Config& config, std::string_view name, const nlohmann::json& 
     return value.get<std::int64_t>();
   };
   auto as_float = [&]() -> double {
-    ZERO_CHECK(value.is_number(), "GPT-2 config key '", name, "' must be a number, got ", value.dump());
+    ZERO_CHECK(value.is_number(), "GPT-2 config key '", name, "' must be a number, got ",
+               value.dump());
     return value.get<double>();
   };
-  if (name == "vocab_size") config.vocab_size = as_int();
-  else if (name == "n_positions") config.n_positions = as_int();
-  else if (name == "n_embd") config.n_embd = as_int();
-  else if (name == "n_layer") config.n_layer = as_int();
-  else if (name == "n_head") config.n_head = as_int();
-  else if (name == "n_inner") config.n_inner = value.is_null() ? 0 : as_int();
-  else if (name == "layer_norm_epsilon") config.layer_norm_epsilon = as_float();
-  else if (name == "initializer_range") config.initializer_range = as_float();
-  else if (name == "resid_pdrop") config.resid_pdrop = as_float();
-  else if (name == "embd_pdrop") config.embd_pdrop = as_float();
-  else if (name == "attn_pdrop") config.attn_pdrop = as_float();
-  else if (name == "bos_token_id") config.bos_token_id = value.is_null() ? -1 : as_int();
-  else if (name == "eos_token_id") config.eos_token_id = value.is_null() ? -1 : as_int();
+  if (name == "vocab_size")
+    config.vocab_size = as_int();
+  else if (name == "n_positions")
+    config.n_positions = as_int();
+  else if (name == "n_embd")
+    config.n_embd = as_int();
+  else if (name == "n_layer")
+    config.n_layer = as_int();
+  else if (name == "n_head")
+    config.n_head = as_int();
+  else if (name == "n_inner")
+    config.n_inner = value.is_null() ? 0 : as_int();
+  else if (name == "layer_norm_epsilon")
+    config.layer_norm_epsilon = as_float();
+  else if (name == "initializer_range")
+    config.initializer_range = as_float();
+  else if (name == "resid_pdrop")
+    config.resid_pdrop = as_float();
+  else if (name == "embd_pdrop")
+    config.embd_pdrop = as_float();
+  else if (name == "attn_pdrop")
+    config.attn_pdrop = as_float();
+  else if (name == "bos_token_id")
+    config.bos_token_id = value.is_null() ? -1 : as_int();
+  else if (name == "eos_token_id")
+    config.eos_token_id = value.is_null() ? -1 : as_int();
   else if (name == "activation_function") {
     ZERO_CHECK(value.is_string(), "GPT-2 config key 'activation_function' must be a string, got ",
                value.dump());
     config.activation_function = value.get<std::string>();
   } else if (name == "tie_word_embeddings") {
-    ZERO_CHECK(value.is_boolean(), "GPT-2 config key 'tie_word_embeddings' must be true or false, got ",
-               value.dump());
+    ZERO_CHECK(value.is_boolean(),
+               "GPT-2 config key 'tie_word_embeddings' must be true or false, got ", value.dump());
     config.tie_word_embeddings = value.get<bool>();
   } else {
     ZERO_THROW("unknown GPT-2 config key '", name, "'", nearest_hint(name));
@@ -86,14 +107,16 @@ void set_field(GPT2Config& config, std::string_view name, const nlohmann::json& 
 // Parses an override value as the key's type ("1024", "1e-5", "true", "gelu_new").
 nlohmann::json parse_override_value(const Key& key, std::string_view text) {
   auto bad = [&](std::string_view expected) {
-    ZERO_THROW("config_overrides: bad value '", text, "' for '", key.name, "': expected ", expected);
+    ZERO_THROW("config_overrides: bad value '", text, "' for '", key.name, "': expected ",
+               expected);
   };
   switch (key.type) {
     case KeyType::kInt: {
       if (text == "None" || text == "null") return nullptr;
       std::int64_t value = 0;
       auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-      if (error != std::errc() || end != text.data() + text.size() || text.empty()) bad("an integer");
+      if (error != std::errc() || end != text.data() + text.size() || text.empty())
+        bad("an integer");
       return value;
     }
     case KeyType::kFloat: {
@@ -107,8 +130,7 @@ nlohmann::json parse_override_value(const Key& key, std::string_view text) {
       if (text == "false" || text == "False" || text == "0") return false;
       bad("true or false");
       return nullptr;
-    case KeyType::kString:
-      return std::string(text);
+    case KeyType::kString: return std::string(text);
   }
   return nullptr;
 }
@@ -127,7 +149,8 @@ std::int64_t GPT2Config::padded_vocab_size() const {
 
 std::int64_t GPT2Config::num_parameters() const {
   const std::int64_t C = n_embd, H = hidden_size();
-  const std::int64_t per_block = 4 * C + (C * 3 * C + 3 * C) + (C * C + C) + (C * H + H) + (H * C + C);
+  const std::int64_t per_block =
+      4 * C + (C * 3 * C + 3 * C) + (C * C + C) + (C * H + H) + (H * C + C);
   return vocab_size * C + n_positions * C + n_layer * per_block + 2 * C;
 }
 
@@ -138,8 +161,8 @@ void GPT2Config::validate() const {
   ZERO_CHECK(n_layer > 0, "GPT-2 config: n_layer must be positive, got ", n_layer);
   ZERO_CHECK(n_head > 0, "GPT-2 config: n_head must be positive, got ", n_head);
   ZERO_CHECK(n_inner >= 0, "GPT-2 config: n_inner must be positive or null, got ", n_inner);
-  ZERO_CHECK(n_embd % n_head == 0, "GPT-2 config: n_embd (", n_embd, ") is not divisible by n_head (",
-             n_head, ")");
+  ZERO_CHECK(n_embd % n_head == 0, "GPT-2 config: n_embd (", n_embd,
+             ") is not divisible by n_head (", n_head, ")");
   ZERO_CHECK(layer_norm_epsilon > 0, "GPT-2 config: layer_norm_epsilon must be positive, got ",
              layer_norm_epsilon);
   ZERO_CHECK(activation_function == "gelu_new" || activation_function == "gelu_pytorch_tanh",
@@ -182,7 +205,8 @@ GPT2Config GPT2Config::from_json_text(std::string_view text) {
     ZERO_CHECK(json["model_type"] == "gpt2", "config.json model_type is '",
                json["model_type"].get<std::string>(), "', expected 'gpt2'");
   GPT2Config config;
-  if (json.contains("n_ctx") && !json.contains("n_positions")) set_field(config, "n_positions", json["n_ctx"]);
+  if (json.contains("n_ctx") && !json.contains("n_positions"))
+    set_field(config, "n_positions", json["n_ctx"]);
   for (auto& [name, value] : json.items())
     if (find_key(name) != nullptr) set_field(config, name, value);
   config.validate();

@@ -2,12 +2,12 @@
 // dropout, cross-entropy. OpenMP over rows (or over channel blocks where rows would race).
 // GCC 12 reports false maybe-uninitialized warnings inside Eigen's AVX-512 packet math.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "zero/gpt2/layers_cpu.h"
+
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-
-#include "zero/gpt2/layers_cpu.h"
 
 namespace zero::gpt2::cpu {
 namespace {
@@ -33,7 +33,8 @@ void encoder_forward(float* out, const int* tokens, const float* wte, const floa
     if (dropout.active()) {
       const std::uint64_t key = dropout.row_key(b, t);
       const float scale = dropout.scale();
-      for (std::int64_t c = 0; c < C; ++c) out_row[c] = dropout.keep(key, c) ? out_row[c] * scale : 0.0f;
+      for (std::int64_t c = 0; c < C; ++c)
+        out_row[c] = dropout.keep(key, c) ? out_row[c] * scale : 0.0f;
     }
   }
 }
@@ -141,7 +142,8 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
                     std::int64_t N, std::int64_t C, std::int64_t OC) {
   if (bias != nullptr) {
 #pragma omp parallel for schedule(static)
-    for (std::int64_t row = 0; row < N; ++row) std::memcpy(out + row * OC, bias, OC * sizeof(float));
+    for (std::int64_t row = 0; row < N; ++row)
+      std::memcpy(out + row * OC, bias, OC * sizeof(float));
   }
   gemm(false, false, N, OC, C, 1.0f, inp, C, weight, OC, bias != nullptr ? 1.0f : 0.0f, out, OC);
 }
@@ -203,13 +205,14 @@ void residual_dropout_forward(float* out, const float* residual, const float* in
     } else {
       const std::uint64_t key = dropout.row_key(row / T, row % T);
       const float scale = dropout.scale();
-      for (std::int64_t c = 0; c < C; ++c) y[c] = r[c] + (dropout.keep(key, c) ? x[c] * scale : 0.0f);
+      for (std::int64_t c = 0; c < C; ++c)
+        y[c] = r[c] + (dropout.keep(key, c) ? x[c] * scale : 0.0f);
     }
   }
 }
 
-void dropout_backward(float* dinp, const float* dout, std::int64_t B, std::int64_t T, std::int64_t C,
-                      const DropoutSite& dropout) {
+void dropout_backward(float* dinp, const float* dout, std::int64_t B, std::int64_t T,
+                      std::int64_t C, const DropoutSite& dropout) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t row = 0; row < B * T; ++row) {
     const float* d = dout + row * C;
@@ -225,7 +228,8 @@ void dropout_backward(float* dinp, const float* dout, std::int64_t B, std::int64
 }
 
 std::int64_t crossentropy_forward(float* losses, float* logsumexp, const float* logits,
-                                  const int* targets, std::int64_t N, std::int64_t V, std::int64_t Vp) {
+                                  const int* targets, std::int64_t N, std::int64_t V,
+                                  std::int64_t Vp) {
   std::int64_t counted = 0;
 #pragma omp parallel for schedule(static) reduction(+ : counted)
   for (std::int64_t row = 0; row < N; ++row) {
@@ -244,8 +248,8 @@ std::int64_t crossentropy_forward(float* losses, float* logsumexp, const float* 
   return counted;
 }
 
-void crossentropy_backward(float* logits, const float* logsumexp, const int* targets, std::int64_t N,
-                           std::int64_t V, std::int64_t Vp, float scale) {
+void crossentropy_backward(float* logits, const float* logsumexp, const int* targets,
+                           std::int64_t N, std::int64_t V, std::int64_t Vp, float scale) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t row = 0; row < N; ++row) {
     float* z = logits + row * Vp;

@@ -33,7 +33,8 @@ void GPT2Model::zero_grads() {
 
 float GPT2Model::forward(GPT2Compute& compute, std::span<const int> tokens,
                          std::span<const int> targets, DropoutKey dropout) const {
-  ZERO_CHECK(compute.config().n_layer == config_.n_layer && compute.config().n_embd == config_.n_embd &&
+  ZERO_CHECK(compute.config().n_layer == config_.n_layer &&
+                 compute.config().n_embd == config_.n_embd &&
                  compute.config().vocab_size == config_.vocab_size,
              "GPT-2 forward: the compute was built for another config");
   compute.set_inputs(tokens, targets, dropout);
@@ -46,8 +47,8 @@ float GPT2Model::forward(GPT2Compute& compute, std::span<const int> tokens,
 
 void GPT2Model::backward(GPT2Compute& compute, float loss_scale) {
   const int head = final_norm_unit(config_), embeddings = embeddings_unit();
-  compute.backward_head(param_data(head), param_data(embeddings), grad_data(head), grad_data(embeddings),
-                        loss_scale);
+  compute.backward_head(param_data(head), param_data(embeddings), grad_data(head),
+                        grad_data(embeddings), loss_scale);
   for (int layer = static_cast<int>(config_.n_layer) - 1; layer >= 0; --layer)
     compute.backward_block(layer, param_data(block_unit(layer)), grad_data(block_unit(layer)));
   compute.backward_embeddings(param_data(embeddings), grad_data(embeddings));

@@ -18,9 +18,9 @@ struct DTypeName {
   std::size_t size;
 };
 constexpr DTypeName kDTypes[] = {
-    {SafetensorsDType::kF32, "F32", 4}, {SafetensorsDType::kF16, "F16", 2},
+    {SafetensorsDType::kF32, "F32", 4},   {SafetensorsDType::kF16, "F16", 2},
     {SafetensorsDType::kBF16, "BF16", 2}, {SafetensorsDType::kI32, "I32", 4},
-    {SafetensorsDType::kI64, "I64", 8}, {SafetensorsDType::kF64, "F64", 8},
+    {SafetensorsDType::kI64, "I64", 8},   {SafetensorsDType::kF64, "F64", 8},
 };
 
 std::uint64_t read_u64_le(const unsigned char* bytes) {
@@ -71,7 +71,8 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
   stream.read(reinterpret_cast<char*>(size_field), 8);
   const std::uint64_t header_size = read_u64_le(size_field);
   ZERO_CHECK(header_size <= kMaxSafetensorsHeaderBytes, "safetensors file ", file, ": header size ",
-             header_size, " exceeds the ", kMaxSafetensorsHeaderBytes, "-byte limit (corrupt or not safetensors)");
+             header_size, " exceeds the ", kMaxSafetensorsHeaderBytes,
+             "-byte limit (corrupt or not safetensors)");
   ZERO_CHECK(header_size <= file_size - 8, "safetensors file ", file, " is truncated: header of ",
              header_size, " bytes but only ", file_size - 8, " bytes follow the size field");
   std::string header(header_size, '\0');
@@ -90,7 +91,8 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
     if (name == "__metadata__") {
       ZERO_CHECK(entry.is_object(), "safetensors file ", file, ": __metadata__ is not an object");
       for (auto& [key, value] : entry.items()) {
-        ZERO_CHECK(value.is_string(), "safetensors file ", file, ": metadata '", key, "' is not a string");
+        ZERO_CHECK(value.is_string(), "safetensors file ", file, ": metadata '", key,
+                   "' is not a string");
         metadata_[key] = value.get<std::string>();
       }
       continue;
@@ -106,7 +108,8 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
     const DTypeName* known = nullptr;
     for (const DTypeName& candidate : kDTypes)
       if (candidate.name == dtype) known = &candidate;
-    ZERO_CHECK(known != nullptr, where, ": unsupported dtype '", dtype, "' (F32, F16, BF16, F64, I32, I64)");
+    ZERO_CHECK(known != nullptr, where, ": unsupported dtype '", dtype,
+               "' (F32, F16, BF16, F64, I32, I64)");
     tensor.dtype = known->dtype;
     ZERO_CHECK(entry["shape"].is_array(), where, ": shape is not an array");
     for (const auto& dimension : entry["shape"]) {
@@ -120,23 +123,25 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
                where, ": data_offsets must be two non-negative integers, got ", offsets.dump());
     tensor.begin = offsets[0].get<std::size_t>();
     tensor.end = offsets[1].get<std::size_t>();
-    ZERO_CHECK(tensor.begin <= tensor.end, where, ": data_offsets [", tensor.begin, ", ", tensor.end,
-               "] are inconsistent (begin after end)");
+    ZERO_CHECK(tensor.begin <= tensor.end, where, ": data_offsets [", tensor.begin, ", ",
+               tensor.end, "] are inconsistent (begin after end)");
     ZERO_CHECK(tensor.end <= data_size, where, ": data_offsets end ", tensor.end,
                " is past the data section of ", data_size, " bytes (file truncated?)");
     const std::size_t expected = tensor.num_elements() * known->size;
     ZERO_CHECK(tensor.end - tensor.begin == expected, where, ": data_offsets span ",
-               tensor.end - tensor.begin, " bytes but dtype ", dtype, " and its shape need ", expected);
+               tensor.end - tensor.begin, " bytes but dtype ", dtype, " and its shape need ",
+               expected);
     tensors_.push_back(std::move(tensor));
   }
   std::vector<const SafetensorsTensor*> sorted;
   for (const SafetensorsTensor& tensor : tensors_) sorted.push_back(&tensor);
-  std::sort(sorted.begin(), sorted.end(),
-            [](const SafetensorsTensor* a, const SafetensorsTensor* b) { return a->begin < b->begin; });
+  std::sort(
+      sorted.begin(), sorted.end(),
+      [](const SafetensorsTensor* a, const SafetensorsTensor* b) { return a->begin < b->begin; });
   for (std::size_t i = 1; i < sorted.size(); ++i)
     ZERO_CHECK(sorted[i]->begin >= sorted[i - 1]->end, "safetensors file ", file,
-               ": inconsistent data_offsets: tensors '", sorted[i - 1]->name, "' and '", sorted[i]->name,
-               "' overlap");
+               ": inconsistent data_offsets: tensors '", sorted[i - 1]->name, "' and '",
+               sorted[i]->name, "' overlap");
   data_.resize(data_size);
   stream.read(reinterpret_cast<char*>(data_.data()), static_cast<std::streamsize>(data_size));
   ZERO_CHECK(stream.good() || data_size == 0, "reading the data of ", file, " failed");
@@ -150,8 +155,8 @@ bool SafetensorsReader::contains(const std::string& name) const {
 const SafetensorsTensor& SafetensorsReader::tensor(const std::string& name) const {
   for (const SafetensorsTensor& tensor : tensors_)
     if (tensor.name == name) return tensor;
-  ZERO_THROW("safetensors file ", path_.string(), " has no tensor '", name, "' (it has ", tensors_.size(),
-             " tensors)");
+  ZERO_THROW("safetensors file ", path_.string(), " has no tensor '", name, "' (it has ",
+             tensors_.size(), " tensors)");
 }
 
 void SafetensorsReader::read_float(const std::string& name, float* out) const {
@@ -160,8 +165,12 @@ void SafetensorsReader::read_float(const std::string& name, float* out) const {
   const std::size_t count = entry.num_elements();
   switch (entry.dtype) {
     case SafetensorsDType::kF32: std::memcpy(out, bytes, count * 4); return;
-    case SafetensorsDType::kF16: convert(bytes, DType::kFloat16, out, DType::kFloat32, count); return;
-    case SafetensorsDType::kBF16: convert(bytes, DType::kBFloat16, out, DType::kFloat32, count); return;
+    case SafetensorsDType::kF16:
+      convert(bytes, DType::kFloat16, out, DType::kFloat32, count);
+      return;
+    case SafetensorsDType::kBF16:
+      convert(bytes, DType::kBFloat16, out, DType::kFloat32, count);
+      return;
     case SafetensorsDType::kF64:
       for (std::size_t i = 0; i < count; ++i) {
         double value;
@@ -188,8 +197,8 @@ std::vector<std::int64_t> SafetensorsReader::read_int(const std::string& name) c
   if (entry.dtype == SafetensorsDType::kI64) {
     std::memcpy(out.data(), bytes, out.size() * 8);
   } else {
-    ZERO_CHECK(entry.dtype == SafetensorsDType::kI32, "safetensors file ", path_.string(), ": tensor '",
-               name, "' has dtype ", name_of(entry.dtype), ", not I32 or I64");
+    ZERO_CHECK(entry.dtype == SafetensorsDType::kI32, "safetensors file ", path_.string(),
+               ": tensor '", name, "' has dtype ", name_of(entry.dtype), ", not I32 or I64");
     for (std::size_t i = 0; i < out.size(); ++i) {
       std::int32_t value;
       std::memcpy(&value, bytes + 4 * i, 4);
@@ -200,13 +209,15 @@ std::vector<std::int64_t> SafetensorsReader::read_int(const std::string& name) c
 }
 
 void SafetensorsWriter::add(const std::string& name, SafetensorsDType dtype,
-                            std::vector<std::int64_t> shape, const void* data, std::size_t size_bytes) {
+                            std::vector<std::int64_t> shape, const void* data,
+                            std::size_t size_bytes) {
   ZERO_CHECK(name != "__metadata__" && !name.empty(), "safetensors: bad tensor name '", name, "'");
   for (const SafetensorsTensor& tensor : tensors_)
     ZERO_CHECK(tensor.name != name, "safetensors: tensor '", name, "' added twice");
   SafetensorsTensor tensor{name, dtype, std::move(shape), data_.size(), data_.size() + size_bytes};
-  ZERO_CHECK(tensor.num_elements() * size_of(dtype) == size_bytes, "safetensors: tensor '", name, "' has ",
-             size_bytes, " bytes, its dtype and shape need ", tensor.num_elements() * size_of(dtype));
+  ZERO_CHECK(tensor.num_elements() * size_of(dtype) == size_bytes, "safetensors: tensor '", name,
+             "' has ", size_bytes, " bytes, its dtype and shape need ",
+             tensor.num_elements() * size_of(dtype));
   data_.resize(tensor.end);
   if (size_bytes > 0) std::memcpy(data_.data() + tensor.begin, data, size_bytes);
   tensors_.push_back(std::move(tensor));
@@ -235,14 +246,16 @@ void SafetensorsWriter::write(const std::filesystem::path& path) const {
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   unsigned char size_field[8];
-  for (int i = 0; i < 8; ++i) size_field[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    size_field[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
   const std::filesystem::path temporary = path.string() + ".tmp";
   {
     std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
     ZERO_CHECK(stream.good(), "cannot write safetensors file ", temporary.string());
     stream.write(reinterpret_cast<const char*>(size_field), 8);
     stream.write(text.data(), static_cast<std::streamsize>(text.size()));
-    stream.write(reinterpret_cast<const char*>(data_.data()), static_cast<std::streamsize>(data_.size()));
+    stream.write(reinterpret_cast<const char*>(data_.data()),
+                 static_cast<std::streamsize>(data_.size()));
     stream.flush();
     ZERO_CHECK(stream.good(), "writing safetensors file ", temporary.string(), " failed");
   }

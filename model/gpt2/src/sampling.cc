@@ -22,8 +22,9 @@ int sample_top_k(std::span<const float> logits, int k, float temperature, float 
   k = std::min<int>(k, static_cast<int>(logits.size()));
   std::vector<int> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                    [&](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
   std::vector<double> weights(k);
   const double max = logits[order[0]];
   double sum = 0.0;
@@ -41,21 +42,22 @@ std::vector<int> generate(const GPT2Model& model, Allocator& allocator, std::spa
   ZERO_CHECK(!prompt.empty(), "generate: the prompt is empty");
   const GPT2Config& config = model.config();
   std::vector<int> tokens(prompt.begin(), prompt.end());
-  const std::int64_t window =
-      std::min<std::int64_t>(config.n_positions, static_cast<std::int64_t>(tokens.size()) + max_new_tokens);
+  const std::int64_t window = std::min<std::int64_t>(
+      config.n_positions, static_cast<std::int64_t>(tokens.size()) + max_new_tokens);
   GPT2Compute compute(config, 1, window, allocator);
   std::vector<int> input(static_cast<std::size_t>(window));
   const std::int64_t Vp = config.padded_vocab_size();
   for (int i = 0; i < max_new_tokens; ++i) {
-    const std::int64_t length = std::min<std::int64_t>(window, static_cast<std::int64_t>(tokens.size()));
+    const std::int64_t length =
+        std::min<std::int64_t>(window, static_cast<std::int64_t>(tokens.size()));
     std::fill(input.begin(), input.end(), 0);
     std::copy(tokens.end() - length, tokens.end(), input.begin());
     model.forward(compute, input);
     const std::span<const float> last(compute.logits() + (length - 1) * Vp,
                                       static_cast<std::size_t>(config.vocab_size));
-    const int next = options.top_k > 1
-                         ? sample_top_k(last, options.top_k, options.temperature, uniform_float(options.seed, i))
-                         : sample_greedy(last);
+    const int next = options.top_k > 1 ? sample_top_k(last, options.top_k, options.temperature,
+                                                      uniform_float(options.seed, i))
+                                       : sample_greedy(last);
     tokens.push_back(next);
     if (next == stop_token) break;
   }

@@ -19,11 +19,15 @@ std::vector<UnitSpec> gpt2_units(const GPT2Config& config) {
   config.validate();
   const std::int64_t C = config.n_embd, H = config.hidden_size();
   std::vector<UnitSpec> units;
-  units.push_back({"embeddings", UnitKind::kEmbeddings, -1,
-                   {{"wte.weight", {config.padded_vocab_size(), C}},
-                    {"wpe.weight", {config.n_positions, C}}}});
+  units.push_back(
+      {"embeddings",
+       UnitKind::kEmbeddings,
+       -1,
+       {{"wte.weight", {config.padded_vocab_size(), C}}, {"wpe.weight", {config.n_positions, C}}}});
   for (int layer = 0; layer < config.n_layer; ++layer) {
-    units.push_back({"h." + std::to_string(layer), UnitKind::kBlock, layer,
+    units.push_back({"h." + std::to_string(layer),
+                     UnitKind::kBlock,
+                     layer,
                      {{"ln_1.weight", {C}},
                       {"ln_1.bias", {C}},
                       {"attn.c_attn.weight", {C, 3 * C}},
@@ -50,7 +54,8 @@ void init_unit_range(const GPT2Config& config, const UnitSpec& unit, std::uint64
                      ElementRange range, float* out) {
   std::size_t tensor_begin = 0;
   std::fill(out, out + range.size(), 0.0f);
-  const double residual_std = config.initializer_range / std::sqrt(2.0 * static_cast<double>(config.n_layer));
+  const double residual_std =
+      config.initializer_range / std::sqrt(2.0 * static_cast<double>(config.n_layer));
   for (const TensorSpec& tensor : unit.tensors) {
     const std::size_t count = tensor.num_elements();
     const ElementRange tensor_range{tensor_begin, tensor_begin + count};
@@ -72,8 +77,10 @@ void init_unit_range(const GPT2Config& config, const UnitSpec& unit, std::uint64
     for (std::int64_t i = 0; i < n; ++i) {
       const std::size_t element = overlap.begin - tensor_range.begin + static_cast<std::size_t>(i);
       float value = 0.0f;
-      if (is_norm_weight) value = 1.0f;
-      else if (!is_bias && element < real_count) value = static_cast<float>(std * normal_double(key, element));
+      if (is_norm_weight)
+        value = 1.0f;
+      else if (!is_bias && element < real_count)
+        value = static_cast<float>(std * normal_double(key, element));
       destination[i] = value;
     }
   }

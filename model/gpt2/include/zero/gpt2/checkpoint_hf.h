@@ -12,9 +12,9 @@
 namespace zero::gpt2 {
 
 struct SaveOptions {
-  DType dtype = DType::kFloat32;       // stored dtype (fp32, fp16, bf16)
-  std::size_t max_shard_bytes = 0;     // 0: one model.safetensors; else shards of at most this
-                                       // (a tensor larger than it gets a shard of its own)
+  DType dtype = DType::kFloat32;    // stored dtype (fp32, fp16, bf16)
+  std::size_t max_shard_bytes = 0;  // 0: one model.safetensors; else shards of at most this
+                                    // (a tensor larger than it gets a shard of its own)
 };
 
 // Reads <folder>/config.json.

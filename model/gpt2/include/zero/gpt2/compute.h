@@ -47,8 +47,8 @@ struct ActivationPlan {
 // Call order for one micro-step (what the engine does, gathering each unit around its call):
 //   set_inputs(...)
 //   forward_embeddings(P[emb]); for l: forward_block(l, P[h.l]); forward_head(P[ln_f], P[emb])
-//   backward_head(P[ln_f], P[emb], G[ln_f], G[emb]); for l = L-1..0: backward_block(l, P[h.l], G[h.l]);
-//   backward_embeddings(P[emb], G[emb])
+//   backward_head(P[ln_f], P[emb], G[ln_f], G[emb]); for l = L-1..0: backward_block(l, P[h.l],
+//   G[h.l]); backward_embeddings(P[emb], G[emb])
 // The head uses the tied wte, so the embeddings unit is needed again there (gather it twice, or
 // keep it resident); its gradient is complete only after backward_embeddings.
 class GPT2Compute {
@@ -56,12 +56,13 @@ class GPT2Compute {
   GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std::int64_t seq_len,
               Allocator& allocator, ComputeOptions options = {});
 
-  static ActivationPlan plan(const GPT2Config& config, std::int64_t batch_size, std::int64_t seq_len,
-                             ComputeOptions options = {});
+  static ActivationPlan plan(const GPT2Config& config, std::int64_t batch_size,
+                             std::int64_t seq_len, ComputeOptions options = {});
 
   // tokens (B, T) in [0, V); targets (B, T) in [0, V) or -100 (ignored; any negative is
   // ignored), or empty for no loss. Copies both. Throws zero::Error for sizes or ids out of range.
-  void set_inputs(std::span<const int> tokens, std::span<const int> targets, DropoutKey dropout = {});
+  void set_inputs(std::span<const int> tokens, std::span<const int> targets,
+                  DropoutKey dropout = {});
 
   void forward_embeddings(const float* params);
   void forward_block(int layer, const float* params);
@@ -76,18 +77,28 @@ class GPT2Compute {
   void backward_block(int layer, const float* params, float* grads);
   void backward_embeddings(const float* params, float* grads);
 
-  float loss() const { return loss_; }                         // mean over counted targets
+  float loss() const { return loss_; }  // mean over counted targets
   std::int64_t num_counted_targets() const { return counted_; }
-  const float* logits() const;                                 // (B, T, Vp), valid after forward_head
-  const float* losses() const;                                 // (B, T) per-row losses
+  const float* logits() const;  // (B, T, Vp), valid after forward_head
+  const float* losses() const;  // (B, T) per-row losses
   std::int64_t batch_size() const { return B_; }
   std::int64_t seq_len() const { return T_; }
   const GPT2Config& config() const { return config_; }
 
  private:
   struct BlockActivations {
-    float* ln1; float* ln1_mean; float* ln1_rstd; float* qkv; float* att; float* atty;
-    float* residual2; float* ln2; float* ln2_mean; float* ln2_rstd; float* fch; float* fch_gelu;
+    float* ln1;
+    float* ln1_mean;
+    float* ln1_rstd;
+    float* qkv;
+    float* att;
+    float* atty;
+    float* residual2;
+    float* ln2;
+    float* ln2_mean;
+    float* ln2_rstd;
+    float* fch;
+    float* fch_gelu;
     float* residual3;
   };
   DropoutSite dropout_site(std::uint32_t site, double probability) const;

@@ -11,16 +11,16 @@ namespace zero::gpt2 {
 // Model letters used across zero::gpt2: B batch, T sequence length, C = n_embd, NH = n_head,
 // HS = C / NH, L = n_layer, V = vocab_size, Vp = V padded to a multiple of 128, H = MLP width.
 struct GPT2Config {
-  std::int64_t vocab_size = 50257;   // V
-  std::int64_t n_positions = 1024;   // maximum T
-  std::int64_t n_embd = 768;         // C
-  std::int64_t n_layer = 12;         // L
-  std::int64_t n_head = 12;          // NH
-  std::int64_t n_inner = 0;          // H; 0 (JSON null) means 4 * C
+  std::int64_t vocab_size = 50257;  // V
+  std::int64_t n_positions = 1024;  // maximum T
+  std::int64_t n_embd = 768;        // C
+  std::int64_t n_layer = 12;        // L
+  std::int64_t n_head = 12;         // NH
+  std::int64_t n_inner = 0;         // H; 0 (JSON null) means 4 * C
   double layer_norm_epsilon = 1e-5;
   std::string activation_function = "gelu_new";  // gelu_new / gelu_pytorch_tanh (same formula)
   double initializer_range = 0.02;
-  bool tie_word_embeddings = true;   // only tied embeddings are supported
+  bool tie_word_embeddings = true;  // only tied embeddings are supported
   double resid_pdrop = 0.1;
   double embd_pdrop = 0.1;
   double attn_pdrop = 0.1;

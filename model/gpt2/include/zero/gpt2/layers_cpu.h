@@ -23,7 +23,8 @@ GemmBackend gemm_backend_kind();
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
           const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
           std::int64_t ldc);
-// Which backend and kernels run: "OpenBLAS (...; core SkylakeX, 2 threads)" or "Eigen 3.4.0 own GEMM ...".
+// Which backend and kernels run: "OpenBLAS (...; core SkylakeX, 2 threads)" or "Eigen 3.4.0 own
+// GEMM ...".
 std::string gemm_backend();
 
 // out (B, T, C) = dropout(wte[tokens[b, t]] + wpe[t]).
@@ -67,17 +68,18 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_
 void residual_dropout_forward(float* out, const float* residual, const float* inp, std::int64_t B,
                               std::int64_t T, std::int64_t C, const DropoutSite& dropout);
 // dinp (B, T, C) = mask · scale · dout (overwritten).
-void dropout_backward(float* dinp, const float* dout, std::int64_t B, std::int64_t T, std::int64_t C,
-                      const DropoutSite& dropout);
+void dropout_backward(float* dinp, const float* dout, std::int64_t B, std::int64_t T,
+                      std::int64_t C, const DropoutSite& dropout);
 
 // Cross-entropy over the first V of Vp logit columns (N, Vp). For each row with target in
 // [0, V): losses[row] = logsumexp - logit[target]; rows with target == ignore_index (or any
 // negative) get loss 0. logsumexp (N) kept for backward. Returns the number of counted rows.
 std::int64_t crossentropy_forward(float* losses, float* logsumexp, const float* logits,
-                                  const int* targets, std::int64_t N, std::int64_t V, std::int64_t Vp);
+                                  const int* targets, std::int64_t N, std::int64_t V,
+                                  std::int64_t Vp);
 // In place: logits (N, Vp) becomes dlogits = scale · (softmax - onehot(target)) for counted
 // rows, 0 for ignored rows and for columns past V.
-void crossentropy_backward(float* logits, const float* logsumexp, const int* targets, std::int64_t N,
-                           std::int64_t V, std::int64_t Vp, float scale);
+void crossentropy_backward(float* logits, const float* logsumexp, const int* targets,
+                           std::int64_t N, std::int64_t V, std::int64_t Vp, float scale);
 
 }  // namespace zero::gpt2::cpu

@@ -36,8 +36,8 @@ class GPT2Model {
   void zero_grads();
 
   // One forward over all units; returns the loss (0 without targets). See GPT2Compute::set_inputs.
-  float forward(GPT2Compute& compute, std::span<const int> tokens, std::span<const int> targets = {},
-                DropoutKey dropout = {}) const;
+  float forward(GPT2Compute& compute, std::span<const int> tokens,
+                std::span<const int> targets = {}, DropoutKey dropout = {}) const;
   // Backward after forward with targets: accumulates into grads().
   void backward(GPT2Compute& compute, float loss_scale = -1.0f);
 

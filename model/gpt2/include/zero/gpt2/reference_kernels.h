@@ -12,9 +12,12 @@
 namespace zero::gpt2::reference {
 
 template <typename Real>
-Real dropout_factor(const DropoutSite& dropout, std::int64_t b, std::int64_t t, std::uint64_t element) {
+Real dropout_factor(const DropoutSite& dropout, std::int64_t b, std::int64_t t,
+                    std::uint64_t element) {
   if (!dropout.active()) return Real(1);
-  return dropout.keep(dropout.row_key(b, t), element) ? Real(1) / (Real(1) - Real(dropout.probability)) : Real(0);
+  return dropout.keep(dropout.row_key(b, t), element)
+             ? Real(1) / (Real(1) - Real(dropout.probability))
+             : Real(0);
 }
 
 template <typename Real>
@@ -81,8 +84,8 @@ void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout
 }
 
 template <typename Real>
-void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias, std::int64_t N,
-                    std::int64_t C, std::int64_t OC) {
+void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias,
+                    std::int64_t N, std::int64_t C, std::int64_t OC) {
   for (std::int64_t i = 0; i < N; ++i)
     for (std::int64_t o = 0; o < OC; ++o) {
       double sum = bias != nullptr ? bias[o] : Real(0);
@@ -124,7 +127,8 @@ void attention_forward(Real* out, Real* att, const Real* qkv, std::int64_t B, st
         for (std::int64_t u = 0; u <= t; ++u) {
           Real dot = 0;
           for (std::int64_t i = 0; i < HS; ++i)
-            dot += qkv[(b * T + t) * 3 * C + h * HS + i] * qkv[(b * T + u) * 3 * C + C + h * HS + i];
+            dot +=
+                qkv[(b * T + t) * 3 * C + h * HS + i] * qkv[(b * T + u) * 3 * C + C + h * HS + i];
           a[u] = dot * scale;
           if (a[u] > max) max = a[u];
         }
@@ -134,7 +138,8 @@ void attention_forward(Real* out, Real* att, const Real* qkv, std::int64_t B, st
         for (std::int64_t i = 0; i < HS; ++i) {
           Real y = 0;
           for (std::int64_t u = 0; u <= t; ++u)
-            y += a[u] * dropout_factor<Real>(dropout, b, t, h * T + u) * qkv[(b * T + u) * 3 * C + 2 * C + h * HS + i];
+            y += a[u] * dropout_factor<Real>(dropout, b, t, h * T + u) *
+                 qkv[(b * T + u) * 3 * C + 2 * C + h * HS + i];
           out[(b * T + t) * C + h * HS + i] = y;
         }
       }
@@ -167,8 +172,10 @@ void attention_backward(Real* dqkv, Real* datt, const Real* dout, const Real* qk
         for (std::int64_t u = 0; u <= t; ++u) {
           const Real dpre = a[u] * (da[u] - dot_sum) * scale;
           for (std::int64_t i = 0; i < HS; ++i) {
-            dqkv[(b * T + t) * 3 * C + h * HS + i] += dpre * qkv[(b * T + u) * 3 * C + C + h * HS + i];
-            dqkv[(b * T + u) * 3 * C + C + h * HS + i] += dpre * qkv[(b * T + t) * 3 * C + h * HS + i];
+            dqkv[(b * T + t) * 3 * C + h * HS + i] +=
+                dpre * qkv[(b * T + u) * 3 * C + C + h * HS + i];
+            dqkv[(b * T + u) * 3 * C + C + h * HS + i] +=
+                dpre * qkv[(b * T + t) * 3 * C + h * HS + i];
           }
         }
       }
@@ -191,8 +198,8 @@ void gelu_backward(Real* dinp, const Real* inp, const Real* dout, std::int64_t n
   for (std::int64_t i = 0; i < n; ++i) {
     const Real x = inp[i];
     const Real th = std::tanh(s * (x + Real(0.044715) * x * x * x));
-    const Real local = Real(0.5) * (Real(1) + th) +
-                       Real(0.5) * x * (Real(1) - th * th) * s * (Real(1) + Real(3 * 0.044715) * x * x);
+    const Real local = Real(0.5) * (Real(1) + th) + Real(0.5) * x * (Real(1) - th * th) * s *
+                                                        (Real(1) + Real(3 * 0.044715) * x * x);
     dinp[i] = local * dout[i];
   }
 }
@@ -220,8 +227,9 @@ void dropout_backward(Real* dinp, const Real* dout, std::int64_t B, std::int64_t
 }
 
 template <typename Real>
-std::int64_t crossentropy_forward(Real* losses, Real* logsumexp, const Real* logits, const int* targets,
-                                  std::int64_t N, std::int64_t V, std::int64_t Vp) {
+std::int64_t crossentropy_forward(Real* losses, Real* logsumexp, const Real* logits,
+                                  const int* targets, std::int64_t N, std::int64_t V,
+                                  std::int64_t Vp) {
   std::int64_t counted = 0;
   for (std::int64_t i = 0; i < N; ++i) {
     const Real* z = logits + i * Vp;
@@ -244,8 +252,10 @@ void crossentropy_backward(Real* logits, const Real* logsumexp, const int* targe
     const bool counts = targets[i] >= 0 && targets[i] < V;
     for (std::int64_t v = 0; v < Vp; ++v) {
       Real& z = logits[i * Vp + v];
-      if (!counts || v >= V) z = 0;
-      else z = scale * (std::exp(z - logsumexp[i]) - (v == targets[i] ? Real(1) : Real(0)));
+      if (!counts || v >= V)
+        z = 0;
+      else
+        z = scale * (std::exp(z - logsumexp[i]) - (v == targets[i] ? Real(1) : Real(0)));
     }
   }
 }

@@ -49,8 +49,8 @@ inline double normal_double(std::uint64_t key, std::uint64_t counter) {
 // 2 + 3l attention output, 3 + 3l MLP output.
 struct DropoutSite {
   float probability = 0.0f;
-  std::uint64_t key = 0;            // derive_key(derive_key(derive_key(seed, step), site), ...)
-  std::int64_t sample_offset = 0;   // global index of batch row 0
+  std::uint64_t key = 0;           // derive_key(derive_key(derive_key(seed, step), site), ...)
+  std::int64_t sample_offset = 0;  // global index of batch row 0
 
   bool active() const { return probability > 0.0f; }
   float scale() const { return 1.0f / (1.0f - probability); }

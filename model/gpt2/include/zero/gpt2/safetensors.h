@@ -46,7 +46,9 @@ class SafetensorsReader {
   bool contains(const std::string& name) const;
   // Throws zero::Error naming the file and the tensor when it is absent.
   const SafetensorsTensor& tensor(const std::string& name) const;
-  const std::byte* data(const SafetensorsTensor& tensor) const { return data_.data() + tensor.begin; }
+  const std::byte* data(const SafetensorsTensor& tensor) const {
+    return data_.data() + tensor.begin;
+  }
 
   // Converts a floating-point tensor (F32, F16, BF16, F64) to fp32 into `out` (num_elements).
   void read_float(const std::string& name, float* out) const;

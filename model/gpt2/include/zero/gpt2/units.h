@@ -31,7 +31,7 @@ enum class UnitKind : std::uint8_t { kEmbeddings, kBlock, kFinalNorm };
 struct UnitSpec {
   std::string name;  // "embeddings", "h.0", ..., "ln_f"
   UnitKind kind = UnitKind::kBlock;
-  int layer = -1;    // block index for kBlock, -1 otherwise
+  int layer = -1;  // block index for kBlock, -1 otherwise
   std::vector<TensorSpec> tensors;
   std::size_t num_elements() const;
 };
@@ -41,7 +41,9 @@ struct UnitSpec {
 std::vector<UnitSpec> gpt2_units(const GPT2Config& config);
 inline int embeddings_unit() { return 0; }
 inline int block_unit(int layer) { return 1 + layer; }
-inline int final_norm_unit(const GPT2Config& config) { return static_cast<int>(config.n_layer) + 1; }
+inline int final_norm_unit(const GPT2Config& config) {
+  return static_cast<int>(config.n_layer) + 1;
+}
 
 // Hugging Face name of unit tensor `tensor_name` ("transformer.h.3.attn.c_attn.weight").
 std::string hf_tensor_name(const UnitSpec& unit, const std::string& tensor_name);
@@ -58,28 +60,38 @@ struct EmbeddingTensors {
 
 template <typename T>
 struct BlockTensors {
-  T* ln1_weight;     // (C)
-  T* ln1_bias;       // (C)
-  T* qkv_weight;     // (C, 3C)
-  T* qkv_bias;       // (3C)
-  T* attproj_weight; // (C, C)
-  T* attproj_bias;   // (C)
-  T* ln2_weight;     // (C)
-  T* ln2_bias;       // (C)
-  T* fc_weight;      // (C, H)
-  T* fc_bias;        // (H)
-  T* fcproj_weight;  // (H, C)
-  T* fcproj_bias;    // (C)
+  T* ln1_weight;      // (C)
+  T* ln1_bias;        // (C)
+  T* qkv_weight;      // (C, 3C)
+  T* qkv_bias;        // (3C)
+  T* attproj_weight;  // (C, C)
+  T* attproj_bias;    // (C)
+  T* ln2_weight;      // (C)
+  T* ln2_bias;        // (C)
+  T* fc_weight;       // (C, H)
+  T* fc_bias;         // (H)
+  T* fcproj_weight;   // (H, C)
+  T* fcproj_bias;     // (C)
   BlockTensors(T* base, const GPT2Config& config) {
     const std::int64_t C = config.n_embd, H = config.hidden_size();
     T* p = base;
-    auto take = [&p](std::int64_t count) { T* at = p; p += count; return at; };
-    ln1_weight = take(C); ln1_bias = take(C);
-    qkv_weight = take(C * 3 * C); qkv_bias = take(3 * C);
-    attproj_weight = take(C * C); attproj_bias = take(C);
-    ln2_weight = take(C); ln2_bias = take(C);
-    fc_weight = take(C * H); fc_bias = take(H);
-    fcproj_weight = take(H * C); fcproj_bias = take(C);
+    auto take = [&p](std::int64_t count) {
+      T* at = p;
+      p += count;
+      return at;
+    };
+    ln1_weight = take(C);
+    ln1_bias = take(C);
+    qkv_weight = take(C * 3 * C);
+    qkv_bias = take(3 * C);
+    attproj_weight = take(C * C);
+    attproj_bias = take(C);
+    ln2_weight = take(C);
+    ln2_bias = take(C);
+    fc_weight = take(C * H);
+    fc_bias = take(H);
+    fcproj_weight = take(H * C);
+    fcproj_bias = take(C);
   }
 };
 
