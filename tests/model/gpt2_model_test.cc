@@ -114,8 +114,9 @@ TEST_F(GPT2ModelTest, ActivationsAreInTheLedgerAsPlanned) {
     EXPECT_LT(static_cast<std::size_t>(workspace), plan.workspace_bytes + 64);
     ASSERT_EQ(plan.kept_bytes.size(), 4u);
     EXPECT_GT(plan.kept_bytes[1], 0u);
-    if (checkpointing)
+    if (checkpointing) {
       EXPECT_EQ(plan.kept_bytes[1], 3u * 7 * 24 * sizeof(float));  // only the block output
+    }
   }
 }
 
