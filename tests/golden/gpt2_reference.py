@@ -8,7 +8,7 @@ Modes:
                           The reference math runs in float64 from the fp32 weights.
   bench --batch B --seq T --steps S [--threads N]
                           times a float32 forward+backward of GPT-2 124M (random weights) on CPU
-                          and prints "torch_step_seconds <median>" (benchmarks/gpt2_bench.cc).
+                          and prints the median and best step seconds (benchmarks/gpt2_bench.cc).
   logits --model DIR --tokens FILE --out FILE
                           loads an HF-style checkpoint folder (e.g. written by zero) and writes
                           the float64-computed logits (as F32) for FILE's "tokens".
@@ -220,7 +220,7 @@ def bench(batch, seq, steps, threads):
     times.sort()
     print(f"torch {torch.__version__} threads {torch.get_num_threads()} "
           f"blas {'openblas' if 'openblas' in torch.__config__.show().lower() else 'mkl/other'}")
-    print(f"torch_step_seconds {times[len(times) // 2]:.4f}")
+    print(f"torch_step_seconds median {times[len(times) // 2]:.4f} best {times[0]:.4f} of {len(times)}")
 
 
 def main():
@@ -235,7 +235,7 @@ def main():
     timing = sub.add_parser("bench")
     timing.add_argument("--batch", type=int, default=4)
     timing.add_argument("--seq", type=int, default=64)
-    timing.add_argument("--steps", type=int, default=3)
+    timing.add_argument("--steps", type=int, default=5)
     timing.add_argument("--threads", type=int, default=0)
     args = parser.parse_args()
     if args.mode == "bench":
