@@ -153,6 +153,52 @@ TEST_F(GPT2ModelTest, UnitsDrivenOneAtATimeFromSeparateBuffersMatchTheModel) {
       ASSERT_EQ(grads[u][i], model.grad_data(u)[i]) << model.units()[u].name << " " << i;
 }
 
+// Whole-model finite differences with every dropout site active: checks that each backward
+// draws the same masks as its forward (the golden test runs with dropout off).
+TEST_F(GPT2ModelTest, FiniteDifferencesWithDropoutThroughTheWholeModel) {
+  GPT2Config config = tiny_config();
+  config.n_embd = 12;
+  config.resid_pdrop = config.embd_pdrop = config.attn_pdrop = 0.2;
+  const std::int64_t B = 2, T = 5;
+  const auto tokens = sequence(B * T, 53, 7), targets = sequence(B * T, 53, 8);
+  const DropoutKey key{.seed = 4, .step = 1, .sample_offset = 3, .training = true};
+  for (bool checkpointing : {false, true}) {
+    GPT2Model model(config, allocator_);
+    model.init(12);
+    // Larger weights than GPT-2's init so that every path carries gradient.
+    for (int u = 0; u < model.num_units(); ++u)
+      for (std::size_t i = 0; i < model.params(u).layout().num_elements(); ++i)
+        model.param_data(u)[i] *= 10.0f;
+    GPT2Compute compute(config, B, T, allocator_, {.activation_checkpointing = checkpointing});
+    model.forward(compute, tokens, targets, key);
+    model.backward(compute);
+    int checked = 0;
+    for (int u = 0; u < model.num_units(); ++u) {
+      const std::size_t count = model.params(u).layout().num_elements();
+      for (std::size_t i = 7; i < count; i += count / 10 + 1) {
+        if (u == 0 && i >= std::size_t(config.vocab_size * config.n_embd) &&
+            i < std::size_t(config.padded_vocab_size() * config.n_embd))
+          continue;  // padded vocabulary rows
+        float& parameter = model.param_data(u)[i];
+        const float saved = parameter;
+        constexpr float kStep = 1e-2f;
+        parameter = saved + kStep;
+        const double plus = model.forward(compute, tokens, targets, key);
+        parameter = saved - kStep;
+        const double minus = model.forward(compute, tokens, targets, key);
+        parameter = saved;
+        const double numeric = (plus - minus) / (2.0 * kStep);
+        const double analytic = model.grad_data(u)[i];
+        EXPECT_NEAR(analytic, numeric, 2e-3 + 5e-2 * std::abs(numeric))
+            << model.units()[u].name << " element " << i
+            << (checkpointing ? " (checkpointing)" : "");
+        ++checked;
+      }
+    }
+    EXPECT_GE(checked, 30);
+  }
+}
+
 TEST_F(GPT2ModelTest, InputsAreChecked) {
   const GPT2Config config = tiny_config();
   GPT2Compute compute(config, 1, 4, allocator_);
