@@ -9,5 +9,6 @@ namespace zero::cli {
 int run_env(std::span<char* const> args);
 int run_config(std::span<char* const> args);
 int run_tokenizer(std::span<char* const> args);
+int run_generate(std::span<char* const> args);
 
 }  // namespace zero::cli

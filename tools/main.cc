@@ -25,6 +25,7 @@ constexpr Command kCommands[] = {
     {"env", "print the launch environment, build features and devices", zero::cli::run_env},
     {"config", "resolve a DeepSpeed JSON config and print it with every default", zero::cli::run_config},
     {"tokenizer", "train a BPE tokenizer, encode text, decode ids", zero::cli::run_tokenizer},
+    {"generate", "continue a prompt with a GPT-2 checkpoint (token ids, CPU)", zero::cli::run_generate},
 };
 
 void print_help() {

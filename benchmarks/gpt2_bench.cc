@@ -1,0 +1,206 @@
+// GPT-2 124M forward+backward on CPU at B=4, T=64: step time, tokens/s and GFLOP/s as a fraction
+// of the best single-GEMM rate (GPT-2 shapes, same run, same backend); then the same step in
+// PyTorch (tests/golden/gpt2_reference.py bench) when python3-torch is installed.
+// Flags: Google Benchmark's, plus --no_torch. Env: GPT2_BENCH_BATCH, GPT2_BENCH_SEQ,
+// ZERO_GEMM_BACKEND. The "CPU" column is process CPU time: on a shared machine, CPU/real below the
+// thread count means other processes took the cores.
+#include <benchmark/benchmark.h>
+#include <omp.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zero/core/allocator.h"
+#include "zero/core/memory_ledger.h"
+#include "zero/gpt2/layers_cpu.h"
+#include "zero/gpt2/model.h"
+
+namespace {
+
+using zero::gpt2::GPT2Compute;
+using zero::gpt2::GPT2Config;
+using zero::gpt2::GPT2Model;
+
+std::int64_t env_int(const char* name, std::int64_t fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? std::atoll(value) : fallback;
+}
+const std::int64_t kBatch = env_int("GPT2_BENCH_BATCH", 4);
+const std::int64_t kSeq = env_int("GPT2_BENCH_SEQ", 64);
+
+double best_gemm_gflops = 0.0;
+
+// Training FLOPs of one step: 3 × forward (backward = 2 × forward), forward = matmuls + the
+// causal attention actually computed + the tied head.
+double step_flops(const GPT2Config& config, std::int64_t B, std::int64_t T) {
+  const double N = double(B * T), C = double(config.n_embd), H = double(config.hidden_size());
+  const double matmuls = 2.0 * N * (C * 3 * C + C * C + 2 * C * H) * double(config.n_layer);
+  const double attention = 4.0 * double(B) * double(T * (T + 1) / 2) * C * double(config.n_layer);
+  const double head = 2.0 * N * C * double(config.padded_vocab_size());
+  return 3.0 * (matmuls + attention + head);
+}
+
+// One GEMM of the step: (M, K) · (K, N) with the given transposes.
+void BM_Sgemm(benchmark::State& state) {
+  const bool trans_a = state.range(3) & 1, trans_b = state.range(3) & 2;
+  const std::int64_t M = state.range(0), N = state.range(1), K = state.range(2);
+  std::vector<float> a(M * K, 0.01f), b(K * N, 0.02f), c(M * N);
+  for (auto _ : state) {
+    zero::gpt2::cpu::gemm(trans_a, trans_b, M, N, K, 1.0f, a.data(), trans_a ? M : K, b.data(),
+                          trans_b ? K : N, 0.0f, c.data(), N);
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+struct Step {
+  zero::MemoryLedger ledger;
+  zero::HostAllocator allocator{ledger};
+  GPT2Config config = GPT2Config::gpt2_124m();
+  std::unique_ptr<GPT2Model> model;
+  std::unique_ptr<GPT2Compute> compute;
+  std::vector<int> tokens, targets;
+  Step(bool checkpointing) {
+    model = std::make_unique<GPT2Model>(config, allocator);
+    model->init(1);
+    compute = std::make_unique<GPT2Compute>(
+        config, kBatch, kSeq, allocator,
+        zero::gpt2::ComputeOptions{.activation_checkpointing = checkpointing});
+    for (std::int64_t i = 0; i < kBatch * kSeq; ++i) {
+      tokens.push_back(static_cast<int>((i * 7919) % config.vocab_size));
+      targets.push_back(static_cast<int>((i * 7919 + 1) % config.vocab_size));
+    }
+  }
+};
+
+void BM_GPT2Step(benchmark::State& state) {
+  Step step(state.range(0) != 0);
+  for (auto _ : state) {
+    step.model->zero_grads();
+    benchmark::DoNotOptimize(step.model->forward(*step.compute, step.tokens, step.targets));
+    step.model->backward(*step.compute);
+  }
+  const double flops = step_flops(step.config, kBatch, kSeq);
+  state.counters["tokens/s"] =
+      benchmark::Counter(double(kBatch * kSeq), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/step"] = flops * 1e-9;
+}
+
+// Keeps the best rate of each benchmark over its repetitions (the least disturbed run on a shared
+// machine) and prints the step as a fraction of the best single-GEMM rate at the end.
+class Reporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& run : runs) {
+      if (run.run_type != Run::RT_Iteration || !run.counters.count("GFLOP/s")) continue;
+      const double rate = run.counters.at("GFLOP/s");
+      if (run.benchmark_name().starts_with("BM_Sgemm")) best_gemm_gflops = std::max(best_gemm_gflops, rate);
+      if (run.benchmark_name().starts_with("BM_GPT2Step/checkpointing:0"))
+        best_step_gflops_[0] = std::max(best_step_gflops_[0], rate);
+      if (run.benchmark_name().starts_with("BM_GPT2Step/checkpointing:1"))
+        best_step_gflops_[1] = std::max(best_step_gflops_[1], rate);
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  void print_summary(double step_flops) const {
+    for (int checkpointing = 0; checkpointing < 2; ++checkpointing) {
+      const double rate = best_step_gflops_[checkpointing];
+      if (rate <= 0) continue;
+      const double seconds = step_flops * 1e-9 / rate;
+      std::printf("best step%s: %.3f s, %.0f tokens/s, %.1f GFLOP/s = %.0f%% of the best single-GEMM rate "
+                  "(%.1f GFLOP/s)\n",
+                  checkpointing ? " (activation checkpointing)" : "", seconds,
+                  double(kBatch * kSeq) / seconds, rate, 100.0 * rate / best_gemm_gflops, best_gemm_gflops);
+    }
+  }
+
+ private:
+  double best_step_gflops_[2] = {0.0, 0.0};
+};
+
+}  // namespace
+
+BENCHMARK(BM_Sgemm)
+    ->ArgNames({"M", "N", "K", "trans"})
+    // forward: qkv, attn proj, fc, fc proj, tied head (x · wteᵀ)
+    ->Args({kBatch * kSeq, 2304, 768, 0})
+    ->Args({kBatch * kSeq, 768, 768, 0})
+    ->Args({kBatch * kSeq, 3072, 768, 0})
+    ->Args({kBatch * kSeq, 768, 3072, 0})
+    ->Args({kBatch * kSeq, 50304, 768, 2})
+    // backward: dinp = dout · Wᵀ, dW = xᵀ · dout (fc), head dwte = dlogitsᵀ · x
+    ->Args({kBatch * kSeq, 768, 3072, 2})
+    ->Args({768, 3072, kBatch* kSeq, 1})
+    ->Args({50304, 768, kBatch* kSeq, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->Repetitions(3)
+    ->UseRealTime();
+BENCHMARK(BM_GPT2Step)
+    ->ArgName("checkpointing")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime()
+    ->Iterations(1)
+    ->Repetitions(5);
+
+int main(int argc, char** argv) {
+  // OpenBLAS 0.3.21 does not recognise recent Xeons and runs its generic (Prescott) kernels, so
+  // the library falls back to Eigen; OPENBLAS_CORETYPE is read when OpenBLAS loads, so the
+  // benchmark restarts itself once with the right core named (printed below).
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && std::getenv("ZERO_GEMM_BACKEND") == nullptr &&
+      zero::gpt2::cpu::gemm_backend().find("generic kernels") != std::string::npos) {
+    const char* core = __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell";
+    std::printf(
+        "OpenBLAS chose generic kernels on this CPU; restarting with OPENBLAS_CORETYPE=%s\n", core);
+    std::fflush(stdout);
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    execv("/proc/self/exe", argv);
+  }
+  bool run_torch = true;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--no_torch") == 0)
+      run_torch = false;
+    else
+      args.push_back(argv[i]);
+  }
+  int count = static_cast<int>(args.size());
+  benchmark::Initialize(&count, args.data());
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  const char* l2 = std::getenv("OPENBLAS_L2_SIZE");
+  std::printf("GPT-2 124M, B=%lld T=%lld; GEMM backend: %s\n", static_cast<long long>(kBatch),
+              static_cast<long long>(kSeq), zero::gpt2::cpu::gemm_backend().c_str());
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  std::printf("OPENBLAS_CORETYPE=%s OPENBLAS_L2_SIZE=%s; %d OpenMP threads, OMP_WAIT_POLICY=%s\n",
+              coretype ? coretype : "(unset)", l2 ? l2 : "(unset)", omp_get_max_threads(),
+              wait_policy ? wait_policy : "(unset: threads spin, slow when the cores are shared)");
+  Reporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  reporter.print_summary(step_flops(GPT2Config::gpt2_124m(), kBatch, kSeq));
+  if (!run_torch) return 0;
+  const char* python = std::getenv("ZERO_PYTHON");
+  const std::string command = std::string(python ? python : "/usr/bin/python3") +
+                              " " ZERO_SOURCE_DIR "/tests/golden/gpt2_reference.py bench --batch " +
+                              std::to_string(kBatch) + " --seq " + std::to_string(kSeq) +
+                              " --steps 5 --threads " + std::to_string(omp_get_max_threads());
+  std::printf("PyTorch reference: %s\n", command.c_str());
+  std::fflush(stdout);
+  const int status = std::system(command.c_str());
+  if (status != 0) std::printf("PyTorch reference unavailable (exit status %d)\n", status);
+  return 0;
+}

@@ -1,0 +1,121 @@
+// GPT2Compute: the activations of one micro-batch and the per-unit forward and backward the
+// engine (or GPT2Model) calls between gathering and releasing each unit's parameters.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "zero/core/allocator.h"
+#include "zero/core/flat_buffer.h"
+#include "zero/gpt2/config.h"
+#include "zero/gpt2/rng.h"
+
+namespace zero::gpt2 {
+
+struct ComputeOptions {
+  // Keep only each block's output; recompute the block's internals in its backward.
+  bool activation_checkpointing = false;
+};
+
+// What keys dropout for one micro-step. Masks are pure functions of (seed, step, site, global
+// sample index = sample_offset + b, position t, element), so a run's numbers do not depend on
+// the world size, the stage or the thread count. training = false turns dropout off.
+struct DropoutKey {
+  std::uint64_t seed = 0;
+  std::uint64_t step = 0;
+  std::int64_t sample_offset = 0;
+  bool training = false;
+};
+
+// Bytes one micro-batch (B, T) keeps, for the planner. kept_bytes[u] is what unit u's forward
+// keeps until its backward (the head's ln_f output, logits and per-row losses count under the
+// ln_f unit); recompute_bytes is the one block's internals shared by all blocks under activation
+// checkpointing (0 otherwise); workspace_bytes is scratch live during forward/backward only.
+struct ActivationPlan {
+  std::vector<std::size_t> kept_bytes;
+  std::size_t recompute_bytes = 0;
+  std::size_t workspace_bytes = 0;
+  std::size_t total_bytes() const;
+};
+
+// One micro-batch's forward and backward over parameter units. All activations are one
+// allocation (MemoryCategory::kActivations), all scratch another (kWorkspace), each with named
+// views. Parameters arrive per unit as a pointer to the unit's flat fp32 elements (layout of
+// gpt2_units(config)[u].tensors, offset 0 = first tensor); gradients likewise, accumulated (+=).
+//
+// Call order for one micro-step (what the engine does, gathering each unit around its call):
+//   set_inputs(...)
+//   forward_embeddings(P[emb]); for l: forward_block(l, P[h.l]); forward_head(P[ln_f], P[emb])
+//   backward_head(P[ln_f], P[emb], G[ln_f], G[emb]); for l = L-1..0: backward_block(l, P[h.l],
+//   G[h.l]); backward_embeddings(P[emb], G[emb])
+// The head uses the tied wte, so the embeddings unit is needed again there (gather it twice, or
+// keep it resident); its gradient is complete only after backward_embeddings.
+class GPT2Compute {
+ public:
+  GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std::int64_t seq_len,
+              Allocator& allocator, ComputeOptions options = {});
+
+  static ActivationPlan plan(const GPT2Config& config, std::int64_t batch_size,
+                             std::int64_t seq_len, ComputeOptions options = {});
+
+  // tokens (B, T) in [0, V); targets (B, T) in [0, V) or -100 (ignored; any negative is
+  // ignored), or empty for no loss. Copies both. Throws zero::Error for sizes or ids out of range.
+  void set_inputs(std::span<const int> tokens, std::span<const int> targets,
+                  DropoutKey dropout = {});
+
+  void forward_embeddings(const float* params);
+  void forward_block(int layer, const float* params);
+  // Final layer norm, tied logits and (with targets) the mean cross-entropy over counted targets.
+  void forward_head(const float* final_norm_params, const float* embedding_params);
+
+  // loss_scale multiplies d(sum of per-row losses); the default (negative) means 1 / counted
+  // targets, i.e. the gradient of loss(). A driver averaging over ranks or micro-batches passes
+  // its own. Overwrites logits with dlogits.
+  void backward_head(const float* final_norm_params, const float* embedding_params,
+                     float* final_norm_grads, float* embedding_grads, float loss_scale = -1.0f);
+  void backward_block(int layer, const float* params, float* grads);
+  void backward_embeddings(const float* params, float* grads);
+
+  float loss() const { return loss_; }  // mean over counted targets
+  std::int64_t num_counted_targets() const { return counted_; }
+  const float* logits() const;  // (B, T, Vp), valid after forward_head
+  const float* losses() const;  // (B, T) per-row losses
+  std::int64_t batch_size() const { return B_; }
+  std::int64_t seq_len() const { return T_; }
+  const GPT2Config& config() const { return config_; }
+
+ private:
+  struct BlockActivations {
+    float* ln1;
+    float* ln1_mean;
+    float* ln1_rstd;
+    float* qkv;
+    float* att;
+    float* atty;
+    float* residual2;
+    float* ln2;
+    float* ln2_mean;
+    float* ln2_rstd;
+    float* fch;
+    float* fch_gelu;
+    float* residual3;
+  };
+  DropoutSite dropout_site(std::uint32_t site, double probability) const;
+  const float* block_input(int layer) const;
+  float* activation(const std::string& name) const;
+  float* workspace(const std::string& name) const;
+
+  GPT2Config config_;
+  std::int64_t B_, T_;
+  ComputeOptions options_;
+  FlatLayout activation_layout_, workspace_layout_;
+  Buffer activation_buffer_, workspace_buffer_;
+  std::vector<BlockActivations> blocks_;
+  std::vector<int> tokens_, targets_;
+  DropoutKey dropout_;
+  float loss_ = 0.0f;
+  std::int64_t counted_ = 0;
+};
+
+}  // namespace zero::gpt2

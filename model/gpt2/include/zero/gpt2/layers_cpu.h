@@ -1,0 +1,85 @@
+// GPT-2 layer kernels on CPU (OpenMP-parallel, GEMMs through OpenBLAS or Eigen). Plain pointers
+// and counts; row-major; N = B·T rows. Each has a scalar twin in reference_kernels.h (the test
+// oracle). Backward kernels accumulate (+=) into parameter gradients; the input gradient
+// convention is stated per kernel.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "zero/gpt2/rng.h"
+
+namespace zero::gpt2::cpu {
+
+enum class GemmBackend { kOpenBlas, kEigen };
+// The GEMM backend of this process, chosen at first use: ZERO_GEMM_BACKEND=openblas|eigen when
+// set; else OpenBLAS (when built with it) unless it runs generic pre-AVX2 kernels on an AVX2 CPU
+// (OpenBLAS 0.3.21 does not recognise recent Xeons and falls back to "Prescott"; setting
+// OPENBLAS_CORETYPE=SkylakeX or Haswell fixes that), in which case Eigen's own GEMM.
+GemmBackend gemm_backend_kind();
+
+// C (M, N) = alpha · op(A) · op(B) + beta · C, row-major, op = transpose when trans_x.
+// lda/ldb/ldc are row strides of the stored matrices.
+void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, float alpha,
+          const float* A, std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C,
+          std::int64_t ldc);
+// Which backend and kernels run: "OpenBLAS (...; core SkylakeX, 2 threads)" or "Eigen 3.4.0 own
+// GEMM ...".
+std::string gemm_backend();
+
+// out (B, T, C) = dropout(wte[tokens[b, t]] + wpe[t]).
+void encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe,
+                     std::int64_t B, std::int64_t T, std::int64_t C, const DropoutSite& dropout);
+// dwte[tokens] += mask · dout, dwpe[t] += mask · dout (deterministic order).
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tokens,
+                      std::int64_t B, std::int64_t T, std::int64_t C, const DropoutSite& dropout);
+
+// out (N, C) = (inp - mean) · rstd · weight + bias; mean, rstd (N) kept for backward.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, std::int64_t N, std::int64_t C, float epsilon);
+// dinp += ..., dweight += ..., dbias += ...
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, const float* mean, const float* rstd,
+                        std::int64_t N, std::int64_t C);
+
+// out (N, OC) = inp (N, C) · weight (C, OC) + bias (OC) (bias may be null).
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                    std::int64_t N, std::int64_t C, std::int64_t OC);
+// dinp (N, C) = dout · weightᵀ (overwritten; skipped when null), dweight += inpᵀ · dout,
+// dbias += column sums of dout (skipped when null).
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, std::int64_t N, std::int64_t C, std::int64_t OC);
+
+// Causal self-attention on qkv (B, T, 3C) = [q | k | v], heads of HS = C / NH:
+// att (B, NH, T, T) = softmax(q·kᵀ/√HS, causal) (kept, before dropout; entries past t are 0),
+// out (B, T, C) = dropout(att) · v. Attention dropout element of row (b, t) is h·T + t2.
+void attention_forward(float* out, float* att, const float* qkv, std::int64_t B, std::int64_t T,
+                       std::int64_t C, std::int64_t NH, const DropoutSite& dropout);
+// dqkv (B, T, 3C) overwritten. datt (B, NH, T, T) is scratch.
+void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
+                        const float* att, std::int64_t B, std::int64_t T, std::int64_t C,
+                        std::int64_t NH, const DropoutSite& dropout);
+
+// GELU, tanh approximation (Hugging Face gelu_new). dinp = dout · gelu'(inp) (may alias dout).
+void gelu_forward(float* out, const float* inp, std::int64_t n);
+void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_t n);
+
+// out (B, T, C) = residual + dropout(inp); rows (b, t) key the mask, elements are channels.
+void residual_dropout_forward(float* out, const float* residual, const float* inp, std::int64_t B,
+                              std::int64_t T, std::int64_t C, const DropoutSite& dropout);
+// dinp (B, T, C) = mask · scale · dout (overwritten).
+void dropout_backward(float* dinp, const float* dout, std::int64_t B, std::int64_t T,
+                      std::int64_t C, const DropoutSite& dropout);
+
+// Cross-entropy over the first V of Vp logit columns (N, Vp). For each row with target in
+// [0, V): losses[row] = logsumexp - logit[target]; rows with target == ignore_index (or any
+// negative) get loss 0. logsumexp (N) kept for backward. Returns the number of counted rows.
+std::int64_t crossentropy_forward(float* losses, float* logsumexp, const float* logits,
+                                  const int* targets, std::int64_t N, std::int64_t V,
+                                  std::int64_t Vp);
+// In place: logits (N, Vp) becomes dlogits = scale · (softmax - onehot(target)) for counted
+// rows, 0 for ignored rows and for columns past V.
+void crossentropy_backward(float* logits, const float* logsumexp, const int* targets,
+                           std::int64_t N, std::int64_t V, std::int64_t Vp, float scale);
+
+}  // namespace zero::gpt2::cpu

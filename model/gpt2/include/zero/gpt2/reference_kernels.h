@@ -1,0 +1,263 @@
+// Plain scalar GPT-2 kernels, templated on the element type (float or double): the oracle the
+// optimised kernels of layers_cpu.h are tested against, and (in double) the subject of the
+// finite-difference gradient checks (matmul sums in double even for float, as an oracle should).
+// Same shapes, conventions and dropout masks as layers_cpu.h.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "zero/gpt2/rng.h"
+
+namespace zero::gpt2::reference {
+
+template <typename Real>
+Real dropout_factor(const DropoutSite& dropout, std::int64_t b, std::int64_t t,
+                    std::uint64_t element) {
+  if (!dropout.active()) return Real(1);
+  return dropout.keep(dropout.row_key(b, t), element)
+             ? Real(1) / (Real(1) - Real(dropout.probability))
+             : Real(0);
+}
+
+template <typename Real>
+void encoder_forward(Real* out, const int* tokens, const Real* wte, const Real* wpe, std::int64_t B,
+                     std::int64_t T, std::int64_t C, const DropoutSite& dropout) {
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t c = 0; c < C; ++c)
+        out[(b * T + t) * C + c] = (wte[tokens[b * T + t] * C + c] + wpe[t * C + c]) *
+                                   dropout_factor<Real>(dropout, b, t, c);
+}
+
+template <typename Real>
+void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const int* tokens, std::int64_t B,
+                      std::int64_t T, std::int64_t C, const DropoutSite& dropout) {
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t c = 0; c < C; ++c) {
+        const Real g = dout[(b * T + t) * C + c] * dropout_factor<Real>(dropout, b, t, c);
+        dwte[tokens[b * T + t] * C + c] += g;
+        dwpe[t * C + c] += g;
+      }
+}
+
+template <typename Real>
+void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* weight,
+                       const Real* bias, std::int64_t N, std::int64_t C, Real epsilon) {
+  for (std::int64_t i = 0; i < N; ++i) {
+    const Real* x = inp + i * C;
+    Real m = 0;
+    for (std::int64_t c = 0; c < C; ++c) m += x[c];
+    m /= Real(C);
+    Real v = 0;
+    for (std::int64_t c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
+    const Real s = Real(1) / std::sqrt(v / Real(C) + epsilon);
+    for (std::int64_t c = 0; c < C; ++c) out[i * C + c] = (x[c] - m) * s * weight[c] + bias[c];
+    mean[i] = m;
+    rstd[i] = s;
+  }
+}
+
+template <typename Real>
+void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                        const Real* weight, const Real* mean, const Real* rstd, std::int64_t N,
+                        std::int64_t C) {
+  for (std::int64_t i = 0; i < N; ++i) {
+    const Real* d = dout + i * C;
+    const Real* x = inp + i * C;
+    Real dnorm_mean = 0, dnorm_norm_mean = 0;
+    for (std::int64_t c = 0; c < C; ++c) {
+      const Real norm = (x[c] - mean[i]) * rstd[i];
+      dnorm_mean += weight[c] * d[c];
+      dnorm_norm_mean += weight[c] * d[c] * norm;
+    }
+    dnorm_mean /= Real(C);
+    dnorm_norm_mean /= Real(C);
+    for (std::int64_t c = 0; c < C; ++c) {
+      const Real norm = (x[c] - mean[i]) * rstd[i];
+      dbias[c] += d[c];
+      dweight[c] += norm * d[c];
+      dinp[i * C + c] += (weight[c] * d[c] - dnorm_mean - norm * dnorm_norm_mean) * rstd[i];
+    }
+  }
+}
+
+template <typename Real>
+void matmul_forward(Real* out, const Real* inp, const Real* weight, const Real* bias,
+                    std::int64_t N, std::int64_t C, std::int64_t OC) {
+  for (std::int64_t i = 0; i < N; ++i)
+    for (std::int64_t o = 0; o < OC; ++o) {
+      double sum = bias != nullptr ? bias[o] : Real(0);
+      for (std::int64_t c = 0; c < C; ++c) sum += double(inp[i * C + c]) * weight[c * OC + o];
+      out[i * OC + o] = Real(sum);
+    }
+}
+
+template <typename Real>
+void matmul_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                     const Real* weight, std::int64_t N, std::int64_t C, std::int64_t OC) {
+  for (std::int64_t i = 0; i < N; ++i)
+    for (std::int64_t c = 0; c < C; ++c) {
+      double sum = 0;
+      for (std::int64_t o = 0; o < OC; ++o) sum += double(dout[i * OC + o]) * weight[c * OC + o];
+      if (dinp != nullptr) dinp[i * C + c] = Real(sum);
+    }
+  for (std::int64_t c = 0; c < C; ++c)
+    for (std::int64_t o = 0; o < OC; ++o) {
+      double sum = 0;
+      for (std::int64_t i = 0; i < N; ++i) sum += double(inp[i * C + c]) * dout[i * OC + o];
+      dweight[c * OC + o] += Real(sum);
+    }
+  if (dbias != nullptr)
+    for (std::int64_t o = 0; o < OC; ++o)
+      for (std::int64_t i = 0; i < N; ++i) dbias[o] += dout[i * OC + o];
+}
+
+template <typename Real>
+void attention_forward(Real* out, Real* att, const Real* qkv, std::int64_t B, std::int64_t T,
+                       std::int64_t C, std::int64_t NH, const DropoutSite& dropout) {
+  const std::int64_t HS = C / NH;
+  const Real scale = Real(1) / std::sqrt(Real(HS));
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < NH; ++h)
+      for (std::int64_t t = 0; t < T; ++t) {
+        Real* a = att + ((b * NH + h) * T + t) * T;
+        Real max = -INFINITY;
+        for (std::int64_t u = 0; u <= t; ++u) {
+          Real dot = 0;
+          for (std::int64_t i = 0; i < HS; ++i)
+            dot +=
+                qkv[(b * T + t) * 3 * C + h * HS + i] * qkv[(b * T + u) * 3 * C + C + h * HS + i];
+          a[u] = dot * scale;
+          if (a[u] > max) max = a[u];
+        }
+        Real sum = 0;
+        for (std::int64_t u = 0; u <= t; ++u) sum += a[u] = std::exp(a[u] - max);
+        for (std::int64_t u = 0; u < T; ++u) a[u] = u <= t ? a[u] / sum : Real(0);
+        for (std::int64_t i = 0; i < HS; ++i) {
+          Real y = 0;
+          for (std::int64_t u = 0; u <= t; ++u)
+            y += a[u] * dropout_factor<Real>(dropout, b, t, h * T + u) *
+                 qkv[(b * T + u) * 3 * C + 2 * C + h * HS + i];
+          out[(b * T + t) * C + h * HS + i] = y;
+        }
+      }
+}
+
+template <typename Real>
+void attention_backward(Real* dqkv, Real* datt, const Real* dout, const Real* qkv, const Real* att,
+                        std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                        const DropoutSite& dropout) {
+  const std::int64_t HS = C / NH;
+  const Real scale = Real(1) / std::sqrt(Real(HS));
+  for (std::int64_t i = 0; i < B * T * 3 * C; ++i) dqkv[i] = 0;
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < NH; ++h)
+      for (std::int64_t t = 0; t < T; ++t) {
+        const Real* a = att + ((b * NH + h) * T + t) * T;
+        Real* da = datt + ((b * NH + h) * T + t) * T;
+        const Real* dy = dout + (b * T + t) * C + h * HS;
+        for (std::int64_t u = 0; u <= t; ++u) {
+          const Real factor = dropout_factor<Real>(dropout, b, t, h * T + u);
+          Real dot = 0;
+          for (std::int64_t i = 0; i < HS; ++i) {
+            dot += dy[i] * qkv[(b * T + u) * 3 * C + 2 * C + h * HS + i];
+            dqkv[(b * T + u) * 3 * C + 2 * C + h * HS + i] += a[u] * factor * dy[i];
+          }
+          da[u] = dot * factor;
+        }
+        Real dot_sum = 0;
+        for (std::int64_t u = 0; u <= t; ++u) dot_sum += a[u] * da[u];
+        for (std::int64_t u = 0; u <= t; ++u) {
+          const Real dpre = a[u] * (da[u] - dot_sum) * scale;
+          for (std::int64_t i = 0; i < HS; ++i) {
+            dqkv[(b * T + t) * 3 * C + h * HS + i] +=
+                dpre * qkv[(b * T + u) * 3 * C + C + h * HS + i];
+            dqkv[(b * T + u) * 3 * C + C + h * HS + i] +=
+                dpre * qkv[(b * T + t) * 3 * C + h * HS + i];
+          }
+        }
+      }
+}
+
+template <typename Real>
+Real gelu(Real x) {
+  const Real s = std::sqrt(Real(2) / Real(3.141592653589793));
+  return Real(0.5) * x * (Real(1) + std::tanh(s * (x + Real(0.044715) * x * x * x)));
+}
+
+template <typename Real>
+void gelu_forward(Real* out, const Real* inp, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = gelu(inp[i]);
+}
+
+template <typename Real>
+void gelu_backward(Real* dinp, const Real* inp, const Real* dout, std::int64_t n) {
+  const Real s = std::sqrt(Real(2) / Real(3.141592653589793));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Real x = inp[i];
+    const Real th = std::tanh(s * (x + Real(0.044715) * x * x * x));
+    const Real local = Real(0.5) * (Real(1) + th) + Real(0.5) * x * (Real(1) - th * th) * s *
+                                                        (Real(1) + Real(3 * 0.044715) * x * x);
+    dinp[i] = local * dout[i];
+  }
+}
+
+template <typename Real>
+void residual_dropout_forward(Real* out, const Real* residual, const Real* inp, std::int64_t B,
+                              std::int64_t T, std::int64_t C, const DropoutSite& dropout) {
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t c = 0; c < C; ++c) {
+        const std::int64_t i = (b * T + t) * C + c;
+        out[i] = residual[i] + inp[i] * dropout_factor<Real>(dropout, b, t, c);
+      }
+}
+
+template <typename Real>
+void dropout_backward(Real* dinp, const Real* dout, std::int64_t B, std::int64_t T, std::int64_t C,
+                      const DropoutSite& dropout) {
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t c = 0; c < C; ++c) {
+        const std::int64_t i = (b * T + t) * C + c;
+        dinp[i] = dout[i] * dropout_factor<Real>(dropout, b, t, c);
+      }
+}
+
+template <typename Real>
+std::int64_t crossentropy_forward(Real* losses, Real* logsumexp, const Real* logits,
+                                  const int* targets, std::int64_t N, std::int64_t V,
+                                  std::int64_t Vp) {
+  std::int64_t counted = 0;
+  for (std::int64_t i = 0; i < N; ++i) {
+    const Real* z = logits + i * Vp;
+    Real max = z[0];
+    for (std::int64_t v = 1; v < V; ++v) max = z[v] > max ? z[v] : max;
+    Real sum = 0;
+    for (std::int64_t v = 0; v < V; ++v) sum += std::exp(z[v] - max);
+    logsumexp[i] = max + std::log(sum);
+    const bool counts = targets[i] >= 0 && targets[i] < V;
+    losses[i] = counts ? logsumexp[i] - z[targets[i]] : Real(0);
+    counted += counts ? 1 : 0;
+  }
+  return counted;
+}
+
+template <typename Real>
+void crossentropy_backward(Real* logits, const Real* logsumexp, const int* targets, std::int64_t N,
+                           std::int64_t V, std::int64_t Vp, Real scale) {
+  for (std::int64_t i = 0; i < N; ++i) {
+    const bool counts = targets[i] >= 0 && targets[i] < V;
+    for (std::int64_t v = 0; v < Vp; ++v) {
+      Real& z = logits[i * Vp + v];
+      if (!counts || v >= V)
+        z = 0;
+      else
+        z = scale * (std::exp(z - logsumexp[i]) - (v == targets[i] ? Real(1) : Real(0)));
+    }
+  }
+}
+
+}  // namespace zero::gpt2::reference

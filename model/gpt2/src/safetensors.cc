@@ -1,0 +1,265 @@
+// Safetensors reader (validated before use) and writer.
+#include "zero/gpt2/safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "zero/core/error.h"
+
+namespace zero::gpt2 {
+namespace {
+
+struct DTypeName {
+  SafetensorsDType dtype;
+  std::string_view name;
+  std::size_t size;
+};
+constexpr DTypeName kDTypes[] = {
+    {SafetensorsDType::kF32, "F32", 4},   {SafetensorsDType::kF16, "F16", 2},
+    {SafetensorsDType::kBF16, "BF16", 2}, {SafetensorsDType::kI32, "I32", 4},
+    {SafetensorsDType::kI64, "I64", 8},   {SafetensorsDType::kF64, "F64", 8},
+};
+
+std::uint64_t read_u64_le(const unsigned char* bytes) {
+  std::uint64_t value = 0;
+  for (int i = 7; i >= 0; --i) value = (value << 8) | bytes[i];
+  return value;
+}
+
+}  // namespace
+
+std::string_view name_of(SafetensorsDType dtype) {
+  for (const DTypeName& entry : kDTypes)
+    if (entry.dtype == dtype) return entry.name;
+  return "?";
+}
+
+std::size_t size_of(SafetensorsDType dtype) {
+  for (const DTypeName& entry : kDTypes)
+    if (entry.dtype == dtype) return entry.size;
+  return 0;
+}
+
+std::size_t SafetensorsTensor::num_elements() const {
+  std::size_t count = 1;
+  for (std::int64_t dimension : shape) count *= static_cast<std::size_t>(dimension);
+  return count;
+}
+
+SafetensorsDType safetensors_dtype(zero::DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return SafetensorsDType::kF32;
+    case DType::kFloat16: return SafetensorsDType::kF16;
+    case DType::kBFloat16: return SafetensorsDType::kBF16;
+  }
+  return SafetensorsDType::kF32;
+}
+
+SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(path) {
+  const std::string file = path.string();
+  std::ifstream stream(path, std::ios::binary);
+  ZERO_CHECK(stream.good(), "cannot open safetensors file ", file);
+  std::error_code error;
+  const std::uintmax_t file_size = std::filesystem::file_size(path, error);
+  ZERO_CHECK(!error, "cannot stat safetensors file ", file, ": ", error.message());
+  ZERO_CHECK(file_size >= 8, "safetensors file ", file, " is truncated: ", file_size,
+             " bytes, less than the 8-byte header size field");
+  unsigned char size_field[8];
+  stream.read(reinterpret_cast<char*>(size_field), 8);
+  const std::uint64_t header_size = read_u64_le(size_field);
+  ZERO_CHECK(header_size <= kMaxSafetensorsHeaderBytes, "safetensors file ", file, ": header size ",
+             header_size, " exceeds the ", kMaxSafetensorsHeaderBytes,
+             "-byte limit (corrupt or not safetensors)");
+  ZERO_CHECK(header_size <= file_size - 8, "safetensors file ", file, " is truncated: header of ",
+             header_size, " bytes but only ", file_size - 8, " bytes follow the size field");
+  std::string header(header_size, '\0');
+  stream.read(header.data(), static_cast<std::streamsize>(header_size));
+  ZERO_CHECK(stream.good(), "reading the header of ", file, " failed");
+
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(header);
+  } catch (const nlohmann::json::exception& parse_error) {
+    ZERO_THROW("safetensors file ", file, ": header is not valid JSON: ", parse_error.what());
+  }
+  ZERO_CHECK(json.is_object(), "safetensors file ", file, ": header is not a JSON object");
+  const std::size_t data_size = file_size - 8 - header_size;
+  for (auto& [name, entry] : json.items()) {
+    if (name == "__metadata__") {
+      ZERO_CHECK(entry.is_object(), "safetensors file ", file, ": __metadata__ is not an object");
+      for (auto& [key, value] : entry.items()) {
+        ZERO_CHECK(value.is_string(), "safetensors file ", file, ": metadata '", key,
+                   "' is not a string");
+        metadata_[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = "safetensors file " + file + ": tensor '" + name + "'";
+    ZERO_CHECK(entry.is_object() && entry.contains("dtype") && entry.contains("shape") &&
+                   entry.contains("data_offsets"),
+               where, " needs dtype, shape and data_offsets");
+    SafetensorsTensor tensor;
+    tensor.name = name;
+    ZERO_CHECK(entry["dtype"].is_string(), where, ": dtype is not a string");
+    const std::string dtype = entry["dtype"].get<std::string>();
+    const DTypeName* known = nullptr;
+    for (const DTypeName& candidate : kDTypes)
+      if (candidate.name == dtype) known = &candidate;
+    ZERO_CHECK(known != nullptr, where, ": unsupported dtype '", dtype,
+               "' (F32, F16, BF16, F64, I32, I64)");
+    tensor.dtype = known->dtype;
+    ZERO_CHECK(entry["shape"].is_array(), where, ": shape is not an array");
+    for (const auto& dimension : entry["shape"]) {
+      ZERO_CHECK(dimension.is_number_integer() && dimension.get<std::int64_t>() >= 0, where,
+                 ": bad dimension ", dimension.dump());
+      tensor.shape.push_back(dimension.get<std::int64_t>());
+    }
+    const auto& offsets = entry["data_offsets"];
+    ZERO_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
+                   offsets[1].is_number_unsigned(),
+               where, ": data_offsets must be two non-negative integers, got ", offsets.dump());
+    tensor.begin = offsets[0].get<std::size_t>();
+    tensor.end = offsets[1].get<std::size_t>();
+    ZERO_CHECK(tensor.begin <= tensor.end, where, ": data_offsets [", tensor.begin, ", ",
+               tensor.end, "] are inconsistent (begin after end)");
+    ZERO_CHECK(tensor.end <= data_size, where, ": data_offsets end ", tensor.end,
+               " is past the data section of ", data_size, " bytes (file truncated?)");
+    const std::size_t expected = tensor.num_elements() * known->size;
+    ZERO_CHECK(tensor.end - tensor.begin == expected, where, ": data_offsets span ",
+               tensor.end - tensor.begin, " bytes but dtype ", dtype, " and its shape need ",
+               expected);
+    tensors_.push_back(std::move(tensor));
+  }
+  std::vector<const SafetensorsTensor*> sorted;
+  for (const SafetensorsTensor& tensor : tensors_) sorted.push_back(&tensor);
+  std::sort(
+      sorted.begin(), sorted.end(),
+      [](const SafetensorsTensor* a, const SafetensorsTensor* b) { return a->begin < b->begin; });
+  for (std::size_t i = 1; i < sorted.size(); ++i)
+    ZERO_CHECK(sorted[i]->begin >= sorted[i - 1]->end, "safetensors file ", file,
+               ": inconsistent data_offsets: tensors '", sorted[i - 1]->name, "' and '",
+               sorted[i]->name, "' overlap");
+  data_.resize(data_size);
+  stream.read(reinterpret_cast<char*>(data_.data()), static_cast<std::streamsize>(data_size));
+  ZERO_CHECK(stream.good() || data_size == 0, "reading the data of ", file, " failed");
+}
+
+bool SafetensorsReader::contains(const std::string& name) const {
+  return std::any_of(tensors_.begin(), tensors_.end(),
+                     [&](const SafetensorsTensor& tensor) { return tensor.name == name; });
+}
+
+const SafetensorsTensor& SafetensorsReader::tensor(const std::string& name) const {
+  for (const SafetensorsTensor& tensor : tensors_)
+    if (tensor.name == name) return tensor;
+  ZERO_THROW("safetensors file ", path_.string(), " has no tensor '", name, "' (it has ",
+             tensors_.size(), " tensors)");
+}
+
+void SafetensorsReader::read_float(const std::string& name, float* out) const {
+  const SafetensorsTensor& entry = tensor(name);
+  const std::byte* bytes = data(entry);
+  const std::size_t count = entry.num_elements();
+  switch (entry.dtype) {
+    case SafetensorsDType::kF32: std::memcpy(out, bytes, count * 4); return;
+    case SafetensorsDType::kF16:
+      convert(bytes, DType::kFloat16, out, DType::kFloat32, count);
+      return;
+    case SafetensorsDType::kBF16:
+      convert(bytes, DType::kBFloat16, out, DType::kFloat32, count);
+      return;
+    case SafetensorsDType::kF64:
+      for (std::size_t i = 0; i < count; ++i) {
+        double value;
+        std::memcpy(&value, bytes + 8 * i, 8);
+        out[i] = static_cast<float>(value);
+      }
+      return;
+    default:
+      ZERO_THROW("safetensors file ", path_.string(), ": tensor '", name, "' has dtype ",
+                 name_of(entry.dtype), ", not a floating-point type");
+  }
+}
+
+std::vector<float> SafetensorsReader::read_float(const std::string& name) const {
+  std::vector<float> out(tensor(name).num_elements());
+  read_float(name, out.data());
+  return out;
+}
+
+std::vector<std::int64_t> SafetensorsReader::read_int(const std::string& name) const {
+  const SafetensorsTensor& entry = tensor(name);
+  std::vector<std::int64_t> out(entry.num_elements());
+  const std::byte* bytes = data(entry);
+  if (entry.dtype == SafetensorsDType::kI64) {
+    std::memcpy(out.data(), bytes, out.size() * 8);
+  } else {
+    ZERO_CHECK(entry.dtype == SafetensorsDType::kI32, "safetensors file ", path_.string(),
+               ": tensor '", name, "' has dtype ", name_of(entry.dtype), ", not I32 or I64");
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      std::int32_t value;
+      std::memcpy(&value, bytes + 4 * i, 4);
+      out[i] = value;
+    }
+  }
+  return out;
+}
+
+void SafetensorsWriter::add(const std::string& name, SafetensorsDType dtype,
+                            std::vector<std::int64_t> shape, const void* data,
+                            std::size_t size_bytes) {
+  ZERO_CHECK(name != "__metadata__" && !name.empty(), "safetensors: bad tensor name '", name, "'");
+  for (const SafetensorsTensor& tensor : tensors_)
+    ZERO_CHECK(tensor.name != name, "safetensors: tensor '", name, "' added twice");
+  SafetensorsTensor tensor{name, dtype, std::move(shape), data_.size(), data_.size() + size_bytes};
+  ZERO_CHECK(tensor.num_elements() * size_of(dtype) == size_bytes, "safetensors: tensor '", name,
+             "' has ", size_bytes, " bytes, its dtype and shape need ",
+             tensor.num_elements() * size_of(dtype));
+  data_.resize(tensor.end);
+  if (size_bytes > 0) std::memcpy(data_.data() + tensor.begin, data, size_bytes);
+  tensors_.push_back(std::move(tensor));
+}
+
+void SafetensorsWriter::add_float(const std::string& name, zero::DType dtype,
+                                  std::vector<std::int64_t> shape, const float* data) {
+  std::size_t count = 1;
+  for (std::int64_t dimension : shape) count *= static_cast<std::size_t>(dimension);
+  std::vector<std::byte> converted(count * zero::size_of(dtype));
+  convert(data, DType::kFloat32, converted.data(), dtype, count);
+  add(name, safetensors_dtype(dtype), std::move(shape), converted.data(), converted.size());
+}
+
+void SafetensorsWriter::write(const std::filesystem::path& path) const {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata_.empty()) {
+    nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
+    for (const auto& [key, value] : metadata_) metadata[key] = value;
+    header["__metadata__"] = metadata;
+  }
+  for (const SafetensorsTensor& tensor : tensors_)
+    header[tensor.name] = {{"dtype", name_of(tensor.dtype)},
+                           {"shape", tensor.shape},
+                           {"data_offsets", {tensor.begin, tensor.end}}};
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  unsigned char size_field[8];
+  for (int i = 0; i < 8; ++i)
+    size_field[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
+  const std::filesystem::path temporary = path.string() + ".tmp";
+  {
+    std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
+    ZERO_CHECK(stream.good(), "cannot write safetensors file ", temporary.string());
+    stream.write(reinterpret_cast<const char*>(size_field), 8);
+    stream.write(text.data(), static_cast<std::streamsize>(text.size()));
+    stream.write(reinterpret_cast<const char*>(data_.data()),
+                 static_cast<std::streamsize>(data_.size()));
+    stream.flush();
+    ZERO_CHECK(stream.good(), "writing safetensors file ", temporary.string(), " failed");
+  }
+  std::filesystem::rename(temporary, path);
+}
+
+}  // namespace zero::gpt2

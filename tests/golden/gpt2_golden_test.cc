@@ -1,0 +1,205 @@
+// Golden test: zero's GPT-2 against the PyTorch reference (tests/golden/gpt2_reference.py):
+// logits, loss, every gradient, 10 AdamW steps, and our checkpoint read back by the script.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "../common/test_data.h"
+#include "zero/core/allocator.h"
+#include "zero/core/memory_ledger.h"
+#include "zero/gpt2/checkpoint_hf.h"
+#include "zero/gpt2/model.h"
+#include "zero/gpt2/safetensors.h"
+
+namespace zero::gpt2 {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs the reference script with `arguments`; returns its exit code (3: torch missing, 127: no
+// python at ZERO_PYTHON).
+int run_reference(const std::string& arguments) {
+  const char* python = std::getenv("ZERO_PYTHON");
+  const char* source = std::getenv("ZERO_SOURCE_DIR");
+  if (python == nullptr || source == nullptr || *python == '\0') return 3;
+  const std::string command = std::string("\"") + python + "\" \"" + source +
+                              "/tests/golden/gpt2_reference.py\" " + arguments;
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+// max |actual - expected| / max |expected|: the error relative to the tensor's scale.
+double relative_error(const float* actual, const float* expected, std::size_t count) {
+  double max_difference = 0.0, max_expected = 0.0;
+  for (std::size_t i = 0; i < count; ++i) {
+    max_difference =
+        std::max(max_difference, std::abs(static_cast<double>(actual[i]) - expected[i]));
+    max_expected = std::max(max_expected, std::abs(static_cast<double>(expected[i])));
+  }
+  return max_expected > 0 ? max_difference / max_expected : max_difference;
+}
+
+// Expects error <= tolerance and prints the measured error (for the record).
+void expect_within(const std::string& what, double error, double tolerance) {
+  std::printf("  %-48s relative error %.3g (tolerance %.0e)\n", what.c_str(), error, tolerance);
+  EXPECT_LE(error, tolerance) << what;
+}
+
+class GPT2Golden : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    folder_ = new fs::path(testing::scratch_dir("gpt2_golden"));
+    status_ = run_reference("reference --out \"" + folder_->string() + "\"");
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*folder_);
+    delete folder_;
+  }
+  void SetUp() override {
+    if (status_ == 3 || status_ == 127) GTEST_SKIP() << "python3 with torch is not available (ZERO_PYTHON)";
+    ASSERT_EQ(status_, 0) << "tests/golden/gpt2_reference.py failed";
+    reference_ = std::make_unique<SafetensorsReader>(*folder_ / "reference.safetensors");
+    for (std::int64_t token : reference_->read_int("tokens"))
+      tokens_.push_back(static_cast<int>(token));
+    for (std::int64_t target : reference_->read_int("targets"))
+      targets_.push_back(static_cast<int>(target));
+    const auto& shape = reference_->tensor("tokens").shape;
+    B_ = shape[0];
+    T_ = shape[1];
+  }
+
+  // Compares every parameter gradient of `model` with the reference's grad.<name>.
+  void expect_reference_grads(const GPT2Model& model, double tolerance) {
+    for (int u = 0; u < model.num_units(); ++u)
+      for (const TensorSlot& slot : model.grads(u).layout().slots()) {
+        const std::string name = hf_tensor_name(model.units()[u], slot.name);
+        const std::vector<float> expected = reference_->read_float("grad." + name);
+        const float* actual = model.grad_data(u) + slot.offset_elements;
+        expect_within("grad " + name, relative_error(actual, expected.data(), expected.size()),
+                      tolerance);
+        for (std::size_t i = expected.size(); i < slot.num_elements; ++i)
+          ASSERT_EQ(actual[i], 0.0f) << name << " padded row element " << i;
+      }
+  }
+
+  std::vector<float> real_logits(const GPT2Compute& compute, const GPT2Config& config) const {
+    std::vector<float> logits;
+    for (std::int64_t row = 0; row < B_ * T_; ++row) {
+      const float* begin = compute.logits() + row * config.padded_vocab_size();
+      logits.insert(logits.end(), begin, begin + config.vocab_size);
+    }
+    return logits;
+  }
+
+  static fs::path* folder_;
+  static int status_;
+  std::unique_ptr<SafetensorsReader> reference_;
+  std::vector<int> tokens_, targets_;
+  std::int64_t B_ = 0, T_ = 0;
+  MemoryLedger ledger_;
+  HostAllocator allocator_{ledger_};
+};
+
+fs::path* GPT2Golden::folder_ = nullptr;
+int GPT2Golden::status_ = 0;
+
+TEST_F(GPT2Golden, LogitsLossAndGradientsMatchPyTorch) {
+  GPT2Model model = load_hf_model(*folder_ / "model", allocator_);
+  GPT2Compute compute(model.config(), B_, T_, allocator_);
+  const float loss = model.forward(compute, tokens_, targets_);
+  const std::vector<float> logits = real_logits(compute, model.config());
+  const std::vector<float> expected_logits = reference_->read_float("logits");
+  ASSERT_EQ(logits.size(), expected_logits.size());
+  expect_within("logits", relative_error(logits.data(), expected_logits.data(), logits.size()),
+                1e-5);
+  const float expected_loss = reference_->read_float("loss")[0];
+  expect_within("loss", std::abs(loss - expected_loss) / std::abs(expected_loss), 1e-5);
+
+  model.backward(compute);
+  expect_reference_grads(model, 1e-4);
+}
+
+TEST_F(GPT2Golden, ActivationCheckpointingGivesTheSameGradients) {
+  GPT2Model model = load_hf_model(*folder_ / "model", allocator_);
+  GPT2Compute compute(model.config(), B_, T_, allocator_, {.activation_checkpointing = true});
+  model.forward(compute, tokens_, targets_);
+  model.backward(compute);
+  expect_reference_grads(model, 1e-4);
+
+  GPT2Model plain = load_hf_model(*folder_ / "model", allocator_);
+  GPT2Compute plain_compute(plain.config(), B_, T_, allocator_);
+  plain.forward(plain_compute, tokens_, targets_);
+  plain.backward(plain_compute);
+  for (int u = 0; u < model.num_units(); ++u)
+    for (std::size_t i = 0; i < model.grads(u).layout().num_elements(); ++i)
+      ASSERT_EQ(model.grad_data(u)[i], plain.grad_data(u)[i])
+          << model.units()[u].name << " element " << i;
+
+  const ActivationPlan full = GPT2Compute::plan(model.config(), B_, T_);
+  const ActivationPlan checkpointed =
+      GPT2Compute::plan(model.config(), B_, T_, {.activation_checkpointing = true});
+  EXPECT_LT(checkpointed.total_bytes(), full.total_bytes());
+  EXPECT_GT(checkpointed.recompute_bytes, 0u);
+}
+
+TEST_F(GPT2Golden, TenAdamWStepsFollowPyTorch) {
+  GPT2Model model = load_hf_model(*folder_ / "model", allocator_);
+  GPT2Compute compute(model.config(), B_, T_, allocator_);
+  const auto& metadata = reference_->metadata();
+  AdamWHyperparams hyper;
+  hyper.learning_rate = std::stof(metadata.at("lr"));
+  hyper.beta1 = std::stof(metadata.at("beta1"));
+  hyper.beta2 = std::stof(metadata.at("beta2"));
+  hyper.epsilon = std::stof(metadata.at("eps"));
+  hyper.weight_decay = std::stof(metadata.at("weight_decay"));
+  std::vector<std::vector<float>> m, v;
+  for (int u = 0; u < model.num_units(); ++u) {
+    m.emplace_back(model.params(u).layout().num_elements(), 0.0f);
+    v.emplace_back(model.params(u).layout().num_elements(), 0.0f);
+  }
+  const std::vector<float> expected = reference_->read_float("adamw_losses");
+  for (std::size_t step = 0; step < expected.size(); ++step) {
+    model.zero_grads();
+    const float loss = model.forward(compute, tokens_, targets_);
+    model.backward(compute);
+    expect_within("AdamW loss at step " + std::to_string(step),
+                  std::abs(loss - expected[step]) / std::abs(expected[step]), 1e-5);
+    for (int u = 0; u < model.num_units(); ++u)
+      adamw_update(model.param_data(u), model.grad_data(u), m[u].data(), v[u].data(), m[u].size(),
+                   static_cast<std::int64_t>(step) + 1, hyper);
+  }
+  EXPECT_LT(expected.back(), expected.front());
+}
+
+TEST_F(GPT2Golden, OurCheckpointLoadsInPyTorchToTheSameLogits) {
+  GPT2Model model = load_hf_model(*folder_ / "model", allocator_);
+  GPT2Compute compute(model.config(), B_, T_, allocator_);
+  model.forward(compute, tokens_, targets_);
+  const std::vector<float> logits = real_logits(compute, model.config());
+
+  const fs::path ours = *folder_ / "ours";
+  save_hf_checkpoint(model, ours, {.max_shard_bytes = 64 * 1024});  // sharded, with the index
+  ASSERT_TRUE(fs::exists(ours / "model.safetensors.index.json"));
+  const fs::path tokens_file = *folder_ / "tokens.safetensors";
+  SafetensorsWriter tokens;
+  std::vector<std::int64_t> wide(tokens_.begin(), tokens_.end());
+  tokens.add("tokens", SafetensorsDType::kI64, {B_, T_}, wide.data(), wide.size() * 8);
+  tokens.write(tokens_file);
+  const fs::path out = *folder_ / "python_logits.safetensors";
+  ASSERT_EQ(run_reference("logits --model \"" + ours.string() + "\" --tokens \"" +
+                          tokens_file.string() + "\" --out \"" + out.string() + "\""),
+            0);
+  const std::vector<float> python_logits = SafetensorsReader(out).read_float("logits");
+  ASSERT_EQ(python_logits.size(), logits.size());
+  expect_within("logits of our checkpoint in PyTorch",
+                relative_error(logits.data(), python_logits.data(), logits.size()), 1e-5);
+}
+
+}  // namespace
+}  // namespace zero::gpt2

@@ -1,0 +1,243 @@
+// GPT2Model / GPT2Compute: dropout keyed by global sample (batch splits agree), determinism,
+// activation accounting in the ledger, the unit call sequence, and sampling.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "zero/core/allocator.h"
+#include "zero/core/error.h"
+#include "zero/core/memory_ledger.h"
+#include "zero/gpt2/model.h"
+#include "zero/gpt2/sampling.h"
+
+namespace zero::gpt2 {
+namespace {
+
+GPT2Config tiny_config() {
+  GPT2Config config;
+  config.vocab_size = 53;
+  config.n_positions = 12;
+  config.n_embd = 24;
+  config.n_layer = 2;
+  config.n_head = 3;
+  return config;
+}
+
+std::vector<int> sequence(std::size_t count, int vocab, int seed) {
+  std::vector<int> tokens(count);
+  for (std::size_t i = 0; i < count; ++i)
+    tokens[i] = static_cast<int>((i * 7 + seed * 13 + i * i) % vocab);
+  return tokens;
+}
+
+class GPT2ModelTest : public ::testing::Test {
+ protected:
+  MemoryLedger ledger_;
+  HostAllocator allocator_{ledger_};
+};
+
+TEST_F(GPT2ModelTest, DropoutDependsOnGlobalSampleNotOnTheBatchSplit) {
+  const GPT2Config config = tiny_config();
+  GPT2Model model(config, allocator_);
+  model.init(5);
+  const std::int64_t B = 4, T = 10;
+  const auto tokens = sequence(B * T, 53, 1), targets = sequence(B * T, 53, 2);
+  const DropoutKey key{.seed = 9, .step = 3, .sample_offset = 0, .training = true};
+
+  GPT2Compute whole(config, B, T, allocator_);
+  const float loss = model.forward(whole, tokens, targets, key);
+  GPT2Compute again(config, B, T, allocator_);
+  EXPECT_EQ(model.forward(again, tokens, targets, key), loss);  // bit-identical
+  GPT2Compute off(config, B, T, allocator_);
+  EXPECT_NE(model.forward(off, tokens, targets), loss);  // dropout changes the loss
+  DropoutKey next_step = key;
+  next_step.step = 4;
+  EXPECT_NE(model.forward(again, tokens, targets, next_step), loss);
+
+  // Two "ranks" with two samples each see the same per-sample losses as one with four.
+  GPT2Compute half(config, 2, T, allocator_);
+  for (int rank = 0; rank < 2; ++rank) {
+    DropoutKey part = key;
+    part.sample_offset = 2 * rank;
+    const std::span<const int> part_tokens(tokens.data() + 2 * rank * T, 2 * T);
+    const std::span<const int> part_targets(targets.data() + 2 * rank * T, 2 * T);
+    model.forward(half, part_tokens, part_targets, part);
+    for (std::int64_t row = 0; row < 2 * T; ++row)
+      ASSERT_NEAR(half.losses()[row], whole.losses()[2 * rank * T + row], 1e-5)
+          << "rank " << rank << " row " << row;
+  }
+}
+
+TEST_F(GPT2ModelTest, GradientsAccumulateAndFollowLossScale) {
+  const GPT2Config config = tiny_config();
+  GPT2Model model(config, allocator_);
+  model.init(6);
+  const auto tokens = sequence(2 * 8, 53, 3), targets = sequence(2 * 8, 53, 4);
+  GPT2Compute compute(config, 2, 8, allocator_);
+  model.forward(compute, tokens, targets);
+  model.backward(compute);
+  std::vector<float> once(model.grad_data(1),
+                          model.grad_data(1) + model.grads(1).layout().num_elements());
+  model.forward(compute, tokens, targets);
+  model.backward(compute, 0.5f / compute.num_counted_targets());  // half the mean-loss gradient
+  for (std::size_t i = 0; i < once.size(); ++i)
+    ASSERT_NEAR(model.grad_data(1)[i], 1.5f * once[i], 1e-6f + 1e-5f * std::abs(once[i]));
+  // A loss of zero counted targets gives no gradient.
+  model.zero_grads();
+  const std::vector<int> ignored(2 * 8, -100);
+  EXPECT_EQ(model.forward(compute, tokens, ignored), 0.0f);
+  model.backward(compute);
+  for (int u = 0; u < model.num_units(); ++u)
+    for (std::size_t i = 0; i < model.grads(u).layout().num_elements(); ++i)
+      ASSERT_EQ(model.grad_data(u)[i], 0.0f);
+}
+
+TEST_F(GPT2ModelTest, ActivationsAreInTheLedgerAsPlanned) {
+  const GPT2Config config = tiny_config();
+  for (bool checkpointing : {false, true}) {
+    MemoryLedger ledger;
+    HostAllocator allocator(ledger);
+    const ComputeOptions options{.activation_checkpointing = checkpointing};
+    const ActivationPlan plan = GPT2Compute::plan(config, 3, 7, options);
+    GPT2Compute compute(config, 3, 7, allocator, options);
+    const auto activations =
+        ledger.entry(MemorySpace::kHost, MemoryCategory::kActivations).current_bytes;
+    const auto workspace =
+        ledger.entry(MemorySpace::kHost, MemoryCategory::kWorkspace).current_bytes;
+    std::size_t kept = plan.recompute_bytes;
+    for (std::size_t bytes : plan.kept_bytes) kept += bytes;
+    EXPECT_GE(static_cast<std::size_t>(activations), kept);
+    EXPECT_LT(static_cast<std::size_t>(activations), kept + 64);  // padding to 16 elements
+    EXPECT_GE(static_cast<std::size_t>(workspace), plan.workspace_bytes);
+    EXPECT_LT(static_cast<std::size_t>(workspace), plan.workspace_bytes + 64);
+    ASSERT_EQ(plan.kept_bytes.size(), 4u);
+    EXPECT_GT(plan.kept_bytes[1], 0u);
+    if (checkpointing) {
+      EXPECT_EQ(plan.kept_bytes[1], 3u * 7 * 24 * sizeof(float));  // only the block output
+    }
+  }
+}
+
+TEST_F(GPT2ModelTest, UnitsDrivenOneAtATimeFromSeparateBuffersMatchTheModel) {
+  // What the engine does: each unit's parameters in its own (here: copied, padded) buffer.
+  const GPT2Config config = tiny_config();
+  GPT2Model model(config, allocator_);
+  model.init(8);
+  const auto tokens = sequence(2 * 6, 53, 5), targets = sequence(2 * 6, 53, 6);
+  GPT2Compute reference(config, 2, 6, allocator_);
+  const float loss = model.forward(reference, tokens, targets);
+  model.backward(reference);
+
+  std::vector<std::vector<float>> params, grads;
+  for (int u = 0; u < model.num_units(); ++u) {
+    const FlatLayout layout(model.units()[u].tensors, 4, 32);
+    params.emplace_back(layout.padded_num_elements(), 0.0f);
+    grads.emplace_back(layout.padded_num_elements(), 0.0f);
+    std::memcpy(params[u].data(), model.param_data(u), layout.num_elements() * sizeof(float));
+  }
+  GPT2Compute compute(config, 2, 6, allocator_);
+  compute.set_inputs(tokens, targets);
+  compute.forward_embeddings(params[0].data());
+  for (int l = 0; l < config.n_layer; ++l) compute.forward_block(l, params[block_unit(l)].data());
+  const int head = final_norm_unit(config);
+  compute.forward_head(params[head].data(), params[0].data());
+  EXPECT_EQ(compute.loss(), loss);
+  compute.backward_head(params[head].data(), params[0].data(), grads[head].data(), grads[0].data());
+  for (int l = static_cast<int>(config.n_layer) - 1; l >= 0; --l)
+    compute.backward_block(l, params[block_unit(l)].data(), grads[block_unit(l)].data());
+  compute.backward_embeddings(params[0].data(), grads[0].data());
+  for (int u = 0; u < model.num_units(); ++u)
+    for (std::size_t i = 0; i < model.grads(u).layout().num_elements(); ++i)
+      ASSERT_EQ(grads[u][i], model.grad_data(u)[i]) << model.units()[u].name << " " << i;
+}
+
+// Whole-model finite differences with every dropout site active: checks that each backward
+// draws the same masks as its forward (the golden test runs with dropout off).
+TEST_F(GPT2ModelTest, FiniteDifferencesWithDropoutThroughTheWholeModel) {
+  GPT2Config config = tiny_config();
+  config.n_embd = 12;
+  config.resid_pdrop = config.embd_pdrop = config.attn_pdrop = 0.2;
+  const std::int64_t B = 2, T = 5;
+  const auto tokens = sequence(B * T, 53, 7), targets = sequence(B * T, 53, 8);
+  const DropoutKey key{.seed = 4, .step = 1, .sample_offset = 3, .training = true};
+  for (bool checkpointing : {false, true}) {
+    GPT2Model model(config, allocator_);
+    model.init(12);
+    // Larger weights than GPT-2's init so that every path carries gradient.
+    for (int u = 0; u < model.num_units(); ++u)
+      for (std::size_t i = 0; i < model.params(u).layout().num_elements(); ++i)
+        model.param_data(u)[i] *= 10.0f;
+    GPT2Compute compute(config, B, T, allocator_, {.activation_checkpointing = checkpointing});
+    model.forward(compute, tokens, targets, key);
+    model.backward(compute);
+    int checked = 0;
+    for (int u = 0; u < model.num_units(); ++u) {
+      const std::size_t count = model.params(u).layout().num_elements();
+      for (std::size_t i = 7; i < count; i += count / 10 + 1) {
+        if (u == 0 && i >= std::size_t(config.vocab_size * config.n_embd) &&
+            i < std::size_t(config.padded_vocab_size() * config.n_embd))
+          continue;  // padded vocabulary rows
+        float& parameter = model.param_data(u)[i];
+        const float saved = parameter;
+        constexpr float kStep = 1e-2f;
+        parameter = saved + kStep;
+        const double plus = model.forward(compute, tokens, targets, key);
+        parameter = saved - kStep;
+        const double minus = model.forward(compute, tokens, targets, key);
+        parameter = saved;
+        const double numeric = (plus - minus) / (2.0 * kStep);
+        const double analytic = model.grad_data(u)[i];
+        EXPECT_NEAR(analytic, numeric, 2e-3 + 5e-2 * std::abs(numeric))
+            << model.units()[u].name << " element " << i
+            << (checkpointing ? " (checkpointing)" : "");
+        ++checked;
+      }
+    }
+    EXPECT_GE(checked, 30);
+  }
+}
+
+TEST_F(GPT2ModelTest, InputsAreChecked) {
+  const GPT2Config config = tiny_config();
+  GPT2Compute compute(config, 1, 4, allocator_);
+  EXPECT_THROW(compute.set_inputs(std::vector<int>{1, 2, 3}, {}), Error);
+  EXPECT_THROW(compute.set_inputs(std::vector<int>{1, 2, 3, 53}, {}), Error);
+  EXPECT_THROW(compute.set_inputs(std::vector<int>{1, 2, 3, 4}, std::vector<int>{1, 2, 3, 60}),
+               Error);
+  EXPECT_THROW(GPT2Compute(config, 1, 13, allocator_), Error);
+}
+
+TEST(Sampling, GreedyAndTopK) {
+  const std::vector<float> logits = {0.1f, 2.0f, -1.0f, 1.9f, 0.0f};
+  EXPECT_EQ(sample_greedy(logits), 1);
+  EXPECT_EQ(sample_top_k(logits, 1, 1.0f, 0.99f), 1);
+  std::vector<int> counts(5, 0);
+  for (int i = 0; i < 2000; ++i) ++counts[sample_top_k(logits, 2, 1.0f, (i + 0.5f) / 2000.0f)];
+  EXPECT_EQ(counts[0] + counts[2] + counts[4], 0);
+  const double p1 = std::exp(2.0) / (std::exp(2.0) + std::exp(1.9));
+  EXPECT_NEAR(counts[1] / 2000.0, p1, 0.01);
+  EXPECT_THROW(sample_top_k(logits, 2, 0.0f, 0.5f), Error);
+}
+
+TEST_F(GPT2ModelTest, GenerateIsDeterministicAndGreedyFollowsTheLogits) {
+  const GPT2Config config = tiny_config();
+  GPT2Model model(config, allocator_);
+  model.init(10);
+  const std::vector<int> prompt = {3, 1, 4};
+  const auto greedy = generate(model, allocator_, prompt, 15, {});
+  ASSERT_EQ(greedy.size(), 18u);  // runs past n_positions: the window slides
+  EXPECT_EQ(std::vector<int>(greedy.begin(), greedy.begin() + 3), prompt);
+  GPT2Compute compute(config, 1, 4, allocator_);
+  model.forward(compute, std::vector<int>(greedy.begin(), greedy.begin() + 4));
+  EXPECT_EQ(greedy[4], sample_greedy({compute.logits() + 3 * config.padded_vocab_size(), 53}));
+  const SamplingOptions top_k{.top_k = 5, .temperature = 0.8f, .seed = 3};
+  EXPECT_EQ(generate(model, allocator_, prompt, 6, top_k),
+            generate(model, allocator_, prompt, 6, top_k));
+  const auto stopped = generate(model, allocator_, prompt, 15, {}, greedy[3]);
+  EXPECT_EQ(stopped.size(), 4u);
+}
+
+}  // namespace
+}  // namespace zero::gpt2

@@ -1,0 +1,77 @@
+// `zero generate`: continue a prompt of token ids with a Hugging Face GPT-2 checkpoint (greedy or
+// top-k), on CPU. Token ids in and out until the tokenizer is wired in.
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "commands.h"
+#include "zero/core/allocator.h"
+#include "zero/core/memory_ledger.h"
+#include "zero/gpt2/checkpoint_hf.h"
+#include "zero/gpt2/sampling.h"
+
+namespace zero::cli {
+namespace {
+
+std::vector<int> parse_ids(const std::string& text) {
+  std::vector<int> ids;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (item.find_first_not_of(" \t") == std::string::npos) continue;
+    try {
+      std::size_t used = 0;
+      ids.push_back(std::stoi(item, &used));
+      if (item.find_first_not_of(" \t", used) != std::string::npos)
+        throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      throw UsageError{"--prompt_ids: '" + item +
+                       "' is not a token id (expected e.g. \"464,2068,7586\")"};
+    }
+  }
+  return ids;
+}
+
+}  // namespace
+
+int run_generate(std::span<char* const> args) {
+  po::options_description options("Options");
+  options.add_options()("help,h", "print this help")(
+      "model", po::value<std::string>()->required(),
+      "folder with config.json and model.safetensors (or shards)")(
+      "prompt_ids", po::value<std::string>()->required(), "comma-separated prompt token ids")(
+      "max_new_tokens", po::value<int>()->default_value(32), "tokens to generate")(
+      "top_k", po::value<int>()->default_value(0),
+      "0 or 1: greedy; k > 1: sample among the k most likely")(
+      "temperature", po::value<float>()->default_value(1.0f), "softmax temperature for top-k")(
+      "seed", po::value<std::uint64_t>()->default_value(0), "sampling seed")(
+      "stop_at_eos", "stop at the config's eos_token_id");
+  for (char* const word : args)
+    if (std::string(word) == "--help" || std::string(word) == "-h") {
+      std::cout << usage("generate",
+                         "Continues a prompt of token ids with a GPT-2 checkpoint (CPU).", options);
+      return 0;
+    }
+  const auto variables = parse(args, options);
+  const std::vector<int> prompt = parse_ids(variables["prompt_ids"].as<std::string>());
+  if (prompt.empty()) throw UsageError{"--prompt_ids is empty"};
+  MemoryLedger ledger;
+  HostAllocator allocator(ledger);
+  const gpt2::GPT2Model model =
+      gpt2::load_hf_model(variables["model"].as<std::string>(), allocator);
+  gpt2::SamplingOptions sampling;
+  sampling.top_k = variables["top_k"].as<int>();
+  sampling.temperature = variables["temperature"].as<float>();
+  sampling.seed = variables["seed"].as<std::uint64_t>();
+  const int stop =
+      variables.count("stop_at_eos") ? static_cast<int>(model.config().eos_token_id) : -1;
+  const std::vector<int> tokens = gpt2::generate(
+      model, allocator, prompt, variables["max_new_tokens"].as<int>(), sampling, stop);
+  for (std::size_t i = 0; i < tokens.size(); ++i) std::cout << (i ? "," : "") << tokens[i];
+  std::cout << "\n";
+  return 0;
+}
+
+}  // namespace zero::cli
