@@ -80,7 +80,9 @@ TEST(EngineFromConfig, RealMegatronZero2OffloadConfig) {
   const auto result = engine_options_from_config(resolved.config);
   EXPECT_EQ(result.options.stage, 2);
   EXPECT_EQ(result.options.reduce_bucket_size, static_cast<std::size_t>(resolved.config.zero_optimization.reduce_bucket_size));
-  EXPECT_EQ(result.options.optimizer.type, std::string(config::name_of(resolved.config.optimizer.type)));
+  // No "optimizer" section: the trainer's default optimizer applies.
+  EXPECT_EQ(resolved.config.optimizer.type, config::OptimizerType::kNone);
+  EXPECT_EQ(result.options.optimizer.type, OptimizerOptions{}.type);
   ASSERT_EQ(result.warnings.size(), 1u);  // cpu_offload -> offload_optimizer.device = cpu
 }
 
