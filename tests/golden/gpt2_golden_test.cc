@@ -15,6 +15,7 @@
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/model.h"
+#include "zero/optim/kernels.h"
 #include "zero/gpt2/safetensors.h"
 
 namespace zero::gpt2 {
@@ -152,12 +153,14 @@ TEST_F(GPT2Golden, TenAdamWStepsFollowPyTorch) {
   GPT2Model model = load_hf_model(*folder_ / "model", allocator_);
   GPT2Compute compute(model.config(), B_, T_, allocator_);
   const auto& metadata = reference_->metadata();
-  AdamWHyperparams hyper;
-  hyper.learning_rate = std::stof(metadata.at("lr"));
-  hyper.beta1 = std::stof(metadata.at("beta1"));
-  hyper.beta2 = std::stof(metadata.at("beta2"));
-  hyper.epsilon = std::stof(metadata.at("eps"));
-  hyper.weight_decay = std::stof(metadata.at("weight_decay"));
+  // zero::optim's AdamW kernel (the one the engine runs) against torch.optim.AdamW.
+  optim::AdamHyperparams hyper;
+  hyper.lr = std::stod(metadata.at("lr"));
+  hyper.beta1 = std::stod(metadata.at("beta1"));
+  hyper.beta2 = std::stod(metadata.at("beta2"));
+  hyper.eps = std::stod(metadata.at("eps"));
+  hyper.weight_decay = std::stod(metadata.at("weight_decay"));
+  hyper.adam_w_mode = true;
   std::vector<std::vector<float>> m, v;
   for (int u = 0; u < model.num_units(); ++u) {
     m.emplace_back(model.params(u).layout().num_elements(), 0.0f);
@@ -171,8 +174,11 @@ TEST_F(GPT2Golden, TenAdamWStepsFollowPyTorch) {
     expect_within("AdamW loss at step " + std::to_string(step),
                   std::abs(loss - expected[step]) / std::abs(expected[step]), 1e-5);
     for (int u = 0; u < model.num_units(); ++u)
-      adamw_update(model.param_data(u), model.grad_data(u), m[u].data(), v[u].data(), m[u].size(),
-                   static_cast<std::int64_t>(step) + 1, hyper);
+    {
+      hyper.step = static_cast<std::int64_t>(step) + 1;
+      optim::adam_step(model.param_data(u), model.grad_data(u), m[u].data(), v[u].data(), m[u].size(),
+                       hyper);
+    }
   }
   EXPECT_LT(expected.back(), expected.front());
 }

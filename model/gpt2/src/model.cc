@@ -54,24 +54,4 @@ void GPT2Model::backward(GPT2Compute& compute, float loss_scale) {
   compute.backward_embeddings(param_data(embeddings), grad_data(embeddings));
 }
 
-void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t count,
-                  std::int64_t step, const AdamWHyperparams& hyper) {
-  ZERO_CHECK(step >= 1, "AdamW step counts from 1, got ", step);
-  const float bias1 = 1.0f - std::pow(hyper.beta1, static_cast<float>(step));
-  const float bias2 = 1.0f - std::pow(hyper.beta2, static_cast<float>(step));
-  const float step_size = hyper.learning_rate / bias1;
-  const float bias2_sqrt = std::sqrt(bias2);
-  const float decay = 1.0f - hyper.learning_rate * hyper.weight_decay;
-  const std::int64_t n = static_cast<std::int64_t>(count);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float g = grads[i];
-    params[i] *= decay;
-    m[i] = hyper.beta1 * m[i] + (1.0f - hyper.beta1) * g;
-    v[i] = hyper.beta2 * v[i] + (1.0f - hyper.beta2) * g * g;
-    const float denominator = std::sqrt(v[i]) / bias2_sqrt + hyper.epsilon;
-    params[i] -= step_size * m[i] / denominator;
-  }
-}
-
 }  // namespace zero::gpt2

@@ -47,18 +47,4 @@ class GPT2Model {
   std::vector<FlatBuffer> params_, grads_;
 };
 
-// AdamW with torch.optim.AdamW semantics (decoupled weight decay applied as p *= 1 - lr·wd,
-// bias-corrected moments, eps outside the square root), on fp32 arrays; a local stand-in used by
-// the tests until zero::optim lands.
-struct AdamWHyperparams {
-  float learning_rate = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float epsilon = 1e-8f;
-  float weight_decay = 0.01f;
-};
-// step counts from 1. m and v hold the moments (zero before the first step).
-void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t count,
-                  std::int64_t step, const AdamWHyperparams& hyper);
-
 }  // namespace zero::gpt2
