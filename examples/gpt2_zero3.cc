@@ -387,7 +387,7 @@ int run(const demo::DemoFlags& flags, zero::Communicator& comm) {
                               options.compute_dtype, 2);
   const zero::ModelStateBytes replicated = zero::model_state_bytes(
       0, unit_num_elements, 1, options.alignment_elements, options.compute_dtype, 2);
-  console.print("\n%s", engine.ledger().report("rank 0 memory ledger after training").c_str());
+  console.print("\n%s", engine.ledger().report("rank 0, after training").c_str());
   console.print("model states per rank: %s at stage %d over %d ranks; %s unsharded (stage 0)\n\n",
                 zero::format_bytes(sharded.total()).c_str(), options.stage, world,
                 zero::format_bytes(replicated.total()).c_str());

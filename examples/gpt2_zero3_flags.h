@@ -27,11 +27,11 @@ struct DemoFlags {
   std::string corpus = "/usr/share/games/fortunes";  // folder or comma-separated files
   std::string output_dir = "gpt2_zero3_output";
   std::string deepspeed = "configs/ds_zero3_demo.json";
-  std::int64_t max_steps = 200;
+  std::int64_t max_steps = 300;
   std::int64_t block_size = 128;                 // T
   std::int64_t per_device_train_batch_size = 8;  // B per rank and micro-step
   std::int64_t gradient_accumulation_steps = 1;
-  double learning_rate = 2e-3;
+  double learning_rate = 3e-3;
   double weight_decay = 0.01;
   double max_grad_norm = 1.0;
   std::int64_t warmup_steps = -1;  // -1: a tenth of max_steps
@@ -119,6 +119,27 @@ inline std::vector<FlagSpec> flag_specs(DemoFlags& flags) {
   };
 }
 
+// Range checks the parser cannot make on its own (zero::Error naming the flag).
+inline void check_flags(const DemoFlags& flags) {
+  auto at_least = [](std::string_view name, std::int64_t value, std::int64_t minimum) {
+    if (value < minimum) fail_flag("flag --", name, " must be at least ", minimum, ", got ", value);
+  };
+  at_least("max_steps", flags.max_steps, 1);
+  at_least("block_size", flags.block_size, 2);
+  at_least("per_device_train_batch_size", flags.per_device_train_batch_size, 1);
+  at_least("gradient_accumulation_steps", flags.gradient_accumulation_steps, 1);
+  at_least("vocab_size", flags.vocab_size, 257);
+  at_least("logging_steps", flags.logging_steps, 1);
+  at_least("max_eval_blocks", flags.max_eval_blocks, 0);
+  at_least("num_samples", flags.num_samples, 0);
+  at_least("sample_tokens", flags.sample_tokens, 1);
+  at_least("top_k", flags.top_k, 0);
+  if (flags.validation_split_percentage < 1 || flags.validation_split_percentage > 50)
+    fail_flag("flag --validation_split_percentage must be in [1, 50], got ",
+              flags.validation_split_percentage);
+  if (!(flags.temperature > 0.0)) fail_flag("flag --temperature must be positive");
+}
+
 inline std::string usage(const char* program) {
   DemoFlags defaults;
   std::ostringstream out;
@@ -171,6 +192,7 @@ inline DemoFlags parse_flags(int argc, char** argv, bool& help) {
       fail_flag("flag --", arg, ": ", error.what());
     }
   }
+  check_flags(flags);
   return flags;
 }
 

@@ -19,7 +19,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-
   --deepspeed configs/ds_zero3_demo.json \
   --corpus /usr/share/games/fortunes \
   --output_dir "$build/demo_output" \
-  --max_steps 200 --block_size 128 --per_device_train_batch_size 8 --learning_rate 2e-3 \
+  --max_steps 300 --block_size 128 --per_device_train_batch_size 8 --learning_rate 3e-3 \
   --n_layer 4 --n_embd 192 --n_head 4 --vocab_size 2048 --seed 42 \
   "$@"
 
