@@ -287,7 +287,7 @@ int run(const demo::DemoFlags& flags, zero::Communicator& comm) {
   const std::int64_t accumulation = resolved.config.gradient_accumulation_steps;
   console.print(
       "deepspeed: %s -> ZeRO stage %d, %s lr %g (%s, warmup %lld of %lld steps), "
-      "clip %g, batch %lld = %lld per rank x %d ranks x %lld accumulation\n",
+      "clip %g, batch %lld = %lld per rank x %d rank(s) x %lld accumulation\n",
       flags.deepspeed.c_str(), options.stage, options.optimizer.type.c_str(), options.optimizer.lr,
       options.scheduler.type.empty() ? "constant" : options.scheduler.type.c_str(),
       static_cast<long long>(options.scheduler.warmup_num_steps),
@@ -388,7 +388,7 @@ int run(const demo::DemoFlags& flags, zero::Communicator& comm) {
   const zero::ModelStateBytes replicated = zero::model_state_bytes(
       0, unit_num_elements, 1, options.alignment_elements, options.compute_dtype, 2);
   console.print("\n%s", engine.ledger().report("rank 0, after training").c_str());
-  console.print("model states per rank: %s at stage %d over %d ranks; %s unsharded (stage 0)\n\n",
+  console.print("model states per rank: %s at stage %d over %d rank(s); %s unsharded (stage 0)\n\n",
                 zero::format_bytes(sharded.total()).c_str(), options.stage, world,
                 zero::format_bytes(replicated.total()).c_str());
 
@@ -430,7 +430,9 @@ int run(const demo::DemoFlags& flags, zero::Communicator& comm) {
     }
   }
 
-  const bool learned = validation_end_loss < validation_start && last_train_loss < first_train_loss;
+  // With no validation block (a tiny corpus) both evaluations are 0 and only the train loss counts.
+  const bool learned = (validation.size() == 0 || validation_end_loss < validation_start) &&
+                       last_train_loss < first_train_loss;
   console.print(
       "%s: train loss %.4f -> %.4f, validation loss %.4f -> %.4f in %lld steps, "
       "%.1f s in all\n",
