@@ -29,10 +29,13 @@ int main(int argc, char** argv) {
   std::size_t max_bytes = std::size_t{64} << 20;
   zero::DType dtype = zero::DType::kFloat32;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--max_bytes") == 0) max_bytes = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (std::strcmp(argv[i], "--dtype") == 0) dtype = zero::parse_dtype(argv[i + 1]);
+    if (std::strcmp(argv[i], "--max_bytes") == 0)
+      max_bytes = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (std::strcmp(argv[i], "--dtype") == 0)
+      dtype = zero::parse_dtype(argv[i + 1]);
     else {
-      std::fprintf(stderr, "unknown option %s (known: --max_bytes N, --dtype fp32|bf16|fp16)\n", argv[i]);
+      std::fprintf(stderr, "unknown option %s (known: --max_bytes N, --dtype fp32|bf16|fp16)\n",
+                   argv[i]);
       return 2;
     }
   }
@@ -44,10 +47,12 @@ int main(int argc, char** argv) {
                       {"reduce_scatter", zero::CollectiveOp::kReduceScatter},
                       {"all_gather", zero::CollectiveOp::kAllGather}};
     if (comm->rank() == 0) {
-      std::printf("# %s communicator, %d ranks, %s; sizes are the full buffer (all_reduce input, "
-                  "reduce_scatter input, all_gather output)\n",
-                  std::string(comm->backend()).c_str(), world, std::string(zero::name_of(dtype)).c_str());
-      std::printf("%-15s %12s %10s %12s %12s\n", "op", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s");
+      std::printf(
+          "# %s communicator, %d ranks, %s; sizes are the full buffer (all_reduce input, "
+          "reduce_scatter input, all_gather output)\n",
+          std::string(comm->backend()).c_str(), world, std::string(zero::name_of(dtype)).c_str());
+      std::printf("%-15s %12s %10s %12s %12s\n", "op", "bytes", "time_us", "algbw_GB/s",
+                  "busbw_GB/s");
     }
     const std::size_t element = zero::size_of(dtype);
     std::vector<char> input(max_bytes), output(max_bytes);
@@ -62,13 +67,15 @@ int main(int argc, char** argv) {
               comm->all_reduce(input.data(), output.data(), count, dtype, zero::ReduceOp::kSum);
               break;
             case zero::CollectiveOp::kReduceScatter:
-              comm->reduce_scatter(input.data(), output.data(), per_rank, dtype, zero::ReduceOp::kSum);
+              comm->reduce_scatter(input.data(), output.data(), per_rank, dtype,
+                                   zero::ReduceOp::kSum);
               break;
             default: comm->all_gather(input.data(), output.data(), per_rank, dtype); break;
           }
         };
         // Same iteration count on every rank: derived from the size, never from local timing.
-        const int iterations = static_cast<int>(std::clamp<std::size_t>((256u << 20) / bytes, 5, 200));
+        const int iterations =
+            static_cast<int>(std::clamp<std::size_t>((256u << 20) / bytes, 5, 200));
         issue();
         comm->synchronize();
         comm->barrier();
@@ -77,7 +84,8 @@ int main(int argc, char** argv) {
         for (int i = 0; i < iterations; ++i) issue();
         comm->synchronize();
         const float seconds = static_cast<float>(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iterations);
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+            iterations);
         float slowest = seconds;
         comm->all_reduce(&seconds, &slowest, 1, zero::DType::kFloat32, zero::ReduceOp::kMax);
         comm->synchronize();

@@ -6,7 +6,6 @@
 // thread count means other processes took the cores.
 #include <benchmark/benchmark.h>
 #include <omp.h>
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -105,7 +104,8 @@ class Reporter : public benchmark::ConsoleReporter {
     for (const Run& run : runs) {
       if (run.run_type != Run::RT_Iteration || !run.counters.count("GFLOP/s")) continue;
       const double rate = run.counters.at("GFLOP/s");
-      if (run.benchmark_name().starts_with("BM_Sgemm")) best_gemm_gflops = std::max(best_gemm_gflops, rate);
+      if (run.benchmark_name().starts_with("BM_Sgemm"))
+        best_gemm_gflops = std::max(best_gemm_gflops, rate);
       if (run.benchmark_name().starts_with("BM_GPT2Step/checkpointing:0"))
         best_step_gflops_[0] = std::max(best_step_gflops_[0], rate);
       if (run.benchmark_name().starts_with("BM_GPT2Step/checkpointing:1"))
@@ -118,10 +118,11 @@ class Reporter : public benchmark::ConsoleReporter {
       const double rate = best_step_gflops_[checkpointing];
       if (rate <= 0) continue;
       const double seconds = step_flops * 1e-9 / rate;
-      std::printf("best step%s: %.3f s, %.0f tokens/s, %.1f GFLOP/s = %.0f%% of the best single-GEMM rate "
-                  "(%.1f GFLOP/s)\n",
-                  checkpointing ? " (activation checkpointing)" : "", seconds,
-                  double(kBatch * kSeq) / seconds, rate, 100.0 * rate / best_gemm_gflops, best_gemm_gflops);
+      std::printf(
+          "best step%s: %.3f s, %.0f tokens/s, %.1f GFLOP/s = %.0f%% of the best single-GEMM rate "
+          "(%.1f GFLOP/s)\n",
+          checkpointing ? " (activation checkpointing)" : "", seconds,
+          double(kBatch * kSeq) / seconds, rate, 100.0 * rate / best_gemm_gflops, best_gemm_gflops);
     }
   }
 

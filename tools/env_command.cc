@@ -19,7 +19,8 @@ int run_env(std::span<char* const> args) {
       "check_comm", "also run an all_reduce over every rank and print the result");
   const auto variables = parse(args, options);
   if (variables.count("help")) {
-    std::cout << usage("env", "Prints the launch environment, the build's features and the devices.", options);
+    std::cout << usage(
+        "env", "Prints the launch environment, the build's features and the devices.", options);
     return 0;
   }
   const LaunchInfo launch = detect_launch();
@@ -36,9 +37,9 @@ int run_env(std::span<char* const> args) {
     communicator->all_reduce(&value, &value, 1, DType::kFloat32, ReduceOp::kSum);
     communicator->synchronize();
     const int world = communicator->world_size();
-    std::cout << "comm: " << communicator->backend() << " rank " << communicator->rank() << "/" << world
-              << ": all_reduce(sum of rank+1) = " << value << " (expected " << world * (world + 1) / 2
-              << ")\n";
+    std::cout << "comm: " << communicator->backend() << " rank " << communicator->rank() << "/"
+              << world << ": all_reduce(sum of rank+1) = " << value << " (expected "
+              << world * (world + 1) / 2 << ")\n";
   }
   return 0;
 }

@@ -23,9 +23,11 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"env", "print the launch environment, build features and devices", zero::cli::run_env},
-    {"config", "resolve a DeepSpeed JSON config and print it with every default", zero::cli::run_config},
+    {"config", "resolve a DeepSpeed JSON config and print it with every default",
+     zero::cli::run_config},
     {"tokenizer", "train a BPE tokenizer, encode text, decode ids", zero::cli::run_tokenizer},
-    {"generate", "continue a prompt with a GPT-2 checkpoint (token ids, CPU)", zero::cli::run_generate},
+    {"generate", "continue a prompt with a GPT-2 checkpoint (token ids, CPU)",
+     zero::cli::run_generate},
 };
 
 void print_help() {
@@ -34,7 +36,8 @@ void print_help() {
                "Usage: zero <command> [options]      (zero <command> --help for its options)\n\n"
                "Commands:\n";
   for (const Command& command : kCommands)
-    std::cout << "  " << command.name << std::string(12 - command.name.size(), ' ') << command.summary << "\n";
+    std::cout << "  " << command.name << std::string(12 - command.name.size(), ' ')
+              << command.summary << "\n";
   std::cout << "\nOptions:\n  -h, --help     print this help\n  --version      print the version\n";
 }
 
@@ -60,8 +63,10 @@ int main(int argc, char** argv) {
   if (command == nullptr) {
     std::vector<std::string_view> names;
     for (const Command& candidate : kCommands) names.push_back(candidate.name);
-    std::cerr << "zero: unknown " << (word.starts_with("-") ? "option" : "command") << " '" << word << "'";
-    if (auto nearest = zero::nearest_name(word, names)) std::cerr << "; did you mean '" << *nearest << "'?";
+    std::cerr << "zero: unknown " << (word.starts_with("-") ? "option" : "command") << " '" << word
+              << "'";
+    if (auto nearest = zero::nearest_name(word, names))
+      std::cerr << "; did you mean '" << *nearest << "'?";
     std::cerr << "\nRun 'zero --help' for the list of commands.\n";
     return 2;
   }
@@ -71,11 +76,12 @@ int main(int argc, char** argv) {
     zero::finalize_communication();
     return code;
   } catch (const zero::cli::UsageError& error) {
-    std::cerr << "zero " << command->name << ": " << error.message << "\nRun 'zero " << command->name
-              << " --help' for its options.\n";
+    std::cerr << "zero " << command->name << ": " << error.message << "\nRun 'zero "
+              << command->name << " --help' for its options.\n";
     return 2;
   } catch (const std::exception& error) {
-    std::cerr << "[rank " << rank << "] zero " << command->name << ": error: " << error.what() << std::endl;
+    std::cerr << "[rank " << rank << "] zero " << command->name << ": error: " << error.what()
+              << std::endl;
     zero::abort_job(1);
   }
 }

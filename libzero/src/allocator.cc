@@ -13,7 +13,9 @@ constexpr std::size_t kAlignmentBytes = 64;
 }
 
 Buffer::Buffer(Buffer&& other) noexcept
-    : allocator_(other.allocator_), data_(other.data_), size_bytes_(other.size_bytes_),
+    : allocator_(other.allocator_),
+      data_(other.data_),
+      size_bytes_(other.size_bytes_),
       category_(other.category_) {
   other.allocator_ = nullptr;
   other.data_ = nullptr;
@@ -63,7 +65,8 @@ void Allocator::release(void* data, std::size_t size_bytes, MemoryCategory categ
 }
 
 void* HostAllocator::raw_allocate(std::size_t size_bytes) {
-  const std::size_t rounded = (size_bytes + kAlignmentBytes - 1) / kAlignmentBytes * kAlignmentBytes;
+  const std::size_t rounded =
+      (size_bytes + kAlignmentBytes - 1) / kAlignmentBytes * kAlignmentBytes;
   return std::aligned_alloc(kAlignmentBytes, rounded);
 }
 
@@ -71,9 +74,11 @@ void HostAllocator::raw_free(void* data) noexcept { std::free(data); }
 
 #ifndef ZERO_WITH_CUDA
 std::unique_ptr<Allocator> make_allocator(MemorySpace space, MemoryLedger& ledger, bool use_cuda) {
-  ZERO_CHECK(!use_cuda, "a CUDA allocator was requested but this build of zero has no CUDA support "
+  ZERO_CHECK(!use_cuda,
+             "a CUDA allocator was requested but this build of zero has no CUDA support "
              "(configure with -DZERO_WITH_CUDA=ON on a machine with the CUDA toolkit)");
-  ZERO_CHECK(space != MemorySpace::kNvme, "NVMe memory is allocated by the offload swapper, not an allocator");
+  ZERO_CHECK(space != MemorySpace::kNvme,
+             "NVMe memory is allocated by the offload swapper, not an allocator");
   return std::make_unique<HostAllocator>(ledger, space);
 }
 #endif

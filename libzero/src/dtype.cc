@@ -41,11 +41,13 @@ Float16 to_fp16(float value) {
   const std::uint32_t sign = (bits >> 16) & 0x8000u;
   const std::uint32_t magnitude = bits & 0x7fffffffu;
   if (magnitude > 0x7f800000u) return {static_cast<std::uint16_t>(sign | 0x7e00u)};  // NaN
-  if (magnitude >= 0x47800000u) return {static_cast<std::uint16_t>(sign | 0x7c00u)};  // >= 65536: inf
-  if (magnitude < 0x38800000u) {  // below 2^-14: fp16 subnormal or zero
+  if (magnitude >= 0x47800000u)
+    return {static_cast<std::uint16_t>(sign | 0x7c00u)};  // >= 65536: inf
+  if (magnitude < 0x38800000u) {                          // below 2^-14: fp16 subnormal or zero
     // Add 0.5 (as float) so the FPU rounds the mantissa to the subnormal grid, nearest even.
     const float shifted = std::bit_cast<float>(magnitude) + 0.5f;
-    return {static_cast<std::uint16_t>(sign | (std::bit_cast<std::uint32_t>(shifted) - 0x3f000000u))};
+    return {
+        static_cast<std::uint16_t>(sign | (std::bit_cast<std::uint32_t>(shifted) - 0x3f000000u))};
   }
   // Normal: rebias exponent (127 -> 15), round 13 dropped mantissa bits to nearest even.
   const std::uint32_t odd = (magnitude >> 13) & 1u;

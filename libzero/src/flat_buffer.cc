@@ -18,7 +18,8 @@ std::size_t TensorSpec::num_elements() const {
   return count;
 }
 
-FlatLayout::FlatLayout(std::vector<TensorSpec> tensors, int world_size, std::size_t alignment_elements)
+FlatLayout::FlatLayout(std::vector<TensorSpec> tensors, int world_size,
+                       std::size_t alignment_elements)
     : world_size_(world_size) {
   std::set<std::string> names;
   slots_.reserve(tensors.size());
@@ -41,7 +42,8 @@ const TensorSlot& FlatLayout::slot(std::string_view name) const {
   ZERO_THROW("flat layout has no tensor '", name, "'; it has: ", known.str());
 }
 
-FlatBuffer::FlatBuffer(FlatLayout layout, DType dtype, Allocator& allocator, MemoryCategory category)
+FlatBuffer::FlatBuffer(FlatLayout layout, DType dtype, Allocator& allocator,
+                       MemoryCategory category)
     : layout_(std::move(layout)),
       dtype_(dtype),
       buffer_(allocator.allocate(layout_.padded_num_elements() * size_of(dtype), category)) {

@@ -41,8 +41,8 @@ struct Names {
 };
 
 constexpr Names kLaunchers[] = {
-    {Launcher::kOpenMpi, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {Launcher::kOpenMpi, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
     {Launcher::kTorchrun, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
     {Launcher::kSlurm, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
     {Launcher::kPmi, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
@@ -53,15 +53,17 @@ const std::string* find(const std::map<std::string, std::string>& environment, c
   return it == environment.end() ? nullptr : &it->second;
 }
 
-int parse_int(const std::map<std::string, std::string>& environment, const char* name, int fallback) {
+int parse_int(const std::map<std::string, std::string>& environment, const char* name,
+              int fallback) {
   const std::string* text = find(environment, name);
   if (text == nullptr) return fallback;
-  // Slurm writes SLURM_NTASKS_PER_NODE as e.g. "4(x2)" on uneven allocations: take the leading count.
+  // Slurm writes SLURM_NTASKS_PER_NODE as e.g. "4(x2)" on uneven allocations: take the leading
+  // count.
   int value = 0;
   const char* end = text->data() + text->size();
   auto [stop, error] = std::from_chars(text->data(), end, value);
-  ZERO_CHECK(error == std::errc() && (stop == end || *stop == '('), "launch environment: ", name, "='",
-             *text, "' is not an integer");
+  ZERO_CHECK(error == std::errc() && (stop == end || *stop == '('), "launch environment: ", name,
+             "='", *text, "' is not an integer");
   return value;
 }
 
@@ -70,23 +72,25 @@ int parse_int(const std::map<std::string, std::string>& environment, const char*
 LaunchInfo detect_launch(const std::map<std::string, std::string>& environment) {
   LaunchInfo info;
   for (const Names& names : kLaunchers) {
-    if (find(environment, names.rank) == nullptr || find(environment, names.world_size) == nullptr) continue;
+    if (find(environment, names.rank) == nullptr || find(environment, names.world_size) == nullptr)
+      continue;
     info.launcher = names.launcher;
     info.rank = parse_int(environment, names.rank, 0);
     info.world_size = parse_int(environment, names.world_size, 1);
     info.local_rank = parse_int(environment, names.local_rank, info.rank);
     info.local_world_size = parse_int(environment, names.local_world_size, info.world_size);
     if (names.launcher == Launcher::kTorchrun) {
-      if (const std::string* address = find(environment, "MASTER_ADDR")) info.master_addr = *address;
+      if (const std::string* address = find(environment, "MASTER_ADDR"))
+        info.master_addr = *address;
       info.master_port = parse_int(environment, "MASTER_PORT", 0);
     }
     ZERO_CHECK(info.world_size >= 1, "launch environment: ", names.world_size, "=", info.world_size,
                " must be at least 1");
-    ZERO_CHECK(info.rank >= 0 && info.rank < info.world_size, "launch environment: ", names.rank, "=",
-               info.rank, " is outside the world of ", names.world_size, "=", info.world_size);
-    ZERO_CHECK(info.local_rank >= 0 && info.local_rank < info.local_world_size, "launch environment: ",
-               names.local_rank, "=", info.local_rank, " is outside ", names.local_world_size, "=",
-               info.local_world_size);
+    ZERO_CHECK(info.rank >= 0 && info.rank < info.world_size, "launch environment: ", names.rank,
+               "=", info.rank, " is outside the world of ", names.world_size, "=", info.world_size);
+    ZERO_CHECK(info.local_rank >= 0 && info.local_rank < info.local_world_size,
+               "launch environment: ", names.local_rank, "=", info.local_rank, " is outside ",
+               names.local_world_size, "=", info.local_world_size);
     return info;
   }
   return info;

@@ -15,9 +15,9 @@ std::string_view name_of(MemorySpace space) {
 }
 
 std::string_view name_of(MemoryCategory category) {
-  static constexpr std::string_view kNames[] = {
-      "params",          "param_shard",  "grads",         "grad_shard", "master_params",
-      "optimizer_state", "activations", "comm_buffers", "workspace"};
+  static constexpr std::string_view kNames[] = {"params",      "param_shard",   "grads",
+                                                "grad_shard",  "master_params", "optimizer_state",
+                                                "activations", "comm_buffers",  "workspace"};
   return kNames[static_cast<std::size_t>(category)];
 }
 
@@ -40,9 +40,9 @@ void MemoryLedger::record_free(MemorySpace space, MemoryCategory category, std::
   const auto c = static_cast<std::size_t>(category);
   std::lock_guard lock(mutex_);
   LedgerEntry& entry = entries_[s][c];
-  ZERO_CHECK(entry.current_bytes >= static_cast<std::int64_t>(size_bytes), "memory ledger: freeing ",
-             size_bytes, " bytes of ", name_of(space), "/", name_of(category), " but only ",
-             entry.current_bytes, " are recorded");
+  ZERO_CHECK(entry.current_bytes >= static_cast<std::int64_t>(size_bytes),
+             "memory ledger: freeing ", size_bytes, " bytes of ", name_of(space), "/",
+             name_of(category), " but only ", entry.current_bytes, " are recorded");
   entry.current_bytes -= static_cast<std::int64_t>(size_bytes);
   totals_[s].current_bytes -= static_cast<std::int64_t>(size_bytes);
 }
@@ -77,7 +77,10 @@ std::string format_bytes(std::int64_t size_bytes) {
   if (unit == 0) {
     std::snprintf(text, sizeof text, "%s%lld B", sign, static_cast<long long>(value));
   } else {
-    std::snprintf(text, sizeof text, value < 10 ? "%s%.2f %s" : value < 100 ? "%s%.1f %s" : "%s%.0f %s",
+    std::snprintf(text, sizeof text,
+                  value < 10    ? "%s%.2f %s"
+                  : value < 100 ? "%s%.1f %s"
+                                : "%s%.0f %s",
                   sign, value, kUnits[unit]);
   }
   return text;

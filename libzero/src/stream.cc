@@ -52,14 +52,15 @@ Event Stream::record() {
   event.state_->done = false;
   auto state = event.state_;
   enqueue({[state, this] {
-    std::lock_guard lock(state->mutex);
-    {
-      std::lock_guard stream_lock(mutex_);
-      state->error = error_;
-    }
-    state->done = true;
-    state->done_changed.notify_all();
-  }, /*runs_after_failure=*/true});
+             std::lock_guard lock(state->mutex);
+             {
+               std::lock_guard stream_lock(mutex_);
+               state->error = error_;
+             }
+             state->done = true;
+             state->done_changed.notify_all();
+           },
+           /*runs_after_failure=*/true});
   return event;
 }
 

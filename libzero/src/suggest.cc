@@ -46,7 +46,8 @@ std::optional<std::string> nearest(std::string_view name, const Candidates& cand
 
 }  // namespace
 
-std::optional<std::string> nearest_name(std::string_view name, std::span<const std::string> candidates) {
+std::optional<std::string> nearest_name(std::string_view name,
+                                        std::span<const std::string> candidates) {
   return nearest(name, candidates);
 }
 

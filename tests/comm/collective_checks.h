@@ -24,7 +24,8 @@ inline float input_value(int rank, std::size_t index) {
 }
 
 // A buffer of `count` elements of `dtype` holding input_value(rank, offset + i).
-inline std::vector<char> make_input(int rank, std::size_t count, DType dtype, std::size_t offset = 0) {
+inline std::vector<char> make_input(int rank, std::size_t count, DType dtype,
+                                    std::size_t offset = 0) {
   std::vector<float> values(count);
   for (std::size_t i = 0; i < count; ++i) values[i] = input_value(rank, offset + i);
   std::vector<char> buffer(count * size_of(dtype));
@@ -63,25 +64,30 @@ class ReferenceReduction {
 };
 
 // Counts mismatches (and reports the first) rather than failing per element on 1M-element buffers.
-inline void expect_values(const std::vector<float>& actual, auto expected_at, const std::string& what) {
+inline void expect_values(const std::vector<float>& actual, auto expected_at,
+                          const std::string& what) {
   std::size_t mismatches = 0;
   for (std::size_t i = 0; i < actual.size(); ++i) {
     const float expected = expected_at(i);
     if (actual[i] != expected) {
-      if (mismatches == 0) ADD_FAILURE() << what << ": element " << i << " is " << actual[i] << ", expected " << expected;
+      if (mismatches == 0)
+        ADD_FAILURE() << what << ": element " << i << " is " << actual[i] << ", expected "
+                      << expected;
       ++mismatches;
     }
   }
   EXPECT_EQ(mismatches, 0u) << what;
 }
 
-inline std::string describe(const Communicator& comm, std::string_view op, DType dtype, std::size_t count,
-                            std::string_view extra = {}) {
-  return std::string(op) + " " + std::string(name_of(dtype)) + " count=" + std::to_string(count) + " " +
-         std::string(extra) + " rank " + std::to_string(comm.rank()) + "/" + std::to_string(comm.world_size());
+inline std::string describe(const Communicator& comm, std::string_view op, DType dtype,
+                            std::size_t count, std::string_view extra = {}) {
+  return std::string(op) + " " + std::string(name_of(dtype)) + " count=" + std::to_string(count) +
+         " " + std::string(extra) + " rank " + std::to_string(comm.rank()) + "/" +
+         std::to_string(comm.world_size());
 }
 
-inline void check_all_reduce(Communicator& comm, std::size_t count, DType dtype, ReduceOp op, bool in_place) {
+inline void check_all_reduce(Communicator& comm, std::size_t count, DType dtype, ReduceOp op,
+                             bool in_place) {
   const int world = comm.world_size(), rank = comm.rank();
   std::vector<char> send = make_input(rank, count, dtype);
   std::vector<char> recv(send.size());
@@ -89,11 +95,14 @@ inline void check_all_reduce(Communicator& comm, std::size_t count, DType dtype,
   comm.synchronize();
   const auto result = to_floats(in_place ? send.data() : recv.data(), dtype, count);
   const ReferenceReduction reference(world, op, dtype);
-  expect_values(result, [&](std::size_t i) { return reference(i); },
-                describe(comm, "all_reduce", dtype, count, std::string(name_of(op)) + (in_place ? " in place" : "")));
+  expect_values(
+      result, [&](std::size_t i) { return reference(i); },
+      describe(comm, "all_reduce", dtype, count,
+               std::string(name_of(op)) + (in_place ? " in place" : "")));
 }
 
-inline void check_reduce_scatter(Communicator& comm, std::size_t count, DType dtype, ReduceOp op, bool in_place) {
+inline void check_reduce_scatter(Communicator& comm, std::size_t count, DType dtype, ReduceOp op,
+                                 bool in_place) {
   const int world = comm.world_size(), rank = comm.rank();
   std::vector<char> send = make_input(rank, count * world, dtype);
   std::vector<char> recv(count * size_of(dtype));
@@ -102,8 +111,10 @@ inline void check_reduce_scatter(Communicator& comm, std::size_t count, DType dt
   comm.synchronize();
   const auto result = to_floats(output, dtype, count);
   const ReferenceReduction reference(world, op, dtype);
-  expect_values(result, [&](std::size_t i) { return reference(rank * count + i); },
-                describe(comm, "reduce_scatter", dtype, count, std::string(name_of(op)) + (in_place ? " in place" : "")));
+  expect_values(
+      result, [&](std::size_t i) { return reference(rank * count + i); },
+      describe(comm, "reduce_scatter", dtype, count,
+               std::string(name_of(op)) + (in_place ? " in place" : "")));
 }
 
 inline void check_all_gather(Communicator& comm, std::size_t count, DType dtype, bool in_place) {
@@ -119,8 +130,9 @@ inline void check_all_gather(Communicator& comm, std::size_t count, DType dtype,
   comm.all_gather(input, recv.data(), count, dtype);
   comm.synchronize();
   const auto result = to_floats(recv.data(), dtype, world * count);
-  expect_values(result, [&](std::size_t i) { return input_value(static_cast<int>(i / count), i); },
-                describe(comm, "all_gather", dtype, count, in_place ? "in place" : ""));
+  expect_values(
+      result, [&](std::size_t i) { return input_value(static_cast<int>(i / count), i); },
+      describe(comm, "all_gather", dtype, count, in_place ? "in place" : ""));
 }
 
 inline void check_broadcast(Communicator& comm, std::size_t count, DType dtype, int root) {
@@ -129,12 +141,14 @@ inline void check_broadcast(Communicator& comm, std::size_t count, DType dtype, 
   comm.broadcast(send.data(), recv.data(), count, dtype, root);
   comm.synchronize();
   const auto result = to_floats(recv.data(), dtype, count);
-  expect_values(result, [&](std::size_t i) { return input_value(root, i); },
-                describe(comm, "broadcast", dtype, count, "root " + std::to_string(root)));
+  expect_values(
+      result, [&](std::size_t i) { return input_value(root, i); },
+      describe(comm, "broadcast", dtype, count, "root " + std::to_string(root)));
 }
 
 // Every op × dtype × size × placement. All ranks must call it together.
-inline void check_every_collective(Communicator& comm, std::size_t max_count = std::size_t{1} << 20) {
+inline void check_every_collective(Communicator& comm,
+                                   std::size_t max_count = std::size_t{1} << 20) {
   for (std::size_t count : kCollectiveSizes) {
     if (count > max_count) continue;
     for (DType dtype : kDTypes) {

@@ -40,7 +40,8 @@ TEST(MpiCommunicator, RandomFloatAllReduceIsCloseToSerialSum) {
   std::vector<double> expected(kCount, 0.0);
   for (int r = 0; r < world().world_size(); ++r) {
     const auto theirs = values_of(r);
-    for (std::size_t i = 0; i < kCount; ++i) expected[i] += theirs[i] / static_cast<double>(world().world_size());
+    for (std::size_t i = 0; i < kCount; ++i)
+      expected[i] += theirs[i] / static_cast<double>(world().world_size());
   }
   for (std::size_t i = 0; i < kCount; ++i) ASSERT_NEAR(data[i], expected[i], 1e-6) << i;
 }

@@ -19,7 +19,8 @@ TEST_P(ThreadCommunicatorWorlds, EveryCollectiveMatchesReference) {
   // 1M-element buffers at every world size would dominate the suite; they run at 4 ranks (and
   // under MPI at 2 and 4).
   const std::size_t max_count = GetParam() == 4 ? std::size_t{1} << 20 : 1023;
-  run_ranks(GetParam(), [&](Communicator& comm) { testing::check_every_collective(comm, max_count); });
+  run_ranks(GetParam(),
+            [&](Communicator& comm) { testing::check_every_collective(comm, max_count); });
 }
 
 INSTANTIATE_TEST_SUITE_P(World, ThreadCommunicatorWorlds, ::testing::Range(1, 9));
@@ -47,8 +48,10 @@ TEST(ThreadCommunicator, MismatchedCollectivesFailNamingBothCalls) {
     run_ranks(3, [](Communicator& comm) {
       float x = 1.0f;
       comm.all_reduce(&x, &x, 1, DType::kFloat32, ReduceOp::kSum);
-      if (comm.rank() == 2) comm.barrier();
-      else comm.all_reduce(&x, &x, 1, DType::kFloat32, ReduceOp::kSum);
+      if (comm.rank() == 2)
+        comm.barrier();
+      else
+        comm.all_reduce(&x, &x, 1, DType::kFloat32, ReduceOp::kSum);
       comm.synchronize();
     });
     FAIL() << "mismatch not detected";
@@ -65,16 +68,19 @@ TEST(ThreadCommunicator, SkippedCollectiveTimesOutNamingTheRankBehind) {
   options.timeout = std::chrono::milliseconds(300);
   const auto start = std::chrono::steady_clock::now();
   try {
-    run_ranks(4, [](Communicator& comm) {
-      float x = 1.0f;
-      comm.all_reduce(&x, &x, 1, DType::kFloat32, ReduceOp::kSum);
-      if (comm.rank() == 1) {
-        std::this_thread::sleep_for(std::chrono::seconds(2));  // "computing", skipped #2
-        return;
-      }
-      comm.all_gather(&x, std::vector<float>(4).data(), 1, DType::kFloat32);
-      comm.synchronize();
-    }, options);
+    run_ranks(
+        4,
+        [](Communicator& comm) {
+          float x = 1.0f;
+          comm.all_reduce(&x, &x, 1, DType::kFloat32, ReduceOp::kSum);
+          if (comm.rank() == 1) {
+            std::this_thread::sleep_for(std::chrono::seconds(2));  // "computing", skipped #2
+            return;
+          }
+          comm.all_gather(&x, std::vector<float>(4).data(), 1, DType::kFloat32);
+          comm.synchronize();
+        },
+        options);
     FAIL() << "skip not detected";
   } catch (const Error& error) {
     const std::string message = error.what();

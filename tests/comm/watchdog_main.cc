@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
     zero::set_log_rank(rank, comm->world_size());
     std::vector<float> data(22, 1.0f);
     for (int i = 0; i < 2; ++i) {
-      comm->all_reduce(data.data(), data.data(), data.size(), zero::DType::kFloat32, zero::ReduceOp::kSum);
+      comm->all_reduce(data.data(), data.data(), data.size(), zero::DType::kFloat32,
+                       zero::ReduceOp::kSum);
     }
     comm->synchronize();
     if (rank == last && scenario == "skip") {
@@ -31,7 +32,8 @@ int main(int argc, char** argv) {
     } else if (rank == last && scenario == "mismatch") {
       comm->barrier();
     } else {
-      comm->all_reduce(data.data(), data.data(), data.size(), zero::DType::kFloat32, zero::ReduceOp::kSum);
+      comm->all_reduce(data.data(), data.data(), data.size(), zero::DType::kFloat32,
+                       zero::ReduceOp::kSum);
     }
     comm->synchronize();
     std::printf("rank %d: finished without detecting anything\n", rank);

@@ -2,11 +2,11 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 
 namespace zero::testing {
 
@@ -19,7 +19,8 @@ inline std::filesystem::path shared_data_dir() {
 
 // A fresh, empty scratch folder for one test, removed by the caller or left in the build tree.
 inline std::filesystem::path scratch_dir(const std::string& name) {
-  auto path = std::filesystem::temp_directory_path() / ("zero_test_" + name + "_" + std::to_string(::getpid()));
+  auto path = std::filesystem::temp_directory_path() /
+              ("zero_test_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(path);
   std::filesystem::create_directories(path);
   return path;
@@ -28,9 +29,9 @@ inline std::filesystem::path scratch_dir(const std::string& name) {
 }  // namespace zero::testing
 
 // Skips the current test when the shared data folder (or `relative` inside it) is missing.
-#define ZERO_REQUIRE_SHARED_DATA(relative)                                                     \
-  do {                                                                                         \
-    if (::zero::testing::shared_data_dir().empty() ||                                          \
-        !std::filesystem::exists(::zero::testing::shared_data_dir() / (relative)))             \
-      GTEST_SKIP() << "shared data " << (relative) << " not present (set ZERO_SHARED_DATA)";   \
+#define ZERO_REQUIRE_SHARED_DATA(relative)                                                   \
+  do {                                                                                       \
+    if (::zero::testing::shared_data_dir().empty() ||                                        \
+        !std::filesystem::exists(::zero::testing::shared_data_dir() / (relative)))           \
+      GTEST_SKIP() << "shared data " << (relative) << " not present (set ZERO_SHARED_DATA)"; \
   } while (false)

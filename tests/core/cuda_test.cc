@@ -29,7 +29,8 @@ TEST_F(CudaTest, DeviceAllocatorRecordsInLedger) {
 TEST_F(CudaTest, ConvertMatchesHost) {
   for (DType target : {DType::kBFloat16, DType::kFloat16}) {
     std::vector<float> values(1023);
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = (static_cast<float>(i) - 500.0f) * 0.37f;
+    for (std::size_t i = 0; i < values.size(); ++i)
+      values[i] = (static_cast<float>(i) - 500.0f) * 0.37f;
     std::vector<std::uint16_t> host(values.size()), device_result(values.size());
     convert(values.data(), DType::kFloat32, host.data(), target, values.size());
     float* input = nullptr;

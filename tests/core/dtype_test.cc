@@ -55,16 +55,16 @@ TEST(DType, EveryBf16ValueRoundTrips) {
 // must be the nearest representable value, ties to the even mantissa.
 TEST(DType, Fp16RoundsToNearestEven) {
   EXPECT_EQ(to_fp16(1.0f).bits, 0x3c00);
-  EXPECT_EQ(to_fp16(65504.0f).bits, 0x7bff);           // max normal
-  EXPECT_EQ(to_fp16(65519.99f).bits, 0x7bff);          // rounds down to max
-  EXPECT_EQ(to_fp16(65520.0f).bits, 0x7c00);           // tie rounds to even: inf
+  EXPECT_EQ(to_fp16(65504.0f).bits, 0x7bff);   // max normal
+  EXPECT_EQ(to_fp16(65519.99f).bits, 0x7bff);  // rounds down to max
+  EXPECT_EQ(to_fp16(65520.0f).bits, 0x7c00);   // tie rounds to even: inf
   EXPECT_EQ(to_fp16(1e9f).bits, 0x7c00);
   EXPECT_EQ(to_fp16(-1e9f).bits, 0xfc00);
-  EXPECT_EQ(to_fp16(0x1p-24f).bits, 0x0001);           // smallest subnormal
-  EXPECT_EQ(to_fp16(0x1p-25f).bits, 0x0000);           // tie with 0: even is 0
-  EXPECT_EQ(to_fp16(0x1.8p-25f).bits, 0x0001);         // above the tie
+  EXPECT_EQ(to_fp16(0x1p-24f).bits, 0x0001);    // smallest subnormal
+  EXPECT_EQ(to_fp16(0x1p-25f).bits, 0x0000);    // tie with 0: even is 0
+  EXPECT_EQ(to_fp16(0x1.8p-25f).bits, 0x0001);  // above the tie
   EXPECT_EQ(to_fp16(-0.0f).bits, 0x8000);
-  EXPECT_EQ(to_fp16(1.0f + 0x1p-11f).bits, 0x3c00);    // tie between 1 and 1+2^-10: even (1)
+  EXPECT_EQ(to_fp16(1.0f + 0x1p-11f).bits, 0x3c00);      // tie between 1 and 1+2^-10: even (1)
   EXPECT_EQ(to_fp16(1.0f + 3 * 0x1p-11f).bits, 0x3c02);  // tie: rounds up to even
   EXPECT_EQ(to_fp16(std::numeric_limits<float>::infinity()).bits, 0x7c00);
   EXPECT_TRUE(std::isnan(to_float(to_fp16(std::nanf("")))));
@@ -72,7 +72,8 @@ TEST(DType, Fp16RoundsToNearestEven) {
   std::uint32_t state = 12345;
   for (int i = 0; i < 100000; ++i) {
     state = state * 1664525u + 1013904223u;
-    const float x = std::ldexp(static_cast<float>(state >> 8) / (1 << 24) * 2.0f - 1.0f, static_cast<int>(state % 40) - 26);
+    const float x = std::ldexp(static_cast<float>(state >> 8) / (1 << 24) * 2.0f - 1.0f,
+                               static_cast<int>(state % 40) - 26);
     const Float16 rounded = to_fp16(x);
     const float r = to_float(rounded);
     if (std::isinf(r)) continue;
@@ -80,7 +81,8 @@ TEST(DType, Fp16RoundsToNearestEven) {
     const float down = to_float(Float16{static_cast<std::uint16_t>(rounded.bits - 1)});
     EXPECT_LE(std::fabs(static_cast<double>(r) - x), std::fabs(static_cast<double>(up) - x)) << x;
     if ((rounded.bits & 0x7fff) != 0)
-      EXPECT_LE(std::fabs(static_cast<double>(r) - x), std::fabs(static_cast<double>(down) - x)) << x;
+      EXPECT_LE(std::fabs(static_cast<double>(r) - x), std::fabs(static_cast<double>(down) - x))
+          << x;
   }
 }
 

@@ -45,7 +45,8 @@ TEST(Partition, Intersect) {
 }
 
 TEST(FlatBuffer, NamedViewsAndZeroedPadding) {
-  FlatLayout layout({{"wte", {5, 3}}, {"bias", {3}}, {"scalar", {}}}, /*world_size=*/4, /*alignment=*/2);
+  FlatLayout layout({{"wte", {5, 3}}, {"bias", {3}}, {"scalar", {}}}, /*world_size=*/4,
+                    /*alignment=*/2);
   EXPECT_EQ(layout.num_elements(), 19u);
   EXPECT_EQ(layout.padded_num_elements(), 24u);
   EXPECT_EQ(layout.slot("bias").offset_elements, 15u);
@@ -66,7 +67,8 @@ TEST(FlatBuffer, NamedViewsAndZeroedPadding) {
     layout.slot("bais");
     FAIL();
   } catch (const Error& error) {
-    EXPECT_NE(std::string(error.what()).find("wte, bias, scalar"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("wte, bias, scalar"), std::string::npos)
+        << error.what();
   }
 }
 
@@ -79,9 +81,11 @@ TEST(FlatBuffer, RejectsBadLayouts) {
 TEST(FlatBuffer, Bf16Buffer) {
   MemoryLedger ledger;
   PlanningAllocator planner(ledger, MemorySpace::kDevice);
-  FlatBuffer planned(FlatLayout({{"w", {1000}}}, 8, 16), DType::kBFloat16, planner, MemoryCategory::kParamShard);
+  FlatBuffer planned(FlatLayout({{"w", {1000}}}, 8, 16), DType::kBFloat16, planner,
+                     MemoryCategory::kParamShard);
   EXPECT_EQ(planned.data(), nullptr);
-  EXPECT_EQ(ledger.entry(MemorySpace::kDevice, MemoryCategory::kParamShard).current_bytes, 1024 * 2);
+  EXPECT_EQ(ledger.entry(MemorySpace::kDevice, MemoryCategory::kParamShard).current_bytes,
+            1024 * 2);
 }
 
 }  // namespace

@@ -15,8 +15,10 @@ TEST(Launch, NoLauncherIsWorldOfOne) {
 }
 
 TEST(Launch, OpenMpi) {
-  const LaunchInfo info = detect_launch({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"},
-                                         {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  const LaunchInfo info = detect_launch({{"OMPI_COMM_WORLD_RANK", "5"},
+                                         {"OMPI_COMM_WORLD_SIZE", "8"},
+                                         {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                         {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
   EXPECT_EQ(info.launcher, Launcher::kOpenMpi);
   EXPECT_EQ(info.rank, 5);
   EXPECT_EQ(info.world_size, 8);
@@ -25,9 +27,14 @@ TEST(Launch, OpenMpi) {
 }
 
 TEST(Launch, TorchrunWinsOverSlurm) {
-  const LaunchInfo info = detect_launch({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "3"},
-                                         {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "node1"},
-                                         {"MASTER_PORT", "29500"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
+  const LaunchInfo info = detect_launch({{"RANK", "3"},
+                                         {"WORLD_SIZE", "4"},
+                                         {"LOCAL_RANK", "3"},
+                                         {"LOCAL_WORLD_SIZE", "4"},
+                                         {"MASTER_ADDR", "node1"},
+                                         {"MASTER_PORT", "29500"},
+                                         {"SLURM_PROCID", "0"},
+                                         {"SLURM_NTASKS", "1"}});
   EXPECT_EQ(info.launcher, Launcher::kTorchrun);
   EXPECT_EQ(info.rank, 3);
   EXPECT_EQ(info.master_addr, "node1");
@@ -36,7 +43,9 @@ TEST(Launch, TorchrunWinsOverSlurm) {
 }
 
 TEST(Launch, SlurmWithUnevenTasksPerNode) {
-  const LaunchInfo info = detect_launch({{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "2"},
+  const LaunchInfo info = detect_launch({{"SLURM_PROCID", "6"},
+                                         {"SLURM_NTASKS", "8"},
+                                         {"SLURM_LOCALID", "2"},
                                          {"SLURM_NTASKS_PER_NODE", "4(x2)"}});
   EXPECT_EQ(info.launcher, Launcher::kSlurm);
   EXPECT_EQ(info.rank, 6);

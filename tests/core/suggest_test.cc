@@ -17,9 +17,11 @@ TEST(Suggest, EditDistance) {
 }
 
 TEST(Suggest, FindsPlausibleTypos) {
-  const std::vector<std::string> keys = {"stage3_param_persistence_threshold", "stage3_max_live_parameters",
-                                         "reduce_bucket_size", "overlap_comm"};
-  EXPECT_EQ(nearest_name("stage3_param_persitence_threshold", keys), "stage3_param_persistence_threshold");
+  const std::vector<std::string> keys = {"stage3_param_persistence_threshold",
+                                         "stage3_max_live_parameters", "reduce_bucket_size",
+                                         "overlap_comm"};
+  EXPECT_EQ(nearest_name("stage3_param_persitence_threshold", keys),
+            "stage3_param_persistence_threshold");
   EXPECT_EQ(nearest_name("overlap_com", keys), "overlap_comm");
   EXPECT_EQ(nearest_name("reduce_bucket", keys), "reduce_bucket_size");  // prefix
   EXPECT_FALSE(nearest_name("learning_rate", keys).has_value());

@@ -40,9 +40,19 @@ TEST(TextFiles, LinesKeepTheirBreaksLikeSplitlines) {
   // universal newlines: \r\n and \r read as \n
   EXPECT_EQ(examples("a\r\nb\rc", TextFormat::kLines), (V{"a\n", "b\n", "c"}));
   // only "\n" (and "\r", "\r\n" read as "\n") end a line, as in datasets' StringIO.readlines
-  EXPECT_EQ(examples("a\vb\fc\x1c" "d\n", TextFormat::kLines), (V{"a\vb\fc\x1c" "d\n"}));
-  EXPECT_EQ(examples("a\xc2\x85" "b\xe2\x80\xa8" "c\n\r", TextFormat::kLines),
-            (V{"a\xc2\x85" "b\xe2\x80\xa8" "c\n", "\n"}));
+  EXPECT_EQ(examples("a\vb\fc\x1c"
+                     "d\n",
+                     TextFormat::kLines),
+            (V{"a\vb\fc\x1c"
+               "d\n"}));
+  EXPECT_EQ(examples("a\xc2\x85"
+                     "b\xe2\x80\xa8"
+                     "c\n\r",
+                     TextFormat::kLines),
+            (V{"a\xc2\x85"
+               "b\xe2\x80\xa8"
+               "c\n",
+               "\n"}));
   EXPECT_EQ(examples("\r\r\n\n", TextFormat::kLines), (V{"\n", "\n", "\n"}));
   EXPECT_EQ(examples("caf\xc3\xa9\n", TextFormat::kLines), (V{"caf\xc3\xa9\n"}));
   EXPECT_TRUE(examples("", TextFormat::kLines).empty());

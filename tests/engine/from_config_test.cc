@@ -66,20 +66,24 @@ TEST(EngineFromConfig, UnsupportedSettingsNameTheirPath) {
 }
 
 TEST(EngineFromConfig, ZeroBucketSizeMeansPerUnitReduction) {
-  EXPECT_EQ(map_json(R"({"train_batch_size": 4, "zero_optimization": {"stage": 2, "reduce_bucket_size": 0}})")
-                .options.reduce_bucket_size,
-            1u);
+  EXPECT_EQ(
+      map_json(
+          R"({"train_batch_size": 4, "zero_optimization": {"stage": 2, "reduce_bucket_size": 0}})")
+          .options.reduce_bucket_size,
+      1u);
 }
 
 TEST(EngineFromConfig, RealMegatronZero2OffloadConfig) {
   ZERO_REQUIRE_SHARED_DATA("ds_configs");
-  const auto path = testing::shared_data_dir() / "ds_configs" /
-                    "deepspeedai__DeepSpeed__tests__model__Megatron_GPT2__ds_config_func_bs8_zero2_offload.json";
+  const auto path =
+      testing::shared_data_dir() / "ds_configs" /
+      "deepspeedai__DeepSpeed__tests__model__Megatron_GPT2__ds_config_func_bs8_zero2_offload.json";
   auto resolved = config::load_config_file(path, {});
   resolved.config.fp16.enabled = false;  // the CPU engine is fp32; the rest maps as written
   const auto result = engine_options_from_config(resolved.config);
   EXPECT_EQ(result.options.stage, 2);
-  EXPECT_EQ(result.options.reduce_bucket_size, static_cast<std::size_t>(resolved.config.zero_optimization.reduce_bucket_size));
+  EXPECT_EQ(result.options.reduce_bucket_size,
+            static_cast<std::size_t>(resolved.config.zero_optimization.reduce_bucket_size));
   // No "optimizer" section: the trainer's default optimizer applies.
   EXPECT_EQ(resolved.config.optimizer.type, config::OptimizerType::kNone);
   EXPECT_EQ(result.options.optimizer.type, OptimizerOptions{}.type);

@@ -15,8 +15,8 @@
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/model.h"
-#include "zero/optim/kernels.h"
 #include "zero/gpt2/safetensors.h"
+#include "zero/optim/kernels.h"
 
 namespace zero::gpt2 {
 namespace {
@@ -63,7 +63,8 @@ class GPT2Golden : public ::testing::Test {
     delete folder_;
   }
   void SetUp() override {
-    if (status_ == 3 || status_ == 127) GTEST_SKIP() << "python3 with torch is not available (ZERO_PYTHON)";
+    if (status_ == 3 || status_ == 127)
+      GTEST_SKIP() << "python3 with torch is not available (ZERO_PYTHON)";
     ASSERT_EQ(status_, 0) << "tests/golden/gpt2_reference.py failed";
     reference_ = std::make_unique<SafetensorsReader>(*folder_ / "reference.safetensors");
     for (std::int64_t token : reference_->read_int("tokens"))
@@ -173,11 +174,10 @@ TEST_F(GPT2Golden, TenAdamWStepsFollowPyTorch) {
     model.backward(compute);
     expect_within("AdamW loss at step " + std::to_string(step),
                   std::abs(loss - expected[step]) / std::abs(expected[step]), 1e-5);
-    for (int u = 0; u < model.num_units(); ++u)
-    {
+    for (int u = 0; u < model.num_units(); ++u) {
       hyper.step = static_cast<std::int64_t>(step) + 1;
-      optim::adam_step(model.param_data(u), model.grad_data(u), m[u].data(), v[u].data(), m[u].size(),
-                       hyper);
+      optim::adam_step(model.param_data(u), model.grad_data(u), m[u].data(), v[u].data(),
+                       m[u].size(), hyper);
     }
   }
   EXPECT_LT(expected.back(), expected.front());

@@ -30,10 +30,10 @@ bool run_reference(const std::filesystem::path& file, bool by_line, std::vector<
     return false;
   }
   const auto out = testing::scratch_dir("tokenizer_reference") / "ids.txt";
-  const std::string command = std::string(python) + " " + ZERO_GOLDEN_DIR + "/gpt2_tokenizer_reference.py " +
-                              (by_line ? "--lines " : "") + "--tokenizer_dir '" +
-                              (testing::shared_data_dir() / "gpt2").string() + "' '" +
-                              file.string() + "' '" + out.string() + "'";
+  const std::string command = std::string(python) + " " + ZERO_GOLDEN_DIR +
+                              "/gpt2_tokenizer_reference.py " + (by_line ? "--lines " : "") +
+                              "--tokenizer_dir '" + (testing::shared_data_dir() / "gpt2").string() +
+                              "' '" + file.string() + "' '" + out.string() + "'";
   const int status = std::system(command.c_str());
   if (status != 0) {
     why = "reference exited with status " + std::to_string(status) +

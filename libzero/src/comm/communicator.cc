@@ -43,7 +43,9 @@ std::string CollectiveInfo::to_string() const {
     case CollectiveOp::kReduceScatter:
       out << "(count=" << count << ", " << name_of(dtype) << ", " << name_of(reduce_op) << ")";
       break;
-    case CollectiveOp::kAllGather: out << "(count=" << count << ", " << name_of(dtype) << ")"; break;
+    case CollectiveOp::kAllGather:
+      out << "(count=" << count << ", " << name_of(dtype) << ")";
+      break;
     case CollectiveOp::kBroadcast:
       out << "(count=" << count << ", " << name_of(dtype) << ", root=" << root << ")";
       break;
@@ -71,7 +73,8 @@ void Communicator::issue(CollectiveInfo info, const void* send, void* recv) {
   stream_.submit([this, info, send, recv] { run(info, send, recv); });
 }
 
-void Communicator::all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op) {
+void Communicator::all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
+                              ReduceOp op) {
   issue({0, CollectiveOp::kAllReduce, dtype, count, op, 0}, send, recv);
 }
 
@@ -84,13 +87,16 @@ void Communicator::all_gather(const void* send, void* recv, std::size_t send_cou
   issue({0, CollectiveOp::kAllGather, dtype, send_count, ReduceOp::kSum, 0}, send, recv);
 }
 
-void Communicator::broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root) {
-  ZERO_CHECK(root >= 0 && root < world_size(), "broadcast root ", root, " is outside world of size ",
-             world_size());
+void Communicator::broadcast(const void* send, void* recv, std::size_t count, DType dtype,
+                             int root) {
+  ZERO_CHECK(root >= 0 && root < world_size(), "broadcast root ", root,
+             " is outside world of size ", world_size());
   issue({0, CollectiveOp::kBroadcast, dtype, count, ReduceOp::kSum, root}, send, recv);
 }
 
-void Communicator::barrier() { issue({0, CollectiveOp::kBarrier, DType::kFloat32, 0, ReduceOp::kSum, 0}, nullptr, nullptr); }
+void Communicator::barrier() {
+  issue({0, CollectiveOp::kBarrier, DType::kFloat32, 0, ReduceOp::kSum, 0}, nullptr, nullptr);
+}
 
 namespace {
 
@@ -120,7 +126,8 @@ std::unique_ptr<Communicator> make_communicator(CommOptions options) {
   if (launch.launcher == Launcher::kTorchrun && launch.world_size > 1) {
     ZERO_THROW("launched by torchrun with WORLD_SIZE=", launch.world_size,
                ", but zero's CPU communicator needs an MPI launcher for more than one rank: run "
-               "`mpirun -np ", launch.world_size, " zero ...` or `srun --mpi=pmix zero ...` instead");
+               "`mpirun -np ",
+               launch.world_size, " zero ...` or `srun --mpi=pmix zero ...` instead");
   }
   if (launch.world_size > 1) return make_mpi_communicator(options);
   return make_local_communicator(options);
@@ -132,8 +139,9 @@ std::unique_ptr<Communicator> make_communicator(CommOptions options) {
 namespace zero {
 
 std::unique_ptr<Communicator> make_mpi_communicator(CommOptions) {
-  ZERO_THROW("this build of zero has no MPI support (configure with -DZERO_WITH_MPI=ON and "
-             "libopenmpi-dev installed)");
+  ZERO_THROW(
+      "this build of zero has no MPI support (configure with -DZERO_WITH_MPI=ON and "
+      "libopenmpi-dev installed)");
 }
 
 void abort_job(int exit_code) { std::_Exit(exit_code); }

@@ -97,13 +97,19 @@ struct WireCall {
 static_assert(sizeof(WireCall) == 32);
 
 WireCall to_wire(const CollectiveInfo& info) {
-  return {info.sequence, info.count, info.root, static_cast<std::uint8_t>(info.op),
-          static_cast<std::uint8_t>(info.dtype), static_cast<std::uint8_t>(info.reduce_op), 0, 0};
+  return {info.sequence,
+          info.count,
+          info.root,
+          static_cast<std::uint8_t>(info.op),
+          static_cast<std::uint8_t>(info.dtype),
+          static_cast<std::uint8_t>(info.reduce_op),
+          0,
+          0};
 }
 
 CollectiveInfo from_wire(const WireCall& wire) {
-  return {wire.sequence, static_cast<CollectiveOp>(wire.op), static_cast<DType>(wire.dtype), wire.count,
-          static_cast<ReduceOp>(wire.reduce_op), wire.root};
+  return {wire.sequence, static_cast<CollectiveOp>(wire.op),    static_cast<DType>(wire.dtype),
+          wire.count,    static_cast<ReduceOp>(wire.reduce_op), wire.root};
 }
 
 // What a rank's status thread reports about it.
@@ -221,7 +227,8 @@ class MpiCommunicator final : public Communicator {
 
   void run_data(const CollectiveInfo& info, const void* send, void* recv) {
     ZERO_CHECK(info.count <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
-               "collective ", info.to_string(), ": MPI counts are limited to 2^31-1 elements per "
+               "collective ", info.to_string(),
+               ": MPI counts are limited to 2^31-1 elements per "
                "call; split the buffer into buckets");
     const int count = static_cast<int>(info.count);
     const std::size_t bytes = info.count * size_of(info.dtype);
@@ -239,17 +246,18 @@ class MpiCommunicator final : public Communicator {
         const void* input = send;
         if (static_cast<const char*>(recv) >= static_cast<const char*>(send) &&
             static_cast<const char*>(recv) < static_cast<const char*>(send) + bytes * world_size_) {
-          staging.assign(static_cast<const char*>(send), static_cast<const char*>(send) + bytes * world_size_);
+          staging.assign(static_cast<const char*>(send),
+                         static_cast<const char*>(send) + bytes * world_size_);
           input = staging.data();
         }
-        ZERO_MPI_CHECK(MPI_Ireduce_scatter_block(input, recv, count, type,
-                                                 mpi_op(info.dtype, info.reduce_op), data_comm_, &request));
+        ZERO_MPI_CHECK(MPI_Ireduce_scatter_block(
+            input, recv, count, type, mpi_op(info.dtype, info.reduce_op), data_comm_, &request));
         break;
       }
       case CollectiveOp::kAllGather: {
         const bool in_place = send == static_cast<const char*>(recv) + rank_ * bytes;
-        ZERO_MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : send, count, type, recv, count, type,
-                                      data_comm_, &request));
+        ZERO_MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : send, count, type, recv, count,
+                                      type, data_comm_, &request));
         break;
       }
       case CollectiveOp::kBroadcast:
@@ -278,8 +286,10 @@ class MpiCommunicator final : public Communicator {
       // Nonblocking MPI collectives progress only inside MPI calls, so poll continuously (as a
       // blocking MPI call would), yielding the core to compute threads between polls. A wait that
       // lasts beyond a second is a peer that is late, not a transfer: poll slowly then.
-      if (now - start < std::chrono::seconds(1)) std::this_thread::yield();
-      else std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (now - start < std::chrono::seconds(1))
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     throw_timeout(info, phase);
   }
@@ -295,7 +305,8 @@ class MpiCommunicator final : public Communicator {
       MPI_Request send_request, recv_request;
       MPI_Isend(&ask, 1, MPI_UINT64_T, r, kTagStatusRequest, status_comm_, &send_request);
       MPI_Request_free(&send_request);
-      MPI_Irecv(&statuses[r], sizeof(WireStatus), MPI_BYTE, r, kTagStatusReply, status_comm_, &recv_request);
+      MPI_Irecv(&statuses[r], sizeof(WireStatus), MPI_BYTE, r, kTagStatusReply, status_comm_,
+                &recv_request);
       requests.push_back(recv_request);
     }
     const auto deadline = Clock::now() + std::chrono::seconds(5);
@@ -327,14 +338,16 @@ class MpiCommunicator final : public Communicator {
       const WireStatus& status = statuses[r];
       detail << describe(status);
       const CollectiveInfo theirs = from_wire(status.call);
-      if (theirs.sequence < info.sequence || (theirs.sequence == info.sequence && !theirs.same_call(info))) {
+      if (theirs.sequence < info.sequence ||
+          (theirs.sequence == info.sequence && !theirs.same_call(info))) {
         behind_ranks.push_back(r);
       }
     }
-    for (std::size_t i = 0; i < behind_ranks.size(); ++i) behind << (i ? ", " : "") << behind_ranks[i];
+    for (std::size_t i = 0; i < behind_ranks.size(); ++i)
+      behind << (i ? ", " : "") << behind_ranks[i];
     ZERO_THROW("watchdog: collective ", info.to_string(), " timed out after ",
-               std::chrono::duration<double>(timeout()).count(), " s ", phase, " on rank ", rank_, " of ",
-               world_size_, "; ",
+               std::chrono::duration<double>(timeout()).count(), " s ", phase, " on rank ", rank_,
+               " of ", world_size_, "; ",
                behind_ranks.empty() ? std::string("no rank is behind (a transport stall)")
                                     : "rank(s) " + behind.str() + " never reached it",
                ". Where each rank is:", detail.str(),
@@ -395,7 +408,8 @@ int shut_down_live_communicators(MPI_Comm, int, void*, void*) {
 void register_finalize_hook() {
   static const bool registered = [] {
     int keyval = MPI_KEYVAL_INVALID;
-    ZERO_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &shut_down_live_communicators, &keyval, nullptr));
+    ZERO_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &shut_down_live_communicators,
+                                          &keyval, nullptr));
     ZERO_MPI_CHECK(MPI_Comm_set_attr(MPI_COMM_SELF, keyval, nullptr));
     return true;
   }();

@@ -16,7 +16,8 @@ void accumulate_with(float* accumulator, ReduceOp op, std::size_t count, Load lo
 }
 }  // namespace
 
-void accumulate(float* accumulator, const void* source, DType dtype, ReduceOp op, std::size_t count) {
+void accumulate(float* accumulator, const void* source, DType dtype, ReduceOp op,
+                std::size_t count) {
   switch (dtype) {
     case DType::kFloat32: {
       auto* s = static_cast<const float*>(source);

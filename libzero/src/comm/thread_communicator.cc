@@ -25,7 +25,8 @@ struct ThreadCommGroup::Shared {
     std::uint64_t departed = 0;  // sequence number this rank has finished reading for
   };
 
-  Shared(int world, CommOptions comm_options) : world_size(world), options(comm_options), slots(world) {}
+  Shared(int world, CommOptions comm_options)
+      : world_size(world), options(comm_options), slots(world) {}
 
   int world_size;
   CommOptions options;
@@ -54,16 +55,19 @@ struct ThreadCommGroup::Shared {
         if (slot.*field < info.sequence) return false;
       return true;
     });
-    if (aborted) ZERO_THROW("thread communicator aborted (", abort_reason, ") while rank ", rank,
-                            " waited in collective ", info.to_string());
+    if (aborted)
+      ZERO_THROW("thread communicator aborted (", abort_reason, ") while rank ", rank,
+                 " waited in collective ", info.to_string());
     if (!ok) {
       std::ostringstream behind;
       for (int r = 0; r < world_size; ++r) {
         const Slot& slot = slots[r];
         if (slot.*field >= info.sequence) continue;
         behind << "\n  rank " << r << ": ";
-        if (slot.arrived == 0) behind << "has issued no collective";
-        else behind << "last arrived at " << slot.info.to_string();
+        if (slot.arrived == 0)
+          behind << "has issued no collective";
+        else
+          behind << "last arrived at " << slot.info.to_string();
       }
       ZERO_THROW("collective ", info.to_string(), " timed out after ", options.timeout.count(),
                  " ms on rank ", rank, " (", phase, "); ranks behind:", behind.str());
@@ -92,11 +96,13 @@ class ThreadCommunicator final : public Communicator {
     own.send = send;
     own.arrived = info.sequence;
     shared.changed.notify_all();
-    shared.wait_for_all(lock, rank_, info, &ThreadCommGroup::Shared::Slot::arrived, "waiting for peers");
+    shared.wait_for_all(lock, rank_, info, &ThreadCommGroup::Shared::Slot::arrived,
+                        "waiting for peers");
     for (int r = 0; r < world; ++r) {
       const CollectiveInfo& other = shared.slots[r].info;
       ZERO_CHECK(other.same_call(info), "ranks disagree on collective #", info.sequence, ": rank ",
-                 rank_, " called ", info.to_string(), " but rank ", r, " called ", other.to_string());
+                 rank_, " called ", info.to_string(), " but rank ", r, " called ",
+                 other.to_string());
     }
     lock.unlock();
 
@@ -107,22 +113,26 @@ class ThreadCommunicator final : public Communicator {
     switch (info.op) {
       case CollectiveOp::kAllReduce:
       case CollectiveOp::kReduceScatter: {
-        const std::size_t offset = info.op == CollectiveOp::kReduceScatter ? rank_ * info.count * element : 0;
+        const std::size_t offset =
+            info.op == CollectiveOp::kReduceScatter ? rank_ * info.count * element : 0;
         std::vector<float> accumulator(info.count, 0.0f);
         for (int r = 0; r < world; ++r) {
           const void* block = static_cast<const char*>(source(r)) + offset;
-          if (r == 0) convert(block, info.dtype, accumulator.data(), DType::kFloat32, info.count);
-          else detail::accumulate(accumulator.data(), block, info.dtype, info.reduce_op, info.count);
+          if (r == 0)
+            convert(block, info.dtype, accumulator.data(), DType::kFloat32, info.count);
+          else
+            detail::accumulate(accumulator.data(), block, info.dtype, info.reduce_op, info.count);
         }
         result.resize(info.count * element);
-        detail::finish_reduction(accumulator.data(), result.data(), info.dtype, info.reduce_op, world,
-                                 info.count);
+        detail::finish_reduction(accumulator.data(), result.data(), info.dtype, info.reduce_op,
+                                 world, info.count);
         break;
       }
       case CollectiveOp::kAllGather:
         result.resize(world * info.count * element);
         for (int r = 0; r < world; ++r)
-          if (info.count > 0) std::memcpy(result.data() + r * info.count * element, source(r), info.count * element);
+          if (info.count > 0)
+            std::memcpy(result.data() + r * info.count * element, source(r), info.count * element);
         break;
       case CollectiveOp::kBroadcast:
         result.resize(info.count * element);
@@ -147,7 +157,8 @@ class ThreadCommunicator final : public Communicator {
 }  // namespace
 
 ThreadCommGroup::ThreadCommGroup(int world_size, CommOptions options) {
-  ZERO_CHECK(world_size >= 1, "thread communicator world size must be at least 1, got ", world_size);
+  ZERO_CHECK(world_size >= 1, "thread communicator world size must be at least 1, got ",
+             world_size);
   shared_ = std::make_shared<Shared>(world_size, options);
   for (int rank = 0; rank < world_size; ++rank)
     shared_->communicators.push_back(std::make_unique<ThreadCommunicator>(shared_.get(), rank));
@@ -169,7 +180,8 @@ Communicator& ThreadCommGroup::communicator(int rank) {
   return *shared_->communicators[rank];
 }
 
-void run_ranks(int world_size, const std::function<void(Communicator&)>& body, CommOptions options) {
+void run_ranks(int world_size, const std::function<void(Communicator&)>& body,
+               CommOptions options) {
   ThreadCommGroup group(world_size, options);
   std::mutex error_mutex;
   std::exception_ptr first_error;
@@ -198,7 +210,8 @@ void run_ranks(int world_size, const std::function<void(Communicator&)>& body, C
     try {
       std::rethrow_exception(first_error);
     } catch (const std::exception& error) {
-      throw Error("[rank " + std::to_string(first_rank) + "/" + std::to_string(world_size) + "] " + error.what());
+      throw Error("[rank " + std::to_string(first_rank) + "/" + std::to_string(world_size) + "] " +
+                  error.what());
     }
   }
 }

@@ -11,22 +11,32 @@ namespace {
 template <typename T>
 __device__ float load_as_float(const T* data, std::size_t i);
 template <>
-__device__ float load_as_float(const float* data, std::size_t i) { return data[i]; }
+__device__ float load_as_float(const float* data, std::size_t i) {
+  return data[i];
+}
 template <>
-__device__ float load_as_float(const __nv_bfloat16* data, std::size_t i) { return __bfloat162float(data[i]); }
+__device__ float load_as_float(const __nv_bfloat16* data, std::size_t i) {
+  return __bfloat162float(data[i]);
+}
 template <>
-__device__ float load_as_float(const __half* data, std::size_t i) { return __half2float(data[i]); }
+__device__ float load_as_float(const __half* data, std::size_t i) {
+  return __half2float(data[i]);
+}
 
 template <typename T>
 __device__ void store_from_float(T* data, std::size_t i, float value);
 template <>
-__device__ void store_from_float(float* data, std::size_t i, float value) { data[i] = value; }
+__device__ void store_from_float(float* data, std::size_t i, float value) {
+  data[i] = value;
+}
 template <>
 __device__ void store_from_float(__nv_bfloat16* data, std::size_t i, float value) {
   data[i] = __float2bfloat16_rn(value);
 }
 template <>
-__device__ void store_from_float(__half* data, std::size_t i, float value) { data[i] = __float2half_rn(value); }
+__device__ void store_from_float(__half* data, std::size_t i, float value) {
+  data[i] = __float2half_rn(value);
+}
 
 template <typename Source, typename Destination>
 __global__ void convert_kernel(const Source* source, Destination* destination, std::size_t count) {
@@ -40,35 +50,42 @@ template <typename Source>
 void launch_to(const Source* source, void* destination, DType destination_dtype, std::size_t count,
                cudaStream_t stream) {
   const int threads = 256;
-  const int blocks = static_cast<int>(std::min<std::size_t>((count + threads - 1) / threads, 65535));
+  const int blocks =
+      static_cast<int>(std::min<std::size_t>((count + threads - 1) / threads, 65535));
   switch (destination_dtype) {
     case DType::kFloat32:
-      convert_kernel<<<blocks, threads, 0, stream>>>(source, static_cast<float*>(destination), count);
+      convert_kernel<<<blocks, threads, 0, stream>>>(source, static_cast<float*>(destination),
+                                                     count);
       break;
     case DType::kBFloat16:
-      convert_kernel<<<blocks, threads, 0, stream>>>(source, static_cast<__nv_bfloat16*>(destination), count);
+      convert_kernel<<<blocks, threads, 0, stream>>>(
+          source, static_cast<__nv_bfloat16*>(destination), count);
       break;
     case DType::kFloat16:
-      convert_kernel<<<blocks, threads, 0, stream>>>(source, static_cast<__half*>(destination), count);
+      convert_kernel<<<blocks, threads, 0, stream>>>(source, static_cast<__half*>(destination),
+                                                     count);
       break;
   }
 }
 
 }  // namespace
 
-void convert_on_device(const void* source, DType source_dtype, void* destination, DType destination_dtype,
-                       std::size_t count, CudaStreamHandle stream) {
+void convert_on_device(const void* source, DType source_dtype, void* destination,
+                       DType destination_dtype, std::size_t count, CudaStreamHandle stream) {
   if (count == 0) return;
   auto cuda_stream = static_cast<cudaStream_t>(stream);
   switch (source_dtype) {
     case DType::kFloat32:
-      launch_to(static_cast<const float*>(source), destination, destination_dtype, count, cuda_stream);
+      launch_to(static_cast<const float*>(source), destination, destination_dtype, count,
+                cuda_stream);
       break;
     case DType::kBFloat16:
-      launch_to(static_cast<const __nv_bfloat16*>(source), destination, destination_dtype, count, cuda_stream);
+      launch_to(static_cast<const __nv_bfloat16*>(source), destination, destination_dtype, count,
+                cuda_stream);
       break;
     case DType::kFloat16:
-      launch_to(static_cast<const __half*>(source), destination, destination_dtype, count, cuda_stream);
+      launch_to(static_cast<const __half*>(source), destination, destination_dtype, count,
+                cuda_stream);
       break;
   }
   ZERO_CUDA_CHECK(cudaGetLastError());

@@ -32,8 +32,9 @@ std::string cuda_library_versions() {
   cublasGetProperty(MINOR_VERSION, &cublas_minor);
   int nccl = 0;
   ncclGetVersion(&nccl);
-  out << "cuda runtime " << runtime / 1000 << "." << (runtime % 1000) / 10 << ", cublas " << cublas_major
-      << "." << cublas_minor << ", cudnn " << cudnnGetVersion() << ", nccl " << nccl;
+  out << "cuda runtime " << runtime / 1000 << "." << (runtime % 1000) / 10 << ", cublas "
+      << cublas_major << "." << cublas_minor << ", cudnn " << cudnnGetVersion() << ", nccl "
+      << nccl;
   return out.str();
 }
 
@@ -57,7 +58,8 @@ class CudaDeviceAllocator final : public Allocator {
 
 class CudaPinnedAllocator final : public Allocator {
  public:
-  explicit CudaPinnedAllocator(MemoryLedger& ledger) : Allocator(MemorySpace::kHostPinned, ledger) {}
+  explicit CudaPinnedAllocator(MemoryLedger& ledger)
+      : Allocator(MemorySpace::kHostPinned, ledger) {}
 
  protected:
   void* raw_allocate(std::size_t size_bytes) override {
@@ -74,9 +76,11 @@ class CudaPinnedAllocator final : public Allocator {
 }  // namespace
 
 std::unique_ptr<Allocator> make_allocator(MemorySpace space, MemoryLedger& ledger, bool use_cuda) {
-  ZERO_CHECK(space != MemorySpace::kNvme, "NVMe memory is allocated by the offload swapper, not an allocator");
+  ZERO_CHECK(space != MemorySpace::kNvme,
+             "NVMe memory is allocated by the offload swapper, not an allocator");
   if (use_cuda) {
-    ZERO_CHECK(cuda_device_count() > 0, "a CUDA allocator was requested but no CUDA device is visible");
+    ZERO_CHECK(cuda_device_count() > 0,
+               "a CUDA allocator was requested but no CUDA device is visible");
     if (space == MemorySpace::kDevice) return std::make_unique<CudaDeviceAllocator>(ledger);
     if (space == MemorySpace::kHostPinned) return std::make_unique<CudaPinnedAllocator>(ledger);
   }

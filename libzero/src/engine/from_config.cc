@@ -27,7 +27,8 @@ EngineOptionsResult engine_options_from_config(const config::DeepSpeedConfig& co
   options.gradient_accumulation_steps = static_cast<int>(config.gradient_accumulation_steps);
   // DeepSpeed flushes a bucket once it holds reduce_bucket_size elements, so 0 (as in Hugging
   // Face's test configs) means every unit is reduced on its own: a one-element bucket does that.
-  options.reduce_bucket_size = static_cast<std::size_t>(std::max<std::int64_t>(1, zero_config.reduce_bucket_size));
+  options.reduce_bucket_size =
+      static_cast<std::size_t>(std::max<std::int64_t>(1, zero_config.reduce_bucket_size));
   options.allgather_bucket_size =
       static_cast<std::size_t>(std::max<std::int64_t>(1, zero_config.allgather_bucket_size));
   options.overlap_comm = zero_config.overlap_comm;
@@ -35,16 +36,19 @@ EngineOptionsResult engine_options_from_config(const config::DeepSpeedConfig& co
   options.reduce_scatter = zero_config.reduce_scatter;
   options.prefetch_bucket_size = static_cast<std::size_t>(zero_config.prefetch_bucket_size);
   options.max_live_parameters = static_cast<std::size_t>(zero_config.max_live_parameters);
-  options.param_persistence_threshold = static_cast<std::size_t>(zero_config.param_persistence_threshold);
+  options.param_persistence_threshold =
+      static_cast<std::size_t>(zero_config.param_persistence_threshold);
   options.gradient_clipping = config.gradient_clipping;
   options.prescale_gradients = config.prescale_gradients;
   options.gradient_predivide_factor = config.gradient_predivide_factor;
 
   if (config.fp16.enabled) {
-    errors.push_back("fp16.enabled: the CPU engine computes in fp32 only; set \"fp16\": {\"enabled\": false}");
+    errors.push_back(
+        "fp16.enabled: the CPU engine computes in fp32 only; set \"fp16\": {\"enabled\": false}");
   }
   if (config.bf16.enabled) {
-    errors.push_back("bf16.enabled: the CPU engine computes in fp32 only; set \"bf16\": {\"enabled\": false}");
+    errors.push_back(
+        "bf16.enabled: the CPU engine computes in fp32 only; set \"bf16\": {\"enabled\": false}");
   }
   options.fp16.enabled = config.fp16.enabled;
   options.fp16.loss_scale = config.fp16.loss_scale;
@@ -55,13 +59,16 @@ EngineOptionsResult engine_options_from_config(const config::DeepSpeedConfig& co
   options.fp16.min_loss_scale = static_cast<double>(config.fp16.min_loss_scale);
 
   for (const auto& [path, device] :
-       {std::pair{"zero_optimization.offload_optimizer.device", zero_config.offload_optimizer.device},
+       {std::pair{"zero_optimization.offload_optimizer.device",
+                  zero_config.offload_optimizer.device},
         std::pair{"zero_optimization.offload_param.device", zero_config.offload_param.device}}) {
     if (device == config::OffloadDevice::kNvme) {
-      errors.push_back(std::string(path) + ": \"nvme\" offload is not implemented yet; use \"cpu\" or \"none\"");
+      errors.push_back(std::string(path) +
+                       ": \"nvme\" offload is not implemented yet; use \"cpu\" or \"none\"");
     } else if (device == config::OffloadDevice::kCpu) {
-      result.warnings.push_back(std::string(path) +
-                                ": \"cpu\" accepted; the CPU engine keeps this state in host memory already");
+      result.warnings.push_back(
+          std::string(path) +
+          ": \"cpu\" accepted; the CPU engine keeps this state in host memory already");
     }
   }
 
@@ -82,7 +89,8 @@ EngineOptionsResult engine_options_from_config(const config::DeepSpeedConfig& co
     options.optimizer.nesterov = optimizer.nesterov;
     options.optimizer.max_coeff = optimizer.max_coeff;
     options.optimizer.min_coeff = optimizer.min_coeff;
-    if (optimizer.eps_inside_sqrt) errors.push_back("optimizer.params.eps_inside_sqrt: true is not supported");
+    if (optimizer.eps_inside_sqrt)
+      errors.push_back("optimizer.params.eps_inside_sqrt: true is not supported");
   }
 
   const auto& scheduler = config.scheduler;

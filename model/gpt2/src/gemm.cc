@@ -93,8 +93,8 @@ void openblas_gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, s
 // and handed out dynamically, each a single-threaded sgemm: on a shared machine a descheduled
 // thread then delays the product by one block, not by half of it. Small products run whole.
 void split_openblas_gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
-                         float alpha, const float* A, std::int64_t lda, const float* B, std::int64_t ldb,
-                         float beta, float* C, std::int64_t ldc) {
+                         float alpha, const float* A, std::int64_t lda, const float* B,
+                         std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
   constexpr double kMinParallelFlops = 4e6;
   constexpr std::int64_t kAlign = 64;
   constexpr int kBlocksPerThread = 4;
@@ -106,14 +106,15 @@ void split_openblas_gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_
   const bool split_rows = M > N;
   const std::int64_t extent = split_rows ? M : N;
   const std::int64_t wanted = threads * kBlocksPerThread;
-  const std::int64_t chunk = std::max<std::int64_t>(kAlign, (extent + wanted - 1) / wanted / kAlign * kAlign);
+  const std::int64_t chunk =
+      std::max<std::int64_t>(kAlign, (extent + wanted - 1) / wanted / kAlign * kAlign);
   const std::int64_t blocks = (extent + chunk - 1) / chunk;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (std::int64_t block = 0; block < blocks; ++block) {
     const std::int64_t begin = block * chunk, end = std::min(extent, begin + chunk);
     if (split_rows)
-      openblas_gemm(trans_a, trans_b, end - begin, N, K, alpha, trans_a ? A + begin : A + begin * lda, lda,
-                    B, ldb, beta, C + begin * ldc, ldc);
+      openblas_gemm(trans_a, trans_b, end - begin, N, K, alpha,
+                    trans_a ? A + begin : A + begin * lda, lda, B, ldb, beta, C + begin * ldc, ldc);
     else
       openblas_gemm(trans_a, trans_b, M, end - begin, K, alpha, A, lda,
                     trans_b ? B + begin * ldb : B + begin, ldb, beta, C + begin, ldc);

@@ -22,7 +22,13 @@
 namespace zero {
 
 enum class ReduceOp : std::uint8_t { kSum, kAvg, kMax };
-enum class CollectiveOp : std::uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kBarrier };
+enum class CollectiveOp : std::uint8_t {
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kBroadcast,
+  kBarrier
+};
 
 std::string_view name_of(ReduceOp op);      // "sum", "avg", "max"
 std::string_view name_of(CollectiveOp op);  // "all_reduce", ...
@@ -32,7 +38,8 @@ struct CollectiveInfo {
   std::uint64_t sequence = 0;  // 1 for the communicator's first collective
   CollectiveOp op = CollectiveOp::kBarrier;
   DType dtype = DType::kFloat32;
-  std::size_t count = 0;  // elements: per rank's output for reduce_scatter, per rank's input for all_gather
+  std::size_t count =
+      0;  // elements: per rank's output for reduce_scatter, per rank's input for all_gather
   ReduceOp reduce_op = ReduceOp::kSum;
   int root = 0;
   // Same call: op, dtype, count, reduce op and root agree (sequence is not compared).
@@ -61,7 +68,8 @@ class Communicator {
   void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
   // send holds world_size × recv_count elements; rank r receives the reduction of block r.
   // In place when recv == send + rank·recv_count (NCCL's convention) or send == recv.
-  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype, ReduceOp op);
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
+                      ReduceOp op);
   // recv (world_size × send_count elements) gets every rank's send block in rank order.
   // In place when send == recv + rank·send_count.
   void all_gather(const void* send, void* recv, std::size_t send_count, DType dtype);
@@ -92,16 +100,19 @@ class Communicator {
 };
 
 // A world of one: every collective is a copy.
-std::unique_ptr<Communicator> make_local_communicator(CommOptions options = CommOptions::from_environment());
+std::unique_ptr<Communicator> make_local_communicator(
+    CommOptions options = CommOptions::from_environment());
 
 // MPI over MPI_COMM_WORLD (duplicated). Initialises MPI with MPI_THREAD_MULTIPLE if the process
 // has not; if it has, requires that level. Throws zero::Error when built without MPI.
-std::unique_ptr<Communicator> make_mpi_communicator(CommOptions options = CommOptions::from_environment());
+std::unique_ptr<Communicator> make_mpi_communicator(
+    CommOptions options = CommOptions::from_environment());
 
 // The communicator the launch calls for: MPI when an MPI-family launcher (mpirun, srun with PMI)
 // started more than one rank, local for a single process. torchrun with WORLD_SIZE > 1 and no MPI
 // launcher is an error that says how to launch instead.
-std::unique_ptr<Communicator> make_communicator(CommOptions options = CommOptions::from_environment());
+std::unique_ptr<Communicator> make_communicator(
+    CommOptions options = CommOptions::from_environment());
 
 // Ends every rank of the job: MPI_Abort when MPI is running (so no peer is left waiting in a
 // collective), otherwise exit. Never returns.

@@ -34,6 +34,7 @@ class ThreadCommGroup {
 // Runs body(communicator) on world_size threads, one per rank, and joins them. If any rank
 // throws, the group is aborted (waiting peers fail instead of hanging) and the first error is
 // rethrown here, prefixed with its rank.
-void run_ranks(int world_size, const std::function<void(Communicator&)>& body, CommOptions options = {});
+void run_ranks(int world_size, const std::function<void(Communicator&)>& body,
+               CommOptions options = {});
 
 }  // namespace zero

@@ -72,7 +72,8 @@ class Allocator {
 };
 
 // Ordinary (pageable) host memory, 64-byte aligned. With space kDevice on a CPU-only build it
-// stands in for device memory; with kHostPinned where CUDA is absent it stands in for pinned memory.
+// stands in for device memory; with kHostPinned where CUDA is absent it stands in for pinned
+// memory.
 class HostAllocator final : public Allocator {
  public:
   explicit HostAllocator(MemoryLedger& ledger, MemorySpace space = MemorySpace::kHost)

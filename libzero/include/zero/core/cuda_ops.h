@@ -13,8 +13,8 @@ using CudaStreamHandle = void*;  // a cudaStream_t
 
 // Converts `count` elements between dtypes on the device, enqueued on `stream` (asynchronous).
 // Pointers are device pointers. Same rounding as zero::convert on the host.
-void convert_on_device(const void* source, DType source_dtype, void* destination, DType destination_dtype,
-                       std::size_t count, CudaStreamHandle stream);
+void convert_on_device(const void* source, DType source_dtype, void* destination,
+                       DType destination_dtype, std::size_t count, CudaStreamHandle stream);
 
 // "cuda runtime 13.0, cublas 13.0, cudnn 91300, nccl 22703": the libraries this build linked.
 std::string cuda_library_versions();

@@ -30,17 +30,18 @@ std::string concat(Args&&... args) {
 }  // namespace zero
 
 // ZERO_THROW(msg...): throw zero::Error with the streamed arguments and the source location.
-#define ZERO_THROW(...) ::zero::detail::throw_error(__FILE__, __LINE__, ::zero::detail::concat(__VA_ARGS__))
+#define ZERO_THROW(...) \
+  ::zero::detail::throw_error(__FILE__, __LINE__, ::zero::detail::concat(__VA_ARGS__))
 
 // ZERO_CHECK(cond, msg...): throw zero::Error naming the condition when it is false. Use for
 // every failure that depends on input or environment; it is never compiled out.
-#define ZERO_CHECK(cond, ...)                                                            \
-  do {                                                                                   \
-    if (!(cond)) [[unlikely]] {                                                          \
-      ::zero::detail::throw_error(__FILE__, __LINE__,                                    \
-                                  ::zero::detail::concat(__VA_ARGS__, " [check failed: ", \
-                                                         #cond, "]"));                   \
-    }                                                                                    \
+#define ZERO_CHECK(cond, ...)                                                   \
+  do {                                                                          \
+    if (!(cond)) [[unlikely]] {                                                 \
+      ::zero::detail::throw_error(                                              \
+          __FILE__, __LINE__,                                                   \
+          ::zero::detail::concat(__VA_ARGS__, " [check failed: ", #cond, "]")); \
+    }                                                                           \
   } while (false)
 
 // ZERO_DCHECK(cond, msg...): ZERO_CHECK in debug builds, nothing in release (hot loops only).

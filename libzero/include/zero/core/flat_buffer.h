@@ -42,7 +42,9 @@ class FlatLayout {
   std::size_t num_elements() const { return num_elements_; }  // without padding
   std::size_t padded_num_elements() const { return padded_num_elements_; }
   int world_size() const { return world_size_; }
-  ElementRange shard(int rank) const { return shard_range(padded_num_elements_, world_size_, rank); }
+  ElementRange shard(int rank) const {
+    return shard_range(padded_num_elements_, world_size_, rank);
+  }
 
  private:
   std::vector<TensorSlot> slots_;

@@ -15,8 +15,8 @@ struct LaunchInfo {
   int world_size = 1;
   int local_rank = 0;
   int local_world_size = 1;
-  std::string master_addr;  // torchrun only
-  int master_port = 0;      // torchrun only
+  std::string master_addr;       // torchrun only
+  int master_port = 0;           // torchrun only
   std::string describe() const;  // "openmpi rank 1/4 (local 1/4)"
 };
 

@@ -1,5 +1,6 @@
 // Rank-prefixed logging: "[rank r/W] message" to stderr. Info prints on rank 0 only unless
-// ZERO_LOG_ALL_RANKS=1; warnings and errors print on every rank. ZERO_LOG_LEVEL=debug|info|warn|error.
+// ZERO_LOG_ALL_RANKS=1; warnings and errors print on every rank.
+// ZERO_LOG_LEVEL=debug|info|warn|error.
 #pragma once
 
 #include <string_view>
