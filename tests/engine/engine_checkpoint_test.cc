@@ -74,7 +74,7 @@ TEST(EngineCheckpoint, ResumeAtAnotherStageAndWorldSize) {
     engine->set_training_state(snapshot.training);
     engine->refresh_params();
     train_steps(*engine, model, comm, 3, 3);
-    std::vector<std::vector<float>> params = model.parameters(*engine);
+    std::vector<std::vector<float>> params = gathered_parameters(*engine);
     if (comm.rank() == 0) resumed.params = std::move(params);
   });
   for (std::size_t u = 0; u < uninterrupted.params.size(); ++u)

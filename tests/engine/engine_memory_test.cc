@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "ledger_checks.h"
 #include "test_model.h"
 #include "zero/comm/thread_communicator.h"
 #include "zero/engine/memory_formula.h"
@@ -11,22 +12,7 @@
 namespace zero::testing {
 namespace {
 
-std::int64_t current(MemoryLedger& ledger, MemoryCategory category) {
-  return ledger.entry(MemorySpace::kDevice, category).current_bytes;
-}
-
-std::vector<std::size_t> unit_sizes(Engine& engine) {
-  std::vector<std::size_t> sizes;
-  for (std::size_t u = 0; u < engine.num_units(); ++u)
-    sizes.push_back(engine.layout(static_cast<UnitId>(u)).num_elements());
-  return sizes;
-}
-
-struct Measured {
-  ModelStateBytes model;
-  std::int64_t comm_buffers = 0;
-  std::int64_t params_peak = 0;
-};
+using Measured = MeasuredModelStates;
 
 Measured measure(int stage, int world, std::size_t persistence) {
   Measured measured;
@@ -41,35 +27,10 @@ Measured measure(int stage, int world, std::size_t persistence) {
       model.micro_step(*engine, make_batch({}, step, comm.rank() * 4, 4));
       engine->step();
     }
-    MemoryLedger& ledger = engine->ledger();
-    const std::vector<std::size_t> sizes = unit_sizes(*engine);
-    const ModelStateBytes formula =
-        model_state_bytes(stage, sizes, world, options.alignment_elements, DType::kFloat32, 2);
-    // Stage 3 keeps units below the persistence threshold gathered between steps.
-    std::int64_t persistent = 0;
-    if (stage == 3)
-      for (std::size_t count : sizes)
-        if (count < persistence)
-          persistent += 4 * static_cast<std::int64_t>(padded_num_elements(count, world, 16));
-    EXPECT_EQ(current(ledger, MemoryCategory::kParams), formula.params + persistent);
-    EXPECT_EQ(current(ledger, MemoryCategory::kParamShard), formula.param_shard);
-    EXPECT_EQ(current(ledger, MemoryCategory::kGrads), formula.grads);
-    EXPECT_EQ(current(ledger, MemoryCategory::kGradShard), formula.grad_shard);
-    EXPECT_EQ(current(ledger, MemoryCategory::kMasterParams), formula.master_params);
-    EXPECT_EQ(current(ledger, MemoryCategory::kOptimizerState), formula.optimizer_state);
-    EXPECT_EQ(current(ledger, MemoryCategory::kCommBuffers),
-              reduce_bucket_elements(options, sizes, world).bytes() +
-                  static_cast<std::int64_t>(4 * allgather_staging_elements(options, sizes, world)));
+    const MeasuredModelStates here = check_ledger_against_formula(*engine);
     if (comm.rank() == 0) {
       std::lock_guard lock(mutex);
-      measured.model.params = current(ledger, MemoryCategory::kParams) - persistent;
-      measured.model.param_shard = current(ledger, MemoryCategory::kParamShard);
-      measured.model.grads = current(ledger, MemoryCategory::kGrads);
-      measured.model.grad_shard = current(ledger, MemoryCategory::kGradShard);
-      measured.model.master_params = current(ledger, MemoryCategory::kMasterParams);
-      measured.model.optimizer_state = current(ledger, MemoryCategory::kOptimizerState);
-      measured.comm_buffers = current(ledger, MemoryCategory::kCommBuffers);
-      measured.params_peak = ledger.entry(MemorySpace::kDevice, MemoryCategory::kParams).peak_bytes;
+      measured = here;
     }
   });
   return measured;

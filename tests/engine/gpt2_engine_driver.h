@@ -147,16 +147,6 @@ class GPT2EngineDriver {
     return loss;
   }
 
-  // Every unit's full parameters (unpadded), gathered: all ranks must call it.
-  std::vector<std::vector<float>> parameters() {
-    std::vector<std::vector<float>> values;
-    for (UnitId unit : units_) {
-      GatheredUnit p = engine_.gather(unit);
-      values.emplace_back(p.data(), p.data() + p.layout().num_elements());
-    }
-    return values;
-  }
-
  private:
   Engine& engine_;
   gpt2::GPT2Config config_;
@@ -230,7 +220,7 @@ inline TrainResult train_gpt2(Communicator& comm, const GPT2Run& run) {
     result.losses.push_back(engine->average_across_ranks(loss / accumulation));
     result.grad_norms.push_back(engine->global_grad_norm());
   }
-  result.params = model.parameters();
+  result.params = gathered_parameters(*engine);
   return result;
 }
 

@@ -179,15 +179,8 @@ TEST(GPT2EngineParity, DropoutKeyedByGlobalSampleKeepsParity) {
   expect_parity(train(with_dropout(3, 3), 4), expected, "dropout 0.1, stage 3 world 4 gas 3", 1e-4);
 }
 
-// The engine's model-state bytes after a step, per category, on rank 0 (every rank is checked).
-struct Measured {
-  ModelStateBytes model;
-  std::int64_t params_peak = 0;
-};
-
-std::int64_t current(MemoryLedger& ledger, MemoryCategory category) {
-  return ledger.entry(MemorySpace::kDevice, category).current_bytes;
-}
+// The engine's model-state bytes after a step, on rank 0 (every rank is checked).
+using Measured = MeasuredModelStates;
 
 Measured measure(int stage, int world, std::size_t persistence) {
   Measured measured;
@@ -206,38 +199,14 @@ Measured measure(int stage, int world, std::size_t persistence) {
                        {7, static_cast<std::uint64_t>(step), first, true});
       engine->step();
     }
-    MemoryLedger& ledger = engine->ledger();
-    const std::vector<std::size_t> sizes = gpt2_unit_sizes(config);
-    const ModelStateBytes formula =
-        model_state_bytes(stage, sizes, world, options.alignment_elements, DType::kFloat32, 2);
+    const MeasuredModelStates here = check_ledger_against_formula(*engine);
     // Stage 3 keeps units below the persistence threshold gathered between steps: only ln_f.
-    std::int64_t persistent = 0;
-    if (stage == 3)
-      for (std::size_t count : sizes)
-        if (count < persistence)
-          persistent += 4 * static_cast<std::int64_t>(
-                                padded_num_elements(count, world, options.alignment_elements));
     if (stage == 3 && persistence > 0) {
-      EXPECT_EQ(persistent, 4 * 64);
+      EXPECT_EQ(here.persistent_params, 4 * 64);
     }
-    EXPECT_EQ(current(ledger, MemoryCategory::kParams), formula.params + persistent);
-    EXPECT_EQ(current(ledger, MemoryCategory::kParamShard), formula.param_shard);
-    EXPECT_EQ(current(ledger, MemoryCategory::kGrads), formula.grads);
-    EXPECT_EQ(current(ledger, MemoryCategory::kGradShard), formula.grad_shard);
-    EXPECT_EQ(current(ledger, MemoryCategory::kMasterParams), formula.master_params);
-    EXPECT_EQ(current(ledger, MemoryCategory::kOptimizerState), formula.optimizer_state);
-    EXPECT_EQ(current(ledger, MemoryCategory::kCommBuffers),
-              reduce_bucket_elements(options, sizes, world).bytes() +
-                  static_cast<std::int64_t>(4 * allgather_staging_elements(options, sizes, world)));
     if (comm.rank() == 0) {
       std::lock_guard lock(mutex);
-      measured.model.params = current(ledger, MemoryCategory::kParams) - persistent;
-      measured.model.param_shard = current(ledger, MemoryCategory::kParamShard);
-      measured.model.grads = current(ledger, MemoryCategory::kGrads);
-      measured.model.grad_shard = current(ledger, MemoryCategory::kGradShard);
-      measured.model.master_params = current(ledger, MemoryCategory::kMasterParams);
-      measured.model.optimizer_state = current(ledger, MemoryCategory::kOptimizerState);
-      measured.params_peak = ledger.entry(MemorySpace::kDevice, MemoryCategory::kParams).peak_bytes;
+      measured = here;
     }
   });
   return measured;

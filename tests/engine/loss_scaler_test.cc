@@ -87,7 +87,7 @@ TEST(EngineLossScaling, OverflowSkipsStepAndScheduleAndHalvesScale) {
     model.micro_step(*engine, make_batch({}, 0, comm.rank() * 4, 4));
     EXPECT_TRUE(engine->step());
     const double lr_before = engine->lr();
-    const std::vector<std::vector<float>> before = model.parameters(*engine);
+    const std::vector<std::vector<float>> before = gathered_parameters(*engine);
     // An inf gradient on rank 1 only: the overflow is found by the all-reduced check.
     const UnitId head = engine->unit("head");
     for (UnitId u : model.units()) {
@@ -104,7 +104,7 @@ TEST(EngineLossScaling, OverflowSkipsStepAndScheduleAndHalvesScale) {
     EXPECT_EQ(engine->lr(), lr_before);
     EXPECT_EQ(engine->training_state().skipped_steps, 1);
     EXPECT_EQ(engine->training_state().global_steps, 2);
-    EXPECT_EQ(model.parameters(*engine), before);
+    EXPECT_EQ(gathered_parameters(*engine), before);
     // Training continues normally afterwards, gradients unscaled by the loss scale.
     model.micro_step(*engine, make_batch({}, 1, comm.rank() * 4, 4));
     EXPECT_TRUE(engine->step());

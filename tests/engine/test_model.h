@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ledger_checks.h"
 #include "zero/core/error.h"
 #include "zero/engine/engine.h"
 #include "zero/optim/lr_schedules.h"
@@ -227,16 +228,6 @@ class TinyStack {
     return loss;
   }
 
-  // Every unit's full parameters (unpadded), gathered: all ranks must call it.
-  std::vector<std::vector<float>> parameters(Engine& engine) {
-    std::vector<std::vector<float>> values;
-    for (UnitId u : units_) {
-      GatheredUnit p = engine.gather(u);
-      values.emplace_back(p.data(), p.data() + p.layout().num_elements());
-    }
-    return values;
-  }
-
  private:
   StackShape shape_;
   std::vector<UnitId> units_;
@@ -299,7 +290,7 @@ inline TrainResult train_stack(Communicator& comm, const EngineOptions& options,
     result.losses.push_back(engine->average_across_ranks(loss / accumulation));
     result.grad_norms.push_back(engine->global_grad_norm());
   }
-  result.params = model.parameters(*engine);
+  result.params = gathered_parameters(*engine);
   return result;
 }
 
