@@ -35,10 +35,7 @@ float* Engine::Impl::gather(UnitId u) {
       trace_valid = false;  // the order changed: stop prefetching, record it again
   }
   if (unit.gather_state == GatherState::kReleased) issue_gather(u, false);
-  if (unit.prefetched) {
-    unit.prefetched = false;
-    prefetch_elements -= unit.padded;
-  }
+  unit.prefetched = false;
   if (trace_valid && engine.options_.overlap_comm) prefetch_after_gather();
   wait_gathered(u);
   ++unit.users;
@@ -63,10 +60,7 @@ void Engine::Impl::issue_gather(UnitId u, bool prefetch) {
     live_elements += unit.padded;
   }
   unit.gather_state = GatherState::kAvailable;
-  if (prefetch) {
-    unit.prefetched = true;
-    prefetch_elements += unit.padded;
-  }
+  if (prefetch) unit.prefetched = true;
   if (planning) return;
   const std::uint64_t ordinal = ++gather_ordinal;
   Stream& stream = comm.stream();
@@ -107,15 +101,23 @@ void Engine::Impl::issue_gather(UnitId u, bool prefetch) {
   if (!engine.options_.overlap_comm) wait_gathered(u);
 }
 
+// After each gather, issue the next units of the trace that are not gathered yet while the
+// elements issued by this call are below stage3_prefetch_bucket_size, as DeepSpeed's
+// PartitionedParameterCoordinator.fetch_sub_module does: the test comes before each unit, so a
+// unit larger than the bucket is still prefetched (alone), and a bucket of 0 turns prefetching
+// off. stage3_max_live_parameters is a hard cap here (DeepSpeed lets the last prefetch overshoot
+// it): a prefetch that would take the gathered elements past it is not issued, so the peak of
+// gathered parameters is known before the run.
 void Engine::Impl::prefetch_after_gather() {
   const EngineOptions& options = engine.options_;
-  for (std::size_t i = trace_position; i < trace.size(); ++i) {
-    const UnitId next = trace[i];
-    const EngineUnit& unit = units[next];
+  std::size_t issued = 0;
+  for (std::size_t i = trace_position; i < trace.size() && issued < options.prefetch_bucket_size;
+       ++i) {
+    const EngineUnit& unit = units[trace[i]];
     if (unit.gather_state != GatherState::kReleased) continue;
-    if (prefetch_elements + unit.padded > options.prefetch_bucket_size) break;
     if (live_elements + unit.padded > options.max_live_parameters) break;
-    issue_gather(next, true);
+    issue_gather(trace[i], true);
+    issued += unit.padded;
   }
 }
 
@@ -137,7 +139,6 @@ void Engine::Impl::drop_prefetched() {
     if (!unit.prefetched) continue;
     wait_gathered(u);
     unit.prefetched = false;
-    prefetch_elements -= unit.padded;
     if (unit.users == 0 && !unit.persistent) {
       unit.gathered.reset();
       unit.gather_state = GatherState::kReleased;

@@ -85,7 +85,6 @@ class Engine::Impl {
   bool recording = true;
   std::size_t trace_position = 0;
   std::size_t live_elements = 0;      // gathered or in flight
-  std::size_t prefetch_elements = 0;  // issued ahead and not consumed
   std::uint64_t gather_ordinal = 0;
 
   // Owned (optimizer-visible) views of unit u.
