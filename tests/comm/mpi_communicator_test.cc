@@ -3,6 +3,7 @@
 
 #include "collective_checks.h"
 #include "zero/comm/communicator.h"
+#include "zero/core/error.h"
 #include "zero/core/launch.h"
 
 namespace zero {
@@ -46,13 +47,44 @@ TEST(MpiCommunicator, RandomFloatAllReduceIsCloseToSerialSum) {
   for (std::size_t i = 0; i < kCount; ++i) ASSERT_NEAR(data[i], expected[i], 1e-6) << i;
 }
 
-TEST(MpiCommunicator, ManySmallCollectivesKeepOrder) {
+void ManySmallCollectivesKeepOrder_Check(Communicator& comm) {
   for (int i = 0; i < 200; ++i) {
-    float x = static_cast<float>(world().rank() + i);
-    world().all_reduce(&x, &x, 1, DType::kFloat32, ReduceOp::kMax);
-    world().synchronize();
-    ASSERT_EQ(x, static_cast<float>(world().world_size() - 1 + i));
+    float x = static_cast<float>(comm.rank() + i);
+    comm.all_reduce(&x, &x, 1, DType::kFloat32, ReduceOp::kMax);
+    comm.synchronize();
+    ASSERT_EQ(x, static_cast<float>(comm.world_size() - 1 + i));
   }
+}
+
+TEST(MpiCommunicator, ManySmallCollectivesKeepOrder) {
+  ManySmallCollectivesKeepOrder_Check(world());
+}
+
+TEST(MpiCommunicator, LabelsTellSameShapedCallsApartOnEveryRank) {
+  // Same op, count and dtype; the last rank's label differs. Every rank must fail in the call
+  // check, before any data moves, with the groups of ranks and their labels; the job goes on.
+  std::unique_ptr<Communicator> comm = make_mpi_communicator();
+  const int last = comm->world_size() - 1;
+  float x = 1.0f;
+  comm->all_gather(&x, nullptr, 0, DType::kFloat32, "warm-up");
+  comm->all_reduce(&x, &x, 1, DType::kFloat32, ReduceOp::kSum,
+                   comm->rank() == last ? "gather h.2" : "gather h.1");
+  std::string message = "no error";
+  try {
+    comm->synchronize();
+  } catch (const Error& error) {
+    message = error.what();
+  }
+  EXPECT_NE(message.find("ranks disagree on collective #2"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank " + std::to_string(last) +
+                         " called #2 all_reduce(count=1, fp32, sum) 'gather h.2'"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("called #2 all_reduce(count=1, fp32, sum) 'gather h.1'"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(x, 1.0f);  // the data collective never ran
+  ManySmallCollectivesKeepOrder_Check(world());
 }
 
 }  // namespace

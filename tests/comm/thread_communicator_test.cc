@@ -63,6 +63,44 @@ TEST(ThreadCommunicator, MismatchedCollectivesFailNamingBothCalls) {
   }
 }
 
+TEST(ThreadCommunicator, LabelsTellSameShapedCallsApartGroupingRanks) {
+  try {
+    run_ranks(4, [](Communicator& comm) {
+      float x = 1.0f;
+      comm.all_reduce(&x, &x, 1, DType::kFloat32, ReduceOp::kSum,
+                      comm.rank() == 1 ? "gather block.2" : "gather block.1");
+      comm.synchronize();
+    });
+    FAIL() << "label mismatch not detected";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("ranks disagree on collective #1"), std::string::npos) << message;
+    EXPECT_NE(message.find("ranks 0, 2, 3 called #1 all_reduce(count=1, fp32, sum) "
+                           "'gather block.1'"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("rank 1 called #1 all_reduce(count=1, fp32, sum) 'gather block.2'"),
+              std::string::npos)
+        << message;
+  }
+}
+
+TEST(ThreadCommunicator, LabelsAreCutToTheirLimitAndThenCompared) {
+  const std::string long_label(40, 'x');
+  std::vector<std::string> seen(2);
+  run_ranks(2, [&](Communicator& comm) {
+    float x = 1.0f;
+    // Differ only past the limit: the cut labels agree, so the call goes through.
+    comm.all_reduce(&x, &x, 1, DType::kFloat32, ReduceOp::kSum,
+                    long_label + std::to_string(comm.rank()));
+    comm.synchronize();
+    EXPECT_EQ(x, 2.0f);
+  });
+  CollectiveInfo info;
+  info.label = long_label.substr(0, kMaxCollectiveLabel);
+  EXPECT_EQ(info.to_string(), "#0 barrier '" + long_label.substr(0, kMaxCollectiveLabel) + "'");
+}
+
 TEST(ThreadCommunicator, SkippedCollectiveTimesOutNamingTheRankBehind) {
   CommOptions options;
   options.timeout = std::chrono::milliseconds(300);

@@ -1,6 +1,7 @@
 // Communicator base (sequence numbers, stream ordering), the local backend and the factory.
 #include "zero/comm/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -32,7 +33,7 @@ std::string_view name_of(CollectiveOp op) {
 
 bool CollectiveInfo::same_call(const CollectiveInfo& other) const {
   return op == other.op && dtype == other.dtype && count == other.count &&
-         reduce_op == other.reduce_op && root == other.root;
+         reduce_op == other.reduce_op && root == other.root && label == other.label;
 }
 
 std::string CollectiveInfo::to_string() const {
@@ -51,6 +52,33 @@ std::string CollectiveInfo::to_string() const {
       break;
     case CollectiveOp::kBarrier: break;
   }
+  if (!label.empty()) out << " '" << label << "'";
+  return out.str();
+}
+
+std::string describe_disagreement(int rank, const std::vector<CollectiveInfo>& calls) {
+  // Distinct calls in order of first appearance, each with the ranks that made it.
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (int r = 0; r < static_cast<int>(calls.size()); ++r) {
+    const std::string call = calls[r].to_string();
+    auto group =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == call; });
+    if (group == groups.end()) {
+      groups.push_back({call, {r}});
+    } else {
+      group->second.push_back(r);
+    }
+  }
+  std::ostringstream out;
+  out << "ranks disagree on collective #" << calls[rank].sequence << " (this is rank " << rank
+      << "):";
+  for (const auto& [call, ranks] : groups) {
+    out << "\n  rank" << (ranks.size() > 1 ? "s " : " ");
+    for (std::size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
+    out << " called " << call;
+  }
+  out << "\nEvery rank must call the same collectives in the same order (a rank skipped or added "
+         "one, e.g. a data-dependent branch around a unit's gather).";
   return out.str();
 }
 
@@ -70,32 +98,38 @@ Communicator::Communicator(CommOptions options) : options_(options), stream_("co
 
 void Communicator::issue(CollectiveInfo info, const void* send, void* recv) {
   info.sequence = ++sequence_;
-  stream_.submit([this, info, send, recv] { run(info, send, recv); });
+  if (info.label.size() > kMaxCollectiveLabel) info.label.resize(kMaxCollectiveLabel);
+  stream_.submit([this, info = std::move(info), send, recv] { run(info, send, recv); });
 }
 
 void Communicator::all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
-                              ReduceOp op) {
-  issue({0, CollectiveOp::kAllReduce, dtype, count, op, 0}, send, recv);
+                              ReduceOp op, std::string_view label) {
+  issue({0, CollectiveOp::kAllReduce, dtype, count, op, 0, std::string(label)}, send, recv);
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
-                                  ReduceOp op) {
-  issue({0, CollectiveOp::kReduceScatter, dtype, recv_count, op, 0}, send, recv);
+                                  ReduceOp op, std::string_view label) {
+  issue({0, CollectiveOp::kReduceScatter, dtype, recv_count, op, 0, std::string(label)}, send,
+        recv);
 }
 
-void Communicator::all_gather(const void* send, void* recv, std::size_t send_count, DType dtype) {
-  issue({0, CollectiveOp::kAllGather, dtype, send_count, ReduceOp::kSum, 0}, send, recv);
+void Communicator::all_gather(const void* send, void* recv, std::size_t send_count, DType dtype,
+                              std::string_view label) {
+  issue({0, CollectiveOp::kAllGather, dtype, send_count, ReduceOp::kSum, 0, std::string(label)},
+        send, recv);
 }
 
-void Communicator::broadcast(const void* send, void* recv, std::size_t count, DType dtype,
-                             int root) {
+void Communicator::broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root,
+                             std::string_view label) {
   ZERO_CHECK(root >= 0 && root < world_size(), "broadcast root ", root,
              " is outside world of size ", world_size());
-  issue({0, CollectiveOp::kBroadcast, dtype, count, ReduceOp::kSum, root}, send, recv);
+  issue({0, CollectiveOp::kBroadcast, dtype, count, ReduceOp::kSum, root, std::string(label)}, send,
+        recv);
 }
 
-void Communicator::barrier() {
-  issue({0, CollectiveOp::kBarrier, DType::kFloat32, 0, ReduceOp::kSum, 0}, nullptr, nullptr);
+void Communicator::barrier(std::string_view label) {
+  issue({0, CollectiveOp::kBarrier, DType::kFloat32, 0, ReduceOp::kSum, 0, std::string(label)},
+        nullptr, nullptr);
 }
 
 namespace {

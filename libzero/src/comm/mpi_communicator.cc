@@ -93,23 +93,32 @@ struct WireCall {
   std::int32_t root;
   std::uint8_t op, dtype, reduce_op, pad;
   std::uint32_t pad2;
+  char label[kMaxCollectiveLabel + 1];  // NUL-terminated
 };
-static_assert(sizeof(WireCall) == 32);
+static_assert(sizeof(WireCall) == 64);
 
 WireCall to_wire(const CollectiveInfo& info) {
-  return {info.sequence,
-          info.count,
-          info.root,
-          static_cast<std::uint8_t>(info.op),
-          static_cast<std::uint8_t>(info.dtype),
-          static_cast<std::uint8_t>(info.reduce_op),
-          0,
-          0};
+  WireCall wire{info.sequence,
+                info.count,
+                info.root,
+                static_cast<std::uint8_t>(info.op),
+                static_cast<std::uint8_t>(info.dtype),
+                static_cast<std::uint8_t>(info.reduce_op),
+                0,
+                0,
+                {}};
+  info.label.copy(wire.label, kMaxCollectiveLabel);  // Communicator::issue cut it to fit
+  return wire;
 }
 
 CollectiveInfo from_wire(const WireCall& wire) {
-  return {wire.sequence, static_cast<CollectiveOp>(wire.op),    static_cast<DType>(wire.dtype),
-          wire.count,    static_cast<ReduceOp>(wire.reduce_op), wire.root};
+  return {wire.sequence,
+          static_cast<CollectiveOp>(wire.op),
+          static_cast<DType>(wire.dtype),
+          wire.count,
+          static_cast<ReduceOp>(wire.reduce_op),
+          wire.root,
+          std::string(wire.label, strnlen(wire.label, kMaxCollectiveLabel))};
 }
 
 // What a rank's status thread reports about it.
@@ -211,18 +220,13 @@ class MpiCommunicator final : public Communicator {
     ZERO_MPI_CHECK(MPI_Iallgather(&mine, sizeof mine, MPI_BYTE, calls.data(), sizeof mine, MPI_BYTE,
                                   check_comm_, &request));
     wait(request, info, "waiting for every rank to reach it");
-    std::ostringstream mismatch;
-    for (int r = 0; r < world_size_; ++r) {
-      const CollectiveInfo theirs = from_wire(calls[r]);
-      if (!theirs.same_call(info) || theirs.sequence != info.sequence)
-        mismatch << "\n  rank " << r << " called " << theirs.to_string();
+    std::vector<CollectiveInfo> infos;
+    bool agree = true;
+    for (const WireCall& call : calls) {
+      infos.push_back(from_wire(call));
+      agree = agree && infos.back().same_call(info) && infos.back().sequence == info.sequence;
     }
-    if (mismatch.tellp() > 0) {
-      ZERO_THROW("ranks disagree on collective #", info.sequence, ": rank ", rank_, " called ",
-                 info.to_string(), ", but", mismatch.str(),
-                 "\nEvery rank must call the same collectives in the same order (a rank skipped or "
-                 "added one).");
-    }
+    if (!agree) ZERO_THROW(describe_disagreement(rank_, infos));
   }
 
   void run_data(const CollectiveInfo& info, const void* send, void* recv) {

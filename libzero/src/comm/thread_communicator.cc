@@ -99,10 +99,10 @@ class ThreadCommunicator final : public Communicator {
     shared.wait_for_all(lock, rank_, info, &ThreadCommGroup::Shared::Slot::arrived,
                         "waiting for peers");
     for (int r = 0; r < world; ++r) {
-      const CollectiveInfo& other = shared.slots[r].info;
-      ZERO_CHECK(other.same_call(info), "ranks disagree on collective #", info.sequence, ": rank ",
-                 rank_, " called ", info.to_string(), " but rank ", r, " called ",
-                 other.to_string());
+      if (shared.slots[r].info.same_call(info)) continue;
+      std::vector<CollectiveInfo> calls;
+      for (int q = 0; q < world; ++q) calls.push_back(shared.slots[q].info);
+      ZERO_THROW(describe_disagreement(rank_, calls));
     }
     lock.unlock();
 

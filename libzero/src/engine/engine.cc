@@ -138,8 +138,6 @@ void Engine::Impl::allocate() {
   const std::size_t staging = allgather_staging_elements(options, sizes, world);
   if (staging > 0)
     gather_staging = allocator.allocate(staging * kFloat, MemoryCategory::kCommBuffers);
-  tags = allocator.allocate((2 + 2 * static_cast<std::size_t>(world)) * kFloat,
-                            MemoryCategory::kWorkspace);
   if (planning) return;
   auto zero_fill = [](const Buffer& buffer) {
     if (buffer.size_bytes() > 0) std::memset(buffer.data(), 0, buffer.size_bytes());
@@ -172,7 +170,9 @@ void Engine::Impl::initialize_values() {
       }
     }
     // Rank 0's values are the model (DeepSpeed broadcasts the module at initialisation).
-    if (world > 1) comm.broadcast(full, full, unit.layout.num_elements(), DType::kFloat32, 0);
+    if (world > 1)
+      comm.broadcast(full, full, unit.layout.num_elements(), DType::kFloat32, 0,
+                     "init " + unit.name);
     if (stage == 3) {
       synchronize("broadcasting the initial values of unit '" + unit.name + "'");
       std::memcpy(param_shard.data_as<float>() + unit.owned_offset,
@@ -325,7 +325,8 @@ double Engine::average_across_ranks(double value) {
   Impl& d = *impl_;
   if (d.world == 1) return value;
   std::vector<float> values = {static_cast<float>(value)};
-  d.comm.all_reduce(values.data(), values.data(), 1, DType::kFloat32, ReduceOp::kAvg);
+  d.comm.all_reduce(values.data(), values.data(), 1, DType::kFloat32, ReduceOp::kAvg,
+                    "average_across_ranks");
   d.synchronize("averaging a value across ranks");
   return values[0];
 }

@@ -1,18 +1,9 @@
 // Stage-3 parameter gathering: per-unit all-gathers on the communication stream, prefetch along
-// the recorded gather order, persistence of small units, and the gather-order check.
-#include <cstring>
-#include <map>
-#include <sstream>
-
+// the recorded gather order, persistence of small units.
 #include "engine_impl.h"
 #include "zero/core/error.h"
 
 namespace zero {
-namespace {
-
-constexpr std::uint64_t kTagModulus = 1u << 24;  // tags travel as exact fp32 integers
-
-}  // namespace
 
 float* Engine::Impl::gather(UnitId u) {
   EngineUnit& unit = units[u];
@@ -62,41 +53,11 @@ void Engine::Impl::issue_gather(UnitId u, bool prefetch) {
   unit.gather_state = GatherState::kAvailable;
   if (prefetch) unit.prefetched = true;
   if (planning) return;
-  const std::uint64_t ordinal = ++gather_ordinal;
-  Stream& stream = comm.stream();
-  if (engine.options_.check_gather_order && world > 1) {
-    // Ranks exchange (unit, ordinal) first; the check runs on the stream before the data
-    // all-gather, so a rank gathering a different unit fails here, by name, not in a hang.
-    float* send = tags.data_as<float>();
-    float* recv = send + 2;
-    const auto unit_tag = static_cast<float>(u);
-    const auto ordinal_tag = static_cast<float>(ordinal % kTagModulus);
-    stream.submit([send, unit_tag, ordinal_tag] {
-      send[0] = unit_tag;
-      send[1] = ordinal_tag;
-    });
-    comm.all_gather(send, recv, 2, DType::kFloat32);
-    stream.submit([this, u, recv, ordinal] {
-      std::map<int, std::vector<int>> ranks_by_unit;
-      for (int r = 0; r < world; ++r) ranks_by_unit[static_cast<int>(recv[2 * r])].push_back(r);
-      if (ranks_by_unit.size() == 1) return;
-      std::ostringstream who;
-      for (const auto& [other, ranks] : ranks_by_unit) {
-        who << "\n  rank" << (ranks.size() > 1 ? "s " : " ");
-        for (std::size_t i = 0; i < ranks.size(); ++i) who << (i ? ", " : "") << ranks[i];
-        who << " gather" << (ranks.size() > 1 ? " " : "s ") << "unit '"
-            << (other >= 0 && other < static_cast<int>(units.size()) ? units[other].name : "?")
-            << "'";
-      }
-      ZERO_THROW("ranks disagree on which unit to gather (gather #", ordinal, " of rank ", rank,
-                 ", which gathers unit '", units[u].name, "'):", who.str(),
-                 "\nEvery rank must gather the same units in the same order: a rank skipped or "
-                 "added a gather (e.g. a data-dependent branch around a unit).");
-    });
-  }
+  // The label carries the unit into the communicator's call check: ranks gathering different
+  // units (even of one size) fail there, every rank, naming each rank's unit, not in a hang.
   comm.all_gather(param_shard.data_as<float>() + unit.owned_offset, unit.gathered.data(),
-                  unit.shard, DType::kFloat32);
-  unit.gathered_event = stream.record();
+                  unit.shard, DType::kFloat32, "gather " + unit.name);
+  unit.gathered_event = comm.stream().record();
   unit.gather_state = GatherState::kInFlight;
   if (!engine.options_.overlap_comm) wait_gathered(u);
 }

@@ -71,7 +71,6 @@ class Engine::Impl {
   Buffer bucket;                    // comm_buffers
   Buffer receive;                   // comm_buffers
   Buffer gather_staging;            // comm_buffers: stage 1-2 chunked all-gather
-  Buffer tags;                      // workspace: 2 + 2W floats for the gather-order check
   std::size_t bucket_capacity = 0;  // elements
 
   std::vector<BucketItem> pending;   // queued, not yet flushed
@@ -84,8 +83,7 @@ class Engine::Impl {
   bool trace_valid = false;
   bool recording = true;
   std::size_t trace_position = 0;
-  std::size_t live_elements = 0;      // gathered or in flight
-  std::uint64_t gather_ordinal = 0;
+  std::size_t live_elements = 0;  // gathered or in flight
 
   // Owned (optimizer-visible) views of unit u.
   float* owned_params(UnitId u) const;

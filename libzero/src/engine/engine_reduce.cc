@@ -8,6 +8,7 @@
 // stream, so one bucket buffer serves every flush without host waits.
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "engine_impl.h"
 #include "zero/core/error.h"
@@ -105,15 +106,18 @@ void Engine::Impl::flush_bucket() {
                    pre);
     sources->clear();  // transient gradient buffers are free once packed
   });
+  // Labelled with the units it carries ("grads h.5..h.3"), so a diverging rank is named by unit.
+  std::string label = "grads " + units[items.front().unit].name;
+  if (items.back().unit != items.front().unit) label += ".." + units[items.back().unit].name;
   const float* reduced = send;
   if (!blocked) {
-    comm.all_reduce(send, send, block, DType::kFloat32, ReduceOp::kSum);
+    comm.all_reduce(send, send, block, DType::kFloat32, ReduceOp::kSum, label);
   } else if (options.reduce_scatter && world > 1) {
-    comm.reduce_scatter(send, recv, block, DType::kFloat32, ReduceOp::kSum);
+    comm.reduce_scatter(send, recv, block, DType::kFloat32, ReduceOp::kSum, label);
     reduced = recv;
   } else {
     comm.all_reduce(send, send, block * static_cast<std::size_t>(world), DType::kFloat32,
-                    ReduceOp::kSum);
+                    ReduceOp::kSum, label);
     reduced = send + static_cast<std::size_t>(rank) * block;
   }
   stream.submit([pieces, reduced, post, accumulate] {
@@ -155,13 +159,13 @@ void Engine::Impl::all_gather_params() {
     float* base = full + unit.full_offset;
     float* own = base + static_cast<std::size_t>(rank) * unit.shard;
     if (unit.shard <= chunk) {  // in place: every rank's shard lands at its own offset
-      comm.all_gather(own, base, unit.shard, DType::kFloat32);
+      comm.all_gather(own, base, unit.shard, DType::kFloat32, "params " + unit.name);
       continue;
     }
     // Chunk [begin, begin + count) of every rank's shard through the staging buffer.
     for (std::size_t begin = 0; begin < unit.shard; begin += chunk) {
       const std::size_t count = std::min(chunk, unit.shard - begin);
-      comm.all_gather(own + begin, staging, count, DType::kFloat32);
+      comm.all_gather(own + begin, staging, count, DType::kFloat32, "params " + unit.name);
       const std::size_t stride = unit.shard;
       comm.stream().submit([staging, base, begin, count, stride, blocks] {
         for (std::size_t r = 0; r < blocks; ++r)

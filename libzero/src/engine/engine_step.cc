@@ -38,7 +38,7 @@ bool Engine::step() {
     squares += sum_of_squares(d.owned_grads(u), d.units[u].owned_count);
   if (options_.stage >= 1 && d.world > 1) {
     std::vector<float> total = {static_cast<float>(squares)};
-    d.comm.all_reduce(total.data(), total.data(), 1, DType::kFloat32, ReduceOp::kSum);
+    d.comm.all_reduce(total.data(), total.data(), 1, DType::kFloat32, ReduceOp::kSum, "grad norm");
     d.synchronize("all-reducing the gradient norm");
     squares = total[0];
   }
@@ -90,7 +90,7 @@ bool Engine::step() {
   const bool partitioned = options_.stage >= 1 && d.world > 1;
   args.all_reduce_sum = [&d, partitioned](float* values, std::size_t count) {
     if (!partitioned || count == 0) return;
-    d.comm.all_reduce(values, values, count, DType::kFloat32, ReduceOp::kSum);
+    d.comm.all_reduce(values, values, count, DType::kFloat32, ReduceOp::kSum, "optimizer stats");
     d.synchronize("all-reducing optimizer statistics");
   };
   d.optimizer->step(chunks, args);

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "zero/core/dtype.h"
 #include "zero/core/stream.h"
@@ -33,6 +34,12 @@ enum class CollectiveOp : std::uint8_t {
 std::string_view name_of(ReduceOp op);      // "sum", "avg", "max"
 std::string_view name_of(CollectiveOp op);  // "all_reduce", ...
 
+// A collective's label: what the caller does with it ("gather h.3"), at most this many bytes
+// (longer labels are cut). It travels with the call check, so ranks that issue the same op and
+// count for different purposes (two units of one size) are told apart, and error reports say what
+// each rank was doing.
+inline constexpr std::size_t kMaxCollectiveLabel = 31;
+
 // What one collective call was: enough to tell two ranks' calls apart.
 struct CollectiveInfo {
   std::uint64_t sequence = 0;  // 1 for the communicator's first collective
@@ -42,10 +49,15 @@ struct CollectiveInfo {
       0;  // elements: per rank's output for reduce_scatter, per rank's input for all_gather
   ReduceOp reduce_op = ReduceOp::kSum;
   int root = 0;
-  // Same call: op, dtype, count, reduce op and root agree (sequence is not compared).
+  std::string label;  // at most kMaxCollectiveLabel bytes
+  // Same call: op, dtype, count, reduce op, root and label agree (sequence is not compared).
   bool same_call(const CollectiveInfo& other) const;
-  std::string to_string() const;  // "#3 all_reduce(count=22, fp32, sum)"
+  std::string to_string() const;  // "#3 all_reduce(count=22, fp32, sum) 'grads h.1'"
 };
+
+// The error text for ranks whose calls of one sequence number differ: each distinct call with the
+// ranks that made it. `calls[r]` is rank r's call; `rank` is the rank reporting.
+std::string describe_disagreement(int rank, const std::vector<CollectiveInfo>& calls);
 
 struct CommOptions {
   // How long one collective may wait for its peers before the watchdog reports it.
@@ -64,18 +76,22 @@ class Communicator {
   virtual int world_size() const = 0;
   virtual std::string_view backend() const = 0;  // "local", "thread", "mpi"
 
+  // Every collective takes an optional label (see kMaxCollectiveLabel); ranks must pass the same.
   // recv[i] = op over ranks of send[i], `count` elements. send == recv is in place.
-  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op);
+  void all_reduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                  std::string_view label = {});
   // send holds world_size × recv_count elements; rank r receives the reduction of block r.
   // In place when recv == send + rank·recv_count (NCCL's convention) or send == recv.
   void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType dtype,
-                      ReduceOp op);
+                      ReduceOp op, std::string_view label = {});
   // recv (world_size × send_count elements) gets every rank's send block in rank order.
   // In place when send == recv + rank·send_count.
-  void all_gather(const void* send, void* recv, std::size_t send_count, DType dtype);
+  void all_gather(const void* send, void* recv, std::size_t send_count, DType dtype,
+                  std::string_view label = {});
   // recv on every rank gets root's send (send is read on root only; send == recv allowed).
-  void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root);
-  void barrier();
+  void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root,
+                 std::string_view label = {});
+  void barrier(std::string_view label = {});
 
   // The communication stream every collective runs on, in call order.
   Stream& stream() { return stream_; }

@@ -94,9 +94,6 @@ struct EngineOptions {
   SchedulerOptions scheduler;
   // Not DeepSpeed keys. Shards are padded to world_size × alignment_elements (64-byte shards).
   std::size_t alignment_elements = 16;
-  // Exchange a (unit, ordinal) tag before each parameter gather so ranks that disagree on
-  // which unit they gather fail naming it (one 8-byte all-gather per gather).
-  bool check_gather_order = true;
 };
 
 // Throws zero::Error naming the field when an option is out of range.
