@@ -43,10 +43,34 @@ void Buffer::reset() noexcept {
   size_bytes_ = 0;
 }
 
+namespace {
+std::size_t rounded_size(std::size_t size_bytes) {
+  return (size_bytes + kAlignmentBytes - 1) / kAlignmentBytes * kAlignmentBytes;
+}
+}  // namespace
+
 Buffer Allocator::allocate(std::size_t size_bytes, MemoryCategory category) {
   void* data = nullptr;
   if (size_bytes > 0) {
-    data = raw_allocate(size_bytes);
+    bool found = false;
+    if (caching_) {
+      std::lock_guard lock(cache_mutex_);
+      auto it = cache_.find(rounded_size(size_bytes));
+      if (it != cache_.end() && !it->second.empty()) {
+        data = it->second.back();
+        it->second.pop_back();
+        cached_bytes_ -= it->first;
+        ledger_->record_cached(space_, -static_cast<std::int64_t>(it->first));
+        found = true;
+      }
+    }
+    if (!found) {
+      data = raw_allocate(size_bytes);
+      if (data == nullptr && !planning() && cached_bytes() > 0) {
+        release_cached();  // the cache holds memory of other sizes: give it back and retry
+        data = raw_allocate(size_bytes);
+      }
+    }
     ZERO_CHECK(data != nullptr || planning(), "out of memory: could not allocate ",
                format_bytes(static_cast<std::int64_t>(size_bytes)), " (", size_bytes, " bytes) of ",
                name_of(space_), " memory for ", name_of(category));
@@ -56,18 +80,44 @@ Buffer Allocator::allocate(std::size_t size_bytes, MemoryCategory category) {
 }
 
 void Allocator::release(void* data, std::size_t size_bytes, MemoryCategory category) noexcept {
-  if (data != nullptr) raw_free(data);
   try {
     ledger_->record_free(space_, category, size_bytes);
+    if (caching_ && size_bytes > 0) {
+      std::lock_guard lock(cache_mutex_);
+      const std::size_t size = rounded_size(size_bytes);
+      cache_[size].push_back(data);
+      cached_bytes_ += size;
+      ledger_->record_cached(space_, static_cast<std::int64_t>(size));
+      return;
+    }
   } catch (...) {
-    // Unreachable for buffers this allocator handed out; destructors must not throw.
+    // Unreachable for buffers this allocator handed out (a full cache vector aside, then the
+    // block is freed below); destructors must not throw.
   }
+  if (data != nullptr) raw_free(data);
+}
+
+void Allocator::release_cached() noexcept {
+  std::lock_guard lock(cache_mutex_);
+  for (auto& [size, blocks] : cache_) {
+    for (void* data : blocks)
+      if (data != nullptr) raw_free(data);
+    try {
+      ledger_->record_cached(space_, -static_cast<std::int64_t>(size * blocks.size()));
+    } catch (...) {
+    }
+  }
+  cache_.clear();
+  cached_bytes_ = 0;
+}
+
+std::size_t Allocator::cached_bytes() const {
+  std::lock_guard lock(cache_mutex_);
+  return cached_bytes_;
 }
 
 void* HostAllocator::raw_allocate(std::size_t size_bytes) {
-  const std::size_t rounded =
-      (size_bytes + kAlignmentBytes - 1) / kAlignmentBytes * kAlignmentBytes;
-  return std::aligned_alloc(kAlignmentBytes, rounded);
+  return std::aligned_alloc(kAlignmentBytes, rounded_size(size_bytes));
 }
 
 void HostAllocator::raw_free(void* data) noexcept { std::free(data); }

@@ -33,6 +33,9 @@ void MemoryLedger::record_allocation(MemorySpace space, MemoryCategory category,
   LedgerEntry& total = totals_[s];
   total.current_bytes += static_cast<std::int64_t>(size_bytes);
   total.peak_bytes = std::max(total.peak_bytes, total.current_bytes);
+  LedgerEntry& reserved = reserved_[s];
+  reserved.current_bytes = total.current_bytes + cached_[s];
+  reserved.peak_bytes = std::max(reserved.peak_bytes, reserved.current_bytes);
 }
 
 void MemoryLedger::record_free(MemorySpace space, MemoryCategory category, std::size_t size_bytes) {
@@ -45,6 +48,19 @@ void MemoryLedger::record_free(MemorySpace space, MemoryCategory category, std::
              name_of(category), " but only ", entry.current_bytes, " are recorded");
   entry.current_bytes -= static_cast<std::int64_t>(size_bytes);
   totals_[s].current_bytes -= static_cast<std::int64_t>(size_bytes);
+  reserved_[s].current_bytes = totals_[s].current_bytes + cached_[s];
+}
+
+void MemoryLedger::record_cached(MemorySpace space, std::int64_t delta_bytes) {
+  const auto s = static_cast<std::size_t>(space);
+  std::lock_guard lock(mutex_);
+  ZERO_CHECK(cached_[s] + delta_bytes >= 0, "memory ledger: ", -delta_bytes, " bytes of ",
+             name_of(space), " leave the cache, but only ", cached_[s], " are cached");
+  cached_[s] += delta_bytes;
+  cached_used_[s] = true;
+  LedgerEntry& reserved = reserved_[s];
+  reserved.current_bytes = totals_[s].current_bytes + cached_[s];
+  reserved.peak_bytes = std::max(reserved.peak_bytes, reserved.current_bytes);
 }
 
 LedgerEntry MemoryLedger::entry(MemorySpace space, MemoryCategory category) const {
@@ -57,11 +73,19 @@ LedgerEntry MemoryLedger::space_total(MemorySpace space) const {
   return totals_[static_cast<std::size_t>(space)];
 }
 
+LedgerEntry MemoryLedger::space_reserved(MemorySpace space) const {
+  std::lock_guard lock(mutex_);
+  const auto s = static_cast<std::size_t>(space);
+  // Without caching, reserved is the total (record_allocation keeps both).
+  return reserved_[s];
+}
+
 void MemoryLedger::reset_peaks() {
   std::lock_guard lock(mutex_);
   for (auto& row : entries_)
     for (auto& entry : row) entry.peak_bytes = entry.current_bytes;
   for (auto& total : totals_) total.peak_bytes = total.current_bytes;
+  for (auto& reserved : reserved_) reserved.peak_bytes = reserved.current_bytes;
 }
 
 std::string format_bytes(std::int64_t size_bytes) {
@@ -113,6 +137,14 @@ std::string MemoryLedger::report(std::string_view title) const {
                     std::string(name_of(static_cast<MemorySpace>(s))).c_str(), "total",
                     format_bytes(t.current_bytes).c_str(), format_bytes(t.peak_bytes).c_str(),
                     static_cast<long long>(t.current_bytes), static_cast<long long>(t.peak_bytes));
+      out << line;
+    }
+    if (cached_used_[s]) {
+      const LedgerEntry& r = reserved_[s];
+      std::snprintf(line, sizeof line, "%-12s %-16s %12s %12s %16lld %16lld\n",
+                    std::string(name_of(static_cast<MemorySpace>(s))).c_str(), "reserved",
+                    format_bytes(r.current_bytes).c_str(), format_bytes(r.peak_bytes).c_str(),
+                    static_cast<long long>(r.current_bytes), static_cast<long long>(r.peak_bytes));
       out << line;
     }
   }

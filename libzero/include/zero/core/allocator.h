@@ -3,6 +3,9 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "zero/core/memory_ledger.h"
 
@@ -43,9 +46,18 @@ class Buffer {
 
 // Allocates in one memory space and records into one ledger. The allocator and the ledger must
 // outlive every Buffer they hand out.
+//
+// A caching allocator keeps freed blocks, by exact size (rounded up to 64 bytes), and hands them to
+// the next request of that size instead of asking the system: stage 3 frees and re-allocates the
+// same unit-sized buffers every micro-step, and fresh pages cost a fault each (a 12 MiB gather
+// into fresh memory took 7.6 ms instead of 1.6 ms here). Cached bytes are in the ledger
+// (record_cached; space_reserved = in use + cached), so what the process holds stays known; a
+// request that finds no memory returns the cache to the system and tries again.
 class Allocator {
  public:
-  Allocator(MemorySpace space, MemoryLedger& ledger) : space_(space), ledger_(&ledger) {}
+  Allocator(MemorySpace space, MemoryLedger& ledger, bool caching = false)
+      : space_(space), ledger_(&ledger), caching_(caching) {}
+  // Derived allocators call release_cached() in their destructors (raw_free is theirs).
   virtual ~Allocator() = default;
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
@@ -58,6 +70,10 @@ class Allocator {
   MemoryLedger& ledger() const { return *ledger_; }
   // True when buffers are only recorded, never backed by memory.
   virtual bool planning() const { return false; }
+  bool caching() const { return caching_; }
+  // Returns every cached block to the system (torch.cuda.empty_cache()).
+  void release_cached() noexcept;
+  std::size_t cached_bytes() const;
 
  protected:
   virtual void* raw_allocate(std::size_t size_bytes) = 0;
@@ -69,6 +85,10 @@ class Allocator {
 
   MemorySpace space_;
   MemoryLedger* ledger_;
+  bool caching_;
+  mutable std::mutex cache_mutex_;  // buffers are freed on stream threads too
+  std::unordered_map<std::size_t, std::vector<void*>> cache_;  // rounded size -> free blocks
+  std::size_t cached_bytes_ = 0;
 };
 
 // Ordinary (pageable) host memory, 64-byte aligned. With space kDevice on a CPU-only build it
@@ -76,8 +96,10 @@ class Allocator {
 // memory.
 class HostAllocator final : public Allocator {
  public:
-  explicit HostAllocator(MemoryLedger& ledger, MemorySpace space = MemorySpace::kHost)
-      : Allocator(space, ledger) {}
+  explicit HostAllocator(MemoryLedger& ledger, MemorySpace space = MemorySpace::kHost,
+                         bool caching = true)
+      : Allocator(space, ledger, caching) {}
+  ~HostAllocator() override { release_cached(); }
 
  protected:
   void* raw_allocate(std::size_t size_bytes) override;
@@ -88,7 +110,10 @@ class HostAllocator final : public Allocator {
 // a plan and a real run fill their ledgers identically.
 class PlanningAllocator final : public Allocator {
  public:
-  PlanningAllocator(MemoryLedger& ledger, MemorySpace space) : Allocator(space, ledger) {}
+  // `caching` as the allocator the plan stands for (HostAllocator caches by default).
+  PlanningAllocator(MemoryLedger& ledger, MemorySpace space, bool caching = true)
+      : Allocator(space, ledger, caching) {}
+  ~PlanningAllocator() override { release_cached(); }
   bool planning() const override { return true; }
 
  protected:

@@ -45,19 +45,30 @@ class MemoryLedger {
   // Throws zero::Error when more is freed than is held under (space, category).
   void record_free(MemorySpace space, MemoryCategory category, std::size_t size_bytes);
 
+  // Bytes an allocator holds for reuse (freed by their owners, not returned to the system): +size
+  // when a freed block is kept, -size when it is handed out again or returned.
+  void record_cached(MemorySpace space, std::int64_t delta_bytes);
+
   LedgerEntry entry(MemorySpace space, MemoryCategory category) const;
+  // In use: the sum of the space's categories.
   LedgerEntry space_total(MemorySpace space) const;
+  // In use plus cached: what the allocators hold from the system.
+  LedgerEntry space_reserved(MemorySpace space) const;
   // Forgets peaks (sets each peak to the current value); current bytes are kept.
   void reset_peaks();
 
   // A table with one row per (space, category) that was ever used, current and peak bytes in
-  // human units and exact bytes, and a total row per space. `title` heads it (e.g. "rank 0").
+  // human units and exact bytes, a total row per space, and a reserved row (total + cached) for
+  // spaces where an allocator ever cached. `title` heads it (e.g. "rank 0").
   std::string report(std::string_view title = {}) const;
 
  private:
   mutable std::mutex mutex_;
   std::array<std::array<LedgerEntry, kNumMemoryCategories>, kNumMemorySpaces> entries_{};
   std::array<LedgerEntry, kNumMemorySpaces> totals_{};
+  std::array<LedgerEntry, kNumMemorySpaces> reserved_{};
+  std::array<std::int64_t, kNumMemorySpaces> cached_{};
+  std::array<bool, kNumMemorySpaces> cached_used_{};
   std::array<std::array<bool, kNumMemoryCategories>, kNumMemorySpaces> used_{};
 };
 
