@@ -29,8 +29,8 @@
 #include "zero/engine/from_config.h"
 #include "zero/engine/memory_formula.h"
 #include "zero/gpt2/checkpoint_hf.h"
-#include "zero/gpt2/compute.h"
 #include "zero/gpt2/config.h"
+#include "zero/gpt2/engine_model.h"
 #include "zero/gpt2/model.h"
 #include "zero/gpt2/sampling.h"
 #include "zero/gpt2/units.h"
@@ -45,7 +45,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-using zero::gpt2::GPT2Compute;
 using zero::gpt2::GPT2Config;
 
 // printf on rank 0 only, flushed (ranks' output interleaves otherwise).
@@ -89,63 +88,13 @@ void fill_micro_batch(const zero::text::BlockDataset& data, std::span<const std:
   }
 }
 
-// The forward over every unit, ending with the tied head (final norm + the embeddings unit
-// gathered a second time for wte). All ranks, same order. Returns the micro-batch mean loss.
-float forward(zero::Engine& engine, GPT2Compute& compute, const GPT2Config& config) {
-  const int embeddings = zero::gpt2::embeddings_unit();
-  const int final_norm = zero::gpt2::final_norm_unit(config);
-  compute.forward_embeddings(engine.gather(embeddings).data());
-  for (int layer = 0; layer < config.n_layer; ++layer)
-    compute.forward_block(layer, engine.gather(zero::gpt2::block_unit(layer)).data());
-  const zero::GatheredUnit norm = engine.gather(final_norm);  // in this order on every rank
-  const zero::GatheredUnit wte = engine.gather(embeddings);
-  compute.forward_head(norm.data(), wte.data());
-  return compute.loss();
-}
-
-// One training micro-step per the engine's unit contract: forward; then backward in reverse,
-// each unit's gradients queued for reduction as soon as they are complete. The head's backward
-// runs while its two units are still gathered; the embeddings' gradient (wte is tied) completes
-// only after backward_embeddings, so that unit is reduced last.
-float train_micro_step(zero::Engine& engine, GPT2Compute& compute, const GPT2Config& config) {
-  const int embeddings = zero::gpt2::embeddings_unit();
-  const int final_norm = zero::gpt2::final_norm_unit(config);
-  compute.forward_embeddings(engine.gather(embeddings).data());
-  for (int layer = 0; layer < config.n_layer; ++layer)
-    compute.forward_block(layer, engine.gather(zero::gpt2::block_unit(layer)).data());
-  {
-    const zero::GatheredUnit norm = engine.gather(final_norm);
-    const zero::GatheredUnit wte = engine.gather(embeddings);
-    compute.forward_head(norm.data(), wte.data());
-    // d(micro-batch mean loss) × the engine's loss scale (1 in fp32).
-    const auto scale = static_cast<float>(engine.loss_scale() /
-                                          static_cast<double>(compute.num_counted_targets()));
-    compute.backward_head(norm.data(), wte.data(), engine.grads(final_norm).data,
-                          engine.grads(embeddings).data, scale);
-  }
-  engine.reduce_grads(final_norm);
-  for (int layer = static_cast<int>(config.n_layer) - 1; layer >= 0; --layer) {
-    const int unit = zero::gpt2::block_unit(layer);
-    {
-      const zero::GatheredUnit params = engine.gather(unit);
-      compute.backward_block(layer, params.data(), engine.grads(unit).data);
-    }
-    engine.reduce_grads(unit);
-  }
-  {
-    const zero::GatheredUnit params = engine.gather(embeddings);
-    compute.backward_embeddings(params.data(), engine.grads(embeddings).data);
-  }
-  engine.reduce_grads(embeddings);
-  return compute.loss();
-}
-
 // Mean next-token loss over the first `max_blocks` validation blocks (0: all). Global batches of
 // B × W blocks, rank r taking rows [r·B, (r+1)·B) of each; rows past the data count nothing, so
 // the result is exact whatever W. All ranks.
-double evaluate(zero::Engine& engine, GPT2Compute& compute, const GPT2Config& config,
-                const zero::text::BlockDataset& data, std::int64_t max_blocks) {
-  const std::int64_t B = compute.batch_size(), T = compute.seq_len();
+double evaluate(zero::gpt2::EngineModel& model, const zero::text::BlockDataset& data,
+                std::int64_t max_blocks) {
+  zero::Engine& engine = model.engine();
+  const std::int64_t B = model.compute().batch_size(), T = model.compute().seq_len();
   const std::int64_t world = engine.world_size(), rank = engine.rank();
   std::int64_t count = static_cast<std::int64_t>(data.size());
   if (max_blocks > 0) count = std::min(count, max_blocks);
@@ -157,10 +106,9 @@ double evaluate(zero::Engine& engine, GPT2Compute& compute, const GPT2Config& co
     for (std::int64_t b = first + rank * B; b < std::min(first + (rank + 1) * B, count); ++b)
       blocks.push_back(static_cast<std::size_t>(b));
     fill_micro_batch(data, blocks, B, T, batch);
-    compute.set_inputs(batch.tokens, batch.targets);  // no dropout
-    const float loss = forward(engine, compute, config);
-    loss_sum += static_cast<double>(loss) * static_cast<double>(compute.num_counted_targets());
-    targets += static_cast<double>(compute.num_counted_targets());
+    const double loss = model.eval_loss(batch.tokens, batch.targets);
+    loss_sum += loss * static_cast<double>(model.num_counted_targets());
+    targets += static_cast<double>(model.num_counted_targets());
   }
   const double mean_targets = engine.average_across_ranks(targets);
   const double mean_sum = engine.average_across_ranks(loss_sum);
@@ -297,18 +245,12 @@ int run(const demo::DemoFlags& flags, zero::Communicator& comm) {
 
   zero::Engine engine(options, comm, zero::optim::make_optimizer(options.optimizer),
                       zero::optim::make_lr_schedule(options.scheduler, options.optimizer.lr));
-  const std::vector<zero::gpt2::UnitSpec> units = zero::gpt2::gpt2_units(config);
+  // GPT-2's units, initialised by (seed, tensor name, element): the same values whatever the
+  // sharding. Activations count in the engine's ledger (reported below).
+  zero::gpt2::EngineModel model(engine, config, B, T, flags.seed, engine.allocator());
+  const std::vector<zero::gpt2::UnitSpec>& units = model.unit_specs();
   std::vector<std::size_t> unit_num_elements;
-  for (const zero::gpt2::UnitSpec& unit : units) {
-    // GPT-2 initialisation by (seed, tensor name, element): the same values whatever the sharding.
-    engine.register_unit(
-        unit.name, unit.tensors,
-        [&config, &unit, seed = flags.seed](const zero::TensorSlot& slot, std::span<float> values) {
-          zero::gpt2::init_unit_range(config, unit, seed, slot.range(), values.data());
-        });
-    unit_num_elements.push_back(unit.num_elements());
-  }
-  engine.initialize();
+  for (const zero::gpt2::UnitSpec& unit : units) unit_num_elements.push_back(unit.num_elements());
   console.print(
       "model: GPT-2, %lld layers, %lld heads, width %lld, vocabulary %lld, context %lld: "
       "%.2fM parameters in %zu units\n",
@@ -317,7 +259,6 @@ int run(const demo::DemoFlags& flags, zero::Communicator& comm) {
       static_cast<long long>(config.n_positions),
       static_cast<double>(config.num_parameters()) / 1e6, units.size());
 
-  GPT2Compute compute(config, B, T, engine.allocator());
   zero::text::DistributedSampler sampler({.num_blocks = train.size(),
                                           .global_batch_size = static_cast<std::size_t>(B * world),
                                           .world_size = world,
@@ -329,8 +270,7 @@ int run(const demo::DemoFlags& flags, zero::Communicator& comm) {
                 static_cast<double>(micro_steps) / static_cast<double>(sampler.batches_per_epoch()),
                 static_cast<unsigned long long>(sampler.batches_per_epoch()));
 
-  const double validation_start =
-      evaluate(engine, compute, config, validation, flags.max_eval_blocks);
+  const double validation_start = evaluate(model, validation, flags.max_eval_blocks);
   console.print("step %4d  validation loss %.4f  perplexity %.1f  (uniform: %.4f)\n", 0,
                 validation_start, std::exp(validation_start),
                 std::log(static_cast<double>(config.vocab_size)));
@@ -347,13 +287,12 @@ int run(const demo::DemoFlags& flags, zero::Communicator& comm) {
       const std::uint64_t position = sampler.position().step;
       const std::vector<std::size_t> blocks = sampler.next();
       fill_micro_batch(train, blocks, B, T, batch);
-      compute.set_inputs(
+      window_loss += model.train_micro_step(
           batch.tokens, batch.targets,
           {.seed = flags.seed,
            .step = position,
            .sample_offset = static_cast<std::int64_t>(position) * B * world + rank * B,
            .training = true});
-      window_loss += train_micro_step(engine, compute, config);
       ++window_micro_steps;
       engine.step();  // takes the optimizer step after the last micro-step of the cycle
     }
@@ -374,8 +313,7 @@ int run(const demo::DemoFlags& flags, zero::Communicator& comm) {
     }
   }
   const double train_seconds = seconds_since(train_start);
-  const double validation_end_loss =
-      evaluate(engine, compute, config, validation, flags.max_eval_blocks);
+  const double validation_end_loss = evaluate(model, validation, flags.max_eval_blocks);
   console.print("step %4lld  validation loss %.4f  perplexity %.1f  (%lld steps in %.1f s)\n",
                 static_cast<long long>(flags.max_steps), validation_end_loss,
                 std::exp(validation_end_loss), static_cast<long long>(flags.max_steps),
@@ -396,15 +334,15 @@ int run(const demo::DemoFlags& flags, zero::Communicator& comm) {
   // at stage 3), rank 0 copies it into a world-1 GPT2Model to save and sample from.
   zero::MemoryLedger model_ledger;
   zero::HostAllocator model_allocator(model_ledger);
-  std::unique_ptr<zero::gpt2::GPT2Model> model;
-  if (rank == 0) model = std::make_unique<zero::gpt2::GPT2Model>(config, model_allocator);
+  std::unique_ptr<zero::gpt2::GPT2Model> saved;
+  if (rank == 0) saved = std::make_unique<zero::gpt2::GPT2Model>(config, model_allocator);
   for (int u = 0; u < static_cast<int>(units.size()); ++u) {
-    const zero::GatheredUnit gathered = engine.gather(u);
-    if (model)
-      std::memcpy(model->param_data(u), gathered.data(), units[u].num_elements() * sizeof(float));
+    const zero::GatheredUnit gathered = engine.gather(model.units()[u]);
+    if (saved)
+      std::memcpy(saved->param_data(u), gathered.data(), units[u].num_elements() * sizeof(float));
   }
-  if (model) {
-    zero::gpt2::save_hf_checkpoint(*model, output_dir);
+  if (saved) {
+    zero::gpt2::save_hf_checkpoint(*saved, output_dir);
     console.print(
         "saved: %s/{config.json,model.safetensors,vocab.json,merges.txt} (Hugging Face "
         "GPT2LMHeadModel + tokenizer)\n",
@@ -415,7 +353,7 @@ int run(const demo::DemoFlags& flags, zero::Communicator& comm) {
     if (prompt.empty()) prompt.push_back(static_cast<int>(*end_of_text));
     for (int s = 0; s < flags.num_samples; ++s) {
       const std::vector<int> tokens =
-          zero::gpt2::generate(*model, model_allocator, prompt, flags.sample_tokens,
+          zero::gpt2::generate(*saved, model_allocator, prompt, flags.sample_tokens,
                                {.top_k = flags.top_k,
                                 .temperature = static_cast<float>(flags.temperature),
                                 .seed = flags.seed + static_cast<std::uint64_t>(s)},

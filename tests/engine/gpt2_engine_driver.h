@@ -1,11 +1,9 @@
-// GPT-2 driven by zero::Engine for the engine tests: registers GPT-2's units with a
-// sharding-independent initialisation and runs one micro-step of this rank's slice of the global
-// batch through gather / grads / reduce_grads, on a synthetic next-token corpus.
+// GPT-2 driven by zero::Engine for the engine tests: zero::gpt2::EngineModel on a synthetic
+// next-token corpus, each rank training on its slice of the global batch.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -14,9 +12,8 @@
 #include "zero/core/error.h"
 #include "zero/core/memory_ledger.h"
 #include "zero/engine/engine.h"
-#include "zero/gpt2/compute.h"
 #include "zero/gpt2/config.h"
-#include "zero/gpt2/units.h"
+#include "zero/gpt2/engine_model.h"
 
 namespace zero::testing {
 
@@ -68,93 +65,29 @@ inline TokenBatch make_token_batch(const gpt2::GPT2Config& config, std::int64_t 
   return batch;
 }
 
-// One rank's GPT-2 over an engine. Every rank constructs it with the same config and seed, in
-// the same order relative to other registrations; `rows` (B) is this rank's micro-batch.
-// Activations and scratch live in the driver's own host ledger, so the engine's ledger holds only
-// what the engine allocates.
+// One rank's GPT-2 over an engine (zero::gpt2::EngineModel) with its activations and scratch in
+// a host ledger of its own, so the engine's ledger holds only what the engine allocates.
 class GPT2EngineDriver {
  public:
   GPT2EngineDriver(Engine& engine, const gpt2::GPT2Config& config, std::int64_t rows,
                    std::int64_t seq_len, std::uint64_t seed)
-      : engine_(engine),
-        config_(config),
-        specs_(gpt2::gpt2_units(config)),
-        allocator_(ledger_),
-        compute_(config, rows, seq_len, allocator_) {
-    for (const gpt2::UnitSpec& spec : specs_) {
-      const gpt2::UnitSpec* unit = &spec;
-      const gpt2::GPT2Config* model = &config_;
-      units_.push_back(engine.register_unit(
-          spec.name, spec.tensors,
-          [unit, model, seed](const TensorSlot& slot, std::span<float> values) {
-            gpt2::init_unit_range(*model, *unit, seed, slot.range(), values.data());
-          }));
-    }
-  }
-  GPT2EngineDriver(const GPT2EngineDriver&) = delete;
-  GPT2EngineDriver& operator=(const GPT2EngineDriver&) = delete;
+      : allocator_(ledger_), model_(engine, config, rows, seq_len, seed, allocator_) {}
 
-  const std::vector<UnitId>& units() const { return units_; }
-  const gpt2::GPT2Config& config() const { return config_; }
+  const std::vector<UnitId>& units() const { return model_.units(); }
+  const gpt2::GPT2Config& config() const { return model_.config(); }
 
-  // Forward and backward of one micro-batch (B rows); returns its mean loss. Every rank runs the
-  // same gather sequence: embeddings, h.0 .. h.(L-1), ln_f + embeddings (the tied head: forward,
-  // loss and backward under one gather), h.(L-1) .. h.0, embeddings. Reductions follow in
-  // reverse unit order: ln_f, h.(L-1) .. h.0, embeddings (its gradient is complete only after
-  // backward_embeddings). The caller calls engine.step().
+  // One micro-batch's forward and backward (EngineModel::train_micro_step); returns its mean
+  // loss. The caller calls engine.step().
   double micro_step(const TokenBatch& batch, gpt2::DropoutKey dropout) {
-    ZERO_CHECK(batch.rows == compute_.batch_size(), "GPT-2 driver: ", batch.rows,
-               " rows for a compute of B=", compute_.batch_size());
-    const UnitId embeddings = units_[gpt2::embeddings_unit()];
-    const UnitId final_norm = units_[gpt2::final_norm_unit(config_)];
-    const int L = static_cast<int>(config_.n_layer);
-    compute_.set_inputs(batch.tokens, batch.targets, dropout);
-    {
-      GatheredUnit p = engine_.gather(embeddings);
-      compute_.forward_embeddings(p.data());
-    }
-    for (int layer = 0; layer < L; ++layer) {
-      GatheredUnit p = engine_.gather(units_[gpt2::block_unit(layer)]);
-      compute_.forward_block(layer, p.data());
-    }
-    double loss = 0.0;
-    {
-      GatheredUnit norm = engine_.gather(final_norm);
-      GatheredUnit wte = engine_.gather(embeddings);
-      compute_.forward_head(norm.data(), wte.data());
-      loss = compute_.loss();
-      // d(micro-batch mean loss) × loss_scale: the per-row losses' gradient over counted targets.
-      const float scale = static_cast<float>(engine_.loss_scale() / compute_.num_counted_targets());
-      compute_.backward_head(norm.data(), wte.data(), engine_.grads(final_norm).data,
-                             engine_.grads(embeddings).data, scale);
-      wte.release();
-      norm.release();
-      engine_.reduce_grads(final_norm);
-    }
-    for (int layer = L - 1; layer >= 0; --layer) {
-      const UnitId unit = units_[gpt2::block_unit(layer)];
-      GatheredUnit p = engine_.gather(unit);
-      compute_.backward_block(layer, p.data(), engine_.grads(unit).data);
-      p.release();
-      engine_.reduce_grads(unit);
-    }
-    {
-      GatheredUnit p = engine_.gather(embeddings);
-      compute_.backward_embeddings(p.data(), engine_.grads(embeddings).data);
-      p.release();
-      engine_.reduce_grads(embeddings);
-    }
-    return loss;
+    ZERO_CHECK(batch.rows == model_.compute().batch_size(), "GPT-2 driver: ", batch.rows,
+               " rows for a compute of B=", model_.compute().batch_size());
+    return model_.train_micro_step(batch.tokens, batch.targets, dropout);
   }
 
  private:
-  Engine& engine_;
-  gpt2::GPT2Config config_;
-  std::vector<gpt2::UnitSpec> specs_;
-  std::vector<UnitId> units_;
   MemoryLedger ledger_;
   HostAllocator allocator_;
-  gpt2::GPT2Compute compute_;
+  gpt2::EngineModel model_;
 };
 
 // What one training run is asked to do: the engine options and the global batch split.

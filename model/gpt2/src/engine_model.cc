@@ -1,0 +1,89 @@
+// EngineModel: GPT-2's units registered with zero::Engine and one micro-step over them.
+#include "zero/gpt2/engine_model.h"
+
+namespace zero::gpt2 {
+
+std::vector<UnitId> EngineModel::register_units(Engine& engine, const GPT2Config& config,
+                                                const std::vector<UnitSpec>& specs,
+                                                std::uint64_t seed) {
+  std::vector<UnitId> units;
+  units.reserve(specs.size());
+  for (const UnitSpec& spec : specs) {
+    // The initialiser owns copies: the engine keeps it and may outlive this model.
+    units.push_back(
+        engine.register_unit(spec.name, spec.tensors,
+                             [config, spec, seed](const TensorSlot& slot, std::span<float> values) {
+                               init_unit_range(config, spec, seed, slot.range(), values.data());
+                             }));
+  }
+  engine.initialize();
+  return units;
+}
+
+EngineModel::EngineModel(Engine& engine, const GPT2Config& config, std::int64_t rows,
+                         std::int64_t seq_len, std::uint64_t seed, Allocator& activations,
+                         ComputeOptions options)
+    : engine_(engine),
+      config_(config),
+      specs_(gpt2_units(config)),
+      units_(register_units(engine, config_, specs_, seed)),
+      compute_(config_, rows, seq_len, activations, options) {}
+
+void EngineModel::forward(GatheredUnit& norm, GatheredUnit& wte) {
+  const UnitId embeddings = units_[embeddings_unit()];
+  {
+    const GatheredUnit params = engine_.gather(embeddings);
+    compute_.forward_embeddings(params.data());
+  }
+  for (int layer = 0; layer < static_cast<int>(config_.n_layer); ++layer) {
+    const GatheredUnit params = engine_.gather(units_[block_unit(layer)]);
+    compute_.forward_block(layer, params.data());
+  }
+  norm = engine_.gather(units_[final_norm_unit(config_)]);  // then wte, on every rank
+  wte = engine_.gather(embeddings);
+  compute_.forward_head(norm.data(), wte.data());
+}
+
+double EngineModel::train_micro_step(std::span<const int> tokens, std::span<const int> targets,
+                                     DropoutKey dropout) {
+  const UnitId embeddings = units_[embeddings_unit()];
+  const UnitId final_norm = units_[final_norm_unit(config_)];
+  compute_.set_inputs(tokens, targets, dropout);
+  {
+    GatheredUnit norm, wte;
+    forward(norm, wte);
+    // d(micro-batch mean loss) × the engine's loss scale (1 in fp32).
+    const auto scale = static_cast<float>(engine_.loss_scale() /
+                                          static_cast<double>(compute_.num_counted_targets()));
+    compute_.backward_head(norm.data(), wte.data(), engine_.grads(final_norm).data,
+                           engine_.grads(embeddings).data, scale);
+    wte.release();
+    norm.release();
+  }
+  engine_.reduce_grads(final_norm);
+  for (int layer = static_cast<int>(config_.n_layer) - 1; layer >= 0; --layer) {
+    const UnitId unit = units_[block_unit(layer)];
+    {
+      const GatheredUnit params = engine_.gather(unit);
+      compute_.backward_block(layer, params.data(), engine_.grads(unit).data);
+    }
+    engine_.reduce_grads(unit);
+  }
+  {
+    const GatheredUnit params = engine_.gather(embeddings);
+    compute_.backward_embeddings(params.data(), engine_.grads(embeddings).data);
+  }
+  engine_.reduce_grads(embeddings);
+  return compute_.loss();
+}
+
+double EngineModel::eval_loss(std::span<const int> tokens, std::span<const int> targets) {
+  compute_.set_inputs(tokens, targets);  // no dropout
+  GatheredUnit norm, wte;
+  forward(norm, wte);
+  wte.release();
+  norm.release();
+  return compute_.loss();
+}
+
+}  // namespace zero::gpt2
