@@ -14,6 +14,8 @@
 //   OMP_NUM_THREADS=1 mpirun --oversubscribe --bind-to none -np 2 build/benchmarks/zero_stage_bench
 //   OMP_NUM_THREADS=1 mpirun --oversubscribe --bind-to none -np 4 build/benchmarks/zero_stage_bench
 //   build/benchmarks/zero_stage_bench --help
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -61,7 +63,6 @@ struct BenchFlags {
   std::int64_t stage3_prefetch_bucket_size = 50'000'000;
   std::int64_t stage3_max_live_parameters = 1'000'000'000;
   std::int64_t stage3_param_persistence_threshold = 100'000;
-  std::int64_t check_gather_order = 1;  // the engine's divergence check (one tiny all-gather)
   std::int64_t seed = 1234;
 };
 
@@ -88,8 +89,6 @@ constexpr std::array kFlagSpecs = {
     FlagSpec{"stage3_max_live_parameters", &BenchFlags::stage3_max_live_parameters, 0, "elements"},
     FlagSpec{"stage3_param_persistence_threshold", &BenchFlags::stage3_param_persistence_threshold,
              0, "elements"},
-    FlagSpec{"check_gather_order", &BenchFlags::check_gather_order, 0,
-             "1: exchange a tag before each stage-3 gather (the engine's default), 0: skip"},
     FlagSpec{"seed", &BenchFlags::seed, 0, "initialisation, tokens and dropout"},
 };
 
@@ -163,6 +162,7 @@ struct Bench {
   std::unique_ptr<zero::gpt2::EngineModel> model;
   std::int64_t steps_run = 0;
   std::vector<double> step_ms;  // measured steps, max over ranks
+  std::vector<double> cpu_ms;   // CPU time of each step, mean over ranks
 };
 
 // Rank `rank`'s rows of global batch `step`: deterministic tokens, next-token targets.
@@ -188,7 +188,16 @@ void fill_batch(std::uint64_t seed, std::int64_t step, int rank, std::int64_t B,
   }
 }
 
-// One optimizer step of `bench`; returns its wall time in ms, the maximum over ranks. All ranks.
+// CPU time of this process (every thread: compute, communication stream, status), in ms.
+double process_cpu_ms() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto ms = [](const timeval& t) { return 1e3 * static_cast<double>(t.tv_sec) + 1e-3 * t.tv_usec; };
+  return ms(usage.ru_utime) + ms(usage.ru_stime);
+}
+
+// One optimizer step of `bench`; returns its wall time in ms, the maximum over ranks, and records
+// its CPU time, the mean over ranks (bench.cpu_ms). All ranks.
 double timed_step(Bench& bench, zero::Communicator& comm, const BenchFlags& flags,
                   std::vector<int>& tokens, std::vector<int>& targets) {
   const std::int64_t B = flags.micro_batch_size, T = flags.block_size;
@@ -201,15 +210,19 @@ double timed_step(Bench& bench, zero::Communicator& comm, const BenchFlags& flag
   comm.barrier();
   comm.synchronize();  // every rank starts the step together, the stream idle
   const Clock::time_point start = Clock::now();
+  const double cpu_start = process_cpu_ms();
   bench.model->train_micro_step(tokens, targets, dropout);
   bench.engine->step();
   comm.synchronize();  // what the step left on the stream (stage 3's persistent re-gather)
-  float ms =
-      static_cast<float>(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
-  comm.all_reduce(&ms, &ms, 1, zero::DType::kFloat32, zero::ReduceOp::kMax);
+  float times[2] = {
+      static_cast<float>(std::chrono::duration<double, std::milli>(Clock::now() - start).count()),
+      static_cast<float>(process_cpu_ms() - cpu_start)};
+  comm.all_reduce(&times[0], &times[0], 1, zero::DType::kFloat32, zero::ReduceOp::kMax);
+  comm.all_reduce(&times[1], &times[1], 1, zero::DType::kFloat32, zero::ReduceOp::kAvg);
   comm.synchronize();
   ++bench.steps_run;
-  return ms;
+  bench.cpu_ms.push_back(times[1]);
+  return times[0];
 }
 
 struct Summary {
@@ -255,13 +268,11 @@ int run(const BenchFlags& flags, zero::Communicator& comm, int argc, char** argv
         static_cast<double>(config.num_parameters()) / 1e6,
         static_cast<long long>(flags.micro_batch_size), config.resid_pdrop);
     std::printf(
-        "buckets (elements): reduce %lld, stage3 prefetch %lld, max live %lld, persistence %lld; "
-        "gather-order check %s\n",
+        "buckets (elements): reduce %lld, stage3 prefetch %lld, max live %lld, persistence %lld\n",
         static_cast<long long>(flags.reduce_bucket_size),
         static_cast<long long>(flags.stage3_prefetch_bucket_size),
         static_cast<long long>(flags.stage3_max_live_parameters),
-        static_cast<long long>(flags.stage3_param_persistence_threshold),
-        flags.check_gather_order ? "on" : "off");
+        static_cast<long long>(flags.stage3_param_persistence_threshold));
     std::printf(
         "measure: %lld warm-up steps each, then %lld rounds x %lld steps per "
         "configuration, order rotating each round\n",
@@ -284,7 +295,6 @@ int run(const BenchFlags& flags, zero::Communicator& comm, int argc, char** argv
     options.max_live_parameters = static_cast<std::size_t>(flags.stage3_max_live_parameters);
     options.param_persistence_threshold =
         static_cast<std::size_t>(flags.stage3_param_persistence_threshold);
-    options.check_gather_order = flags.check_gather_order != 0;
     options.gradient_clipping = 1.0;
     options.optimizer.type = "AdamW";
     options.optimizer.lr = 1e-4;
@@ -302,6 +312,7 @@ int run(const BenchFlags& flags, zero::Communicator& comm, int argc, char** argv
   std::vector<int> tokens, targets;
   for (Bench& bench : benches)
     for (std::int64_t s = 0; s < flags.warmup; ++s) timed_step(bench, comm, flags, tokens, targets);
+  for (Bench& bench : benches) bench.cpu_ms.clear();
   const Clock::time_point measure_start = Clock::now();
   const int num_configs = static_cast<int>(benches.size());
   for (std::int64_t round = 0; round < flags.rounds; ++round) {
@@ -315,19 +326,21 @@ int run(const BenchFlags& flags, zero::Communicator& comm, int argc, char** argv
       std::chrono::duration<double>(Clock::now() - measure_start).count();
 
   if (print) {
-    std::printf("\n%-24s %10s %10s %10s %10s %8s %14s\n", "configuration", "median ms", "min ms",
-                "mean ms", "max ms", "steps", "peak MiB/rank");
-    std::map<std::pair<int, bool>, double> medians;
+    std::printf("\n%-24s %10s %10s %10s %10s %8s %14s %14s\n", "configuration", "median ms",
+                "min ms", "mean ms", "max ms", "steps", "cpu ms/rank", "peak MiB/rank");
+    std::map<std::pair<int, bool>, double> medians, cpu_medians;
     for (Bench& bench : benches) {
       const Summary summary = summarize(bench.step_ms);
       medians[{bench.config.stage, bench.config.overlap}] = summary.median;
+      const double cpu = summarize(bench.cpu_ms).median;
+      cpu_medians[{bench.config.stage, bench.config.overlap}] = cpu;
       const double peak_mib =
           static_cast<double>(
               bench.engine->ledger().space_total(zero::MemorySpace::kDevice).peak_bytes) /
           (1 << 20);
-      std::printf("%-24s %10.1f %10.1f %10.1f %10.1f %8zu %14.1f\n", bench.config.name().c_str(),
-                  summary.median, summary.min, summary.mean, summary.max, bench.step_ms.size(),
-                  peak_mib);
+      std::printf("%-24s %10.1f %10.1f %10.1f %10.1f %8zu %14.1f %14.1f\n",
+                  bench.config.name().c_str(), summary.median, summary.min, summary.mean,
+                  summary.max, bench.step_ms.size(), cpu, peak_mib);
     }
     std::printf("\n%-12s %14s %14s %12s\n", "overlap", "stage 0 ms", "stage 3 ms", "overhead");
     for (const bool overlap : {true, false}) {
@@ -339,8 +352,11 @@ int run(const BenchFlags& flags, zero::Communicator& comm, int argc, char** argv
                 static_cast<long long>(flags.rounds * flags.steps), measure_seconds);
     for (const bool overlap : {true, false}) {
       const double stage0 = medians[{0, overlap}], stage3 = medians[{3, overlap}];
-      std::printf("RESULT world=%d overlap=%d stage0_ms=%.1f stage3_ms=%.1f overhead_pct=%.1f\n",
-                  world, overlap ? 1 : 0, stage0, stage3, 100.0 * (stage3 - stage0) / stage0);
+      std::printf(
+          "RESULT world=%d overlap=%d stage0_ms=%.1f stage3_ms=%.1f overhead_pct=%.1f "
+          "stage0_cpu_ms=%.1f stage3_cpu_ms=%.1f\n",
+          world, overlap ? 1 : 0, stage0, stage3, 100.0 * (stage3 - stage0) / stage0,
+          cpu_medians[{0, overlap}], cpu_medians[{3, overlap}]);
     }
     std::fflush(stdout);
   }
