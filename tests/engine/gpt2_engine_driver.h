@@ -140,21 +140,10 @@ inline TrainResult train_gpt2(Communicator& comm, const GPT2Run& run) {
   const int rows = run.global_batch / (world * accumulation);
   std::unique_ptr<Engine> engine = make_engine(run.options, comm);
   GPT2EngineDriver model(*engine, run.config, rows, run.seq_len, run.seed);
-  TrainResult result;
-  for (int step = 0; step < run.steps; ++step) {
-    double loss = 0.0;
-    for (int micro = 0; micro < accumulation; ++micro) {
-      const int first = (micro * world + comm.rank()) * rows;
-      const gpt2::DropoutKey dropout{run.seed, static_cast<std::uint64_t>(step), first, true};
-      loss +=
-          model.micro_step(make_token_batch(run.config, run.seq_len, step, first, rows), dropout);
-      engine->step();
-    }
-    result.losses.push_back(engine->average_across_ranks(loss / accumulation));
-    result.grad_norms.push_back(engine->global_grad_norm());
-  }
-  result.params = gathered_parameters(*engine);
-  return result;
+  return train_steps(comm, *engine, run.steps, rows, [&](int step, int first) {
+    const gpt2::DropoutKey dropout{run.seed, static_cast<std::uint64_t>(step), first, true};
+    return model.micro_step(make_token_batch(run.config, run.seq_len, step, first, rows), dropout);
+  });
 }
 
 }  // namespace zero::testing

@@ -269,6 +269,29 @@ inline std::unique_ptr<Engine> make_engine(const EngineOptions& options, Communi
                                   optim::make_lr_schedule(options.scheduler, options.optimizer.lr));
 }
 
+// The training loop of every engine parity test: `steps` optimizer steps of
+// gradient_accumulation_steps micro-steps each; rank r's micro-step m takes global samples
+// [(m·W + r)·rows, (m·W + r + 1)·rows). `micro_step(step, first_sample)` runs one and returns its
+// loss. Every rank returns the same result: losses averaged over ranks and micro-steps, global
+// gradient norms, and the final parameters.
+template <typename MicroStep>
+TrainResult train_steps(Communicator& comm, Engine& engine, int steps, int rows,
+                        MicroStep micro_step) {
+  const int accumulation = engine.options().gradient_accumulation_steps;
+  TrainResult result;
+  for (int step = 0; step < steps; ++step) {
+    double loss = 0.0;
+    for (int micro = 0; micro < accumulation; ++micro) {
+      loss += micro_step(step, (micro * comm.world_size() + comm.rank()) * rows);
+      engine.step();
+    }
+    result.losses.push_back(engine.average_across_ranks(loss / accumulation));
+    result.grad_norms.push_back(engine.global_grad_norm());
+  }
+  result.params = gathered_parameters(engine);
+  return result;
+}
+
 // Trains `steps` optimizer steps on a global batch of `global_batch` rows split over ranks and
 // micro-steps; every rank returns the same result.
 inline TrainResult train_stack(Communicator& comm, const EngineOptions& options, int steps,
@@ -276,22 +299,10 @@ inline TrainResult train_stack(Communicator& comm, const EngineOptions& options,
   std::unique_ptr<Engine> engine = make_engine(options, comm);
   TinyStack model(shape);
   model.register_units(*engine);
-  const int world = comm.world_size();
-  const int accumulation = options.gradient_accumulation_steps;
-  const int rows = global_batch / (world * accumulation);
-  TrainResult result;
-  for (int step = 0; step < steps; ++step) {
-    double loss = 0.0;
-    for (int micro = 0; micro < accumulation; ++micro) {
-      const int first = (micro * world + comm.rank()) * rows;
-      loss += model.micro_step(*engine, make_batch(shape, step, first, rows));
-      engine->step();
-    }
-    result.losses.push_back(engine->average_across_ranks(loss / accumulation));
-    result.grad_norms.push_back(engine->global_grad_norm());
-  }
-  result.params = gathered_parameters(*engine);
-  return result;
+  const int rows = global_batch / (comm.world_size() * options.gradient_accumulation_steps);
+  return train_steps(comm, *engine, steps, rows, [&](int step, int first) {
+    return model.micro_step(*engine, make_batch(shape, step, first, rows));
+  });
 }
 
 }  // namespace zero::testing
