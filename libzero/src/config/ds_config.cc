@@ -1,6 +1,8 @@
 // resolve_config and load_config_file: one pass over the JSON collecting every error at once.
 #include "zero/config/ds_config.h"
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -141,6 +143,36 @@ std::string_view name_of(SchedulerType type) {
     case SchedulerType::kNone: break;
   }
   return "none";
+}
+
+OptimizerType optimizer_type_from_name(std::string_view name) {
+  std::string key(name);
+  std::transform(key.begin(), key.end(), key.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (OptimizerType type :
+       {OptimizerType::kAdam, OptimizerType::kAdamW, OptimizerType::kSgd, OptimizerType::kLamb}) {
+    std::string known(name_of(type));
+    std::transform(known.begin(), known.end(), known.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (key == known) return type;
+  }
+  ZERO_THROW("unknown optimizer.type '", name, "'; known: Adam, AdamW, SGD, Lamb");
+}
+
+SchedulerType scheduler_type_from_name(std::string_view name) {
+  if (name.empty()) return SchedulerType::kNone;
+  for (SchedulerType type :
+       {SchedulerType::kWarmupLR, SchedulerType::kWarmupDecayLR, SchedulerType::kWarmupCosineLR,
+        SchedulerType::kOneCycle, SchedulerType::kLRRangeTest})
+    if (name == name_of(type)) return type;
+  ZERO_THROW("unknown scheduler.type '", name,
+             "'; known: WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest");
+}
+
+WarmupType warmup_type_from_name(std::string_view name) {
+  if (name == "log") return WarmupType::kLog;
+  if (name == "linear") return WarmupType::kLinear;
+  ZERO_THROW("scheduler.params.warmup_type '", name, "' is not 'log' or 'linear'");
 }
 
 }  // namespace zero::config

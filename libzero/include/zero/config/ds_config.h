@@ -90,9 +90,10 @@ enum class OptimizerType { kNone, kAdam, kAdamW, kSgd, kLamb };
 // and AdamW both decouple weight decay unless "adam_w_mode": false is given for Adam; the
 // resolved adam_w_mode says which update runs.
 struct OptimizerConfig {
+  // kNone: the JSON has no "optimizer" section; optimizer_type_from_name() reads a name.
   OptimizerType type = OptimizerType::kNone;
   double lr = 1e-3;
-  std::array<double, 2> betas = {0.9, 0.999};
+  std::array<double, 2> betas = {0.9, 0.999};  // (beta1, beta2); OneCycle may cycle beta1
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool bias_correction = true;   // Adam, AdamW, Lamb
@@ -118,7 +119,7 @@ enum class WarmupType { kLog, kLinear };
 
 // scheduler: type and params (deepspeed/runtime/lr_schedules.py), optional values resolved.
 struct SchedulerConfig {
-  SchedulerType type = SchedulerType::kNone;
+  SchedulerType type = SchedulerType::kNone;  // kNone: no schedule, the optimizer's lr throughout
   // WarmupLR, WarmupDecayLR, WarmupCosineLR
   double warmup_min_lr = 0.0;
   double warmup_max_lr = 0.001;
@@ -132,9 +133,10 @@ struct SchedulerConfig {
   double cycle_max_lr = 0.0;
   double decay_lr_rate = 0.0;
   std::int64_t cycle_first_step_size = 2000;
-  std::int64_t cycle_second_step_size = 2000;
+  // -1: the same as the first, as DeepSpeed's None; a resolved config holds the value itself.
+  std::int64_t cycle_second_step_size = -1;
   std::int64_t cycle_first_stair_count = 0;
-  std::int64_t cycle_second_stair_count = 0;
+  std::int64_t cycle_second_stair_count = -1;  // -1: the same as the first
   std::int64_t decay_step_size = 0;
   bool cycle_momentum = true;
   double cycle_min_mom = 0.8;
@@ -255,5 +257,13 @@ std::string to_json(const DeepSpeedConfig& config);
 std::string_view name_of(OffloadDevice device);
 std::string_view name_of(OptimizerType type);
 std::string_view name_of(SchedulerType type);
+
+// Names to types for C++ callers, with the JSON's rules. Each throws zero::Error naming the
+// known values. Optimizer names are case-insensitive ("adamw" is kAdamW), as DeepSpeed compares
+// its own; scheduler names are exact and "" is kNone (no schedule); warmup types are "log" and
+// "linear".
+OptimizerType optimizer_type_from_name(std::string_view name);
+SchedulerType scheduler_type_from_name(std::string_view name);
+WarmupType warmup_type_from_name(std::string_view name);
 
 }  // namespace zero::config
