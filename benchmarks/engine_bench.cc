@@ -89,7 +89,7 @@ void BM_EngineStep(benchmark::State& state) {
   options.max_live_parameters = 6'000'000;
   options.param_persistence_threshold = 0;
   options.gradient_clipping = 1.0;
-  options.optimizer.type = "AdamW";
+  options.optimizer.type = zero::config::OptimizerType::kAdamW;
   double seconds = 0.0, forward_backward = 0.0;
   std::mutex mutex;
   for (auto _ : state) {

@@ -296,7 +296,7 @@ int run(const BenchFlags& flags, zero::Communicator& comm, int argc, char** argv
     options.param_persistence_threshold =
         static_cast<std::size_t>(flags.stage3_param_persistence_threshold);
     options.gradient_clipping = 1.0;
-    options.optimizer.type = "AdamW";
+    options.optimizer.type = zero::config::OptimizerType::kAdamW;
     options.optimizer.lr = 1e-4;
     options.optimizer.weight_decay = 0.01;
     Bench bench;

@@ -224,8 +224,9 @@ int run(const demo::DemoFlags& flags, zero::Communicator& comm) {
   const zero::config::ConfigResult resolved =
       zero::config::load_config_file(flags.deepspeed, trainer_values);
   const zero::EngineOptionsResult engine_config = zero::engine_options_from_config(
-      resolved.config,
-      {.type = "AdamW", .lr = flags.learning_rate, .weight_decay = flags.weight_decay});
+      resolved.config, {.type = zero::config::OptimizerType::kAdamW,
+                        .lr = flags.learning_rate,
+                        .weight_decay = flags.weight_decay});
   for (const std::string& warning : resolved.warnings)
     console.print("config: %s\n", warning.c_str());
   for (const std::string& warning : engine_config.warnings)
@@ -236,8 +237,11 @@ int run(const demo::DemoFlags& flags, zero::Communicator& comm) {
   console.print(
       "deepspeed: %s -> ZeRO stage %d, %s lr %g (%s, warmup %lld of %lld steps), "
       "clip %g, batch %lld = %lld per rank x %d rank(s) x %lld accumulation\n",
-      flags.deepspeed.c_str(), options.stage, options.optimizer.type.c_str(), options.optimizer.lr,
-      options.scheduler.type.empty() ? "constant" : options.scheduler.type.c_str(),
+      flags.deepspeed.c_str(), options.stage,
+      std::string(zero::config::name_of(options.optimizer.type)).c_str(), options.optimizer.lr,
+      options.scheduler.type == zero::config::SchedulerType::kNone
+          ? "constant"
+          : std::string(zero::config::name_of(options.scheduler.type)).c_str(),
       static_cast<long long>(options.scheduler.warmup_num_steps),
       static_cast<long long>(options.scheduler.total_num_steps), options.gradient_clipping,
       static_cast<long long>(resolved.config.train_batch_size), static_cast<long long>(B), world,

@@ -16,8 +16,9 @@ int main() {
   options.stage = 3;
   options.param_persistence_threshold = 0;  // gather every unit on use, even small ones
   options.gradient_clipping = 1.0;
-  options.optimizer = {.type = "AdamW", .lr = 1e-2, .weight_decay = 0.01};
-  options.scheduler.type = "WarmupLR";
+  options.optimizer = {
+      .type = zero::config::OptimizerType::kAdamW, .lr = 1e-2, .weight_decay = 0.01};
+  options.scheduler.type = zero::config::SchedulerType::kWarmupLR;
   options.scheduler.warmup_max_lr = 1e-2;
   options.scheduler.warmup_num_steps = 20;
   zero::Engine engine(options, *comm, zero::optim::make_optimizer(options.optimizer),

@@ -1,32 +1,21 @@
 // Adam/AdamW, SGD and Lamb over the engine's shard chunks, and the optimizer factory.
 #include "zero/optim/optimizers.h"
 
-#include <algorithm>
-#include <cctype>
 #include <string>
 
 #include "zero/core/error.h"
 
 namespace zero::optim {
-namespace {
 
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
-}  // namespace
-
-Adam::Adam(const OptimizerOptions& options)
-    : options_(options), adam_w_mode_(lower(options.type) == "adamw" || options.adam_w_mode) {}
+Adam::Adam(const config::OptimizerConfig& options)
+    : options_(options),
+      adam_w_mode_(options.type == config::OptimizerType::kAdamW || options.adam_w_mode) {}
 
 void Adam::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
   AdamHyperparams hyper;
   hyper.lr = step.lr;
   hyper.beta1 = step.beta1;
-  hyper.beta2 = options_.beta2;
+  hyper.beta2 = options_.betas[1];
   hyper.eps = options_.eps;
   hyper.weight_decay = options_.weight_decay;
   hyper.adam_w_mode = adam_w_mode_;
@@ -38,7 +27,7 @@ void Adam::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
               chunk.num_elements, hyper);
 }
 
-Sgd::Sgd(const OptimizerOptions& options) : options_(options) {
+Sgd::Sgd(const config::OptimizerConfig& options) : options_(options) {
   ZERO_CHECK(!options.nesterov || (options.momentum > 0 && options.dampening == 0),
              "SGD: nesterov needs momentum > 0 and dampening = 0");
 }
@@ -61,13 +50,13 @@ void Sgd::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
     sgd_step(chunk.params, chunk.grads, chunk.state, chunk.num_elements, hyper);
 }
 
-Lamb::Lamb(const OptimizerOptions& options) : options_(options) {}
+Lamb::Lamb(const config::OptimizerConfig& options) : options_(options) {}
 
 void Lamb::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
   LambHyperparams hyper;
   hyper.lr = step.lr;
   hyper.beta1 = step.beta1;
-  hyper.beta2 = options_.beta2;
+  hyper.beta2 = options_.betas[1];
   hyper.eps = options_.eps;
   hyper.weight_decay = options_.weight_decay;
   hyper.bias_correction = options_.bias_correction;
@@ -99,12 +88,15 @@ void Lamb::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
   }
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options) {
-  const std::string type = lower(options.type);
-  if (type == "adam" || type == "adamw") return std::make_unique<Adam>(options);
-  if (type == "sgd") return std::make_unique<Sgd>(options);
-  if (type == "lamb") return std::make_unique<Lamb>(options);
-  ZERO_THROW("unknown optimizer.type '", options.type, "'; known: Adam, AdamW, SGD, Lamb");
+std::unique_ptr<Optimizer> make_optimizer(const config::OptimizerConfig& options) {
+  switch (options.type) {
+    case config::OptimizerType::kAdam:
+    case config::OptimizerType::kAdamW: return std::make_unique<Adam>(options);
+    case config::OptimizerType::kSgd: return std::make_unique<Sgd>(options);
+    case config::OptimizerType::kLamb: return std::make_unique<Lamb>(options);
+    case config::OptimizerType::kNone: break;
+  }
+  ZERO_THROW("optimizer.type is none (no \"optimizer\" section); known: Adam, AdamW, SGD, Lamb");
 }
 
 }  // namespace zero::optim

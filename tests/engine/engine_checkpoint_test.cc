@@ -89,10 +89,10 @@ class OtherOptimizers : public ::testing::TestWithParam<std::string> {};
 TEST_P(OtherOptimizers, StageThreeWorldFourMatchesStageZeroWorldOne) {
   auto options_for = [](int stage) {
     EngineOptions options = parity_options(stage, 1);
-    options.optimizer.type = GetParam();
+    options.optimizer.type = config::optimizer_type_from_name(GetParam());
     options.optimizer.momentum = 0.9;
     options.optimizer.lr = 1e-2;
-    options.scheduler = SchedulerOptions{};
+    options.scheduler = config::SchedulerConfig{};
     return options;
   };
   TrainResult expected, actual;

@@ -31,21 +31,25 @@ TEST(EngineFromConfig, MapsZeroSectionOptimizerAndScheduler) {
   EXPECT_EQ(options.max_live_parameters, 1000000u);
   EXPECT_TRUE(options.overlap_comm);  // DeepSpeed's stage-3 default
   EXPECT_EQ(options.gradient_clipping, 1.0);
-  EXPECT_EQ(options.optimizer.type, "AdamW");
+  EXPECT_EQ(options.optimizer.type, config::OptimizerType::kAdamW);
   EXPECT_DOUBLE_EQ(options.optimizer.lr, 3e-4);
-  EXPECT_DOUBLE_EQ(options.optimizer.beta2, 0.95);
+  EXPECT_DOUBLE_EQ(options.optimizer.betas[1], 0.95);
   EXPECT_DOUBLE_EQ(options.optimizer.weight_decay, 0.1);
-  EXPECT_EQ(options.scheduler.type, "WarmupDecayLR");
+  EXPECT_EQ(options.scheduler.type, config::SchedulerType::kWarmupDecayLR);
   EXPECT_EQ(options.scheduler.total_num_steps, 100);
-  EXPECT_EQ(options.scheduler.warmup_type, "linear");
+  EXPECT_EQ(options.scheduler.warmup_type, config::WarmupType::kLinear);
   EXPECT_TRUE(result.warnings.empty());
 }
 
 TEST(EngineFromConfig, DefaultOptimizerWhenConfigHasNone) {
-  OptimizerOptions fallback;
-  fallback.lr = 5e-5;
+  config::OptimizerConfig fallback{.type = config::OptimizerType::kSgd, .lr = 5e-5};
   const auto config = config::resolve_config(R"({"train_batch_size": 8})", {}, "t.json").config;
-  EXPECT_DOUBLE_EQ(engine_options_from_config(config, fallback).options.optimizer.lr, 5e-5);
+  const EngineOptions options = engine_options_from_config(config, fallback).options;
+  EXPECT_EQ(options.optimizer.type, config::OptimizerType::kSgd);
+  EXPECT_DOUBLE_EQ(options.optimizer.lr, 5e-5);
+  EXPECT_EQ(engine_options_from_config(config).options.optimizer.type,
+            config::OptimizerType::kAdamW);
+  EXPECT_THROW(engine_options_from_config(config, config::OptimizerConfig{}), Error);
 }
 
 TEST(EngineFromConfig, UnsupportedSettingsNameTheirPath) {
@@ -86,7 +90,7 @@ TEST(EngineFromConfig, RealMegatronZero2OffloadConfig) {
             static_cast<std::size_t>(resolved.config.zero_optimization.reduce_bucket_size));
   // No "optimizer" section: the trainer's default optimizer applies.
   EXPECT_EQ(resolved.config.optimizer.type, config::OptimizerType::kNone);
-  EXPECT_EQ(result.options.optimizer.type, OptimizerOptions{}.type);
+  EXPECT_EQ(result.options.optimizer.type, EngineOptions{}.optimizer.type);
   ASSERT_EQ(result.warnings.size(), 1u);  // cpu_offload -> offload_optimizer.device = cpu
 }
 

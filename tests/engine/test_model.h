@@ -246,14 +246,14 @@ inline EngineOptions parity_options(int stage, int accumulation) {
   options.max_live_parameters = 2500;
   options.param_persistence_threshold = 130;  // the head (125 elements) stays gathered
   options.gradient_clipping = 0.5;
-  options.optimizer.type = "AdamW";
+  options.optimizer.type = config::OptimizerType::kAdamW;
   options.optimizer.lr = 1e-2;
   options.optimizer.weight_decay = 0.01;
-  options.scheduler.type = "WarmupDecayLR";
+  options.scheduler.type = config::SchedulerType::kWarmupDecayLR;
   options.scheduler.warmup_min_lr = 1e-3;
   options.scheduler.warmup_max_lr = 1e-2;
   options.scheduler.warmup_num_steps = 5;
-  options.scheduler.warmup_type = "linear";
+  options.scheduler.warmup_type = config::WarmupType::kLinear;
   options.scheduler.total_num_steps = 20;
   return options;
 }

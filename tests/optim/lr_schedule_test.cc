@@ -10,29 +10,29 @@
 namespace zero::optim {
 namespace {
 
-SchedulerOptions warmup(std::string type, std::string kind) {
-  SchedulerOptions options;
-  options.type = std::move(type);
+config::SchedulerConfig warmup(std::string_view type, std::string_view kind) {
+  config::SchedulerConfig options;
+  options.type = config::scheduler_type_from_name(type);
   options.warmup_min_lr = 1e-4;
   options.warmup_max_lr = 1e-2;
   options.warmup_num_steps = 10;
-  options.warmup_type = std::move(kind);
+  options.warmup_type = config::warmup_type_from_name(kind);
   options.total_num_steps = 30;
   return options;
 }
 
 TEST(Schedules, WarmupLrLogAndLinear) {
-  const SchedulerOptions log = warmup("WarmupLR", "log");
+  const config::SchedulerConfig log = warmup("WarmupLR", "log");
   EXPECT_DOUBLE_EQ(schedule_lr(log, 0, 0), 1e-4);
   EXPECT_DOUBLE_EQ(schedule_lr(log, 0, 4), 1e-4 + (1e-2 - 1e-4) * std::log(5.0) / std::log(10.0));
   EXPECT_DOUBLE_EQ(schedule_lr(log, 0, 10), 1e-2);
   EXPECT_DOUBLE_EQ(schedule_lr(log, 0, 500), 1e-2);
-  const SchedulerOptions linear = warmup("WarmupLR", "linear");
+  const config::SchedulerConfig linear = warmup("WarmupLR", "linear");
   EXPECT_DOUBLE_EQ(schedule_lr(linear, 0, 5), 1e-4 + (1e-2 - 1e-4) * 0.5);
 }
 
 TEST(Schedules, WarmupDecayLrDecaysLinearlyToZeroAtTotal) {
-  const SchedulerOptions options = warmup("WarmupDecayLR", "linear");
+  const config::SchedulerConfig options = warmup("WarmupDecayLR", "linear");
   EXPECT_DOUBLE_EQ(schedule_lr(options, 0, 10), 1e-4 + (1e-2 - 1e-4) * 20.0 / 20.0);
   EXPECT_DOUBLE_EQ(schedule_lr(options, 0, 20), 1e-4 + (1e-2 - 1e-4) * 10.0 / 20.0);
   EXPECT_DOUBLE_EQ(schedule_lr(options, 0, 30), 1e-4);
@@ -40,7 +40,7 @@ TEST(Schedules, WarmupDecayLrDecaysLinearlyToZeroAtTotal) {
 }
 
 TEST(Schedules, WarmupCosineLrScalesTheOptimizerLr) {
-  SchedulerOptions options = warmup("WarmupCosineLR", "linear");
+  config::SchedulerConfig options = warmup("WarmupCosineLR", "linear");
   options.warmup_min_ratio = 0.1;
   options.cos_min_ratio = 0.01;
   EXPECT_DOUBLE_EQ(schedule_lr(options, 3e-3, 0), 3e-3 * 0.1);
@@ -50,8 +50,8 @@ TEST(Schedules, WarmupCosineLrScalesTheOptimizerLr) {
 }
 
 TEST(Schedules, OneCycleGoesUpDownThenDecays) {
-  SchedulerOptions options;
-  options.type = "OneCycle";
+  config::SchedulerConfig options;
+  options.type = config::SchedulerType::kOneCycle;
   options.cycle_min_lr = 1e-3;
   options.cycle_max_lr = 1e-2;
   options.cycle_first_step_size = 5;
@@ -62,11 +62,15 @@ TEST(Schedules, OneCycleGoesUpDownThenDecays) {
   EXPECT_NEAR(schedule_lr(options, 0, 8), 1e-3 + 9e-3 * 0.2, 1e-15);
   EXPECT_DOUBLE_EQ(schedule_lr(options, 0, 11), 1e-3 / (1 + 0.5 * 1.0));
   EXPECT_DOUBLE_EQ(one_cycle_beta1(options, 4), options.cycle_min_mom);
+  config::SchedulerConfig same = options;
+  same.cycle_second_step_size = -1;  // the default: the same as the first
+  for (std::int64_t i : {3, 7, 9, 10, 12})
+    EXPECT_DOUBLE_EQ(schedule_lr(same, 0, i), schedule_lr(options, 0, i)) << i;
 }
 
 TEST(Schedules, LrRangeTest) {
-  SchedulerOptions options;
-  options.type = "LRRangeTest";
+  config::SchedulerConfig options;
+  options.type = config::SchedulerType::kLRRangeTest;
   options.lr_range_test_min_lr = 1e-3;
   options.lr_range_test_step_size = 4;
   options.lr_range_test_step_rate = 0.5;
@@ -82,15 +86,17 @@ TEST(Schedules, SteppingFollowsDeepSpeed) {
   schedule->step();
   EXPECT_EQ(schedule->last_batch_iteration(), 0);
   EXPECT_DOUBLE_EQ(schedule->lr(), 1e-4);
-  SchedulerOptions cycle;
-  cycle.type = "OneCycle";
+  config::SchedulerConfig cycle;
+  cycle.type = config::SchedulerType::kOneCycle;
   cycle.cycle_min_lr = 2e-3;
   cycle.cycle_max_lr = 1e-2;
   EXPECT_DOUBLE_EQ(make_lr_schedule(cycle, 5e-3)->lr(), 2e-3);
-  EXPECT_EQ(make_lr_schedule(SchedulerOptions{}, 1e-3), nullptr);
-  SchedulerOptions unknown;
-  unknown.type = "Cosine";
-  EXPECT_THROW(make_lr_schedule(unknown, 1e-3), Error);
+  EXPECT_EQ(make_lr_schedule(config::SchedulerConfig{}, 1e-3), nullptr);
+  EXPECT_EQ(config::scheduler_type_from_name(""), config::SchedulerType::kNone);
+  EXPECT_EQ(config::scheduler_type_from_name("OneCycle"), config::SchedulerType::kOneCycle);
+  EXPECT_THROW(config::scheduler_type_from_name("Cosine"), Error);
+  EXPECT_THROW(config::warmup_type_from_name("cosine"), Error);
+  EXPECT_THROW(schedule_lr(config::SchedulerConfig{}, 1e-3, 0), Error);
 }
 
 }  // namespace

@@ -121,35 +121,36 @@ TEST_F(Golden, LambMatchesDeepSpeedFusedLamb) {
 }
 
 TEST_F(Golden, SchedulesMatchDeepSpeedFormulas) {
-  auto expect_series = [&](const std::string& key, const SchedulerOptions& options, double base) {
+  auto expect_series = [&](const std::string& key, const config::SchedulerConfig& options,
+                           double base) {
     const auto& series = (*reference_)[key];
     for (std::size_t i = 0; i < series.size(); ++i)
       EXPECT_NEAR(schedule_lr(options, base, static_cast<std::int64_t>(i)), series[i].get<double>(),
                   1e-12)
           << key << " at " << i;
   };
-  SchedulerOptions o;
+  config::SchedulerConfig o;
   o.warmup_min_lr = 1e-4;
   o.warmup_max_lr = 1e-2;
   o.warmup_num_steps = 10;
-  o.type = "WarmupLR";
-  o.warmup_type = "log";
+  o.type = config::SchedulerType::kWarmupLR;
+  o.warmup_type = config::WarmupType::kLog;
   expect_series("warmup_lr_log", o, 0);
   o.warmup_min_lr = 0.0;
-  o.warmup_type = "linear";
+  o.warmup_type = config::WarmupType::kLinear;
   expect_series("warmup_lr_linear", o, 0);
   o.warmup_min_lr = 1e-4;
-  o.type = "WarmupDecayLR";
-  o.warmup_type = "log";
+  o.type = config::SchedulerType::kWarmupDecayLR;
+  o.warmup_type = config::WarmupType::kLog;
   o.total_num_steps = 30;
   expect_series("warmup_decay_lr", o, 0);
-  o.type = "WarmupCosineLR";
-  o.warmup_type = "linear";
+  o.type = config::SchedulerType::kWarmupCosineLR;
+  o.warmup_type = config::WarmupType::kLinear;
   o.warmup_min_ratio = 0.1;
   o.cos_min_ratio = 0.01;
   expect_series("warmup_cosine_lr", o, 3e-3);
-  SchedulerOptions cycle;
-  cycle.type = "OneCycle";
+  config::SchedulerConfig cycle;
+  cycle.type = config::SchedulerType::kOneCycle;
   cycle.cycle_min_lr = 1e-3;
   cycle.cycle_max_lr = 1e-2;
   cycle.cycle_first_step_size = 5;
@@ -166,8 +167,8 @@ TEST_F(Golden, SchedulesMatchDeepSpeedFormulas) {
                 1e-12)
         << i;
   }
-  SchedulerOptions range;
-  range.type = "LRRangeTest";
+  config::SchedulerConfig range;
+  range.type = config::SchedulerType::kLRRangeTest;
   range.lr_range_test_min_lr = 1e-3;
   range.lr_range_test_step_size = 4;
   range.lr_range_test_step_rate = 0.5;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "zero/core/error.h"
+#include "zero/engine/options.h"
 #include "zero/optim/kernels.h"
 #include "zero/optim/optimizers.h"
 
@@ -104,28 +105,33 @@ TEST_P(KernelSizes, LambInShardsMatchesWholeTensorReference) {
 INSTANTIATE_TEST_SUITE_P(Sizes, KernelSizes, ::testing::Values(1, 22, 1023, 100003));
 
 TEST(Optimizers, FactoryNamesAndStates) {
-  OptimizerOptions options;
-  options.type = "adam";
+  config::OptimizerConfig options;
+  options.type = config::optimizer_type_from_name("adam");  // case-insensitive, as DeepSpeed
+  EXPECT_EQ(options.type, config::OptimizerType::kAdam);
   auto adam = make_optimizer(options);
   EXPECT_EQ(adam->name(), "AdamW");  // DeepSpeed's Adam defaults to adam_w_mode = true
   options.adam_w_mode = false;
   EXPECT_EQ(make_optimizer(options)->name(), "Adam");
-  options.type = "AdamW";
+  options.type = config::OptimizerType::kAdamW;
   EXPECT_EQ(make_optimizer(options)->name(), "AdamW");
-  options.type = "SGD";
+  options.type = config::OptimizerType::kSgd;
   EXPECT_EQ(make_optimizer(options)->states_per_element(), 0);
   options.momentum = 0.9;
   EXPECT_EQ(make_optimizer(options)->states_per_element(), 1);
-  options.type = "Lamb";
+  options.type = config::OptimizerType::kLamb;
   EXPECT_EQ(make_optimizer(options)->states_per_element(), 2);
-  options.type = "Adagrad";
+  EXPECT_EQ(config::optimizer_type_from_name("LAMB"), config::OptimizerType::kLamb);
+  EXPECT_THROW(config::optimizer_type_from_name("Adagrad"), Error);
+  options.type = config::OptimizerType::kNone;
   EXPECT_THROW(make_optimizer(options), Error);
+  EXPECT_EQ(make_optimizer(EngineOptions{}.optimizer)->name(), "AdamW");
+  EXPECT_DOUBLE_EQ(make_optimizer(EngineOptions{}.optimizer)->lr(), 1e-3);
 }
 
 TEST(Optimizers, LambStepOverChunksAllReducesPerTensorSums) {
   // Two tensors split over two "ranks": the all_reduce_sum callback must see 2 × 2 sums.
-  OptimizerOptions options;
-  options.type = "Lamb";
+  config::OptimizerConfig options;
+  options.type = config::OptimizerType::kLamb;
   Lamb lamb(options);
   std::vector<float> p = values(10, 0.1), g = values(10, 0.9), state(20, 0.0f);
   ShardChunk chunk{p.data(), g.data(), state.data(), 10, {{0, 4, 0}, {4, 6, 1}}};

@@ -8,16 +8,8 @@
 
 namespace zero {
 
-namespace {
-
-std::string scheduler_name(config::SchedulerType type) {
-  return type == config::SchedulerType::kNone ? std::string() : std::string(config::name_of(type));
-}
-
-}  // namespace
-
 EngineOptionsResult engine_options_from_config(const config::DeepSpeedConfig& config,
-                                               const OptimizerOptions& default_optimizer) {
+                                               const config::OptimizerConfig& default_optimizer) {
   EngineOptionsResult result;
   EngineOptions& options = result.options;
   std::vector<std::string> errors;
@@ -72,53 +64,18 @@ EngineOptionsResult engine_options_from_config(const config::DeepSpeedConfig& co
     }
   }
 
-  const auto& optimizer = config.optimizer;
-  if (optimizer.type == config::OptimizerType::kNone) {
+  if (config.optimizer.type == config::OptimizerType::kNone) {
+    if (default_optimizer.type == config::OptimizerType::kNone)
+      errors.push_back(
+          "optimizer: the config has no \"optimizer\" section and no default "
+          "optimizer was given");
     options.optimizer = default_optimizer;
   } else {
-    options.optimizer.type = std::string(config::name_of(optimizer.type));
-    options.optimizer.lr = optimizer.lr;
-    options.optimizer.beta1 = optimizer.betas[0];
-    options.optimizer.beta2 = optimizer.betas[1];
-    options.optimizer.eps = optimizer.eps;
-    options.optimizer.weight_decay = optimizer.weight_decay;
-    options.optimizer.adam_w_mode = optimizer.adam_w_mode;
-    options.optimizer.bias_correction = optimizer.bias_correction;
-    options.optimizer.momentum = optimizer.momentum;
-    options.optimizer.dampening = optimizer.dampening;
-    options.optimizer.nesterov = optimizer.nesterov;
-    options.optimizer.max_coeff = optimizer.max_coeff;
-    options.optimizer.min_coeff = optimizer.min_coeff;
-    if (optimizer.eps_inside_sqrt)
+    options.optimizer = config.optimizer;
+    if (config.optimizer.eps_inside_sqrt)
       errors.push_back("optimizer.params.eps_inside_sqrt: true is not supported");
   }
-
-  const auto& scheduler = config.scheduler;
-  auto& target = options.scheduler;
-  target.type = scheduler_name(scheduler.type);
-  target.warmup_min_lr = scheduler.warmup_min_lr;
-  target.warmup_max_lr = scheduler.warmup_max_lr;
-  target.warmup_num_steps = scheduler.warmup_num_steps;
-  target.warmup_type = scheduler.warmup_type == config::WarmupType::kLog ? "log" : "linear";
-  target.total_num_steps = scheduler.total_num_steps;
-  target.warmup_min_ratio = scheduler.warmup_min_ratio;
-  target.cos_min_ratio = scheduler.cos_min_ratio;
-  target.cycle_min_lr = scheduler.cycle_min_lr;
-  target.cycle_max_lr = scheduler.cycle_max_lr;
-  target.decay_lr_rate = scheduler.decay_lr_rate;
-  target.cycle_first_step_size = scheduler.cycle_first_step_size;
-  target.cycle_second_step_size = scheduler.cycle_second_step_size;
-  target.cycle_first_stair_count = scheduler.cycle_first_stair_count;
-  target.cycle_second_stair_count = scheduler.cycle_second_stair_count;
-  target.decay_step_size = scheduler.decay_step_size;
-  target.cycle_momentum = scheduler.cycle_momentum;
-  target.cycle_min_mom = scheduler.cycle_min_mom;
-  target.cycle_max_mom = scheduler.cycle_max_mom;
-  target.decay_mom_rate = scheduler.decay_mom_rate;
-  target.lr_range_test_min_lr = scheduler.lr_range_test_min_lr;
-  target.lr_range_test_step_size = scheduler.lr_range_test_step_size;
-  target.lr_range_test_step_rate = scheduler.lr_range_test_step_rate;
-  target.lr_range_test_staircase = scheduler.lr_range_test_staircase;
+  options.scheduler = config.scheduler;
 
   if (!errors.empty()) {
     std::ostringstream message;

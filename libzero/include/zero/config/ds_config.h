@@ -88,9 +88,11 @@ enum class OptimizerType { kNone, kAdam, kAdamW, kSgd, kLamb };
 
 // optimizer: type and params. Fields a type does not use keep their defaults. DeepSpeed's Adam
 // and AdamW both decouple weight decay unless "adam_w_mode": false is given for Adam; the
-// resolved adam_w_mode says which update runs.
+// resolved adam_w_mode says which update runs (type kAdamW always decouples). This is also what
+// the engine runs (EngineOptions::optimizer, optim::make_optimizer).
 struct OptimizerConfig {
-  // kNone: the JSON has no "optimizer" section; optimizer_type_from_name() reads a name.
+  // kNone: the JSON has no "optimizer" section (the trainer supplies one). EngineOptions
+  // defaults its optimizer to kAdamW instead; optimizer_type_from_name() reads a name.
   OptimizerType type = OptimizerType::kNone;
   double lr = 1e-3;
   std::array<double, 2> betas = {0.9, 0.999};  // (beta1, beta2); OneCycle may cycle beta1
@@ -117,7 +119,8 @@ enum class SchedulerType {
 };
 enum class WarmupType { kLog, kLinear };
 
-// scheduler: type and params (deepspeed/runtime/lr_schedules.py), optional values resolved.
+// scheduler: type and params (deepspeed/runtime/lr_schedules.py), optional values resolved. This
+// is also what the engine runs (EngineOptions::scheduler, optim::make_lr_schedule).
 struct SchedulerConfig {
   SchedulerType type = SchedulerType::kNone;  // kNone: no schedule, the optimizer's lr throughout
   // WarmupLR, WarmupDecayLR, WarmupCosineLR

@@ -3,62 +3,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
+#include "zero/config/ds_config.h"
 #include "zero/core/dtype.h"
 
 namespace zero {
-
-// "optimizer": {"type": ..., "params": {...}}. Fields a type does not use are ignored.
-struct OptimizerOptions {
-  std::string type = "AdamW";  // "Adam", "AdamW", "SGD", "Lamb" (case-insensitive)
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.0;
-  // DeepSpeed's adam_w_mode: true applies decoupled weight decay (AdamW), false adds
-  // weight_decay · p to the gradient (L2, torch.optim.Adam). Type "AdamW" forces true.
-  bool adam_w_mode = true;
-  bool bias_correction = true;
-  double momentum = 0.0;    // SGD
-  double dampening = 0.0;   // SGD
-  bool nesterov = false;    // SGD
-  double max_coeff = 10.0;  // Lamb: trust ratio clamp
-  double min_coeff = 0.01;
-};
-
-// "scheduler": {"type": ..., "params": {...}} with DeepSpeed's parameter names and defaults.
-struct SchedulerOptions {
-  std::string type;  // "" (none), "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle",
-                     // "LRRangeTest"
-  // WarmupLR / WarmupDecayLR / WarmupCosineLR
-  double warmup_min_lr = 0.0;
-  double warmup_max_lr = 1e-3;
-  std::int64_t warmup_num_steps = 1000;
-  std::string warmup_type = "log";   // "log" or "linear"
-  std::int64_t total_num_steps = 0;  // WarmupDecayLR, WarmupCosineLR
-  double warmup_min_ratio = 0.0;     // WarmupCosineLR
-  double cos_min_ratio = 0.0001;     // WarmupCosineLR
-  // OneCycle
-  double cycle_min_lr = 0.0;
-  double cycle_max_lr = 0.0;
-  double decay_lr_rate = 0.0;
-  std::int64_t cycle_first_step_size = 2000;
-  std::int64_t cycle_second_step_size = -1;  // -1: same as the first
-  std::int64_t cycle_first_stair_count = 0;
-  std::int64_t cycle_second_stair_count = -1;
-  std::int64_t decay_step_size = 0;
-  bool cycle_momentum = true;
-  double cycle_min_mom = 0.8;
-  double cycle_max_mom = 0.9;
-  double decay_mom_rate = 0.0;
-  // LRRangeTest
-  double lr_range_test_min_lr = 1e-3;
-  std::int64_t lr_range_test_step_size = 2000;
-  double lr_range_test_step_rate = 1.0;
-  bool lr_range_test_staircase = false;
-};
 
 // "fp16": {...}: the dynamic loss scaler (deepspeed/runtime/fp16/loss_scaler.py).
 struct LossScalerOptions {
@@ -90,8 +39,11 @@ struct EngineOptions {
   double gradient_predivide_factor = 1.0;
   DType compute_dtype = DType::kFloat32;  // fp32 only on the CPU engine for now
   LossScalerOptions fp16;
-  OptimizerOptions optimizer;
-  SchedulerOptions scheduler;
+  // "optimizer" and "scheduler" as the DeepSpeed config holds them. Unlike a config without an
+  // "optimizer" section (type kNone), the engine's default is AdamW (lr 1e-3, betas 0.9/0.999,
+  // eps 1e-8, no weight decay); the default scheduler is none (the optimizer's lr throughout).
+  config::OptimizerConfig optimizer{.type = config::OptimizerType::kAdamW};
+  config::SchedulerConfig scheduler;
   // Not DeepSpeed keys. Shards are padded to world_size × alignment_elements (64-byte shards).
   std::size_t alignment_elements = 16;
 };

@@ -3,8 +3,8 @@
 
 #include <memory>
 
+#include "zero/config/ds_config.h"
 #include "zero/engine/optimizer.h"
-#include "zero/engine/options.h"
 
 namespace zero::optim {
 
@@ -19,16 +19,19 @@ namespace zero::optim {
 //   LRRangeTest:    min_lr · (1 + rate · interval), interval = i / step_size (floored when
 //                   staircase)
 // `base_lr` is the optimizer's lr (WarmupCosineLR scales it; the warmup family ignores it).
-double schedule_lr(const SchedulerOptions& options, double base_lr,
+// Throws zero::Error for type kNone.
+double schedule_lr(const config::SchedulerConfig& options, double base_lr,
                    std::int64_t last_batch_iteration);
 
 // OneCycle's beta1 at `last_batch_iteration` when cycle_momentum is on.
-double one_cycle_beta1(const SchedulerOptions& options, std::int64_t last_batch_iteration);
+double one_cycle_beta1(const config::SchedulerConfig& options, std::int64_t last_batch_iteration);
 
 // A stateful schedule over schedule_lr(). Before its first step() its lr() is what DeepSpeed's
 // optimizer runs with then: the optimizer's lr for WarmupLR, WarmupDecayLR and WarmupCosineLR
 // (they do not touch the optimizer at construction), cycle_min_lr for OneCycle and
-// lr_range_test_min_lr for LRRangeTest (they set it in their constructors).
-std::unique_ptr<LrSchedule> make_lr_schedule(const SchedulerOptions& options, double base_lr);
+// lr_range_test_min_lr for LRRangeTest (they set it in their constructors). Type kNone (no
+// "scheduler" section) gives nullptr: the engine then runs at the optimizer's lr.
+std::unique_ptr<LrSchedule> make_lr_schedule(const config::SchedulerConfig& options,
+                                             double base_lr);
 
 }  // namespace zero::optim

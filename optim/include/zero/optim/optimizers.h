@@ -3,8 +3,8 @@
 
 #include <memory>
 
+#include "zero/config/ds_config.h"
 #include "zero/engine/optimizer.h"
-#include "zero/engine/options.h"
 #include "zero/optim/kernels.h"
 
 namespace zero::optim {
@@ -13,23 +13,23 @@ namespace zero::optim {
 // exp_avg_sq.
 class Adam final : public Optimizer {
  public:
-  explicit Adam(const OptimizerOptions& options);
+  explicit Adam(const config::OptimizerConfig& options);
   std::string_view name() const override { return adam_w_mode_ ? "AdamW" : "Adam"; }
   int states_per_element() const override { return 2; }
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   double lr() const override { return options_.lr; }
-  double beta1() const override { return options_.beta1; }
+  double beta1() const override { return options_.betas[0]; }
   void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override;
 
  private:
-  OptimizerOptions options_;
+  config::OptimizerConfig options_;
   bool adam_w_mode_;
 };
 
 // SGD with optional momentum (torch.optim.SGD). State: momentum_buffer when momentum != 0.
 class Sgd final : public Optimizer {
  public:
-  explicit Sgd(const OptimizerOptions& options);
+  explicit Sgd(const config::OptimizerConfig& options);
   std::string_view name() const override { return "SGD"; }
   int states_per_element() const override { return options_.momentum != 0.0 ? 1 : 0; }
   std::vector<std::string> state_names() const override;
@@ -38,27 +38,27 @@ class Sgd final : public Optimizer {
   void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override;
 
  private:
-  OptimizerOptions options_;
+  config::OptimizerConfig options_;
 };
 
 // Lamb (DeepSpeed FusedLamb). Per-tensor norms are summed over each rank's pieces of a tensor
 // and all-reduced (OptimizerStep::all_reduce_sum) before the trust ratios are applied.
 class Lamb final : public Optimizer {
  public:
-  explicit Lamb(const OptimizerOptions& options);
+  explicit Lamb(const config::OptimizerConfig& options);
   std::string_view name() const override { return "Lamb"; }
   int states_per_element() const override { return 2; }
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   double lr() const override { return options_.lr; }
-  double beta1() const override { return options_.beta1; }
+  double beta1() const override { return options_.betas[0]; }
   void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override;
 
  private:
-  OptimizerOptions options_;
+  config::OptimizerConfig options_;
 };
 
-// "Adam", "AdamW", "SGD", "Lamb" (case-insensitive, DeepSpeed's optimizer.type); throws
-// zero::Error naming the known types otherwise.
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options);
+// Adam, AdamW, SGD or Lamb as `options.type` says (config::optimizer_type_from_name() reads a
+// name, case-insensitively); throws zero::Error naming the known types for kNone.
+std::unique_ptr<Optimizer> make_optimizer(const config::OptimizerConfig& options);
 
 }  // namespace zero::optim
