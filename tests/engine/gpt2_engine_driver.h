@@ -117,16 +117,8 @@ inline EngineOptions gpt2_parity_options(int stage, int accumulation) {
   options.prefetch_bucket_size = 13'000;
   options.max_live_parameters = 30'000;
   options.gradient_clipping = 1.0;
-  options.optimizer.type = config::OptimizerType::kAdamW;
-  options.optimizer.lr = 1e-2;
+  set_parity_training(options);
   options.optimizer.eps = 1e-6;
-  options.optimizer.weight_decay = 0.01;
-  options.scheduler.type = config::SchedulerType::kWarmupDecayLR;
-  options.scheduler.warmup_min_lr = 1e-3;
-  options.scheduler.warmup_max_lr = 1e-2;
-  options.scheduler.warmup_num_steps = 5;
-  options.scheduler.warmup_type = config::WarmupType::kLinear;
-  options.scheduler.total_num_steps = 20;
   return options;
 }
 

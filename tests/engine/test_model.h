@@ -234,6 +234,20 @@ class TinyStack {
   std::vector<double> dh_;
 };
 
+// The optimizer and schedule of every parity run: AdamW (lr 1e-2, weight decay 0.01) and a linear
+// WarmupDecayLR over 20 steps (5 warm-up steps from 1e-3).
+inline void set_parity_training(EngineOptions& options) {
+  options.optimizer.type = config::OptimizerType::kAdamW;
+  options.optimizer.lr = 1e-2;
+  options.optimizer.weight_decay = 0.01;
+  options.scheduler.type = config::SchedulerType::kWarmupDecayLR;
+  options.scheduler.warmup_min_lr = 1e-3;
+  options.scheduler.warmup_max_lr = 1e-2;
+  options.scheduler.warmup_num_steps = 5;
+  options.scheduler.warmup_type = config::WarmupType::kLinear;
+  options.scheduler.total_num_steps = 20;
+}
+
 // The parity configuration: AdamW + WarmupDecayLR + clipping, small buckets so units split
 // across buckets, a persistent head at stage 3 and a bounded prefetch.
 inline EngineOptions parity_options(int stage, int accumulation) {
@@ -246,15 +260,7 @@ inline EngineOptions parity_options(int stage, int accumulation) {
   options.max_live_parameters = 2500;
   options.param_persistence_threshold = 130;  // the head (125 elements) stays gathered
   options.gradient_clipping = 0.5;
-  options.optimizer.type = config::OptimizerType::kAdamW;
-  options.optimizer.lr = 1e-2;
-  options.optimizer.weight_decay = 0.01;
-  options.scheduler.type = config::SchedulerType::kWarmupDecayLR;
-  options.scheduler.warmup_min_lr = 1e-3;
-  options.scheduler.warmup_max_lr = 1e-2;
-  options.scheduler.warmup_num_steps = 5;
-  options.scheduler.warmup_type = config::WarmupType::kLinear;
-  options.scheduler.total_num_steps = 20;
+  set_parity_training(options);
   return options;
 }
 
