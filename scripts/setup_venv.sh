@@ -16,7 +16,7 @@
 # numpy 2, 25 (which datasets 5.2 accepts) runs on numpy 1.24.
 # Idempotent: when the venv imports everything, nothing is installed (a few seconds); otherwise it is made anew.
 set -euo pipefail
-venv=${ZERO_VENV:-$HOME/.cache/zero/venv}
+venv=${ZERO_VENV:-${HOME:-$(cd ~ && pwd)}/.cache/zero/venv}
 system_python=${ZERO_SYSTEM_PYTHON:-/usr/bin/python3}
 packages=(datasets==5.2.0 tokenizers==0.23.3 pyarrow==25.0.0)
 deepspeed=deepspeed==0.19.8

@@ -18,6 +18,7 @@
 // Skips when ZERO_PYTHON cannot import torch and deepspeed (scripts/setup_venv.sh).
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -181,7 +182,8 @@ std::vector<Trajectory> run_reference(const std::vector<Case>& cases, std::strin
                               "/tests/golden/gpt2_training_reference.py '" +
                               (dir / "spec.json").string() + "' '" + dir.string() + "'";
   if (const int status = std::system(command.c_str()); status != 0) {
-    why = "tests/golden/gpt2_training_reference.py exited with status " + std::to_string(status) +
+    why = "tests/golden/gpt2_training_reference.py exited with status " +
+          std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : status) +
           " (ZERO_PYTHON lacks torch or deepspeed?)";
     return {};
   }

@@ -6,6 +6,7 @@
 // sides evaluate the same closed forms in double; only the operation order may differ).
 // Skips when ZERO_PYTHON cannot import torch and deepspeed (scripts/setup_venv.sh installs them).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -39,7 +40,8 @@ const nlohmann::json* reference(std::string& why) {
     const int status = std::system(command.c_str());
     if (status != 0) {
       reason = "tests/golden/lr_schedules_reference.py exited with status " +
-               std::to_string(status) + " (ZERO_PYTHON lacks torch or deepspeed?)";
+               std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : status) +
+               " (ZERO_PYTHON lacks torch or deepspeed?)";
       return nullptr;
     }
     std::ifstream file(out);
