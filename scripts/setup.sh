@@ -45,7 +45,7 @@ if [ ${#required[@]} -gt 0 ]; then
 fi
 for p in "${missing[@]}"; do
   if [ "$p" = python3-torch ]; then
-    $sudo apt-get install -y -qq --no-install-recommends python3-torch || echo "setup: python3-torch unavailable; golden tests will skip"
+    $sudo apt-get install -y -qq --no-install-recommends python3-torch || echo "setup: python3-torch unavailable; golden tests will skip (a CI=true test.sh run then fails)"
   fi
 done
 setup_venv

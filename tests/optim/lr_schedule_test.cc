@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "zero/config/ds_config.h"
 #include "zero/core/error.h"
 #include "zero/optim/lr_schedules.h"
 
@@ -31,6 +32,22 @@ TEST(Schedules, WarmupLrLogAndLinear) {
   EXPECT_DOUBLE_EQ(schedule_lr(log, 0, 500), 1e-2);
   const config::SchedulerConfig linear = warmup("WarmupLR", "linear");
   EXPECT_DOUBLE_EQ(schedule_lr(linear, 0, 5), 1e-4 + (1e-2 - 1e-4) * 0.5);
+}
+
+// DeepSpeed's WarmupLR(warmup_max_lr=None) warms up to the optimizer's lr; WarmupDecayLR's
+// default is 0.001.
+TEST(Schedules, WarmupLrWithoutMaxWarmsUpToTheOptimizerLr) {
+  auto resolve = [](std::string_view scheduler) {
+    const std::string json = R"({"train_batch_size": 1, "optimizer": {"type": "AdamW",
+        "params": {"lr": 4e-3}}, "scheduler": )" +
+                             std::string(scheduler) + "}";
+    return config::resolve_config(json, {}, "test").config.scheduler;
+  };
+  EXPECT_DOUBLE_EQ(
+      resolve(R"({"type": "WarmupLR", "params": {"warmup_num_steps": 8}})").warmup_max_lr, 4e-3);
+  EXPECT_DOUBLE_EQ(
+      resolve(R"({"type": "WarmupDecayLR", "params": {"total_num_steps": 20}})").warmup_max_lr,
+      1e-3);
 }
 
 TEST(Schedules, WarmupDecayLrDecaysLinearlyToZeroAtTotal) {
