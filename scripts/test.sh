@@ -18,8 +18,14 @@ read -ra extra <<<"${ZERO_CTEST_ARGS:-}"  # e.g. ZERO_CTEST_ARGS="-L golden"
 ctest --output-on-failure -j "$(nproc)" --timeout 900 "${extra[@]}" 2>&1 | tee "$log" || status=$?
 # ctest's "did not run" list: "  12 - name (Skipped)".
 mapfile -t skipped < <(sed -n 's/^[[:space:]]*[0-9]\+ - \([^ ]*\) (Skipped)$/\1/p' "$log")
+# The closing line counts skipped tests apart from passed ones (ctest's own line does not).
+summary() {
+  local total failed
+  read -r failed total < <(sed -n 's/.* tests passed, \([0-9]*\) tests\? failed out of \([0-9]*\).*/\1 \2/p' "$log")
+  echo "test.sh: $((${total:-0} - ${failed:-0} - ${#skipped[@]})) passed, ${failed:-0} failed, ${#skipped[@]} skipped"
+}
 if [ ${#skipped[@]} -eq 0 ]; then
-  echo "test.sh: no test skipped"
+  summary
   exit "$status"
 fi
 echo "test.sh: ${#skipped[@]} test(s) skipped:"
@@ -48,4 +54,5 @@ if [ "${CI:-}" = true ] && [ ${#not_allowed[@]} -gt 0 ]; then
   echo "test.sh: FAILED: in CI only cuda tests may skip; these skipped: ${not_allowed[*]}" >&2
   [ "$status" -ne 0 ] || status=1
 fi
+summary
 exit "$status"
