@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "zero/comm/communicator.h"
+#include "zero/config/ds_config.h"
 #include "zero/core/allocator.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
@@ -58,9 +59,11 @@ struct BenchFlags {
   std::int64_t rounds = 5;
   std::int64_t steps = 3;   // measured steps per configuration and round
   std::int64_t warmup = 2;  // unmeasured steps per configuration before the first round
-  // DeepSpeed's defaults, in elements.
+  // DeepSpeed's defaults, in elements, except the prefetch bucket: -1 is Hugging Face's "auto"
+  // (0.9 × n_embd², as the config resolves it), so stage 3 gathers about a block at a time as a
+  // Trainer run does, not the whole model at once (DeepSpeed's 5e7 exceeds the model).
   std::int64_t reduce_bucket_size = 500'000'000;
-  std::int64_t stage3_prefetch_bucket_size = 50'000'000;
+  std::int64_t stage3_prefetch_bucket_size = -1;
   std::int64_t stage3_max_live_parameters = 1'000'000'000;
   std::int64_t stage3_param_persistence_threshold = 100'000;
   std::int64_t seed = 1234;
@@ -84,8 +87,8 @@ constexpr std::array kFlagSpecs = {
     FlagSpec{"steps", &BenchFlags::steps, 1, "measured steps per configuration and round (K)"},
     FlagSpec{"warmup", &BenchFlags::warmup, 0, "unmeasured steps per configuration, first round"},
     FlagSpec{"reduce_bucket_size", &BenchFlags::reduce_bucket_size, 1, "elements"},
-    FlagSpec{"stage3_prefetch_bucket_size", &BenchFlags::stage3_prefetch_bucket_size, 0,
-             "elements"},
+    FlagSpec{"stage3_prefetch_bucket_size", &BenchFlags::stage3_prefetch_bucket_size, -1,
+             "elements; -1: \"auto\" (0.9 x n_embd^2)"},
     FlagSpec{"stage3_max_live_parameters", &BenchFlags::stage3_max_live_parameters, 0, "elements"},
     FlagSpec{"stage3_param_persistence_threshold", &BenchFlags::stage3_param_persistence_threshold,
              0, "elements"},
@@ -143,6 +146,17 @@ BenchFlags parse_flags(int argc, char** argv, bool& help) {
     ZERO_CHECK(number >= static_cast<double>(spec->minimum), "flag --", name, ": ", value,
                " is below its minimum ", spec->minimum);
     flags.*(spec->field) = static_cast<std::int64_t>(number);
+  }
+  if (flags.stage3_prefetch_bucket_size < 0) {
+    // "auto" resolved by the config code that resolves it for a DeepSpeed JSON (one place).
+    zero::config::TrainerValues trainer;
+    trainer.hidden_size = flags.n_embd;
+    const std::string json =
+        R"({"train_batch_size": 1, "zero_optimization": {"stage": 3,
+            "stage3_prefetch_bucket_size": "auto"}})";
+    flags.stage3_prefetch_bucket_size =
+        zero::config::resolve_config(json, trainer, "zero_stage_bench")
+            .config.zero_optimization.prefetch_bucket_size;
   }
   return flags;
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs, idempotently, the Debian packages zero builds and tests with.
+# Installs, idempotently, the Debian packages zero builds and tests with, then the golden tests'
+# private Python venv (scripts/setup_venv.sh; ZERO_SETUP_VENV=0 skips it).
 # Only installs what is missing; needs root (or sudo) only when something is missing.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
@@ -11,7 +13,7 @@ packages=(
   nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev
-  python3 python3-numpy python3-regex  # python3-regex: tests/golden/gpt2_tokenizer_reference.py
+  python3 python3-venv python3-numpy python3-regex  # python3-regex: tests/golden/gpt2_tokenizer_reference.py
   fortunes  # the GPT-2 demo's corpus: /usr/share/games/fortunes (examples/gpt2_zero3.cc)
 )
 if [ "${ZERO_SETUP_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi
@@ -22,8 +24,12 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+setup_venv() {
+  if [ "${ZERO_SETUP_VENV:-1}" = 1 ]; then bash scripts/setup_venv.sh; fi
+}
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
+  setup_venv
   exit 0
 fi
 echo "setup: installing ${missing[*]}"
@@ -39,6 +45,7 @@ if [ ${#required[@]} -gt 0 ]; then
 fi
 for p in "${missing[@]}"; do
   if [ "$p" = python3-torch ]; then
-    $sudo apt-get install -y -qq --no-install-recommends python3-torch || echo "setup: python3-torch unavailable; golden tests will skip"
+    $sudo apt-get install -y -qq --no-install-recommends python3-torch || echo "setup: python3-torch unavailable; golden tests will skip (a CI=true test.sh run then fails)"
   fi
 done
+setup_venv

@@ -24,15 +24,28 @@ double one_cycle_second(const config::SchedulerConfig& o) {
                                                           : o.cycle_second_step_size);
 }
 
-// OneCycle's position in the cycle: 0 at the minimum, 1 at the peak.
+// OneCycle's position in the cycle: 0 at the minimum, 1 at the peak (DeepSpeed's
+// _get_scale_factor, stair counts included: with a stair count the position is floored to
+// count steps per half cycle).
 double one_cycle_scale(const config::SchedulerConfig& o, std::int64_t i) {
   const auto first = static_cast<double>(o.cycle_first_step_size);
-  const double total = first + one_cycle_second(o);
+  const double second = one_cycle_second(o);
+  const double total = first + second;
   const double ratio = first / total;
   const double batch = static_cast<double>(i + 1);
   const double cycle = std::floor(1.0 + batch / total);
   const double x = 1.0 + batch / total - cycle;
-  return x <= ratio ? x / ratio : (x - 1.0) / (ratio - 1.0);
+  const std::int64_t second_stairs =
+      o.cycle_second_stair_count < 0 ? o.cycle_first_stair_count : o.cycle_second_stair_count;
+  const bool rising = x <= ratio;
+  const double scale = rising ? x / ratio : (x - 1.0) / (ratio - 1.0);
+  const std::int64_t stairs = rising ? o.cycle_first_stair_count : second_stairs;
+  if (stairs <= 0) return scale;
+  const double position = std::fmod(batch, total);
+  const double stair = position <= first
+                           ? position * static_cast<double>(stairs) / first
+                           : (total - position) * static_cast<double>(stairs) / second;
+  return std::floor(stair) / static_cast<double>(stairs);
 }
 
 double one_cycle_total(const config::SchedulerConfig& o) {
@@ -42,8 +55,14 @@ double one_cycle_total(const config::SchedulerConfig& o) {
 }  // namespace
 
 double schedule_lr(const config::SchedulerConfig& o, double base_lr, std::int64_t i) {
-  ZERO_CHECK(i >= 0, "schedule_lr: last_batch_iteration must be >= 0, got ", i);
+  ZERO_CHECK(i >= -1, "schedule_lr: last_batch_iteration must be >= -1, got ", i);
   const std::int64_t warmup = std::max<std::int64_t>(2, o.warmup_num_steps);
+  // Before the first step (i = -1) the lr is the one DeepSpeed's constructor gives the optimizer:
+  // get_lr() at -1, which the warmup family answers with warmup_min_lr and WarmupCosineLR with 0;
+  // OneCycle and LRRangeTest's formulas give cycle_min_lr and lr_range_test_min_lr there.
+  if (i < 0 && (o.type == SchedulerType::kWarmupLR || o.type == SchedulerType::kWarmupDecayLR))
+    return o.warmup_min_lr;
+  if (i < 0 && o.type == SchedulerType::kWarmupCosineLR) return 0.0;
   switch (o.type) {
     case SchedulerType::kWarmupLR: {
       const double gamma = i < warmup ? warmup_gamma(o, i) : 1.0;
@@ -62,9 +81,12 @@ double schedule_lr(const config::SchedulerConfig& o, double base_lr, std::int64_
       if (i < warmup) {
         ratio = o.warmup_min_ratio + (1.0 - o.warmup_min_ratio) * warmup_gamma(o, i);
       } else {
+        // Past total_num_steps the progress stays at 1: the lr stays at cos_min_ratio.
         const auto real_last = static_cast<double>(i - warmup + 1);
-        const auto real_total = static_cast<double>(o.total_num_steps - warmup);
-        const double cosine = (1.0 + std::cos(std::numbers::pi * real_last / real_total)) / 2.0;
+        const auto real_total =
+            static_cast<double>(std::max<std::int64_t>(1, o.total_num_steps - warmup));
+        const double progress = std::min(1.0, real_last / real_total);
+        const double cosine = (1.0 + std::cos(std::numbers::pi * progress)) / 2.0;
         ratio = std::max(0.0, o.cos_min_ratio + (1.0 - o.cos_min_ratio) * cosine);
       }
       return base_lr * ratio;
@@ -81,7 +103,8 @@ double schedule_lr(const config::SchedulerConfig& o, double base_lr, std::int64_
     case SchedulerType::kLRRangeTest: {
       ZERO_CHECK(o.lr_range_test_step_size > 0,
                  "scheduler.params.lr_range_test_step_size must be > 0");
-      double interval = static_cast<double>(i) / static_cast<double>(o.lr_range_test_step_size);
+      // DeepSpeed's interval counts the step being taken: (last_batch_iteration + 1) / step_size.
+      double interval = static_cast<double>(i + 1) / static_cast<double>(o.lr_range_test_step_size);
       if (o.lr_range_test_staircase) interval = std::floor(interval);
       return o.lr_range_test_min_lr * (1.0 + o.lr_range_test_step_rate * interval);
     }
@@ -110,12 +133,7 @@ class Schedule final : public LrSchedule {
   }
   std::string_view name() const override { return config::name_of(options_.type); }
   void step() override { ++last_; }
-  double lr() const override {
-    if (last_ >= 0) return schedule_lr(options_, base_lr_, last_);
-    if (options_.type == SchedulerType::kOneCycle) return options_.cycle_min_lr;
-    if (options_.type == SchedulerType::kLRRangeTest) return options_.lr_range_test_min_lr;
-    return base_lr_;
-  }
+  double lr() const override { return schedule_lr(options_, base_lr_, last_); }
   double beta1(double base) const override {
     if (options_.type != SchedulerType::kOneCycle || !options_.cycle_momentum) return base;
     return last_ >= 0 ? one_cycle_beta1(options_, last_) : options_.cycle_min_mom;

@@ -87,8 +87,14 @@ TEST(DistributedSampler, DeterministicAndShuffledPerEpoch) {
   ordered.shuffle = false;
   EXPECT_EQ(DistributedSampler(ordered).global_batch(1)[0], 40u);
   // Pinned values: the order must not change across builds and machines (resumed runs rely on it).
-  EXPECT_EQ(shuffled_order(10, 42, 0), shuffled_order(10, 42, 0));
-  EXPECT_EQ(shuffled_order(1, 42, 0), std::vector<std::size_t>{0});
+  // Computed outside the library by a Python transcription of the documented algorithm
+  // (SplitMix64 seeded with seed·0x9e3779b97f4a7c15 ^ (epoch+1)·0xd1b54a32d192ed03, Lemire's
+  // bounded draw, Fisher-Yates from the back).
+  using Order = std::vector<std::size_t>;
+  EXPECT_EQ(shuffled_order(10, 42, 0), (Order{0, 5, 2, 4, 1, 7, 3, 9, 8, 6}));
+  EXPECT_EQ(shuffled_order(10, 42, 1), (Order{7, 5, 9, 8, 4, 6, 2, 0, 3, 1}));
+  EXPECT_EQ(shuffled_order(12, 7, 3), (Order{9, 5, 2, 10, 6, 0, 1, 11, 8, 3, 4, 7}));
+  EXPECT_EQ(shuffled_order(1, 42, 0), Order{0});
 }
 
 TEST(DistributedSampler, ResumesExactlyFromASavedPosition) {

@@ -28,9 +28,13 @@ TEST_P(MpiStageAccumulation, MatchesSingleProcessStageZero) {
   const TrainResult result =
       train_stack(*comm, parity_options(stage, accumulation), kSteps, kGlobalBatch);
   const TrainResult& expected = reference();
+  ASSERT_EQ(expected.losses.size(), static_cast<std::size_t>(kSteps));
+  ASSERT_EQ(result.losses.size(), expected.losses.size());
   for (int s = 0; s < kSteps; ++s)
     EXPECT_NEAR(result.losses[s], expected.losses[s], 1e-5) << "step " << s;
+  ASSERT_EQ(result.params.size(), expected.params.size());
   for (std::size_t u = 0; u < expected.params.size(); ++u) {
+    ASSERT_EQ(result.params[u].size(), expected.params[u].size()) << "unit " << u;
     double diff = 0.0, norm = 0.0;
     for (std::size_t i = 0; i < expected.params[u].size(); ++i) {
       diff += std::pow(double(result.params[u][i]) - expected.params[u][i], 2);

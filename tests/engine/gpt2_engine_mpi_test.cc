@@ -33,6 +33,7 @@ TEST_P(MpiStageAccumulation, MatchesSingleProcessStageZero) {
   const TrainResult& expected = reference();
   std::unique_ptr<Communicator> comm = make_mpi_communicator();
   const TrainResult result = train_gpt2(*comm, mpi_run(stage, accumulation));
+  ASSERT_EQ(expected.losses.size(), 10u);
   ASSERT_EQ(result.losses.size(), expected.losses.size());
   double loss_deviation = 0.0, param_deviation = 0.0;
   for (std::size_t s = 0; s < expected.losses.size(); ++s) {
@@ -41,6 +42,7 @@ TEST_P(MpiStageAccumulation, MatchesSingleProcessStageZero) {
   }
   ASSERT_EQ(result.params.size(), expected.params.size());
   for (std::size_t u = 0; u < expected.params.size(); ++u) {
+    ASSERT_EQ(result.params[u].size(), expected.params[u].size()) << "unit " << u;
     double diff = 0.0, norm = 0.0;
     for (std::size_t i = 0; i < expected.params[u].size(); ++i) {
       diff += std::pow(double(result.params[u][i]) - expected.params[u][i], 2);

@@ -1,5 +1,6 @@
-// Optimizers and schedules against tests/golden/optim_reference.py: torch.optim for Adam, AdamW
-// and SGD; DeepSpeed's FusedLamb arithmetic and schedule formulas. Skips without python3-torch.
+// Optimizers against tests/golden/optim_reference.py: torch.optim for Adam, AdamW and SGD;
+// DeepSpeed's FusedLamb arithmetic. Skips without python3-torch. (LR schedules:
+// lr_schedule_golden_test.cc, against DeepSpeed's own lr_schedules.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +11,6 @@
 #include <string>
 
 #include "zero/optim/kernels.h"
-#include "zero/optim/lr_schedules.h"
 
 namespace zero::optim {
 namespace {
@@ -118,63 +118,6 @@ TEST_F(Golden, LambMatchesDeepSpeedFusedLamb) {
                    lamb_trust_ratio(sums.params, sums.update, h));
       },
       5e-6);
-}
-
-TEST_F(Golden, SchedulesMatchDeepSpeedFormulas) {
-  auto expect_series = [&](const std::string& key, const config::SchedulerConfig& options,
-                           double base) {
-    const auto& series = (*reference_)[key];
-    for (std::size_t i = 0; i < series.size(); ++i)
-      EXPECT_NEAR(schedule_lr(options, base, static_cast<std::int64_t>(i)), series[i].get<double>(),
-                  1e-12)
-          << key << " at " << i;
-  };
-  config::SchedulerConfig o;
-  o.warmup_min_lr = 1e-4;
-  o.warmup_max_lr = 1e-2;
-  o.warmup_num_steps = 10;
-  o.type = config::SchedulerType::kWarmupLR;
-  o.warmup_type = config::WarmupType::kLog;
-  expect_series("warmup_lr_log", o, 0);
-  o.warmup_min_lr = 0.0;
-  o.warmup_type = config::WarmupType::kLinear;
-  expect_series("warmup_lr_linear", o, 0);
-  o.warmup_min_lr = 1e-4;
-  o.type = config::SchedulerType::kWarmupDecayLR;
-  o.warmup_type = config::WarmupType::kLog;
-  o.total_num_steps = 30;
-  expect_series("warmup_decay_lr", o, 0);
-  o.type = config::SchedulerType::kWarmupCosineLR;
-  o.warmup_type = config::WarmupType::kLinear;
-  o.warmup_min_ratio = 0.1;
-  o.cos_min_ratio = 0.01;
-  expect_series("warmup_cosine_lr", o, 3e-3);
-  config::SchedulerConfig cycle;
-  cycle.type = config::SchedulerType::kOneCycle;
-  cycle.cycle_min_lr = 1e-3;
-  cycle.cycle_max_lr = 1e-2;
-  cycle.cycle_first_step_size = 5;
-  cycle.cycle_second_step_size = 7;
-  cycle.decay_lr_rate = 0.5;
-  cycle.decay_step_size = 3;
-  cycle.decay_mom_rate = 0.1;
-  const auto& series = (*reference_)["one_cycle"];
-  for (std::size_t i = 0; i < series.size(); ++i) {
-    EXPECT_NEAR(schedule_lr(cycle, 0, static_cast<std::int64_t>(i)), series[i][0].get<double>(),
-                1e-12)
-        << i;
-    EXPECT_NEAR(one_cycle_beta1(cycle, static_cast<std::int64_t>(i)), series[i][1].get<double>(),
-                1e-12)
-        << i;
-  }
-  config::SchedulerConfig range;
-  range.type = config::SchedulerType::kLRRangeTest;
-  range.lr_range_test_min_lr = 1e-3;
-  range.lr_range_test_step_size = 4;
-  range.lr_range_test_step_rate = 0.5;
-  expect_series("lr_range_test", range, 0);
-  range.lr_range_test_staircase = true;
-  expect_series("lr_range_test_staircase", range, 0);
 }
 
 }  // namespace

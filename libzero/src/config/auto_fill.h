@@ -21,7 +21,9 @@ void read_zero_optimization(ObjectReader& top, Diagnostics& diagnostics,
 void read_precision(ObjectReader& top, Diagnostics& diagnostics, Fp16Config& fp16,
                     Bf16Config& bf16);
 void read_optimizer(ObjectReader& top, Diagnostics& diagnostics, OptimizerConfig& optimizer);
-void read_scheduler(ObjectReader& top, Diagnostics& diagnostics, SchedulerConfig& scheduler);
+// `optimizer` (already read): WarmupLR without warmup_max_lr warms up to its lr, as DeepSpeed.
+void read_scheduler(ObjectReader& top, Diagnostics& diagnostics, const OptimizerConfig& optimizer,
+                    SchedulerConfig& scheduler);
 void read_aio(ObjectReader& top, Diagnostics& diagnostics, AioConfig& aio);
 void read_misc_sections(ObjectReader& top, Diagnostics& diagnostics, DeepSpeedConfig& config);
 

@@ -87,7 +87,7 @@ ConfigResult resolve_config(std::string_view json_text, const TrainerValues& tra
   top.read("wall_clock_breakdown", config.wall_clock_breakdown);
   detail::read_precision(top, diagnostics, config.fp16, config.bf16);
   detail::read_optimizer(top, diagnostics, config.optimizer);
-  detail::read_scheduler(top, diagnostics, config.scheduler);
+  detail::read_scheduler(top, diagnostics, config.optimizer, config.scheduler);
   detail::read_zero_optimization(top, diagnostics, config.zero_optimization);
   detail::read_aio(top, diagnostics, config.aio);
   detail::read_misc_sections(top, diagnostics, config);

@@ -189,7 +189,8 @@ void read_optimizer(ObjectReader& top, Diagnostics& diagnostics, OptimizerConfig
   reader.finish();
 }
 
-void read_scheduler(ObjectReader& top, Diagnostics& diagnostics, SchedulerConfig& scheduler) {
+void read_scheduler(ObjectReader& top, Diagnostics& diagnostics, const OptimizerConfig& optimizer,
+                    SchedulerConfig& scheduler) {
   const Json* section = top.find("scheduler");
   if (section == nullptr || section->is_null()) return;
   if (!section->is_object()) {
@@ -250,6 +251,10 @@ void read_scheduler(ObjectReader& top, Diagnostics& diagnostics, SchedulerConfig
     case SchedulerType::kWarmupLR:
     case SchedulerType::kWarmupDecayLR:
       params.read("warmup_min_lr", scheduler.warmup_min_lr, 0.0);
+      // DeepSpeed's WarmupLR defaults warmup_max_lr to the optimizer's lr (None); WarmupDecayLR's
+      // default is 0.001 (SchedulerConfig's).
+      if (scheduler.type == SchedulerType::kWarmupLR && !params.has("warmup_max_lr"))
+        scheduler.warmup_max_lr = optimizer.lr;
       params.read("warmup_max_lr", scheduler.warmup_max_lr, 0.0);
       params.read("warmup_num_steps", scheduler.warmup_num_steps, 0);
       read_warmup_type();
