@@ -610,11 +610,14 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
         const std::uint64_t position = sampler.position().step;
         const std::vector<std::size_t> blocks = sampler.next();
         fill_micro_batch(prepared.data.train, blocks, B, T, batch);
+        // Dropout keyed by (optimizer step, sample within its global batch): the same masks
+        // whatever the world size and accumulation that make up the global batch.
         step_loss += model.train_micro_step(
             batch.tokens, batch.targets,
             {.seed = arguments.seed,
-             .step = position,
-             .sample_offset = static_cast<std::int64_t>(position) * B * world + rank * B,
+             .step = static_cast<std::uint64_t>(step - 1),
+             .sample_offset =
+                 (static_cast<std::int64_t>(position) % accumulation) * B * world + rank * B,
              .training = true});
         engine.step();
       }
