@@ -223,6 +223,47 @@ TEST(Trainer, SavedCheckpointEvaluatesToTheSameLoss) {
       << "eval only saves no model";
 }
 
+// CSV as run_clm reads it (the "text" column; quoted commas, quotes and line breaks) trains and
+// evaluates exactly as the same rows in JSON Lines.
+TEST(Trainer, CsvRowsAreTheSameExamplesAsJsonLines) {
+  TempFolder folder("csv");
+  write_corpus(folder.path() / "corpus.txt", 300);
+  std::ifstream lines_in(folder.path() / "corpus.txt");
+  std::ofstream csv(folder.path() / "data.csv"), jsonl(folder.path() / "data.jsonl");
+  csv << "id,text\n";
+  std::string line;
+  for (int row = 0; std::getline(lines_in, line); ++row) {
+    std::string text = line + (row % 7 == 0 ? ", \"quoted\"\nand on" : "");
+    std::string escaped;
+    for (const char c : text) escaped += c == '"' ? std::string("\"\"") : std::string(1, c);
+    csv << row << ",\"" << escaped << "\"\n";
+    jsonl << json{{"text", text}}.dump() << "\n";
+  }
+  csv.close();
+  jsonl.close();
+  std::vector<double> eval_losses;
+  for (const char* name : {"data.csv", "data.jsonl"}) {
+    train::TrainingArguments arguments =
+        tiny_arguments(folder.path() / name, folder.path() / (std::string("out_") + name));
+    arguments.max_steps = 3;
+    arguments.do_eval = true;
+    arguments.validation_split_percentage = 10;
+    eval_losses.push_back(*run_world(arguments, 1).eval_loss);
+  }
+  EXPECT_EQ(eval_losses[0], eval_losses[1]);
+  std::ofstream(folder.path() / "ragged.csv") << "a,text\n1,x\n2\n";
+  train::TrainingArguments ragged =
+      tiny_arguments(folder.path() / "ragged.csv", folder.path() / "out_ragged");
+  std::unique_ptr<Communicator> local = make_local_communicator();
+  try {
+    train::train(ragged, *local, {.print = false});
+    ADD_FAILURE() << "no error for a ragged CSV";
+  } catch (const train::InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("ragged.csv: row 3 has 1 fields"), std::string::npos)
+        << error.what();
+  }
+}
+
 // Hugging Face's schedules: linear warmup from 0, then linear decay / cosine to 0.
 TEST(Trainer, HuggingFaceSchedules) {
   auto lrs = [](std::string_view type) {

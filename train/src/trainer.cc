@@ -2,6 +2,8 @@
 // on every rank before rank 0 writes the first byte to output_dir.
 #include "zero/train/trainer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -108,6 +110,98 @@ std::vector<std::string> split_files(const std::vector<std::string>& specs) {
   return files;
 }
 
+// The examples of a CSV file as datasets' csv builder gives them to run_clm: one per row, the
+// "text" column (else the first). RFC 4180: quoted fields may hold commas, quotes ("") and line
+// breaks; the first row is the header. Throws zero::Error naming the file.
+std::vector<std::string> read_csv_texts(const fs::path& path) {
+  const text::MappedFile file = text::open_text_file(path);
+  const std::string_view bytes = file.bytes();
+  std::vector<std::vector<std::string>> rows(1);
+  std::string field;
+  bool quoted = false, field_started = false;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const char c = bytes[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < bytes.size() && bytes[i + 1] == '"') {
+        field.push_back('"');
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field.push_back(c);
+      }
+      continue;
+    }
+    if (c == '"' && !field_started) {
+      quoted = field_started = true;
+    } else if (c == ',') {
+      rows.back().push_back(std::move(field));
+      field.clear();
+      field_started = false;
+    } else if (c == '\n' || c == '\r') {
+      if (c == '\r' && i + 1 < bytes.size() && bytes[i + 1] == '\n') ++i;
+      rows.back().push_back(std::move(field));
+      field.clear();
+      field_started = false;
+      rows.emplace_back();
+    } else {
+      field.push_back(c);
+      field_started = true;
+    }
+  }
+  if (quoted) throw Error(path.string() + ": a quoted field is not closed at the end of the file");
+  if (field_started || !rows.back().empty()) rows.back().push_back(std::move(field));
+  std::erase_if(rows, [](const std::vector<std::string>& row) {
+    return row.empty() || (row.size() == 1 && row[0].empty());
+  });
+  if (rows.empty()) throw Error(path.string() + ": no header row");
+  const std::vector<std::string>& header = rows.front();
+  std::size_t column = 0;
+  for (std::size_t c = 0; c < header.size(); ++c)
+    if (header[c] == "text") column = c;
+  std::vector<std::string> texts;
+  for (std::size_t r = 1; r < rows.size(); ++r) {
+    if (rows[r].size() != header.size())
+      throw Error(path.string() + ": row " + std::to_string(r + 1) + " has " +
+                  std::to_string(rows[r].size()) + " fields, the header " +
+                  std::to_string(header.size()));
+    if (!rows[r][column].empty()) texts.push_back(std::move(rows[r][column]));
+  }
+  if (texts.empty())
+    throw Error(path.string() + ": no row has text in column '" + header[column] + "'");
+  return texts;
+}
+
+// CSV files become JSON Lines files (one {"text": ...} per row) in `scratch`, the form the
+// tokenizer trainer and text::load_lm_datasets read; other files pass through.
+std::vector<fs::path> with_csv_as_json_lines(const std::vector<std::string>& files,
+                                             const fs::path& scratch) {
+  std::vector<fs::path> paths;
+  for (const std::string& file : files) {
+    if (fs::path(file).extension() != ".csv") {
+      paths.emplace_back(file);
+      continue;
+    }
+    fs::create_directories(scratch);
+    const fs::path converted =
+        scratch / (std::to_string(paths.size()) + "_" + fs::path(file).stem().string() + ".jsonl");
+    std::ofstream out(converted, std::ios::trunc);
+    for (const std::string& text : read_csv_texts(file)) out << json{{"text", text}}.dump() << "\n";
+    ZERO_CHECK(out.good(), "cannot write ", converted.string());
+    paths.push_back(converted);
+  }
+  return paths;
+}
+
+// Removes a scratch folder when it goes out of scope.
+struct ScratchFolder {
+  fs::path path;
+  ~ScratchFolder() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
 bool has_tokenizer_files(const fs::path& folder) {
   return fs::exists(folder / "tokenizer.json") || fs::exists(folder / "vocab.json") ||
          fs::exists(folder / "encoder.json");
@@ -195,12 +289,18 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
   const std::vector<std::string> validation_files = split_files(arguments.validation_files);
   for (const auto* files : {&train_files, &validation_files})
     for (const std::string& file : *files) {
-      if (fs::path(file).extension() == ".csv")
-        input_error("data file ", file,
-                    ": CSV is not supported by zero train yet (use .txt or .jsonl)");
       as_input_error(files == &train_files ? "--train_file" : "--validation_file",
                      [&] { return text::open_text_file(file); });
     }
+  // CSV files are read here (run_clm's csv builder) and handed on as JSON Lines from a scratch
+  // folder outside output_dir, removed when prepare() returns.
+  const ScratchFolder scratch{
+      fs::temp_directory_path() /
+      ("zero_csv_scratch_" + std::to_string(::getpid()) + "_" + std::to_string(rank))};
+  const std::vector<fs::path> train_paths = as_input_error(
+      "--train_file", [&] { return with_csv_as_json_lines(train_files, scratch.path); });
+  const std::vector<fs::path> validation_paths = as_input_error(
+      "--validation_file", [&] { return with_csv_as_json_lines(validation_files, scratch.path); });
   if (!arguments.deepspeed.empty() && !fs::is_regular_file(arguments.deepspeed))
     input_error("--deepspeed ", arguments.deepspeed, ": no such file");
 
@@ -240,8 +340,7 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
         {.vocab_size = static_cast<std::size_t>(arguments.tokenizer_vocab_size),
          .min_frequency = 2,
          .add_end_of_text = true});
-    std::vector<fs::path> paths(train_files.begin(), train_files.end());
-    as_input_error("--train_file", [&] { trainer.add_files(paths); });
+    as_input_error("--train_file", [&] { trainer.add_files(train_paths); });
     prepared.learned_vocabulary = trainer.train();
     prepared.tokenizer = text::Tokenizer(*prepared.learned_vocabulary);
     if (print && rank == 0)
@@ -277,10 +376,8 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
 
   // Data: run_clm's splits and blocks.
   text::DataArguments data_arguments;
-  for (const std::string& file : train_files.empty() ? validation_files : train_files)
-    data_arguments.train_files.emplace_back(file);
-  for (const std::string& file : validation_files)
-    data_arguments.validation_files.emplace_back(file);
+  data_arguments.train_files = train_paths.empty() ? validation_paths : train_paths;
+  data_arguments.validation_files = validation_paths;
   data_arguments.validation_split_percentage = arguments.validation_split_percentage;
   data_arguments.block_size = static_cast<std::size_t>(prepared.block_size);
   data_arguments.tokenize.num_threads = arguments.preprocessing_num_workers;
