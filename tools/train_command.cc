@@ -69,7 +69,7 @@ int run_train_command(std::span<char* const> args) {
   po::options_description data("Data (run_clm DataTrainingArguments)");
   data.add_options()
       ("train_file", po::value(&train_file),
-       "text (one example per line) or .json/.jsonl (\"text\" field); several comma-separated")
+       "text (one example per line), .json/.jsonl (\"text\" field) or .csv (\"text\" column); several comma-separated")
       ("validation_file", po::value(&validation_file), "as --train_file")
       ("validation_split_percentage", po::value(&a.validation_split_percentage)->default_value(a.validation_split_percentage),
        "without --validation_file: the first p% of the train examples validate")

@@ -57,6 +57,25 @@ TEST(Trainer, SameLossesAtEveryWorldSizeAndStage) {
     }
 }
 
+// --gradient_checkpointing recomputes each block in backward: the same numbers.
+TEST(Trainer, GradientCheckpointingKeepsTheLosses) {
+  TempFolder folder("checkpointing");
+  write_corpus(folder.path() / "corpus.txt", 600);
+  train::TrainingArguments plain =
+      tiny_arguments(folder.path() / "corpus.txt", folder.path() / "a");
+  plain.max_steps = 6;
+  plain.per_device_train_batch_size = 4;
+  plain.deepspeed = write_ds_config(folder.path(), 3).string();
+  train::TrainingArguments recomputed = plain;
+  recomputed.output_dir = (folder.path() / "b").string();
+  recomputed.gradient_checkpointing = true;
+  const std::vector<double> a = logged_losses(run_world(plain, 2).log_history);
+  const std::vector<double> b = logged_losses(run_world(recomputed, 2).log_history);
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << "step " << i + 1;
+}
+
 // Gradient accumulation: 4 per rank x 2 micro-steps equals 8 per rank in one.
 TEST(Trainer, AccumulationMatchesTheLargerBatch) {
   TempFolder folder("accumulation");
