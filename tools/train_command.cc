@@ -74,7 +74,8 @@ int run_train_command(std::span<char* const> args) {
       ("validation_split_percentage", po::value(&a.validation_split_percentage)->default_value(a.validation_split_percentage),
        "without --validation_file: the first p% of the train examples validate")
       ("block_size", po::value(&a.block_size), "tokens per block (default min(1024, n_positions))")
-      ("streaming", po::value<std::string>()->implicit_value("True"), "not supported yet (error)")
+      ("streaming", po::value<std::string>()->implicit_value("True"),
+       "read the train files as training goes (in order, no shuffle; needs --max_steps)")
       ("preprocessing_num_workers", po::value(&a.preprocessing_num_workers), "tokenizer threads")
       ("max_train_samples", po::value(&a.max_train_samples), "use the first N train blocks")
       ("max_eval_samples", po::value(&a.max_eval_samples), "use the first N validation blocks");

@@ -283,6 +283,45 @@ TEST(Trainer, CsvRowsAreTheSameExamplesAsJsonLines) {
   }
 }
 
+// --streaming: blocks in corpus order as training goes; the same losses at worlds 1 and 2, and a
+// clear error without --max_steps.
+TEST(Trainer, StreamingGivesTheSameLossesAtEveryWorldSize) {
+  TempFolder folder("streaming");
+  write_corpus(folder.path() / "corpus.txt", 600);
+  write_corpus(folder.path() / "valid.txt", 60, 3);
+  train::TrainingArguments arguments =
+      tiny_arguments(folder.path() / "corpus.txt", folder.path() / "w1");
+  arguments.streaming = true;
+  arguments.max_steps = 100;  // more than one pass over the stream (94 global batches)
+  arguments.do_eval = true;
+  arguments.validation_files = {(folder.path() / "valid.txt").string()};
+  const train::TrainResult one = run_world(arguments, 1);
+  train::TrainingArguments two = arguments;
+  two.output_dir = (folder.path() / "w2").string();
+  two.per_device_train_batch_size = 4;
+  two.deepspeed = write_ds_config(folder.path(), 3).string();
+  const train::TrainResult sharded = run_world(two, 2);
+  const std::vector<double> a = logged_losses(one.log_history);
+  const std::vector<double> b = logged_losses(sharded.log_history);
+  ASSERT_EQ(a.size(), 100u);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
+  EXPECT_LT(a.back(), a.front());
+  ASSERT_TRUE(one.eval_loss && sharded.eval_loss);
+  EXPECT_NEAR(*one.eval_loss, *sharded.eval_loss, 1e-5);
+
+  train::TrainingArguments no_steps = arguments;
+  no_steps.max_steps = -1;
+  no_steps.output_dir = (folder.path() / "none").string();
+  std::unique_ptr<Communicator> local = make_local_communicator();
+  try {
+    train::train(no_steps, *local, {.print = false});
+    ADD_FAILURE() << "no error";
+  } catch (const train::InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("--streaming needs --max_steps"), std::string::npos);
+  }
+}
+
 // Hugging Face's schedules: linear warmup from 0, then linear decay / cosine to 0.
 TEST(Trainer, HuggingFaceSchedules) {
   auto lrs = [](std::string_view type) {

@@ -34,6 +34,7 @@
 #include "zero/text/lm_dataset.h"
 #include "zero/text/progress.h"
 #include "zero/text/sampler.h"
+#include "zero/text/streaming.h"
 #include "zero/text/text_files.h"
 #include "zero/text/tokenizer.h"
 #include "zero/train/monitors.h"
@@ -226,6 +227,17 @@ void fill_micro_batch(const text::BlockDataset& data, std::span<const std::size_
   }
 }
 
+void fill_micro_batch(const std::vector<std::vector<text::TokenId>>& blocks, std::int64_t B,
+                      std::int64_t T, MicroBatch& batch) {
+  batch.tokens.assign(static_cast<std::size_t>(B * T), 0);
+  batch.targets.assign(static_cast<std::size_t>(B * T), -100);
+  for (std::size_t b = 0; b < blocks.size(); ++b)
+    for (std::int64_t t = 0; t < T; ++t) {
+      batch.tokens[b * T + t] = static_cast<int>(blocks[b][t]);
+      if (t + 1 < T) batch.targets[b * T + t] = static_cast<int>(blocks[b][t + 1]);
+    }
+}
+
 json entry_to_json(const LogEntry& entry) {
   json out;
   if (entry.loss) out["loss"] = *entry.loss;
@@ -258,7 +270,9 @@ struct Prepared {
   std::optional<text::BpeVocabulary> learned_vocabulary;  // set when the tokenizer was learned
   fs::path tokenizer_folder;                              // else where its files are
   text::LmDatasets data;
-  std::size_t train_blocks = 0;
+  std::size_t train_blocks = 0;            // 0 with --streaming (unknown)
+  std::vector<fs::path> streaming_files;   // --streaming: the train files, read as training goes
+  std::shared_ptr<ScratchFolder> scratch;  // CSV files converted (kept while streaming)
   std::size_t eval_blocks = 0;
   std::int64_t block_size = 0;
   config::ConfigResult deepspeed;
@@ -270,10 +284,8 @@ struct Prepared {
 
 Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool print) {
   as_input_error("arguments", [&] { check_arguments(arguments); });
-  if (arguments.streaming)
-    input_error(
-        "--streaming is not supported by zero train yet (drop it: the corpus is "
-        "tokenized into memory, or into a token cache)");
+  if (arguments.streaming && arguments.max_steps <= 0)
+    input_error("--streaming needs --max_steps: a stream has no length (as in Hugging Face)");
   const fs::path output_dir = arguments.output_dir;
   if (fs::exists(output_dir)) {
     if (!fs::is_directory(output_dir))
@@ -294,9 +306,10 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
     }
   // CSV files are read here (run_clm's csv builder) and handed on as JSON Lines from a scratch
   // folder outside output_dir, removed when prepare() returns.
-  const ScratchFolder scratch{
+  prepared.scratch = std::make_shared<ScratchFolder>(
       fs::temp_directory_path() /
-      ("zero_csv_scratch_" + std::to_string(::getpid()) + "_" + std::to_string(rank))};
+      ("zero_csv_scratch_" + std::to_string(::getpid()) + "_" + std::to_string(rank)));
+  const ScratchFolder& scratch = *prepared.scratch;
   const std::vector<fs::path> train_paths = as_input_error(
       "--train_file", [&] { return with_csv_as_json_lines(train_files, scratch.path); });
   const std::vector<fs::path> validation_paths = as_input_error(
@@ -374,20 +387,52 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
     input_error("--block_size ", prepared.block_size, " is larger than the model's n_positions ",
                 model_config.n_positions);
 
-  // Data: run_clm's splits and blocks.
-  text::DataArguments data_arguments;
-  data_arguments.train_files = train_paths.empty() ? validation_paths : train_paths;
-  data_arguments.validation_files = validation_paths;
-  data_arguments.validation_split_percentage = arguments.validation_split_percentage;
-  data_arguments.block_size = static_cast<std::size_t>(prepared.block_size);
-  data_arguments.tokenize.num_threads = arguments.preprocessing_num_workers;
-  data_arguments.tokenize.show_progress = print && rank == 0;
-  prepared.data = as_input_error(
-      "data", [&] { return text::load_lm_datasets(*prepared.tokenizer, data_arguments); });
-  prepared.train_blocks = prepared.data.train.size();
-  if (arguments.max_train_samples > 0)
-    prepared.train_blocks =
-        std::min<std::size_t>(prepared.train_blocks, arguments.max_train_samples);
+  if (arguments.streaming) {
+    // run_clm --streaming: training blocks come from the files in order as training goes (no
+    // shuffle, no split); the validation files are tokenized up front.
+    if (arguments.do_eval && validation_paths.empty())
+      input_error("--streaming: evaluation needs --validation_file (a stream has no split)");
+    if (arguments.do_train && train_paths.empty()) input_error("--do_train needs --train_file");
+    if (!validation_paths.empty()) {
+      text::TokenizeOptions tokenize;
+      tokenize.num_threads = arguments.preprocessing_num_workers;
+      tokenize.show_progress = print && rank == 0;
+      const auto stream =
+          std::make_shared<const text::TokenStream>(as_input_error("--validation_file", [&] {
+            return text::load_token_stream(validation_paths, *prepared.tokenizer, {}, tokenize);
+          }));
+      prepared.data.validation = text::group_texts(stream, 0, stream->num_examples(),
+                                                   static_cast<std::size_t>(prepared.block_size));
+    }
+    prepared.streaming_files = train_paths;
+    if (arguments.do_train) {
+      // The stream must hold one global batch.
+      text::StreamingShard probe(
+          text::StreamingBlocks(train_paths, *prepared.tokenizer,
+                                static_cast<std::size_t>(prepared.block_size)),
+          static_cast<std::size_t>(arguments.per_device_train_batch_size * world), world, rank);
+      std::vector<std::vector<text::TokenId>> blocks;
+      if (!as_input_error("--train_file", [&] { return probe.next(blocks); }))
+        input_error("--train_file: the stream holds fewer than one global batch of ",
+                    arguments.per_device_train_batch_size * world, " blocks of ",
+                    prepared.block_size, " tokens");
+    }
+  } else {
+    // Data: run_clm's splits and blocks.
+    text::DataArguments data_arguments;
+    data_arguments.train_files = train_paths.empty() ? validation_paths : train_paths;
+    data_arguments.validation_files = validation_paths;
+    data_arguments.validation_split_percentage = arguments.validation_split_percentage;
+    data_arguments.block_size = static_cast<std::size_t>(prepared.block_size);
+    data_arguments.tokenize.num_threads = arguments.preprocessing_num_workers;
+    data_arguments.tokenize.show_progress = print && rank == 0;
+    prepared.data = as_input_error(
+        "data", [&] { return text::load_lm_datasets(*prepared.tokenizer, data_arguments); });
+    prepared.train_blocks = prepared.data.train.size();
+    if (arguments.max_train_samples > 0)
+      prepared.train_blocks =
+          std::min<std::size_t>(prepared.train_blocks, arguments.max_train_samples);
+  }
   prepared.eval_blocks = prepared.data.validation.size();
   if (arguments.max_eval_samples > 0)
     prepared.eval_blocks = std::min<std::size_t>(prepared.eval_blocks, arguments.max_eval_samples);
@@ -399,7 +444,10 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
   const std::int64_t B = arguments.per_device_train_batch_size;
   const std::int64_t accumulation = arguments.gradient_accumulation_steps;
   const std::size_t global_batch = static_cast<std::size_t>(B * world);
-  prepared.batches_per_epoch = (prepared.train_blocks + global_batch - 1) / global_batch;
+  // (With --streaming the length is unknown: an "epoch" is the max_steps run.)
+  prepared.batches_per_epoch = arguments.streaming
+                                   ? static_cast<std::uint64_t>(arguments.max_steps * accumulation)
+                                   : (prepared.train_blocks + global_batch - 1) / global_batch;
   prepared.steps_per_epoch = std::max<std::int64_t>(
       1, static_cast<std::int64_t>(prepared.batches_per_epoch) / accumulation);
   prepared.total_steps =
@@ -685,7 +733,14 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
   double train_runtime = 0.0, train_loss_sum = 0.0;
   std::int64_t step = 0;
   if (arguments.do_train) {
-    text::DistributedSampler sampler({.num_blocks = prepared.train_blocks,
+    std::unique_ptr<text::StreamingShard> stream;
+    std::vector<std::vector<text::TokenId>> stream_blocks;
+    if (arguments.streaming)
+      stream = std::make_unique<text::StreamingShard>(
+          text::StreamingBlocks(prepared.streaming_files, *prepared.tokenizer,
+                                static_cast<std::size_t>(T)),
+          static_cast<std::size_t>(B * world), world, rank);
+    text::DistributedSampler sampler({.num_blocks = std::max<std::size_t>(prepared.train_blocks, 1),
                                       .global_batch_size = static_cast<std::size_t>(B * world),
                                       .world_size = world,
                                       .rank = rank,
@@ -704,9 +759,18 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
     for (step = 1; step <= total_steps; ++step) {
       double step_loss = 0.0;
       for (std::int64_t micro = 0; micro < accumulation; ++micro) {
-        const std::uint64_t position = sampler.position().step;
-        const std::vector<std::size_t> blocks = sampler.next();
-        fill_micro_batch(prepared.data.train, blocks, B, T, batch);
+        const std::uint64_t position =
+            static_cast<std::uint64_t>((step - 1) * accumulation + micro);
+        if (stream) {
+          // At the end of the stream, another pass (Hugging Face's next epoch).
+          if (!stream->next(stream_blocks)) {
+            stream->seek(0);
+            ZERO_CHECK(stream->next(stream_blocks), "the training stream ran dry");
+          }
+          fill_micro_batch(stream_blocks, B, T, batch);
+        } else {
+          fill_micro_batch(prepared.data.train, sampler.next(), B, T, batch);
+        }
         // Dropout keyed by (optimizer step, sample within its global batch): the same masks
         // whatever the world size and accumulation that make up the global batch.
         step_loss += model.train_micro_step(
