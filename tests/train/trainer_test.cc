@@ -202,6 +202,15 @@ TEST(Trainer, WritesTheFilesHuggingFaceAndDeepSpeedUsersExpect) {
   const std::vector<std::string> records = read_records(events[0]);
   EXPECT_EQ(records.size(), 1u + 4 * 3 + 2 * 2);  // version; loss, lr, scale x4; eval x2 x2
   EXPECT_NE(records[0].find("brain.Event:2"), std::string::npos);
+  {
+    // Every TensorFlow-written event file starts with these 12 bytes: the 24-byte version record's
+    // length and its masked CRC-32C.
+    std::ifstream in(events[0], std::ios::binary);
+    char head[12];
+    in.read(head, 12);
+    const unsigned char expected[12] = {0x18, 0, 0, 0, 0, 0, 0, 0, 0xA3, 0x7F, 0x4B, 0x22};
+    EXPECT_EQ(std::memcmp(head, expected, 12), 0) << "not TensorFlow's first record framing";
+  }
   const char* python = std::getenv("ZERO_PYTHON");
   if (python != nullptr && *python) {
     const std::string command =

@@ -56,8 +56,10 @@ std::string event_header(double wall_time, std::int64_t step) {
   std::string event;
   put_tag(event, 1, 1);  // wall_time: double
   put_fixed(event, wall_time);
-  put_tag(event, 2, 0);  // step: int64
-  put_varint(event, static_cast<std::uint64_t>(step));
+  if (step != 0) {         // proto3 leaves a zero out, as TensorFlow's writers do
+    put_tag(event, 2, 0);  // step: int64
+    put_varint(event, static_cast<std::uint64_t>(step));
+  }
   return event;
 }
 
