@@ -331,6 +331,32 @@ TEST(Trainer, StreamingGivesTheSameLossesAtEveryWorldSize) {
   }
 }
 
+// Fractional epochs, max_train_samples and the "epoch" strategies: 16 blocks are 2 steps of 8, so
+// 2.5 epochs are ceil(2.5 x 2) = 5 steps with evaluations and checkpoints at steps 2 and 4.
+TEST(Trainer, EpochStrategiesAndFractionalEpochs) {
+  TempFolder folder("epochs");
+  write_corpus(folder.path() / "corpus.txt", 600);
+  const fs::path out = folder.path() / "out";
+  train::TrainingArguments arguments = tiny_arguments(folder.path() / "corpus.txt", out);
+  arguments.max_steps = -1;
+  arguments.num_train_epochs = 2.5;
+  arguments.max_train_samples = 16;
+  arguments.per_device_train_batch_size = 4;  // x 2 ranks
+  arguments.do_eval = true;
+  arguments.eval_strategy = train::IntervalStrategy::kEpoch;
+  arguments.save_strategy = train::IntervalStrategy::kEpoch;
+  const train::TrainResult result = run_world(arguments, 2);
+  EXPECT_EQ(result.global_step, 5);
+  EXPECT_DOUBLE_EQ(result.epoch, 2.5);
+  std::vector<std::int64_t> eval_steps;
+  for (const train::LogEntry& entry : result.log_history)
+    if (entry.eval_loss) eval_steps.push_back(entry.step);
+  EXPECT_EQ(eval_steps, (std::vector<std::int64_t>{2, 4, 5}));
+  EXPECT_TRUE(fs::exists(out / "checkpoint-2" / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(out / "checkpoint-4" / "model.safetensors"));
+  EXPECT_FALSE(fs::exists(out / "checkpoint-5"));
+}
+
 // Hugging Face's schedules: linear warmup from 0, then linear decay / cosine to 0.
 TEST(Trainer, HuggingFaceSchedules) {
   auto lrs = [](std::string_view type) {
