@@ -606,8 +606,13 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
       static_cast<long long>(model_config.n_embd), static_cast<long long>(model_config.vocab_size),
       static_cast<long long>(model_config.n_positions),
       static_cast<double>(model_config.num_parameters()) / 1e6);
-  say("data: %zu train and %zu validation blocks of %lld tokens\n", prepared.train_blocks,
-      prepared.eval_blocks, static_cast<long long>(T));
+  if (arguments.streaming) {
+    say("data: train blocks streamed from %zu file(s); %zu validation blocks of %lld tokens\n",
+        prepared.streaming_files.size(), prepared.eval_blocks, static_cast<long long>(T));
+  } else {
+    say("data: %zu train and %zu validation blocks of %lld tokens\n", prepared.train_blocks,
+        prepared.eval_blocks, static_cast<long long>(T));
+  }
   say("engine: ZeRO stage %d, %d rank(s), %s lr %g (schedule %s, warmup %lld), clip %g, batch %lld "
       "= %lld per rank x %d x %lld accumulation; %lld steps (%.3g epochs)\n",
       options.stage, world, std::string(config::name_of(options.optimizer.type)).c_str(),
