@@ -464,7 +464,8 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
     prepared.deepspeed = as_input_error("the default config", [&] {
       return config::resolve_config(
           R"({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
-              "gradient_clipping": "auto", "zero_optimization": {"stage": 0}})",
+              "gradient_clipping": "auto", "zero_optimization": {"stage": 0},
+              "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}})",
           values, "(no --deepspeed)");
     });
   } else {
@@ -478,7 +479,12 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
   default_optimizer.betas = {arguments.adam_beta1, arguments.adam_beta2};
   default_optimizer.eps = arguments.adam_epsilon;
   default_optimizer.weight_decay = arguments.weight_decay;
-  prepared.engine = as_input_error("--deepspeed " + arguments.deepspeed, [&] {
+  const std::string precision_hint =
+      arguments.bf16 || arguments.fp16
+          ? std::string(" (--bf16/--fp16 fill the config's \"enabled\": \"auto\"; without them ") +
+                "the run computes in fp32)"
+          : std::string();
+  prepared.engine = as_input_error("--deepspeed " + arguments.deepspeed + precision_hint, [&] {
     return engine_options_from_config(prepared.deepspeed.config, default_optimizer);
   });
   if (prepared.engine.options.scheduler.type == config::SchedulerType::kNone)
