@@ -5,6 +5,8 @@
 # lacks:
 #   datasets, tokenizers  run_clm's blocks (tests/golden/run_clm_blocks_reference.py)
 #   deepspeed             its deepspeed.runtime.lr_schedules is the LR-schedule oracle
+#   scikit-learn, scipy   classification_report, the metrics oracle (tests/golden/
+#                         classification_report_reference.py); 1.9.1 runs on numpy 1.24
 # DeepSpeed 0.19 declares torch>=2.0, but its lr_schedules (and `import deepspeed` on a CPU-only
 # machine) run over torch 1.13; letting pip resolve that requirement would replace Debian's torch
 # with a multi-GB wheel and its CUDA libraries. So deepspeed is installed without dependencies
@@ -18,13 +20,13 @@
 set -euo pipefail
 venv=${ZERO_VENV:-${HOME:-$(cd ~ && pwd)}/.cache/zero/venv}
 system_python=${ZERO_SYSTEM_PYTHON:-/usr/bin/python3}
-packages=(datasets==5.2.0 tokenizers==0.23.3 pyarrow==25.0.0)
+packages=(datasets==5.2.0 tokenizers==0.23.3 pyarrow==25.0.0 scikit-learn==1.9.1 scipy==1.15.3)
 deepspeed=deepspeed==0.19.8
 deepspeed_deps=(einops hjson msgpack "packaging>=20.0" psutil py-cpuinfo "pydantic>=2.0.0" tqdm)
 
 has_torch=0
 if "$system_python" -c 'import torch' 2>/dev/null; then has_torch=1; fi
-check='import datasets, tokenizers'
+check='import datasets, tokenizers, sklearn.metrics'
 if [ "$has_torch" = 1 ]; then
   check+='; import torch, deepspeed.runtime.lr_schedules; torch.zeros(1).numpy()'
 fi
