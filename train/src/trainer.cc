@@ -37,6 +37,7 @@
 #include "zero/text/streaming.h"
 #include "zero/text/text_files.h"
 #include "zero/text/tokenizer.h"
+#include "zero/train/classification_data.h"
 #include "zero/train/monitors.h"
 
 namespace zero::train {
@@ -112,64 +113,18 @@ std::vector<std::string> split_files(const std::vector<std::string>& specs) {
 }
 
 // The examples of a CSV file as datasets' csv builder gives them to run_clm: one per row, the
-// "text" column (else the first). RFC 4180: quoted fields may hold commas, quotes ("") and line
-// breaks; the first row is the header. Throws zero::Error naming the file.
+// "text" column (else the first); rows parsed by read_csv_table (RFC 4180). Throws zero::Error
+// naming the file.
 std::vector<std::string> read_csv_texts(const fs::path& path) {
-  const text::MappedFile file = text::open_text_file(path);
-  const std::string_view bytes = file.bytes();
-  std::vector<std::vector<std::string>> rows(1);
-  std::string field;
-  bool quoted = false, field_started = false;
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    const char c = bytes[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < bytes.size() && bytes[i + 1] == '"') {
-        field.push_back('"');
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        field.push_back(c);
-      }
-      continue;
-    }
-    if (c == '"' && !field_started) {
-      quoted = field_started = true;
-    } else if (c == ',') {
-      rows.back().push_back(std::move(field));
-      field.clear();
-      field_started = false;
-    } else if (c == '\n' || c == '\r') {
-      if (c == '\r' && i + 1 < bytes.size() && bytes[i + 1] == '\n') ++i;
-      rows.back().push_back(std::move(field));
-      field.clear();
-      field_started = false;
-      rows.emplace_back();
-    } else {
-      field.push_back(c);
-      field_started = true;
-    }
-  }
-  if (quoted) throw Error(path.string() + ": a quoted field is not closed at the end of the file");
-  if (field_started || !rows.back().empty()) rows.back().push_back(std::move(field));
-  std::erase_if(rows, [](const std::vector<std::string>& row) {
-    return row.empty() || (row.size() == 1 && row[0].empty());
-  });
-  if (rows.empty()) throw Error(path.string() + ": no header row");
-  const std::vector<std::string>& header = rows.front();
+  CsvTable table = read_csv_table(path);
   std::size_t column = 0;
-  for (std::size_t c = 0; c < header.size(); ++c)
-    if (header[c] == "text") column = c;
+  for (std::size_t c = 0; c < table.header.size(); ++c)
+    if (table.header[c] == "text") column = c;
   std::vector<std::string> texts;
-  for (std::size_t r = 1; r < rows.size(); ++r) {
-    if (rows[r].size() != header.size())
-      throw Error(path.string() + ": row " + std::to_string(r + 1) + " has " +
-                  std::to_string(rows[r].size()) + " fields, the header " +
-                  std::to_string(header.size()));
-    if (!rows[r][column].empty()) texts.push_back(std::move(rows[r][column]));
-  }
+  for (std::vector<std::string>& row : table.rows)
+    if (!row[column].empty()) texts.push_back(std::move(row[column]));
   if (texts.empty())
-    throw Error(path.string() + ": no row has text in column '" + header[column] + "'");
+    throw Error(path.string() + ": no row has text in column '" + table.header[column] + "'");
   return texts;
 }
 
