@@ -859,8 +859,8 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
     communicator.all_gather(local.data(), all.data(), local.size(), DType::kFloat32,
                             "classification predictions");
     communicator.synchronize();
-    ClassifyEval result;
-    result.predictions.assign(count, -1);
+    ClassifyEval outcome;
+    outcome.predictions.assign(count, -1);
     for (int r = 0; r < world; ++r)
       for (std::int64_t batch_index = 0; batch_index < batches; ++batch_index)
         for (std::int64_t i = 0; i < eval_B; ++i) {
@@ -868,36 +868,36 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
                                   static_cast<std::size_t>(batch_index * eval_B + i)];
           const std::int64_t example = batch_index * global + r * eval_B + i;
           if (value < 0.0f) continue;
-          ZERO_CHECK(example < total && result.predictions[example] == -1,
+          ZERO_CHECK(example < total && outcome.predictions[example] == -1,
                      "classification evaluation: example ", example, " predicted twice");
-          result.predictions[static_cast<std::size_t>(example)] = static_cast<int>(value);
+          outcome.predictions[static_cast<std::size_t>(example)] = static_cast<int>(value);
         }
     std::int64_t correct = 0;
     for (std::size_t i = 0; i < count; ++i) {
-      ZERO_CHECK(result.predictions[i] >= 0, "classification evaluation: example ", i,
+      ZERO_CHECK(outcome.predictions[i] >= 0, "classification evaluation: example ", i,
                  " has no prediction");
-      correct += result.predictions[i] == data.labels[i];
+      correct += outcome.predictions[i] == data.labels[i];
     }
     const double mean_counted = engine.average_across_ranks(counted);
     const double mean_sum = engine.average_across_ranks(loss_sum);
-    result.loss = mean_counted > 0 ? mean_sum / mean_counted : 0.0;
-    result.accuracy = count > 0 ? static_cast<double>(correct) / static_cast<double>(count) : 0.0;
-    result.seconds = seconds_since(start);
-    return result;
+    outcome.loss = mean_counted > 0 ? mean_sum / mean_counted : 0.0;
+    outcome.accuracy = count > 0 ? static_cast<double>(correct) / static_cast<double>(count) : 0.0;
+    outcome.seconds = seconds_since(start);
+    return outcome;
   };
   auto evaluate_validation = [&](std::int64_t step) {
-    const ClassifyEval result =
+    const ClassifyEval validation =
         evaluate_classification(prepared.classify_validation, prepared.eval_blocks, "eval");
     LogEntry entry;
     entry.step = step;
     entry.epoch = static_cast<double>(step) / static_cast<double>(prepared.steps_per_epoch);
-    entry.eval_loss = result.loss;
-    entry.eval_accuracy = result.accuracy;
+    entry.eval_loss = validation.loss;
+    entry.eval_accuracy = validation.accuracy;
     record(entry);
     say("step %lld/%lld | eval_loss %.4f | eval_accuracy %.4f | %zu examples in %.1f s\n",
-        static_cast<long long>(step), static_cast<long long>(total_steps), result.loss,
-        result.accuracy, prepared.eval_blocks, result.seconds);
-    return std::tuple{result.loss, result.seconds, result.accuracy};
+        static_cast<long long>(step), static_cast<long long>(total_steps), validation.loss,
+        validation.accuracy, prepared.eval_blocks, validation.seconds);
+    return std::tuple{validation.loss, validation.seconds, validation.accuracy};
   };
 
   MemoryLedger save_ledger;
@@ -973,7 +973,9 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
     say("training: %lld steps of %lld samples; logging every %lld, %s evaluation, %s saves\n",
         static_cast<long long>(total_steps), static_cast<long long>(samples_per_step),
         static_cast<long long>(arguments.logging_steps),
-        std::string(name_of(arguments.eval_strategy)).c_str(),
+        classifier && arguments.do_eval && arguments.eval_strategy != IntervalStrategy::kSteps
+            ? "epoch"
+            : std::string(name_of(arguments.eval_strategy)).c_str(),
         std::string(name_of(arguments.save_strategy)).c_str());
     MicroBatch batch;
     double epoch_correct = 0.0, epoch_counted = 0.0, epoch_loss = 0.0;  // text-classification
