@@ -52,7 +52,7 @@ TEST(ClassificationReport, HandComputedValues) {
             "               a     1     0     0\n"
             "              bb     1     0     1\n"
             "               c     0     0     2\n");
-  const nlohmann::ordered_json json = report.to_json();
+  const nlohmann::json json = nlohmann::json::parse(report.to_json_text());
   EXPECT_DOUBLE_EQ(json["c"]["f1-score"].get<double>(), 0.8);
   EXPECT_EQ(json["bb"]["support"].get<int>(), 2);
   EXPECT_DOUBLE_EQ(json["accuracy"].get<double>(), 0.6);

@@ -199,7 +199,7 @@ TEST(ClassificationReportGolden, EqualsScikitLearn) {
   const train::ClassificationReport report = train::classification_report(y_true, y_pred, labels);
   std::printf("%s", report.text().c_str());
   EXPECT_EQ(report.text(), expected["text"].get<std::string>());
-  const nlohmann::json actual = nlohmann::json::parse(report.to_json().dump());
+  const nlohmann::json actual = nlohmann::json::parse(report.to_json_text());
   for (const auto& [key, value] : expected["dict"].items()) {
     ASSERT_TRUE(actual.contains(key)) << key;
     if (value.is_number()) {

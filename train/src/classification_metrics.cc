@@ -127,13 +127,13 @@ std::string ClassificationReport::confusion_text() const {
   return out;
 }
 
-nlohmann::ordered_json ClassificationReport::to_json() const {
+std::string ClassificationReport::to_json_text() const {
   nlohmann::ordered_json json = nlohmann::ordered_json::object();
   for (std::size_t k = 0; k < labels.size(); ++k) json[labels[k]] = metrics_json(classes[k]);
   json["accuracy"] = accuracy;
   json["macro avg"] = metrics_json(macro);
   json["weighted avg"] = metrics_json(weighted);
-  return json;
+  return json.dump();
 }
 
 }  // namespace zero::train

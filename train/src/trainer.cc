@@ -1153,7 +1153,7 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
                     {"test_samples", prepared.test_examples},
                     {"test_runtime", test.seconds},
                     {"labels", prepared.head.id2label},
-                    {"classification_report", json::parse(report.to_json().dump())},
+                    {"classification_report", json::parse(report.to_json_text())},
                     {"classification_report_text", text},
                     {"confusion_matrix", report.confusion},
                     {"predictions", test.predictions}};

@@ -31,9 +31,10 @@ struct ClassificationReport {
   std::string text(int digits = 2) const;
   // The confusion matrix as a table: a header row of predicted labels, one row per true label.
   std::string confusion_text() const;
-  // classification_report(..., output_dict=True)'s layout: {"<label>": {"precision", "recall",
-  // "f1-score", "support"}, ..., "accuracy", "macro avg", "weighted avg"}.
-  nlohmann::ordered_json to_json() const;
+  // JSON text in classification_report(..., output_dict=True)'s layout: {"<label>":
+  // {"precision", "recall", "f1-score", "support"}, ..., "accuracy", "macro avg",
+  // "weighted avg"}.
+  std::string to_json_text() const;
 };
 
 // y_true and y_pred: ids in [0, K), same length. Throws zero::Error for an id out of range or a
