@@ -206,6 +206,7 @@ json entry_to_json(const LogEntry& entry) {
   if (entry.eval_loss) out["eval_loss"] = *entry.eval_loss;
   if (entry.perplexity) out["perplexity"] = *entry.perplexity;
   if (entry.eval_accuracy) out["eval_accuracy"] = *entry.eval_accuracy;
+  if (entry.epoch_train_loss) out["epoch_train_loss"] = *entry.epoch_train_loss;
   if (entry.train_accuracy) out["train_accuracy"] = *entry.train_accuracy;
   out["epoch"] = entry.epoch;
   out["step"] = entry.step;
@@ -1088,7 +1089,8 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
         LogEntry entry;
         entry.step = step;
         entry.epoch = static_cast<double>(step) / static_cast<double>(prepared.steps_per_epoch);
-        entry.loss = epoch_loss / static_cast<double>(std::max<std::int64_t>(epoch_steps, 1));
+        entry.epoch_train_loss =
+            epoch_loss / static_cast<double>(std::max<std::int64_t>(epoch_steps, 1));
         entry.train_accuracy = counted > 0 ? correct / counted : 0.0;
         record(entry);
         std::string validation;
@@ -1098,8 +1100,8 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
                         *last_eval_accuracy);
           validation = text;
         }
-        say("epoch %.2f | train_loss %.4f | train_accuracy %.4f%s\n", entry.epoch, *entry.loss,
-            *entry.train_accuracy, validation.c_str());
+        say("epoch %.2f | train_loss %.4f | train_accuracy %.4f%s\n", entry.epoch,
+            *entry.epoch_train_loss, *entry.train_accuracy, validation.c_str());
         epoch_correct = epoch_counted = epoch_loss = 0.0;
         epoch_steps = 0;
       }

@@ -38,8 +38,10 @@ struct LogEntry {
   std::optional<double> tokens_per_second;
   std::optional<double> eval_loss;
   std::optional<double> perplexity;
-  std::optional<double> eval_accuracy;   // text-classification
-  std::optional<double> train_accuracy;  // text-classification, at an epoch's end: over the epoch
+  std::optional<double> eval_accuracy;  // text-classification
+  // text-classification, at an epoch's end: the epoch's mean training loss and accuracy.
+  std::optional<double> epoch_train_loss;
+  std::optional<double> train_accuracy;
 };
 
 struct TrainResult {
