@@ -139,6 +139,27 @@ TEST_F(ClassifyTrain, SameLossesAndReportAtEveryWorldSizeAndStage) {
     }
 }
 
+// Accumulation (2 micro-batches of 4) and --gradient_checkpointing (world 2, stage 3) keep the
+// losses of the plain batch-8 run.
+TEST_F(ClassifyTrain, AccumulationAndCheckpointingKeepTheLosses) {
+  const train::TrainingArguments plain = classify_arguments(folder_.path(), folder_.path() / "p");
+  const std::vector<double> reference = logged_losses(run_world(plain, 1).log_history);
+  train::TrainingArguments accumulated = classify_arguments(folder_.path(), folder_.path() / "a");
+  accumulated.per_device_train_batch_size = 4;
+  accumulated.gradient_accumulation_steps = 2;
+  train::TrainingArguments recomputed = classify_arguments(folder_.path(), folder_.path() / "r");
+  recomputed.per_device_train_batch_size = 4;
+  recomputed.gradient_checkpointing = true;
+  recomputed.deepspeed = write_ds_config(folder_.path(), 3).string();
+  for (const auto& [name, losses] :
+       {std::pair{"accumulation", logged_losses(run_world(accumulated, 1).log_history)},
+        std::pair{"checkpointing", logged_losses(run_world(recomputed, 2).log_history)}}) {
+    ASSERT_EQ(losses.size(), reference.size()) << name;
+    for (std::size_t i = 0; i < losses.size(); ++i)
+      EXPECT_NEAR(losses[i], reference[i], 1e-5) << name << " log entry " << i;
+  }
+}
+
 // The saved GPT2ForSequenceClassification evaluates (at another world size) to the same
 // validation loss and test report; its config carries the labels.
 TEST_F(ClassifyTrain, SavedClassifierEvaluatesToTheSameNumbers) {
@@ -157,6 +178,26 @@ TEST_F(ClassifyTrain, SavedClassifierEvaluatesToTheSameNumbers) {
   ASSERT_TRUE(trained.eval_loss && again.eval_loss);
   EXPECT_NEAR(*again.eval_loss, *trained.eval_loss, 1e-5);
   EXPECT_EQ(again.test_report->text(), trained.test_report->text());
+
+  // Its head has other labels than this data: named, not silently remapped.
+  std::ofstream(folder_.path() / "other.csv")
+      << "text,label\n\"the sea\",pirates\n\"a ship\",navy\n";
+  train::TrainingArguments other = classify_arguments(folder_.path(), folder_.path() / "other");
+  other.model_name_or_path = output.string();
+  other.config_overrides.clear();
+  other.train_files = {(folder_.path() / "other.csv").string()};
+  other.validation_files = other.train_files;
+  other.do_predict = false;
+  try {
+    run_world(other, 1);
+    ADD_FAILURE() << "a classifier for love/sea/war trained on pirates/navy";
+  } catch (const std::exception& error) {  // run_ranks rethrows with the rank prefixed
+    EXPECT_NE(std::string(error.what())
+                  .find("its classifier's labels (id2label) are not the "
+                        "training labels"),
+              std::string::npos)
+        << error.what();
+  }
 }
 
 // Integer labels sort numerically (2, 10, 33, not "10" < "2"); no --validation_file: a seeded
