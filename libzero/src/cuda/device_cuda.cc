@@ -1,7 +1,8 @@
-// CUDA device queries, the cudaMalloc/cudaMallocHost allocators, and library versions.
-#include <cublas_v2.h>
+// CUDA device queries, the cudaMalloc/cudaMallocHost allocators, and library versions. cuBLAS and
+// cuDNN versions come from their headers (zero::core calls neither, so links neither).
+#include <cublas_api.h>
 #include <cuda_runtime.h>
-#include <cudnn.h>
+#include <cudnn_version.h>
 #include <nccl.h>
 
 #include <sstream>
@@ -27,14 +28,11 @@ std::string cuda_library_versions() {
   std::ostringstream out;
   int runtime = 0;
   cudaRuntimeGetVersion(&runtime);
-  int cublas_major = 0, cublas_minor = 0;
-  cublasGetProperty(MAJOR_VERSION, &cublas_major);
-  cublasGetProperty(MINOR_VERSION, &cublas_minor);
   int nccl = 0;
   ncclGetVersion(&nccl);
   out << "cuda runtime " << runtime / 1000 << "." << (runtime % 1000) / 10 << ", cublas "
-      << cublas_major << "." << cublas_minor << ", cudnn " << cudnnGetVersion() << ", nccl "
-      << nccl;
+      << CUBLAS_VER_MAJOR << "." << CUBLAS_VER_MINOR << " (headers), cudnn " << CUDNN_VERSION
+      << " (headers), nccl " << nccl;
   return out.str();
 }
 
