@@ -142,7 +142,8 @@ void Engine::Impl::allocate() {
     unit.owned_offset = owned_total;
     unit.first_tensor = tensors;
     unit.persistent =
-        options.stage == 3 && unit.layout.num_elements() < options.param_persistence_threshold;
+        options.stage == 3 &&
+        unit.layout.num_elements() < static_cast<std::size_t>(options.param_persistence_threshold);
     full_total += unit.padded;
     owned_total += unit.owned_count;
     shard_total += unit.shard;

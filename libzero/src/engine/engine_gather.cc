@@ -77,11 +77,12 @@ void Engine::Impl::issue_gather(UnitId u, bool prefetch) {
 void Engine::Impl::prefetch_after_gather() {
   const EngineOptions& options = engine.options_;
   std::size_t issued = 0;
-  for (std::size_t i = trace_position; i < trace.size() && issued < options.prefetch_bucket_size;
-       ++i) {
+  const auto prefetch_bucket = static_cast<std::size_t>(options.prefetch_bucket_size);
+  const auto max_live = static_cast<std::size_t>(options.max_live_parameters);
+  for (std::size_t i = trace_position; i < trace.size() && issued < prefetch_bucket; ++i) {
     const EngineUnit& unit = units[trace[i]];
     if (unit.gather_state != GatherState::kReleased) continue;
-    if (live_elements + unit.padded > options.max_live_parameters) break;
+    if (live_elements + unit.padded > max_live) break;
     issue_gather(trace[i], true);
     issued += unit.padded;
   }
