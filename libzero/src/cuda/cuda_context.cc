@@ -6,6 +6,7 @@
 #include <exception>
 #include <mutex>
 
+#include "cuda_allocators.h"
 #include "cuda_check.h"
 #include "cuda_kernels.h"
 #include "zero/core/cuda_ops.h"
@@ -100,55 +101,13 @@ cudaStream_t native(Stream& stream) {
   return cuda_stream->get();
 }
 
-// Device memory through cudaMalloc, cached by size by the Allocator base (freed blocks are
-// handed to the next request of their size, as PyTorch's caching allocator does).
-class CudaDeviceAllocator final : public Allocator {
- public:
-  CudaDeviceAllocator(MemoryLedger& ledger, int device)
-      : Allocator(MemorySpace::kDevice, ledger, /*caching=*/true), device_(device) {}
-  ~CudaDeviceAllocator() override { release_cached(); }
-
- protected:
-  void* raw_allocate(std::size_t size_bytes) override {
-    void* data = nullptr;
-    cudaSetDevice(device_);
-    if (cudaMalloc(&data, size_bytes) != cudaSuccess) {
-      cudaGetLastError();
-      return nullptr;
-    }
-    return data;
-  }
-  void raw_free(void* data) noexcept override { cudaFree(data); }
-
- private:
-  int device_;
-};
-
-class CudaPinnedAllocator final : public Allocator {
- public:
-  explicit CudaPinnedAllocator(MemoryLedger& ledger)
-      : Allocator(MemorySpace::kHostPinned, ledger, /*caching=*/true) {}
-  ~CudaPinnedAllocator() override { release_cached(); }
-
- protected:
-  void* raw_allocate(std::size_t size_bytes) override {
-    void* data = nullptr;
-    if (cudaHostAlloc(&data, size_bytes, cudaHostAllocDefault) != cudaSuccess) {
-      cudaGetLastError();
-      return nullptr;
-    }
-    return data;
-  }
-  void raw_free(void* data) noexcept override { cudaFreeHost(data); }
-};
-
 class CudaContext final : public DeviceContext {
  public:
   explicit CudaContext(int index)
       : DeviceContext(std::make_unique<MemoryLedger>()),
         index_(index),
-        device_(ledger(), index),
-        pinned_(ledger()),
+        device_(make_cuda_device_allocator(ledger(), index, /*caching=*/true)),
+        pinned_(make_cuda_pinned_allocator(ledger(), /*caching=*/true)),
         host_(ledger(), MemorySpace::kHost),
         compute_("compute", index),
         copy_("copy", index) {}
@@ -162,8 +121,8 @@ class CudaContext final : public DeviceContext {
   bool model_runs_on_host() const override { return false; }
   Allocator& allocator(MemorySpace space) override {
     switch (space) {
-      case MemorySpace::kDevice: return device_;
-      case MemorySpace::kHostPinned: return pinned_;
+      case MemorySpace::kDevice: return *device_;
+      case MemorySpace::kHostPinned: return *pinned_;
       case MemorySpace::kHost: return host_;
       case MemorySpace::kNvme: break;
     }
@@ -201,8 +160,8 @@ class CudaContext final : public DeviceContext {
   void sum_of_squares(Stream& stream, const void* x, DType dtype, std::size_t count,
                       SquaresResult* result) override {
     // Two doubles in pinned memory: the kernel's sum and flag, read back by a host task.
-    Buffer scratch = pinned_.allocate(2 * sizeof(double), MemoryCategory::kWorkspace);
-    Buffer device = device_.allocate(2 * sizeof(double), MemoryCategory::kWorkspace);
+    Buffer scratch = pinned_->allocate(2 * sizeof(double), MemoryCategory::kWorkspace);
+    Buffer device = device_->allocate(2 * sizeof(double), MemoryCategory::kWorkspace);
     const cudaStream_t native_stream = native(stream);
     ZERO_CUDA_CHECK(cudaMemsetAsync(device.data(), 0, 2 * sizeof(double), native_stream));
     cuda::launch_sum_of_squares(x, dtype, count, device.data_as<double>(), native_stream);
@@ -225,8 +184,10 @@ class CudaContext final : public DeviceContext {
 
  private:
   int index_;
-  CudaDeviceAllocator device_;
-  CudaPinnedAllocator pinned_;
+  // Caching: a buffer freed by release_after() (a host function, where CUDA calls are not
+  // allowed) goes to the cache, not to cudaFree.
+  std::unique_ptr<Allocator> device_;
+  std::unique_ptr<Allocator> pinned_;
   HostAllocator host_;
   CudaStream compute_;
   CudaStream copy_;

@@ -7,6 +7,7 @@
 
 #include <sstream>
 
+#include "cuda_allocators.h"
 #include "cuda_check.h"
 #include "zero/core/allocator.h"
 #include "zero/core/device.h"
@@ -36,51 +37,16 @@ std::string cuda_library_versions() {
   return out.str();
 }
 
-namespace {
-
-class CudaDeviceAllocator final : public Allocator {
- public:
-  explicit CudaDeviceAllocator(MemoryLedger& ledger) : Allocator(MemorySpace::kDevice, ledger) {}
-
- protected:
-  void* raw_allocate(std::size_t size_bytes) override {
-    void* data = nullptr;
-    if (cudaMalloc(&data, size_bytes) != cudaSuccess) {
-      cudaGetLastError();
-      return nullptr;
-    }
-    return data;
-  }
-  void raw_free(void* data) noexcept override { cudaFree(data); }
-};
-
-class CudaPinnedAllocator final : public Allocator {
- public:
-  explicit CudaPinnedAllocator(MemoryLedger& ledger)
-      : Allocator(MemorySpace::kHostPinned, ledger) {}
-
- protected:
-  void* raw_allocate(std::size_t size_bytes) override {
-    void* data = nullptr;
-    if (cudaMallocHost(&data, size_bytes) != cudaSuccess) {
-      cudaGetLastError();
-      return nullptr;
-    }
-    return data;
-  }
-  void raw_free(void* data) noexcept override { cudaFreeHost(data); }
-};
-
-}  // namespace
-
 std::unique_ptr<Allocator> make_allocator(MemorySpace space, MemoryLedger& ledger, bool use_cuda) {
   ZERO_CHECK(space != MemorySpace::kNvme,
              "NVMe memory is allocated by the offload swapper, not an allocator");
   if (use_cuda) {
     ZERO_CHECK(cuda_device_count() > 0,
                "a CUDA allocator was requested but no CUDA device is visible");
-    if (space == MemorySpace::kDevice) return std::make_unique<CudaDeviceAllocator>(ledger);
-    if (space == MemorySpace::kHostPinned) return std::make_unique<CudaPinnedAllocator>(ledger);
+    if (space == MemorySpace::kDevice)
+      return make_cuda_device_allocator(ledger, /*device=*/-1, /*caching=*/false);
+    if (space == MemorySpace::kHostPinned)
+      return make_cuda_pinned_allocator(ledger, /*caching=*/false);
   }
   return std::make_unique<HostAllocator>(ledger, space);
 }
