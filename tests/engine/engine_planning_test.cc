@@ -1,6 +1,6 @@
 // Planning without peers: one process plays rank r of a world of N alone (planning device context
 // + PlanningCommunicator) and its ledger equals, byte for byte, rank r's ledger in a real run of N
-// threads, for every stage and world 1, 2, 4.
+// threads, for every stage and world 1, 2, 4, issuing as many collectives.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -72,6 +72,7 @@ TEST(EnginePlanning, PeerFreePlanOfEachRankEqualsTheRealRun) {
     for (int stage = 0; stage <= 3; ++stage) {
       const EngineOptions options = planning_options(stage);
       std::vector<LedgerSnapshot> real(static_cast<std::size_t>(world));
+      std::vector<std::uint64_t> collectives(static_cast<std::size_t>(world));
       run_ranks(world, [&](Communicator& comm) {
         std::unique_ptr<Engine> engine = make_engine(options, comm);
         TinyStack model;
@@ -82,6 +83,7 @@ TEST(EnginePlanning, PeerFreePlanOfEachRankEqualsTheRealRun) {
         }
         comm.synchronize();
         real[static_cast<std::size_t>(comm.rank())] = snapshot(engine->ledger());
+        collectives[static_cast<std::size_t>(comm.rank())] = comm.sequence();
       });
       for (int rank = 0; rank < world; ++rank) {
         PlanningCommunicator comm(rank, world);
@@ -95,9 +97,16 @@ TEST(EnginePlanning, PeerFreePlanOfEachRankEqualsTheRealRun) {
             plan_micro_step(engine, model.units());
             engine.step();
           }
-          expect_same(snapshot(context->ledger()), real[static_cast<std::size_t>(rank)],
-                      "world " + std::to_string(world) + " stage " + std::to_string(stage) +
-                          " rank " + std::to_string(rank));
+          const std::string what = "world " + std::to_string(world) + " stage " +
+                                   std::to_string(stage) + " rank " + std::to_string(rank);
+          expect_same(snapshot(context->ledger()), real[static_cast<std::size_t>(rank)], what);
+          // The same collectives, recorded instead of run.
+          comm.synchronize();
+          EXPECT_EQ(comm.sequence(), collectives[static_cast<std::size_t>(rank)]) << what;
+          EXPECT_EQ(comm.calls().size(), comm.sequence()) << what;
+          if (world > 1) {
+            EXPECT_GT(comm.sequence(), 0u) << what;
+          }
         }
         EXPECT_EQ(context->ledger().space_total(MemorySpace::kDevice).current_bytes, 0);
       }

@@ -193,7 +193,14 @@ void Engine::Impl::initialize_values() {
                     .allocate(largest * sizeof(float), MemoryCategory::kWorkspace);
   Buffer staging = ctx.allocator(MemorySpace::kHost)
                        .allocate(largest * sizeof(float), MemoryCategory::kWorkspace);
-  if (planning) return;  // the plan records the staging buffers, nothing is computed
+  if (planning) {  // the plan records the staging buffers (and the broadcasts), computes nothing
+    if (!skip_collectives && world > 1)
+      for (const EngineUnit& unit : units)
+        comm.broadcast(nullptr, nullptr, unit.layout.num_elements(), DType::kFloat32, 0,
+                       "init " + unit.name);
+    synchronize("broadcasting the initial parameters");
+    return;
+  }
   Stream& compute = ctx.compute_stream();
   for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
     EngineUnit& unit = units[u];
@@ -246,6 +253,7 @@ Engine::Engine(EngineOptions options, Communicator& communicator,
   impl_ = std::make_unique<Impl>(*this, *context_, communicator, std::move(optimizer),
                                  std::move(schedule));
   impl_->planning = context_->planning();
+  impl_->skip_collectives = impl_->planning && communicator.moves_data();
   state_.loss_scaler = loss_scaler_.state();
 }
 

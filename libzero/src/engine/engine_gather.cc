@@ -56,7 +56,7 @@ void Engine::Impl::issue_gather(UnitId u, bool prefetch) {
   }
   unit.gather_state = GatherState::kAvailable;
   if (prefetch) unit.prefetched = true;
-  if (planning) return;
+  if (skip_collectives) return;
   // The label carries the unit into the communicator's call check: ranks gathering different
   // units (even of one size) fail there, every rank, naming each rank's unit, not in a hang.
   comm.all_gather(param_shard.data_as<float>() + unit.owned_offset, unit.gathered.data(),

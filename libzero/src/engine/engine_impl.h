@@ -59,6 +59,9 @@ class Engine::Impl {
   std::vector<EngineUnit> units;
   bool initialized = false;
   bool planning = false;
+  // Planning with a communicator that moves data: collectives on the (memoryless) planned buffers
+  // are skipped. With a PlanningCommunicator they are issued (and recorded) as in a real run.
+  bool skip_collectives = false;
   int rank = 0;
   int world = 1;
   int num_tensors = 0;

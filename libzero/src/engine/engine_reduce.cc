@@ -43,7 +43,7 @@ void Engine::Impl::flush_bucket() {
   pending.clear();
   const std::size_t block = pending_elements;
   pending_elements = 0;
-  if (planning) return;
+  if (skip_collectives) return;
 
   const bool blocked = options.stage >= 1;
   const bool accumulate = options.stage >= 2;
@@ -128,7 +128,7 @@ void Engine::Impl::end_micro_step() {
 }
 
 void Engine::Impl::all_gather_params() {
-  if (planning || world == 1) return;
+  if (skip_collectives || world == 1) return;
   float* full = full_params.data_as<float>();
   const std::size_t chunk = allgather_chunk_elements(engine.options_, world);
   float* staging = gather_staging.data_as<float>();

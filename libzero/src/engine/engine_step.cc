@@ -18,6 +18,13 @@ bool Engine::step() {
   ++state_.global_steps;
   if (d.planning) {
     d.synchronize("reducing gradients before the optimizer step");
+    if (!d.skip_collectives) {  // the collectives of a taken step, on no data
+      if (options_.stage >= 1 && d.world > 1) {
+        d.comm.all_reduce(nullptr, nullptr, 1, DType::kFloat32, ReduceOp::kSum, "grad norm");
+        d.synchronize("all-reducing the gradient norm");
+      }
+      refresh_params();
+    }
     return false;
   }
 

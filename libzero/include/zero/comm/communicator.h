@@ -74,7 +74,10 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  virtual std::string_view backend() const = 0;  // "local", "thread", "mpi"
+  virtual std::string_view backend() const = 0;  // "local", "thread", "mpi", "planning"
+  // False when collectives are only recorded (PlanningCommunicator): buffers are never touched,
+  // so a plan may issue them on buffers without memory.
+  virtual bool moves_data() const { return true; }
 
   // Every collective takes an optional label (see kMaxCollectiveLabel); ranks must pass the same.
   // recv[i] = op over ranks of send[i], `count` elements. send == recv is in place.

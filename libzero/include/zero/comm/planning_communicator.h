@@ -21,6 +21,7 @@ class PlanningCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   std::string_view backend() const override { return "planning"; }
+  bool moves_data() const override { return false; }
   // The collectives the stream has run so far, in order (synchronize() first for all of them).
   std::vector<CollectiveInfo> calls() const;
 
