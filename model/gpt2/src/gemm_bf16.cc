@@ -221,6 +221,7 @@ std::string gemm_bf16_backend() {
     text << "oneDNN " << version->major << "." << version->minor << "." << version->patch
          << " matmul (kernels: ";
     std::set<std::string> seen = dnnl_gemm().kernels();
+    if (seen.empty()) seen.insert(choice.why);  // the probe's kernel until a GEMM ran
     bool first = true;
     for (const std::string& kernel : seen) {
       text << (first ? "" : ", ") << kernel;
