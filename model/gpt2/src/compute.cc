@@ -301,14 +301,14 @@ void GPT2Compute::weight_gemm(bool trans_w, std::int64_t M, std::int64_t N, std:
 }
 
 void GPT2Compute::grad_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
-                            std::int64_t lda, const float* B, GradMatrix G) {
+                            std::int64_t lda, const float* B, GradMatrix G, bool a_is_staged) {
   // bf16 parameters with native kernels: both activations rounded to bf16 (as autocast does).
   const bool bf16 = options_.param_dtype == DType::kBFloat16 && cpu::gemm_bf16_native();
   BFloat16 *a16 = nullptr, *b16 = nullptr;
   if (bf16) {
     a16 = reinterpret_cast<BFloat16*>(workspace("act16_a"));
     b16 = reinterpret_cast<BFloat16*>(workspace("act16_b"));
-    cpu::to_bf16(a16, A, K * lda);
+    if (!a_is_staged) cpu::to_bf16(a16, A, K * lda);
     cpu::to_bf16(b16, B, K * N);
   }
   auto product = [&](std::int64_t m0, std::int64_t rows, float beta, float* C) {
@@ -488,8 +488,9 @@ void GPT2Compute::backward_head(ConstUnitData final_norm_params, ConstUnitData e
   // dln (N, C) = dlogits (N, Vp) · wte (Vp, C); dwte (Vp, C) += dlogitsᵀ · ln_f
   weight_gemm(false, N, C, Vp, dlogits, {embedding_params.data, embedding_params.dtype}, C, 0.0f,
               dln);
+  // dlogits (N, Vp) is contiguous: the bf16 copy weight_gemm just made is grad_gemm's A.
   grad_gemm(Vp, C, N, dlogits, Vp, activation("ln_f"),
-            {embedding_grads.data, embedding_grads.dtype});
+            {embedding_grads.data, embedding_grads.dtype}, /*a_is_staged=*/true);
   std::memset(dresidual, 0, static_cast<std::size_t>(N * C) * sizeof(float));
   cpu::layernorm_backward(dresidual, dweight, dbias, dln, blocks_.back().residual3, weight,
                           activation("ln_f.mean"), activation("ln_f.rstd"), N, C);

@@ -127,9 +127,10 @@ class GPT2Compute {
   // ldw.
   void weight_gemm(bool trans_w, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
                    Matrix W, std::int64_t ldw, float beta, float* C);
-  // G (M, N) += Aᵀ · B with A stored (K, M) of row stride lda and B (K, N).
+  // G (M, N) += Aᵀ · B with A stored (K, M) of row stride lda and B (K, N). a_is_staged: the
+  // previous weight_gemm already rounded this A into act16_a (bf16 path), so it is not redone.
   void grad_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const float* A, std::int64_t lda,
-                 const float* B, GradMatrix G);
+                 const float* B, GradMatrix G, bool a_is_staged = false);
   void linear_forward(float* out, const float* inp, Matrix weight, const float* bias,
                       std::int64_t N, std::int64_t C, std::int64_t OC);
   void linear_backward(float* dinp, GradMatrix dweight, float* dbias, const float* dout,
