@@ -4,13 +4,16 @@
 //
 // Tolerances. GEMM: bf16 × bf16 products are exact in fp32, so only the fp32 summation order
 // differs from the double reference: |error| <= 1e-5 · Σ|a·b| (+1e-6). fp16 weights widen
-// exactly, same bound. Model: every GEMM input is rounded to bf16 (relative 2^-9) or fp16
-// (2^-12); through 2 blocks that gives loss errors of a few 1e-3 (bf16) / 1e-4 (fp16) and gradient
-// errors, measured as ‖g16 - g32‖ / ‖g32‖ per unit, of a few percent (bf16) / a few 1e-3 (fp16).
-// The bounds below are about 3x what this CPU shows.
+// exactly, same bound. Model (tiny GPT-2, 2 blocks): every GEMM input is rounded to bf16 (relative
+// 2^-9) or fp16 (2^-12). Measured here: loss within 1.8e-5 (bf16) / 1e-6 (fp16) relative, worst
+// per-unit gradient error ‖g16 - g32‖ / ‖g32‖ 3.3e-3 (bf16) / 3.6e-4 (fp16); the bounds are
+// about 3-10x that (loss 2e-4 / 2e-5, gradients 1e-2 / 1.5e-3), and 10x the loss bound over 8
+// SGD steps (errors compound through the weights).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -246,10 +249,17 @@ TEST_P(Compute16, ForwardAndBackwardTrackTheFp32Path) {
   const float loss16 = units.step(compute16, config, tokens, targets);
   EXPECT_NEAR(loss16, loss32, precision.loss_tolerance * loss32);
   EXPECT_NE(loss16, loss32);  // the 16-bit path really ran in 16 bits
+  double worst = 0.0;
   for (int unit = 0; unit < model.num_units(); ++unit) {
     const double error = relative_error(units.grad(unit), model.grad_data(unit));
     EXPECT_LT(error, precision.grad_tolerance) << "unit " << unit;
+    worst = std::max(worst, error);
   }
+  std::printf(
+      "%s params, %s grads: loss %.6f vs fp32 %.6f (relative %.2e), worst unit gradient "
+      "error %.2e\n",
+      name_of(precision.params).data(), name_of(precision.grads).data(), loss16, loss32,
+      std::abs(loss16 - loss32) / loss32, worst);
 }
 
 TEST_P(Compute16, SgdStepsTrackTheFp32Run) {
@@ -267,13 +277,15 @@ TEST_P(Compute16, SgdStepsTrackTheFp32Run) {
   Units16 units(master, precision.params, precision.grads);
   constexpr float kLearningRate = 0.1f;
   float first = 0.0f, last32 = 0.0f;
+  double worst = 0.0;
   for (int step = 0; step < 8; ++step) {
     reference.zero_grads();
     const float loss32 = reference.forward(compute32, tokens, targets);
     reference.backward(compute32);
     units.load(master);  // fp32 master weights rounded to the 16-bit working copy
     const float loss16 = units.step(compute16, config, tokens, targets);
-    EXPECT_NEAR(loss16, loss32, 2 * precision.loss_tolerance * loss32) << "step " << step;
+    EXPECT_NEAR(loss16, loss32, 10 * precision.loss_tolerance * loss32) << "step " << step;
+    worst = std::max(worst, double(std::abs(loss16 - loss32) / loss32));
     for (int unit = 0; unit < reference.num_units(); ++unit) {
       float* p32 = reference.param_data(unit);
       const float* g32 = reference.grad_data(unit);
@@ -288,15 +300,18 @@ TEST_P(Compute16, SgdStepsTrackTheFp32Run) {
     last32 = loss32;
   }
   EXPECT_LT(last32, 0.9f * first);  // the runs being tracked do learn
+  std::printf("%s params, %s grads: 8 SGD steps, loss %.4f -> %.4f, worst relative loss gap %.2e\n",
+              name_of(precision.params).data(), name_of(precision.grads).data(), first, last32,
+              worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Precisions, Compute16,
-    ::testing::Values(Precision{DType::kBFloat16, DType::kFloat32, false, 1e-2, 6e-2},
-                      Precision{DType::kBFloat16, DType::kBFloat16, false, 1e-2, 6e-2},
-                      Precision{DType::kBFloat16, DType::kBFloat16, true, 1e-2, 6e-2},
-                      Precision{DType::kFloat16, DType::kFloat32, false, 2e-3, 1e-2},
-                      Precision{DType::kFloat16, DType::kFloat16, true, 2e-3, 1e-2}));
+    ::testing::Values(Precision{DType::kBFloat16, DType::kFloat32, false, 2e-4, 1e-2},
+                      Precision{DType::kBFloat16, DType::kBFloat16, false, 2e-4, 1e-2},
+                      Precision{DType::kBFloat16, DType::kBFloat16, true, 2e-4, 1e-2},
+                      Precision{DType::kFloat16, DType::kFloat32, false, 2e-5, 1.5e-3},
+                      Precision{DType::kFloat16, DType::kFloat16, true, 2e-5, 1.5e-3}));
 
 TEST(Compute16Errors, DtypesOtherThanTheConfiguredOnesAreRefused) {
   MemoryLedger ledger;
