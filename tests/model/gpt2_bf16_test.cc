@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "zero/core/allocator.h"
@@ -112,6 +113,24 @@ INSTANTIATE_TEST_SUITE_P(OddSizes, Gemm16,
                          ::testing::Values(GemmShape{1, 1, 1}, GemmShape{22, 1, 1023},
                                            GemmShape{1, 1023, 22}, GemmShape{1023, 22, 1},
                                            GemmShape{22, 1023, 22}, GemmShape{37, 22, 1023}));
+
+// Ranks of a thread communicator call the same GEMM at once: each result equals the lone call's.
+TEST(Gemm16Threads, ConcurrentCallsOfOneShapeGiveTheLoneResult) {
+  const std::int64_t M = 64, N = 96, K = 200;
+  const auto a = to_bf16_vector(random_vector(M * K, 21)),
+             b = to_bf16_vector(random_vector(K * N, 23));
+  std::vector<float> lone(M * N);
+  cpu::gemm_bf16(false, true, M, N, K, a.data(), K, b.data(), K, 0.0f, lone.data(), N);
+  std::vector<std::vector<float>> results(4, std::vector<float>(M * N));
+  std::vector<std::thread> threads;
+  for (auto& result : results)
+    threads.emplace_back([&] {
+      for (int repeat = 0; repeat < 20; ++repeat)
+        cpu::gemm_bf16(false, true, M, N, K, a.data(), K, b.data(), K, 0.0f, result.data(), N);
+    });
+  for (auto& thread : threads) thread.join();
+  for (const auto& result : results) EXPECT_EQ(result, lone);
+}
 
 TEST(Gemm16Errors, BetaOtherThanZeroOrOneIsRefused) {
   std::vector<BFloat16> a(4), b(4);

@@ -55,9 +55,15 @@ class DnnlGemm {
     dnnl::memory a(entry->a, engine_, const_cast<BFloat16*>(A));
     dnnl::memory b(entry->b, engine_, const_cast<BFloat16*>(B));
     dnnl::memory c(entry->c, engine_, C);
-    // A stream per calling thread: ranks of a thread communicator compute concurrently.
+    // A stream and a scratchpad per calling thread: ranks of a thread communicator run the same
+    // primitive concurrently, which oneDNN allows only with user-managed scratchpads.
     thread_local dnnl::stream stream(engine_);
-    entry->matmul.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    thread_local std::vector<char> scratch;
+    if (scratch.size() < entry->scratchpad.get_size()) scratch.resize(entry->scratchpad.get_size());
+    dnnl::memory pad(entry->scratchpad, engine_, scratch.data());
+    entry->matmul.execute(
+        stream,
+        {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, pad}});
     stream.wait();
   }
 
@@ -79,7 +85,7 @@ class DnnlGemm {
   using Key = std::tuple<bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
                          std::int64_t, std::int64_t, bool>;
   struct Entry {
-    dnnl::memory::desc a, b, c;
+    dnnl::memory::desc a, b, c, scratchpad;
     dnnl::matmul matmul;
     std::string impl;
   };
@@ -93,6 +99,7 @@ class DnnlGemm {
     entry.b = dnnl::memory::desc({K, N}, dt::bf16, trans_b ? dims{1, ldb} : dims{ldb, 1});
     entry.c = dnnl::memory::desc({M, N}, dt::f32, dims{ldc, 1});
     dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (accumulate) {
       dnnl::post_ops ops;
       ops.append_sum(1.0f);
@@ -101,6 +108,7 @@ class DnnlGemm {
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(entry.a, entry.b, entry.c), attr,
                                           engine_);
     entry.impl = pd.impl_info_str();
+    entry.scratchpad = pd.scratchpad_desc();
     entry.matmul = dnnl::matmul(pd);
     return entry;
   }
