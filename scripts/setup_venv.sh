@@ -7,6 +7,7 @@
 #   deepspeed             its deepspeed.runtime.lr_schedules is the LR-schedule oracle
 #   transformers          `zero train`'s saved model loads in GPT2LMHeadModel (tests/train)
 #   tensorboard           reads `zero train`'s event files (tests/train)
+#   tiktoken              the tokenizer tests' reference (built offline from the local BPE files)
 # transformers 4.46 is the newest that runs its PyTorch models over torch 1.13; it needs
 # tokenizers < 0.21 and huggingface_hub < 1.0, hence datasets 3.6 (datasets 4+ wants a newer hub).
 # DeepSpeed 0.19 declares torch>=2.0, but its lr_schedules (and `import deepspeed` on a CPU-only
@@ -22,13 +23,14 @@
 set -euo pipefail
 venv=${ZERO_VENV:-${HOME:-$(cd ~ && pwd)}/.cache/zero/venv}
 system_python=${ZERO_SYSTEM_PYTHON:-/usr/bin/python3}
-packages=(datasets==3.6.0 tokenizers==0.20.3 pyarrow==25.0.0 transformers==4.46.3 tensorboard==2.21.0)
+packages=(datasets==3.6.0 tokenizers==0.20.3 pyarrow==25.0.0 transformers==4.46.3 tensorboard==2.21.0
+          tiktoken==0.14.0)
 deepspeed=deepspeed==0.19.8
 deepspeed_deps=(einops hjson msgpack "packaging>=20.0" psutil py-cpuinfo "pydantic>=2.0.0" tqdm)
 
 has_torch=0
 if "$system_python" -c 'import torch' 2>/dev/null; then has_torch=1; fi
-check='import datasets, tokenizers, tensorboard'
+check='import datasets, tokenizers, tensorboard, tiktoken'
 if [ "$has_torch" = 1 ]; then
   check+='; import torch, transformers, deepspeed.runtime.lr_schedules; torch.zeros(1).numpy()'
 fi
