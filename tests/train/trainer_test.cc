@@ -193,8 +193,8 @@ TEST(Trainer, WritesTheFilesHuggingFaceAndDeepSpeedUsersExpect) {
   EXPECT_EQ(line.substr(0, 3), "80,") << "step 5 x 16 samples";
   EXPECT_TRUE(fs::exists(out / "csv_job" / "Eval_Samples_eval_loss.csv"));
 
-  // TensorBoard: one event file whose records all check; the tensorboard package reads it when
-  // it is importable.
+  // TensorBoard: one event file whose records all check, read back by the tensorboard package
+  // (the venv of scripts/setup_venv.sh has it; the test skips without it, which CI refuses).
   std::vector<fs::path> events;
   for (const auto& entry : fs::directory_iterator(folder.path() / "tb" / "tb_job"))
     events.push_back(entry.path());
@@ -222,9 +222,10 @@ TEST(Trainer, WritesTheFilesHuggingFaceAndDeepSpeedUsersExpect) {
         "s[0].step == 80 else 1)\" > /dev/null 2>&1";
     const int status = std::system(command.c_str());
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    if (code != 3) {  // 3: tensorboard is not importable
-      EXPECT_EQ(code, 0) << "tensorboard's EventAccumulator did not read the file";
-    }
+    if (code == 3) GTEST_SKIP() << "tensorboard is not importable by " << python;
+    EXPECT_EQ(code, 0) << "tensorboard's EventAccumulator did not read the file";
+  } else {
+    GTEST_SKIP() << "ZERO_PYTHON unset: tensorboard's reading of the event file not checked";
   }
 }
 

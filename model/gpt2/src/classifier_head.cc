@@ -85,6 +85,9 @@ void ClassifierHead::forward(const GPT2Compute& body, std::span<const int> token
   ZERO_CHECK(body.batch_size() == B_ && body.seq_len() == T_,
              "classifier: the body runs B=", body.batch_size(), " T=", body.seq_len(),
              ", the head was made for B=", B_, " T=", T_);
+  ZERO_CHECK(body.param_dtype() == DType::kFloat32,
+             "classifier: the head takes fp32 ln_f and score parameters; the body runs ",
+             name_of(body.param_dtype()), " parameters");
   ZERO_CHECK(labels.empty() || static_cast<std::int64_t>(labels.size()) == B_,
              "classifier: ", labels.size(), " labels for B=", B_);
   for (std::size_t b = 0; b < labels.size(); ++b)

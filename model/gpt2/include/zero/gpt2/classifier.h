@@ -52,7 +52,8 @@ class ClassifierHead {
                  std::int64_t seq_len, Allocator& allocator);
 
   // tokens (B, T) as given to the body's set_inputs; labels (B) in [0, K) or negative (ignored),
-  // or empty for logits only. final_norm_params: the ln_f unit; score_params: the score unit.
+  // or empty for logits only. final_norm_params: the ln_f unit; score_params: the score unit;
+  // both fp32 (a body with 16-bit parameters is refused: the head has no 16-bit path yet).
   void forward(const GPT2Compute& body, std::span<const int> tokens, std::span<const int> labels,
                const float* final_norm_params, const float* score_params);
   // Accumulates (+=) d(loss_scale × sum of row losses) into ln_f's and score's gradients and
