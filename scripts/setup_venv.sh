@@ -5,6 +5,8 @@
 # lacks:
 #   datasets, tokenizers  run_clm's blocks (tests/golden/run_clm_blocks_reference.py)
 #   deepspeed             its deepspeed.runtime.lr_schedules is the LR-schedule oracle
+#   scikit-learn, scipy   classification_report, the metrics oracle
+#                         (tests/golden/classify_reference.py); 1.9.1 runs on numpy 1.24
 #   transformers          `zero train`'s saved model loads in GPT2LMHeadModel (tests/train)
 #   tensorboard           reads `zero train`'s event files (tests/train)
 #   tiktoken              the tokenizer tests' reference (built offline from the local BPE files)
@@ -24,13 +26,13 @@ set -euo pipefail
 venv=${ZERO_VENV:-${HOME:-$(cd ~ && pwd)}/.cache/zero/venv}
 system_python=${ZERO_SYSTEM_PYTHON:-/usr/bin/python3}
 packages=(datasets==3.6.0 tokenizers==0.20.3 pyarrow==25.0.0 transformers==4.46.3 tensorboard==2.21.0
-          tiktoken==0.14.0)
+          tiktoken==0.14.0 scikit-learn==1.9.1 scipy==1.15.3)
 deepspeed=deepspeed==0.19.8
 deepspeed_deps=(einops hjson msgpack "packaging>=20.0" psutil py-cpuinfo "pydantic>=2.0.0" tqdm)
 
 has_torch=0
 if "$system_python" -c 'import torch' 2>/dev/null; then has_torch=1; fi
-check='import datasets, tokenizers, tensorboard, tiktoken'
+check='import datasets, tokenizers, tensorboard, tiktoken, sklearn.metrics'
 if [ "$has_torch" = 1 ]; then
   check+='; import torch, transformers, deepspeed.runtime.lr_schedules; torch.zeros(1).numpy()'
 fi

@@ -22,8 +22,8 @@ namespace {
 // The boolean flags: "--name" alone, "--name True|False" (as run_clm command lines write them) or
 // "--name=True|False".
 constexpr const char* kBooleanFlags[] = {
-    "do_train", "do_eval", "overwrite_output_dir",   "streaming", "bf16",
-    "fp16",     "no_plot", "gradient_checkpointing",
+    "do_train", "do_eval", "do_predict", "overwrite_output_dir",   "streaming",
+    "bf16",     "fp16",    "no_plot",    "gradient_checkpointing",
 };
 
 bool is_boolean_flag(std::string_view word) {
@@ -52,7 +52,7 @@ bool parse_boolean(const std::string& flag, std::string word) {
 
 int run_train_command(std::span<char* const> args) {
   train::TrainingArguments a;  // Hugging Face's defaults
-  std::string train_file, validation_file, eval_strategy = "no", save_strategy = "steps";
+  std::string train_file, validation_file, test_file, eval_strategy = "no", save_strategy = "steps";
   po::options_description model("Model (run_clm ModelArguments)");
   // clang-format off
   model.add_options()
@@ -79,6 +79,22 @@ int run_train_command(std::span<char* const> args) {
       ("preprocessing_num_workers", po::value(&a.preprocessing_num_workers), "tokenizer threads")
       ("max_train_samples", po::value(&a.max_train_samples), "use the first N train blocks")
       ("max_eval_samples", po::value(&a.max_eval_samples), "use the first N validation blocks");
+  po::options_description classification(
+      "Text classification (--task text-classification; run_classification.py's flags)");
+  classification.add_options()
+      ("task", po::value(&a.task)->default_value(a.task),
+       "causal-lm (run_clm) or text-classification (GPT2ForSequenceClassification)")
+      ("test_file", po::value(&test_file), "labelled .csv/.json/.jsonl for --do_predict's report")
+      ("text_column_names", po::value(&a.text_column_names)->default_value(a.text_column_names),
+       "text column(s), comma-separated, joined by --text_column_delimiter")
+      ("text_column_delimiter", po::value(&a.text_column_delimiter)->default_value(a.text_column_delimiter), "")
+      ("label_column_name", po::value(&a.label_column_name)->default_value(a.label_column_name),
+       "label column: strings or integers; the sorted label set is id2label")
+      ("max_seq_length", po::value(&a.max_seq_length)->default_value(a.max_seq_length),
+       "tokens per example: longer ones are truncated, shorter ones padded (pad_token_id)")
+      ("do_predict", po::value<std::string>()->implicit_value("True"),
+       "the test report on --test_file: per-class precision, recall, F1, confusion matrix")
+      ("max_predict_samples", po::value(&a.max_predict_samples), "use the first N test examples");
   po::options_description training("Training (TrainingArguments)");
   training.add_options()
       ("output_dir", po::value(&a.output_dir), "where checkpoints and results go (required)")
@@ -127,7 +143,7 @@ int run_train_command(std::span<char* const> args) {
       ("no_plot", po::value<std::string>()->implicit_value("True"), "skip output_dir/loss.svg");
   // clang-format on
   po::options_description options;
-  options.add(model).add(data).add(training).add(extra);
+  options.add(model).add(data).add(classification).add(training).add(extra);
 
   // "--flag True" becomes "--flag=True" for the boolean flags.
   std::vector<std::string> words;
@@ -143,8 +159,10 @@ int run_train_command(std::span<char* const> args) {
   if (variables.count("help")) {
     if (detect_launch().rank == 0)
       std::cout << usage("train",
-                         "Trains and evaluates GPT-2 as Hugging Face run_clm.py does, with the "
-                         "engine set up from --deepspeed.\nRun it under mpirun for several "
+                         "Trains and evaluates GPT-2 as Hugging Face run_clm.py does (or, with "
+                         "--task text-classification,\nrun_classification.py with "
+                         "GPT2ForSequenceClassification), with the engine set up from "
+                         "--deepspeed.\nRun it under mpirun for several "
                          "ranks. Writes output_dir/{config.json, model.safetensors, tokenizer "
                          "files,\ncheckpoint-N/, metrics.jsonl, trainer_state.json, "
                          "*_results.json, loss.svg}.",
@@ -156,6 +174,7 @@ int run_train_command(std::span<char* const> args) {
   };
   a.do_train = flag("do_train");
   a.do_eval = flag("do_eval");
+  a.do_predict = flag("do_predict");
   a.overwrite_output_dir = flag("overwrite_output_dir");
   a.streaming = flag("streaming");
   a.bf16 = flag("bf16");
@@ -164,6 +183,7 @@ int run_train_command(std::span<char* const> args) {
   a.plot = !flag("no_plot");
   if (!train_file.empty()) a.train_files = {train_file};
   if (!validation_file.empty()) a.validation_files = {validation_file};
+  if (!test_file.empty()) a.test_files = {test_file};
   try {
     a.eval_strategy = train::interval_strategy_from_name(eval_strategy);
     a.save_strategy = train::interval_strategy_from_name(save_strategy);

@@ -75,8 +75,17 @@ void check_arguments(const TrainingArguments& arguments) {
   if (!(arguments.temperature > 0.0)) fail("--temperature must be positive");
   if (arguments.bf16 && arguments.fp16) fail("give --bf16 or --fp16, not both");
   if (arguments.output_dir.empty()) fail("--output_dir is required");
-  if (!arguments.do_train && !arguments.do_eval)
-    fail("nothing to do: give --do_train and/or --do_eval");
+  const bool classification = arguments.task == "text-classification";
+  if (!classification && arguments.task != "causal-lm")
+    fail("--task '", arguments.task, "' is not a task (causal-lm or text-classification)");
+  if (!classification && (arguments.do_predict || !arguments.test_files.empty()))
+    fail("--do_predict and --test_file need --task text-classification");
+  if (classification && arguments.streaming)
+    fail("--streaming is for --task causal-lm (run_clm), not text-classification");
+  if (classification) at_least("max_seq_length", arguments.max_seq_length, 1);
+  if (arguments.do_predict && arguments.test_files.empty()) fail("--do_predict needs --test_file");
+  if (!arguments.do_train && !arguments.do_eval && !arguments.do_predict)
+    fail("nothing to do: give --do_train, --do_eval and/or --do_predict");
   if (arguments.do_train && arguments.train_files.empty()) fail("--do_train needs --train_file");
   if (arguments.do_eval && arguments.validation_files.empty() && arguments.train_files.empty())
     fail("--do_eval needs --validation_file (or --train_file to split one off)");

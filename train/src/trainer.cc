@@ -17,6 +17,7 @@
 #include <span>
 #include <sstream>
 #include <tuple>
+#include <type_traits>
 
 #include "zero/config/ds_config.h"
 #include "zero/core/allocator.h"
@@ -24,7 +25,9 @@
 #include "zero/engine/engine.h"
 #include "zero/engine/from_config.h"
 #include "zero/gpt2/checkpoint_hf.h"
+#include "zero/gpt2/classifier.h"
 #include "zero/gpt2/config.h"
+#include "zero/gpt2/engine_classifier.h"
 #include "zero/gpt2/engine_model.h"
 #include "zero/gpt2/model.h"
 #include "zero/gpt2/sampling.h"
@@ -37,6 +40,7 @@
 #include "zero/text/streaming.h"
 #include "zero/text/text_files.h"
 #include "zero/text/tokenizer.h"
+#include "zero/train/classification_data.h"
 #include "zero/train/monitors.h"
 
 namespace zero::train {
@@ -112,64 +116,18 @@ std::vector<std::string> split_files(const std::vector<std::string>& specs) {
 }
 
 // The examples of a CSV file as datasets' csv builder gives them to run_clm: one per row, the
-// "text" column (else the first). RFC 4180: quoted fields may hold commas, quotes ("") and line
-// breaks; the first row is the header. Throws zero::Error naming the file.
+// "text" column (else the first); rows parsed by read_csv_table (RFC 4180). Throws zero::Error
+// naming the file.
 std::vector<std::string> read_csv_texts(const fs::path& path) {
-  const text::MappedFile file = text::open_text_file(path);
-  const std::string_view bytes = file.bytes();
-  std::vector<std::vector<std::string>> rows(1);
-  std::string field;
-  bool quoted = false, field_started = false;
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    const char c = bytes[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < bytes.size() && bytes[i + 1] == '"') {
-        field.push_back('"');
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        field.push_back(c);
-      }
-      continue;
-    }
-    if (c == '"' && !field_started) {
-      quoted = field_started = true;
-    } else if (c == ',') {
-      rows.back().push_back(std::move(field));
-      field.clear();
-      field_started = false;
-    } else if (c == '\n' || c == '\r') {
-      if (c == '\r' && i + 1 < bytes.size() && bytes[i + 1] == '\n') ++i;
-      rows.back().push_back(std::move(field));
-      field.clear();
-      field_started = false;
-      rows.emplace_back();
-    } else {
-      field.push_back(c);
-      field_started = true;
-    }
-  }
-  if (quoted) throw Error(path.string() + ": a quoted field is not closed at the end of the file");
-  if (field_started || !rows.back().empty()) rows.back().push_back(std::move(field));
-  std::erase_if(rows, [](const std::vector<std::string>& row) {
-    return row.empty() || (row.size() == 1 && row[0].empty());
-  });
-  if (rows.empty()) throw Error(path.string() + ": no header row");
-  const std::vector<std::string>& header = rows.front();
+  CsvTable table = read_csv_table(path);
   std::size_t column = 0;
-  for (std::size_t c = 0; c < header.size(); ++c)
-    if (header[c] == "text") column = c;
+  for (std::size_t c = 0; c < table.header.size(); ++c)
+    if (table.header[c] == "text") column = c;
   std::vector<std::string> texts;
-  for (std::size_t r = 1; r < rows.size(); ++r) {
-    if (rows[r].size() != header.size())
-      throw Error(path.string() + ": row " + std::to_string(r + 1) + " has " +
-                  std::to_string(rows[r].size()) + " fields, the header " +
-                  std::to_string(header.size()));
-    if (!rows[r][column].empty()) texts.push_back(std::move(rows[r][column]));
-  }
+  for (std::vector<std::string>& row : table.rows)
+    if (!row[column].empty()) texts.push_back(std::move(row[column]));
   if (texts.empty())
-    throw Error(path.string() + ": no row has text in column '" + header[column] + "'");
+    throw Error(path.string() + ": no row has text in column '" + table.header[column] + "'");
   return texts;
 }
 
@@ -247,6 +205,9 @@ json entry_to_json(const LogEntry& entry) {
   if (entry.tokens_per_second) out["tokens_per_second"] = *entry.tokens_per_second;
   if (entry.eval_loss) out["eval_loss"] = *entry.eval_loss;
   if (entry.perplexity) out["perplexity"] = *entry.perplexity;
+  if (entry.eval_accuracy) out["eval_accuracy"] = *entry.eval_accuracy;
+  if (entry.epoch_train_loss) out["epoch_train_loss"] = *entry.epoch_train_loss;
+  if (entry.train_accuracy) out["train_accuracy"] = *entry.train_accuracy;
   out["epoch"] = entry.epoch;
   out["step"] = entry.step;
   return out;
@@ -280,6 +241,13 @@ struct Prepared {
   std::int64_t total_steps = 0;
   std::int64_t steps_per_epoch = 1;
   std::uint64_t batches_per_epoch = 0;
+  // --task text-classification: the encoded splits, the head (labels, pad id), and whether the
+  // checkpoint given holds a trained score.weight.
+  bool classification = false;
+  ClassificationDataset classify_train, classify_validation, classify_test;
+  gpt2::ClassifierConfig head;
+  bool pretrained_head = false;
+  std::size_t test_examples = 0;
 };
 
 Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool print) {
@@ -299,21 +267,56 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
   // Data files: present, non-empty and text, checked before any work.
   const std::vector<std::string> train_files = split_files(arguments.train_files);
   const std::vector<std::string> validation_files = split_files(arguments.validation_files);
-  for (const auto* files : {&train_files, &validation_files})
+  const std::vector<std::string> test_files = split_files(arguments.test_files);
+  for (const auto* files : {&train_files, &validation_files, &test_files})
     for (const std::string& file : *files) {
-      as_input_error(files == &train_files ? "--train_file" : "--validation_file",
+      as_input_error(files == &train_files        ? "--train_file"
+                     : files == &validation_files ? "--validation_file"
+                                                  : "--test_file",
                      [&] { return text::open_text_file(file); });
     }
+  prepared.classification = arguments.task == "text-classification";
+  // Labelled examples (text-classification), read before the tokenizer that may learn on them.
+  std::vector<LabelledText> labelled_train, labelled_validation, labelled_test;
+  if (prepared.classification) {
+    std::vector<std::string> text_columns;
+    for (const std::string& column : split_files({arguments.text_column_names}))
+      text_columns.push_back(column);
+    auto read_all = [&](const std::vector<std::string>& files, const char* flag) {
+      std::vector<LabelledText> examples;
+      for (const std::string& file : files)
+        for (LabelledText& example : as_input_error(flag, [&] {
+               return read_labelled_file(file, text_columns, arguments.text_column_delimiter,
+                                         arguments.label_column_name);
+             }))
+          examples.push_back(std::move(example));
+      return examples;
+    };
+    labelled_train = read_all(train_files, "--train_file");
+    labelled_validation = read_all(validation_files, "--validation_file");
+    if (arguments.do_predict) labelled_test = read_all(test_files, "--test_file");
+    if (labelled_validation.empty() && arguments.do_eval) {
+      if (labelled_train.empty()) input_error("--do_eval needs --validation_file or --train_file");
+      as_input_error("validation split", [&] {
+        split_validation(labelled_train, labelled_validation, arguments.validation_split_percentage,
+                         arguments.seed);
+      });
+    }
+  }
   // CSV files are read here (run_clm's csv builder) and handed on as JSON Lines from a scratch
   // folder outside output_dir, removed when prepare() returns.
   prepared.scratch = std::make_shared<ScratchFolder>(
       fs::temp_directory_path() /
       ("zero_csv_scratch_" + std::to_string(::getpid()) + "_" + std::to_string(rank)));
   const ScratchFolder& scratch = *prepared.scratch;
-  const std::vector<fs::path> train_paths = as_input_error(
-      "--train_file", [&] { return with_csv_as_json_lines(train_files, scratch.path); });
-  const std::vector<fs::path> validation_paths = as_input_error(
-      "--validation_file", [&] { return with_csv_as_json_lines(validation_files, scratch.path); });
+  const std::vector<fs::path> train_paths =
+      prepared.classification ? std::vector<fs::path>() : as_input_error("--train_file", [&] {
+        return with_csv_as_json_lines(train_files, scratch.path);
+      });
+  const std::vector<fs::path> validation_paths =
+      prepared.classification ? std::vector<fs::path>() : as_input_error("--validation_file", [&] {
+        return with_csv_as_json_lines(validation_files, scratch.path);
+      });
   if (!arguments.deepspeed.empty() && !fs::is_regular_file(arguments.deepspeed))
     input_error("--deepspeed ", arguments.deepspeed, ": no such file");
 
@@ -327,6 +330,13 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
     prepared.model_config = as_input_error("--model_name_or_path " + folder.string(),
                                            [&] { return gpt2::load_hf_config(folder); });
     prepared.pretrained = true;
+    if (prepared.classification) {
+      const gpt2::ClassifierCheckpoint checkpoint =
+          as_input_error("--model_name_or_path " + folder.string(),
+                         [&] { return gpt2::load_classifier_config(folder); });
+      prepared.pretrained_head = checkpoint.has_score;
+      prepared.head = checkpoint.head;
+    }
   } else if (!arguments.config_name.empty()) {
     fs::path path = arguments.config_name;
     if (fs::is_directory(path)) path /= "config.json";
@@ -347,13 +357,18 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
     if (prepared.pretrained)
       input_error("--model_name_or_path ", arguments.model_name_or_path,
                   " holds no tokenizer files; give --tokenizer_name");
-    if (train_files.empty()) input_error("no tokenizer: give --tokenizer_name or --train_file");
+    if (train_files.empty() || (prepared.classification && labelled_train.empty()))
+      input_error("no tokenizer: give --tokenizer_name or --train_file");
     const Clock::time_point start = Clock::now();
     text::BpeTrainer trainer(
         {.vocab_size = static_cast<std::size_t>(arguments.tokenizer_vocab_size),
          .min_frequency = 2,
          .add_end_of_text = true});
-    as_input_error("--train_file", [&] { trainer.add_files(train_paths); });
+    if (prepared.classification) {
+      for (const LabelledText& example : labelled_train) trainer.add_text(example.text);
+    } else {
+      as_input_error("--train_file", [&] { trainer.add_files(train_paths); });
+    }
     prepared.learned_vocabulary = trainer.train();
     prepared.tokenizer = text::Tokenizer(*prepared.learned_vocabulary);
     if (print && rank == 0)
@@ -387,7 +402,55 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
     input_error("--block_size ", prepared.block_size, " is larger than the model's n_positions ",
                 model_config.n_positions);
 
-  if (arguments.streaming) {
+  if (prepared.classification) {
+    // run_classification: the label list from the train examples (or the checkpoint's head when
+    // it has the same labels), ids truncated and padded to max_seq_length with the pad token.
+    prepared.block_size = arguments.max_seq_length;
+    if (prepared.block_size > model_config.n_positions)
+      input_error("--max_seq_length ", prepared.block_size, " is larger than the model's ",
+                  "n_positions ", model_config.n_positions);
+    std::vector<std::string> labels =
+        label_list(labelled_train.empty() ? labelled_validation : labelled_train);
+    if (labels.empty()) labels = label_list(labelled_test);
+    if (prepared.pretrained_head) {
+      std::vector<std::string> ours = labels, theirs = prepared.head.id2label;
+      std::sort(ours.begin(), ours.end());
+      std::sort(theirs.begin(), theirs.end());
+      if (ours != theirs && !labelled_train.empty())
+        input_error("--model_name_or_path ", arguments.model_name_or_path,
+                    ": its classifier's labels (id2label) are not the training labels");
+      labels = prepared.head.id2label;
+    }
+    if (prepared.pretrained && !prepared.pretrained_head)
+      prepared.head.pad_token_id = model_config.eos_token_id;
+    if (!prepared.pretrained) {
+      if (!end_of_text)
+        input_error("the tokenizer has no <|endoftext|>, which pads the examples (pad_token_id)");
+      prepared.head.pad_token_id = *end_of_text;
+    }
+    prepared.head.num_labels = static_cast<std::int64_t>(labels.size());
+    prepared.head.id2label = labels;
+    as_input_error("the classifier head", [&] { prepared.head.validate(model_config); });
+    const int pad = static_cast<int>(prepared.head.pad_token_id);
+    auto encode = [&](const std::vector<LabelledText>& examples, const char* what) {
+      return as_input_error(what, [&] {
+        return encode_examples(examples, labels, *prepared.tokenizer, prepared.block_size, pad,
+                               what, arguments.preprocessing_num_workers);
+      });
+    };
+    prepared.classify_train = encode(labelled_train, "--train_file");
+    prepared.classify_validation = encode(labelled_validation, "--validation_file");
+    prepared.classify_test = encode(labelled_test, "--test_file");
+    prepared.train_blocks = prepared.classify_train.size();
+    if (arguments.max_train_samples > 0)
+      prepared.train_blocks =
+          std::min<std::size_t>(prepared.train_blocks, arguments.max_train_samples);
+    prepared.test_examples = prepared.classify_test.size();
+    if (arguments.max_predict_samples > 0)
+      prepared.test_examples =
+          std::min<std::size_t>(prepared.test_examples, arguments.max_predict_samples);
+    if (arguments.do_train && prepared.train_blocks == 0) input_error("--train_file: no example");
+  } else if (arguments.streaming) {
     // run_clm --streaming: training blocks come from the files in order as training goes (no
     // shuffle, no split); the validation files are tokenized up front.
     if (arguments.do_eval && validation_paths.empty())
@@ -433,9 +496,12 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
       prepared.train_blocks =
           std::min<std::size_t>(prepared.train_blocks, arguments.max_train_samples);
   }
-  prepared.eval_blocks = prepared.data.validation.size();
+  prepared.eval_blocks = prepared.classification ? prepared.classify_validation.size()
+                                                 : prepared.data.validation.size();
   if (arguments.max_eval_samples > 0)
     prepared.eval_blocks = std::min<std::size_t>(prepared.eval_blocks, arguments.max_eval_samples);
+  if (arguments.do_eval && prepared.eval_blocks == 0 && prepared.classification)
+    input_error("--do_eval: the validation data holds no example");
   if (arguments.do_eval && prepared.eval_blocks == 0)
     input_error("--do_eval: the validation data holds no block of ", prepared.block_size,
                 " tokens");
@@ -493,8 +559,10 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
   return prepared;
 }
 
-// The whole model on rank 0 (a collective: every rank gathers each unit in turn).
-std::unique_ptr<gpt2::GPT2Model> gather_model(gpt2::EngineModel& model, Allocator& allocator) {
+// The whole model on rank 0 (a collective: every rank gathers each unit in turn). Model is
+// gpt2::EngineModel or gpt2::EngineClassifier (the body's units; the score unit apart).
+template <typename Model>
+std::unique_ptr<gpt2::GPT2Model> gather_model(Model& model, Allocator& allocator) {
   Engine& engine = model.engine();
   std::unique_ptr<gpt2::GPT2Model> whole;
   if (engine.rank() == 0) whole = std::make_unique<gpt2::GPT2Model>(model.config(), allocator);
@@ -508,18 +576,46 @@ std::unique_ptr<gpt2::GPT2Model> gather_model(gpt2::EngineModel& model, Allocato
   return whole;
 }
 
-// Copies a Hugging Face checkpoint's weights into this rank's shards.
-void load_pretrained(gpt2::EngineModel& model, const fs::path& folder) {
+// score.weight on rank 0 (a collective).
+std::vector<float> gather_score(gpt2::EngineClassifier& model) {
+  const GatheredUnit gathered = model.engine().gather(model.score_unit());
+  if (model.engine().rank() != 0) return {};
+  const std::size_t count =
+      static_cast<std::size_t>(model.head_config().num_labels * model.config().n_embd);
+  return std::vector<float>(gathered.data(), gathered.data() + count);
+}
+
+// Copies a Hugging Face checkpoint's weights into this rank's shards: the body, and for the
+// classifier score.weight when the checkpoint has it (else its initialisation stays).
+template <typename Model>
+void load_pretrained(Model& model, const fs::path& folder) {
   Engine& engine = model.engine();
   MemoryLedger ledger;
   HostAllocator allocator(ledger);
   gpt2::GPT2Model loaded(model.config(), allocator);
-  gpt2::load_hf_weights(loaded, folder);
+  std::vector<float> score;
+  bool has_score = false;
+  if constexpr (std::is_same_v<Model, gpt2::EngineClassifier>) {
+    score.resize(static_cast<std::size_t>(model.head_config().num_labels * model.config().n_embd));
+    has_score =
+        gpt2::load_classifier_weights(loaded, score, model.head_config().num_labels, folder);
+  } else {
+    gpt2::load_hf_weights(loaded, folder);
+  }
+  const std::size_t body_units = loaded.units().size();
   for (ShardState& shard : engine.shard_states()) {
     const UnitId id = engine.unit(shard.unit);
     const auto found = std::find(model.units().begin(), model.units().end(), id);
     ZERO_CHECK(found != model.units().end(), "unit ", shard.unit, " is not GPT-2's");
-    const float* source = loaded.param_data(static_cast<int>(found - model.units().begin()));
+    const auto index = static_cast<std::size_t>(found - model.units().begin());
+    if (index >= body_units) {  // the classifier's score unit
+      if (!has_score) continue;
+      const std::size_t end = std::min(shard.range.end, score.size());
+      for (std::size_t i = shard.range.begin; i < shard.range.end; ++i)
+        shard.params[i - shard.range.begin] = i < end ? score[i] : 0.0f;
+      continue;
+    }
+    const float* source = loaded.param_data(static_cast<int>(index));
     std::copy(source + shard.range.begin, source + shard.range.end, shard.params.begin());
   }
   engine.refresh_params();
@@ -602,9 +698,30 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
   const std::string schedule_name(schedule->name());
   Engine engine(options, communicator, optim::make_optimizer(options.optimizer),
                 std::move(schedule));
-  gpt2::EngineModel model(engine, model_config, B, T, arguments.seed, engine.allocator(),
-                          {.activation_checkpointing = arguments.gradient_checkpointing});
-  if (prepared.pretrained) load_pretrained(model, arguments.model_name_or_path);
+  // The task's model: GPT2LMHeadModel (causal-lm) or GPT2ForSequenceClassification.
+  const gpt2::ComputeOptions compute_options{.activation_checkpointing =
+                                                 arguments.gradient_checkpointing};
+  std::unique_ptr<gpt2::EngineModel> lm_model;
+  std::unique_ptr<gpt2::EngineClassifier> classifier;
+  if (prepared.classification) {
+    classifier = std::make_unique<gpt2::EngineClassifier>(engine, model_config, prepared.head, B, T,
+                                                          arguments.seed, engine.allocator(),
+                                                          compute_options);
+    if (prepared.pretrained) load_pretrained(*classifier, arguments.model_name_or_path);
+  } else {
+    lm_model = std::make_unique<gpt2::EngineModel>(engine, model_config, B, T, arguments.seed,
+                                                   engine.allocator(), compute_options);
+    if (prepared.pretrained) load_pretrained(*lm_model, arguments.model_name_or_path);
+  }
+  const int pad_id = static_cast<int>(prepared.head.pad_token_id);
+  if (classifier) {
+    std::string names;
+    for (const std::string& label : prepared.head.id2label)
+      names += (names.empty() ? "" : ", ") + label;
+    say("task: text-classification, %lld labels (%s), pad_token_id %d, score.weight %s\n",
+        static_cast<long long>(prepared.head.num_labels), names.c_str(), pad_id,
+        prepared.pretrained_head ? "from the checkpoint" : "initialised N(0, initializer_range)");
+  }
   say("model: GPT-2 %s, %lld layers, %lld heads, width %lld, vocabulary %lld, context %lld: "
       "%.2fM parameters\n",
       prepared.pretrained ? arguments.model_name_or_path.c_str() : "(from scratch)",
@@ -612,7 +729,12 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
       static_cast<long long>(model_config.n_embd), static_cast<long long>(model_config.vocab_size),
       static_cast<long long>(model_config.n_positions),
       static_cast<double>(model_config.num_parameters()) / 1e6);
-  if (arguments.streaming) {
+  if (classifier) {
+    say("data: %zu train, %zu validation and %zu test examples of %lld tokens (padded; %lld "
+        "train examples truncated)\n",
+        prepared.train_blocks, prepared.eval_blocks, prepared.test_examples,
+        static_cast<long long>(T), static_cast<long long>(prepared.classify_train.truncated));
+  } else if (arguments.streaming) {
     say("data: train blocks streamed from %zu file(s); %zu validation blocks of %lld tokens\n",
         prepared.streaming_files.size(), prepared.eval_blocks, static_cast<long long>(T));
   } else {
@@ -672,9 +794,9 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
         for (std::int64_t b = chunk; b < std::min(chunk + B, end); ++b)
           blocks.push_back(static_cast<std::size_t>(b));
         fill_micro_batch(prepared.data.validation, blocks, B, T, batch);
-        const double loss = model.eval_loss(batch.tokens, batch.targets);
-        loss_sum += loss * static_cast<double>(model.num_counted_targets());
-        targets += static_cast<double>(model.num_counted_targets());
+        const double loss = lm_model->eval_loss(batch.tokens, batch.targets);
+        loss_sum += loss * static_cast<double>(lm_model->num_counted_targets());
+        targets += static_cast<double>(lm_model->num_counted_targets());
       }
       bar.add(1);
     }
@@ -692,6 +814,91 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
         static_cast<long long>(step), static_cast<long long>(total_steps), loss, *entry.perplexity,
         static_cast<long long>(count), seconds_since(start));
     return std::pair{loss, seconds_since(start)};
+  };
+
+  // Classification evaluation of the first `count` examples of `data`: global batches of
+  // eval_B × W, rank r rows [first + r·eval_B, first + (r+1)·eval_B) in micro-batches of B, the
+  // rows past `count` padded and ignored, so every example counts exactly once whatever the world
+  // size. Every rank gets all predictions (one all_gather, in example order).
+  struct ClassifyEval {
+    double loss = 0.0;
+    double accuracy = 0.0;
+    std::vector<int> predictions;
+    double seconds = 0.0;
+  };
+  auto evaluate_classification = [&](const ClassificationDataset& data, std::size_t count,
+                                     const char* what) {
+    const Clock::time_point start = Clock::now();
+    const auto total = static_cast<std::int64_t>(count);
+    const std::int64_t global = eval_B * world;
+    const std::int64_t batches = (total + global - 1) / global;
+    text::ProgressBar bar(what, static_cast<std::uint64_t>(batches), "batches", console);
+    std::vector<int> tokens, labels;
+    // This rank's predictions, eval_B per global batch, -1 where a row is padding.
+    std::vector<float> local(static_cast<std::size_t>(batches * eval_B), -1.0f);
+    double loss_sum = 0.0, counted = 0.0;
+    for (std::int64_t batch_index = 0; batch_index < batches; ++batch_index) {
+      const std::int64_t begin = batch_index * global + rank * eval_B;
+      const std::int64_t end = std::min(begin + eval_B, total);
+      for (std::int64_t chunk = begin; chunk < begin + eval_B; chunk += B) {
+        std::vector<std::size_t> rows;
+        for (std::int64_t i = chunk; i < std::min(chunk + B, end); ++i)
+          rows.push_back(static_cast<std::size_t>(i));
+        fill_classification_batch(data, rows, B, pad_id, tokens, labels);
+        const double loss = classifier->evaluate(tokens, labels);
+        loss_sum += loss * static_cast<double>(classifier->num_counted());
+        counted += static_cast<double>(classifier->num_counted());
+        const std::vector<int> predicted = classifier->predictions();
+        for (std::size_t b = 0; b < rows.size(); ++b)
+          local[static_cast<std::size_t>(batch_index * eval_B + (chunk - begin)) + b] =
+              static_cast<float>(predicted[b]);
+      }
+      bar.add(1);
+    }
+    bar.finish();
+    std::vector<float> all(local.size() * static_cast<std::size_t>(world));
+    communicator.all_gather(local.data(), all.data(), local.size(), DType::kFloat32,
+                            "classification predictions");
+    communicator.synchronize();
+    ClassifyEval outcome;
+    outcome.predictions.assign(count, -1);
+    for (int r = 0; r < world; ++r)
+      for (std::int64_t batch_index = 0; batch_index < batches; ++batch_index)
+        for (std::int64_t i = 0; i < eval_B; ++i) {
+          const float value = all[static_cast<std::size_t>(r) * local.size() +
+                                  static_cast<std::size_t>(batch_index * eval_B + i)];
+          const std::int64_t example = batch_index * global + r * eval_B + i;
+          if (value < 0.0f) continue;
+          ZERO_CHECK(example < total && outcome.predictions[example] == -1,
+                     "classification evaluation: example ", example, " predicted twice");
+          outcome.predictions[static_cast<std::size_t>(example)] = static_cast<int>(value);
+        }
+    std::int64_t correct = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      ZERO_CHECK(outcome.predictions[i] >= 0, "classification evaluation: example ", i,
+                 " has no prediction");
+      correct += outcome.predictions[i] == data.labels[i];
+    }
+    const double mean_counted = engine.average_across_ranks(counted);
+    const double mean_sum = engine.average_across_ranks(loss_sum);
+    outcome.loss = mean_counted > 0 ? mean_sum / mean_counted : 0.0;
+    outcome.accuracy = count > 0 ? static_cast<double>(correct) / static_cast<double>(count) : 0.0;
+    outcome.seconds = seconds_since(start);
+    return outcome;
+  };
+  auto evaluate_validation = [&](std::int64_t step) {
+    const ClassifyEval validation =
+        evaluate_classification(prepared.classify_validation, prepared.eval_blocks, "eval");
+    LogEntry entry;
+    entry.step = step;
+    entry.epoch = static_cast<double>(step) / static_cast<double>(prepared.steps_per_epoch);
+    entry.eval_loss = validation.loss;
+    entry.eval_accuracy = validation.accuracy;
+    record(entry);
+    say("step %lld/%lld | eval_loss %.4f | eval_accuracy %.4f | %zu examples in %.1f s\n",
+        static_cast<long long>(step), static_cast<long long>(total_steps), validation.loss,
+        validation.accuracy, prepared.eval_blocks, validation.seconds);
+    return std::tuple{validation.loss, validation.seconds, validation.accuracy};
   };
 
   MemoryLedger save_ledger;
@@ -715,9 +922,17 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
         {"log_history", log_history}};
   };
   auto save = [&](const fs::path& folder, std::int64_t step) {
-    std::unique_ptr<gpt2::GPT2Model> whole = gather_model(model, save_allocator);
-    if (!whole) return whole;
-    gpt2::save_hf_checkpoint(*whole, folder);
+    std::unique_ptr<gpt2::GPT2Model> whole;
+    if (classifier) {
+      whole = gather_model(*classifier, save_allocator);
+      const std::vector<float> score = gather_score(*classifier);
+      if (!whole) return whole;
+      gpt2::save_classifier_checkpoint(*whole, prepared.head, score, folder);
+    } else {
+      whole = gather_model(*lm_model, save_allocator);
+      if (!whole) return whole;
+      gpt2::save_hf_checkpoint(*whole, folder);
+    }
     save_tokenizer(prepared, folder);
     write_json(folder / "trainer_state.json", trainer_state(step));
     return whole;
@@ -738,7 +953,7 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
 
   const std::int64_t eval_steps =
       arguments.eval_steps > 0 ? arguments.eval_steps : arguments.logging_steps;
-  std::optional<double> last_eval;
+  std::optional<double> last_eval, last_eval_accuracy;
   std::int64_t last_eval_step = -1;
   double eval_runtime = 0.0;
   double train_runtime = 0.0, train_loss_sum = 0.0;
@@ -759,9 +974,13 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
     say("training: %lld steps of %lld samples; logging every %lld, %s evaluation, %s saves\n",
         static_cast<long long>(total_steps), static_cast<long long>(samples_per_step),
         static_cast<long long>(arguments.logging_steps),
-        std::string(name_of(arguments.eval_strategy)).c_str(),
+        classifier && arguments.do_eval && arguments.eval_strategy != IntervalStrategy::kSteps
+            ? "epoch"
+            : std::string(name_of(arguments.eval_strategy)).c_str(),
         std::string(name_of(arguments.save_strategy)).c_str());
     MicroBatch batch;
+    double epoch_correct = 0.0, epoch_counted = 0.0, epoch_loss = 0.0;  // text-classification
+    std::int64_t epoch_steps = 0;
     double window_loss = 0.0;
     std::int64_t window_steps = 0;
     Clock::time_point window_start = Clock::now();
@@ -779,18 +998,31 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
             ZERO_CHECK(stream->next(stream_blocks), "the training stream ran dry");
           }
           fill_micro_batch(stream_blocks, B, T, batch);
+        } else if (classifier) {
+          fill_classification_batch(prepared.classify_train, sampler.next(), B, pad_id,
+                                    batch.tokens, batch.targets);
         } else {
           fill_micro_batch(prepared.data.train, sampler.next(), B, T, batch);
         }
         // Dropout keyed by (optimizer step, sample within its global batch): the same masks
         // whatever the world size and accumulation that make up the global batch.
-        step_loss += model.train_micro_step(
-            batch.tokens, batch.targets,
-            {.seed = arguments.seed,
-             .step = static_cast<std::uint64_t>(step - 1),
-             .sample_offset =
-                 (static_cast<std::int64_t>(position) % accumulation) * B * world + rank * B,
-             .training = true});
+        const gpt2::DropoutKey dropout{
+            .seed = arguments.seed,
+            .step = static_cast<std::uint64_t>(step - 1),
+            .sample_offset =
+                (static_cast<std::int64_t>(position) % accumulation) * B * world + rank * B,
+            .training = true};
+        if (classifier) {
+          step_loss += classifier->train_micro_step(batch.tokens, batch.targets, dropout);
+          const std::vector<int> predicted = classifier->predictions();
+          for (std::size_t b = 0; b < predicted.size(); ++b)
+            if (batch.targets[b] >= 0) {
+              epoch_correct += predicted[b] == batch.targets[b];
+              ++epoch_counted;
+            }
+        } else {
+          step_loss += lm_model->train_micro_step(batch.tokens, batch.targets, dropout);
+        }
         engine.step();
       }
       const double loss =
@@ -834,11 +1066,44 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
         window_steps = 0;
         window_start = Clock::now();
       }
+      epoch_loss += loss;
+      ++epoch_steps;
+      // text-classification validates at every epoch's end (and as eval_strategy asks).
       if (arguments.do_eval &&
           ((arguments.eval_strategy == IntervalStrategy::kSteps && step % eval_steps == 0) ||
-           (arguments.eval_strategy == IntervalStrategy::kEpoch && epoch_end))) {
-        std::tie(last_eval, eval_runtime) = evaluate(step);
+           ((arguments.eval_strategy == IntervalStrategy::kEpoch || classifier) && epoch_end))) {
+        if (classifier) {
+          double accuracy = 0.0;
+          std::tie(last_eval, eval_runtime, accuracy) = evaluate_validation(step);
+          last_eval_accuracy = accuracy;
+        } else {
+          std::tie(last_eval, eval_runtime) = evaluate(step);
+        }
         last_eval_step = step;
+      }
+      if (classifier && (epoch_end || step == total_steps)) {
+        // The epoch's line: mean training loss and accuracy (of the training forward, dropout
+        // on) over the epoch's steps, all ranks' rows; the validation of this step when it ran.
+        const double correct = engine.average_across_ranks(epoch_correct);
+        const double counted = engine.average_across_ranks(epoch_counted);
+        LogEntry entry;
+        entry.step = step;
+        entry.epoch = static_cast<double>(step) / static_cast<double>(prepared.steps_per_epoch);
+        entry.epoch_train_loss =
+            epoch_loss / static_cast<double>(std::max<std::int64_t>(epoch_steps, 1));
+        entry.train_accuracy = counted > 0 ? correct / counted : 0.0;
+        record(entry);
+        std::string validation;
+        if (last_eval_step == step) {
+          char text[96];
+          std::snprintf(text, sizeof(text), " | eval_loss %.4f | eval_accuracy %.4f", *last_eval,
+                        *last_eval_accuracy);
+          validation = text;
+        }
+        say("epoch %.2f | train_loss %.4f | train_accuracy %.4f%s\n", entry.epoch,
+            *entry.epoch_train_loss, *entry.train_accuracy, validation.c_str());
+        epoch_correct = epoch_counted = epoch_loss = 0.0;
+        epoch_steps = 0;
       }
       if ((arguments.save_strategy == IntervalStrategy::kSteps &&
            step % arguments.save_steps == 0) ||
@@ -859,16 +1124,51 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
 
   // run_clm: trainer.evaluate() after training.
   // (An evaluation at the last step already is that one.)
-  if (arguments.do_eval && last_eval_step != step)
-    std::tie(last_eval, eval_runtime) = evaluate(step);
+  if (arguments.do_eval && last_eval_step != step) {
+    if (classifier) {
+      double accuracy = 0.0;
+      std::tie(last_eval, eval_runtime, accuracy) = evaluate_validation(step);
+      last_eval_accuracy = accuracy;
+    } else {
+      std::tie(last_eval, eval_runtime) = evaluate(step);
+    }
+  }
   result.eval_loss = last_eval;
+  result.eval_accuracy = last_eval_accuracy;
+
+  // text-classification --do_predict: the test split's report, as scikit-learn prints it.
+  json test_results;
+  if (classifier && arguments.do_predict) {
+    const ClassifyEval test =
+        evaluate_classification(prepared.classify_test, prepared.test_examples, "test");
+    const std::vector<int> truth(prepared.classify_test.labels.begin(),
+                                 prepared.classify_test.labels.begin() +
+                                     static_cast<std::ptrdiff_t>(prepared.test_examples));
+    ClassificationReport report =
+        classification_report(truth, test.predictions, prepared.head.id2label);
+    const std::string text = report.text(), confusion = report.confusion_text();
+    say("test: %zu examples, loss %.4f, accuracy %.4f\n%s\nconfusion matrix (rows: true label, "
+        "columns: predicted):\n%s",
+        prepared.test_examples, test.loss, report.accuracy, text.c_str(), confusion.c_str());
+    test_results = {{"test_loss", test.loss},
+                    {"test_accuracy", report.accuracy},
+                    {"test_samples", prepared.test_examples},
+                    {"test_runtime", test.seconds},
+                    {"labels", prepared.head.id2label},
+                    {"classification_report", json::parse(report.to_json_text())},
+                    {"classification_report_text", text},
+                    {"confusion_matrix", report.confusion},
+                    {"predictions", test.predictions}};
+    result.test_loss = test.loss;
+    result.test_report = std::move(report);
+  }
 
   // The final model in output_dir, the result files, the plot, samples.
   std::unique_ptr<gpt2::GPT2Model> whole;
   if (arguments.do_train) {
     whole = save(output_dir, step);
-    say("saved %s/{config.json,model.safetensors,tokenizer files} (Hugging Face GPT2LMHeadModel)\n",
-        output_dir.c_str());
+    say("saved %s/{config.json,model.safetensors,tokenizer files} (Hugging Face %s)\n",
+        output_dir.c_str(), classifier ? "GPT2ForSequenceClassification" : "GPT2LMHeadModel");
   }
   if (rank == 0) {
     json all = json::object();
@@ -893,12 +1193,20 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
       const double blocks = static_cast<double>(prepared.eval_blocks);
       json eval_results = {{"epoch", epoch},
                            {"eval_loss", *last_eval},
-                           {"perplexity", perplexity_of(*last_eval)},
                            {"eval_samples", prepared.eval_blocks},
                            {"eval_runtime", eval_runtime},
                            {"eval_samples_per_second", blocks / std::max(eval_runtime, 1e-9)}};
+      if (classifier)
+        eval_results["eval_accuracy"] = *last_eval_accuracy;
+      else
+        eval_results["perplexity"] = perplexity_of(*last_eval);
       write_json(output_dir / "eval_results.json", eval_results);
       all.update(eval_results);
+    }
+    if (!test_results.is_null()) {
+      write_json(output_dir / "test_results.json", test_results);
+      for (const char* key : {"test_loss", "test_accuracy", "test_samples", "test_runtime"})
+        all[key] = test_results[key];
     }
     write_json(output_dir / "all_results.json", all);
     write_json(output_dir / "trainer_state.json", trainer_state(step));
@@ -916,7 +1224,7 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
       }
     }
   }
-  if (whole && console && arguments.num_samples > 0) {
+  if (whole && console && arguments.num_samples > 0 && !classifier) {
     const std::optional<text::TokenId> end_of_text = prepared.tokenizer->end_of_text_id();
     const int stop = end_of_text ? static_cast<int>(*end_of_text) : -1;
     std::vector<int> prompt;

@@ -42,11 +42,22 @@ struct TrainingArguments {
   std::int64_t max_train_samples = -1;
   std::int64_t max_eval_samples = -1;
 
+  // The task: "causal-lm" (run_clm, the default) or "text-classification" (run_classification:
+  // GPT2ForSequenceClassification on labelled CSV / JSON Lines files; the flags below).
+  std::string task = "causal-lm";
+  std::vector<std::string> test_files;         // --test_file, read with --do_predict
+  std::string text_column_names = "sentence";  // comma-separated; joined by the delimiter
+  std::string text_column_delimiter = " ";
+  std::string label_column_name = "label";
+  std::int64_t max_seq_length = 128;  // truncation and padding length
+  std::int64_t max_predict_samples = -1;
+
   // TrainingArguments.
   std::string output_dir;
   bool overwrite_output_dir = false;
   bool do_train = false;
   bool do_eval = false;
+  bool do_predict = false;  // text-classification: the test report on --test_file
   std::int64_t per_device_train_batch_size = 8;
   std::int64_t per_device_eval_batch_size = 8;
   std::int64_t gradient_accumulation_steps = 1;

@@ -14,6 +14,7 @@
 #include "zero/core/error.h"
 #include "zero/engine/optimizer.h"
 #include "zero/train/arguments.h"
+#include "zero/train/classification_metrics.h"
 
 namespace zero::train {
 
@@ -37,14 +38,22 @@ struct LogEntry {
   std::optional<double> tokens_per_second;
   std::optional<double> eval_loss;
   std::optional<double> perplexity;
+  std::optional<double> eval_accuracy;  // text-classification
+  // text-classification, at an epoch's end: the epoch's mean training loss and accuracy.
+  std::optional<double> epoch_train_loss;
+  std::optional<double> train_accuracy;
 };
 
 struct TrainResult {
   std::int64_t global_step = 0;
   double epoch = 0.0;
-  std::optional<double> train_loss;  // mean over all steps
-  std::optional<double> eval_loss;   // the final evaluation's
+  std::optional<double> train_loss;     // mean over all steps
+  std::optional<double> eval_loss;      // the final evaluation's
+  std::optional<double> eval_accuracy;  // text-classification: the final evaluation's
   std::vector<LogEntry> log_history;
+  // text-classification with do_predict: the test split's report (also in test_results.json).
+  std::optional<ClassificationReport> test_report;
+  std::optional<double> test_loss;
 };
 
 struct RunOptions {

@@ -107,6 +107,12 @@ class GPT2Compute {
   std::int64_t num_counted_targets() const { return counted_; }
   const float* logits() const;  // (B, T, Vp), valid after forward_head
   const float* losses() const;  // (B, T) per-row losses
+  // The last block's output (B, T, C), ln_f's input; valid after forward_block(L - 1). Another
+  // head than the tied LM head (classifier.h) reads it.
+  const float* final_hidden_input() const;
+  // d(loss)/d(last block's output) (B, T, C), which backward_block(L - 1) reads: another head
+  // writes it (every element) in place of backward_head. (Defined in classifier_head.cc.)
+  float* final_hidden_grad();
   std::int64_t batch_size() const { return B_; }
   std::int64_t seq_len() const { return T_; }
   const GPT2Config& config() const { return config_; }

@@ -1,0 +1,109 @@
+// GPT-2 sequence classification as Hugging Face's GPT2ForSequenceClassification: the body's last
+// hidden state at each row's last non-padding token, through ln_f, times score.weight (K, C), no
+// bias; the loss is the mean cross-entropy over the rows' labels. The head's parameters are one
+// unit of their own ("score"), so an LM checkpoint's units keep their layout and the head never
+// needs the embeddings (the tied LM head does).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "zero/core/allocator.h"
+#include "zero/core/flat_buffer.h"
+#include "zero/core/partition.h"
+#include "zero/gpt2/compute.h"
+#include "zero/gpt2/config.h"
+#include "zero/gpt2/model.h"
+
+namespace zero::gpt2 {
+
+// K = num_labels. Labels are ids in [0, K); a negative label is ignored (no loss, no gradient).
+struct ClassifierConfig {
+  std::int64_t num_labels = 2;                  // K
+  std::int64_t pad_token_id = 50256;            // rows end at their last token != pad_token_id
+  std::vector<std::string> id2label;            // K names in id order (Hugging Face's id2label)
+  void validate(const GPT2Config& body) const;  // throws zero::Error naming the bad field
+};
+
+// The head's unit: "score" holding score.weight (K, C) (the Hugging Face name).
+std::vector<TensorSpec> score_tensors(const GPT2Config& body, const ClassifierConfig& head);
+inline constexpr const char* kScoreUnitName = "score";
+inline constexpr const char* kScoreTensorName = "score.weight";
+
+// Hugging Face's initialisation of score.weight, N(0, initializer_range), as init_unit_range:
+// element values depend only on (seed, "score.weight", element index), whatever the sharding.
+void init_score_range(const GPT2Config& body, std::uint64_t seed, ElementRange range, float* out);
+
+// Row b's position: the last t with tokens[b, t] != pad_token_id, else 0 (Hugging Face's argmax
+// over (t × non-pad mask)). tokens are (B, T).
+std::vector<std::int64_t> last_token_positions(std::span<const int> tokens, std::int64_t B,
+                                               std::int64_t T, std::int64_t pad_token_id);
+
+// One micro-batch's head: forward after the body's last forward_block, backward before its
+// backward_block(L - 1). Keeps (B, C) rows of its own (one kActivations allocation); the
+// body's (B, T, C) activations are read and its residual gradient written through
+// GPT2Compute::final_hidden_input / final_hidden_grad.
+class ClassifierHead {
+ public:
+  ClassifierHead(const GPT2Config& body, const ClassifierConfig& head, std::int64_t batch_size,
+                 std::int64_t seq_len, Allocator& allocator);
+
+  // tokens (B, T) as given to the body's set_inputs; labels (B) in [0, K) or negative (ignored),
+  // or empty for logits only. final_norm_params: the ln_f unit; score_params: the score unit;
+  // both fp32 (a body with 16-bit parameters is refused: the head has no 16-bit path yet).
+  void forward(const GPT2Compute& body, std::span<const int> tokens, std::span<const int> labels,
+               const float* final_norm_params, const float* score_params);
+  // Accumulates (+=) d(loss_scale × sum of row losses) into ln_f's and score's gradients and
+  // writes the body's final_hidden_grad (zero except at the rows' last tokens). loss_scale < 0
+  // means 1 / counted rows (the gradient of loss()).
+  void backward(GPT2Compute& body, const float* final_norm_params, const float* score_params,
+                float* final_norm_grads, float* score_grads, float loss_scale = -1.0f);
+
+  float loss() const { return loss_; }  // mean over counted rows (0 when none)
+  std::int64_t num_counted() const { return counted_; }
+  const float* logits() const;  // (B, K), valid after forward
+  // argmax over K of each row's logits (the first maximum, as torch.argmax).
+  std::vector<int> predictions() const;
+  const std::vector<std::int64_t>& positions() const { return positions_; }
+
+ private:
+  float* view(const std::string& name) const;
+  GPT2Config body_;
+  ClassifierConfig head_;
+  std::int64_t B_, T_;
+  FlatLayout layout_;
+  Buffer buffer_;
+  std::vector<std::int64_t> positions_;
+  std::vector<int> labels_;
+  float loss_ = 0.0f;
+  std::int64_t counted_ = 0;
+};
+
+// A GPT2ForSequenceClassification checkpoint folder: config.json (the body's keys plus
+// architectures ["GPT2ForSequenceClassification"], num_labels, id2label, label2id, pad_token_id,
+// problem_type) and model.safetensors ("transformer." body names plus "score.weight").
+struct ClassifierCheckpoint {
+  GPT2Config body;
+  ClassifierConfig head;
+  bool has_score = false;  // false: an LM (or bare GPT2Model) checkpoint, the body only
+};
+
+// Reads config.json: the body's config, and the head's when it has id2label (else num_labels 2,
+// labels "LABEL_0", ... as Hugging Face names them; pad_token_id from the file, else eos).
+ClassifierCheckpoint load_classifier_config(const std::filesystem::path& folder);
+
+// Loads the body's tensors into `body` (names with or without "transformer.", lm_head.weight and
+// attention buffers skipped) and score.weight (K, C) into `score` when the file has it; returns
+// whether it had. Single or sharded (model.safetensors.index.json) files. Missing body tensors,
+// wrong shapes or unknown tensors throw zero::Error naming them.
+bool load_classifier_weights(GPT2Model& body, std::span<float> score, std::int64_t num_labels,
+                             const std::filesystem::path& folder);
+
+// Writes config.json and model.safetensors (fp32) as above, creating the folder.
+void save_classifier_checkpoint(const GPT2Model& body, const ClassifierConfig& head,
+                                std::span<const float> score, const std::filesystem::path& folder);
+
+}  // namespace zero::gpt2

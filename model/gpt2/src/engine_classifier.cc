@@ -1,0 +1,95 @@
+// EngineClassifier: GPT-2's units and the score unit on zero::Engine, one micro-step over them.
+#include "zero/gpt2/engine_classifier.h"
+
+namespace zero::gpt2 {
+
+std::vector<UnitId> EngineClassifier::register_units(Engine& engine, const GPT2Config& config,
+                                                     const ClassifierConfig& head,
+                                                     const std::vector<UnitSpec>& specs,
+                                                     std::uint64_t seed) {
+  std::vector<UnitId> units;
+  for (const UnitSpec& spec : specs)
+    units.push_back(
+        engine.register_unit(spec.name, spec.tensors,
+                             [config, spec, seed](const TensorSlot& slot, std::span<float> values) {
+                               init_unit_range(config, spec, seed, slot.range(), values.data());
+                             }));
+  units.push_back(
+      engine.register_unit(kScoreUnitName, score_tensors(config, head),
+                           [config, seed](const TensorSlot& slot, std::span<float> values) {
+                             init_score_range(config, seed, slot.range(), values.data());
+                           }));
+  engine.initialize();
+  return units;
+}
+
+EngineClassifier::EngineClassifier(Engine& engine, const GPT2Config& config,
+                                   const ClassifierConfig& head, std::int64_t rows,
+                                   std::int64_t seq_len, std::uint64_t seed, Allocator& activations,
+                                   ComputeOptions options)
+    : engine_(engine),
+      config_(config),
+      head_config_(head),
+      specs_(gpt2_units(config)),
+      units_(register_units(engine, config_, head_config_, specs_, seed)),
+      compute_(config_, rows, seq_len, activations, options),
+      head_(config_, head_config_, rows, seq_len, activations) {}
+
+void EngineClassifier::forward_body() {
+  {
+    const GatheredUnit params = engine_.gather(units_[embeddings_unit()]);
+    compute_.forward_embeddings(params.data());
+  }
+  for (int layer = 0; layer < static_cast<int>(config_.n_layer); ++layer) {
+    const GatheredUnit params = engine_.gather(units_[block_unit(layer)]);
+    compute_.forward_block(layer, params.data());
+  }
+}
+
+double EngineClassifier::train_micro_step(std::span<const int> tokens, std::span<const int> labels,
+                                          DropoutKey dropout) {
+  const UnitId final_norm = units_[final_norm_unit(config_)];
+  compute_.set_inputs(tokens, {}, dropout);
+  forward_body();
+  {
+    GatheredUnit norm = engine_.gather(final_norm);  // then score, on every rank
+    GatheredUnit score = engine_.gather(score_unit());
+    head_.forward(compute_, tokens, labels, norm.data(), score.data());
+    const double counted = static_cast<double>(head_.num_counted());
+    const auto scale = static_cast<float>(counted > 0 ? engine_.loss_scale() / counted : 0.0);
+    head_.backward(compute_, norm.data(), score.data(), engine_.grads(final_norm).data,
+                   engine_.grads(score_unit()).data, scale);
+    score.release();
+    norm.release();
+  }
+  engine_.reduce_grads(score_unit());
+  engine_.reduce_grads(final_norm);
+  for (int layer = static_cast<int>(config_.n_layer) - 1; layer >= 0; --layer) {
+    const UnitId unit = units_[block_unit(layer)];
+    {
+      const GatheredUnit params = engine_.gather(unit);
+      compute_.backward_block(layer, params.data(), engine_.grads(unit).data);
+    }
+    engine_.reduce_grads(unit);
+  }
+  const UnitId embeddings = units_[embeddings_unit()];
+  {
+    const GatheredUnit params = engine_.gather(embeddings);
+    compute_.backward_embeddings(params.data(), engine_.grads(embeddings).data);
+  }
+  engine_.reduce_grads(embeddings);
+  return head_.loss();
+}
+
+double EngineClassifier::evaluate(std::span<const int> tokens, std::span<const int> labels) {
+  compute_.set_inputs(tokens, {});  // no dropout
+  forward_body();
+  GatheredUnit norm = engine_.gather(units_[final_norm_unit(config_)]);
+  GatheredUnit score = engine_.gather(score_unit());
+  head_.forward(compute_, tokens, labels, norm.data(), score.data());
+  score.release();
+  norm.release();
+  return head_.loss();
+}
+
+}  // namespace zero::gpt2

@@ -1,0 +1,202 @@
+// GPT-2's classification head: pooled positions, logits against the tied LM path, gradients
+// against finite differences, checkpoints (round trip, an LM checkpoint as the body, bad input).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../common/test_data.h"
+#include "zero/core/allocator.h"
+#include "zero/core/error.h"
+#include "zero/core/memory_ledger.h"
+#include "zero/gpt2/checkpoint_hf.h"
+#include "zero/gpt2/classifier.h"
+#include "zero/gpt2/model.h"
+
+namespace zero::gpt2 {
+namespace {
+
+namespace fs = std::filesystem;
+
+GPT2Config tiny_config() {
+  GPT2Config config;
+  config.vocab_size = 61;
+  config.n_positions = 16;
+  config.n_embd = 32;
+  config.n_layer = 2;
+  config.n_head = 4;
+  config.resid_pdrop = config.embd_pdrop = config.attn_pdrop = 0.0;
+  config.eos_token_id = config.bos_token_id = 60;
+  return config;
+}
+
+TEST(ClassifierHead, LastTokenPositionsFollowHuggingFace) {
+  // pad 9: rows end at their last non-pad token; all pads: 0; a pad inside the text is skipped.
+  const std::vector<int> tokens = {1, 2, 9, 9, 9, 9, 9, 9, 4, 9, 5, 9, 1, 2, 3, 4};
+  EXPECT_EQ(last_token_positions(tokens, 4, 4, 9), (std::vector<std::int64_t>{1, 0, 2, 3}));
+}
+
+class ClassifierModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    body_.init(5);
+    score_.resize(static_cast<std::size_t>(K_ * config_.n_embd));
+    init_score_range(config_, 5, {0, score_.size()}, score_.data());
+    head_config_.num_labels = K_;
+    head_config_.pad_token_id = 60;
+    head_config_.id2label = {"science", "politics", "computers"};
+  }
+  // Mean loss of the head over tokens_/labels_ with the current parameters.
+  float loss() {
+    GPT2Compute compute(config_, B_, T_, allocator_);
+    ClassifierHead head(config_, head_config_, B_, T_, allocator_);
+    body_.forward(compute, tokens_);
+    head.forward(compute, tokens_, labels_, body_.param_data(final_norm_unit(config_)),
+                 score_.data());
+    return head.loss();
+  }
+
+  GPT2Config config_ = tiny_config();
+  MemoryLedger ledger_;
+  HostAllocator allocator_{ledger_};
+  GPT2Model body_{config_, allocator_};
+  const std::int64_t K_ = 3, B_ = 3, T_ = 6;
+  std::vector<float> score_;
+  ClassifierConfig head_config_;
+  std::vector<int> tokens_ = {3, 7, 11, 60, 60, 60, 5, 9, 13, 17, 21, 25, 8, 60, 60, 60, 60, 60};
+  std::vector<int> labels_ = {2, 0, 1};
+};
+
+// With score.weight = wte's first K rows, the head's logits are the LM logits at the rows' last
+// tokens (the tied head computes ln_f · wteᵀ at every position).
+TEST_F(ClassifierModel, LogitsEqualTheLanguageModelsAtTheLastToken) {
+  std::copy(body_.param_data(embeddings_unit()),
+            body_.param_data(embeddings_unit()) + score_.size(), score_.begin());
+  GPT2Compute compute(config_, B_, T_, allocator_);
+  ClassifierHead head(config_, head_config_, B_, T_, allocator_);
+  body_.forward(compute, tokens_);
+  head.forward(compute, tokens_, {}, body_.param_data(final_norm_unit(config_)), score_.data());
+  const std::vector<std::int64_t> last = {2, 5, 0};
+  EXPECT_EQ(head.positions(), last);
+  for (std::int64_t b = 0; b < B_; ++b)
+    for (std::int64_t k = 0; k < K_; ++k)
+      EXPECT_NEAR(head.logits()[b * K_ + k],
+                  compute.logits()[(b * T_ + last[b]) * config_.padded_vocab_size() + k], 1e-5)
+          << "row " << b << " class " << k;
+  EXPECT_EQ(head.num_counted(), 0);
+}
+
+// Backward against central differences of the loss (fp32: a 1e-2 relative bound) on elements of
+// score, ln_f, the last and the first block, and the embeddings (wte of a used token, wpe).
+TEST_F(ClassifierModel, GradientsMatchFiniteDifferences) {
+  GPT2Compute compute(config_, B_, T_, allocator_);
+  ClassifierHead head(config_, head_config_, B_, T_, allocator_);
+  std::vector<float> score_grad(score_.size(), 0.0f);
+  body_.zero_grads();
+  body_.forward(compute, tokens_);
+  const int norm = final_norm_unit(config_);
+  head.forward(compute, tokens_, labels_, body_.param_data(norm), score_.data());
+  head.backward(compute, body_.param_data(norm), score_.data(), body_.grad_data(norm),
+                score_grad.data());
+  for (int layer = 1; layer >= 0; --layer)
+    compute.backward_block(layer, body_.param_data(block_unit(layer)),
+                           body_.grad_data(block_unit(layer)));
+  compute.backward_embeddings(body_.param_data(embeddings_unit()),
+                              body_.grad_data(embeddings_unit()));
+  auto check = [&](const std::string& what, float* parameter, float analytic) {
+    const float saved = *parameter, step = 1e-2f;
+    *parameter = saved + step;
+    const double up = loss();
+    *parameter = saved - step;
+    const double down = loss();
+    *parameter = saved;
+    const double numeric = (up - down) / (2.0 * step);
+    EXPECT_NEAR(analytic, numeric, 1e-2 * std::max(1e-2, std::abs(numeric))) << what;
+  };
+  for (std::size_t i : {0ul, 33ul, 95ul}) check("score", &score_[i], score_grad[i]);
+  for (std::size_t i : {1ul, 40ul})
+    check("ln_f", body_.param_data(norm) + i, body_.grad_data(norm)[i]);
+  for (int layer : {0, 1})
+    for (std::size_t i : {5ul, 200ul, 3000ul})
+      check("block", body_.param_data(block_unit(layer)) + i,
+            body_.grad_data(block_unit(layer))[i]);
+  const std::size_t wte_token_7 = 7 * 32 + 3, wpe_2 = 64 * 32 + 2 * 32 + 1;
+  for (std::size_t i : {wte_token_7, wpe_2})
+    check("embeddings", body_.param_data(embeddings_unit()) + i,
+          body_.grad_data(embeddings_unit())[i]);
+}
+
+TEST_F(ClassifierModel, IgnoredLabelsAndOutOfRangeLabels) {
+  GPT2Compute compute(config_, B_, T_, allocator_);
+  ClassifierHead head(config_, head_config_, B_, T_, allocator_);
+  body_.forward(compute, tokens_);
+  const float* norm = body_.param_data(final_norm_unit(config_));
+  head.forward(compute, tokens_, std::vector<int>{2, -100, 1}, norm, score_.data());
+  EXPECT_EQ(head.num_counted(), 2);
+  EXPECT_THROW(head.forward(compute, tokens_, std::vector<int>{2, 3, 1}, norm, score_.data()),
+               Error);
+  EXPECT_THROW(head.forward(compute, tokens_, std::vector<int>{2, 1}, norm, score_.data()), Error);
+}
+
+TEST_F(ClassifierModel, InitialisationIsShardingIndependent) {
+  std::vector<float> pieces(score_.size());
+  init_score_range(config_, 5, {0, 40}, pieces.data());
+  init_score_range(config_, 5, {40, pieces.size()}, pieces.data() + 40);
+  EXPECT_EQ(pieces, score_);
+  double sum = 0.0, squares = 0.0;
+  for (float value : score_) {
+    sum += value;
+    squares += static_cast<double>(value) * value;
+  }
+  const double n = static_cast<double>(score_.size());
+  EXPECT_NEAR(std::sqrt(squares / n - (sum / n) * (sum / n)), config_.initializer_range, 0.005);
+}
+
+TEST_F(ClassifierModel, CheckpointRoundTripAndAnLmCheckpointAsTheBody) {
+  const fs::path folder = testing::scratch_dir("classifier_checkpoint");
+  save_classifier_checkpoint(body_, head_config_, score_, folder / "classifier");
+  std::ifstream config_file(folder / "classifier" / "config.json");
+  const nlohmann::json json = nlohmann::json::parse(config_file);
+  EXPECT_EQ(json["architectures"][0], "GPT2ForSequenceClassification");
+  EXPECT_EQ(json["id2label"]["1"], "politics");
+  EXPECT_EQ(json["label2id"]["computers"], 2);
+  EXPECT_EQ(json["num_labels"], 3);
+  EXPECT_EQ(json["pad_token_id"], 60);
+
+  const ClassifierCheckpoint read = load_classifier_config(folder / "classifier");
+  EXPECT_TRUE(read.has_score);
+  EXPECT_EQ(read.head.id2label, head_config_.id2label);
+  GPT2Model body(read.body, allocator_);
+  std::vector<float> score(score_.size());
+  ASSERT_TRUE(load_classifier_weights(body, score, 3, folder / "classifier"));
+  EXPECT_EQ(score, score_);
+  for (int u = 0; u < body.num_units(); ++u)
+    EXPECT_EQ(0, std::memcmp(body.param_data(u), body_.param_data(u),
+                             body.units()[u].num_elements() * sizeof(float)));
+
+  // An LM checkpoint: the body loads, score does not (the caller keeps its initialisation).
+  save_hf_checkpoint(body_, folder / "lm");
+  const ClassifierCheckpoint lm = load_classifier_config(folder / "lm");
+  EXPECT_FALSE(lm.has_score);
+  EXPECT_EQ(lm.head.pad_token_id, 60);  // eos when the file has no pad_token_id
+  GPT2Model lm_body(lm.body, allocator_);
+  std::vector<float> untouched(score_.size(), 7.0f);
+  EXPECT_FALSE(load_classifier_weights(lm_body, untouched, 3, folder / "lm"));
+  EXPECT_EQ(untouched, std::vector<float>(score_.size(), 7.0f));
+
+  // A head of another size: the shape is named.
+  std::vector<float> wrong(static_cast<std::size_t>(4 * config_.n_embd));
+  try {
+    load_classifier_weights(body, wrong, 4, folder / "classifier");
+    FAIL() << "a (3, 32) score.weight loaded as (4, 32)";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("'score.weight' has shape (3, 32)"), std::string::npos)
+        << error.what();
+  }
+  fs::remove_all(folder);
+}
+
+}  // namespace
+}  // namespace zero::gpt2

@@ -1,0 +1,285 @@
+// zero train --task text-classification through the library: the same losses and the same test
+// report at worlds 1, 2, 4 and stages 0-3, odd split sizes counted once, a saved classifier that
+// evaluates to the same numbers, labels as integers, the validation split, and bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../train/train_test_util.h"
+#include "zero/comm/thread_communicator.h"
+#include "zero/train/classification_data.h"
+#include "zero/train/trainer.h"
+
+namespace zero::testing {
+namespace {
+
+using nlohmann::json;
+
+// `count` labelled lines: the label's topic words mixed with shared words, so the task is
+// learnable but not trivial. Labels are names or (integers = true) 2, 10, 33.
+void write_labelled_csv(const fs::path& file, int count, std::uint64_t seed,
+                        bool integers = false) {
+  static const char* kShared[] = {"the", "a", "of", "and", "is", "to", "my", "not", "where"};
+  static const char* kTopics[3][4] = {{"sea", "ship", "wave", "sail"},
+                                      {"sword", "battle", "crown", "king"},
+                                      {"heart", "love", "thee", "fair"}};
+  static const char* kNames[3] = {"sea", "war", "love"};
+  static const char* kNumbers[3] = {"2", "10", "33"};
+  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 7;
+  auto next = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 33;
+  };
+  std::ofstream out(file);
+  out << "id,text,label\n";
+  for (int i = 0; i < count; ++i) {
+    const int label = static_cast<int>(next() % 3);
+    out << i << ",\"";
+    const int words = 3 + static_cast<int>(next() % 6);
+    for (int w = 0; w < words; ++w)
+      out << (w ? " " : "") << (next() % 3 == 0 ? kTopics[label][next() % 4] : kShared[next() % 9]);
+    out << "\"," << (integers ? kNumbers[label] : kNames[label]) << "\n";
+  }
+}
+
+train::TrainingArguments classify_arguments(const fs::path& folder, const fs::path& output) {
+  train::TrainingArguments arguments;
+  arguments.task = "text-classification";
+  arguments.train_files = {(folder / "train.csv").string()};
+  arguments.validation_files = {(folder / "validation.csv").string()};
+  arguments.test_files = {(folder / "test.csv").string()};
+  arguments.text_column_names = "text";
+  arguments.max_seq_length = 12;
+  arguments.config_overrides = "n_layer=2,n_embd=32,n_head=4,n_positions=16";
+  arguments.tokenizer_vocab_size = 300;
+  arguments.output_dir = output.string();
+  arguments.do_train = arguments.do_eval = arguments.do_predict = true;
+  arguments.per_device_train_batch_size = 8;
+  arguments.per_device_eval_batch_size = 3;
+  arguments.num_train_epochs = 2;  // 64 examples / 8: 8 steps per epoch
+  arguments.logging_steps = 1;
+  arguments.learning_rate = 3e-3;
+  arguments.save_strategy = train::IntervalStrategy::kNo;
+  arguments.plot = false;
+  return arguments;
+}
+
+class ClassifyTrain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_labelled_csv(folder_.path() / "train.csv", 64, 1);
+    write_labelled_csv(folder_.path() / "validation.csv", 37, 2);  // odd: 37 = 12·3 + 1
+    write_labelled_csv(folder_.path() / "test.csv", 29, 3);
+  }
+  train::TrainResult run_world(const train::TrainingArguments& arguments, int world) {
+    std::vector<train::TrainResult> results(static_cast<std::size_t>(world));
+    run_ranks(world, [&](Communicator& comm) {
+      results[static_cast<std::size_t>(comm.rank())] =
+          train::train(arguments, comm, {.print = false});
+    });
+    return results[0];
+  }
+  TempFolder folder_{"classify"};
+};
+
+std::vector<double> eval_losses(const train::TrainResult& result) {
+  std::vector<double> losses;
+  for (const train::LogEntry& entry : result.log_history)
+    if (entry.eval_loss) losses.push_back(*entry.eval_loss);
+  return losses;
+}
+
+// The same global batch (8) at worlds 1, 2, 4 and ZeRO stages 0-3: the same training losses,
+// validation losses and test report; 37 validation and 29 test examples counted once each.
+TEST_F(ClassifyTrain, SameLossesAndReportAtEveryWorldSizeAndStage) {
+  std::vector<double> reference_losses, reference_eval;
+  std::string reference_report;
+  std::vector<std::vector<std::int64_t>> reference_confusion;
+  for (const int world : {1, 2, 4})
+    for (int stage = 0; stage <= 3; ++stage) {
+      SCOPED_TRACE("world " + std::to_string(world) + " stage " + std::to_string(stage));
+      const fs::path output =
+          folder_.path() / ("out_w" + std::to_string(world) + "_s" + std::to_string(stage));
+      train::TrainingArguments arguments = classify_arguments(folder_.path(), output);
+      arguments.per_device_train_batch_size = 8 / world;
+      arguments.deepspeed = write_ds_config(folder_.path(), stage).string();
+      const train::TrainResult result = run_world(arguments, world);
+      const std::vector<double> losses = logged_losses(result.log_history);
+      const std::vector<double> evals = eval_losses(result);
+      ASSERT_TRUE(result.test_report.has_value());
+      const train::ClassificationReport& report = *result.test_report;
+      EXPECT_EQ(report.num_examples, 29);
+      std::int64_t in_matrix = 0;
+      for (const auto& row : report.confusion)
+        for (std::int64_t count : row) in_matrix += count;
+      EXPECT_EQ(in_matrix, 29);
+      EXPECT_EQ(evals.size(), 2u);  // each epoch's end
+      std::ifstream file(output / "test_results.json");
+      const json written = json::parse(file);
+      EXPECT_EQ(written["classification_report_text"], report.text());
+      EXPECT_EQ(written["test_samples"], 29);
+      EXPECT_EQ(written["predictions"].size(), 29u);
+      if (reference_losses.empty()) {
+        reference_losses = losses;
+        reference_eval = evals;
+        reference_report = report.text();
+        reference_confusion = report.confusion;
+        continue;
+      }
+      ASSERT_EQ(losses.size(), reference_losses.size());
+      for (std::size_t i = 0; i < losses.size(); ++i)
+        EXPECT_NEAR(losses[i], reference_losses[i], 1e-5) << "log entry " << i;
+      ASSERT_EQ(evals.size(), reference_eval.size());
+      for (std::size_t i = 0; i < evals.size(); ++i)
+        EXPECT_NEAR(evals[i], reference_eval[i], 1e-5) << "evaluation " << i;
+      EXPECT_EQ(report.text(), reference_report);
+      EXPECT_EQ(report.confusion, reference_confusion);
+    }
+}
+
+// Accumulation (2 micro-batches of 4) and --gradient_checkpointing (world 2, stage 3) keep the
+// losses of the plain batch-8 run.
+TEST_F(ClassifyTrain, AccumulationAndCheckpointingKeepTheLosses) {
+  const train::TrainingArguments plain = classify_arguments(folder_.path(), folder_.path() / "p");
+  const std::vector<double> reference = logged_losses(run_world(plain, 1).log_history);
+  train::TrainingArguments accumulated = classify_arguments(folder_.path(), folder_.path() / "a");
+  accumulated.per_device_train_batch_size = 4;
+  accumulated.gradient_accumulation_steps = 2;
+  train::TrainingArguments recomputed = classify_arguments(folder_.path(), folder_.path() / "r");
+  recomputed.per_device_train_batch_size = 4;
+  recomputed.gradient_checkpointing = true;
+  recomputed.deepspeed = write_ds_config(folder_.path(), 3).string();
+  for (const auto& [name, losses] :
+       {std::pair{"accumulation", logged_losses(run_world(accumulated, 1).log_history)},
+        std::pair{"checkpointing", logged_losses(run_world(recomputed, 2).log_history)}}) {
+    ASSERT_EQ(losses.size(), reference.size()) << name;
+    for (std::size_t i = 0; i < losses.size(); ++i)
+      EXPECT_NEAR(losses[i], reference[i], 1e-5) << name << " log entry " << i;
+  }
+}
+
+// The saved GPT2ForSequenceClassification evaluates (at another world size) to the same
+// validation loss and test report; its config carries the labels.
+TEST_F(ClassifyTrain, SavedClassifierEvaluatesToTheSameNumbers) {
+  const fs::path output = folder_.path() / "trained";
+  const train::TrainResult trained = run_world(classify_arguments(folder_.path(), output), 1);
+  std::ifstream config_file(output / "config.json");
+  const json config = json::parse(config_file);
+  EXPECT_EQ(config["architectures"][0], "GPT2ForSequenceClassification");
+  EXPECT_EQ(config["id2label"], (json{{"0", "love"}, {"1", "sea"}, {"2", "war"}}));
+  train::TrainingArguments evaluate = classify_arguments(folder_.path(), folder_.path() / "again");
+  evaluate.model_name_or_path = output.string();
+  evaluate.config_overrides.clear();
+  evaluate.train_files.clear();
+  evaluate.do_train = false;
+  const train::TrainResult again = run_world(evaluate, 2);
+  ASSERT_TRUE(trained.eval_loss && again.eval_loss);
+  EXPECT_NEAR(*again.eval_loss, *trained.eval_loss, 1e-5);
+  EXPECT_EQ(again.test_report->text(), trained.test_report->text());
+
+  // Its head has other labels than this data: named, not silently remapped.
+  std::ofstream(folder_.path() / "other.csv")
+      << "text,label\n\"the sea\",pirates\n\"a ship\",navy\n";
+  train::TrainingArguments other = classify_arguments(folder_.path(), folder_.path() / "other");
+  other.model_name_or_path = output.string();
+  other.config_overrides.clear();
+  other.train_files = {(folder_.path() / "other.csv").string()};
+  other.validation_files = other.train_files;
+  other.do_predict = false;
+  try {
+    run_world(other, 1);
+    ADD_FAILURE() << "a classifier for love/sea/war trained on pirates/navy";
+  } catch (const std::exception& error) {  // run_ranks rethrows with the rank prefixed
+    EXPECT_NE(std::string(error.what())
+                  .find("its classifier's labels (id2label) are not the "
+                        "training labels"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+// Integer labels sort numerically (2, 10, 33, not "10" < "2"); no --validation_file: a seeded
+// split of the train file (ceil(10% of 64) = 7 examples) validates.
+TEST_F(ClassifyTrain, IntegerLabelsAndTheValidationSplit) {
+  write_labelled_csv(folder_.path() / "numbers.csv", 64, 1, /*integers=*/true);
+  train::TrainingArguments arguments =
+      classify_arguments(folder_.path(), folder_.path() / "numbers_out");
+  arguments.train_files = {(folder_.path() / "numbers.csv").string()};
+  arguments.validation_files.clear();
+  arguments.do_predict = false;
+  arguments.validation_split_percentage = 10;
+  arguments.max_steps = 2;
+  run_world(arguments, 2);
+  std::ifstream config_file(folder_.path() / "numbers_out" / "config.json");
+  const json config = json::parse(config_file);
+  EXPECT_EQ(config["id2label"], (json{{"0", "2"}, {"1", "10"}, {"2", "33"}}));
+  std::ifstream eval_file(folder_.path() / "numbers_out" / "eval_results.json");
+  EXPECT_EQ(json::parse(eval_file)["eval_samples"], 7);
+}
+
+TEST_F(ClassifyTrain, BadInputIsNamed) {
+  auto message_of = [&](const train::TrainingArguments& arguments) -> std::string {
+    try {
+      run_world(arguments, 1);
+    } catch (const train::InputError& error) {
+      return error.what();
+    } catch (const std::exception& error) {
+      return std::string("not an InputError: ") + error.what();
+    }
+    return "no error";
+  };
+  const fs::path output = folder_.path() / "bad";
+  {
+    std::ofstream(folder_.path() / "unknown.csv") << "text,label\n\"the sea\",pirates\n";
+    train::TrainingArguments arguments = classify_arguments(folder_.path(), output);
+    arguments.test_files = {(folder_.path() / "unknown.csv").string()};
+    EXPECT_NE(message_of(arguments).find("has label 'pirates', not one of the training labels"),
+              std::string::npos);
+  }
+  {
+    train::TrainingArguments arguments = classify_arguments(folder_.path(), output);
+    arguments.label_column_name = "category";
+    EXPECT_NE(message_of(arguments).find("no column 'category' (--label_column_name)"),
+              std::string::npos);
+  }
+  {
+    train::TrainingArguments arguments = classify_arguments(folder_.path(), output);
+    arguments.test_files.clear();
+    EXPECT_NE(message_of(arguments).find("--do_predict needs --test_file"), std::string::npos);
+  }
+  {
+    train::TrainingArguments arguments = classify_arguments(folder_.path(), output);
+    arguments.max_seq_length = 17;
+    EXPECT_NE(message_of(arguments).find("--max_seq_length 17 is larger than the model's"),
+              std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(output)) << "bad input must not create output_dir";
+}
+
+TEST(ClassificationData, JsonLinesLabelsAndPadding) {
+  TempFolder folder("classify_jsonl");
+  std::ofstream(folder.path() / "data.jsonl")
+      << "{\"sentence\": \"one\", \"label\": 1}\n\n{\"sentence\": \"two\", \"label\": 0}\n";
+  const std::vector<train::LabelledText> examples =
+      train::read_labelled_file(folder.path() / "data.jsonl", {"sentence"}, " ", "label");
+  ASSERT_EQ(examples.size(), 2u);
+  EXPECT_EQ(examples[0].label, "1");
+  EXPECT_EQ(train::label_list(examples), (std::vector<std::string>{"0", "1"}));
+  std::ofstream(folder.path() / "bad.jsonl") << "{\"sentence\": \"one\", \"label\": 1.5}\n";
+  EXPECT_THROW(train::read_labelled_file(folder.path() / "bad.jsonl", {"sentence"}, " ", "label"),
+               Error);
+  train::ClassificationDataset data;
+  data.seq_len = 2;
+  data.tokens = {5, 6, 7, 9};
+  data.labels = {1, 0};
+  std::vector<int> tokens, labels;
+  const std::vector<std::size_t> rows = {1};
+  train::fill_classification_batch(data, rows, 2, 9, tokens, labels);
+  EXPECT_EQ(tokens, (std::vector<int>{7, 9, 9, 9}));
+  EXPECT_EQ(labels, (std::vector<int>{0, -100}));
+}
+
+}  // namespace
+}  // namespace zero::testing

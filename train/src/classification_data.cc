@@ -1,0 +1,252 @@
+// Labelled documents: CSV and JSON Lines readers, the label list, tokenized and padded examples.
+#include "zero/train/classification_data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "zero/core/error.h"
+#include "zero/gpt2/rng.h"
+#include "zero/text/text_files.h"
+
+namespace zero::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_integer_text(const std::string& text) {
+  if (text.empty()) return false;
+  const std::size_t start = text[0] == '-' ? 1 : 0;
+  return start < text.size() &&
+         std::all_of(text.begin() + static_cast<std::ptrdiff_t>(start), text.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string joined(const std::vector<std::string>& columns) {
+  std::string out;
+  for (const std::string& column : columns) out += (out.empty() ? "'" : ", '") + column + "'";
+  return out;
+}
+
+}  // namespace
+
+CsvTable read_csv_table(const fs::path& path) {
+  const text::MappedFile file = text::open_text_file(path);
+  const std::string_view bytes = file.bytes();
+  std::vector<std::vector<std::string>> rows(1);
+  std::string field;
+  bool quoted = false, field_started = false;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const char c = bytes[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < bytes.size() && bytes[i + 1] == '"') {
+        field.push_back('"');
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field.push_back(c);
+      }
+      continue;
+    }
+    if (c == '"' && !field_started) {
+      quoted = field_started = true;
+    } else if (c == ',') {
+      rows.back().push_back(std::move(field));
+      field.clear();
+      field_started = false;
+    } else if (c == '\n' || c == '\r') {
+      if (c == '\r' && i + 1 < bytes.size() && bytes[i + 1] == '\n') ++i;
+      rows.back().push_back(std::move(field));
+      field.clear();
+      field_started = false;
+      rows.emplace_back();
+    } else {
+      field.push_back(c);
+      field_started = true;
+    }
+  }
+  ZERO_CHECK(!quoted, path.string(), ": a quoted field is not closed at the end of the file");
+  if (field_started || !rows.back().empty()) rows.back().push_back(std::move(field));
+  std::erase_if(rows, [](const std::vector<std::string>& row) {
+    return row.empty() || (row.size() == 1 && row[0].empty());
+  });
+  ZERO_CHECK(!rows.empty(), path.string(), ": no header row");
+  CsvTable table;
+  table.header = std::move(rows.front());
+  for (std::size_t r = 1; r < rows.size(); ++r) {
+    ZERO_CHECK(rows[r].size() == table.header.size(), path.string(), ": row ", r + 1, " has ",
+               rows[r].size(), " fields, the header ", table.header.size());
+    table.rows.push_back(std::move(rows[r]));
+  }
+  return table;
+}
+
+std::vector<LabelledText> read_labelled_file(const fs::path& path,
+                                             const std::vector<std::string>& text_columns,
+                                             const std::string& delimiter,
+                                             const std::string& label_column) {
+  ZERO_CHECK(!text_columns.empty(), "no text column named (--text_column_names)");
+  std::vector<LabelledText> examples;
+  const std::string extension = path.extension().string();
+  if (extension == ".csv") {
+    const CsvTable table = read_csv_table(path);
+    auto column_of = [&](const std::string& name, const char* flag) {
+      const auto found = std::find(table.header.begin(), table.header.end(), name);
+      ZERO_CHECK(found != table.header.end(), path.string(), ": no column '", name, "' (", flag,
+                 "); the header has ", joined(table.header));
+      return static_cast<std::size_t>(found - table.header.begin());
+    };
+    std::vector<std::size_t> text_indices;
+    for (const std::string& name : text_columns)
+      text_indices.push_back(column_of(name, "--text_column_names"));
+    const std::size_t label_index = column_of(label_column, "--label_column_name");
+    for (std::size_t r = 0; r < table.rows.size(); ++r) {
+      LabelledText example;
+      for (std::size_t c = 0; c < text_indices.size(); ++c)
+        example.text += (c ? delimiter : "") + table.rows[r][text_indices[c]];
+      example.label = table.rows[r][label_index];
+      ZERO_CHECK(!example.label.empty(), path.string(), ": row ", r + 2, " has an empty '",
+                 label_column, "'");
+      examples.push_back(std::move(example));
+    }
+  } else if (extension == ".json" || extension == ".jsonl") {
+    const text::MappedFile file = text::open_text_file(path);
+    const std::string_view bytes = file.bytes();
+    std::size_t line_number = 0;
+    for (std::size_t begin = 0; begin < bytes.size();) {
+      const std::size_t end = std::min(bytes.find('\n', begin), bytes.size());
+      const std::string_view line = bytes.substr(begin, end - begin);
+      begin = end + 1;
+      ++line_number;
+      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+      nlohmann::json record;
+      try {
+        record = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception& error) {
+        ZERO_THROW(path.string(), ": line ", line_number, " is not JSON: ", error.what());
+      }
+      ZERO_CHECK(record.is_object(), path.string(), ": line ", line_number, " is not an object");
+      LabelledText example;
+      for (std::size_t c = 0; c < text_columns.size(); ++c) {
+        const auto field = record.find(text_columns[c]);
+        ZERO_CHECK(field != record.end() && field->is_string(), path.string(), ": line ",
+                   line_number, " has no string '", text_columns[c], "' (--text_column_names)");
+        example.text += (c ? delimiter : "") + field->get<std::string>();
+      }
+      const auto label = record.find(label_column);
+      ZERO_CHECK(label != record.end(), path.string(), ": line ", line_number, " has no '",
+                 label_column, "' (--label_column_name)");
+      if (label->is_number_integer()) {
+        example.label = std::to_string(label->get<std::int64_t>());
+      } else {
+        ZERO_CHECK(label->is_string() && !label->get<std::string>().empty(), path.string(),
+                   ": line ", line_number, ": label ", label->dump(),
+                   " is neither a non-empty string nor an integer");
+        example.label = label->get<std::string>();
+      }
+      examples.push_back(std::move(example));
+    }
+  } else {
+    ZERO_THROW(path.string(), ": labelled data must be .csv, .json or .jsonl, not '", extension,
+               "'");
+  }
+  ZERO_CHECK(!examples.empty(), path.string(), ": no example");
+  return examples;
+}
+
+std::vector<std::string> label_list(std::span<const LabelledText> examples) {
+  std::set<std::string> distinct;
+  for (const LabelledText& example : examples) distinct.insert(example.label);
+  std::vector<std::string> labels(distinct.begin(), distinct.end());
+  if (std::all_of(labels.begin(), labels.end(), is_integer_text))
+    std::sort(labels.begin(), labels.end(), [](const std::string& a, const std::string& b) {
+      return std::stoll(a) < std::stoll(b);
+    });
+  return labels;
+}
+
+ClassificationDataset encode_examples(std::span<const LabelledText> examples,
+                                      const std::vector<std::string>& labels,
+                                      const text::Tokenizer& tokenizer, std::int64_t max_seq_length,
+                                      int pad_id, const std::string& what, int num_threads) {
+  ZERO_CHECK(max_seq_length >= 1, "--max_seq_length must be at least 1, got ", max_seq_length);
+  ClassificationDataset data;
+  const std::int64_t T = data.seq_len = max_seq_length;
+  const std::size_t N = examples.size();
+  data.tokens.assign(N * static_cast<std::size_t>(T), pad_id);
+  data.labels.resize(N);
+  for (std::size_t i = 0; i < N; ++i) {
+    const auto found = std::find(labels.begin(), labels.end(), examples[i].label);
+    if (found == labels.end()) {
+      std::string known;
+      for (const std::string& label : labels) known += (known.empty() ? "" : ", ") + label;
+      ZERO_THROW(what, ": example ", i + 1, " has label '", examples[i].label,
+                 "', not one of the training labels (", known, ")");
+    }
+    data.labels[i] = static_cast<int>(found - labels.begin());
+  }
+  const int threads = num_threads > 0
+                          ? num_threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<std::int64_t> truncated(static_cast<std::size_t>(threads), 0);
+  std::vector<std::thread> workers;
+  for (int w = 0; w < threads; ++w)
+    workers.emplace_back([&, w] {
+      std::vector<text::TokenId> ids;
+      for (std::size_t i = static_cast<std::size_t>(w); i < N;
+           i += static_cast<std::size_t>(threads)) {
+        ids.clear();
+        tokenizer.encode_append(examples[i].text, ids);
+        if (static_cast<std::int64_t>(ids.size()) > T) ++truncated[static_cast<std::size_t>(w)];
+        const std::size_t count = std::min<std::size_t>(ids.size(), static_cast<std::size_t>(T));
+        for (std::size_t t = 0; t < count; ++t)
+          data.tokens[i * static_cast<std::size_t>(T) + t] = static_cast<int>(ids[t]);
+      }
+    });
+  for (std::thread& worker : workers) worker.join();
+  for (std::int64_t count : truncated) data.truncated += count;
+  return data;
+}
+
+void split_validation(std::vector<LabelledText>& train, std::vector<LabelledText>& validation,
+                      int percentage, std::uint64_t seed) {
+  ZERO_CHECK(percentage > 0 && percentage < 100,
+             "--validation_split_percentage must be in (0, 100), got ", percentage);
+  const std::size_t n = train.size();
+  const auto held =
+      static_cast<std::size_t>(std::ceil(static_cast<double>(n) * percentage / 100.0));
+  ZERO_CHECK(held >= 1 && held < n, "--validation_split_percentage ", percentage, " of ", n,
+             " examples leaves no train or no validation example");
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  // Fisher-Yates over a counter-based stream of (seed, "validation split").
+  const std::uint64_t key = gpt2::derive_key(seed, gpt2::hash_name("validation split"));
+  for (std::size_t i = n - 1; i > 0; --i) {
+    const std::size_t j = gpt2::mix64(key + i) % (i + 1);
+    std::swap(order[i], order[j]);
+  }
+  std::vector<LabelledText> rest;
+  for (std::size_t k = 0; k < n; ++k)
+    (k < held ? validation : rest).push_back(std::move(train[order[k]]));
+  train = std::move(rest);
+}
+
+void fill_classification_batch(const ClassificationDataset& data,
+                               std::span<const std::size_t> indices, std::int64_t B, int pad_id,
+                               std::vector<int>& tokens, std::vector<int>& labels) {
+  const std::size_t T = static_cast<std::size_t>(data.seq_len);
+  ZERO_CHECK(static_cast<std::int64_t>(indices.size()) <= B,
+             "classification batch: ", indices.size(), " rows for B=", B);
+  tokens.assign(static_cast<std::size_t>(B) * T, pad_id);
+  labels.assign(static_cast<std::size_t>(B), -100);
+  for (std::size_t b = 0; b < indices.size(); ++b) {
+    std::copy_n(data.tokens.begin() + static_cast<std::ptrdiff_t>(indices[b] * T), T,
+                tokens.begin() + static_cast<std::ptrdiff_t>(b * T));
+    labels[b] = data.labels[indices[b]];
+  }
+}
+
+}  // namespace zero::train
