@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libopenmpi-dev openmpi-bin
+  libgloo-dev  # the Gloo communicator (torchrun, srun without PMI)
   libeigen3-dev libopenblas-dev
   libboost-program-options-dev
   nlohmann-json3-dev
