@@ -9,6 +9,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libopenmpi-dev openmpi-bin
   libgloo-dev  # the Gloo communicator (torchrun, srun without PMI)
+  iproute2     # `ip netns`: the two-host Gloo test (tests/comm/two_host_netns.sh)
   libeigen3-dev libopenblas-dev
   libboost-program-options-dev
   nlohmann-json3-dev
