@@ -11,12 +11,14 @@ packages=(
   libgloo-dev  # the Gloo communicator (torchrun, srun without PMI)
   iproute2     # `ip netns`: the two-host Gloo test (tests/comm/two_host_netns.sh)
   libeigen3-dev libopenblas-dev
+  libdnnl-dev  # oneDNN: the GPT-2 bf16 GEMMs (AMX / AVX512-BF16 matmul)
   libboost-program-options-dev
   nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev
   python3 python3-venv python3-numpy python3-regex  # python3-regex: tests/golden/gpt2_tokenizer_reference.py
-  fortunes  # the GPT-2 demo's corpus: /usr/share/games/fortunes (examples/gpt2_zero3.cc)
+  fortunes  # the demo corpus: /usr/share/games/fortunes (scripts/demo.sh, `zero train`)
+  gnuplot-nox  # `zero train`: output_dir/loss.svg (skipped with a warning without it)
 )
 if [ "${ZERO_SETUP_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi
 

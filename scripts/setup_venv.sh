@@ -5,6 +5,11 @@
 # lacks:
 #   datasets, tokenizers  run_clm's blocks (tests/golden/run_clm_blocks_reference.py)
 #   deepspeed             its deepspeed.runtime.lr_schedules is the LR-schedule oracle
+#   transformers          `zero train`'s saved model loads in GPT2LMHeadModel (tests/train)
+#   tensorboard           reads `zero train`'s event files (tests/train)
+#   tiktoken              the tokenizer tests' reference (built offline from the local BPE files)
+# transformers 4.46 is the newest that runs its PyTorch models over torch 1.13; it needs
+# tokenizers < 0.21 and huggingface_hub < 1.0, hence datasets 3.6 (datasets 4+ wants a newer hub).
 # DeepSpeed 0.19 declares torch>=2.0, but its lr_schedules (and `import deepspeed` on a CPU-only
 # machine) run over torch 1.13; letting pip resolve that requirement would replace Debian's torch
 # with a multi-GB wheel and its CUDA libraries. So deepspeed is installed without dependencies
@@ -13,20 +18,21 @@
 # ZERO_PYTHON for the tests (cmake/ZeroTesting.cmake). Versions are pinned: they are oracles.
 # numpy is held at Debian's version (a constraint): torch 1.13 is built against numpy 1.x, and a
 # numpy 2 in the venv (pulled by a newer pandas) breaks torch's tensor.numpy(); pyarrow 26 needs
-# numpy 2, 25 (which datasets 5.2 accepts) runs on numpy 1.24.
+# numpy 2, 25 runs on numpy 1.24.
 # Idempotent: when the venv imports everything, nothing is installed (a few seconds); otherwise it is made anew.
 set -euo pipefail
 venv=${ZERO_VENV:-${HOME:-$(cd ~ && pwd)}/.cache/zero/venv}
 system_python=${ZERO_SYSTEM_PYTHON:-/usr/bin/python3}
-packages=(datasets==5.2.0 tokenizers==0.23.3 pyarrow==25.0.0)
+packages=(datasets==3.6.0 tokenizers==0.20.3 pyarrow==25.0.0 transformers==4.46.3 tensorboard==2.21.0
+          tiktoken==0.14.0)
 deepspeed=deepspeed==0.19.8
 deepspeed_deps=(einops hjson msgpack "packaging>=20.0" psutil py-cpuinfo "pydantic>=2.0.0" tqdm)
 
 has_torch=0
 if "$system_python" -c 'import torch' 2>/dev/null; then has_torch=1; fi
-check='import datasets, tokenizers'
+check='import datasets, tokenizers, tensorboard, tiktoken'
 if [ "$has_torch" = 1 ]; then
-  check+='; import torch, deepspeed.runtime.lr_schedules; torch.zeros(1).numpy()'
+  check+='; import torch, transformers, deepspeed.runtime.lr_schedules; torch.zeros(1).numpy()'
 fi
 if [ -x "$venv/bin/python3" ] && "$venv/bin/python3" -c "$check" >/dev/null 2>&1; then
   echo "setup: golden-test venv ready ($venv)"

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "zero/config/ds_config.h"
 #include "zero/core/error.h"
+#include "zero/train/arguments.h"
 
 namespace zero::cli {
 
@@ -45,7 +46,9 @@ int run_config(std::span<char* const> args) {
       ("fp16", "fills fp16.enabled \"auto\" with true")
       ("bf16", "fills bf16.enabled \"auto\" with true")
       ("hidden_size", po::value<std::int64_t>(),
-       "the model's; fills bucket sizes and stage-3 thresholds \"auto\"");
+       "the model's; fills bucket sizes and stage-3 thresholds \"auto\"")
+      ("no_defaults",
+       "fill \"auto\" only from the flags given, not from Hugging Face's defaults for the others");
   // clang-format on
   po::positional_options_description positional;
   positional.add("file", 1);
@@ -56,8 +59,9 @@ int run_config(std::span<char* const> args) {
         "Resolves a DeepSpeed config as `zero train` would: fills \"auto\" from the "
         "flags, maps deprecated keys,\napplies DeepSpeed's defaults and batch rule, "
         "and prints the result as JSON (warnings on stderr).\nA flag given must agree "
-        "with a concrete value in the config. Exits 2 listing every error when the "
-        "config is invalid.",
+        "with a concrete value in the config; a flag not given takes Hugging Face's\n"
+        "TrainingArguments default, as `zero train` does (listed on stderr; --no_defaults "
+        "turns that off).\nExits 2 listing every error when the config is invalid.",
         options);
     return 0;
   }
@@ -85,6 +89,15 @@ int run_config(std::span<char* const> args) {
   if (variables.count("bf16")) trainer.bf16 = true;
   trainer.hidden_size = optional_value<std::int64_t>(variables, "hidden_size");
 
+  if (!variables.count("no_defaults")) {
+    const train::DefaultedValues filled = train::with_hf_defaults(trainer);
+    trainer = filled.values;
+    if (!filled.defaulted.empty()) {
+      std::cerr << "zero config: flags not given take Hugging Face's defaults:";
+      for (const std::string& flag : filled.defaulted) std::cerr << " " << flag;
+      std::cerr << "\n";
+    }
+  }
   try {
     const config::ConfigResult result =
         config::load_config_file(variables["file"].as<std::string>(), trainer);

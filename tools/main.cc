@@ -28,6 +28,8 @@ constexpr Command kCommands[] = {
     {"tokenizer", "train a BPE tokenizer, encode text, decode ids", zero::cli::run_tokenizer},
     {"generate", "continue a prompt with a GPT-2 checkpoint (token ids, CPU)",
      zero::cli::run_generate},
+    {"train", "train and evaluate GPT-2 as Hugging Face run_clm (DeepSpeed config, mpirun)",
+     zero::cli::run_train_command},
 };
 
 void print_help() {

@@ -64,13 +64,29 @@ TEST_F(ZeroConfigCommand, PrintsTheResolvedConfigAndExitsZero) {
 TEST_F(ZeroConfigCommand, ListsEveryErrorAndExitsTwo) {
   const std::string file = write("bad.json", R"({"train_batch_size": "auto",
       "zero_optimization": {"stage": 3, "stage3_param_persitence_threshold": 1e5}})");
-  const CommandResult run = run_zero("config " + file, /*with_stderr=*/true);
+  const CommandResult run = run_zero("config " + file + " --no_defaults", /*with_stderr=*/true);
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("2 errors in the DeepSpeed config"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("did you mean 'stage3_param_persistence_threshold'?"),
             std::string::npos)
       << run.output;
   EXPECT_NE(run.output.find("pass --per_device_train_batch_size"), std::string::npos) << run.output;
+}
+
+// Flags not given take Hugging Face's TrainingArguments defaults (zero::train's), listed on stderr.
+TEST_F(ZeroConfigCommand, FillsAutoFromHuggingFaceDefaultsAndSaysWhich) {
+  const std::string file = write("auto.json", R"({"train_batch_size": "auto",
+      "optimizer": {"type": "AdamW", "params": {"lr": "auto", "weight_decay": "auto"}}})");
+  const CommandResult run = run_zero("config " + file + " --learning_rate 3e-4", true);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("\"train_batch_size\": 8"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("\"lr\": 0.0003"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("Hugging Face's defaults: --per_device_train_batch_size 8 "
+                            "--gradient_accumulation_steps 1"),
+            std::string::npos)
+      << run.output;
+  EXPECT_EQ(run.output.find("--learning_rate 5e-05"), std::string::npos) << "given, not defaulted";
+  EXPECT_NE(run.output.find("--weight_decay 0"), std::string::npos) << run.output;
 }
 
 TEST_F(ZeroConfigCommand, MissingFileAndBadFlagsExitTwo) {

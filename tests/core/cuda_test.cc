@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "device_context_checks.h"
 #include "zero/core/allocator.h"
 #include "zero/core/cuda_ops.h"
 #include "zero/core/device.h"
@@ -24,6 +25,24 @@ TEST_F(CudaTest, DeviceAllocatorRecordsInLedger) {
   Buffer buffer = device->allocate(1 << 20, MemoryCategory::kParams);
   EXPECT_NE(buffer.data(), nullptr);
   EXPECT_EQ(ledger.entry(MemorySpace::kDevice, MemoryCategory::kParams).current_bytes, 1 << 20);
+}
+
+// The CUDA device context is a peer of the CPU one: the same checks, the CPU's arithmetic.
+TEST_F(CudaTest, DeviceContextOperationsMatchTheCpuBackend) {
+  auto context = make_cuda_context(0);
+  EXPECT_EQ(context->backend(), "cuda");
+  EXPECT_FALSE(context->model_runs_on_host());
+  testing::check_device_operations(*context);
+  testing::check_event_ordering(*context);
+}
+
+TEST_F(CudaTest, HostTasksRunInStreamOrder) {
+  auto context = make_cuda_context(0);
+  std::vector<int> order;
+  for (int i = 0; i < 10; ++i)
+    context->compute_stream().submit([&order, i] { order.push_back(i); });
+  context->compute_stream().synchronize();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
 }
 
 TEST_F(CudaTest, ConvertMatchesHost) {

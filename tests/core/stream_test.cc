@@ -1,6 +1,4 @@
 // CPU streams and events: ordering, cross-stream waits, sticky errors.
-#include "zero/core/stream.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,13 +6,14 @@
 #include <thread>
 #include <vector>
 
+#include "zero/core/cpu_stream.h"
 #include "zero/core/error.h"
 
 namespace zero {
 namespace {
 
-TEST(Stream, RunsTasksInSubmissionOrder) {
-  Stream stream("test");
+TEST(CpuStream, RunsTasksInSubmissionOrder) {
+  CpuStream stream("test");
   std::vector<int> order;
   for (int i = 0; i < 100; ++i) stream.submit([&order, i] { order.push_back(i); });
   stream.synchronize();
@@ -22,8 +21,8 @@ TEST(Stream, RunsTasksInSubmissionOrder) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
 }
 
-TEST(Stream, EventsMarkPointsAndOrderOtherStreams) {
-  Stream producer("producer"), consumer("consumer");
+TEST(CpuStream, EventsMarkPointsAndOrderOtherStreams) {
+  CpuStream producer("producer"), consumer("consumer");
   std::atomic<int> value{0};
   producer.submit([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -40,8 +39,8 @@ TEST(Stream, EventsMarkPointsAndOrderOtherStreams) {
   EXPECT_TRUE(Event().query());  // a default event is complete
 }
 
-TEST(Stream, ErrorsAreStickyAndReachEvents) {
-  Stream stream("failing");
+TEST(CpuStream, ErrorsAreStickyAndReachEvents) {
+  CpuStream stream("failing");
   int ran = 0;
   stream.submit([] { ZERO_THROW("boom"); });
   stream.submit([&] { ++ran; });
@@ -50,15 +49,15 @@ TEST(Stream, ErrorsAreStickyAndReachEvents) {
   EXPECT_THROW(stream.synchronize(), Error);
   EXPECT_EQ(ran, 0);
   // A stream waiting on a failed event fails too.
-  Stream other("other");
+  CpuStream other("other");
   other.wait(after);
   EXPECT_THROW(other.synchronize(), Error);
 }
 
-TEST(Stream, DestructorDrainsQueue) {
+TEST(CpuStream, DestructorDrainsQueue) {
   std::atomic<int> count{0};
   {
-    Stream stream("drain");
+    CpuStream stream("drain");
     for (int i = 0; i < 10; ++i) stream.submit([&] { ++count; });
   }
   EXPECT_EQ(count.load(), 10);

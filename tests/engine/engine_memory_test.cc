@@ -112,9 +112,10 @@ TEST(EngineMemory, PlannedPeaksEqualMeasuredPeaks) {
     run_ranks(2, [&](Communicator& comm) {
       EngineOptions options = parity_options(stage, 2);
       options.overlap_comm = false;  // frees happen at deterministic points
-      MemoryLedger planned_ledger;
-      PlanningAllocator planner(planned_ledger, MemorySpace::kDevice);
-      Engine planned(options, comm, optim::make_optimizer(options.optimizer), nullptr, &planner);
+      std::unique_ptr<DeviceContext> planner = make_planning_context();
+      MemoryLedger& planned_ledger = planner->ledger();
+      Engine planned(options, comm, optim::make_optimizer(options.optimizer), nullptr,
+                     planner.get());
       TinyStack plan_model;
       plan_model.register_units(planned);
       std::unique_ptr<Engine> real = make_engine(options, comm);
@@ -170,10 +171,10 @@ TEST(EngineMemory, PlanningAllocatorRecordsTheSameModelStates) {
   for (int stage = 0; stage <= 3; ++stage) {
     run_ranks(2, [&](Communicator& comm) {
       EngineOptions options = parity_options(stage, 1);
-      MemoryLedger planned_ledger;
-      PlanningAllocator planner(planned_ledger, MemorySpace::kDevice);
+      std::unique_ptr<DeviceContext> planner = make_planning_context();
+      MemoryLedger& planned_ledger = planner->ledger();
       auto planned = std::make_unique<Engine>(
-          options, comm, optim::make_optimizer(options.optimizer), nullptr, &planner);
+          options, comm, optim::make_optimizer(options.optimizer), nullptr, planner.get());
       TinyStack planned_model;
       planned_model.register_units(*planned);
       planned->initialize();

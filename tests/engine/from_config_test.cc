@@ -6,6 +6,7 @@
 
 #include "../common/test_data.h"
 #include "zero/core/error.h"
+#include "zero/engine/memory_formula.h"
 
 namespace zero {
 namespace {
@@ -25,10 +26,10 @@ TEST(EngineFromConfig, MapsZeroSectionOptimizerAndScheduler) {
   const EngineOptions& options = result.options;
   EXPECT_EQ(options.stage, 3);
   EXPECT_EQ(options.gradient_accumulation_steps, 3);
-  EXPECT_EQ(options.reduce_bucket_size, 500000u);
-  EXPECT_EQ(options.prefetch_bucket_size, 1000u);
-  EXPECT_EQ(options.param_persistence_threshold, 77u);
-  EXPECT_EQ(options.max_live_parameters, 1000000u);
+  EXPECT_EQ(options.reduce_bucket_size, 500000);
+  EXPECT_EQ(options.prefetch_bucket_size, 1000);
+  EXPECT_EQ(options.param_persistence_threshold, 77);
+  EXPECT_EQ(options.max_live_parameters, 1000000);
   EXPECT_TRUE(options.overlap_comm);  // DeepSpeed's stage-3 default
   EXPECT_EQ(options.gradient_clipping, 1.0);
   EXPECT_EQ(options.optimizer.type, config::OptimizerType::kAdamW);
@@ -70,11 +71,15 @@ TEST(EngineFromConfig, UnsupportedSettingsNameTheirPath) {
 }
 
 TEST(EngineFromConfig, ZeroBucketSizeMeansPerUnitReduction) {
-  EXPECT_EQ(
+  const EngineOptions options =
       map_json(
           R"({"train_batch_size": 4, "zero_optimization": {"stage": 2, "reduce_bucket_size": 0}})")
-          .options.reduce_bucket_size,
-      1u);
+          .options;
+  EXPECT_EQ(options.reduce_bucket_size, 0);  // as the config says
+  // The engine's smallest bucket: one world × alignment quantum, so each unit flushes alone.
+  const std::vector<std::size_t> sizes = {1000, 1000};
+  EXPECT_EQ(reduce_bucket_elements(options, sizes, 2).bucket_elements,
+            2 * options.alignment_elements);
 }
 
 TEST(EngineFromConfig, RealMegatronZero2OffloadConfig) {
@@ -87,7 +92,7 @@ TEST(EngineFromConfig, RealMegatronZero2OffloadConfig) {
   const auto result = engine_options_from_config(resolved.config);
   EXPECT_EQ(result.options.stage, 2);
   EXPECT_EQ(result.options.reduce_bucket_size,
-            static_cast<std::size_t>(resolved.config.zero_optimization.reduce_bucket_size));
+            resolved.config.zero_optimization.reduce_bucket_size);
   // No "optimizer" section: the trainer's default optimizer applies.
   EXPECT_EQ(resolved.config.optimizer.type, config::OptimizerType::kNone);
   EXPECT_EQ(result.options.optimizer.type, EngineOptions{}.optimizer.type);

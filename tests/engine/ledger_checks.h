@@ -44,7 +44,7 @@ inline MeasuredModelStates check_ledger_against_formula(Engine& engine) {
   MeasuredModelStates measured;
   if (options.stage == 3)
     for (std::size_t count : sizes)
-      if (count < options.param_persistence_threshold)
+      if (count < static_cast<std::size_t>(options.param_persistence_threshold))
         measured.persistent_params += 4 * static_cast<std::int64_t>(padded_num_elements(
                                               count, world, options.alignment_elements));
   measured.model.params = current(MemoryCategory::kParams) - measured.persistent_params;

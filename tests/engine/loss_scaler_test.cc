@@ -13,13 +13,13 @@
 namespace zero::testing {
 namespace {
 
-LossScalerOptions dynamic(int power, int window, int hysteresis) {
-  LossScalerOptions options;
+config::Fp16Config dynamic(int power, int window, int hysteresis) {
+  config::Fp16Config options;
   options.enabled = true;
   options.initial_scale_power = power;
   options.loss_scale_window = window;
   options.hysteresis = hysteresis;
-  options.min_loss_scale = 1.0;
+  options.min_loss_scale = 1;
   return options;
 }
 
@@ -45,7 +45,7 @@ TEST(LossScaler, GrowsAfterWindowShrinksAfterHysteresis) {
 }
 
 TEST(LossScaler, ConsecutiveHysteresisRestoresOnEveryGoodStep) {
-  LossScalerOptions options = dynamic(4, 100, 2);
+  config::Fp16Config options = dynamic(4, 100, 2);
   options.consecutive_hysteresis = true;
   LossScaler scaler(options);
   scaler.update(true);   // 2 → 1
@@ -59,16 +59,14 @@ TEST(LossScaler, OverflowAtMinimumScaleIsAnError) {
   scaler.update(true);  // 2 → 1
   EXPECT_EQ(scaler.scale(), 1.0);
   EXPECT_THROW(scaler.update(true), Error);
-  LossScalerOptions lenient = dynamic(1, 100, 1);
-  lenient.raise_error_at_min_scale = false;
-  LossScaler kept(lenient);
+  LossScaler kept(dynamic(1, 100, 1), /*raise_error_at_min_scale=*/false);
   kept.update(true);
   kept.update(true);
   EXPECT_EQ(kept.scale(), 1.0);
 }
 
 TEST(LossScaler, StaticScaleNeverMoves) {
-  LossScalerOptions options;
+  config::Fp16Config options;
   options.enabled = true;
   options.loss_scale = 128;
   LossScaler scaler(options);

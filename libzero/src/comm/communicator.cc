@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "call_check.h"
+#include "zero/core/cpu_stream.h"
 #include "zero/core/device.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
@@ -97,12 +98,14 @@ CommOptions CommOptions::from_environment() {
   return options;
 }
 
-Communicator::Communicator(CommOptions options) : options_(options), stream_("communication") {}
+Communicator::Communicator(CommOptions options, std::unique_ptr<Stream> stream)
+    : options_(options),
+      stream_(stream ? std::move(stream) : std::make_unique<CpuStream>("communication")) {}
 
 void Communicator::issue(CollectiveInfo info, const void* send, void* recv) {
   info.sequence = ++sequence_;
   if (info.label.size() > kMaxCollectiveLabel) info.label.resize(kMaxCollectiveLabel);
-  stream_.submit([this, info = std::move(info), send, recv] { run(info, send, recv); });
+  stream_->submit([this, info = std::move(info), send, recv] { run(info, send, recv); });
 }
 
 void Communicator::all_reduce(const void* send, void* recv, std::size_t count, DType dtype,

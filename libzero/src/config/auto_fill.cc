@@ -65,7 +65,9 @@ class Filler {
   void mismatch(std::string_view path, const Json& config_value, const std::string& trainer_text) {
     diagnostics_.errors.push_back(
         std::string(path) + ": " + describe(config_value) + " in the config contradicts " +
-        trainer_text + "; set it to \"auto\" to take the flag's value, or drop the flag");
+        trainer_text +
+        "; set it to \"auto\" to take the trainer's value, or pass the flag with the config's value"
+        " (a flag not given holds Hugging Face's default, as in the HF Trainer)");
   }
 
   Json& root() { return root_; }

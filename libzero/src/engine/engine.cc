@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "engine_impl.h"
 #include "zero/core/error.h"
@@ -17,6 +16,7 @@ GatheredUnit::GatheredUnit(GatheredUnit&& other) noexcept
     : engine_(std::exchange(other.engine_, nullptr)),
       unit_(other.unit_),
       data_(other.data_),
+      dtype_(other.dtype_),
       layout_(other.layout_) {}
 
 GatheredUnit& GatheredUnit::operator=(GatheredUnit&& other) noexcept {
@@ -25,6 +25,7 @@ GatheredUnit& GatheredUnit::operator=(GatheredUnit&& other) noexcept {
     engine_ = std::exchange(other.engine_, nullptr);
     unit_ = other.unit_;
     data_ = other.data_;
+    dtype_ = other.dtype_;
     layout_ = other.layout_;
   }
   return *this;
@@ -40,7 +41,17 @@ GatheredUnit::~GatheredUnit() {
 
 std::span<float> GatheredUnit::tensor(std::string_view name) const {
   const TensorSlot& slot = layout_->slot(name);
-  return {data_ + slot.offset_elements, slot.num_elements};
+  return {data() + slot.offset_elements, slot.num_elements};
+}
+
+void GatheredUnit::check_dtype(DType requested) const {
+  ZERO_CHECK(requested == dtype_, "unit #", unit_, " is stored in ", name_of(dtype_),
+             ", not read as ", name_of(requested));
+}
+
+void GradientBuffer::check_dtype(DType requested) const {
+  ZERO_CHECK(requested == dtype, "gradients are stored in ", name_of(dtype), ", not read as ",
+             name_of(requested));
 }
 
 void GatheredUnit::release() {
@@ -51,14 +62,15 @@ void GatheredUnit::release() {
 
 std::span<float> GradientBuffer::tensor(std::string_view name) const {
   const TensorSlot& slot = layout->slot(name);
-  return {data + slot.offset_elements, slot.num_elements};
+  return {data_as<float>() + slot.offset_elements, slot.num_elements};
 }
 
 // ---- Impl helpers ----
 
-Engine::Impl::Impl(Engine& owner, Communicator& communicator, std::unique_ptr<Optimizer> opt,
-                   std::unique_ptr<LrSchedule> lr_schedule)
+Engine::Impl::Impl(Engine& owner, DeviceContext& context, Communicator& communicator,
+                   std::unique_ptr<Optimizer> opt, std::unique_ptr<LrSchedule> lr_schedule)
     : engine(owner),
+      ctx(context),
       comm(communicator),
       optimizer(std::move(opt)),
       schedule(std::move(lr_schedule)),
@@ -97,9 +109,29 @@ void Engine::Impl::synchronize(const std::string& what) {
   }
 }
 
+void Engine::Impl::synchronize_compute(const std::string& what) {
+  try {
+    ctx.compute_stream().synchronize();
+  } catch (const Error& error) {
+    ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", engine.options_.stage, ") ", what,
+               ": ", error.what());
+  }
+}
+
+void Engine::Impl::hand_to_model(const Event& ready, const std::string& what) {
+  ctx.compute_stream().wait(ready);
+  if (ctx.model_runs_on_host()) synchronize_compute(what);
+}
+
+void Engine::Impl::comm_after_compute() { comm.stream().wait(ctx.compute_stream().record()); }
+
+void Engine::Impl::note_comm_work() { comm_done = comm.stream().record(); }
+
+void Engine::Impl::compute_after_comm() { ctx.compute_stream().wait(comm.stream().record()); }
+
 void Engine::Impl::allocate() {
   const EngineOptions& options = engine.options_;
-  Allocator& allocator = *engine.allocator_;
+  Allocator& allocator = ctx.allocator(MemorySpace::kDevice);
   std::size_t full_total = 0, owned_total = 0, shard_total = 0;
   int tensors = 0;
   for (EngineUnit& unit : units) {
@@ -110,7 +142,8 @@ void Engine::Impl::allocate() {
     unit.owned_offset = owned_total;
     unit.first_tensor = tensors;
     unit.persistent =
-        options.stage == 3 && unit.layout.num_elements() < options.param_persistence_threshold;
+        options.stage == 3 &&
+        unit.layout.num_elements() < static_cast<std::size_t>(options.param_persistence_threshold);
     full_total += unit.padded;
     owned_total += unit.owned_count;
     shard_total += unit.shard;
@@ -139,8 +172,9 @@ void Engine::Impl::allocate() {
   if (staging > 0)
     gather_staging = allocator.allocate(staging * kFloat, MemoryCategory::kCommBuffers);
   if (planning) return;
-  auto zero_fill = [](const Buffer& buffer) {
-    if (buffer.size_bytes() > 0) std::memset(buffer.data(), 0, buffer.size_bytes());
+  auto zero_fill = [&](const Buffer& buffer) {
+    ctx.fill(ctx.compute_stream(), buffer.data(), DType::kFloat32,
+             buffer.size_bytes() / sizeof(float), 0.0f);
   };
   zero_fill(full_grads);
   zero_fill(grad_shard);
@@ -151,33 +185,51 @@ void Engine::Impl::initialize_values() {
   const int stage = engine.options_.stage;
   std::size_t largest = 0;
   for (const EngineUnit& unit : units) largest = std::max(largest, unit.padded);
-  // Stage 3 materialises one unit at a time in a workspace buffer and keeps its shard.
+  // The init functions fill a host staging buffer, copied into device memory unit by unit. Stage 3
+  // materialises one unit at a time in a device workspace buffer and keeps its shard.
   Buffer workspace;
   if (stage == 3)
-    workspace = engine.allocator_->allocate(largest * sizeof(float), MemoryCategory::kWorkspace);
-  if (planning) return;  // the plan records the staging buffer, nothing is computed
+    workspace = ctx.allocator(MemorySpace::kDevice)
+                    .allocate(largest * sizeof(float), MemoryCategory::kWorkspace);
+  Buffer staging = ctx.allocator(MemorySpace::kHost)
+                       .allocate(largest * sizeof(float), MemoryCategory::kWorkspace);
+  if (planning) {  // the plan records the staging buffers (and the broadcasts), computes nothing
+    if (!skip_collectives && world > 1)
+      for (const EngineUnit& unit : units)
+        comm.broadcast(nullptr, nullptr, unit.layout.num_elements(), DType::kFloat32, 0,
+                       "init " + unit.name);
+    synchronize("broadcasting the initial parameters");
+    return;
+  }
+  Stream& compute = ctx.compute_stream();
   for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
     EngineUnit& unit = units[u];
-    float* full =
-        stage == 3 ? workspace.data_as<float>() : full_params.data_as<float>() + unit.full_offset;
-    std::memset(full, 0, unit.padded * sizeof(float));
+    float* host = staging.data_as<float>();
+    std::fill(host, host + unit.padded, 0.0f);
     if (rank == 0) {
       if (unit.init) {
         for (const TensorSlot& slot : unit.layout.slots())
-          unit.init(slot, std::span<float>(full + slot.offset_elements, slot.num_elements));
+          unit.init(slot, std::span<float>(host + slot.offset_elements, slot.num_elements));
       } else {
-        std::copy(unit.initial_values.begin(), unit.initial_values.end(), full);
+        std::copy(unit.initial_values.begin(), unit.initial_values.end(), host);
       }
     }
+    float* full =
+        stage == 3 ? workspace.data_as<float>() : full_params.data_as<float>() + unit.full_offset;
+    ctx.copy(compute, host, full, unit.padded * sizeof(float));
     // Rank 0's values are the model (DeepSpeed broadcasts the module at initialisation).
+    comm_after_compute();
     if (world > 1)
       comm.broadcast(full, full, unit.layout.num_elements(), DType::kFloat32, 0,
                      "init " + unit.name);
     if (stage == 3) {
-      synchronize("broadcasting the initial values of unit '" + unit.name + "'");
-      std::memcpy(param_shard.data_as<float>() + unit.owned_offset,
-                  full + static_cast<std::size_t>(rank) * unit.shard, unit.shard * sizeof(float));
+      compute_after_comm();
+      ctx.copy(compute, full + static_cast<std::size_t>(rank) * unit.shard,
+               param_shard.data_as<float>() + unit.owned_offset, unit.shard * sizeof(float));
     }
+    // The staging (and stage 3 workspace) buffer is reused by the next unit.
+    compute_after_comm();
+    synchronize_compute("initialising unit '" + unit.name + "'");
     unit.initial_values.clear();
     unit.initial_values.shrink_to_fit();
     unit.init = nullptr;
@@ -189,28 +241,35 @@ void Engine::Impl::initialize_values() {
 
 Engine::Engine(EngineOptions options, Communicator& communicator,
                std::unique_ptr<Optimizer> optimizer, std::unique_ptr<LrSchedule> schedule,
-               Allocator* allocator)
+               DeviceContext* context)
     : options_(std::move(options)), loss_scaler_(options_.fp16) {
   validate(options_);
   ZERO_CHECK(optimizer != nullptr, "the engine needs an optimizer");
-  if (allocator == nullptr) {
-    owned_ledger_ = std::make_unique<MemoryLedger>();
-    owned_allocator_ = make_allocator(MemorySpace::kDevice, *owned_ledger_);
-    allocator_ = owned_allocator_.get();
-  } else {
-    allocator_ = allocator;
+  if (context == nullptr) {
+    owned_context_ = make_cpu_context();
+    context = owned_context_.get();
   }
-  ledger_ = &allocator_->ledger();
-  impl_ = std::make_unique<Impl>(*this, communicator, std::move(optimizer), std::move(schedule));
-  impl_->planning = allocator_->planning();
+  context_ = context;
+  impl_ = std::make_unique<Impl>(*this, *context_, communicator, std::move(optimizer),
+                                 std::move(schedule));
+  impl_->planning = context_->planning();
+  impl_->skip_collectives = impl_->planning && communicator.moves_data();
   state_.loss_scaler = loss_scaler_.state();
 }
 
 Engine::~Engine() {
+  // Queued work reads and frees the engine's buffers: drain it before they go.
   try {
-    impl_->comm.synchronize();
+    impl_->comm_done.synchronize();
   } catch (...) {
     // A failed collective was reported to the caller that waited for it.
+  }
+  for (Stream* stream : {&context_->compute_stream(), &context_->copy_stream()}) {
+    try {
+      stream->synchronize();
+    } catch (...) {
+      // A failed operation was reported to the caller that waited for it.
+    }
   }
 }
 
@@ -278,7 +337,7 @@ GatheredUnit Engine::gather(UnitId unit) {
   Impl& d = *impl_;
   ZERO_CHECK(unit >= 0 && unit < static_cast<UnitId>(d.units.size()), "gather: no unit #", unit);
   float* data = d.gather(unit);
-  return GatheredUnit(this, unit, data, &d.units[unit].layout);
+  return GatheredUnit(this, unit, data, DType::kFloat32, &d.units[unit].layout);
 }
 
 void Engine::release(UnitId unit) { impl_->release(unit); }
@@ -290,13 +349,22 @@ GradientBuffer Engine::grads(UnitId unit) {
   EngineUnit& u = d.units[unit];
   ZERO_CHECK(!u.reduced, "grads('", u.name, "') after reduce_grads('", u.name,
              "') in the same micro-step");
-  if (options_.stage <= 1) return {d.full_grads_of(unit), &u.layout};
-  if (!u.grad_buffer) {
-    u.grad_buffer = std::make_shared<Buffer>(
-        allocator_->allocate(u.padded * sizeof(float), MemoryCategory::kGrads));
-    if (!d.planning) std::memset(u.grad_buffer->data(), 0, u.padded * sizeof(float));
+  float* data = nullptr;
+  if (options_.stage <= 1) {
+    data = d.full_grads_of(unit);
+  } else {
+    if (!u.grad_buffer) {
+      u.grad_buffer = std::make_shared<Buffer>(
+          allocator().allocate(u.padded * sizeof(float), MemoryCategory::kGrads));
+      if (!d.planning)
+        context_->fill(context_->compute_stream(), u.grad_buffer->data(), DType::kFloat32, u.padded,
+                       0.0f);
+    }
+    data = u.grad_buffer->data_as<float>();
   }
-  return {u.grad_buffer->data_as<float>(), &u.layout};
+  // Zeroed (and, stages 0-1, no longer read by a reduction) on the compute stream.
+  if (!d.planning) d.hand_to_model(Event(), "zeroing the gradients of unit '" + u.name + "'");
+  return {data, &u.layout, data, DType::kFloat32};
 }
 
 void Engine::reduce_grads(UnitId unit) {
@@ -315,10 +383,18 @@ void Engine::reduce_grads(UnitId unit) {
 void Engine::zero_grad() {
   initialize();
   Impl& d = *impl_;
-  d.synchronize("zero_grad");
-  if (d.planning) return;
-  if (d.full_grads.size_bytes() > 0) std::memset(d.full_grads.data(), 0, d.full_grads.size_bytes());
-  if (d.grad_shard.size_bytes() > 0) std::memset(d.grad_shard.data(), 0, d.grad_shard.size_bytes());
+  if (d.planning) {
+    d.synchronize("zero_grad");
+    return;
+  }
+  // After every queued reduction into the gradients; the next reductions wait for the zeros
+  // (flush_bucket orders the communication stream after the compute stream).
+  d.compute_after_comm();
+  Stream& compute = context_->compute_stream();
+  context_->fill(compute, d.full_grads.data(), DType::kFloat32,
+                 d.full_grads.size_bytes() / sizeof(float), 0.0f);
+  context_->fill(compute, d.grad_shard.data(), DType::kFloat32,
+                 d.grad_shard.size_bytes() / sizeof(float), 0.0f);
 }
 
 double Engine::average_across_ranks(double value) {

@@ -9,11 +9,7 @@ float* Engine::Impl::gather(UnitId u) {
   EngineUnit& unit = units[u];
   if (engine.options_.stage != 3) {
     // Stages 1-2: the post-step all-gather must have landed before compute reads parameters.
-    try {
-      params_ready.synchronize();
-    } catch (const Error& error) {
-      ZERO_THROW("engine (rank ", rank, ") gathering unit '", unit.name, "': ", error.what());
-    }
+    hand_to_model(params_ready, "gathering unit '" + unit.name + "'");
     ++unit.users;
     return full_params.data_as<float>() + unit.full_offset;
   }
@@ -28,7 +24,12 @@ float* Engine::Impl::gather(UnitId u) {
   if (unit.gather_state == GatherState::kReleased) issue_gather(u, false);
   unit.prefetched = false;
   if (trace_valid && engine.options_.overlap_comm) prefetch_after_gather();
-  wait_gathered(u);
+  if (ctx.model_runs_on_host()) {
+    wait_gathered(u);
+  } else if (unit.gather_state == GatherState::kInFlight) {
+    ctx.compute_stream().wait(unit.gathered_event);  // the model's kernels follow the gather
+    unit.gather_state = GatherState::kAvailable;
+  }
   ++unit.users;
   return unit.gathered.data_as<float>();
 }
@@ -38,7 +39,10 @@ void Engine::Impl::release(UnitId u) {
   EngineUnit& unit = units[u];
   ZERO_CHECK(unit.users > 0, "release('", unit.name, "') without a matching gather");
   if (--unit.users > 0 || engine.options_.stage != 3 || unit.persistent) return;
-  unit.gathered.reset();
+  if (ctx.model_runs_on_host())
+    unit.gathered.reset();  // the model's reads are done
+  else                      // free once the model's queued kernels have read it
+    ctx.release_after(ctx.compute_stream(), std::make_shared<Buffer>(std::move(unit.gathered)));
   unit.gather_state = GatherState::kReleased;
   live_elements -= unit.padded;
 }
@@ -46,18 +50,19 @@ void Engine::Impl::release(UnitId u) {
 void Engine::Impl::issue_gather(UnitId u, bool prefetch) {
   EngineUnit& unit = units[u];
   if (!unit.gathered.allocated()) {
-    unit.gathered =
-        engine.allocator_->allocate(unit.padded * sizeof(float), MemoryCategory::kParams);
+    unit.gathered = ctx.allocator(MemorySpace::kDevice)
+                        .allocate(unit.padded * sizeof(float), MemoryCategory::kParams);
     live_elements += unit.padded;
   }
   unit.gather_state = GatherState::kAvailable;
   if (prefetch) unit.prefetched = true;
-  if (planning) return;
+  if (skip_collectives) return;
   // The label carries the unit into the communicator's call check: ranks gathering different
   // units (even of one size) fail there, every rank, naming each rank's unit, not in a hang.
   comm.all_gather(param_shard.data_as<float>() + unit.owned_offset, unit.gathered.data(),
                   unit.shard, DType::kFloat32, "gather " + unit.name);
   unit.gathered_event = comm.stream().record();
+  comm_done = unit.gathered_event;
   unit.gather_state = GatherState::kInFlight;
   if (!engine.options_.overlap_comm) wait_gathered(u);
 }
@@ -72,11 +77,12 @@ void Engine::Impl::issue_gather(UnitId u, bool prefetch) {
 void Engine::Impl::prefetch_after_gather() {
   const EngineOptions& options = engine.options_;
   std::size_t issued = 0;
-  for (std::size_t i = trace_position; i < trace.size() && issued < options.prefetch_bucket_size;
-       ++i) {
+  const auto prefetch_bucket = static_cast<std::size_t>(options.prefetch_bucket_size);
+  const auto max_live = static_cast<std::size_t>(options.max_live_parameters);
+  for (std::size_t i = trace_position; i < trace.size() && issued < prefetch_bucket; ++i) {
     const EngineUnit& unit = units[trace[i]];
     if (unit.gather_state != GatherState::kReleased) continue;
-    if (live_elements + unit.padded > options.max_live_parameters) break;
+    if (live_elements + unit.padded > max_live) break;
     issue_gather(trace[i], true);
     issued += unit.padded;
   }

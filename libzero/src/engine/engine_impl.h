@@ -48,16 +48,20 @@ struct BucketItem {
 
 class Engine::Impl {
  public:
-  Impl(Engine& engine, Communicator& communicator, std::unique_ptr<Optimizer> optimizer,
-       std::unique_ptr<LrSchedule> schedule);
+  Impl(Engine& engine, DeviceContext& context, Communicator& communicator,
+       std::unique_ptr<Optimizer> optimizer, std::unique_ptr<LrSchedule> schedule);
 
   Engine& engine;
+  DeviceContext& ctx;
   Communicator& comm;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
   std::vector<EngineUnit> units;
   bool initialized = false;
   bool planning = false;
+  // Planning with a communicator that moves data: collectives on the (memoryless) planned buffers
+  // are skipped. With a PlanningCommunicator they are issued (and recorded) as in a real run.
+  bool skip_collectives = false;
   int rank = 0;
   int world = 1;
   int num_tensors = 0;
@@ -77,6 +81,9 @@ class Engine::Impl {
   std::size_t pending_elements = 0;  // per rank block (blocked) or in total (flat)
   int reduced_units = 0;             // units reduced in the current micro-step
   Event params_ready;                // stages 1-2: the post-step all-gather
+  // Completes after the last work the engine queued on the communication stream: the destructor
+  // waits for it without touching the communicator (which may be gone by then).
+  Event comm_done;
 
   // Stage 3 gather order: the trace of the first micro-step, replayed for prefetching.
   std::vector<UnitId> trace;
@@ -111,6 +118,17 @@ class Engine::Impl {
 
   // Runs a blocking communicator wait, adding `what` (e.g. the unit) to any error.
   void synchronize(const std::string& what);
+  // The same for the compute stream.
+  void synchronize_compute(const std::string& what);
+  // Makes buffers ready for the model once `ready` completes: the compute stream waits for it;
+  // when the model runs on the host (CPU backend) the host then waits for the compute stream.
+  void hand_to_model(const Event& ready, const std::string& what);
+  // Work submitted next to the communication stream runs after what the compute stream has now,
+  // and the reverse.
+  void comm_after_compute();
+  void compute_after_comm();
+  // Records comm_done after work just queued on the communication stream.
+  void note_comm_work();
 };
 
 }  // namespace zero

@@ -4,10 +4,10 @@
 // Stage 0 packs flat (all-reduce). Stages 1-3 pack rank-blocked: the bucket holds W blocks, block
 // r the pieces of every queued unit that rank r owns, so one reduce-scatter hands each rank its
 // shard of every unit in the bucket. Packing (with the pre-scale), the collective and unpacking
-// (with the post-scale, into the owned gradients) are three tasks in order on the communication
-// stream, so one bucket buffer serves every flush without host waits.
+// (with the post-scale, into the owned gradients) are device operations in order on the
+// communication stream, after an event of the compute stream (the gradients are written and
+// zeroed there), so one bucket buffer serves every flush without host waits.
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "engine_impl.h"
@@ -15,28 +15,6 @@
 #include "zero/engine/memory_formula.h"
 
 namespace zero {
-namespace {
-
-// One piece to pack: `count` floats from `source` (block r at source + r·stride).
-struct Piece {
-  const float* source = nullptr;
-  float* destination = nullptr;  // owned gradients (blocked) or full gradients (flat)
-  std::size_t stride = 0;
-  std::size_t count = 0;
-  std::size_t bucket_offset = 0;  // within a block
-};
-
-void scale_copy(const float* source, float* destination, std::size_t count, float scale) {
-#pragma omp simd
-  for (std::size_t i = 0; i < count; ++i) destination[i] = source[i] * scale;
-}
-
-void scale_add(const float* source, float* destination, std::size_t count, float scale) {
-#pragma omp simd
-  for (std::size_t i = 0; i < count; ++i) destination[i] += source[i] * scale;
-}
-
-}  // namespace
 
 void Engine::Impl::enqueue_reduction(UnitId u) {
   const EngineOptions& options = engine.options_;
@@ -65,7 +43,7 @@ void Engine::Impl::flush_bucket() {
   pending.clear();
   const std::size_t block = pending_elements;
   pending_elements = 0;
-  if (planning) return;
+  if (skip_collectives) return;
 
   const bool blocked = options.stage >= 1;
   const bool accumulate = options.stage >= 2;
@@ -76,36 +54,35 @@ void Engine::Impl::flush_bucket() {
   const auto post = static_cast<float>((options.prescale_gradients ? 1.0 : predivide / world) /
                                        options.gradient_accumulation_steps);
 
-  auto pieces = std::make_shared<std::vector<Piece>>();
-  auto sources = std::make_shared<std::vector<std::shared_ptr<Buffer>>>();
+  // The model's writes and the compute stream's zeroing of the gradients come first.
+  comm_after_compute();
+  Stream& stream = comm.stream();
+  float* send = bucket.data_as<float>();
+  float* recv = receive.data_as<float>();
+  const int blocks = blocked ? world : 1;
+  struct Piece {
+    float* destination;  // owned gradients (blocked) or full gradients (flat)
+    std::size_t count;
+    std::size_t bucket_offset;  // within a block
+  };
+  std::vector<Piece> pieces;
   std::size_t offset = 0;
   for (BucketItem& item : items) {
     const EngineUnit& unit = units[item.unit];
     const float* base = item.source ? item.source->data_as<float>() : full_grads_of(item.unit);
-    Piece piece;
-    piece.source = base + item.begin;
-    piece.stride = unit.shard;
-    piece.count = item.end - item.begin;
-    piece.bucket_offset = offset;
-    piece.destination =
-        blocked ? owned_grads(item.unit) + item.begin : full_grads_of(item.unit) + item.begin;
-    pieces->push_back(piece);
-    offset += piece.count;
-    if (item.source) sources->push_back(std::move(item.source));
-  }
-
-  float* send = bucket.data_as<float>();
-  float* recv = receive.data_as<float>();
-  const int blocks = blocked ? world : 1;
-  Stream& stream = comm.stream();
-  stream.submit([pieces, sources, send, block, blocks, pre]() mutable {
+    const std::size_t count = item.end - item.begin;
+    // Block r of the piece is at source + r·shard.
     for (int r = 0; r < blocks; ++r)
-      for (const Piece& piece : *pieces)
-        scale_copy(piece.source + static_cast<std::size_t>(r) * piece.stride,
-                   send + static_cast<std::size_t>(r) * block + piece.bucket_offset, piece.count,
-                   pre);
-    sources->clear();  // transient gradient buffers are free once packed
-  });
+      ctx.scale(stream, base + item.begin + static_cast<std::size_t>(r) * unit.shard,
+                DType::kFloat32, send + static_cast<std::size_t>(r) * block + offset,
+                DType::kFloat32, count, pre);
+    pieces.push_back(
+        {blocked ? owned_grads(item.unit) + item.begin : full_grads_of(item.unit) + item.begin,
+         count, offset});
+    offset += count;
+    // Transient gradient buffers are free once packed.
+    if (item.source) ctx.release_after(stream, std::move(item.source));
+  }
   // Labelled with the units it carries ("grads h.5..h.3"), so a diverging rank is named by unit.
   std::string label = "grads " + units[items.front().unit].name;
   if (items.back().unit != items.front().unit) label += ".." + units[items.back().unit].name;
@@ -120,14 +97,15 @@ void Engine::Impl::flush_bucket() {
                     ReduceOp::kSum, label);
     reduced = send + static_cast<std::size_t>(rank) * block;
   }
-  stream.submit([pieces, reduced, post, accumulate] {
-    for (const Piece& piece : *pieces) {
-      if (accumulate)
-        scale_add(reduced + piece.bucket_offset, piece.destination, piece.count, post);
-      else
-        scale_copy(reduced + piece.bucket_offset, piece.destination, piece.count, post);
-    }
-  });
+  for (const Piece& piece : pieces) {
+    if (accumulate)
+      ctx.axpy(stream, reduced + piece.bucket_offset, DType::kFloat32, piece.destination,
+               DType::kFloat32, piece.count, post);
+    else
+      ctx.scale(stream, reduced + piece.bucket_offset, DType::kFloat32, piece.destination,
+                DType::kFloat32, piece.count, post);
+  }
+  note_comm_work();
   if (!options.overlap_comm) synchronize("reducing a gradient bucket");
 }
 
@@ -150,7 +128,7 @@ void Engine::Impl::end_micro_step() {
 }
 
 void Engine::Impl::all_gather_params() {
-  if (planning || world == 1) return;
+  if (skip_collectives || world == 1) return;
   float* full = full_params.data_as<float>();
   const std::size_t chunk = allgather_chunk_elements(engine.options_, world);
   float* staging = gather_staging.data_as<float>();
@@ -166,14 +144,13 @@ void Engine::Impl::all_gather_params() {
     for (std::size_t begin = 0; begin < unit.shard; begin += chunk) {
       const std::size_t count = std::min(chunk, unit.shard - begin);
       comm.all_gather(own + begin, staging, count, DType::kFloat32, "params " + unit.name);
-      const std::size_t stride = unit.shard;
-      comm.stream().submit([staging, base, begin, count, stride, blocks] {
-        for (std::size_t r = 0; r < blocks; ++r)
-          std::memcpy(base + r * stride + begin, staging + r * count, count * sizeof(float));
-      });
+      for (std::size_t r = 0; r < blocks; ++r)
+        ctx.copy(comm.stream(), staging + r * count, base + r * unit.shard + begin,
+                 count * sizeof(float));
     }
   }
   params_ready = comm.stream().record();
+  comm_done = params_ready;
   if (!engine.options_.overlap_comm) synchronize("all-gathering updated parameters");
 }
 

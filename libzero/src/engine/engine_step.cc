@@ -1,24 +1,11 @@
 // Engine::step (overflow check, global norm, clipping, optimizer and schedule) and the
 // checkpoint state accessors.
 #include <cmath>
-#include <cstring>
 
 #include "engine_impl.h"
 #include "zero/core/error.h"
 
 namespace zero {
-namespace {
-
-// Sum of squares of `count` floats in double (inf/NaN propagate: the overflow check).
-double sum_of_squares(const float* values, std::size_t count) {
-  double sum = 0.0;
-#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (count >= (1u << 16))
-  for (std::size_t i = 0; i < count; ++i) sum += static_cast<double>(values[i]) * values[i];
-  return sum;
-}
-
-}  // namespace
-
 bool Engine::step() {
   initialize();
   Impl& d = *impl_;
@@ -28,14 +15,31 @@ bool Engine::step() {
   const std::int64_t boundary = micro_steps_ / accumulation;
   if (micro_steps_ == 0 || micro_steps_ % accumulation != 0 || boundary == state_.global_steps)
     return false;
-  d.synchronize("reducing gradients before the optimizer step");
   ++state_.global_steps;
-  if (d.planning) return false;
+  if (d.planning) {
+    d.synchronize("reducing gradients before the optimizer step");
+    if (!d.skip_collectives) {  // the collectives of a taken step, on no data
+      if (options_.stage >= 1 && d.world > 1) {
+        d.comm.all_reduce(nullptr, nullptr, 1, DType::kFloat32, ReduceOp::kSum, "grad norm");
+        d.synchronize("all-reducing the gradient norm");
+      }
+      refresh_params();
+    }
+    return false;
+  }
 
-  // Global squared norm over owned gradients: per shard, all-reduced (stage 0 holds replicas).
-  double squares = 0.0;
+  // Global squared norm over owned gradients: per shard on the compute stream once the
+  // reductions have landed, summed on the host (the overflow flag and the norm are host values),
+  // all-reduced (stage 0 holds replicas).
+  Stream& compute = context_->compute_stream();
+  d.compute_after_comm();
+  std::vector<SquaresResult> partial(d.units.size());
   for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u)
-    squares += sum_of_squares(d.owned_grads(u), d.units[u].owned_count);
+    context_->sum_of_squares(compute, d.owned_grads(u), DType::kFloat32, d.units[u].owned_count,
+                             &partial[u]);
+  d.synchronize_compute("reducing gradients before the optimizer step");
+  double squares = 0.0;
+  for (const SquaresResult& result : partial) squares += result.sum;
   if (options_.stage >= 1 && d.world > 1) {
     std::vector<float> total = {static_cast<float>(squares)};
     d.comm.all_reduce(total.data(), total.data(), 1, DType::kFloat32, ReduceOp::kSum, "grad norm");
@@ -93,7 +97,10 @@ bool Engine::step() {
     d.comm.all_reduce(values, values, count, DType::kFloat32, ReduceOp::kSum, "optimizer stats");
     d.synchronize("all-reducing optimizer statistics");
   };
-  d.optimizer->step(chunks, args);
+  context_->optimizer_step(compute, *d.optimizer, chunks, args);
+  // The optimizer may issue collectives of its own (LAMB's trust ratios through all_reduce_sum):
+  // they must be issued before the post-step gathers, in the same order on every rank.
+  d.synchronize_compute("the optimizer step");
   if (d.schedule) d.schedule->step();
   loss_scaler_.update(false);
   state_.loss_scaler = loss_scaler_.state();
@@ -107,6 +114,7 @@ bool Engine::step() {
 void Engine::refresh_params() {
   initialize();
   Impl& d = *impl_;
+  if (!d.planning) d.comm_after_compute();  // the updated (or loaded) shards come first
   if (options_.stage == 1 || options_.stage == 2) d.all_gather_params();
   if (options_.stage == 3) d.regather_persistent();
 }
@@ -115,6 +123,7 @@ std::vector<ShardState> Engine::shard_states() {
   initialize();
   Impl& d = *impl_;
   d.synchronize("reading shard state");
+  d.synchronize_compute("reading shard state");
   std::vector<ShardState> shards;
   const std::vector<std::string> names = d.optimizer->state_names();
   const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());

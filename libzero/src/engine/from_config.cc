@@ -15,21 +15,10 @@ EngineOptionsResult engine_options_from_config(const config::DeepSpeedConfig& co
   std::vector<std::string> errors;
   const auto& zero_config = config.zero_optimization;
 
-  options.stage = zero_config.stage;
+  // The sections are the engine's own structs: assigned whole. A bucket size of 0 (as in Hugging
+  // Face's test configs) reduces every unit on its own: the engine's smallest bucket does that.
+  static_cast<config::ZeroOptimizationConfig&>(options) = zero_config;
   options.gradient_accumulation_steps = static_cast<int>(config.gradient_accumulation_steps);
-  // DeepSpeed flushes a bucket once it holds reduce_bucket_size elements, so 0 (as in Hugging
-  // Face's test configs) means every unit is reduced on its own: a one-element bucket does that.
-  options.reduce_bucket_size =
-      static_cast<std::size_t>(std::max<std::int64_t>(1, zero_config.reduce_bucket_size));
-  options.allgather_bucket_size =
-      static_cast<std::size_t>(std::max<std::int64_t>(1, zero_config.allgather_bucket_size));
-  options.overlap_comm = zero_config.overlap_comm;
-  options.contiguous_gradients = zero_config.contiguous_gradients;
-  options.reduce_scatter = zero_config.reduce_scatter;
-  options.prefetch_bucket_size = static_cast<std::size_t>(zero_config.prefetch_bucket_size);
-  options.max_live_parameters = static_cast<std::size_t>(zero_config.max_live_parameters);
-  options.param_persistence_threshold =
-      static_cast<std::size_t>(zero_config.param_persistence_threshold);
   options.gradient_clipping = config.gradient_clipping;
   options.prescale_gradients = config.prescale_gradients;
   options.gradient_predivide_factor = config.gradient_predivide_factor;
@@ -42,13 +31,8 @@ EngineOptionsResult engine_options_from_config(const config::DeepSpeedConfig& co
     errors.push_back(
         "bf16.enabled: the CPU engine computes in fp32 only; set \"bf16\": {\"enabled\": false}");
   }
-  options.fp16.enabled = config.fp16.enabled;
-  options.fp16.loss_scale = config.fp16.loss_scale;
-  options.fp16.initial_scale_power = static_cast<int>(config.fp16.initial_scale_power);
-  options.fp16.loss_scale_window = static_cast<int>(config.fp16.loss_scale_window);
-  options.fp16.hysteresis = static_cast<int>(config.fp16.hysteresis);
-  options.fp16.consecutive_hysteresis = config.fp16.consecutive_hysteresis;
-  options.fp16.min_loss_scale = static_cast<double>(config.fp16.min_loss_scale);
+  options.fp16 = config.fp16;
+  options.bf16 = config.bf16;
 
   for (const auto& [path, device] :
        {std::pair{"zero_optimization.offload_optimizer.device",

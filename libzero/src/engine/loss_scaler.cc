@@ -3,12 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "zero/core/error.h"
 
 namespace zero {
 
-LossScaler::LossScaler(const LossScalerOptions& options) {
+LossScaler::LossScaler(const config::Fp16Config& options, bool raise_error_at_min_scale) {
   if (!options.enabled) return;
   ZERO_CHECK(options.loss_scale >= 0, "fp16.loss_scale must be >= 0 (0 means dynamic), got ",
              options.loss_scale);
@@ -20,13 +21,18 @@ LossScaler::LossScaler(const LossScalerOptions& options) {
     return;
   }
   dynamic_ = true;
-  scale_ = std::ldexp(1.0, options.initial_scale_power);
-  window_ = options.loss_scale_window;
-  min_scale_ = options.min_loss_scale;
-  delayed_shift_ = options.hysteresis;
-  hysteresis_ = options.hysteresis;
+  ZERO_CHECK(options.initial_scale_power >= 0 && options.initial_scale_power < 1024,
+             "fp16.initial_scale_power must be in [0, 1024), got ", options.initial_scale_power);
+  ZERO_CHECK(options.hysteresis <= std::numeric_limits<int>::max() &&
+                 options.loss_scale_window <= std::numeric_limits<int>::max(),
+             "fp16.hysteresis and fp16.loss_scale_window must fit an int");
+  scale_ = std::ldexp(1.0, static_cast<int>(options.initial_scale_power));
+  window_ = static_cast<int>(options.loss_scale_window);
+  min_scale_ = static_cast<double>(options.min_loss_scale);
+  delayed_shift_ = static_cast<int>(options.hysteresis);
+  hysteresis_ = static_cast<int>(options.hysteresis);
   consecutive_hysteresis_ = options.consecutive_hysteresis;
-  raise_error_at_min_scale_ = options.raise_error_at_min_scale;
+  raise_error_at_min_scale_ = raise_error_at_min_scale;
 }
 
 void LossScaler::update(bool overflow) {

@@ -45,7 +45,8 @@ BucketSize reduce_bucket_elements(const EngineOptions& options,
   const std::size_t total = padded_total(unit_num_elements, world_size, options.alignment_elements);
   const std::size_t quantum = static_cast<std::size_t>(world_size) * options.alignment_elements;
   BucketSize size;
-  std::size_t bucket = std::max(options.reduce_bucket_size / quantum * quantum, quantum);
+  const auto requested = static_cast<std::size_t>(options.reduce_bucket_size);  // validated >= 0
+  std::size_t bucket = std::max(requested / quantum * quantum, quantum);
   size.bucket_elements = std::min(bucket, total);
   if (options.stage >= 1 && options.reduce_scatter && world_size > 1)
     size.receive_elements = size.bucket_elements / static_cast<std::size_t>(world_size);
@@ -54,7 +55,8 @@ BucketSize reduce_bucket_elements(const EngineOptions& options,
 
 std::size_t allgather_chunk_elements(const EngineOptions& options, int world_size) {
   const std::size_t align = options.alignment_elements;
-  const std::size_t per_rank = options.allgather_bucket_size / static_cast<std::size_t>(world_size);
+  const std::size_t per_rank = static_cast<std::size_t>(options.allgather_bucket_size) /
+                               static_cast<std::size_t>(world_size);
   return std::max(per_rank / align * align, align);
 }
 

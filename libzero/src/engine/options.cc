@@ -10,9 +10,13 @@ void validate(const EngineOptions& options) {
              "zero_optimization.stage must be 0, 1, 2 or 3, got ", options.stage);
   ZERO_CHECK(options.gradient_accumulation_steps >= 1,
              "gradient_accumulation_steps must be >= 1, got ", options.gradient_accumulation_steps);
-  ZERO_CHECK(options.reduce_bucket_size >= 1, "zero_optimization.reduce_bucket_size must be >= 1");
-  ZERO_CHECK(options.allgather_bucket_size >= 1,
-             "zero_optimization.allgather_bucket_size must be >= 1");
+  for (const auto& [key, value] :
+       {std::pair{"reduce_bucket_size", options.reduce_bucket_size},
+        std::pair{"allgather_bucket_size", options.allgather_bucket_size},
+        std::pair{"stage3_prefetch_bucket_size", options.prefetch_bucket_size},
+        std::pair{"stage3_max_live_parameters", options.max_live_parameters},
+        std::pair{"stage3_param_persistence_threshold", options.param_persistence_threshold}})
+    ZERO_CHECK(value >= 0, "zero_optimization.", key, " must be >= 0, got ", value);
   ZERO_CHECK(options.gradient_clipping >= 0, "gradient_clipping must be >= 0, got ",
              options.gradient_clipping);
   ZERO_CHECK(options.gradient_predivide_factor > 0, "gradient_predivide_factor must be > 0, got ",

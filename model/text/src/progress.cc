@@ -22,6 +22,12 @@ ProgressBar::ProgressBar(std::string label, std::uint64_t total, bool enabled)
   start_ = last_draw_ = std::chrono::steady_clock::now();
 }
 
+ProgressBar::ProgressBar(std::string label, std::uint64_t total, std::string unit, bool enabled)
+    : ProgressBar(std::move(label), total, enabled) {
+  unit_ = std::move(unit);
+  scale_ = 1.0;
+}
+
 ProgressBar::~ProgressBar() { finish(); }
 
 std::string ProgressBar::format_duration(double seconds) {
@@ -56,12 +62,14 @@ void ProgressBar::finish() {
 void ProgressBar::draw(bool final_line) {
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const double megabytes = static_cast<double>(done_) / 1e6;
+  const double megabytes = static_cast<double>(done_) / scale_;
+  const char* unit = unit_.c_str();
+  const int digits = scale_ == 1.0 ? 0 : 1;  // counted units are whole
   const double rate = elapsed > 0 ? megabytes / elapsed : 0.0;
   char line[256];
   if (final_line) {
-    std::snprintf(line, sizeof(line), "%s: %.1f MB in %s (%.1f MB/s)", label_.c_str(), megabytes,
-                  format_duration(elapsed).c_str(), rate);
+    std::snprintf(line, sizeof(line), "%s: %.*f %s in %s (%.1f %s/s)", label_.c_str(), digits,
+                  megabytes, unit, format_duration(elapsed).c_str(), rate, unit);
   } else if (total_ > 0) {
     const double fraction = static_cast<double>(done_) / static_cast<double>(total_);
     constexpr int kWidth = 24;
@@ -69,12 +77,14 @@ void ProgressBar::draw(bool final_line) {
     std::string bar(static_cast<std::size_t>(filled), '#');
     bar.resize(kWidth, '.');
     const double eta =
-        rate > 0 ? (static_cast<double>(total_ - std::min(done_, total_)) / 1e6) / rate : -1;
-    std::snprintf(line, sizeof(line), "%s %3.0f%% [%s] %.1f/%.1f MB %.1f MB/s ETA %s",
-                  label_.c_str(), fraction * 100, bar.c_str(), megabytes,
-                  static_cast<double>(total_) / 1e6, rate, format_duration(eta).c_str());
+        rate > 0 ? (static_cast<double>(total_ - std::min(done_, total_)) / scale_) / rate : -1;
+    std::snprintf(line, sizeof(line), "%s %3.0f%% [%s] %.*f/%.*f %s %.1f %s/s ETA %s",
+                  label_.c_str(), fraction * 100, bar.c_str(), digits, megabytes, digits,
+                  static_cast<double>(total_) / scale_, unit, rate, unit,
+                  format_duration(eta).c_str());
   } else {
-    std::snprintf(line, sizeof(line), "%s %.1f MB %.1f MB/s", label_.c_str(), megabytes, rate);
+    std::snprintf(line, sizeof(line), "%s %.*f %s %.1f %s/s", label_.c_str(), digits, megabytes,
+                  unit, rate, unit);
   }
   std::fprintf(stderr, terminal_ ? "\r\033[K%s%s" : "%s%s", line, final_line ? "\n" : "");
   std::fflush(stderr);

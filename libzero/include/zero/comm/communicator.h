@@ -77,7 +77,10 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  virtual std::string_view backend() const = 0;  // "local", "thread", "mpi"
+  virtual std::string_view backend() const = 0;  // "local", "thread", "mpi", "planning"
+  // False when collectives are only recorded (PlanningCommunicator): buffers are never touched,
+  // so a plan may issue them on buffers without memory.
+  virtual bool moves_data() const { return true; }
 
   // Every collective takes an optional label (see kMaxCollectiveLabel); ranks must pass the same.
   // recv[i] = op over ranks of send[i], `count` elements. send == recv is in place.
@@ -96,16 +99,19 @@ class Communicator {
                  std::string_view label = {});
   void barrier(std::string_view label = {});
 
-  // The communication stream every collective runs on, in call order.
-  Stream& stream() { return stream_; }
+  // The communication stream every collective runs on, in call order: a Stream of the device
+  // layer (a CPU worker stream unless the backend supplies its own), which the engine orders
+  // against its compute and copy streams with events.
+  Stream& stream() { return *stream_; }
   // Waits for every collective issued so far; rethrows the first failure.
-  void synchronize() { stream_.synchronize(); }
+  void synchronize() { stream_->synchronize(); }
   // Collectives issued so far (the last one's sequence number).
   std::uint64_t sequence() const { return sequence_; }
   std::chrono::milliseconds timeout() const { return options_.timeout; }
 
  protected:
-  explicit Communicator(CommOptions options);
+  // `stream` null: a CPU worker stream named "communication".
+  explicit Communicator(CommOptions options, std::unique_ptr<Stream> stream = nullptr);
   // Runs one collective to completion on the communication stream's thread; throws zero::Error
   // on failure or timeout. `info.count` and the pointers are as the public call received them.
   virtual void run(const CollectiveInfo& info, const void* send, void* recv) = 0;
@@ -115,7 +121,7 @@ class Communicator {
 
   CommOptions options_;
   std::uint64_t sequence_ = 0;
-  Stream stream_;
+  std::unique_ptr<Stream> stream_;
 };
 
 // A world of one: every collective is a copy.

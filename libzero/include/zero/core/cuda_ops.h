@@ -16,7 +16,8 @@ using CudaStreamHandle = void*;  // a cudaStream_t
 void convert_on_device(const void* source, DType source_dtype, void* destination,
                        DType destination_dtype, std::size_t count, CudaStreamHandle stream);
 
-// "cuda runtime 13.0, cublas 13.0, cudnn 91300, nccl 22703": the libraries this build linked.
+// "cuda runtime 13.0, cublas 13.0 (headers), cudnn 91300 (headers), nccl 22703": the runtime and
+// NCCL this process linked, cuBLAS/cuDNN as built against.
 std::string cuda_library_versions();
 
 }  // namespace zero

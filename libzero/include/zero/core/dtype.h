@@ -33,6 +33,22 @@ float to_float(BFloat16 value);
 Float16 to_fp16(float value);
 float to_float(Float16 value);
 
+// The DType of a storage type: float, BFloat16, Float16.
+template <typename T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::kFloat32;
+}
+template <>
+constexpr DType dtype_of<BFloat16>() {
+  return DType::kBFloat16;
+}
+template <>
+constexpr DType dtype_of<Float16>() {
+  return DType::kFloat16;
+}
+
 // Converts `count` elements from `source` (of `source_dtype`) into `destination` (of
 // `destination_dtype`). Same dtype is a copy. Buffers must not overlap.
 void convert(const void* source, DType source_dtype, void* destination, DType destination_dtype,

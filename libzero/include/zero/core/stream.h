@@ -1,73 +1,64 @@
-// CPU streams and events: a stream is a worker thread that runs its tasks in submission order;
-// an event marks a point in a stream that the host or another stream can wait for. The engine
-// orders work with these exactly as it orders CUDA streams and events on a GPU.
+// Streams and events, the ordering interface of every device backend: a stream runs the work
+// submitted to it in submission order; an event marks a point in a stream that the host or another
+// stream can wait for (cudaStream_t / cudaEvent_t on a GPU, a worker thread on the CPU, an
+// in-order recorder when planning). The engine orders all its device work with these.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
-#include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 namespace zero {
 
-class Stream;
-
-// Shared, copyable marker. Default-constructed events count as already complete.
-class Event {
+// A backend's event: complete once every task submitted to its stream before it was recorded has
+// run. query() never blocks; synchronize() blocks the calling host thread and rethrows the error
+// of the stream's first failed task when the stream failed before reaching the event.
+class EventImpl {
  public:
-  Event();
-  // True once every task submitted to the recorded stream before record() has run.
-  bool query() const;
-  // Blocks the calling host thread until complete. Rethrows the error of the stream's first
-  // failed task when the stream failed before reaching the event.
-  void synchronize() const;
-
- private:
-  friend class Stream;
-  struct State;
-  std::shared_ptr<State> state_;
+  virtual ~EventImpl() = default;
+  virtual bool query() const = 0;
+  virtual void synchronize() const = 0;
 };
 
-// Owning, move-only worker. Errors are sticky, as on CUDA: once a task throws, later tasks are
-// skipped and synchronize() (and events recorded after the failure) rethrow the first error.
+// Shared, copyable handle to a backend event. Default-constructed events count as complete.
+class Event {
+ public:
+  Event() = default;
+  explicit Event(std::shared_ptr<const EventImpl> impl) : impl_(std::move(impl)) {}
+  bool query() const { return impl_ == nullptr || impl_->query(); }
+  void synchronize() const {
+    if (impl_) impl_->synchronize();
+  }
+  // The backend's event, for a backend that recognises its own (a CUDA stream waiting on a CUDA
+  // event); nullptr for a default event.
+  const EventImpl* impl() const { return impl_.get(); }
+
+ private:
+  std::shared_ptr<const EventImpl> impl_;
+};
+
+// An ordered queue of work on one backend. Errors are sticky, as on CUDA: once a task fails,
+// later tasks are skipped and synchronize() (and events recorded after the failure) rethrow the
+// first error. Backends' device operations (DeviceContext) are submitted to a Stream.
 class Stream {
  public:
-  explicit Stream(std::string name = "stream");
-  ~Stream();  // drains the queue, joins the worker; never throws
+  virtual ~Stream() = default;
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
-  // Enqueues `task`; returns at once.
-  void submit(std::function<void()> task);
+  // Enqueues a host function that runs in stream order (cudaLaunchHostFunc); returns at once.
+  virtual void submit(std::function<void()> task) = 0;
   // An event that completes when every task submitted so far has run.
-  Event record();
+  virtual Event record() = 0;
   // Makes every task submitted after this call wait until `event` completes (cudaStreamWaitEvent).
-  void wait(const Event& event);
-  // Blocks until the queue is empty; rethrows the stream's first error, if any.
-  void synchronize();
-  const std::string& name() const { return name_; }
+  // Any backend's event is accepted; a foreign one is waited for from the stream's side.
+  virtual void wait(const Event& event) = 0;
+  // Blocks until everything submitted has run; rethrows the stream's first error, if any.
+  virtual void synchronize() = 0;
+  virtual const std::string& name() const = 0;
 
- private:
-  struct Task {
-    std::function<void()> body;
-    bool runs_after_failure = false;  // event markers complete even on a failed stream
-  };
-  void enqueue(Task task);
-  void run();
-
-  std::string name_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable idle_;
-  std::deque<Task> tasks_;
-  bool busy_ = false;
-  bool stopping_ = false;
-  std::exception_ptr error_;
-  std::thread worker_;
+ protected:
+  Stream() = default;
 };
 
 }  // namespace zero

@@ -23,6 +23,8 @@
 
 #include "zero/comm/communicator.h"
 #include "zero/core/allocator.h"
+#include "zero/core/device_context.h"
+#include "zero/core/dtype.h"
 #include "zero/core/flat_buffer.h"
 #include "zero/core/memory_ledger.h"
 #include "zero/engine/loss_scaler.h"
@@ -38,12 +40,14 @@ class Engine;
 // (num_elements) values. Must give the same values on every rank (rank 0's are broadcast).
 using InitFunction = std::function<void(const TensorSlot& slot, std::span<float> values)>;
 
-// The full parameters of a gathered unit, valid until release() or destruction (RAII).
+// The full parameters of a gathered unit, valid until release() or destruction (RAII). They are
+// in the unit's storage dtype (fp32 today; the engine accepts no other yet) in the device space
+// of the engine's context.
 class GatheredUnit {
  public:
   GatheredUnit() = default;
-  GatheredUnit(Engine* engine, UnitId unit, float* data, const FlatLayout* layout)
-      : engine_(engine), unit_(unit), data_(data), layout_(layout) {}
+  GatheredUnit(Engine* engine, UnitId unit, void* data, DType dtype, const FlatLayout* layout)
+      : engine_(engine), unit_(unit), data_(data), dtype_(dtype), layout_(layout) {}
   GatheredUnit(GatheredUnit&& other) noexcept;
   GatheredUnit& operator=(GatheredUnit&& other) noexcept;
   GatheredUnit(const GatheredUnit&) = delete;
@@ -51,25 +55,46 @@ class GatheredUnit {
   ~GatheredUnit();
 
   UnitId unit() const { return unit_; }
-  float* data() const { return data_; }  // padded_num_elements() floats
+  DType dtype() const { return dtype_; }
+  void* raw() const { return data_; }  // padded_num_elements() elements of dtype()
+  // Typed view; throws zero::Error when T is not the unit's dtype.
+  template <typename T>
+  T* data_as() const {
+    check_dtype(dtype_of<T>());
+    return static_cast<T*>(data_);
+  }
+  float* data() const { return data_as<float>(); }  // fp32 units
   const FlatLayout& layout() const { return *layout_; }
-  std::span<float> tensor(std::string_view name) const;
+  std::span<float> tensor(std::string_view name) const;  // fp32 units
   // Gives the unit back to the engine now (stage 3 may free or re-use its memory).
   void release();
 
  private:
+  void check_dtype(DType requested) const;
   Engine* engine_ = nullptr;
   UnitId unit_ = -1;
-  float* data_ = nullptr;
+  void* data_ = nullptr;
+  DType dtype_ = DType::kFloat32;
   const FlatLayout* layout_ = nullptr;
 };
 
 // The buffer a unit's backward accumulates (+=) its gradients into: zero at the start of each
-// accumulation cycle (stages 0, 1) or of each micro-step (stages 2, 3).
+// accumulation cycle (stages 0, 1) or of each micro-step (stages 2, 3). `raw` holds the layout's
+// padded elements of `dtype`; `data` is the same memory typed when dtype is fp32 (else null).
 struct GradientBuffer {
   float* data = nullptr;
   const FlatLayout* layout = nullptr;
-  std::span<float> tensor(std::string_view name) const;
+  void* raw = nullptr;
+  DType dtype = DType::kFloat32;
+  std::span<float> tensor(std::string_view name) const;  // fp32 buffers
+  template <typename T>
+  T* data_as() const {
+    check_dtype(dtype_of<T>());
+    return static_cast<T*>(raw);
+  }
+
+ private:
+  void check_dtype(DType requested) const;
 };
 
 // One contiguous piece of a unit owned by this rank, for checkpoints: its flat range within the
@@ -92,11 +117,12 @@ struct TrainingState {
 
 class Engine {
  public:
-  // `schedule` may be null (constant lr). `allocator` may be null: the engine then owns a host
-  // allocator (device space on a CPU build) recording into ledger(); pass a PlanningAllocator to
-  // record the allocation sequence without memory. The communicator must outlive the engine.
+  // `schedule` may be null (constant lr). `context` is the rank's device (zero/core/
+  // device_context.h); null: the engine owns a CPU context (make_cpu_context()). Pass a planning
+  // context (make_planning_context()) to record the allocation sequence without memory. The
+  // communicator and a given context must outlive the engine.
   Engine(EngineOptions options, Communicator& communicator, std::unique_ptr<Optimizer> optimizer,
-         std::unique_ptr<LrSchedule> schedule = nullptr, Allocator* allocator = nullptr);
+         std::unique_ptr<LrSchedule> schedule = nullptr, DeviceContext* context = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -141,8 +167,10 @@ class Engine {
   std::int64_t micro_steps() const { return micro_steps_; }
   bool is_gradient_accumulation_boundary() const;
 
-  MemoryLedger& ledger() { return *ledger_; }
-  Allocator& allocator() { return *allocator_; }
+  DeviceContext& context() { return *context_; }
+  MemoryLedger& ledger() { return context_->ledger(); }
+  // The context's device-space allocator (models allocate activations from it).
+  Allocator& allocator() { return context_->allocator(MemorySpace::kDevice); }
 
   // Checkpoint state: this rank's shards (writable: load, then call refresh_params()).
   std::vector<ShardState> shard_states();
@@ -157,10 +185,8 @@ class Engine {
  private:
   friend class GatheredUnit;
   EngineOptions options_;
-  std::unique_ptr<MemoryLedger> owned_ledger_;
-  std::unique_ptr<Allocator> owned_allocator_;
-  MemoryLedger* ledger_ = nullptr;
-  Allocator* allocator_ = nullptr;
+  std::unique_ptr<DeviceContext> owned_context_;
+  DeviceContext* context_ = nullptr;
   LossScaler loss_scaler_;
   TrainingState state_;
   double grad_norm_ = 0.0;

@@ -9,42 +9,35 @@
 
 namespace zero {
 
-// "fp16": {...}: the dynamic loss scaler (deepspeed/runtime/fp16/loss_scaler.py).
-struct LossScalerOptions {
-  bool enabled = false;          // fp16.enabled
-  double loss_scale = 0.0;       // 0: dynamic; otherwise a static scale
-  int initial_scale_power = 16;  // initial dynamic scale 2^power
-  int loss_scale_window = 1000;  // steps without overflow before the scale grows
-  int hysteresis = 2;            // overflows tolerated before the scale shrinks
-  bool consecutive_hysteresis = false;
-  double min_loss_scale = 1.0;
-  bool raise_error_at_min_scale = true;  // DeepSpeed errors when overflowing at the minimum
-};
+// The ZeRO engine's settings. The "zero_optimization" section IS the config's struct (EngineOptions
+// derives from config::ZeroOptimizationConfig: options.stage, options.reduce_bucket_size, ...),
+// and "fp16", "bf16", "optimizer" and "scheduler" are the config's structs, so every DeepSpeed
+// setting is declared once (zero/config/ds_config.h) and from_config assigns sections. Sizes are in
+// elements, as in DeepSpeed; a bucket size of 0 means the smallest bucket (one alignment quantum).
+struct EngineOptions : config::ZeroOptimizationConfig {
+  // The library default overlaps communication at every stage (a resolved DeepSpeed config says
+  // true for stage 3 and false otherwise unless set).
+  EngineOptions() { overlap_comm = true; }
 
-// The ZeRO engine's settings ("zero_optimization" and the top-level training keys). Sizes are
-// in elements, as in DeepSpeed.
-struct EngineOptions {
-  int stage = 0;  // zero_optimization.stage: 0..3
+  // Top-level training keys.
   int gradient_accumulation_steps = 1;
-  std::size_t reduce_bucket_size = 500'000'000;     // elements reduced per collective
-  std::size_t allgather_bucket_size = 500'000'000;  // elements gathered per collective (1, 2)
-  bool overlap_comm = true;          // collectives run on the comm stream while compute goes on
-  bool contiguous_gradients = true;  // gradients are copied into a contiguous bucket
-  bool reduce_scatter = true;        // false: all-reduce then keep the own shard (stages 1, 2)
-  std::size_t prefetch_bucket_size = 50'000'000;      // stage3_prefetch_bucket_size
-  std::size_t max_live_parameters = 1'000'000'000;    // stage3_max_live_parameters
-  std::size_t param_persistence_threshold = 100'000;  // stage3_param_persistence_threshold
-  double gradient_clipping = 0.0;                     // global norm; 0 disables
+  double gradient_clipping = 0.0;  // global norm; 0 disables
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;
-  DType compute_dtype = DType::kFloat32;  // fp32 only on the CPU engine for now
-  LossScalerOptions fp16;
+  // "fp16": the dynamic loss scaler (deepspeed/runtime/fp16/loss_scaler.py): loss_scale 0 is
+  // dynamic (initial 2^initial_scale_power, loss_scale_window, hysteresis,
+  // consecutive_hysteresis, min_loss_scale), > 0 a static scale. "bf16": accepted as the config
+  // holds it; the engine stores fp32 until mixed precision lands.
+  config::Fp16Config fp16;
+  config::Bf16Config bf16;
   // "optimizer" and "scheduler" as the DeepSpeed config holds them. Unlike a config without an
   // "optimizer" section (type kNone), the engine's default is AdamW (lr 1e-3, betas 0.9/0.999,
   // eps 1e-8, no weight decay); the default scheduler is none (the optimizer's lr throughout).
   config::OptimizerConfig optimizer{.type = config::OptimizerType::kAdamW};
   config::SchedulerConfig scheduler;
-  // Not DeepSpeed keys. Shards are padded to world_size × alignment_elements (64-byte shards).
+  // Not DeepSpeed keys. The dtype of parameters and gradients on the device: fp32 only on the
+  // engine for now. Shards are padded to world_size × alignment_elements (64-byte shards).
+  DType compute_dtype = DType::kFloat32;
   std::size_t alignment_elements = 16;
 };
 

@@ -15,6 +15,8 @@ class ProgressBar {
  public:
   // `total` in `unit`s (bytes are shown as MB); total 0 means unknown (no percentage, no ETA).
   ProgressBar(std::string label, std::uint64_t total, bool enabled = true);
+  // Counting `unit`s (e.g. "steps") instead of bytes: shown as they are, no MB scaling.
+  ProgressBar(std::string label, std::uint64_t total, std::string unit, bool enabled);
   ~ProgressBar();
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
@@ -28,6 +30,8 @@ class ProgressBar {
  private:
   void draw(bool final_line);
   std::string label_;
+  std::string unit_ = "MB";
+  double scale_ = 1e6;  // counted amounts per shown unit
   std::uint64_t total_ = 0;
   std::uint64_t done_ = 0;
   bool enabled_ = false;

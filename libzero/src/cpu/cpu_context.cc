@@ -1,0 +1,252 @@
+// The CPU backend of the device layer: worker-thread streams over host memory. Its operations are
+// the engine's reference arithmetic (fp32 results are the oracle the other backends match).
+#include <cmath>
+#include <cstring>
+
+#include "zero/core/device_context.h"
+#include "zero/core/error.h"
+#include "zero/engine/optimizer.h"
+
+namespace zero {
+namespace {
+
+float load(const void* data, DType dtype, std::size_t i) {
+  switch (dtype) {
+    case DType::kFloat32: return static_cast<const float*>(data)[i];
+    case DType::kBFloat16: return to_float(static_cast<const BFloat16*>(data)[i]);
+    case DType::kFloat16: return to_float(static_cast<const Float16*>(data)[i]);
+  }
+  return 0.0f;
+}
+
+void store(void* data, DType dtype, std::size_t i, float value) {
+  switch (dtype) {
+    case DType::kFloat32: static_cast<float*>(data)[i] = value; break;
+    case DType::kBFloat16: static_cast<BFloat16*>(data)[i] = to_bf16(value); break;
+    case DType::kFloat16: static_cast<Float16*>(data)[i] = to_fp16(value); break;
+  }
+}
+
+void fill_values(void* destination, DType dtype, std::size_t count, float value) {
+  if (count == 0) return;
+  if (value == 0.0f && !std::signbit(value)) {
+    std::memset(destination, 0, count * size_of(dtype));  // +0 is all-zero bits in every dtype
+    return;
+  }
+  for (std::size_t i = 0; i < count; ++i) store(destination, dtype, i, value);
+}
+
+void scale_values(const void* source, DType source_dtype, void* destination,
+                  DType destination_dtype, std::size_t count, float alpha) {
+  if (source_dtype == DType::kFloat32 && destination_dtype == DType::kFloat32) {
+    const auto* x = static_cast<const float*>(source);
+    auto* y = static_cast<float*>(destination);
+#pragma omp simd
+    for (std::size_t i = 0; i < count; ++i) y[i] = x[i] * alpha;
+    return;
+  }
+  for (std::size_t i = 0; i < count; ++i)
+    store(destination, destination_dtype, i, load(source, source_dtype, i) * alpha);
+}
+
+void axpy_values(const void* x, DType x_dtype, void* y, DType y_dtype, std::size_t count,
+                 float alpha) {
+  if (x_dtype == DType::kFloat32 && y_dtype == DType::kFloat32) {
+    const auto* source = static_cast<const float*>(x);
+    auto* destination = static_cast<float*>(y);
+#pragma omp simd
+    for (std::size_t i = 0; i < count; ++i) destination[i] += source[i] * alpha;
+    return;
+  }
+  for (std::size_t i = 0; i < count; ++i)
+    store(y, y_dtype, i, load(y, y_dtype, i) + load(x, x_dtype, i) * alpha);
+}
+
+// In double; a finite fp32/bf16/fp16 value squares to at most ~1.2e77, so the sum is inf/NaN
+// exactly when some element is.
+SquaresResult squares_of(const void* x, DType dtype, std::size_t count) {
+  double sum = 0.0;
+  if (dtype == DType::kFloat32) {
+    const auto* values = static_cast<const float*>(x);
+#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (count >= (1u << 16))
+    for (std::size_t i = 0; i < count; ++i) sum += static_cast<double>(values[i]) * values[i];
+  } else {
+    for (std::size_t i = 0; i < count; ++i) {
+      const double value = load(x, dtype, i);
+      sum += value * value;
+    }
+  }
+  return {sum, !std::isfinite(sum)};
+}
+
+// Host memory for every space; kDevice and kHostPinned stand for the GPU's spaces.
+class CpuContext final : public DeviceContext {
+ public:
+  explicit CpuContext(StreamStress stress)
+      : DeviceContext(std::make_unique<MemoryLedger>()),
+        device_(ledger(), MemorySpace::kDevice),
+        pinned_(ledger(), MemorySpace::kHostPinned),
+        host_(ledger(), MemorySpace::kHost),
+        stress_(stress),
+        compute_("compute", stress),
+        copy_("copy", stress) {}
+  ~CpuContext() override {
+    // Queued work may still free buffers into the allocators: drain the streams first.
+    try {
+      compute_.synchronize();
+    } catch (...) {
+    }
+    try {
+      copy_.synchronize();
+    } catch (...) {
+    }
+  }
+
+  std::string_view backend() const override { return "cpu"; }
+  Device device() const override { return Device::cpu(); }
+  bool model_runs_on_host() const override { return true; }
+  Allocator& allocator(MemorySpace space) override {
+    switch (space) {
+      case MemorySpace::kDevice: return device_;
+      case MemorySpace::kHostPinned: return pinned_;
+      case MemorySpace::kHost: return host_;
+      case MemorySpace::kNvme: break;
+    }
+    ZERO_THROW("the CPU device context has no allocator for space '", name_of(space),
+               "' (NVMe memory belongs to the offload swapper)");
+  }
+  Stream& compute_stream() override { return compute_; }
+  Stream& copy_stream() override { return copy_; }
+  std::unique_ptr<Stream> make_stream(std::string name) override {
+    return std::make_unique<CpuStream>(std::move(name), stress_);
+  }
+
+  void fill(Stream& stream, void* destination, DType dtype, std::size_t count,
+            float value) override {
+    stream.submit([=] { fill_values(destination, dtype, count, value); });
+  }
+  void copy(Stream& stream, const void* source, void* destination,
+            std::size_t size_bytes) override {
+    if (size_bytes == 0) return;
+    stream.submit([=] { std::memcpy(destination, source, size_bytes); });
+  }
+  void convert(Stream& stream, const void* source, DType source_dtype, void* destination,
+               DType destination_dtype, std::size_t count) override {
+    stream.submit(
+        [=] { zero::convert(source, source_dtype, destination, destination_dtype, count); });
+  }
+  void scale(Stream& stream, const void* source, DType source_dtype, void* destination,
+             DType destination_dtype, std::size_t count, float alpha) override {
+    stream.submit(
+        [=] { scale_values(source, source_dtype, destination, destination_dtype, count, alpha); });
+  }
+  void axpy(Stream& stream, const void* x, DType x_dtype, void* y, DType y_dtype, std::size_t count,
+            float alpha) override {
+    stream.submit([=] { axpy_values(x, x_dtype, y, y_dtype, count, alpha); });
+  }
+  void sum_of_squares(Stream& stream, const void* x, DType dtype, std::size_t count,
+                      SquaresResult* result) override {
+    stream.submit([=] { *result = squares_of(x, dtype, count); });
+  }
+  void optimizer_step(Stream& stream, Optimizer& optimizer, std::span<ShardChunk> chunks,
+                      const OptimizerStep& step) override {
+    auto owned = std::make_shared<std::vector<ShardChunk>>(chunks.begin(), chunks.end());
+    stream.submit([&optimizer, owned, step] { optimizer.step(*owned, step); });
+  }
+
+ private:
+  HostAllocator device_;
+  HostAllocator pinned_;
+  HostAllocator host_;
+  StreamStress stress_;
+  CpuStream compute_;
+  CpuStream copy_;
+};
+
+// Runs each task at once, on the submitting thread: the order of a stream, no concurrency.
+class InOrderStream final : public Stream {
+ public:
+  explicit InOrderStream(std::string name) : name_(std::move(name)) {}
+  void submit(std::function<void()> task) override { task(); }
+  Event record() override { return Event(); }
+  void wait(const Event& event) override { event.synchronize(); }
+  void synchronize() override {}
+  const std::string& name() const override { return name_; }
+
+ private:
+  std::string name_;
+};
+
+class PlanningContext final : public DeviceContext {
+ public:
+  PlanningContext()
+      : DeviceContext(std::make_unique<MemoryLedger>()),
+        device_(ledger(), MemorySpace::kDevice),
+        pinned_(ledger(), MemorySpace::kHostPinned),
+        host_(ledger(), MemorySpace::kHost),
+        compute_("compute"),
+        copy_("copy") {}
+
+  std::string_view backend() const override { return "planning"; }
+  Device device() const override { return Device::cpu(); }
+  bool planning() const override { return true; }
+  bool model_runs_on_host() const override { return true; }
+  Allocator& allocator(MemorySpace space) override {
+    switch (space) {
+      case MemorySpace::kDevice: return device_;
+      case MemorySpace::kHostPinned: return pinned_;
+      case MemorySpace::kHost: return host_;
+      case MemorySpace::kNvme: break;
+    }
+    ZERO_THROW("the planning device context has no allocator for space '", name_of(space), "'");
+  }
+  Stream& compute_stream() override { return compute_; }
+  Stream& copy_stream() override { return copy_; }
+  std::unique_ptr<Stream> make_stream(std::string name) override {
+    return std::make_unique<InOrderStream>(std::move(name));
+  }
+  // Nothing is computed in a plan: the buffers have no memory.
+  void fill(Stream&, void*, DType, std::size_t, float) override {}
+  void copy(Stream&, const void*, void*, std::size_t) override {}
+  void convert(Stream&, const void*, DType, void*, DType, std::size_t) override {}
+  void scale(Stream&, const void*, DType, void*, DType, std::size_t, float) override {}
+  void axpy(Stream&, const void*, DType, void*, DType, std::size_t, float) override {}
+  void sum_of_squares(Stream&, const void*, DType, std::size_t, SquaresResult* result) override {
+    *result = {};
+  }
+  void optimizer_step(Stream&, Optimizer&, std::span<ShardChunk>, const OptimizerStep&) override {}
+
+ private:
+  PlanningAllocator device_;
+  PlanningAllocator pinned_;
+  PlanningAllocator host_;
+  InOrderStream compute_;
+  InOrderStream copy_;
+};
+
+}  // namespace
+
+void DeviceContext::release_after(Stream& stream, std::shared_ptr<void> object) {
+  if (!object) return;
+  stream.submit([object = std::move(object)]() mutable { object.reset(); });
+}
+
+std::unique_ptr<DeviceContext> make_cpu_context(StreamStress stress) {
+  return std::make_unique<CpuContext>(stress);
+}
+
+std::unique_ptr<DeviceContext> make_planning_context() {
+  return std::make_unique<PlanningContext>();
+}
+
+}  // namespace zero
+
+#ifndef ZERO_WITH_CUDA
+namespace zero {
+std::unique_ptr<DeviceContext> make_cuda_context(int index) {
+  ZERO_THROW("make_cuda_context(", index,
+             "): this build of zero has no CUDA support (configure with ZERO_WITH_CUDA=ON and "
+             "the CUDA toolkit installed)");
+}
+}  // namespace zero
+#endif

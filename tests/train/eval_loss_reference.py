@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""PyTorch reference for zero train's eval_loss (tests/train/trainer_golden_test.cc).
+
+  eval_loss_reference.py --vocab V --blocks FILE --out DIR
+writes a random tiny GPT-2 (vocabulary V) as a Hugging Face checkpoint DIR/{config.json,
+model.safetensors} and prints the float64 mean next-token cross-entropy over FILE's blocks (one
+block of token ids per line), as run_clm's evaluation counts it (labels = inputs, shifted).
+Exit code 3 when torch is not importable (the C++ test then skips).
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden"))
+import gpt2_reference as ref  # noqa: E402  (exits 3 without torch)
+
+torch = ref.torch
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--vocab", type=int, required=True)
+    parser.add_argument("--blocks", required=True)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    with open(args.blocks) as f:
+        blocks = [[int(word) for word in line.split()] for line in f if line.strip()]
+    seq = len(blocks[0])
+    config = dict(ref.CONFIG, vocab_size=args.vocab, n_positions=seq, bos_token_id=args.vocab - 1,
+                  eos_token_id=args.vocab - 1)
+    params = ref.random_params(config, torch.Generator().manual_seed(4321))
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    ref.write_safetensors(os.path.join(args.out, "model.safetensors"), params, {"format": "pt"})
+    params64 = {name: tensor.double() for name, tensor in params.items()}
+    tokens = torch.tensor(blocks, dtype=torch.long)
+    logits = ref.forward(params64, config, tokens)
+    loss = ref.loss_of(logits[:, :-1, :], tokens[:, 1:])
+    print(f"{loss.item():.17g}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+// Golden: zero train's eval_loss on a checkpoint PyTorch wrote equals PyTorch's loss on the same
+// blocks (tests/train/eval_loss_reference.py, float64), within 1e-5 relative. Skips without torch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "train_test_util.h"
+#include "zero/comm/communicator.h"
+#include "zero/comm/thread_communicator.h"
+#include "zero/text/bpe_trainer.h"
+#include "zero/text/lm_dataset.h"
+#include "zero/text/tokenizer.h"
+#include "zero/train/trainer.h"
+
+namespace zero::testing {
+namespace {
+
+TEST(TrainerGolden, EvalLossOfAPyTorchCheckpointMatchesPyTorch) {
+  const char* python = std::getenv("ZERO_PYTHON");
+  const char* source = std::getenv("ZERO_SOURCE_DIR");
+  if (python == nullptr || source == nullptr) GTEST_SKIP() << "ZERO_PYTHON/ZERO_SOURCE_DIR unset";
+  TempFolder folder("golden");
+  write_corpus(folder.path() / "valid.txt", 200, 7);
+  // A tokenizer learned on the text, saved where both sides read it.
+  text::BpeTrainer bpe({.vocab_size = 300, .min_frequency = 2, .add_end_of_text = true});
+  const std::vector<fs::path> files = {folder.path() / "valid.txt"};
+  bpe.add_files(files);
+  const text::BpeVocabulary vocabulary = bpe.train();
+  const fs::path model = folder.path() / "model";
+  fs::create_directories(model);
+  text::save_vocab_and_merges(vocabulary, model);
+  const text::Tokenizer tokenizer(vocabulary);
+  // The blocks run_clm evaluates: the validation file, grouped into 16-token blocks.
+  text::DataArguments data;
+  data.train_files = files;
+  data.validation_files = files;
+  data.block_size = 16;
+  data.tokenize.show_progress = false;
+  const text::LmDatasets datasets = text::load_lm_datasets(tokenizer, data);
+  ASSERT_GT(datasets.validation.size(), 10u);
+  {
+    std::ofstream blocks(folder.path() / "blocks.txt");
+    for (std::size_t b = 0; b < datasets.validation.size(); ++b) {
+      for (const text::TokenId id : datasets.validation.block(b)) blocks << id << " ";
+      blocks << "\n";
+    }
+  }
+  const std::string command = std::string(python) + " " + source +
+                              "/tests/train/eval_loss_reference.py --vocab " +
+                              std::to_string(tokenizer.vocab_size()) + " --blocks " +
+                              (folder.path() / "blocks.txt").string() + " --out " + model.string() +
+                              " > " + (folder.path() / "loss.txt").string();
+  const int status = std::system(command.c_str());
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code == 3) GTEST_SKIP() << "torch is not importable by " << python;
+  ASSERT_EQ(code, 0) << command;
+  double reference = 0.0;
+  std::ifstream(folder.path() / "loss.txt") >> reference;
+  ASSERT_GT(reference, 0.0);
+
+  train::TrainingArguments arguments;
+  arguments.model_name_or_path = model.string();
+  arguments.validation_files = {files[0].string()};
+  arguments.block_size = 16;
+  arguments.do_eval = true;
+  arguments.per_device_eval_batch_size = 4;
+  arguments.output_dir = (folder.path() / "out").string();
+  arguments.deepspeed = write_ds_config(folder.path(), 3).string();
+  arguments.plot = false;
+  std::optional<double> eval_loss;
+  run_ranks(2, [&](Communicator& comm) {
+    const train::TrainResult result = train::train(arguments, comm, {.print = false});
+    if (comm.rank() == 0) eval_loss = result.eval_loss;
+  });
+  ASSERT_TRUE(eval_loss.has_value());
+  EXPECT_NEAR(*eval_loss, reference, 1e-5 * reference) << "PyTorch " << reference;
+}
+
+// The saved model loads in transformers' GPT2LMHeadModel and gives zero's eval loss (skips when
+// transformers is not importable).
+TEST(TrainerGolden, SavedModelLoadsInTransformers) {
+  const char* python = std::getenv("ZERO_PYTHON");
+  if (python == nullptr) GTEST_SKIP() << "ZERO_PYTHON unset";
+  const std::string probe = std::string(python) + " -c 'import transformers' > /dev/null 2>&1";
+  if (std::system(probe.c_str()) != 0) GTEST_SKIP() << "transformers is not importable";
+  TempFolder folder("transformers");
+  write_corpus(folder.path() / "corpus.txt", 600);
+  train::TrainingArguments arguments =
+      tiny_arguments(folder.path() / "corpus.txt", folder.path() / "out");
+  arguments.max_steps = 5;
+  run_ranks(1, [&](Communicator& comm) { train::train(arguments, comm, {.print = false}); });
+  const std::string check =
+      std::string(python) +
+      " -c \"from transformers import GPT2LMHeadModel, AutoTokenizer\nimport torch\n"
+      "m = GPT2LMHeadModel.from_pretrained('" +
+      arguments.output_dir +
+      "')\n"
+      "t = AutoTokenizer.from_pretrained('" +
+      arguments.output_dir +
+      "')\n"
+      "ids = torch.tensor([t.encode('the king speaks of the sea')])\n"
+      "assert torch.isfinite(m(ids, labels=ids).loss)\"";
+  EXPECT_EQ(std::system(check.c_str()), 0) << check;
+}
+
+}  // namespace
+}  // namespace zero::testing

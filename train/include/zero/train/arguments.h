@@ -1,0 +1,105 @@
+// zero::train's arguments: Hugging Face run_clm's ModelArguments, DataTrainingArguments and
+// TrainingArguments under the same names, with Hugging Face's defaults. These member
+// initialisers are the one definition of those defaults: `zero train` starts from them and
+// `zero config` fills "auto" from them (with_hf_defaults).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zero/config/ds_config.h"
+
+namespace zero::train {
+
+// eval_strategy / save_strategy: "no", "steps" or "epoch".
+enum class IntervalStrategy { kNo, kSteps, kEpoch };
+IntervalStrategy interval_strategy_from_name(std::string_view name);  // throws zero::Error
+std::string_view name_of(IntervalStrategy strategy);
+
+struct TrainingArguments {
+  // ModelArguments: a Hugging Face checkpoint folder (config.json + model.safetensors), or a
+  // config to train from scratch (--config_name: a config.json or a folder holding one; neither:
+  // GPT-2 124M's config), then --config_overrides "key=value,...".
+  std::string model_name_or_path;
+  std::string config_name;
+  std::string config_overrides;
+  std::string tokenizer_name;  // default: model_name_or_path's tokenizer files
+  // zero's own: with no tokenizer given or found, learn a byte-level BPE of this many tokens on
+  // the training files (run_clm refuses to build a tokenizer from scratch).
+  std::int64_t tokenizer_vocab_size = 2048;
+
+  // DataTrainingArguments. Text (.txt, .tokens, ...: one example per line), JSON Lines
+  // (.json/.jsonl: the "text" field) or CSV (.csv: the "text" column, else the first), as run_clm.
+  // Several files may be given comma-separated.
+  std::vector<std::string> train_files;
+  std::vector<std::string> validation_files;  // empty: the first p% of the train examples
+  int validation_split_percentage = 5;
+  std::int64_t block_size = -1;  // -1: min(1024, n_positions)
+  bool streaming = false;
+  int preprocessing_num_workers = 0;  // tokenizer threads; 0: all cores
+  std::int64_t max_train_samples = -1;
+  std::int64_t max_eval_samples = -1;
+
+  // TrainingArguments.
+  std::string output_dir;
+  bool overwrite_output_dir = false;
+  bool do_train = false;
+  bool do_eval = false;
+  std::int64_t per_device_train_batch_size = 8;
+  std::int64_t per_device_eval_batch_size = 8;
+  std::int64_t gradient_accumulation_steps = 1;
+  double learning_rate = 5e-5;
+  double weight_decay = 0.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_epsilon = 1e-8;
+  double max_grad_norm = 1.0;
+  double num_train_epochs = 3.0;
+  std::int64_t max_steps = -1;  // > 0 overrides num_train_epochs
+  std::string lr_scheduler_type = "linear";
+  double warmup_ratio = 0.0;
+  std::int64_t warmup_steps = 0;  // > 0 overrides warmup_ratio
+  std::int64_t logging_steps = 500;
+  IntervalStrategy eval_strategy = IntervalStrategy::kNo;
+  std::int64_t eval_steps = -1;  // -1: logging_steps
+  IntervalStrategy save_strategy = IntervalStrategy::kSteps;
+  std::int64_t save_steps = 500;
+  std::int64_t save_total_limit = -1;  // -1: keep every checkpoint
+  std::uint64_t seed = 42;
+  bool bf16 = false;
+  bool fp16 = false;
+  bool gradient_checkpointing = false;
+  std::string deepspeed;  // DeepSpeed JSON config; empty: ZeRO stage 0 with HF's AdamW
+
+  // zero's own: samples printed from the final model (0: none), as the demo shows them.
+  int num_samples = 0;
+  int sample_tokens = 64;
+  std::string prompt;  // empty: start from <|endoftext|>
+  int top_k = 20;
+  double temperature = 0.9;
+  bool plot = true;  // output_dir/loss.svg through gnuplot when it is installed
+};
+
+// Throws zero::Error naming the flag for a value out of range (batch sizes < 1, ...).
+void check_arguments(const TrainingArguments& arguments);
+
+// The steps of warmup Hugging Face runs for `total_steps`: warmup_steps when > 0, else
+// ceil(warmup_ratio × total_steps).
+std::int64_t warmup_steps_for(const TrainingArguments& arguments, std::int64_t total_steps);
+
+// The values that fill a DeepSpeed config's "auto", all given as Hugging Face's Trainer gives them.
+config::TrainerValues trainer_values(const TrainingArguments& arguments, std::int64_t world_size,
+                                     std::int64_t total_steps, std::int64_t hidden_size);
+
+// `given` with every empty flag value filled from TrainingArguments' defaults (Hugging Face's), as
+// the Trainer fills "auto" from flags the command line did not give. `defaulted` lists each filled
+// one as "--name value". world_size, total_steps and hidden_size have no default and stay empty.
+struct DefaultedValues {
+  config::TrainerValues values;
+  std::vector<std::string> defaulted;
+};
+DefaultedValues with_hf_defaults(const config::TrainerValues& given);
+
+}  // namespace zero::train

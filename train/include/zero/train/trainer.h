@@ -1,0 +1,67 @@
+// zero::train: Hugging Face run_clm's training and evaluation of GPT-2 on zero's engine, shared by
+// `zero train`, the demo and C++ callers. One call runs what the arguments ask for on every rank
+// of `communicator`: tokenizer, data, engine from the DeepSpeed config, training with logging,
+// evaluation and checkpoints, the final Hugging Face checkpoint and the result files.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zero/comm/communicator.h"
+#include "zero/core/error.h"
+#include "zero/engine/optimizer.h"
+#include "zero/train/arguments.h"
+
+namespace zero::train {
+
+// A bad input found before anything is written to output_dir: a missing, empty or binary data
+// file, a block_size larger than the model's n_positions, a DeepSpeed config that contradicts a
+// flag, an existing non-empty output_dir without --overwrite_output_dir, ... Every rank throws
+// the same one; `zero train` prints it and exits 2.
+class InputError : public Error {
+ public:
+  explicit InputError(const std::string& message) : Error(message) {}
+};
+
+// One training log (every logging_steps) or evaluation, as in trainer_state.json's log_history.
+struct LogEntry {
+  std::int64_t step = 0;
+  double epoch = 0.0;
+  std::optional<double> loss;  // mean training loss over the steps since the previous log
+  std::optional<double> learning_rate;
+  std::optional<double> grad_norm;
+  std::optional<double> loss_scale;
+  std::optional<double> tokens_per_second;
+  std::optional<double> eval_loss;
+  std::optional<double> perplexity;
+};
+
+struct TrainResult {
+  std::int64_t global_step = 0;
+  double epoch = 0.0;
+  std::optional<double> train_loss;  // mean over all steps
+  std::optional<double> eval_loss;   // the final evaluation's
+  std::vector<LogEntry> log_history;
+};
+
+struct RunOptions {
+  bool print = true;  // log lines on stdout and progress bars on stderr (rank 0)
+};
+
+// Runs on every rank of `communicator` (all ranks, same arguments). Throws InputError for bad
+// input (before output_dir is touched) and zero::Error for failures while running.
+TrainResult train(const TrainingArguments& arguments, Communicator& communicator,
+                  const RunOptions& options = {});
+
+// Hugging Face's schedules by --lr_scheduler_type (linear, cosine, cosine_with_restarts as
+// cosine, polynomial with power 1 as linear, constant, constant_with_warmup): lr = base × λ(k) at
+// optimizer step k, as transformers' get_scheduler (LambdaLR). The trainer runs one when the
+// DeepSpeed config has no "scheduler" section, as Hugging Face's Trainer does. Throws zero::Error
+// naming the known types.
+std::unique_ptr<LrSchedule> make_hf_schedule(std::string_view type, double base_lr,
+                                             std::int64_t warmup_steps, std::int64_t total_steps);
+
+}  // namespace zero::train

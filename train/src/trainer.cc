@@ -1,0 +1,945 @@
+// zero::train::train: run_clm on the engine. Everything that can be wrong with the input is checked
+// on every rank before rank 0 writes the first byte to output_dir.
+#include "zero/train/trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <numbers>
+#include <span>
+#include <sstream>
+#include <tuple>
+
+#include "zero/config/ds_config.h"
+#include "zero/core/allocator.h"
+#include "zero/core/memory_ledger.h"
+#include "zero/engine/engine.h"
+#include "zero/engine/from_config.h"
+#include "zero/gpt2/checkpoint_hf.h"
+#include "zero/gpt2/config.h"
+#include "zero/gpt2/engine_model.h"
+#include "zero/gpt2/model.h"
+#include "zero/gpt2/sampling.h"
+#include "zero/optim/lr_schedules.h"
+#include "zero/optim/optimizers.h"
+#include "zero/text/bpe_trainer.h"
+#include "zero/text/lm_dataset.h"
+#include "zero/text/progress.h"
+#include "zero/text/sampler.h"
+#include "zero/text/streaming.h"
+#include "zero/text/text_files.h"
+#include "zero/text/tokenizer.h"
+#include "zero/train/monitors.h"
+
+namespace zero::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+template <typename... Parts>
+[[noreturn]] void input_error(const Parts&... parts) {
+  std::ostringstream message;
+  (message << ... << parts);
+  throw InputError(message.str());
+}
+
+// Runs `body`; a zero::Error from it becomes an InputError prefixed by `what`.
+template <typename Body>
+auto as_input_error(std::string_view what, Body&& body) {
+  try {
+    return body();
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& error) {
+    input_error(what, ": ", error.what());
+  }
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Hugging Face's λ(k) schedules (transformers/optimization.py).
+class HfSchedule : public LrSchedule {
+ public:
+  enum class Kind { kLinear, kCosine, kConstant, kConstantWithWarmup };
+  HfSchedule(Kind kind, std::string name, double base_lr, std::int64_t warmup, std::int64_t total)
+      : kind_(kind), name_(std::move(name)), base_(base_lr), warmup_(warmup), total_(total) {}
+  std::string_view name() const override { return name_; }
+  void step() override { ++k_; }
+  double lr() const override { return base_ * lambda(k_); }
+  std::int64_t last_batch_iteration() const override { return k_ - 1; }
+  void set_last_batch_iteration(std::int64_t iteration) override { k_ = iteration + 1; }
+
+ private:
+  double lambda(std::int64_t k) const {
+    const double step = static_cast<double>(k);
+    if (kind_ == Kind::kConstant) return 1.0;
+    if (k < warmup_) return step / static_cast<double>(std::max<std::int64_t>(1, warmup_));
+    if (kind_ == Kind::kConstantWithWarmup) return 1.0;
+    const double span = static_cast<double>(std::max<std::int64_t>(1, total_ - warmup_));
+    if (kind_ == Kind::kLinear) return std::max(0.0, static_cast<double>(total_ - k) / span);
+    const double progress = static_cast<double>(k - warmup_) / span;
+    return std::max(0.0, 0.5 * (1.0 + std::cos(std::numbers::pi * progress)));
+  }
+  Kind kind_;
+  std::string name_;
+  double base_;
+  std::int64_t warmup_, total_;
+  std::int64_t k_ = 0;
+};
+
+std::vector<std::string> split_files(const std::vector<std::string>& specs) {
+  std::vector<std::string> files;
+  for (const std::string& spec : specs)
+    for (std::size_t begin = 0; begin <= spec.size();) {
+      const std::size_t end = std::min(spec.find(',', begin), spec.size());
+      if (end > begin) files.push_back(spec.substr(begin, end - begin));
+      begin = end + 1;
+    }
+  return files;
+}
+
+// The examples of a CSV file as datasets' csv builder gives them to run_clm: one per row, the
+// "text" column (else the first). RFC 4180: quoted fields may hold commas, quotes ("") and line
+// breaks; the first row is the header. Throws zero::Error naming the file.
+std::vector<std::string> read_csv_texts(const fs::path& path) {
+  const text::MappedFile file = text::open_text_file(path);
+  const std::string_view bytes = file.bytes();
+  std::vector<std::vector<std::string>> rows(1);
+  std::string field;
+  bool quoted = false, field_started = false;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    const char c = bytes[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < bytes.size() && bytes[i + 1] == '"') {
+        field.push_back('"');
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field.push_back(c);
+      }
+      continue;
+    }
+    if (c == '"' && !field_started) {
+      quoted = field_started = true;
+    } else if (c == ',') {
+      rows.back().push_back(std::move(field));
+      field.clear();
+      field_started = false;
+    } else if (c == '\n' || c == '\r') {
+      if (c == '\r' && i + 1 < bytes.size() && bytes[i + 1] == '\n') ++i;
+      rows.back().push_back(std::move(field));
+      field.clear();
+      field_started = false;
+      rows.emplace_back();
+    } else {
+      field.push_back(c);
+      field_started = true;
+    }
+  }
+  if (quoted) throw Error(path.string() + ": a quoted field is not closed at the end of the file");
+  if (field_started || !rows.back().empty()) rows.back().push_back(std::move(field));
+  std::erase_if(rows, [](const std::vector<std::string>& row) {
+    return row.empty() || (row.size() == 1 && row[0].empty());
+  });
+  if (rows.empty()) throw Error(path.string() + ": no header row");
+  const std::vector<std::string>& header = rows.front();
+  std::size_t column = 0;
+  for (std::size_t c = 0; c < header.size(); ++c)
+    if (header[c] == "text") column = c;
+  std::vector<std::string> texts;
+  for (std::size_t r = 1; r < rows.size(); ++r) {
+    if (rows[r].size() != header.size())
+      throw Error(path.string() + ": row " + std::to_string(r + 1) + " has " +
+                  std::to_string(rows[r].size()) + " fields, the header " +
+                  std::to_string(header.size()));
+    if (!rows[r][column].empty()) texts.push_back(std::move(rows[r][column]));
+  }
+  if (texts.empty())
+    throw Error(path.string() + ": no row has text in column '" + header[column] + "'");
+  return texts;
+}
+
+// CSV files become JSON Lines files (one {"text": ...} per row) in `scratch`, the form the
+// tokenizer trainer and text::load_lm_datasets read; other files pass through.
+std::vector<fs::path> with_csv_as_json_lines(const std::vector<std::string>& files,
+                                             const fs::path& scratch) {
+  std::vector<fs::path> paths;
+  for (const std::string& file : files) {
+    if (fs::path(file).extension() != ".csv") {
+      paths.emplace_back(file);
+      continue;
+    }
+    fs::create_directories(scratch);
+    const fs::path converted =
+        scratch / (std::to_string(paths.size()) + "_" + fs::path(file).stem().string() + ".jsonl");
+    std::ofstream out(converted, std::ios::trunc);
+    for (const std::string& text : read_csv_texts(file)) out << json{{"text", text}}.dump() << "\n";
+    ZERO_CHECK(out.good(), "cannot write ", converted.string());
+    paths.push_back(converted);
+  }
+  return paths;
+}
+
+// Removes a scratch folder when it goes out of scope.
+struct ScratchFolder {
+  fs::path path;
+  ~ScratchFolder() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
+bool has_tokenizer_files(const fs::path& folder) {
+  return fs::exists(folder / "tokenizer.json") || fs::exists(folder / "vocab.json") ||
+         fs::exists(folder / "encoder.json");
+}
+
+// One rank's micro-batch, (B, T): tokens and next-token targets, -100 where nothing counts.
+struct MicroBatch {
+  std::vector<int> tokens;
+  std::vector<int> targets;
+};
+
+void fill_micro_batch(const text::BlockDataset& data, std::span<const std::size_t> blocks,
+                      std::int64_t B, std::int64_t T, MicroBatch& batch) {
+  batch.tokens.assign(static_cast<std::size_t>(B * T), 0);
+  batch.targets.assign(static_cast<std::size_t>(B * T), -100);
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    const std::span<const text::TokenId> block = data.block(blocks[b]);
+    for (std::int64_t t = 0; t < T; ++t) {
+      batch.tokens[b * T + t] = static_cast<int>(block[t]);
+      if (t + 1 < T) batch.targets[b * T + t] = static_cast<int>(block[t + 1]);
+    }
+  }
+}
+
+void fill_micro_batch(const std::vector<std::vector<text::TokenId>>& blocks, std::int64_t B,
+                      std::int64_t T, MicroBatch& batch) {
+  batch.tokens.assign(static_cast<std::size_t>(B * T), 0);
+  batch.targets.assign(static_cast<std::size_t>(B * T), -100);
+  for (std::size_t b = 0; b < blocks.size(); ++b)
+    for (std::int64_t t = 0; t < T; ++t) {
+      batch.tokens[b * T + t] = static_cast<int>(blocks[b][t]);
+      if (t + 1 < T) batch.targets[b * T + t] = static_cast<int>(blocks[b][t + 1]);
+    }
+}
+
+json entry_to_json(const LogEntry& entry) {
+  json out;
+  if (entry.loss) out["loss"] = *entry.loss;
+  if (entry.grad_norm) out["grad_norm"] = *entry.grad_norm;
+  if (entry.learning_rate) out["learning_rate"] = *entry.learning_rate;
+  if (entry.loss_scale) out["loss_scale"] = *entry.loss_scale;
+  if (entry.tokens_per_second) out["tokens_per_second"] = *entry.tokens_per_second;
+  if (entry.eval_loss) out["eval_loss"] = *entry.eval_loss;
+  if (entry.perplexity) out["perplexity"] = *entry.perplexity;
+  out["epoch"] = entry.epoch;
+  out["step"] = entry.step;
+  return out;
+}
+
+double perplexity_of(double loss) {
+  return loss < 700.0 ? std::exp(loss) : std::numeric_limits<double>::infinity();
+}
+
+void write_json(const fs::path& path, const json& value) {
+  std::ofstream out(path, std::ios::trunc);
+  ZERO_CHECK(out.good(), "cannot write ", path.string());
+  out << value.dump(2) << "\n";
+}
+
+// Everything checked and loaded before output_dir is touched.
+struct Prepared {
+  gpt2::GPT2Config model_config;
+  bool pretrained = false;
+  std::optional<text::Tokenizer> tokenizer;
+  std::optional<text::BpeVocabulary> learned_vocabulary;  // set when the tokenizer was learned
+  fs::path tokenizer_folder;                              // else where its files are
+  text::LmDatasets data;
+  std::size_t train_blocks = 0;            // 0 with --streaming (unknown)
+  std::vector<fs::path> streaming_files;   // --streaming: the train files, read as training goes
+  std::shared_ptr<ScratchFolder> scratch;  // CSV files converted (kept while streaming)
+  std::size_t eval_blocks = 0;
+  std::int64_t block_size = 0;
+  config::ConfigResult deepspeed;
+  EngineOptionsResult engine;
+  std::int64_t total_steps = 0;
+  std::int64_t steps_per_epoch = 1;
+  std::uint64_t batches_per_epoch = 0;
+};
+
+Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool print) {
+  as_input_error("arguments", [&] { check_arguments(arguments); });
+  if (arguments.streaming && arguments.max_steps <= 0)
+    input_error("--streaming needs --max_steps: a stream has no length (as in Hugging Face)");
+  const fs::path output_dir = arguments.output_dir;
+  if (fs::exists(output_dir)) {
+    if (!fs::is_directory(output_dir))
+      input_error("--output_dir ", output_dir.string(), " exists and is not a folder");
+    if (!fs::is_empty(output_dir) && !arguments.overwrite_output_dir)
+      input_error("--output_dir ", output_dir.string(),
+                  " already exists and is not empty; use --overwrite_output_dir to write into it");
+  }
+  Prepared prepared;
+
+  // Data files: present, non-empty and text, checked before any work.
+  const std::vector<std::string> train_files = split_files(arguments.train_files);
+  const std::vector<std::string> validation_files = split_files(arguments.validation_files);
+  for (const auto* files : {&train_files, &validation_files})
+    for (const std::string& file : *files) {
+      as_input_error(files == &train_files ? "--train_file" : "--validation_file",
+                     [&] { return text::open_text_file(file); });
+    }
+  // CSV files are read here (run_clm's csv builder) and handed on as JSON Lines from a scratch
+  // folder outside output_dir, removed when prepare() returns.
+  prepared.scratch = std::make_shared<ScratchFolder>(
+      fs::temp_directory_path() /
+      ("zero_csv_scratch_" + std::to_string(::getpid()) + "_" + std::to_string(rank)));
+  const ScratchFolder& scratch = *prepared.scratch;
+  const std::vector<fs::path> train_paths = as_input_error(
+      "--train_file", [&] { return with_csv_as_json_lines(train_files, scratch.path); });
+  const std::vector<fs::path> validation_paths = as_input_error(
+      "--validation_file", [&] { return with_csv_as_json_lines(validation_files, scratch.path); });
+  if (!arguments.deepspeed.empty() && !fs::is_regular_file(arguments.deepspeed))
+    input_error("--deepspeed ", arguments.deepspeed, ": no such file");
+
+  // The model's config.
+  if (!arguments.model_name_or_path.empty()) {
+    const fs::path folder = arguments.model_name_or_path;
+    if (!fs::is_regular_file(folder / "config.json"))
+      input_error("--model_name_or_path ", folder.string(),
+                  ": no config.json there (a Hugging Face checkpoint folder: config.json and "
+                  "model.safetensors)");
+    prepared.model_config = as_input_error("--model_name_or_path " + folder.string(),
+                                           [&] { return gpt2::load_hf_config(folder); });
+    prepared.pretrained = true;
+  } else if (!arguments.config_name.empty()) {
+    fs::path path = arguments.config_name;
+    if (fs::is_directory(path)) path /= "config.json";
+    prepared.model_config = as_input_error("--config_name " + arguments.config_name,
+                                           [&] { return gpt2::GPT2Config::load(path); });
+  }
+
+  // The tokenizer: named, the model's, or learned on the training files.
+  fs::path tokenizer_folder = arguments.tokenizer_name;
+  if (tokenizer_folder.empty() && !arguments.model_name_or_path.empty() &&
+      has_tokenizer_files(arguments.model_name_or_path))
+    tokenizer_folder = arguments.model_name_or_path;
+  if (!tokenizer_folder.empty()) {
+    prepared.tokenizer = as_input_error("tokenizer " + tokenizer_folder.string(),
+                                        [&] { return text::Tokenizer::load(tokenizer_folder); });
+    prepared.tokenizer_folder = tokenizer_folder;
+  } else {
+    if (prepared.pretrained)
+      input_error("--model_name_or_path ", arguments.model_name_or_path,
+                  " holds no tokenizer files; give --tokenizer_name");
+    if (train_files.empty()) input_error("no tokenizer: give --tokenizer_name or --train_file");
+    const Clock::time_point start = Clock::now();
+    text::BpeTrainer trainer(
+        {.vocab_size = static_cast<std::size_t>(arguments.tokenizer_vocab_size),
+         .min_frequency = 2,
+         .add_end_of_text = true});
+    as_input_error("--train_file", [&] { trainer.add_files(train_paths); });
+    prepared.learned_vocabulary = trainer.train();
+    prepared.tokenizer = text::Tokenizer(*prepared.learned_vocabulary);
+    if (print && rank == 0)
+      std::printf(
+          "tokenizer: byte-level BPE of %zu tokens learned on the training files in %.1f s\n",
+          prepared.learned_vocabulary->tokens.size(), seconds_since(start));
+  }
+  const std::optional<text::TokenId> end_of_text = prepared.tokenizer->end_of_text_id();
+  gpt2::GPT2Config& model_config = prepared.model_config;
+  if (!prepared.pretrained && arguments.config_name.empty()) {
+    // From scratch on GPT-2's architecture, sized to the tokenizer.
+    model_config.vocab_size = static_cast<std::int64_t>(prepared.tokenizer->vocab_size());
+    if (end_of_text) model_config.bos_token_id = model_config.eos_token_id = *end_of_text;
+  }
+  if (!arguments.config_overrides.empty()) {
+    if (prepared.pretrained)
+      input_error("--config_overrides can't be used with --model_name_or_path (as run_clm)");
+    as_input_error("--config_overrides",
+                   [&] { model_config.apply_overrides(arguments.config_overrides); });
+  }
+  as_input_error("model config", [&] { model_config.validate(); });
+  if (static_cast<std::int64_t>(prepared.tokenizer->vocab_size()) > model_config.vocab_size)
+    input_error("the tokenizer has ", prepared.tokenizer->vocab_size(),
+                " tokens but the model's vocab_size is ", model_config.vocab_size);
+
+  // block_size: run_clm's default min(1024, model max length); larger than n_positions is an error.
+  prepared.block_size = arguments.block_size > 0
+                            ? arguments.block_size
+                            : std::min<std::int64_t>(1024, model_config.n_positions);
+  if (prepared.block_size > model_config.n_positions)
+    input_error("--block_size ", prepared.block_size, " is larger than the model's n_positions ",
+                model_config.n_positions);
+
+  if (arguments.streaming) {
+    // run_clm --streaming: training blocks come from the files in order as training goes (no
+    // shuffle, no split); the validation files are tokenized up front.
+    if (arguments.do_eval && validation_paths.empty())
+      input_error("--streaming: evaluation needs --validation_file (a stream has no split)");
+    if (arguments.do_train && train_paths.empty()) input_error("--do_train needs --train_file");
+    if (!validation_paths.empty()) {
+      text::TokenizeOptions tokenize;
+      tokenize.num_threads = arguments.preprocessing_num_workers;
+      tokenize.show_progress = print && rank == 0;
+      const auto stream =
+          std::make_shared<const text::TokenStream>(as_input_error("--validation_file", [&] {
+            return text::load_token_stream(validation_paths, *prepared.tokenizer, {}, tokenize);
+          }));
+      prepared.data.validation = text::group_texts(stream, 0, stream->num_examples(),
+                                                   static_cast<std::size_t>(prepared.block_size));
+    }
+    prepared.streaming_files = train_paths;
+    if (arguments.do_train) {
+      // The stream must hold one global batch.
+      text::StreamingShard probe(
+          text::StreamingBlocks(train_paths, *prepared.tokenizer,
+                                static_cast<std::size_t>(prepared.block_size)),
+          static_cast<std::size_t>(arguments.per_device_train_batch_size * world), world, rank);
+      std::vector<std::vector<text::TokenId>> blocks;
+      if (!as_input_error("--train_file", [&] { return probe.next(blocks); }))
+        input_error("--train_file: the stream holds fewer than one global batch of ",
+                    arguments.per_device_train_batch_size * world, " blocks of ",
+                    prepared.block_size, " tokens");
+    }
+  } else {
+    // Data: run_clm's splits and blocks.
+    text::DataArguments data_arguments;
+    data_arguments.train_files = train_paths.empty() ? validation_paths : train_paths;
+    data_arguments.validation_files = validation_paths;
+    data_arguments.validation_split_percentage = arguments.validation_split_percentage;
+    data_arguments.block_size = static_cast<std::size_t>(prepared.block_size);
+    data_arguments.tokenize.num_threads = arguments.preprocessing_num_workers;
+    data_arguments.tokenize.show_progress = print && rank == 0;
+    prepared.data = as_input_error(
+        "data", [&] { return text::load_lm_datasets(*prepared.tokenizer, data_arguments); });
+    prepared.train_blocks = prepared.data.train.size();
+    if (arguments.max_train_samples > 0)
+      prepared.train_blocks =
+          std::min<std::size_t>(prepared.train_blocks, arguments.max_train_samples);
+  }
+  prepared.eval_blocks = prepared.data.validation.size();
+  if (arguments.max_eval_samples > 0)
+    prepared.eval_blocks = std::min<std::size_t>(prepared.eval_blocks, arguments.max_eval_samples);
+  if (arguments.do_eval && prepared.eval_blocks == 0)
+    input_error("--do_eval: the validation data holds no block of ", prepared.block_size,
+                " tokens");
+
+  // Steps: Hugging Face's rule (max_steps, else ceil(epochs × updates per epoch)).
+  const std::int64_t B = arguments.per_device_train_batch_size;
+  const std::int64_t accumulation = arguments.gradient_accumulation_steps;
+  const std::size_t global_batch = static_cast<std::size_t>(B * world);
+  // (With --streaming the length is unknown: an "epoch" is the max_steps run.)
+  prepared.batches_per_epoch = arguments.streaming
+                                   ? static_cast<std::uint64_t>(arguments.max_steps * accumulation)
+                                   : (prepared.train_blocks + global_batch - 1) / global_batch;
+  prepared.steps_per_epoch = std::max<std::int64_t>(
+      1, static_cast<std::int64_t>(prepared.batches_per_epoch) / accumulation);
+  prepared.total_steps =
+      arguments.max_steps > 0
+          ? arguments.max_steps
+          : static_cast<std::int64_t>(std::ceil(arguments.num_train_epochs *
+                                                static_cast<double>(prepared.steps_per_epoch)));
+  prepared.total_steps = std::max<std::int64_t>(prepared.total_steps, 1);
+
+  // The DeepSpeed config, "auto" filled from the arguments as Hugging Face's Trainer does.
+  const config::TrainerValues values =
+      trainer_values(arguments, world, prepared.total_steps, model_config.n_embd);
+  if (arguments.deepspeed.empty()) {
+    prepared.deepspeed = as_input_error("the default config", [&] {
+      return config::resolve_config(
+          R"({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+              "gradient_clipping": "auto", "zero_optimization": {"stage": 0},
+              "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}})",
+          values, "(no --deepspeed)");
+    });
+  } else {
+    prepared.deepspeed = as_input_error("--deepspeed " + arguments.deepspeed, [&] {
+      return config::load_config_file(arguments.deepspeed, values);
+    });
+  }
+  config::OptimizerConfig default_optimizer;
+  default_optimizer.type = config::OptimizerType::kAdamW;
+  default_optimizer.lr = arguments.learning_rate;
+  default_optimizer.betas = {arguments.adam_beta1, arguments.adam_beta2};
+  default_optimizer.eps = arguments.adam_epsilon;
+  default_optimizer.weight_decay = arguments.weight_decay;
+  const std::string precision_hint =
+      arguments.bf16 || arguments.fp16
+          ? std::string(" (--bf16/--fp16 fill the config's \"enabled\": \"auto\"; without them ") +
+                "the run computes in fp32)"
+          : std::string();
+  prepared.engine = as_input_error("--deepspeed " + arguments.deepspeed + precision_hint, [&] {
+    return engine_options_from_config(prepared.deepspeed.config, default_optimizer);
+  });
+  if (prepared.engine.options.scheduler.type == config::SchedulerType::kNone)
+    as_input_error("--lr_scheduler_type",
+                   [&] { return make_hf_schedule(arguments.lr_scheduler_type, 1.0, 0, 1); });
+  return prepared;
+}
+
+// The whole model on rank 0 (a collective: every rank gathers each unit in turn).
+std::unique_ptr<gpt2::GPT2Model> gather_model(gpt2::EngineModel& model, Allocator& allocator) {
+  Engine& engine = model.engine();
+  std::unique_ptr<gpt2::GPT2Model> whole;
+  if (engine.rank() == 0) whole = std::make_unique<gpt2::GPT2Model>(model.config(), allocator);
+  const std::vector<gpt2::UnitSpec>& specs = model.unit_specs();
+  for (std::size_t u = 0; u < specs.size(); ++u) {
+    const GatheredUnit gathered = engine.gather(model.units()[u]);
+    if (whole)
+      std::memcpy(whole->param_data(static_cast<int>(u)), gathered.data(),
+                  specs[u].num_elements() * sizeof(float));
+  }
+  return whole;
+}
+
+// Copies a Hugging Face checkpoint's weights into this rank's shards.
+void load_pretrained(gpt2::EngineModel& model, const fs::path& folder) {
+  Engine& engine = model.engine();
+  MemoryLedger ledger;
+  HostAllocator allocator(ledger);
+  gpt2::GPT2Model loaded(model.config(), allocator);
+  gpt2::load_hf_weights(loaded, folder);
+  for (ShardState& shard : engine.shard_states()) {
+    const UnitId id = engine.unit(shard.unit);
+    const auto found = std::find(model.units().begin(), model.units().end(), id);
+    ZERO_CHECK(found != model.units().end(), "unit ", shard.unit, " is not GPT-2's");
+    const float* source = loaded.param_data(static_cast<int>(found - model.units().begin()));
+    std::copy(source + shard.range.begin, source + shard.range.end, shard.params.begin());
+  }
+  engine.refresh_params();
+}
+
+void save_tokenizer(const Prepared& prepared, const fs::path& folder) {
+  if (prepared.learned_vocabulary) {
+    text::save_vocab_and_merges(*prepared.learned_vocabulary, folder);
+  } else {
+    for (const char* name : {"tokenizer.json", "vocab.json", "merges.txt", "encoder.json",
+                             "vocab.bpe", "special_tokens_map.json", "tokenizer_config.json"})
+      if (fs::exists(prepared.tokenizer_folder / name) &&
+          !fs::equivalent(prepared.tokenizer_folder, folder))
+        fs::copy_file(prepared.tokenizer_folder / name, folder / name,
+                      fs::copy_options::overwrite_existing);
+  }
+  if (!fs::exists(folder / "tokenizer_config.json")) {
+    json config = {{"tokenizer_class", "GPT2Tokenizer"},
+                   {"model_max_length", prepared.model_config.n_positions},
+                   {"add_prefix_space", false}};
+    if (prepared.tokenizer->end_of_text_id())
+      for (const char* key : {"bos_token", "eos_token", "unk_token"}) config[key] = "<|endoftext|>";
+    write_json(folder / "tokenizer_config.json", config);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<LrSchedule> make_hf_schedule(std::string_view type, double base_lr,
+                                             std::int64_t warmup_steps, std::int64_t total_steps) {
+  using Kind = HfSchedule::Kind;
+  Kind kind;
+  if (type == "linear" || type == "polynomial") {
+    kind = Kind::kLinear;
+  } else if (type == "cosine" || type == "cosine_with_restarts") {
+    kind = Kind::kCosine;
+  } else if (type == "constant") {
+    kind = Kind::kConstant;
+  } else if (type == "constant_with_warmup") {
+    kind = Kind::kConstantWithWarmup;
+  } else {
+    throw Error("'" + std::string(type) +
+                "' is not a supported scheduler type (linear, cosine, cosine_with_restarts, "
+                "polynomial, constant, constant_with_warmup)");
+  }
+  return std::make_unique<HfSchedule>(kind, std::string(type), base_lr, warmup_steps, total_steps);
+}
+
+TrainResult train(const TrainingArguments& arguments, Communicator& communicator,
+                  const RunOptions& run_options) {
+  const Clock::time_point run_start = Clock::now();
+  const int rank = communicator.rank(), world = communicator.world_size();
+  const bool console = run_options.print && rank == 0;
+  auto say = [console](const char* format, auto... values) {
+    if (!console) return;
+    std::printf(format, values...);
+    std::fflush(stdout);
+  };
+  Prepared prepared = prepare(arguments, world, rank, run_options.print);
+  // Every rank has checked everything before rank 0 writes anything.
+  communicator.barrier("zero::train inputs checked");
+  const fs::path output_dir = arguments.output_dir;
+  if (rank == 0) fs::create_directories(output_dir);
+
+  const gpt2::GPT2Config& model_config = prepared.model_config;
+  const config::DeepSpeedConfig& ds = prepared.deepspeed.config;
+  const EngineOptions& options = prepared.engine.options;
+  const std::int64_t B = arguments.per_device_train_batch_size, T = prepared.block_size;
+  const std::int64_t accumulation = ds.gradient_accumulation_steps;
+  const std::int64_t total_steps = prepared.total_steps;
+  const std::int64_t warmup = warmup_steps_for(arguments, total_steps);
+  for (const std::string& warning : prepared.deepspeed.warnings)
+    say("config: %s\n", warning.c_str());
+  for (const std::string& warning : prepared.engine.warnings) say("config: %s\n", warning.c_str());
+
+  std::unique_ptr<LrSchedule> schedule =
+      options.scheduler.type == config::SchedulerType::kNone
+          ? make_hf_schedule(arguments.lr_scheduler_type, options.optimizer.lr, warmup, total_steps)
+          : optim::make_lr_schedule(options.scheduler, options.optimizer.lr);
+  const std::string schedule_name(schedule->name());
+  Engine engine(options, communicator, optim::make_optimizer(options.optimizer),
+                std::move(schedule));
+  gpt2::EngineModel model(engine, model_config, B, T, arguments.seed, engine.allocator(),
+                          {.activation_checkpointing = arguments.gradient_checkpointing});
+  if (prepared.pretrained) load_pretrained(model, arguments.model_name_or_path);
+  say("model: GPT-2 %s, %lld layers, %lld heads, width %lld, vocabulary %lld, context %lld: "
+      "%.2fM parameters\n",
+      prepared.pretrained ? arguments.model_name_or_path.c_str() : "(from scratch)",
+      static_cast<long long>(model_config.n_layer), static_cast<long long>(model_config.n_head),
+      static_cast<long long>(model_config.n_embd), static_cast<long long>(model_config.vocab_size),
+      static_cast<long long>(model_config.n_positions),
+      static_cast<double>(model_config.num_parameters()) / 1e6);
+  if (arguments.streaming) {
+    say("data: train blocks streamed from %zu file(s); %zu validation blocks of %lld tokens\n",
+        prepared.streaming_files.size(), prepared.eval_blocks, static_cast<long long>(T));
+  } else {
+    say("data: %zu train and %zu validation blocks of %lld tokens\n", prepared.train_blocks,
+        prepared.eval_blocks, static_cast<long long>(T));
+  }
+  say("engine: ZeRO stage %d, %d rank(s), %s lr %g (schedule %s, warmup %lld), clip %g, batch %lld "
+      "= %lld per rank x %d x %lld accumulation; %lld steps (%.3g epochs)\n",
+      options.stage, world, std::string(config::name_of(options.optimizer.type)).c_str(),
+      options.optimizer.lr, schedule_name.c_str(), static_cast<long long>(warmup),
+      options.gradient_clipping, static_cast<long long>(ds.train_batch_size),
+      static_cast<long long>(B), world, static_cast<long long>(accumulation),
+      static_cast<long long>(total_steps),
+      static_cast<double>(total_steps) / static_cast<double>(prepared.steps_per_epoch));
+
+  TrainResult result;
+  json log_history = json::array();
+  std::ofstream metrics;
+  std::unique_ptr<Monitors> monitors;
+  if (rank == 0) {
+    metrics.open(output_dir / "metrics.jsonl", std::ios::trunc);
+    monitors = std::make_unique<Monitors>(ds.csv_monitor, ds.tensorboard, output_dir);
+  }
+  const std::int64_t samples_per_step = B * world * accumulation;
+  auto record = [&](const LogEntry& entry) {
+    result.log_history.push_back(entry);
+    if (rank != 0) return;
+    const json line = entry_to_json(entry);
+    log_history.push_back(line);
+    metrics << line.dump() << "\n";
+    metrics.flush();
+    const std::int64_t samples = entry.step * samples_per_step;
+    if (entry.loss) monitors->write("Train/Samples/train_loss", *entry.loss, samples);
+    if (entry.learning_rate) monitors->write("Train/Samples/lr", *entry.learning_rate, samples);
+    if (entry.loss_scale) monitors->write("Train/Samples/loss_scale", *entry.loss_scale, samples);
+    if (entry.eval_loss) monitors->write("Eval/Samples/eval_loss", *entry.eval_loss, samples);
+    if (entry.perplexity) monitors->write("Eval/Samples/perplexity", *entry.perplexity, samples);
+  };
+
+  // Evaluation: the first eval_blocks validation blocks, global batches of eval_B × W, each rank
+  // its rows in micro-batches of B; a token-weighted mean (every block counts T - 1 targets, so
+  // it equals Hugging Face's mean over samples).
+  const std::int64_t eval_B = arguments.per_device_eval_batch_size;
+  auto evaluate = [&](std::int64_t step) {
+    const Clock::time_point start = Clock::now();
+    const std::int64_t count = static_cast<std::int64_t>(prepared.eval_blocks);
+    const std::int64_t global = eval_B * world;
+    const std::int64_t batches = (count + global - 1) / global;
+    text::ProgressBar bar("eval", static_cast<std::uint64_t>(batches), "batches", console);
+    MicroBatch batch;
+    double loss_sum = 0.0, targets = 0.0;
+    for (std::int64_t first = 0; first < count; first += global) {
+      const std::int64_t begin = first + rank * eval_B;
+      const std::int64_t end = std::min(first + (rank + 1) * eval_B, count);
+      for (std::int64_t chunk = begin; chunk < begin + eval_B; chunk += B) {
+        std::vector<std::size_t> blocks;
+        for (std::int64_t b = chunk; b < std::min(chunk + B, end); ++b)
+          blocks.push_back(static_cast<std::size_t>(b));
+        fill_micro_batch(prepared.data.validation, blocks, B, T, batch);
+        const double loss = model.eval_loss(batch.tokens, batch.targets);
+        loss_sum += loss * static_cast<double>(model.num_counted_targets());
+        targets += static_cast<double>(model.num_counted_targets());
+      }
+      bar.add(1);
+    }
+    bar.finish();
+    const double mean_targets = engine.average_across_ranks(targets);
+    const double mean_sum = engine.average_across_ranks(loss_sum);
+    const double loss = mean_targets > 0 ? mean_sum / mean_targets : 0.0;
+    LogEntry entry;
+    entry.step = step;
+    entry.epoch = static_cast<double>(step) / static_cast<double>(prepared.steps_per_epoch);
+    entry.eval_loss = loss;
+    entry.perplexity = perplexity_of(loss);
+    record(entry);
+    say("step %lld/%lld | eval_loss %.4f | perplexity %.2f | %lld blocks in %.1f s\n",
+        static_cast<long long>(step), static_cast<long long>(total_steps), loss, *entry.perplexity,
+        static_cast<long long>(count), seconds_since(start));
+    return std::pair{loss, seconds_since(start)};
+  };
+
+  MemoryLedger save_ledger;
+  HostAllocator save_allocator(save_ledger);
+  auto trainer_state = [&](std::int64_t step) {
+    return json{
+        {"global_step", step},
+        {"epoch", static_cast<double>(step) / static_cast<double>(prepared.steps_per_epoch)},
+        {"max_steps", total_steps},
+        {"num_train_epochs", arguments.num_train_epochs},
+        {"logging_steps", arguments.logging_steps},
+        {"eval_steps", arguments.eval_steps > 0 ? arguments.eval_steps : arguments.logging_steps},
+        {"save_steps", arguments.save_steps},
+        {"train_batch_size", B},
+        {"total_flos", 0},
+        {"best_metric", nullptr},
+        {"best_model_checkpoint", nullptr},
+        {"is_local_process_zero", true},
+        {"is_world_process_zero", true},
+        {"is_hyper_param_search", false},
+        {"log_history", log_history}};
+  };
+  auto save = [&](const fs::path& folder, std::int64_t step) {
+    std::unique_ptr<gpt2::GPT2Model> whole = gather_model(model, save_allocator);
+    if (!whole) return whole;
+    gpt2::save_hf_checkpoint(*whole, folder);
+    save_tokenizer(prepared, folder);
+    write_json(folder / "trainer_state.json", trainer_state(step));
+    return whole;
+  };
+  auto rotate_checkpoints = [&] {
+    if (rank != 0 || arguments.save_total_limit < 1) return;
+    std::vector<std::pair<long long, fs::path>> checkpoints;
+    for (const fs::directory_entry& entry : fs::directory_iterator(output_dir)) {
+      const std::string name = entry.path().filename().string();
+      if (entry.is_directory() && name.starts_with("checkpoint-"))
+        checkpoints.emplace_back(std::atoll(name.c_str() + 11), entry.path());
+    }
+    std::sort(checkpoints.begin(), checkpoints.end());
+    const std::size_t keep = static_cast<std::size_t>(arguments.save_total_limit);
+    for (std::size_t i = 0; i + keep < checkpoints.size(); ++i)
+      fs::remove_all(checkpoints[i].second);
+  };
+
+  const std::int64_t eval_steps =
+      arguments.eval_steps > 0 ? arguments.eval_steps : arguments.logging_steps;
+  std::optional<double> last_eval;
+  std::int64_t last_eval_step = -1;
+  double eval_runtime = 0.0;
+  double train_runtime = 0.0, train_loss_sum = 0.0;
+  std::int64_t step = 0;
+  if (arguments.do_train) {
+    std::unique_ptr<text::StreamingShard> stream;
+    std::vector<std::vector<text::TokenId>> stream_blocks;
+    if (arguments.streaming)
+      stream = std::make_unique<text::StreamingShard>(
+          text::StreamingBlocks(prepared.streaming_files, *prepared.tokenizer,
+                                static_cast<std::size_t>(T)),
+          static_cast<std::size_t>(B * world), world, rank);
+    text::DistributedSampler sampler({.num_blocks = std::max<std::size_t>(prepared.train_blocks, 1),
+                                      .global_batch_size = static_cast<std::size_t>(B * world),
+                                      .world_size = world,
+                                      .rank = rank,
+                                      .seed = arguments.seed});
+    say("training: %lld steps of %lld samples; logging every %lld, %s evaluation, %s saves\n",
+        static_cast<long long>(total_steps), static_cast<long long>(samples_per_step),
+        static_cast<long long>(arguments.logging_steps),
+        std::string(name_of(arguments.eval_strategy)).c_str(),
+        std::string(name_of(arguments.save_strategy)).c_str());
+    MicroBatch batch;
+    double window_loss = 0.0;
+    std::int64_t window_steps = 0;
+    Clock::time_point window_start = Clock::now();
+    const Clock::time_point train_start = Clock::now();
+    text::ProgressBar bar("train", static_cast<std::uint64_t>(total_steps), "steps", console);
+    for (step = 1; step <= total_steps; ++step) {
+      double step_loss = 0.0;
+      for (std::int64_t micro = 0; micro < accumulation; ++micro) {
+        const std::uint64_t position =
+            static_cast<std::uint64_t>((step - 1) * accumulation + micro);
+        if (stream) {
+          // At the end of the stream, another pass (Hugging Face's next epoch).
+          if (!stream->next(stream_blocks)) {
+            stream->seek(0);
+            ZERO_CHECK(stream->next(stream_blocks), "the training stream ran dry");
+          }
+          fill_micro_batch(stream_blocks, B, T, batch);
+        } else {
+          fill_micro_batch(prepared.data.train, sampler.next(), B, T, batch);
+        }
+        // Dropout keyed by (optimizer step, sample within its global batch): the same masks
+        // whatever the world size and accumulation that make up the global batch.
+        step_loss += model.train_micro_step(
+            batch.tokens, batch.targets,
+            {.seed = arguments.seed,
+             .step = static_cast<std::uint64_t>(step - 1),
+             .sample_offset =
+                 (static_cast<std::int64_t>(position) % accumulation) * B * world + rank * B,
+             .training = true});
+        engine.step();
+      }
+      const double loss =
+          engine.average_across_ranks(step_loss / static_cast<double>(accumulation));
+      window_loss += loss;
+      train_loss_sum += loss;
+      ++window_steps;
+      bar.add(1);
+      const bool epoch_end = step % prepared.steps_per_epoch == 0;
+      if (step % arguments.logging_steps == 0 || step == total_steps) {
+        const double seconds = seconds_since(window_start);
+        float peak_mib = static_cast<float>(
+            static_cast<double>(engine.ledger().space_total(MemorySpace::kDevice).peak_bytes +
+                                engine.ledger().space_total(MemorySpace::kHost).peak_bytes) /
+            (1 << 20));
+        std::vector<float> peaks(static_cast<std::size_t>(world));
+        communicator.all_gather(&peak_mib, peaks.data(), 1, DType::kFloat32, "memory peaks");
+        communicator.synchronize();
+        LogEntry entry;
+        entry.step = step;
+        entry.epoch = static_cast<double>(step) / static_cast<double>(prepared.steps_per_epoch);
+        entry.loss = window_loss / static_cast<double>(window_steps);
+        entry.learning_rate = engine.lr();
+        entry.grad_norm = engine.global_grad_norm();
+        entry.loss_scale = engine.loss_scale();
+        entry.tokens_per_second =
+            static_cast<double>(window_steps * samples_per_step * T) / std::max(seconds, 1e-9);
+        record(entry);
+        std::string peak_text;
+        for (const float peak : peaks) {
+          char piece[32];
+          std::snprintf(piece, sizeof(piece), "%s%.1f", peak_text.empty() ? "" : "/", peak);
+          peak_text += piece;
+        }
+        say("step %lld/%lld | epoch %.3f | loss %.4f | lr %.3e | grad_norm %.3f | loss_scale %g "
+            "| %.0f tokens/s | memory peak MiB per rank %s\n",
+            static_cast<long long>(step), static_cast<long long>(total_steps), entry.epoch,
+            *entry.loss, *entry.learning_rate, *entry.grad_norm, *entry.loss_scale,
+            *entry.tokens_per_second, peak_text.c_str());
+        window_loss = 0.0;
+        window_steps = 0;
+        window_start = Clock::now();
+      }
+      if (arguments.do_eval &&
+          ((arguments.eval_strategy == IntervalStrategy::kSteps && step % eval_steps == 0) ||
+           (arguments.eval_strategy == IntervalStrategy::kEpoch && epoch_end))) {
+        std::tie(last_eval, eval_runtime) = evaluate(step);
+        last_eval_step = step;
+      }
+      if ((arguments.save_strategy == IntervalStrategy::kSteps &&
+           step % arguments.save_steps == 0) ||
+          (arguments.save_strategy == IntervalStrategy::kEpoch && epoch_end)) {
+        const fs::path folder = output_dir / ("checkpoint-" + std::to_string(step));
+        save(folder, step);
+        say("saved %s\n", folder.c_str());
+        rotate_checkpoints();
+      }
+    }
+    step = total_steps;
+    bar.finish();
+    train_runtime = seconds_since(train_start);
+    result.train_loss = train_loss_sum / static_cast<double>(total_steps);
+  }
+  result.global_step = step;
+  result.epoch = static_cast<double>(step) / static_cast<double>(prepared.steps_per_epoch);
+
+  // run_clm: trainer.evaluate() after training.
+  // (An evaluation at the last step already is that one.)
+  if (arguments.do_eval && last_eval_step != step)
+    std::tie(last_eval, eval_runtime) = evaluate(step);
+  result.eval_loss = last_eval;
+
+  // The final model in output_dir, the result files, the plot, samples.
+  std::unique_ptr<gpt2::GPT2Model> whole;
+  if (arguments.do_train) {
+    whole = save(output_dir, step);
+    say("saved %s/{config.json,model.safetensors,tokenizer files} (Hugging Face GPT2LMHeadModel)\n",
+        output_dir.c_str());
+  }
+  if (rank == 0) {
+    json all = json::object();
+    const double epoch = result.epoch;
+    if (arguments.do_train) {
+      const double samples = static_cast<double>(step * samples_per_step);
+      json train_results = {
+          {"epoch", epoch},
+          {"train_loss", *result.train_loss},
+          {"train_runtime", train_runtime},
+          {"train_samples", prepared.train_blocks},
+          {"train_samples_per_second", samples / std::max(train_runtime, 1e-9)},
+          {"train_steps_per_second", static_cast<double>(step) / std::max(train_runtime, 1e-9)}};
+      write_json(output_dir / "train_results.json", train_results);
+      all.update(train_results);
+      log_history.push_back({{"epoch", epoch},
+                             {"step", step},
+                             {"train_loss", *result.train_loss},
+                             {"train_runtime", train_runtime}});
+    }
+    if (arguments.do_eval) {
+      const double blocks = static_cast<double>(prepared.eval_blocks);
+      json eval_results = {{"epoch", epoch},
+                           {"eval_loss", *last_eval},
+                           {"perplexity", perplexity_of(*last_eval)},
+                           {"eval_samples", prepared.eval_blocks},
+                           {"eval_runtime", eval_runtime},
+                           {"eval_samples_per_second", blocks / std::max(eval_runtime, 1e-9)}};
+      write_json(output_dir / "eval_results.json", eval_results);
+      all.update(eval_results);
+    }
+    write_json(output_dir / "all_results.json", all);
+    write_json(output_dir / "trainer_state.json", trainer_state(step));
+    if (arguments.plot) {
+      std::vector<PlotPoint> train_points, eval_points;
+      for (const LogEntry& entry : result.log_history) {
+        if (entry.loss) train_points.push_back({entry.step, *entry.loss});
+        if (entry.eval_loss) eval_points.push_back({entry.step, *entry.eval_loss});
+      }
+      std::string why;
+      if (plot_losses(output_dir, train_points, eval_points, why)) {
+        say("plot: %s/loss.svg\n", output_dir.c_str());
+      } else if (run_options.print) {
+        std::fprintf(stderr, "zero train: warning: no loss plot: %s\n", why.c_str());
+      }
+    }
+  }
+  if (whole && console && arguments.num_samples > 0) {
+    const std::optional<text::TokenId> end_of_text = prepared.tokenizer->end_of_text_id();
+    const int stop = end_of_text ? static_cast<int>(*end_of_text) : -1;
+    std::vector<int> prompt;
+    for (const text::TokenId id : prepared.tokenizer->encode(arguments.prompt))
+      prompt.push_back(static_cast<int>(id));
+    if (prompt.empty() && end_of_text) prompt.push_back(static_cast<int>(*end_of_text));
+    if (prompt.empty()) prompt.push_back(0);
+    for (int s = 0; s < arguments.num_samples; ++s) {
+      const std::vector<int> tokens =
+          gpt2::generate(*whole, save_allocator, prompt, arguments.sample_tokens,
+                         {.top_k = arguments.top_k,
+                          .temperature = static_cast<float>(arguments.temperature),
+                          .seed = arguments.seed + static_cast<std::uint64_t>(s)},
+                         stop);
+      std::vector<text::TokenId> ids;
+      for (const int id : tokens)
+        if (id != stop) ids.push_back(static_cast<text::TokenId>(id));
+      say("sample %d (top-k %d):\n%s\n%s\n", s + 1, arguments.top_k, std::string(40, '-').c_str(),
+          prepared.tokenizer->decode(ids).c_str());
+    }
+  }
+  say("done in %.1f s\n", seconds_since(run_start));
+  return result;
+}
+
+}  // namespace zero::train
