@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs one training twice, under two launches, and checks that the "step N  loss X" lines agree
+# Runs one training twice, under two launches, and checks that the logged losses agree
 # (within 2e-5: ranks may sum in another order over another backend).
 #   same_losses.sh "LAUNCH A..." "LAUNCH B..." -- PROGRAM ARGS...
 set -uo pipefail
@@ -7,7 +7,9 @@ launch_a=$1 launch_b=$2
 shift 3
 a=$($launch_a "$@" 2>&1) || { echo "FAIL: '$launch_a $*' exited $?"; echo "$a"; exit 1; }
 b=$($launch_b "$@" 2>&1) || { echo "FAIL: '$launch_b $*' exited $?"; echo "$b"; exit 1; }
-losses() { grep -E '(step +[0-9]+ +loss|final loss) ' | sed -E 's/.*(step +[0-9]+ +loss|final loss) +//'; }
+# "step  50  loss 0.04330" (examples), "step 2/12 | ... | loss 5.9766 | ..." (zero train),
+# "final loss 0.00027": the number after "loss".
+losses() { grep -E '^(step |final loss )' | sed -E 's/.*[ |]loss ([-0-9.e+]+).*/\1/'; }
 la=$(losses <<<"$a") lb=$(losses <<<"$b")
 [ -n "$la" ] || { echo "FAIL: no loss lines from '$launch_a'"; echo "$a"; exit 1; }
 echo "$launch_a: $(echo $la)"
