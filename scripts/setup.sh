@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libopenmpi-dev openmpi-bin
+  libgloo-dev  # the Gloo communicator (torchrun, srun without PMI)
+  iproute2     # `ip netns`: the two-host Gloo test (tests/comm/two_host_netns.sh)
   libeigen3-dev libopenblas-dev
   libdnnl-dev  # oneDNN: the GPT-2 bf16 GEMMs (AMX / AVX512-BF16 matmul)
   libboost-program-options-dev

@@ -2,6 +2,11 @@
 // passes when the output names the collective and the rank and the job ends instead of hanging).
 //   watchdog_main skip      the last rank skips collective #3 and computes (sleeps) for 120 s
 //   watchdog_main mismatch  the last rank calls a barrier where the others call all_reduce #3
+//   watchdog_main kill      the last rank dies (SIGKILL) where the others call all_reduce #3
+// A second argument "gloo" runs it on the Gloo communicator (launched by launch_ranks) instead of
+// MPI.
+#include <signal.h>
+
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -17,7 +22,10 @@ int main(int argc, char** argv) {
   try {
     zero::CommOptions options;
     options.timeout = std::chrono::seconds(2);
-    auto comm = zero::make_mpi_communicator(options);
+    const bool gloo = argc > 2 && std::string(argv[2]) == "gloo";
+    auto comm =
+        gloo ? zero::make_gloo_communicator(zero::GlooRendezvous::from_environment(), options)
+             : zero::make_mpi_communicator(options);
     rank = comm->rank();
     const int last = comm->world_size() - 1;
     zero::set_log_rank(rank, comm->world_size());
@@ -29,6 +37,8 @@ int main(int argc, char** argv) {
     comm->synchronize();
     if (rank == last && scenario == "skip") {
       std::this_thread::sleep_for(std::chrono::seconds(120));
+    } else if (rank == last && scenario == "kill") {
+      ::raise(SIGKILL);
     } else if (rank == last && scenario == "mismatch") {
       comm->barrier();
     } else {

@@ -2,7 +2,14 @@
 #include "zero/core/launch.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
+#include <algorithm>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "zero/comm/communicator.h"
 #include "zero/core/error.h"
 
 namespace zero {
@@ -73,6 +80,91 @@ TEST(Launch, BadValuesNameTheVariable) {
     EXPECT_NE(std::string(error.what()).find("outside"), std::string::npos) << error.what();
   }
   EXPECT_THROW(detect_launch({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "0"}}), Error);
+}
+
+TEST(Launch, SlurmReadsMasterAddressAsTheSbatchScriptsExportIt) {
+  const LaunchInfo info = detect_launch({{"SLURM_PROCID", "1"},
+                                         {"SLURM_NTASKS", "2"},
+                                         {"MASTER_ADDR", "node7"},
+                                         {"MASTER_PORT", "29611"}});
+  EXPECT_EQ(info.launcher, Launcher::kSlurm);
+  EXPECT_EQ(info.master_addr, "node7");
+  EXPECT_EQ(info.master_port, 29611);
+}
+
+TEST(Launch, BackendFollowsTheLauncher) {
+  using Env = std::map<std::string, std::string>;
+  auto backend = [](const Env& env) { return choose_backend(detect_launch(env), env); };
+  EXPECT_EQ(backend({}), "local");
+  EXPECT_EQ(backend({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}), "mpi");
+  EXPECT_EQ(backend({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}}), "local");
+  EXPECT_EQ(backend({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}}), "mpi");
+  EXPECT_EQ(backend({{"RANK", "0"}, {"WORLD_SIZE", "2"}}), "gloo");
+  EXPECT_EQ(backend({{"RANK", "0"}, {"WORLD_SIZE", "1"}}), "local");
+  EXPECT_EQ(backend({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}), "gloo");
+  // srun --mpi=pmix starts MPI ranks.
+  EXPECT_EQ(backend({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"PMIX_RANK", "0"}}), "mpi");
+  EXPECT_EQ(backend({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"ZERO_COMM_BACKEND", "mpi"}}), "mpi");
+  EXPECT_THROW(backend({{"ZERO_COMM_BACKEND", "nccl"}}), Error);
+  EXPECT_THROW(backend({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"ZERO_COMM_BACKEND", "local"}}),
+               Error);
+}
+
+TEST(Launch, GlooRendezvousUsesTorchrunsAgentStorePrefix) {
+  // GlooRendezvous::from_environment reads the process environment: set torchrun's variables.
+  ::setenv("RANK", "1", 1);
+  ::setenv("WORLD_SIZE", "2", 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", "29123", 1);
+  ::setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  ::setenv("TORCHELASTIC_RESTART_COUNT", "2", 1);
+  const GlooRendezvous agent = GlooRendezvous::from_environment();
+  ::setenv("TORCHELASTIC_USE_AGENT_STORE", "False", 1);
+  const GlooRendezvous hosted = GlooRendezvous::from_environment();
+  for (const char* name : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                           "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT"})
+    ::unsetenv(name);
+  EXPECT_TRUE(agent.agent_store);
+  EXPECT_EQ(agent.key_prefix, "/worker/attempt_2/");
+  EXPECT_EQ(agent.rank, 1);
+  EXPECT_EQ(agent.world_size, 2);
+  EXPECT_EQ(agent.master_port, 29123);
+  EXPECT_FALSE(hosted.agent_store);
+  EXPECT_EQ(hosted.key_prefix, "");
+}
+
+TEST(Launch, BindCoresToRankSplitsTheAllowedCpus) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  const int count = CPU_COUNT(&allowed);
+  // sched_setaffinity binds the calling thread: bind in threads so the test keeps its CPUs.
+  auto bound = [](int local_rank, int local_world_size) {
+    std::vector<int> cpus;
+    std::string error;
+    std::thread([&] {
+      try {
+        cpus = bind_cores_to_rank(local_rank, local_world_size);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }).join();
+    return std::pair(cpus, error);
+  };
+  std::vector<int> seen;
+  for (int r = 0; r < count; ++r) {
+    const auto [cpus, error] = bound(r, count);
+    ASSERT_EQ(error, "");
+    ASSERT_EQ(cpus.size(), 1u);
+    EXPECT_TRUE(CPU_ISSET(cpus[0], &allowed));
+    seen.push_back(cpus[0]);
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(std::unique(seen.begin(), seen.end()), seen.end()) << "two ranks share a CPU";
+  EXPECT_EQ(static_cast<int>(bound(0, 1).first.size()), count);
+  const std::string error = bound(0, count + 1).second;
+  EXPECT_NE(error.find("only " + std::to_string(count) + " CPUs"), std::string::npos) << error;
+  EXPECT_NE(bound(2, 2).second.find("outside 2 local ranks"), std::string::npos);
 }
 
 }  // namespace

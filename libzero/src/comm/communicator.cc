@@ -6,9 +6,12 @@
 #include <cstring>
 #include <sstream>
 
+#include "call_check.h"
 #include "zero/core/cpu_stream.h"
+#include "zero/core/device.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
+#include "zero/core/logging.h"
 
 namespace zero {
 
@@ -158,16 +161,69 @@ std::unique_ptr<Communicator> make_local_communicator(CommOptions options) {
   return std::make_unique<LocalCommunicator>(options);
 }
 
-std::unique_ptr<Communicator> make_communicator(CommOptions options) {
-  const LaunchInfo launch = detect_launch();
-  if (launch.launcher == Launcher::kTorchrun && launch.world_size > 1) {
-    ZERO_THROW("launched by torchrun with WORLD_SIZE=", launch.world_size,
-               ", but zero's CPU communicator needs an MPI launcher for more than one rank: run "
-               "`mpirun -np ",
-               launch.world_size, " zero ...` or `srun --mpi=pmix zero ...` instead");
+GlooRendezvous GlooRendezvous::from_environment() {
+  const std::map<std::string, std::string> environment = process_environment();
+  const LaunchInfo launch = detect_launch(environment);
+  GlooRendezvous rendezvous;
+  rendezvous.rank = launch.rank;
+  rendezvous.world_size = launch.world_size;
+  rendezvous.master_addr = launch.master_addr;
+  rendezvous.master_port = launch.master_port;
+  auto agent = environment.find("TORCHELASTIC_USE_AGENT_STORE");
+  rendezvous.agent_store = agent != environment.end() && agent->second == "True";
+  if (rendezvous.agent_store) {
+    // The prefix torch.distributed's env:// rendezvous gives workers on torchrun's agent store.
+    auto restart = environment.find("TORCHELASTIC_RESTART_COUNT");
+    rendezvous.key_prefix = "/worker/attempt_" +
+                            (restart == environment.end() ? std::string("0") : restart->second) +
+                            "/";
   }
-  if (launch.world_size > 1) return make_mpi_communicator(options);
-  return make_local_communicator(options);
+  return rendezvous;
+}
+
+std::string choose_backend(const LaunchInfo& launch,
+                           const std::map<std::string, std::string>& environment) {
+  if (auto forced = environment.find("ZERO_COMM_BACKEND"); forced != environment.end()) {
+    const std::string& name = forced->second;
+    ZERO_CHECK(name == "mpi" || name == "gloo" || name == "local", "ZERO_COMM_BACKEND='", name,
+               "' is not one of mpi, gloo, local");
+    ZERO_CHECK(name != "local" || launch.world_size == 1, "ZERO_COMM_BACKEND=local, but the ",
+               name_of(launch.launcher), " launch has ", launch.world_size, " ranks");
+    return name;
+  }
+  if (launch.world_size <= 1) return "local";
+  switch (launch.launcher) {
+    case Launcher::kOpenMpi:
+    case Launcher::kPmi: return "mpi";
+    case Launcher::kTorchrun: return "gloo";
+    case Launcher::kSlurm:
+      // srun --mpi=pmix / pmi2 starts MPI ranks; plain srun starts processes that meet over Gloo.
+      if (environment.contains("PMIX_RANK") || environment.contains("PMI_RANK")) return "mpi";
+      return "gloo";
+    case Launcher::kNone: break;
+  }
+  return "local";
+}
+
+std::unique_ptr<Communicator> make_communicator(CommOptions options) {
+  const std::map<std::string, std::string> environment = process_environment();
+  const LaunchInfo launch = detect_launch(environment);
+  const std::string backend = choose_backend(launch, environment);
+  std::unique_ptr<Communicator> communicator;
+  if (backend == "mpi") {
+    communicator = make_mpi_communicator(options);
+  } else if (backend == "gloo") {
+    communicator = make_gloo_communicator(GlooRendezvous::from_environment(), options);
+  } else {
+    communicator = make_local_communicator(options);
+  }
+  set_log_rank(communicator->rank(), communicator->world_size());
+  const int devices = cuda_device_count();
+  log_info("launch: ", name_of(launch.launcher), ", backend ", communicator->backend(),
+           ", world size ", communicator->world_size(), ", ", launch.local_world_size,
+           " rank(s) per node, devices: ",
+           devices > 0 ? std::to_string(devices) + " CUDA" : std::string("cpu"));
+  return communicator;
 }
 
 }  // namespace zero
@@ -181,9 +237,28 @@ std::unique_ptr<Communicator> make_mpi_communicator(CommOptions) {
       "libopenmpi-dev installed)");
 }
 
-void abort_job(int exit_code) { std::_Exit(exit_code); }
+void abort_job(int exit_code) {
+  detail::abort_gloo_peers(exit_code);
+  std::_Exit(exit_code);
+}
 
 void finalize_communication() {}
+
+}  // namespace zero
+#endif
+
+#ifndef ZERO_WITH_GLOO
+namespace zero {
+
+namespace detail {
+void abort_gloo_peers(int) {}
+}  // namespace detail
+
+std::unique_ptr<Communicator> make_gloo_communicator(const GlooRendezvous&, CommOptions) {
+  ZERO_THROW(
+      "this build of zero has no Gloo support (install libgloo-dev, scripts/setup.sh, and "
+      "configure with -DZERO_WITH_GLOO=ON); launch with mpirun instead");
+}
 
 }  // namespace zero
 #endif

@@ -1,11 +1,12 @@
 // The MPI communicator: nonblocking MPI collectives polled on the communication stream, a call
 // check before each collective, and a watchdog that explains a stalled collective.
 //
-// Every collective runs in two parts. First the ranks all-gather a 32-byte description of the call
-// (sequence number, op, dtype, count, reduce op, root) on a separate communicator, so ranks that
-// called different collectives are told so at once, by name, instead of matching each other's
-// messages. Then the data collective runs. Either part that waits longer than the timeout asks
-// every other rank's status thread what it is doing and throws an error listing who is behind.
+// Every collective runs in two parts. First the ranks all-gather a 64-byte description
+// (call_check.h) of the call (sequence number, op, dtype, count, reduce op, root) on a separate
+// communicator, so ranks that called different collectives are told so at once, by name, instead of
+// matching each other's messages. Then the data collective runs. Either part that waits longer than
+// the timeout asks every other rank's status thread what it is doing and throws an error listing
+// who is behind.
 #include <mpi.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "call_check.h"
 #include "reduce.h"
 #include "zero/comm/communicator.h"
 #include "zero/core/error.h"
@@ -86,59 +88,9 @@ MPI_Op mpi_op(DType dtype, ReduceOp op) {
   return max ? g_half_max : g_half_sum;
 }
 
-// The wire form of a CollectiveInfo (fixed size, so ranks can all-gather it).
-struct WireCall {
-  std::uint64_t sequence;
-  std::uint64_t count;
-  std::int32_t root;
-  std::uint8_t op, dtype, reduce_op, pad;
-  std::uint32_t pad2;
-  char label[kMaxCollectiveLabel + 1];  // NUL-terminated
-};
-static_assert(sizeof(WireCall) == 64);
-
-WireCall to_wire(const CollectiveInfo& info) {
-  WireCall wire{info.sequence,
-                info.count,
-                info.root,
-                static_cast<std::uint8_t>(info.op),
-                static_cast<std::uint8_t>(info.dtype),
-                static_cast<std::uint8_t>(info.reduce_op),
-                0,
-                0,
-                {}};
-  info.label.copy(wire.label, kMaxCollectiveLabel);  // Communicator::issue cut it to fit
-  return wire;
-}
-
-CollectiveInfo from_wire(const WireCall& wire) {
-  return {wire.sequence,
-          static_cast<CollectiveOp>(wire.op),
-          static_cast<DType>(wire.dtype),
-          wire.count,
-          static_cast<ReduceOp>(wire.reduce_op),
-          wire.root,
-          std::string(wire.label, strnlen(wire.label, kMaxCollectiveLabel))};
-}
-
-// What a rank's status thread reports about it.
-struct WireStatus {
-  WireCall call;               // the last collective issued (sequence 0: none yet)
-  std::int32_t in_collective;  // 1 while that collective runs, 0 once it finished
-  std::int32_t pad;
-  double seconds_in_state;
-};
-
-std::string describe(const WireStatus& status) {
-  std::ostringstream out;
-  if (status.call.sequence == 0) {
-    out << "has issued no collective yet (" << status.seconds_in_state << " s since start)";
-  } else {
-    out << (status.in_collective ? "waiting in " : "not in a collective; last finished ")
-        << from_wire(status.call).to_string() << " (" << status.seconds_in_state << " s ago)";
-  }
-  return out.str();
-}
+using detail::CallState;
+using detail::WireCall;
+using detail::WireStatus;
 
 class MpiCommunicator;
 
@@ -160,7 +112,6 @@ class MpiCommunicator final : public Communicator {
     create_half_types();
     const char* check = std::getenv("ZERO_COMM_CHECK");
     check_calls_ = check == nullptr || std::string(check) != "0";
-    state_since_ = Clock::now();
     status_thread_ = std::thread([this] { answer_status_requests(); });
     register_finalize_hook();
     std::lock_guard lock(g_live_mutex);
@@ -199,34 +150,21 @@ class MpiCommunicator final : public Communicator {
 
  protected:
   void run(const CollectiveInfo& info, const void* send, void* recv) override {
-    {
-      std::lock_guard lock(state_mutex_);
-      current_ = to_wire(info);
-      in_collective_ = true;
-      state_since_ = Clock::now();
-    }
+    state_.begin(info);
     if (check_calls_) check_same_call(info);
     run_data(info, send, recv);
-    std::lock_guard lock(state_mutex_);
-    in_collective_ = false;
-    state_since_ = Clock::now();
+    state_.end();
   }
 
  private:
   void check_same_call(const CollectiveInfo& info) {
-    const WireCall mine = to_wire(info);
+    const WireCall mine = detail::to_wire(info);
     std::vector<WireCall> calls(world_size_);
     MPI_Request request;
     ZERO_MPI_CHECK(MPI_Iallgather(&mine, sizeof mine, MPI_BYTE, calls.data(), sizeof mine, MPI_BYTE,
                                   check_comm_, &request));
     wait(request, info, "waiting for every rank to reach it");
-    std::vector<CollectiveInfo> infos;
-    bool agree = true;
-    for (const WireCall& call : calls) {
-      infos.push_back(from_wire(call));
-      agree = agree && infos.back().same_call(info) && infos.back().sequence == info.sequence;
-    }
-    if (!agree) ZERO_THROW(describe_disagreement(rank_, infos));
+    detail::check_calls_agree(rank_, info, calls);
   }
 
   void run_data(const CollectiveInfo& info, const void* send, void* recv) {
@@ -313,7 +251,7 @@ class MpiCommunicator final : public Communicator {
                 &recv_request);
       requests.push_back(recv_request);
     }
-    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    const auto deadline = Clock::now() + detail::kStatusAnswerWait;
     while (Clock::now() < deadline) {
       bool all = true;
       int index = 0;
@@ -326,36 +264,8 @@ class MpiCommunicator final : public Communicator {
       if (all) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    std::ostringstream behind, detail;
-    std::vector<int> behind_ranks;
-    for (int r = 0; r < world_size_; ++r) {
-      detail << "\n  rank " << r << ": ";
-      if (r == rank_) {
-        detail << "waiting in " << info.to_string() << " (this rank)";
-        continue;
-      }
-      if (!answered[r]) {
-        detail << "did not answer within 5 s (hung process, or dead)";
-        behind_ranks.push_back(r);
-        continue;
-      }
-      const WireStatus& status = statuses[r];
-      detail << describe(status);
-      const CollectiveInfo theirs = from_wire(status.call);
-      if (theirs.sequence < info.sequence ||
-          (theirs.sequence == info.sequence && !theirs.same_call(info))) {
-        behind_ranks.push_back(r);
-      }
-    }
-    for (std::size_t i = 0; i < behind_ranks.size(); ++i)
-      behind << (i ? ", " : "") << behind_ranks[i];
-    ZERO_THROW("watchdog: collective ", info.to_string(), " timed out after ",
-               std::chrono::duration<double>(timeout()).count(), " s ", phase, " on rank ", rank_,
-               " of ", world_size_, "; ",
-               behind_ranks.empty() ? std::string("no rank is behind (a transport stall)")
-                                    : "rank(s) " + behind.str() + " never reached it",
-               ". Where each rank is:", detail.str(),
-               "\n(The timeout is set by ZERO_COMM_TIMEOUT_S.)");
+    ZERO_THROW(
+        detail::watchdog_report(info, rank_, world_size_, timeout(), phase, statuses, answered));
   }
 
   // Status thread: answers every status request with what this rank is doing. Runs beside the
@@ -372,13 +282,7 @@ class MpiCommunicator final : public Communicator {
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
         continue;
       }
-      WireStatus reply{};
-      {
-        std::lock_guard lock(state_mutex_);
-        reply.call = current_;
-        reply.in_collective = in_collective_ ? 1 : 0;
-        reply.seconds_in_state = std::chrono::duration<double>(Clock::now() - state_since_).count();
-      }
+      const WireStatus reply = state_.status();
       MPI_Send(&reply, sizeof reply, MPI_BYTE, status.MPI_SOURCE, kTagStatusReply, status_comm_);
       MPI_Irecv(&asked, 1, MPI_UINT64_T, MPI_ANY_SOURCE, kTagStatusRequest, status_comm_, &request);
     }
@@ -393,10 +297,7 @@ class MpiCommunicator final : public Communicator {
   int world_size_ = 1;
   bool check_calls_ = true;
 
-  std::mutex state_mutex_;
-  WireCall current_{};
-  bool in_collective_ = false;
-  Clock::time_point state_since_;
+  CallState state_;
 
   std::atomic<bool> stop_{false};
   bool shut_down_ = false;
@@ -439,6 +340,7 @@ std::unique_ptr<Communicator> make_mpi_communicator(CommOptions options) {
 }
 
 void abort_job(int exit_code) {
+  detail::abort_gloo_peers(exit_code);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);

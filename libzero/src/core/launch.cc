@@ -1,6 +1,9 @@
 // Launch detection from OpenMPI, torchrun, Slurm and PMI environment variables.
 #include "zero/core/launch.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <sstream>
@@ -79,11 +82,8 @@ LaunchInfo detect_launch(const std::map<std::string, std::string>& environment) 
     info.world_size = parse_int(environment, names.world_size, 1);
     info.local_rank = parse_int(environment, names.local_rank, info.rank);
     info.local_world_size = parse_int(environment, names.local_world_size, info.world_size);
-    if (names.launcher == Launcher::kTorchrun) {
-      if (const std::string* address = find(environment, "MASTER_ADDR"))
-        info.master_addr = *address;
-      info.master_port = parse_int(environment, "MASTER_PORT", 0);
-    }
+    if (const std::string* address = find(environment, "MASTER_ADDR")) info.master_addr = *address;
+    info.master_port = parse_int(environment, "MASTER_PORT", 0);
     ZERO_CHECK(info.world_size >= 1, "launch environment: ", names.world_size, "=", info.world_size,
                " must be at least 1");
     ZERO_CHECK(info.rank >= 0 && info.rank < info.world_size, "launch environment: ", names.rank,
@@ -96,7 +96,36 @@ LaunchInfo detect_launch(const std::map<std::string, std::string>& environment) 
   return info;
 }
 
-LaunchInfo detect_launch() {
+LaunchInfo detect_launch() { return detect_launch(process_environment()); }
+
+std::vector<int> bind_cores_to_rank(int local_rank, int local_world_size) {
+  ZERO_CHECK(local_world_size >= 1 && local_rank >= 0 && local_rank < local_world_size,
+             "bind_cores_to_rank: local rank ", local_rank, " is outside ", local_world_size,
+             " local ranks");
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ZERO_CHECK(sched_getaffinity(0, sizeof allowed, &allowed) == 0,
+             "bind_cores_to_rank: cannot read this process's CPU affinity");
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  const int count = static_cast<int>(cpus.size());
+  ZERO_CHECK(count >= local_world_size, "--bind_cores_to_rank: ", local_world_size,
+             " ranks on this node but only ", count, " CPUs to share among them");
+  // Contiguous groups, the first count % ranks groups one CPU larger.
+  const int base = count / local_world_size, extra = count % local_world_size;
+  const int begin = local_rank * base + std::min(local_rank, extra);
+  const int size = base + (local_rank < extra ? 1 : 0);
+  std::vector<int> mine(cpus.begin() + begin, cpus.begin() + begin + size);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : mine) CPU_SET(cpu, &set);
+  ZERO_CHECK(sched_setaffinity(0, sizeof set, &set) == 0,
+             "bind_cores_to_rank: the kernel refused to bind local rank ", local_rank);
+  return mine;
+}
+
+std::map<std::string, std::string> process_environment() {
   std::map<std::string, std::string> environment;
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
     std::string_view text(*entry);
@@ -104,7 +133,7 @@ LaunchInfo detect_launch() {
     if (equals == std::string_view::npos) continue;
     environment.emplace(std::string(text.substr(0, equals)), std::string(text.substr(equals + 1)));
   }
-  return detect_launch(environment);
+  return environment;
 }
 
 }  // namespace zero

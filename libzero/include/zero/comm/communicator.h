@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -21,6 +22,8 @@
 #include "zero/core/stream.h"
 
 namespace zero {
+
+struct LaunchInfo;  // zero/core/launch.h
 
 enum class ReduceOp : std::uint8_t { kSum, kAvg, kMax };
 enum class CollectiveOp : std::uint8_t {
@@ -130,9 +133,35 @@ std::unique_ptr<Communicator> make_local_communicator(
 std::unique_ptr<Communicator> make_mpi_communicator(
     CommOptions options = CommOptions::from_environment());
 
-// The communicator the launch calls for: MPI when an MPI-family launcher (mpirun, srun with PMI)
-// started more than one rank, local for a single process. torchrun with WORLD_SIZE > 1 and no MPI
-// launcher is an error that says how to launch instead.
+// Where a Gloo communicator meets its peers: a TCPStore at master_addr:master_port.
+struct GlooRendezvous {
+  int rank = 0;
+  int world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+  // torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True): every rank connects to it, keys
+  // under key_prefix ("/worker/attempt_<TORCHELASTIC_RESTART_COUNT>/"). Otherwise rank 0 hosts
+  // the store on master_port.
+  bool agent_store = false;
+  std::string key_prefix;
+  // From the launch environment (detect_launch, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*).
+  static GlooRendezvous from_environment();
+};
+
+// Gloo over TCP (processes started without MPI: torchrun, srun without PMI, environment set by
+// hand). Throws zero::Error when built without Gloo or when the rendezvous fails.
+std::unique_ptr<Communicator> make_gloo_communicator(
+    const GlooRendezvous& rendezvous = GlooRendezvous::from_environment(),
+    CommOptions options = CommOptions::from_environment());
+
+// Which backend make_communicator picks for a launch: "mpi" under an MPI launcher (mpirun, srun
+// with PMI/PMIx), "gloo" under torchrun or Slurm without PMI, "local" for one rank.
+// ZERO_COMM_BACKEND=mpi|gloo|local overrides the choice.
+std::string choose_backend(const LaunchInfo& launch,
+                           const std::map<std::string, std::string>& environment);
+
+// The communicator the launch calls for (choose_backend), with one log line naming the launcher,
+// backend, world size, ranks per node and devices.
 std::unique_ptr<Communicator> make_communicator(
     CommOptions options = CommOptions::from_environment());
 

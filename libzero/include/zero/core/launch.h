@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace zero {
 
@@ -15,8 +16,8 @@ struct LaunchInfo {
   int world_size = 1;
   int local_rank = 0;
   int local_world_size = 1;
-  std::string master_addr;       // torchrun only
-  int master_port = 0;           // torchrun only
+  std::string master_addr;       // MASTER_ADDR (torchrun sets it; sbatch scripts export it)
+  int master_port = 0;           // MASTER_PORT
   std::string describe() const;  // "openmpi rank 1/4 (local 1/4)"
 };
 
@@ -30,5 +31,14 @@ std::string name_of(Launcher launcher);
 // variable when a value is not a number or rank/local rank are outside their world.
 LaunchInfo detect_launch(const std::map<std::string, std::string>& environment);
 LaunchInfo detect_launch();  // from this process's environment
+
+// This process's environment as a map.
+std::map<std::string, std::string> process_environment();
+
+// Pins the calling process (every thread started after) to its share of the CPUs it may run on:
+// the allowed CPUs split into `local_world_size` contiguous groups, group `local_rank` (as
+// DeepSpeed's --bind_cores_to_rank). Returns the CPUs bound; throws zero::Error when there are
+// fewer CPUs than local ranks or the kernel refuses.
+std::vector<int> bind_cores_to_rank(int local_rank, int local_world_size);
 
 }  // namespace zero

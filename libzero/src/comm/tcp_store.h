@@ -1,0 +1,89 @@
+// A key-value store over TCP speaking PyTorch c10d's TCPStore wire protocol: the client half talks
+// to torchrun's agent store (or any TCPStore) and to TcpStoreServer, which rank 0 hosts when no
+// launcher provides a store. Gloo's rendezvous runs over it (internal).
+//
+// The wire format (c10d TCPStore.cpp / TCPStoreBackend.cpp): a query is one byte of query type
+// followed by its arguments; strings and byte vectors are a uint64 length and the bytes, integers
+// are native little-endian int64. SET key value (no reply); GET key -> value; ADD key delta ->
+// new value; CHECK n key... -> one byte, 0 ready / 1 not ready; WAIT n key... -> one byte when
+// all exist. PyTorch 2 numbers the queries from VALIDATE = 0 (SET = 1, ...) and refuses a
+// connection whose first query is not VALIDATE with the magic number 0x3C85F7CE; PyTorch 1.x
+// numbers them from SET = 0 and has no VALIDATE. The client finds out which one it talks to (see
+// TcpStore::connect).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace zero::detail {
+
+class TcpStore {
+ public:
+  enum class Protocol { kDetect, kV1, kV2 };
+  // Connects to host:port, retrying until `timeout` passes (the server may start later).
+  TcpStore(std::string host, int port, std::chrono::milliseconds timeout,
+           Protocol protocol = Protocol::kDetect);
+  ~TcpStore();
+  TcpStore(const TcpStore&) = delete;
+  TcpStore& operator=(const TcpStore&) = delete;
+
+  void set(const std::string& key, const std::vector<char>& value);
+  // Waits (up to the timeout) for the key, then reads it.
+  std::vector<char> get(const std::string& key);
+  std::int64_t add(const std::string& key, std::int64_t delta);
+  bool check(const std::vector<std::string>& keys);
+  // Polls check() until every key exists; throws zero::Error naming the missing keys after
+  // `timeout`.
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  Protocol protocol() const { return protocol_; }
+  std::string address() const { return host_ + ":" + std::to_string(port_); }
+
+ private:
+  void connect(Protocol protocol);
+  int open_socket(std::chrono::steady_clock::time_point deadline);
+  void write_all(const std::vector<char>& bytes);
+  void read_all(void* data, std::size_t size, std::chrono::milliseconds timeout);
+  std::uint8_t query(int v1_code) const;
+
+  std::string host_;
+  int port_ = 0;
+  std::chrono::milliseconds timeout_;
+  Protocol protocol_ = Protocol::kDetect;
+  int fd_ = -1;
+  std::mutex mutex_;
+};
+
+// A TCPStore server (PyTorch 2 numbering, VALIDATE required first) on every interface at `port`.
+// Serves until destroyed.
+class TcpStoreServer {
+ public:
+  explicit TcpStoreServer(int port);
+  ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+  int port() const { return port_; }
+
+ private:
+  void accept_loop();
+  void serve(int fd);
+  void serve_client(int fd);
+
+  int port_ = 0;
+  int listen_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+  std::mutex mutex_;  // guards data_, clients_, threads_
+  std::map<std::string, std::vector<char>> data_;
+  std::vector<int> clients_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace zero::detail

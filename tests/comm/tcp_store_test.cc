@@ -1,0 +1,100 @@
+// The TCPStore client and the store rank 0 hosts: the operations Gloo's rendezvous and the
+// watchdog use, protocol detection, and the errors for a store that is absent or a key that never
+// comes. (The PyTorch 1.x side of the protocol runs against torchrun's own store in
+// comm_gloo_test_torchrun_np*.)
+#include "comm/tcp_store.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "zero/core/error.h"
+
+namespace zero::detail {
+namespace {
+
+using namespace std::chrono_literals;
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::vector<char> bytes(std::string_view text) { return {text.begin(), text.end()}; }
+
+TEST(TcpStore, SetGetAddCheckBetweenTwoClients) {
+  TcpStoreServer server(free_port());
+  TcpStore a("127.0.0.1", server.port(), 5s, TcpStore::Protocol::kV2);
+  TcpStore b("localhost", server.port(), 5s);  // detects PyTorch 2's protocol
+  EXPECT_EQ(b.protocol(), TcpStore::Protocol::kV2);
+  EXPECT_FALSE(b.check({"x"}));
+  // SET has no reply (as in c10d): a's next answered query proves the server applied it.
+  a.set("x", bytes("hello"));
+  a.add("sync", 0);
+  EXPECT_TRUE(b.check({"x"}));
+  EXPECT_EQ(b.get("x"), bytes("hello"));
+  a.set("x", bytes(""));
+  a.add("sync", 0);
+  EXPECT_EQ(b.get("x"), bytes(""));
+  EXPECT_EQ(a.add("n", 3), 3);
+  EXPECT_EQ(b.add("n", -1), 2);
+  EXPECT_EQ(a.add("n", 0), 2);
+  EXPECT_FALSE(a.check({"x", "y"}));
+  std::thread late([&] {
+    std::this_thread::sleep_for(100ms);
+    a.set("y", bytes("later"));
+  });
+  EXPECT_EQ(b.get("y"), bytes("later"));  // waits for the key
+  late.join();
+  const std::string big(1 << 20, 'z');
+  a.set("big", bytes(big));
+  EXPECT_EQ(b.get("big").size(), big.size());
+}
+
+TEST(TcpStore, WaitNamesTheMissingKey) {
+  TcpStoreServer server(free_port());
+  TcpStore client("127.0.0.1", server.port(), 5s, TcpStore::Protocol::kV2);
+  try {
+    client.wait({"rank_3"}, 200ms);
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("'rank_3' did not appear"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(TcpStore, NoServerIsAnErrorNamingTheAddress) {
+  const int port = free_port();
+  try {
+    TcpStore client("127.0.0.1", port, 300ms, TcpStore::Protocol::kV2);
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << message;
+    EXPECT_NE(message.find("MASTER_ADDR and MASTER_PORT"), std::string::npos) << message;
+  }
+  EXPECT_THROW(TcpStore("127.0.0.1", 0, 100ms), Error);
+}
+
+TEST(TcpStore, PortTakenIsAnErrorNamingMasterPort) {
+  TcpStoreServer first(free_port());
+  try {
+    TcpStoreServer second(first.port());
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("(MASTER_PORT)"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace zero::detail
