@@ -3,6 +3,7 @@
 #include <cctype>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,7 @@ namespace {
 // "--name=True|False".
 constexpr const char* kBooleanFlags[] = {
     "do_train", "do_eval", "do_predict", "overwrite_output_dir",   "streaming",
-    "bf16",     "fp16",    "no_plot",    "gradient_checkpointing",
+    "bf16",     "fp16",    "no_plot",    "gradient_checkpointing", "bind_cores_to_rank",
 };
 
 bool is_boolean_flag(std::string_view word) {
@@ -140,7 +141,9 @@ int run_train_command(std::span<char* const> args) {
       ("prompt", po::value(&a.prompt), "text the samples continue")
       ("top_k", po::value(&a.top_k)->default_value(a.top_k), "")
       ("temperature", po::value(&a.temperature)->default_value(a.temperature), "")
-      ("no_plot", po::value<std::string>()->implicit_value("True"), "skip output_dir/loss.svg");
+      ("no_plot", po::value<std::string>()->implicit_value("True"), "skip output_dir/loss.svg")
+      ("bind_cores_to_rank", po::value<std::string>()->implicit_value("True"),
+       "pin each rank to its share of the node's CPUs by local rank (DeepSpeed's launcher flag)");
   // clang-format on
   po::options_description options;
   options.add(model).add(data).add(classification).add(training).add(extra);
@@ -169,6 +172,7 @@ int run_train_command(std::span<char* const> args) {
                          options);
     return 0;
   }
+  std::string bound_cpus;
   auto flag = [&](const char* name) {
     return variables.count(name) ? parse_boolean(name, variables[name].as<std::string>()) : false;
   };
@@ -193,8 +197,17 @@ int run_train_command(std::span<char* const> args) {
   // HF: eval_steps given with the strategy left at "no" is still "no"; steps without eval_steps
   // use logging_steps.
 
+  if (flag("bind_cores_to_rank")) {
+    // Before any thread starts (the communicator's streams, OpenMP): they inherit the binding.
+    const LaunchInfo launch = detect_launch();
+    const std::vector<int> cpus = bind_cores_to_rank(launch.local_rank, launch.local_world_size);
+    std::ostringstream text;
+    for (std::size_t i = 0; i < cpus.size(); ++i) text << (i ? "," : "") << cpus[i];
+    bound_cpus = text.str();
+  }
   std::unique_ptr<Communicator> communicator = make_communicator();
   set_log_rank(communicator->rank(), communicator->world_size());
+  if (!bound_cpus.empty()) log_info("bound to CPUs ", bound_cpus, " (--bind_cores_to_rank)");
   try {
     train::train(a, *communicator);
   } catch (const train::InputError& error) {
