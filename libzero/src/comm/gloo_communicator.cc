@@ -156,6 +156,13 @@ struct SharedStore {
     log_error("rank ", aborting, " aborted the job (exit code ", code, "); ending rank ", rank,
               " too");
     client->add(abort_key + "_seen", 1);
+    if (server != nullptr) {
+      // This process hosts the store: keep it up (up to 5 s) until every other rank has seen the
+      // abort, or a rank that polls late (a loaded machine) would find no store and never end.
+      const auto deadline = Clock::now() + std::chrono::seconds(5);
+      while (Clock::now() < deadline && client->add(abort_key + "_seen", 0) < world_size - 1)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     std::_Exit(code);
   }
 };
