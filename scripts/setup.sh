@@ -9,6 +9,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libopenmpi-dev openmpi-bin
   libeigen3-dev libopenblas-dev
+  libdnnl-dev  # oneDNN: the GPT-2 bf16 GEMMs (AMX / AVX512-BF16 matmul)
   libboost-program-options-dev
   nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev

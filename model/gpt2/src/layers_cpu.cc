@@ -152,7 +152,10 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
                      const float* weight, std::int64_t N, std::int64_t C, std::int64_t OC) {
   if (dinp != nullptr) gemm(false, true, N, C, OC, 1.0f, dout, OC, weight, OC, 0.0f, dinp, C);
   gemm(true, false, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dweight, OC);
-  if (dbias == nullptr) return;
+  if (dbias != nullptr) bias_backward(dbias, dout, N, OC);
+}
+
+void bias_backward(float* dbias, const float* dout, std::int64_t N, std::int64_t OC) {
   const std::int64_t blocks = (OC + kChannelBlock - 1) / kChannelBlock;
 #pragma omp parallel for schedule(static)
   for (std::int64_t block = 0; block < blocks; ++block) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "zero/core/allocator.h"
+#include "zero/core/dtype.h"
 #include "zero/core/flat_buffer.h"
 #include "zero/gpt2/config.h"
 #include "zero/gpt2/rng.h"
@@ -16,6 +17,29 @@ namespace zero::gpt2 {
 struct ComputeOptions {
   // Keep only each block's output; recompute the block's internals in its backward.
   bool activation_checkpointing = false;
+  // Storage of the parameters every call passes (fp32, bf16 or fp16). Activations and the
+  // arithmetic stay fp32; with bf16 the GEMMs take bf16 inputs (activations rounded to bf16,
+  // fp32 accumulation) through gemm_bf16 when it runs native kernels; with fp16 (or bf16 without
+  // them) the 16-bit weights are widened to fp32 slice by slice. 16-bit storage adds scratch
+  // (ActivationPlan::workspace_bytes).
+  DType param_dtype = DType::kFloat32;
+};
+
+// One unit's parameters (read) or gradients (accumulated, +=): a pointer to the unit's flat
+// elements (layout of gpt2_units(config)[u].tensors) and their dtype. A float pointer converts
+// implicitly (fp32). Gradients are fp32 or the parameters' dtype: 16-bit gradients are computed in
+// fp32 and added with one rounding per element per call.
+struct ConstUnitData {
+  const void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  ConstUnitData(const float* fp32) : data(fp32) {}
+  ConstUnitData(const void* elements, DType element_dtype) : data(elements), dtype(element_dtype) {}
+};
+struct UnitData {
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  UnitData(float* fp32) : data(fp32) {}
+  UnitData(void* elements, DType element_dtype) : data(elements), dtype(element_dtype) {}
 };
 
 // What keys dropout for one micro-step. Masks are pure functions of (seed, step, site, global
@@ -41,8 +65,10 @@ struct ActivationPlan {
 
 // One micro-batch's forward and backward over parameter units. All activations are one
 // allocation (MemoryCategory::kActivations), all scratch another (kWorkspace), each with named
-// views. Parameters arrive per unit as a pointer to the unit's flat fp32 elements (layout of
-// gpt2_units(config)[u].tensors, offset 0 = first tensor); gradients likewise, accumulated (+=).
+// views. Parameters arrive per unit as the unit's flat elements in options.param_dtype (layout of
+// gpt2_units(config)[u].tensors, offset 0 = first tensor); gradients likewise (fp32 or the
+// parameters' dtype), accumulated (+=). The fp32 path is the reference: 16-bit storage changes
+// nothing in it.
 //
 // Call order for one micro-step (what the engine does, gathering each unit around its call):
 //   set_inputs(...)
@@ -64,18 +90,18 @@ class GPT2Compute {
   void set_inputs(std::span<const int> tokens, std::span<const int> targets,
                   DropoutKey dropout = {});
 
-  void forward_embeddings(const float* params);
-  void forward_block(int layer, const float* params);
+  void forward_embeddings(ConstUnitData params);
+  void forward_block(int layer, ConstUnitData params);
   // Final layer norm, tied logits and (with targets) the mean cross-entropy over counted targets.
-  void forward_head(const float* final_norm_params, const float* embedding_params);
+  void forward_head(ConstUnitData final_norm_params, ConstUnitData embedding_params);
 
   // loss_scale multiplies d(sum of per-row losses); the default (negative) means 1 / counted
   // targets, i.e. the gradient of loss(). A driver averaging over ranks or micro-batches passes
   // its own. Overwrites logits with dlogits.
-  void backward_head(const float* final_norm_params, const float* embedding_params,
-                     float* final_norm_grads, float* embedding_grads, float loss_scale = -1.0f);
-  void backward_block(int layer, const float* params, float* grads);
-  void backward_embeddings(const float* params, float* grads);
+  void backward_head(ConstUnitData final_norm_params, ConstUnitData embedding_params,
+                     UnitData final_norm_grads, UnitData embedding_grads, float loss_scale = -1.0f);
+  void backward_block(int layer, ConstUnitData params, UnitData grads);
+  void backward_embeddings(ConstUnitData params, UnitData grads);
 
   float loss() const { return loss_; }  // mean over counted targets
   std::int64_t num_counted_targets() const { return counted_; }
@@ -84,8 +110,33 @@ class GPT2Compute {
   std::int64_t batch_size() const { return B_; }
   std::int64_t seq_len() const { return T_; }
   const GPT2Config& config() const { return config_; }
+  DType param_dtype() const { return options_.param_dtype; }
 
  private:
+  struct Matrix {  // a parameter matrix in the parameters' dtype
+    const void* data;
+    DType dtype;
+  };
+  struct GradMatrix {
+    void* data;
+    DType dtype;
+  };
+  void check_params(const ConstUnitData& params, const char* what) const;
+  void check_grads(const UnitData& grads, const char* what) const;
+  // C (M, N) = A (M, K) · op(W) + beta · C; W stored (K, N), or (N, K) when trans_w, row stride
+  // ldw.
+  void weight_gemm(bool trans_w, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
+                   Matrix W, std::int64_t ldw, float beta, float* C);
+  // G (M, N) += Aᵀ · B with A stored (K, M) of row stride lda and B (K, N). a_is_staged: the
+  // previous weight_gemm already rounded this A into act16_a (bf16 path), so it is not redone.
+  void grad_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const float* A, std::int64_t lda,
+                 const float* B, GradMatrix G, bool a_is_staged = false);
+  void linear_forward(float* out, const float* inp, Matrix weight, const float* bias,
+                      std::int64_t N, std::int64_t C, std::int64_t OC);
+  void linear_backward(float* dinp, GradMatrix dweight, float* dbias, const float* dout,
+                       const float* inp, Matrix weight, std::int64_t N, std::int64_t C,
+                       std::int64_t OC);
+  void forward_block_impl(int layer, const ConstUnitData& params);
   struct BlockActivations {
     float* ln1;
     float* ln1_mean;
@@ -105,6 +156,8 @@ class GPT2Compute {
   const float* block_input(int layer) const;
   float* activation(const std::string& name) const;
   float* workspace(const std::string& name) const;
+  // The 16-bit staging slots ("param32", "gradvec32"); null when the parameters are fp32.
+  float* workspace_or_null(const std::string& name) const;
 
   GPT2Config config_;
   std::int64_t B_, T_;
@@ -113,6 +166,9 @@ class GPT2Compute {
   Buffer activation_buffer_, workspace_buffer_;
   std::vector<BlockActivations> blocks_;
   std::vector<int> tokens_, targets_;
+  // The distinct tokens of the batch (ascending) and each row's index among them: 16-bit
+  // embeddings are widened (and their gradients staged) for these rows only.
+  std::vector<int> unique_tokens_, token_slots_;
   DropoutKey dropout_;
   float loss_ = 0.0f;
   std::int64_t counted_ = 0;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "zero/core/dtype.h"
 #include "zero/gpt2/rng.h"
 
 namespace zero::gpt2::cpu {
@@ -26,6 +27,33 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
 // Which backend and kernels run: "OpenBLAS (...; core SkylakeX, 2 threads)" or "Eigen 3.4.0 own
 // GEMM ...".
 std::string gemm_backend();
+
+// bf16 GEMM: C (M, N, fp32) = op(A) · op(B) + beta · C with A, B bf16, products and sums in fp32;
+// beta is 0 or 1 (anything else throws zero::Error). Row-major, strides as in gemm(). Runs
+// oneDNN's matmul (AMX or AVX512-BF16 kernels where the CPU has them) when the build has oneDNN
+// (libdnnl-dev) and ZERO_GEMM_BF16_BACKEND is not "widen"; otherwise widens A and B to fp32 and
+// calls gemm() (same result up to fp32 summation order). Debian's OpenBLAS 0.3.21 declares
+// cblas_sbgemm but is built without it (BUILD_BFLOAT16 off), so OpenBLAS is not a choice here.
+void gemm_bf16(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
+               const BFloat16* A, std::int64_t lda, const BFloat16* B, std::int64_t ldb, float beta,
+               float* C, std::int64_t ldc);
+// True when gemm_bf16 runs native bf16 kernels (oneDNN), false when it widens to fp32.
+bool gemm_bf16_native();
+// "oneDNN 2.6.3 matmul (kernels seen: brg:avx512_core_amx_bf16)" or "widened to fp32 (...)".
+std::string gemm_bf16_backend();
+
+// C = op(A) · op(B) + beta · C with A fp32 and B 16-bit (bf16 or fp16, `b_dtype`): B is widened
+// to fp32 in slices of at most a few MB and each slice goes through gemm(); fp32 arithmetic.
+void gemm_widen_b(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
+                  const float* A, std::int64_t lda, const void* B, DType b_dtype, std::int64_t ldb,
+                  float beta, float* C, std::int64_t ldc);
+
+// Bulk conversions (OpenMP), rounding to nearest even exactly as zero::to_bf16 / zero::to_fp16.
+void to_bf16(BFloat16* out, const float* in, std::int64_t n);
+// out (fp32) = in (of `dtype`, any of fp32/bf16/fp16).
+void widen(float* out, const void* in, DType dtype, std::int64_t n);
+// out (of `dtype`) += in (fp32): each element widened, added in fp32 and rounded once.
+void accumulate(void* out, DType dtype, const float* in, std::int64_t n);
 
 // out (B, T, C) = dropout(wte[tokens[b, t]] + wpe[t]).
 void encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe,
@@ -49,6 +77,8 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 // dbias += column sums of dout (skipped when null).
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, std::int64_t N, std::int64_t C, std::int64_t OC);
+// dbias (OC) += column sums of dout (N, OC): matmul_backward's bias part.
+void bias_backward(float* dbias, const float* dout, std::int64_t N, std::int64_t OC);
 
 // Causal self-attention on qkv (B, T, 3C) = [q | k | v], heads of HS = C / NH:
 // att (B, NH, T, T) = softmax(q·kᵀ/√HS, causal) (kept, before dropout; entries past t are 0),
