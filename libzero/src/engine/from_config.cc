@@ -23,16 +23,10 @@ EngineOptionsResult engine_options_from_config(const config::DeepSpeedConfig& co
   options.prescale_gradients = config.prescale_gradients;
   options.gradient_predivide_factor = config.gradient_predivide_factor;
 
-  if (config.fp16.enabled) {
-    errors.push_back(
-        "fp16.enabled: the CPU engine computes in fp32 only; set \"fp16\": {\"enabled\": false}");
-  }
-  if (config.bf16.enabled) {
-    errors.push_back(
-        "bf16.enabled: the CPU engine computes in fp32 only; set \"bf16\": {\"enabled\": false}");
-  }
+  // Mixed precision: state_policy() says where each state lives and in which dtype.
   options.fp16 = config.fp16;
   options.bf16 = config.bf16;
+  options.grad_accum_dtype = config.grad_accum_dtype;
 
   for (const auto& [path, device] :
        {std::pair{"zero_optimization.offload_optimizer.device",
