@@ -128,6 +128,82 @@ TEST(GPT2MixedPrecision, InducedFp16OverflowSkipsStepAndMovesScaleWithHysteresis
   }
 }
 
+// Checkpoint state in 16-bit training is the fp32 master and moments: shards read at stage 3
+// after 4 of 12 steps and written into a fresh stage 2 engine (same world: the same arithmetic, see
+// StageThreeIsBitwiseStageTwo) continue bitwise as the uninterrupted stage 2 run, loss scale
+// included (refresh_params converts the master and re-gathers the 16-bit copy).
+TEST(GPT2MixedPrecision, CheckpointOfMasterWeightsResumesBitwise) {
+  constexpr int kWorld = 2, kSteps = 12, kSaved = 4;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    const TrainResult uninterrupted = train_mixed(mixed_run(dtype, 2, 1, kSteps), kWorld);
+    std::map<std::string, std::vector<float>> params;
+    std::map<std::string, std::map<std::string, std::vector<float>>> states;
+    TrainingState training;
+    std::mutex mutex;
+    auto steps = [&](Engine& engine, GPT2EngineDriver& model, Communicator& comm, int first,
+                     int count, std::vector<double>* losses) {
+      const GPT2Run run = mixed_run(dtype, 2, 1, kSteps);
+      const int rows = run.global_batch / comm.world_size();
+      for (int step = first; step < first + count; ++step) {
+        const int sample = comm.rank() * rows;
+        const double loss =
+            model.micro_step(make_token_batch(run.config, run.seq_len, step, sample, rows),
+                             {run.seed, static_cast<std::uint64_t>(step), sample, true});
+        engine.step();
+        const double mean = engine.average_across_ranks(loss);
+        if (losses) losses->push_back(mean);
+      }
+    };
+    run_ranks(kWorld, [&](Communicator& comm) {
+      omp_set_num_threads(1);
+      const GPT2Run run = mixed_run(dtype, 3, 1, kSteps);
+      std::unique_ptr<Engine> engine = make_engine(run.options, comm);
+      GPT2EngineDriver model(*engine, run.config, run.global_batch / kWorld, run.seq_len, run.seed);
+      steps(*engine, model, comm, 0, kSaved, nullptr);
+      std::lock_guard lock(mutex);
+      for (const ShardState& shard : engine->shard_states()) {
+        const std::size_t size = engine->layout(engine->unit(shard.unit)).num_elements();
+        params[shard.unit].resize(size);
+        std::copy(shard.params.begin(), shard.params.end(),
+                  params[shard.unit].begin() + shard.range.begin);
+        for (const auto& [state_name, values] : shard.optimizer_state) {
+          auto& state = states[shard.unit][state_name];
+          state.resize(size);
+          std::copy(values.begin(), values.end(), state.begin() + shard.range.begin);
+        }
+      }
+      training = engine->training_state();
+    });
+    std::vector<double> resumed;
+    run_ranks(kWorld, [&](Communicator& comm) {
+      omp_set_num_threads(1);
+      const GPT2Run run = mixed_run(dtype, 2, 1, kSteps);
+      std::unique_ptr<Engine> engine = make_engine(run.options, comm);
+      GPT2EngineDriver model(*engine, run.config, run.global_batch / kWorld, run.seq_len, run.seed);
+      for (ShardState& shard : engine->shard_states()) {
+        const auto& saved = params.at(shard.unit);
+        std::copy(saved.begin() + shard.range.begin, saved.begin() + shard.range.end,
+                  shard.params.begin());
+        for (auto& [state_name, values] : shard.optimizer_state) {
+          const auto& state = states.at(shard.unit).at(state_name);
+          std::copy(state.begin() + shard.range.begin, state.begin() + shard.range.end,
+                    values.begin());
+        }
+      }
+      engine->set_training_state(training);
+      engine->refresh_params();
+      std::vector<double> losses;
+      steps(*engine, model, comm, kSaved, kSteps - kSaved, &losses);
+      if (comm.rank() == 0) resumed = losses;
+    });
+    ASSERT_EQ(resumed.size(), static_cast<std::size_t>(kSteps - kSaved));
+    // The run learns (frozen 16-bit parameters would agree with themselves too).
+    EXPECT_LT(uninterrupted.losses.back(), uninterrupted.losses.front() - 0.1) << name(dtype);
+    for (int s = kSaved; s < kSteps; ++s)
+      EXPECT_EQ(resumed[s - kSaved], uninterrupted.losses[s]) << name(dtype) << " step " << s;
+  }
+}
+
 // The ledger: model-state bytes equal the formula (the ZeRO paper's 2Ψ+2Ψ+12Ψ, 4Ψ+12Ψ/N,
 // 2Ψ+14Ψ/N, 16Ψ/N with 16-bit accumulation; bf16's default fp32 accumulation adds its
 // gradient bytes) after steps at every stage and world.
