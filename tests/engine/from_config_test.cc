@@ -93,6 +93,14 @@ TEST(EngineFromConfig, MixedPrecisionSectionsAndAccumulationDtype) {
   EXPECT_EQ(state_policy(fp16).accumulate, DType::kFloat16);
   EXPECT_EQ(fp16.fp16.loss_scale_window, 100);
   EXPECT_EQ(state_policy(EngineOptions{}).compute, DType::kFloat32);
+  // communication_data_type: the reductions use the gradients' dtype; another one is a warning.
+  const auto fp32_comm = map_json(R"({"train_batch_size": 8, "fp16": {"enabled": true},
+                                      "communication_data_type": "fp32"})");
+  ASSERT_EQ(fp32_comm.warnings.size(), 1u);
+  EXPECT_NE(fp32_comm.warnings[0].find("communication_data_type"), std::string::npos);
+  EXPECT_TRUE(map_json(R"({"train_batch_size": 8, "fp16": {"enabled": true},
+                           "communication_data_type": "fp16"})")
+                  .warnings.empty());
   // What is not built is named.
   for (
       const char* text :

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "zero/core/error.h"
+#include "zero/engine/memory_formula.h"
 
 namespace zero {
 
@@ -54,6 +55,15 @@ EngineOptionsResult engine_options_from_config(const config::DeepSpeedConfig& co
       errors.push_back("optimizer.params.eps_inside_sqrt: true is not supported");
   }
   options.scheduler = config.scheduler;
+
+  if (config.communication_data_type.has_value() && errors.empty()) {
+    const DType reduced = state_policy(options).model_grads;
+    if (*config.communication_data_type != reduced)
+      result.warnings.push_back(
+          "communication_data_type: " + std::string(name_of(*config.communication_data_type)) +
+          " ignored; gradients are reduced in their own dtype (" + std::string(name_of(reduced)) +
+          "), 16-bit values summed in fp32");
+  }
 
   if (!errors.empty()) {
     std::ostringstream message;
