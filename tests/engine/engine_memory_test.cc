@@ -165,6 +165,21 @@ TEST(EngineMemory, FormulaMatchesTheZeroPaper) {
   const ModelStateBytes bf16 = model_state_bytes(2, sizes, 4, 16, DType::kBFloat16, 2);
   EXPECT_EQ(bf16.params, 2 * 1024);
   EXPECT_EQ(bf16.grad_shard + bf16.master_params + bf16.optimizer_state, 16 * 256);
+  // 16-bit accumulation (fp16, or bf16 with grad_accum_dtype bf16): the paper's 2Ψ+2Ψ+12Ψ,
+  // 4Ψ+12Ψ/N, 2Ψ+14Ψ/N, 16Ψ/N; fp32 accumulation adds 2Ψ (stages 0-1) or 2Ψ/N (stages 2-3).
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    auto total = [&](int stage, DType accumulate) {
+      return model_state_bytes(stage, sizes, 4, 16, dtype, 2, accumulate).total();
+    };
+    EXPECT_EQ(total(0, dtype), 16 * 1024);
+    EXPECT_EQ(total(1, dtype), 4 * 1024 + 12 * 256);
+    EXPECT_EQ(total(2, dtype), 2 * 1024 + 14 * 256);
+    EXPECT_EQ(total(3, dtype), 16 * 256);
+    EXPECT_EQ(total(0, DType::kFloat32), 18 * 1024);
+    EXPECT_EQ(total(1, DType::kFloat32), 6 * 1024 + 12 * 256);
+    EXPECT_EQ(total(2, DType::kFloat32), 2 * 1024 + 16 * 256);
+    EXPECT_EQ(total(3, DType::kFloat32), 18 * 256);
+  }
 }
 
 TEST(EngineMemory, PlanningAllocatorRecordsTheSameModelStates) {

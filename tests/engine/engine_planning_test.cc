@@ -1,11 +1,14 @@
 // Planning without peers: one process plays rank r of a world of N alone (planning device context
 // + PlanningCommunicator) and its ledger equals, byte for byte, rank r's ledger in a real run of N
-// threads, for every stage and world 1, 2, 4, issuing as many collectives.
+// threads, for every stage and world 1, 2, 4, issuing as many collectives; in fp32 (MLP stack)
+// and in bf16 / fp16 (GPT-2).
 #include <gtest/gtest.h>
 
 #include <array>
 #include <vector>
 
+#include "gpt2_engine_driver.h"
+#include "mixed_precision_runs.h"
 #include "test_model.h"
 #include "zero/comm/planning_communicator.h"
 #include "zero/comm/thread_communicator.h"
@@ -57,6 +60,35 @@ void plan_micro_step(Engine& engine, const std::vector<UnitId>& units) {
     p.release();
     engine.reduce_grads(units[i]);
   }
+}
+
+// GPT-2's engine protocol as zero::gpt2::EngineModel::train_micro_step runs it (gathers, grads,
+// reductions, in its order), without the arithmetic.
+void plan_gpt2_micro_step(Engine& engine, const std::vector<UnitId>& units) {
+  const UnitId embeddings = units.front(), final_norm = units.back();
+  const std::vector<UnitId> blocks(units.begin() + 1, units.end() - 1);
+  engine.gather(embeddings).release();
+  for (UnitId block : blocks) engine.gather(block).release();
+  {
+    GatheredUnit norm = engine.gather(final_norm);
+    GatheredUnit wte = engine.gather(embeddings);
+    engine.grads(final_norm);
+    engine.grads(embeddings);
+    wte.release();
+    norm.release();
+  }
+  engine.reduce_grads(final_norm);
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
+    GatheredUnit p = engine.gather(*it);
+    engine.grads(*it);
+    p.release();
+    engine.reduce_grads(*it);
+  }
+  {
+    GatheredUnit p = engine.gather(embeddings);
+    engine.grads(embeddings);
+  }
+  engine.reduce_grads(embeddings);
 }
 
 constexpr int kMicroSteps = 4;
@@ -126,6 +158,54 @@ TEST(EnginePlanning, PlanningCommunicatorRecordsCollectivesInOrder) {
   EXPECT_EQ(calls[0].to_string(), "#1 all_reduce(count=10, fp32, sum) 'grads a'");
   EXPECT_EQ(calls[1].to_string(), "#2 all_gather(count=3, fp32) 'gather b'");
   EXPECT_THROW(PlanningCommunicator(4, 4), Error);
+}
+
+// The same in 16 bits: GPT-2 (tiny) in bf16 (fp32 accumulation) and fp16 (fp16 accumulation,
+// dynamic loss scale), two steps of two micro-steps.
+TEST(EnginePlanning, PeerFreePlanEqualsTheRealRunInSixteenBits) {
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16})
+    for (int world : {1, 2, 4})
+      for (int stage = 0; stage <= 3; ++stage) {
+        GPT2Run run = mixed_run(dtype, stage, 2);
+        run.options.overlap_comm = false;
+        const int rows = run.global_batch / (world * 2);
+        std::vector<LedgerSnapshot> real(static_cast<std::size_t>(world));
+        std::vector<std::uint64_t> collectives(static_cast<std::size_t>(world));
+        run_ranks(world, [&](Communicator& comm) {
+          std::unique_ptr<Engine> engine = make_engine(run.options, comm);
+          GPT2EngineDriver model(*engine, run.config, rows, run.seq_len, run.seed);
+          for (int micro = 0; micro < kMicroSteps; ++micro) {
+            const int first = comm.rank() * rows;
+            model.micro_step(make_token_batch(run.config, run.seq_len, micro, first, rows),
+                             {run.seed, static_cast<std::uint64_t>(micro), first, true});
+            engine->step();
+          }
+          comm.synchronize();
+          real[static_cast<std::size_t>(comm.rank())] = snapshot(engine->ledger());
+          collectives[static_cast<std::size_t>(comm.rank())] = comm.sequence();
+        });
+        for (int rank = 0; rank < world; ++rank) {
+          PlanningCommunicator comm(rank, world);
+          std::unique_ptr<DeviceContext> context = make_planning_context();
+          Engine engine(run.options, comm, optim::make_optimizer(run.options.optimizer), nullptr,
+                        context.get());
+          std::vector<UnitId> units;
+          for (const gpt2::UnitSpec& spec : gpt2::gpt2_units(run.config))
+            units.push_back(engine.register_unit(spec.name, spec.tensors,
+                                                 [](const TensorSlot&, std::span<float>) {}));
+          engine.initialize();
+          for (int micro = 0; micro < kMicroSteps; ++micro) {
+            plan_gpt2_micro_step(engine, units);
+            engine.step();
+          }
+          const std::string what = std::string(name_of(dtype)) + " world " + std::to_string(world) +
+                                   " stage " + std::to_string(stage) + " rank " +
+                                   std::to_string(rank);
+          expect_same(snapshot(context->ledger()), real[static_cast<std::size_t>(rank)], what);
+          comm.synchronize();
+          EXPECT_EQ(comm.sequence(), collectives[static_cast<std::size_t>(rank)]) << what;
+        }
+      }
 }
 
 }  // namespace

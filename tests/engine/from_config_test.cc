@@ -56,18 +56,68 @@ TEST(EngineFromConfig, DefaultOptimizerWhenConfigHasNone) {
 TEST(EngineFromConfig, UnsupportedSettingsNameTheirPath) {
   try {
     map_json(R"({"train_batch_size": 8, "bf16": {"enabled": true},
-                 "zero_optimization": {"stage": 3, "offload_param": {"device": "nvme", "nvme_path": "/tmp"}}})");
+                 "zero_optimization": {"stage": 3,
+                   "offload_optimizer": {"device": "nvme", "nvme_path": "/tmp"},
+                   "offload_param": {"device": "nvme", "nvme_path": "/tmp"}}})");
     FAIL() << "accepted";
   } catch (const Error& error) {
     const std::string message = error.what();
     EXPECT_NE(message.find("2 setting(s)"), std::string::npos) << message;
-    EXPECT_NE(message.find("bf16.enabled"), std::string::npos) << message;
+    EXPECT_NE(message.find("zero_optimization.offload_optimizer.device"), std::string::npos)
+        << message;
     EXPECT_NE(message.find("zero_optimization.offload_param.device"), std::string::npos) << message;
   }
   const auto cpu = map_json(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2,
                                 "offload_optimizer": {"device": "cpu"}}})");
   ASSERT_EQ(cpu.warnings.size(), 1u);
   EXPECT_NE(cpu.warnings[0].find("offload_optimizer.device"), std::string::npos);
+}
+
+// Mixed precision runs: the sections and data_types.grad_accum_dtype reach the engine, whose
+// state policy picks the dtypes (bf16 accumulates in fp32 unless told, fp16 in fp16).
+TEST(EngineFromConfig, MixedPrecisionSectionsAndAccumulationDtype) {
+  const EngineOptions bf16 =
+      map_json(R"({"train_batch_size": 8, "bf16": {"enabled": true}})").options;
+  EXPECT_TRUE(bf16.bf16.enabled);
+  EXPECT_EQ(state_policy(bf16).compute, DType::kBFloat16);
+  EXPECT_EQ(state_policy(bf16).accumulate, DType::kFloat32);
+  const EngineOptions bf16_accumulating = map_json(
+                                              R"({"train_batch_size": 8, "bf16": {"enabled": true},
+          "data_types": {"grad_accum_dtype": "bf16"}})")
+                                              .options;
+  EXPECT_EQ(state_policy(bf16_accumulating).accumulate, DType::kBFloat16);
+  const EngineOptions fp16 =
+      map_json(R"({"train_batch_size": 8, "fp16": {"enabled": true, "loss_scale_window": 100}})")
+          .options;
+  EXPECT_EQ(state_policy(fp16).compute, DType::kFloat16);
+  EXPECT_EQ(state_policy(fp16).accumulate, DType::kFloat16);
+  EXPECT_EQ(fp16.fp16.loss_scale_window, 100);
+  EXPECT_EQ(state_policy(EngineOptions{}).compute, DType::kFloat32);
+  // communication_data_type: the reductions use the gradients' dtype; another one is a warning.
+  const auto fp32_comm = map_json(R"({"train_batch_size": 8, "fp16": {"enabled": true},
+                                      "communication_data_type": "fp32"})");
+  ASSERT_EQ(fp32_comm.warnings.size(), 1u);
+  EXPECT_NE(fp32_comm.warnings[0].find("communication_data_type"), std::string::npos);
+  EXPECT_TRUE(map_json(R"({"train_batch_size": 8, "fp16": {"enabled": true},
+                           "communication_data_type": "fp16"})")
+                  .warnings.empty());
+  // What is not built is named.
+  for (
+      const char* text :
+      {R"({"train_batch_size": 8, "bf16": {"enabled": true},
+            "data_types": {"grad_accum_dtype": "fp16"}})",
+       R"({"train_batch_size": 8, "data_types": {"grad_accum_dtype": "bf16"}})",
+       R"({"train_batch_size": 8, "fp16": {"enabled": true, "fp16_master_weights_and_grads": true}})"}) {
+    try {
+      map_json(text);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const Error& error) {
+      const std::string message = error.what();
+      EXPECT_TRUE(message.find("grad_accum_dtype") != std::string::npos ||
+                  message.find("fp16_master_weights_and_grads") != std::string::npos)
+          << message;
+    }
+  }
 }
 
 TEST(EngineFromConfig, ZeroBucketSizeMeansPerUnitReduction) {
@@ -88,8 +138,8 @@ TEST(EngineFromConfig, RealMegatronZero2OffloadConfig) {
       testing::shared_data_dir() / "ds_configs" /
       "deepspeedai__DeepSpeed__tests__model__Megatron_GPT2__ds_config_func_bs8_zero2_offload.json";
   auto resolved = config::load_config_file(path, {});
-  resolved.config.fp16.enabled = false;  // the CPU engine is fp32; the rest maps as written
   const auto result = engine_options_from_config(resolved.config);
+  EXPECT_TRUE(result.options.fp16.enabled);  // fp16 with the config's dynamic loss scaler
   EXPECT_EQ(result.options.stage, 2);
   EXPECT_EQ(result.options.reduce_bucket_size,
             resolved.config.zero_optimization.reduce_bucket_size);

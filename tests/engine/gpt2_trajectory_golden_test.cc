@@ -7,14 +7,18 @@
 // accumulation matrix of gpt2_engine_test, which compares every stage with stage 0 / world 1:
 //   - AdamW + clipping (1.0, engaged on some steps) + WarmupDecayLR + gradient accumulation 3:
 //     catches a wrong schedule step index, a wrong clip coefficient or accumulation averaging;
-//   - SGD under a static fp16-style loss scale of 1024: the model's gradients carry the scale,
-//     so a missing (or doubled) 1/scale moves SGD's update by that factor (AdamW would hide it).
+//   - SGD in fp16 (parameters and gradients in fp16, fp32 master weights) under a static loss
+//     scale of 1024: the model's gradients carry the scale, so a missing (or doubled) 1/scale
+//     moves SGD's update by that factor (AdamW would hide it).
 // Tolerances: the reference computes in float64, the engine in fp32 (different summation orders,
 // OpenBLAS GEMMs), so both sides carry fp32 rounding (~1e-7 relative per operation) and nothing
 // else. Measured here over the 10 / 8 steps: |loss - ref| <= 2.1e-7, |norm - ref|/ref <= 1.9e-7,
 // unit ||param - ref||/||ref|| <= 2.7e-7. The checks allow 2e-6 (about 8x that), far below what
 // any of the bugs above produce (a missing unscale: x1024 in the norm; averaging the micro-steps
-// twice: /3; the schedule off by a step: 0.0018 in the lr against 1e-12 allowed).
+// twice: /3; the schedule off by a step: 0.0018 in the lr against 1e-12 allowed). The fp16 case
+// also carries fp16 rounding of parameters and gradients (2^-11 relative each) against the
+// float64 reference: measured |loss - ref| <= 9.7e-6, norm 1.5e-4, params 3.5e-4 relative; it
+// allows 5e-5, 1e-3, 1e-3 (about 3-7x), still far from a missing unscale (x1024).
 // Skips when ZERO_PYTHON cannot import torch and deepspeed (scripts/setup_venv.sh).
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -61,7 +65,8 @@ Case adamw_case() {
   return c;
 }
 
-// SGD (no momentum, no clipping, no schedule) with a static loss scale of 1024.
+// SGD (no momentum, no clipping, no schedule) in fp16 with a static loss scale of 1024 (the
+// reference trains in float64 with the same scale: the 16-bit storage is the engine's only).
 Case sgd_loss_scale_case() {
   Case c{"sgd_static_loss_scale_1024", {}};
   EngineOptions& options = c.run.options;
@@ -281,7 +286,7 @@ TEST(GPT2TrajectoryGolden, AdamWClippingWarmupDecayAccumulationMatchesPyTorch) {
 }
 
 TEST(GPT2TrajectoryGolden, SgdUnderStaticLossScaleMatchesPyTorch) {
-  expect_trajectory(1, 2e-6, 2e-6, 2e-6);
+  expect_trajectory(1, 5e-5, 1e-3, 1e-3);
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 
 namespace zero::testing {
 
-// The engine's ledger bytes after a step (device space, fp32 compute, Adam's two moments).
+// The engine's ledger bytes after a step (device space, the engine's dtypes, Adam's two moments).
 struct MeasuredModelStates {
   ModelStateBytes model;               // params exclude the persistent units
   std::int64_t persistent_params = 0;  // stage 3: units below the persistence threshold
@@ -39,14 +39,18 @@ inline MeasuredModelStates check_ledger_against_formula(Engine& engine) {
     return ledger.entry(MemorySpace::kDevice, category).current_bytes;
   };
   const std::vector<std::size_t> sizes = unit_sizes(engine);
-  const ModelStateBytes formula = model_state_bytes(options.stage, sizes, world,
-                                                    options.alignment_elements, DType::kFloat32, 2);
+  const StatePolicy policy = state_policy(options);
+  const ModelStateBytes formula =
+      model_state_bytes(options.stage, sizes, world, options.alignment_elements, policy.compute, 2,
+                        policy.accumulate);
+  const auto compute_bytes = static_cast<std::int64_t>(size_of(policy.compute));
   MeasuredModelStates measured;
   if (options.stage == 3)
     for (std::size_t count : sizes)
       if (count < static_cast<std::size_t>(options.param_persistence_threshold))
-        measured.persistent_params += 4 * static_cast<std::int64_t>(padded_num_elements(
-                                              count, world, options.alignment_elements));
+        measured.persistent_params +=
+            compute_bytes * static_cast<std::int64_t>(
+                                padded_num_elements(count, world, options.alignment_elements));
   measured.model.params = current(MemoryCategory::kParams) - measured.persistent_params;
   measured.model.param_shard = current(MemoryCategory::kParamShard);
   measured.model.grads = current(MemoryCategory::kGrads);
@@ -64,16 +68,20 @@ inline MeasuredModelStates check_ledger_against_formula(Engine& engine) {
   EXPECT_EQ(measured.model.optimizer_state, formula.optimizer_state);
   EXPECT_EQ(measured.comm_buffers,
             reduce_bucket_elements(options, sizes, world).bytes() +
-                static_cast<std::int64_t>(4 * allgather_staging_elements(options, sizes, world)));
+                compute_bytes *
+                    static_cast<std::int64_t>(allgather_staging_elements(options, sizes, world)));
   return measured;
 }
 
-// Every unit's full parameters (unpadded), gathered: all ranks must call it.
+// Every unit's full parameters (unpadded, as fp32 whatever the engine stores), gathered: all
+// ranks must call it.
 inline std::vector<std::vector<float>> gathered_parameters(Engine& engine) {
   std::vector<std::vector<float>> values;
   for (std::size_t u = 0; u < engine.num_units(); ++u) {
     GatheredUnit p = engine.gather(static_cast<UnitId>(u));
-    values.emplace_back(p.data(), p.data() + p.layout().num_elements());
+    std::vector<float> unit(p.layout().num_elements());
+    convert(p.raw(), p.dtype(), unit.data(), DType::kFloat32, unit.size());
+    values.push_back(std::move(unit));
   }
   return values;
 }

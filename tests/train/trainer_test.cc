@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -96,6 +98,61 @@ json read_json(const fs::path& path) {
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << path;
   return json::parse(in);
+}
+
+// --bf16 / --fp16 (through the default config's "enabled": "auto", or a --deepspeed config's)
+// train in 16 bits: the losses fall and stay within 16-bit tolerance of the fp32 run's (measured
+// over these 12 steps: bf16 4.8e-4, fp16 1.1e-4 from fp32; bounds 5e-3 and 2e-3), and bf16 at
+// world 2 / stage 2 gives stage 0 / world 1's losses (measured 4.6e-5; bound 1e-3).
+TEST(Trainer, SixteenBitTrainingRuns) {
+  TempFolder folder("sixteen");
+  write_corpus(folder.path() / "corpus.txt", 600);
+  train::TrainingArguments fp32 = tiny_arguments(folder.path() / "corpus.txt", folder.path() / "a");
+  fp32.max_steps = 12;
+  const std::vector<double> expected = logged_losses(run_world(fp32, 1).log_history);
+  ASSERT_EQ(expected.size(), 12u);
+  for (const bool bf16 : {true, false}) {
+    train::TrainingArguments arguments = fp32;
+    arguments.output_dir = (folder.path() / (bf16 ? "bf16" : "fp16")).string();
+    arguments.bf16 = bf16;
+    arguments.fp16 = !bf16;
+    const std::vector<double> losses = logged_losses(run_world(arguments, 1).log_history);
+    ASSERT_EQ(losses.size(), expected.size());
+    double deviation = 0.0;
+    for (std::size_t i = 0; i < losses.size(); ++i) {
+      EXPECT_NEAR(losses[i], expected[i], bf16 ? 5e-3 : 2e-3)
+          << (bf16 ? "bf16" : "fp16") << " step " << i + 1;
+      deviation = std::max(deviation, std::abs(losses[i] - expected[i]));
+    }
+    std::printf("%s: max |loss - fp32| %.2e\n", bf16 ? "bf16" : "fp16", deviation);
+    EXPECT_LT(losses.back(), losses.front() - 0.3);
+  }
+  train::TrainingArguments sharded = fp32;
+  sharded.output_dir = (folder.path() / "bf16_stage2").string();
+  sharded.bf16 = true;
+  sharded.per_device_train_batch_size = fp32.per_device_train_batch_size / 2;
+  // A --deepspeed config enables bf16 only where it says "bf16": {"enabled": "auto"} (or true).
+  auto with_bf16 = [&](int stage) {
+    json config = read_json(write_ds_config(folder.path(), stage));
+    config["bf16"] = {{"enabled", "auto"}};
+    const fs::path path = folder.path() / ("ds_bf16_stage" + std::to_string(stage) + ".json");
+    std::ofstream(path) << config.dump();
+    return path.string();
+  };
+  sharded.deepspeed = with_bf16(2);
+  train::TrainingArguments single = sharded;
+  single.output_dir = (folder.path() / "bf16_stage0").string();
+  single.per_device_train_batch_size = fp32.per_device_train_batch_size;
+  single.deepspeed = with_bf16(0);
+  const std::vector<double> a = logged_losses(run_world(single, 1).log_history);
+  const std::vector<double> b = logged_losses(run_world(sharded, 2).log_history);
+  ASSERT_EQ(a.size(), b.size());
+  double deviation = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i], b[i], 1e-3) << "step " << i + 1;
+    deviation = std::max(deviation, std::abs(a[i] - b[i]));
+  }
+  std::printf("bf16 stage 2 world 2 vs stage 0 world 1: max |loss difference| %.2e\n", deviation);
 }
 
 // Reads a TFRecord file back: every record's two masked CRC32Cs check; returns the payloads.
@@ -478,16 +535,6 @@ TEST_F(TrainerInputErrors, NonEmptyOutputDirWithoutOverwrite) {
   overwrite.overwrite_output_dir = true;
   EXPECT_EQ(run_world(overwrite, 1).global_step, 2);
   EXPECT_TRUE(fs::exists(fs::path(arguments_.output_dir) / "keep.txt"));
-}
-
-// --bf16 reaches the engine (through the config's "auto", or the default config), which refuses
-// 16-bit compute on CPU with a clear error.
-TEST_F(TrainerInputErrors, SixteenBitComputeIsRefusedClearly) {
-  train::TrainingArguments arguments = arguments_;
-  arguments.bf16 = true;
-  const std::string message = error_of(arguments);
-  EXPECT_NE(message.find("bf16.enabled"), std::string::npos) << message;
-  EXPECT_NE(message.find("--bf16/--fp16"), std::string::npos) << message;
 }
 
 TEST_F(TrainerInputErrors, BadArgumentsNameTheFlag) {

@@ -24,6 +24,7 @@
 #include "zero/core/memory_ledger.h"
 #include "zero/engine/engine.h"
 #include "zero/engine/from_config.h"
+#include "zero/engine/memory_formula.h"
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/classifier.h"
 #include "zero/gpt2/config.h"
@@ -548,7 +549,7 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
   const std::string precision_hint =
       arguments.bf16 || arguments.fp16
           ? std::string(" (--bf16/--fp16 fill the config's \"enabled\": \"auto\"; without them ") +
-                "the run computes in fp32)"
+                "the run trains in fp32)"
           : std::string();
   prepared.engine = as_input_error("--deepspeed " + arguments.deepspeed + precision_hint, [&] {
     return engine_options_from_config(prepared.deepspeed.config, default_optimizer);
@@ -569,9 +570,9 @@ std::unique_ptr<gpt2::GPT2Model> gather_model(Model& model, Allocator& allocator
   const std::vector<gpt2::UnitSpec>& specs = model.unit_specs();
   for (std::size_t u = 0; u < specs.size(); ++u) {
     const GatheredUnit gathered = engine.gather(model.units()[u]);
-    if (whole)
-      std::memcpy(whole->param_data(static_cast<int>(u)), gathered.data(),
-                  specs[u].num_elements() * sizeof(float));
+    if (whole)  // fp32, or the 16-bit compute copy widened
+      convert(gathered.raw(), gathered.dtype(), whole->param_data(static_cast<int>(u)),
+              DType::kFloat32, specs[u].num_elements());
   }
   return whole;
 }
@@ -749,6 +750,23 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
       static_cast<long long>(B), world, static_cast<long long>(accumulation),
       static_cast<long long>(total_steps),
       static_cast<double>(total_steps) / static_cast<double>(prepared.steps_per_epoch));
+
+  {  // The ZeRO memory formula for this run, beside what one rank would hold unsharded.
+    std::vector<std::size_t> sizes;
+    for (const gpt2::UnitSpec& spec : model.unit_specs()) sizes.push_back(spec.num_elements());
+    const StatePolicy policy = state_policy(options);
+    const int states = optim::make_optimizer(options.optimizer)->states_per_element();
+    auto mib = [&](int stage, int ranks) {
+      return static_cast<double>(model_state_bytes(stage, sizes, ranks, options.alignment_elements,
+                                                   policy.compute, states, policy.accumulate)
+                                     .total()) /
+             (1024.0 * 1024.0);
+    };
+    say("memory: model states per rank %.1f MiB (stage %d, %s parameters, %s gradient "
+        "accumulation), %.1f MiB unsharded\n",
+        mib(options.stage, world), options.stage, std::string(name_of(policy.compute)).c_str(),
+        std::string(name_of(policy.accumulate)).c_str(), mib(0, 1));
+  }
 
   TrainResult result;
   json log_history = json::array();

@@ -77,23 +77,40 @@ Engine::Impl::Impl(Engine& owner, DeviceContext& context, Communicator& communic
       rank(communicator.rank()),
       world(communicator.world_size()) {}
 
+namespace {
+
+// Element `index` of a buffer of `dtype`.
+void* element(const Buffer& buffer, DType dtype, std::size_t index) {
+  return static_cast<char*>(buffer.data()) + index * size_of(dtype);
+}
+
+}  // namespace
+
 float* Engine::Impl::owned_params(UnitId u) const {
-  const EngineUnit& unit = units[u];
-  if (engine.options_.stage == 3) return param_shard.data_as<float>() + unit.owned_offset;
-  float* full = full_params.data_as<float>() + unit.full_offset;
-  return engine.options_.stage == 0 ? full : full + static_cast<std::size_t>(rank) * unit.shard;
+  if (policy.master_weights) return master_params.data_as<float>() + units[u].owned_offset;
+  return static_cast<float*>(owned_compute_params(u));
 }
 
-float* Engine::Impl::owned_grads(UnitId u) const {
+void* Engine::Impl::owned_compute_params(UnitId u) const {
   const EngineUnit& unit = units[u];
-  const int stage = engine.options_.stage;
-  if (stage >= 2) return grad_shard.data_as<float>() + unit.owned_offset;
-  float* full = full_grads.data_as<float>() + unit.full_offset;
-  return stage == 0 ? full : full + static_cast<std::size_t>(rank) * unit.shard;
+  if (policy.param_shard) return element(param_shard, policy.compute, unit.owned_offset);
+  const std::size_t own = policy.partitioned ? static_cast<std::size_t>(rank) * unit.shard : 0;
+  return element(full_params, policy.compute, unit.full_offset + own);
 }
 
-float* Engine::Impl::full_grads_of(UnitId u) const {
-  return full_grads.data_as<float>() + units[u].full_offset;
+void* Engine::Impl::owned_grads(UnitId u) const {
+  const EngineUnit& unit = units[u];
+  if (policy.grad_shard) return element(grad_shard, policy.accumulate, unit.owned_offset);
+  const std::size_t own = policy.partitioned ? static_cast<std::size_t>(rank) * unit.shard : 0;
+  return element(full_grads, policy.accumulate, unit.full_offset + own);
+}
+
+void* Engine::Impl::full_grads_of(UnitId u) const {
+  return element(full_grads, policy.accumulate, units[u].full_offset);
+}
+
+void* Engine::Impl::full_params_of(UnitId u) const {
+  return element(full_params, policy.compute, units[u].full_offset);
 }
 
 bool Engine::Impl::at_boundary_micro_step() const {
@@ -137,12 +154,12 @@ void Engine::Impl::allocate() {
   for (EngineUnit& unit : units) {
     unit.padded = unit.layout.padded_num_elements();
     unit.shard = unit.padded / static_cast<std::size_t>(world);
-    unit.owned_count = options.stage == 0 ? unit.padded : unit.shard;
+    unit.owned_count = policy.partitioned ? unit.shard : unit.padded;
     unit.full_offset = full_total;
     unit.owned_offset = owned_total;
     unit.first_tensor = tensors;
     unit.persistent =
-        options.stage == 3 &&
+        policy.param_shard &&
         unit.layout.num_elements() < static_cast<std::size_t>(options.param_persistence_threshold);
     full_total += unit.padded;
     owned_total += unit.owned_count;
@@ -151,14 +168,18 @@ void Engine::Impl::allocate() {
   }
   num_tensors = tensors;
   constexpr std::size_t kFloat = sizeof(float);
-  if (options.stage <= 2)
-    full_params = allocator.allocate(full_total * kFloat, MemoryCategory::kParams);
-  if (options.stage <= 1)
-    full_grads = allocator.allocate(full_total * kFloat, MemoryCategory::kGrads);
-  if (options.stage == 3)
-    param_shard = allocator.allocate(shard_total * kFloat, MemoryCategory::kParamShard);
-  if (options.stage >= 2)
-    grad_shard = allocator.allocate(shard_total * kFloat, MemoryCategory::kGradShard);
+  const std::size_t compute = size_of(policy.compute);
+  const std::size_t accumulate = size_of(policy.accumulate);
+  if (policy.full_params)
+    full_params = allocator.allocate(full_total * compute, MemoryCategory::kParams);
+  if (policy.full_grads)
+    full_grads = allocator.allocate(full_total * accumulate, MemoryCategory::kGrads);
+  if (policy.param_shard)
+    param_shard = allocator.allocate(shard_total * compute, MemoryCategory::kParamShard);
+  if (policy.grad_shard)
+    grad_shard = allocator.allocate(shard_total * accumulate, MemoryCategory::kGradShard);
+  if (policy.master_weights)
+    master_params = allocator.allocate(owned_total * kFloat, MemoryCategory::kMasterParams);
   const auto states = static_cast<std::size_t>(optimizer->states_per_element());
   optimizer_state =
       allocator.allocate(states * owned_total * kFloat, MemoryCategory::kOptimizerState);
@@ -166,29 +187,34 @@ void Engine::Impl::allocate() {
   for (const EngineUnit& unit : units) sizes.push_back(unit.layout.num_elements());
   const BucketSize bucket_size = reduce_bucket_elements(options, sizes, world);
   bucket_capacity = bucket_size.bucket_elements;
-  bucket = allocator.allocate(bucket_size.bucket_elements * kFloat, MemoryCategory::kCommBuffers);
-  receive = allocator.allocate(bucket_size.receive_elements * kFloat, MemoryCategory::kCommBuffers);
+  const std::size_t grad_bytes = size_of(policy.model_grads);
+  bucket =
+      allocator.allocate(bucket_size.bucket_elements * grad_bytes, MemoryCategory::kCommBuffers);
+  receive =
+      allocator.allocate(bucket_size.receive_elements * grad_bytes, MemoryCategory::kCommBuffers);
   const std::size_t staging = allgather_staging_elements(options, sizes, world);
   if (staging > 0)
-    gather_staging = allocator.allocate(staging * kFloat, MemoryCategory::kCommBuffers);
+    gather_staging = allocator.allocate(staging * compute, MemoryCategory::kCommBuffers);
   if (planning) return;
-  auto zero_fill = [&](const Buffer& buffer) {
-    ctx.fill(ctx.compute_stream(), buffer.data(), DType::kFloat32,
-             buffer.size_bytes() / sizeof(float), 0.0f);
+  auto zero_fill = [&](const Buffer& buffer, DType dtype) {
+    ctx.fill(ctx.compute_stream(), buffer.data(), dtype, buffer.size_bytes() / size_of(dtype),
+             0.0f);
   };
-  zero_fill(full_grads);
-  zero_fill(grad_shard);
-  zero_fill(optimizer_state);
+  zero_fill(full_grads, policy.accumulate);
+  zero_fill(grad_shard, policy.accumulate);
+  zero_fill(optimizer_state, DType::kFloat32);
 }
 
 void Engine::Impl::initialize_values() {
-  const int stage = engine.options_.stage;
   std::size_t largest = 0;
   for (const EngineUnit& unit : units) largest = std::max(largest, unit.padded);
-  // The init functions fill a host staging buffer, copied into device memory unit by unit. Stage 3
-  // materialises one unit at a time in a device workspace buffer and keeps its shard.
+  // The init functions fill a host staging buffer, copied into device memory unit by unit. Where
+  // the device does not hold the full unit in fp32 (stage 3, 16-bit compute), the unit is
+  // materialised in an fp32 device workspace, broadcast there, and the owned and compute parts
+  // are taken from it.
+  const bool direct = policy.full_params && !policy.master_weights;
   Buffer workspace;
-  if (stage == 3)
+  if (!direct)
     workspace = ctx.allocator(MemorySpace::kDevice)
                     .allocate(largest * sizeof(float), MemoryCategory::kWorkspace);
   Buffer staging = ctx.allocator(MemorySpace::kHost)
@@ -214,20 +240,25 @@ void Engine::Impl::initialize_values() {
         std::copy(unit.initial_values.begin(), unit.initial_values.end(), host);
       }
     }
-    float* full =
-        stage == 3 ? workspace.data_as<float>() : full_params.data_as<float>() + unit.full_offset;
+    float* full = direct ? static_cast<float*>(full_params_of(u)) : workspace.data_as<float>();
     ctx.copy(compute, host, full, unit.padded * sizeof(float));
     // Rank 0's values are the model (DeepSpeed broadcasts the module at initialisation).
     comm_after_compute();
     if (world > 1)
       comm.broadcast(full, full, unit.layout.num_elements(), DType::kFloat32, 0,
                      "init " + unit.name);
-    if (stage == 3) {
+    if (!direct) {
       compute_after_comm();
-      ctx.copy(compute, full + static_cast<std::size_t>(rank) * unit.shard,
-               param_shard.data_as<float>() + unit.owned_offset, unit.shard * sizeof(float));
+      const std::size_t own = policy.partitioned ? static_cast<std::size_t>(rank) * unit.shard : 0;
+      if (policy.master_weights)
+        ctx.copy(compute, full + own, owned_params(u), unit.owned_count * sizeof(float));
+      if (policy.full_params)  // the whole unit in the compute dtype
+        ctx.convert(compute, full, DType::kFloat32, full_params_of(u), policy.compute, unit.padded);
+      else  // stage 3: the owned shard
+        ctx.convert(compute, full + own, DType::kFloat32, owned_compute_params(u), policy.compute,
+                    unit.shard);
     }
-    // The staging (and stage 3 workspace) buffer is reused by the next unit.
+    // The staging (and workspace) buffer is reused by the next unit.
     compute_after_comm();
     synchronize_compute("initialising unit '" + unit.name + "'");
     unit.initial_values.clear();
@@ -252,6 +283,7 @@ Engine::Engine(EngineOptions options, Communicator& communicator,
   context_ = context;
   impl_ = std::make_unique<Impl>(*this, *context_, communicator, std::move(optimizer),
                                  std::move(schedule));
+  impl_->policy = state_policy(options_);
   impl_->planning = context_->planning();
   impl_->skip_collectives = impl_->planning && communicator.moves_data();
   state_.loss_scaler = loss_scaler_.state();
@@ -324,6 +356,10 @@ const FlatLayout& Engine::layout(UnitId unit) const { return impl_->units.at(uni
 
 int Engine::rank() const { return impl_->rank; }
 
+DType Engine::param_dtype() const { return impl_->policy.compute; }
+
+DType Engine::grad_dtype() const { return impl_->policy.model_grads; }
+
 int Engine::world_size() const { return impl_->world; }
 
 double Engine::lr() const {
@@ -336,8 +372,8 @@ GatheredUnit Engine::gather(UnitId unit) {
   initialize();
   Impl& d = *impl_;
   ZERO_CHECK(unit >= 0 && unit < static_cast<UnitId>(d.units.size()), "gather: no unit #", unit);
-  float* data = d.gather(unit);
-  return GatheredUnit(this, unit, data, DType::kFloat32, &d.units[unit].layout);
+  void* data = d.gather(unit);
+  return GatheredUnit(this, unit, data, d.policy.compute, &d.units[unit].layout);
 }
 
 void Engine::release(UnitId unit) { impl_->release(unit); }
@@ -349,22 +385,22 @@ GradientBuffer Engine::grads(UnitId unit) {
   EngineUnit& u = d.units[unit];
   ZERO_CHECK(!u.reduced, "grads('", u.name, "') after reduce_grads('", u.name,
              "') in the same micro-step");
-  float* data = nullptr;
-  if (options_.stage <= 1) {
+  void* data = nullptr;
+  const DType dtype = d.policy.model_grads;
+  if (d.policy.full_grads) {
     data = d.full_grads_of(unit);
   } else {
     if (!u.grad_buffer) {
       u.grad_buffer = std::make_shared<Buffer>(
-          allocator().allocate(u.padded * sizeof(float), MemoryCategory::kGrads));
+          allocator().allocate(u.padded * size_of(dtype), MemoryCategory::kGrads));
       if (!d.planning)
-        context_->fill(context_->compute_stream(), u.grad_buffer->data(), DType::kFloat32, u.padded,
-                       0.0f);
+        context_->fill(context_->compute_stream(), u.grad_buffer->data(), dtype, u.padded, 0.0f);
     }
-    data = u.grad_buffer->data_as<float>();
+    data = u.grad_buffer->data();
   }
   // Zeroed (and, stages 0-1, no longer read by a reduction) on the compute stream.
   if (!d.planning) d.hand_to_model(Event(), "zeroing the gradients of unit '" + u.name + "'");
-  return {data, &u.layout, data, DType::kFloat32};
+  return {dtype == DType::kFloat32 ? static_cast<float*>(data) : nullptr, &u.layout, data, dtype};
 }
 
 void Engine::reduce_grads(UnitId unit) {
@@ -374,7 +410,7 @@ void Engine::reduce_grads(UnitId unit) {
              unit);
   EngineUnit& u = d.units[unit];
   ZERO_CHECK(!u.reduced, "reduce_grads('", u.name, "') called twice in one micro-step");
-  if (options_.stage >= 2 && !u.grad_buffer) grads(unit);  // a unit without gradient: zeros
+  if (!d.policy.full_grads && !u.grad_buffer) grads(unit);  // a unit without gradient: zeros
   u.reduced = true;
   d.enqueue_reduction(unit);
   if (++d.reduced_units == static_cast<int>(d.units.size())) d.end_micro_step();
@@ -391,10 +427,11 @@ void Engine::zero_grad() {
   // (flush_bucket orders the communication stream after the compute stream).
   d.compute_after_comm();
   Stream& compute = context_->compute_stream();
-  context_->fill(compute, d.full_grads.data(), DType::kFloat32,
-                 d.full_grads.size_bytes() / sizeof(float), 0.0f);
-  context_->fill(compute, d.grad_shard.data(), DType::kFloat32,
-                 d.grad_shard.size_bytes() / sizeof(float), 0.0f);
+  const DType accumulate = d.policy.accumulate;
+  context_->fill(compute, d.full_grads.data(), accumulate,
+                 d.full_grads.size_bytes() / size_of(accumulate), 0.0f);
+  context_->fill(compute, d.grad_shard.data(), accumulate,
+                 d.grad_shard.size_bytes() / size_of(accumulate), 0.0f);
 }
 
 double Engine::average_across_ranks(double value) {

@@ -5,13 +5,13 @@
 
 namespace zero {
 
-float* Engine::Impl::gather(UnitId u) {
+void* Engine::Impl::gather(UnitId u) {
   EngineUnit& unit = units[u];
-  if (engine.options_.stage != 3) {
+  if (!policy.param_shard) {
     // Stages 1-2: the post-step all-gather must have landed before compute reads parameters.
     hand_to_model(params_ready, "gathering unit '" + unit.name + "'");
     ++unit.users;
-    return full_params.data_as<float>() + unit.full_offset;
+    return full_params_of(u);
   }
   if (recording) {
     trace.push_back(u);
@@ -31,14 +31,14 @@ float* Engine::Impl::gather(UnitId u) {
     unit.gather_state = GatherState::kAvailable;
   }
   ++unit.users;
-  return unit.gathered.data_as<float>();
+  return unit.gathered.data();
 }
 
 void Engine::Impl::release(UnitId u) {
   ZERO_CHECK(u >= 0 && u < static_cast<UnitId>(units.size()), "release: no unit #", u);
   EngineUnit& unit = units[u];
   ZERO_CHECK(unit.users > 0, "release('", unit.name, "') without a matching gather");
-  if (--unit.users > 0 || engine.options_.stage != 3 || unit.persistent) return;
+  if (--unit.users > 0 || !policy.param_shard || unit.persistent) return;
   if (ctx.model_runs_on_host())
     unit.gathered.reset();  // the model's reads are done
   else                      // free once the model's queued kernels have read it
@@ -51,7 +51,7 @@ void Engine::Impl::issue_gather(UnitId u, bool prefetch) {
   EngineUnit& unit = units[u];
   if (!unit.gathered.allocated()) {
     unit.gathered = ctx.allocator(MemorySpace::kDevice)
-                        .allocate(unit.padded * sizeof(float), MemoryCategory::kParams);
+                        .allocate(unit.padded * size_of(policy.compute), MemoryCategory::kParams);
     live_elements += unit.padded;
   }
   unit.gather_state = GatherState::kAvailable;
@@ -59,8 +59,8 @@ void Engine::Impl::issue_gather(UnitId u, bool prefetch) {
   if (skip_collectives) return;
   // The label carries the unit into the communicator's call check: ranks gathering different
   // units (even of one size) fail there, every rank, naming each rank's unit, not in a hang.
-  comm.all_gather(param_shard.data_as<float>() + unit.owned_offset, unit.gathered.data(),
-                  unit.shard, DType::kFloat32, "gather " + unit.name);
+  comm.all_gather(owned_compute_params(u), unit.gathered.data(), unit.shard, policy.compute,
+                  "gather " + unit.name);
   unit.gathered_event = comm.stream().record();
   comm_done = unit.gathered_event;
   unit.gather_state = GatherState::kInFlight;

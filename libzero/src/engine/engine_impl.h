@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "zero/engine/engine.h"
+#include "zero/engine/memory_formula.h"
 
 namespace zero {
 
@@ -56,6 +57,9 @@ class Engine::Impl {
   Communicator& comm;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
+  // Where each state lives and in which dtype (stage and precision): every allocation, reduction
+  // and step below follows it.
+  StatePolicy policy;
   std::vector<EngineUnit> units;
   bool initialized = false;
   bool planning = false;
@@ -66,11 +70,14 @@ class Engine::Impl {
   int world = 1;
   int num_tensors = 0;
 
-  // One allocation per kind of state (llm.c), units are views at their offsets.
+  // One allocation per kind of state (llm.c), units are views at their offsets. Dtypes: params
+  // and param_shard policy.compute, full_grads and grad_shard policy.accumulate, master and
+  // optimizer state fp32.
   Buffer full_params;               // stages 0-2: Σ P_u, params
   Buffer full_grads;                // stages 0-1: Σ P_u, grads
   Buffer param_shard;               // stage 3: Σ S_u, param_shard
   Buffer grad_shard;                // stages 2-3: Σ S_u, grad_shard
+  Buffer master_params;             // 16-bit compute: Σ owned, master_params
   Buffer optimizer_state;           // k × Σ owned, optimizer_state
   Buffer bucket;                    // comm_buffers
   Buffer receive;                   // comm_buffers
@@ -92,17 +99,21 @@ class Engine::Impl {
   std::size_t trace_position = 0;
   std::size_t live_elements = 0;  // gathered or in flight
 
-  // Owned (optimizer-visible) views of unit u.
+  // Owned (optimizer-visible) views of unit u: the fp32 parameters the optimizer updates (the
+  // master copy in 16-bit training), the compute-dtype parameters the model reads, and the
+  // accumulated gradients (policy.accumulate).
   float* owned_params(UnitId u) const;
-  float* owned_grads(UnitId u) const;
-  float* full_grads_of(UnitId u) const;  // stages 0-1
+  void* owned_compute_params(UnitId u) const;
+  void* owned_grads(UnitId u) const;
+  void* full_grads_of(UnitId u) const;   // stages 0-1
+  void* full_params_of(UnitId u) const;  // stages 0-2
   bool at_boundary_micro_step() const;
 
   void allocate();
   void initialize_values();
 
   // engine_gather.cc
-  float* gather(UnitId u);
+  void* gather(UnitId u);  // the unit's parameters in policy.compute
   void release(UnitId u);
   void issue_gather(UnitId u, bool prefetch);
   void prefetch_after_gather();
@@ -115,6 +126,9 @@ class Engine::Impl {
   void flush_bucket();
   void end_micro_step();
   void all_gather_params();
+  // 16-bit training: the compute parameters from the fp32 master (owned part), on the compute
+  // stream.
+  void params_from_master();
 
   // Runs a blocking communicator wait, adding `what` (e.g. the unit) to any error.
   void synchronize(const std::string& what);

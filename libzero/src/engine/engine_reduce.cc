@@ -17,12 +17,11 @@
 namespace zero {
 
 void Engine::Impl::enqueue_reduction(UnitId u) {
-  const EngineOptions& options = engine.options_;
   EngineUnit& unit = units[u];
   std::shared_ptr<Buffer> source = std::move(unit.grad_buffer);
   // Stages 0 and 1 accumulate full gradients locally and reduce once, at the boundary.
-  if (options.stage <= 1 && !at_boundary_micro_step()) return;
-  const bool blocked = options.stage >= 1;
+  if (policy.full_grads && !at_boundary_micro_step()) return;
+  const bool blocked = policy.partitioned;
   const std::size_t total = blocked ? unit.shard : unit.layout.num_elements();
   const std::size_t capacity =
       blocked ? bucket_capacity / static_cast<std::size_t>(world) : bucket_capacity;
@@ -45,8 +44,18 @@ void Engine::Impl::flush_bucket() {
   pending_elements = 0;
   if (skip_collectives) return;
 
-  const bool blocked = options.stage >= 1;
-  const bool accumulate = options.stage >= 2;
+  const bool blocked = policy.partitioned;
+  const bool accumulate = policy.grad_shard;
+  // The bucket holds the model's gradient dtype; reduced values go into the accumulation dtype.
+  const DType bucket_dtype = policy.model_grads;
+  const DType destination_dtype = policy.accumulate;
+  const std::size_t bucket_bytes = size_of(bucket_dtype);
+  const auto in_bucket = [bucket_bytes](void* base, std::size_t index) {
+    return static_cast<char*>(base) + index * bucket_bytes;
+  };
+  const auto in_destination = [&](void* base, std::size_t index) {
+    return static_cast<char*>(base) + index * size_of(destination_dtype);
+  };
   // DeepSpeed's allreduce_bucket: by default divide by gradient_predivide_factor before the sum
   // and multiply by predivide / W after; prescale_gradients divides by W before instead.
   const double predivide = options.gradient_predivide_factor;
@@ -57,11 +66,11 @@ void Engine::Impl::flush_bucket() {
   // The model's writes and the compute stream's zeroing of the gradients come first.
   comm_after_compute();
   Stream& stream = comm.stream();
-  float* send = bucket.data_as<float>();
-  float* recv = receive.data_as<float>();
+  void* send = bucket.data();
+  void* recv = receive.data();
   const int blocks = blocked ? world : 1;
   struct Piece {
-    float* destination;  // owned gradients (blocked) or full gradients (flat)
+    void* destination;  // owned gradients (blocked) or full gradients (flat)
     std::size_t count;
     std::size_t bucket_offset;  // within a block
   };
@@ -69,15 +78,16 @@ void Engine::Impl::flush_bucket() {
   std::size_t offset = 0;
   for (BucketItem& item : items) {
     const EngineUnit& unit = units[item.unit];
-    const float* base = item.source ? item.source->data_as<float>() : full_grads_of(item.unit);
+    // The source: a transient buffer (stages 2-3) or the full gradients, both bucket_dtype.
+    void* base = item.source ? item.source->data() : full_grads_of(item.unit);
     const std::size_t count = item.end - item.begin;
     // Block r of the piece is at source + r·shard.
     for (int r = 0; r < blocks; ++r)
-      ctx.scale(stream, base + item.begin + static_cast<std::size_t>(r) * unit.shard,
-                DType::kFloat32, send + static_cast<std::size_t>(r) * block + offset,
-                DType::kFloat32, count, pre);
+      ctx.scale(stream, in_bucket(base, item.begin + static_cast<std::size_t>(r) * unit.shard),
+                bucket_dtype, in_bucket(send, static_cast<std::size_t>(r) * block + offset),
+                bucket_dtype, count, pre);
     pieces.push_back(
-        {blocked ? owned_grads(item.unit) + item.begin : full_grads_of(item.unit) + item.begin,
+        {in_destination(blocked ? owned_grads(item.unit) : full_grads_of(item.unit), item.begin),
          count, offset});
     offset += count;
     // Transient gradient buffers are free once packed.
@@ -86,36 +96,35 @@ void Engine::Impl::flush_bucket() {
   // Labelled with the units it carries ("grads h.5..h.3"), so a diverging rank is named by unit.
   std::string label = "grads " + units[items.front().unit].name;
   if (items.back().unit != items.front().unit) label += ".." + units[items.back().unit].name;
-  const float* reduced = send;
+  void* reduced = send;
   if (!blocked) {
-    comm.all_reduce(send, send, block, DType::kFloat32, ReduceOp::kSum, label);
+    comm.all_reduce(send, send, block, bucket_dtype, ReduceOp::kSum, label);
   } else if (options.reduce_scatter && world > 1) {
-    comm.reduce_scatter(send, recv, block, DType::kFloat32, ReduceOp::kSum, label);
+    comm.reduce_scatter(send, recv, block, bucket_dtype, ReduceOp::kSum, label);
     reduced = recv;
   } else {
-    comm.all_reduce(send, send, block * static_cast<std::size_t>(world), DType::kFloat32,
+    comm.all_reduce(send, send, block * static_cast<std::size_t>(world), bucket_dtype,
                     ReduceOp::kSum, label);
-    reduced = send + static_cast<std::size_t>(rank) * block;
+    reduced = in_bucket(send, static_cast<std::size_t>(rank) * block);
   }
   for (const Piece& piece : pieces) {
     if (accumulate)
-      ctx.axpy(stream, reduced + piece.bucket_offset, DType::kFloat32, piece.destination,
-               DType::kFloat32, piece.count, post);
+      ctx.axpy(stream, in_bucket(reduced, piece.bucket_offset), bucket_dtype, piece.destination,
+               destination_dtype, piece.count, post);
     else
-      ctx.scale(stream, reduced + piece.bucket_offset, DType::kFloat32, piece.destination,
-                DType::kFloat32, piece.count, post);
+      ctx.scale(stream, in_bucket(reduced, piece.bucket_offset), bucket_dtype, piece.destination,
+                destination_dtype, piece.count, post);
   }
   note_comm_work();
   if (!options.overlap_comm) synchronize("reducing a gradient bucket");
 }
 
 void Engine::Impl::end_micro_step() {
-  const EngineOptions& options = engine.options_;
-  if (options.stage >= 2 || at_boundary_micro_step()) flush_bucket();
+  if (policy.grad_shard || at_boundary_micro_step()) flush_bucket();
   for (EngineUnit& unit : units) unit.reduced = false;
   reduced_units = 0;
   ++engine.micro_steps_;
-  if (options.stage != 3) return;
+  if (!policy.param_shard) return;
   drop_prefetched();
   if (recording) {
     recording = false;
@@ -127,26 +136,38 @@ void Engine::Impl::end_micro_step() {
   trace_position = 0;
 }
 
+void Engine::Impl::params_from_master() {
+  if (!policy.master_weights || planning) return;
+  for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
+    ctx.convert(ctx.compute_stream(), owned_params(u), DType::kFloat32, owned_compute_params(u),
+                policy.compute, units[u].owned_count);
+}
+
 void Engine::Impl::all_gather_params() {
   if (skip_collectives || world == 1) return;
-  float* full = full_params.data_as<float>();
+  const DType dtype = policy.compute;
+  const std::size_t bytes = size_of(dtype);
+  const auto at = [bytes](void* base, std::size_t index) {
+    return static_cast<char*>(base) + index * bytes;
+  };
   const std::size_t chunk = allgather_chunk_elements(engine.options_, world);
-  float* staging = gather_staging.data_as<float>();
+  void* staging = gather_staging.data();
   const auto blocks = static_cast<std::size_t>(world);
-  for (const EngineUnit& unit : units) {
-    float* base = full + unit.full_offset;
-    float* own = base + static_cast<std::size_t>(rank) * unit.shard;
+  for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
+    const EngineUnit& unit = units[u];
+    void* base = full_params_of(u);
+    void* own = owned_compute_params(u);
     if (unit.shard <= chunk) {  // in place: every rank's shard lands at its own offset
-      comm.all_gather(own, base, unit.shard, DType::kFloat32, "params " + unit.name);
+      comm.all_gather(own, base, unit.shard, dtype, "params " + unit.name);
       continue;
     }
     // Chunk [begin, begin + count) of every rank's shard through the staging buffer.
     for (std::size_t begin = 0; begin < unit.shard; begin += chunk) {
       const std::size_t count = std::min(chunk, unit.shard - begin);
-      comm.all_gather(own + begin, staging, count, DType::kFloat32, "params " + unit.name);
+      comm.all_gather(at(own, begin), staging, count, dtype, "params " + unit.name);
       for (std::size_t r = 0; r < blocks; ++r)
-        ctx.copy(comm.stream(), staging + r * count, base + r * unit.shard + begin,
-                 count * sizeof(float));
+        ctx.copy(comm.stream(), at(staging, r * count), at(base, r * unit.shard + begin),
+                 count * bytes);
     }
   }
   params_ready = comm.stream().record();

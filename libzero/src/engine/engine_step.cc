@@ -1,6 +1,7 @@
 // Engine::step (overflow check, global norm, clipping, optimizer and schedule) and the
 // checkpoint state accessors.
 #include <cmath>
+#include <limits>
 
 #include "engine_impl.h"
 #include "zero/core/error.h"
@@ -16,10 +17,21 @@ bool Engine::step() {
   if (micro_steps_ == 0 || micro_steps_ % accumulation != 0 || boundary == state_.global_steps)
     return false;
   ++state_.global_steps;
+  const StatePolicy& policy = d.policy;
+  std::size_t owned_total = 0;
+  for (const EngineUnit& unit : d.units) owned_total += unit.owned_count;
+  // 16-bit accumulated gradients: the optimizer reads an fp32 copy of the owned gradients
+  // (DeepSpeed converts the partition to fp32 for the step), a workspace for the step only.
+  auto fp32_grads_workspace = [&] {
+    return policy.fp32_grads_for_step()
+               ? Buffer()
+               : allocator().allocate(owned_total * sizeof(float), MemoryCategory::kWorkspace);
+  };
   if (d.planning) {
     d.synchronize("reducing gradients before the optimizer step");
+    fp32_grads_workspace();     // recorded: allocated and freed as in a taken step
     if (!d.skip_collectives) {  // the collectives of a taken step, on no data
-      if (options_.stage >= 1 && d.world > 1) {
+      if (policy.partitioned && d.world > 1) {
         d.comm.all_reduce(nullptr, nullptr, 1, DType::kFloat32, ReduceOp::kSum, "grad norm");
         d.synchronize("all-reducing the gradient norm");
       }
@@ -30,17 +42,23 @@ bool Engine::step() {
 
   // Global squared norm over owned gradients: per shard on the compute stream once the
   // reductions have landed, summed on the host (the overflow flag and the norm are host values),
-  // all-reduced (stage 0 holds replicas).
+  // all-reduced (stage 0 holds replicas). A shard with an inf/NaN element contributes +inf, so
+  // the all-reduced sum carries every rank's overflow flag.
   Stream& compute = context_->compute_stream();
   d.compute_after_comm();
   std::vector<SquaresResult> partial(d.units.size());
   for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u)
-    context_->sum_of_squares(compute, d.owned_grads(u), DType::kFloat32, d.units[u].owned_count,
+    context_->sum_of_squares(compute, d.owned_grads(u), policy.accumulate, d.units[u].owned_count,
                              &partial[u]);
   d.synchronize_compute("reducing gradients before the optimizer step");
   double squares = 0.0;
-  for (const SquaresResult& result : partial) squares += result.sum;
-  if (options_.stage >= 1 && d.world > 1) {
+  bool nonfinite = false;
+  for (const SquaresResult& result : partial) {
+    squares += result.sum;
+    nonfinite = nonfinite || result.nonfinite;
+  }
+  if (nonfinite) squares = std::numeric_limits<double>::infinity();
+  if (policy.partitioned && d.world > 1) {
     std::vector<float> total = {static_cast<float>(squares)};
     d.comm.all_reduce(total.data(), total.data(), 1, DType::kFloat32, ReduceOp::kSum, "grad norm");
     d.synchronize("all-reducing the gradient norm");
@@ -68,15 +86,23 @@ bool Engine::step() {
   std::vector<ShardChunk> chunks;
   chunks.reserve(d.units.size());
   const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());
+  Buffer fp32_grads = fp32_grads_workspace();
   for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u) {
     const EngineUnit& unit = d.units[u];
     ShardChunk chunk;
     chunk.params = d.owned_params(u);
-    chunk.grads = d.owned_grads(u);
+    if (policy.fp32_grads_for_step()) {
+      chunk.grads = static_cast<const float*>(d.owned_grads(u));
+    } else {
+      float* copy = fp32_grads.data_as<float>() + unit.owned_offset;
+      context_->convert(compute, d.owned_grads(u), policy.accumulate, copy, DType::kFloat32,
+                        unit.owned_count);
+      chunk.grads = copy;
+    }
     chunk.state = d.optimizer_state.data_as<float>() + states * unit.owned_offset;
     chunk.num_elements = unit.owned_count;
     const ElementRange owned =
-        options_.stage == 0 ? ElementRange{0, unit.padded} : unit.layout.shard(d.rank);
+        policy.partitioned ? unit.layout.shard(d.rank) : ElementRange{0, unit.padded};
     for (std::size_t t = 0; t < unit.layout.slots().size(); ++t) {
       const ElementRange piece = intersect(unit.layout.slots()[t].range(), owned);
       if (piece.empty()) continue;
@@ -91,7 +117,7 @@ bool Engine::step() {
   args.beta1 = d.schedule ? d.schedule->beta1(d.optimizer->beta1()) : d.optimizer->beta1();
   args.grad_scale = grad_scale;
   args.num_tensors = d.num_tensors;
-  const bool partitioned = options_.stage >= 1 && d.world > 1;
+  const bool partitioned = policy.partitioned && d.world > 1;
   args.all_reduce_sum = [&d, partitioned](float* values, std::size_t count) {
     if (!partitioned || count == 0) return;
     d.comm.all_reduce(values, values, count, DType::kFloat32, ReduceOp::kSum, "optimizer stats");
@@ -101,6 +127,7 @@ bool Engine::step() {
   // The optimizer may issue collectives of its own (LAMB's trust ratios through all_reduce_sum):
   // they must be issued before the post-step gathers, in the same order on every rank.
   d.synchronize_compute("the optimizer step");
+  fp32_grads.reset();
   if (d.schedule) d.schedule->step();
   loss_scaler_.update(false);
   state_.loss_scaler = loss_scaler_.state();
@@ -114,9 +141,11 @@ bool Engine::step() {
 void Engine::refresh_params() {
   initialize();
   Impl& d = *impl_;
+  // 16-bit training: the owned compute parameters from the (updated or loaded) fp32 master.
+  d.params_from_master();
   if (!d.planning) d.comm_after_compute();  // the updated (or loaded) shards come first
-  if (options_.stage == 1 || options_.stage == 2) d.all_gather_params();
-  if (options_.stage == 3) d.regather_persistent();
+  if (d.policy.gather_after_step) d.all_gather_params();
+  if (d.policy.param_shard) d.regather_persistent();
 }
 
 std::vector<ShardState> Engine::shard_states() {
@@ -130,7 +159,7 @@ std::vector<ShardState> Engine::shard_states() {
   for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u) {
     const EngineUnit& unit = d.units[u];
     const ElementRange owned =
-        options_.stage == 0 ? ElementRange{0, unit.padded} : unit.layout.shard(d.rank);
+        d.policy.partitioned ? unit.layout.shard(d.rank) : ElementRange{0, unit.padded};
     const ElementRange range = intersect(owned, {0, unit.layout.num_elements()});
     ShardState shard;
     shard.unit = unit.name;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "zero/core/error.h"
+#include "zero/engine/memory_formula.h"
 
 namespace zero {
 
@@ -23,16 +24,10 @@ EngineOptionsResult engine_options_from_config(const config::DeepSpeedConfig& co
   options.prescale_gradients = config.prescale_gradients;
   options.gradient_predivide_factor = config.gradient_predivide_factor;
 
-  if (config.fp16.enabled) {
-    errors.push_back(
-        "fp16.enabled: the CPU engine computes in fp32 only; set \"fp16\": {\"enabled\": false}");
-  }
-  if (config.bf16.enabled) {
-    errors.push_back(
-        "bf16.enabled: the CPU engine computes in fp32 only; set \"bf16\": {\"enabled\": false}");
-  }
+  // Mixed precision: state_policy() says where each state lives and in which dtype.
   options.fp16 = config.fp16;
   options.bf16 = config.bf16;
+  options.grad_accum_dtype = config.grad_accum_dtype;
 
   for (const auto& [path, device] :
        {std::pair{"zero_optimization.offload_optimizer.device",
@@ -60,6 +55,15 @@ EngineOptionsResult engine_options_from_config(const config::DeepSpeedConfig& co
       errors.push_back("optimizer.params.eps_inside_sqrt: true is not supported");
   }
   options.scheduler = config.scheduler;
+
+  if (config.communication_data_type.has_value() && errors.empty()) {
+    const DType reduced = state_policy(options).model_grads;
+    if (*config.communication_data_type != reduced)
+      result.warnings.push_back(
+          "communication_data_type: " + std::string(name_of(*config.communication_data_type)) +
+          " ignored; gradients are reduced in their own dtype (" + std::string(name_of(reduced)) +
+          "), 16-bit values summed in fp32");
+  }
 
   if (!errors.empty()) {
     std::ostringstream message;

@@ -1,4 +1,5 @@
-// LossScaler: DeepSpeed's DynamicLossScaler.update_scale, step for step.
+// LossScaler: DeepSpeed's DynamicLossScaler.update_scale (0.19), step for step; checked against
+// DeepSpeed's own class in tests/engine/loss_scaler_test.cc.
 #include "zero/engine/loss_scaler.h"
 
 #include <algorithm>
@@ -49,7 +50,9 @@ void LossScaler::update(bool overflow) {
     last_overflow_iteration_ = iteration_;
   } else {
     if (consecutive_hysteresis_) hysteresis_ = delayed_shift_;
-    if ((iteration_ - last_overflow_iteration_) % window_ == 0) {
+    // Good steps since the last overflow (or since the start), this one excluded.
+    const std::int64_t stable_interval = iteration_ - last_overflow_iteration_ - 1;
+    if (stable_interval > 0 && stable_interval % window_ == 0) {
       if (!consecutive_hysteresis_) hysteresis_ = delayed_shift_;
       scale_ *= factor_;
     }

@@ -22,9 +22,25 @@ void validate(const EngineOptions& options) {
   ZERO_CHECK(options.gradient_predivide_factor > 0, "gradient_predivide_factor must be > 0, got ",
              options.gradient_predivide_factor);
   ZERO_CHECK(options.alignment_elements >= 1, "alignment_elements must be >= 1");
-  ZERO_CHECK(options.compute_dtype == DType::kFloat32,
-             "the CPU engine computes in fp32 only; compute dtype ", name_of(options.compute_dtype),
-             " (bf16.enabled / fp16.enabled with half storage) needs the CUDA engine");
+  ZERO_CHECK(!(options.fp16.enabled && options.bf16.enabled),
+             "fp16.enabled and bf16.enabled are both true: enable one of them");
+  ZERO_CHECK(!options.fp16.fp16_master_weights_and_grads,
+             "fp16.fp16_master_weights_and_grads: fp16 master weights are not supported (the "
+             "master weights are fp32)");
+  ZERO_CHECK(!options.bf16.bf16_master_weights_and_grads && !options.bf16.bf16_optimizer_states,
+             "bf16.bf16_master_weights_and_grads / bf16.bf16_optimizer_states: bf16 master "
+             "weights and optimizer states are not supported (they are fp32)");
+  if (options.grad_accum_dtype.has_value()) {
+    const DType accumulate = *options.grad_accum_dtype;
+    const bool half = options.fp16.enabled || options.bf16.enabled;
+    ZERO_CHECK(accumulate == DType::kFloat32 ||
+                   (accumulate == DType::kFloat16 && options.fp16.enabled) ||
+                   (accumulate == DType::kBFloat16 && options.bf16.enabled),
+               "data_types.grad_accum_dtype ", name_of(accumulate), " needs ",
+               accumulate == DType::kFloat16 ? "fp16" : "bf16",
+               ".enabled (gradients accumulate in fp32 or in the training dtype",
+               half ? ")" : "; this run trains in fp32)");
+  }
 }
 
 }  // namespace zero

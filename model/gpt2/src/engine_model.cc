@@ -2,6 +2,18 @@
 #include "zero/gpt2/engine_model.h"
 
 namespace zero::gpt2 {
+namespace {
+
+// The engine's parameters and gradients in their dtype (fp32, or bf16/fp16 in mixed precision).
+ConstUnitData params_of(const GatheredUnit& unit) { return {unit.raw(), unit.dtype()}; }
+UnitData grads_of(const GradientBuffer& buffer) { return {buffer.raw, buffer.dtype}; }
+
+ComputeOptions with_engine_dtype(ComputeOptions options, const Engine& engine) {
+  options.param_dtype = engine.param_dtype();
+  return options;
+}
+
+}  // namespace
 
 std::vector<UnitId> EngineModel::register_units(Engine& engine, const GPT2Config& config,
                                                 const std::vector<UnitSpec>& specs,
@@ -27,21 +39,21 @@ EngineModel::EngineModel(Engine& engine, const GPT2Config& config, std::int64_t 
       config_(config),
       specs_(gpt2_units(config)),
       units_(register_units(engine, config_, specs_, seed)),
-      compute_(config_, rows, seq_len, activations, options) {}
+      compute_(config_, rows, seq_len, activations, with_engine_dtype(options, engine)) {}
 
 void EngineModel::forward(GatheredUnit& norm, GatheredUnit& wte) {
   const UnitId embeddings = units_[embeddings_unit()];
   {
     const GatheredUnit params = engine_.gather(embeddings);
-    compute_.forward_embeddings(params.data());
+    compute_.forward_embeddings(params_of(params));
   }
   for (int layer = 0; layer < static_cast<int>(config_.n_layer); ++layer) {
     const GatheredUnit params = engine_.gather(units_[block_unit(layer)]);
-    compute_.forward_block(layer, params.data());
+    compute_.forward_block(layer, params_of(params));
   }
   norm = engine_.gather(units_[final_norm_unit(config_)]);  // then wte, on every rank
   wte = engine_.gather(embeddings);
-  compute_.forward_head(norm.data(), wte.data());
+  compute_.forward_head(params_of(norm), params_of(wte));
 }
 
 double EngineModel::train_micro_step(std::span<const int> tokens, std::span<const int> targets,
@@ -55,8 +67,8 @@ double EngineModel::train_micro_step(std::span<const int> tokens, std::span<cons
     // d(micro-batch mean loss) × the engine's loss scale (1 in fp32).
     const auto scale = static_cast<float>(engine_.loss_scale() /
                                           static_cast<double>(compute_.num_counted_targets()));
-    compute_.backward_head(norm.data(), wte.data(), engine_.grads(final_norm).data,
-                           engine_.grads(embeddings).data, scale);
+    compute_.backward_head(params_of(norm), params_of(wte), grads_of(engine_.grads(final_norm)),
+                           grads_of(engine_.grads(embeddings)), scale);
     wte.release();
     norm.release();
   }
@@ -65,13 +77,13 @@ double EngineModel::train_micro_step(std::span<const int> tokens, std::span<cons
     const UnitId unit = units_[block_unit(layer)];
     {
       const GatheredUnit params = engine_.gather(unit);
-      compute_.backward_block(layer, params.data(), engine_.grads(unit).data);
+      compute_.backward_block(layer, params_of(params), grads_of(engine_.grads(unit)));
     }
     engine_.reduce_grads(unit);
   }
   {
     const GatheredUnit params = engine_.gather(embeddings);
-    compute_.backward_embeddings(params.data(), engine_.grads(embeddings).data);
+    compute_.backward_embeddings(params_of(params), grads_of(engine_.grads(embeddings)));
   }
   engine_.reduce_grads(embeddings);
   return compute_.loss();

@@ -41,8 +41,8 @@ class Engine;
 using InitFunction = std::function<void(const TensorSlot& slot, std::span<float> values)>;
 
 // The full parameters of a gathered unit, valid until release() or destruction (RAII). They are
-// in the unit's storage dtype (fp32 today; the engine accepts no other yet) in the device space
-// of the engine's context.
+// in the engine's parameter dtype (Engine::param_dtype(): fp32, or bf16/fp16 in mixed precision)
+// in the device space of the engine's context.
 class GatheredUnit {
  public:
   GatheredUnit() = default;
@@ -80,7 +80,8 @@ class GatheredUnit {
 
 // The buffer a unit's backward accumulates (+=) its gradients into: zero at the start of each
 // accumulation cycle (stages 0, 1) or of each micro-step (stages 2, 3). `raw` holds the layout's
-// padded elements of `dtype`; `data` is the same memory typed when dtype is fp32 (else null).
+// padded elements of `dtype` (Engine::grad_dtype()); `data` is the same memory typed when dtype
+// is fp32 (else null).
 struct GradientBuffer {
   float* data = nullptr;
   const FlatLayout* layout = nullptr;
@@ -157,6 +158,10 @@ class Engine {
   int rank() const;
   int world_size() const;
   const EngineOptions& options() const { return options_; }
+  // The dtype of gathered parameters and of the gradient buffers grads() hands out (the state
+  // policy's compute and model_grads dtypes, zero/engine/memory_formula.h).
+  DType param_dtype() const;
+  DType grad_dtype() const;
 
   // The global gradient norm of the last boundary, before clipping and after unscaling.
   double global_grad_norm() const { return grad_norm_; }

@@ -10,8 +10,9 @@ namespace zero {
 // From the "fp16" section (config::Fp16Config, EngineOptions::fp16); off unless fp16.enabled.
 // Static (options.loss_scale > 0) or dynamic. Dynamic: on overflow, the scale is divided by 2
 // once `hysteresis` overflows have been seen (each overflow otherwise uses up one unit of
-// hysteresis); after `loss_scale_window` steps without overflow since the last one, the scale
-// doubles (and hysteresis is restored). An overflow at the minimum scale throws zero::Error when
+// hysteresis); a good step that follows a multiple of `loss_scale_window` good steps since the
+// last overflow (or the start) doubles the scale (and restores hysteresis), as DeepSpeed 0.19's
+// stable_interval test does. An overflow at the minimum scale throws zero::Error when
 // raise_error_at_min_scale is set (DeepSpeed's default; not a config key). The step in which an
 // overflow happened is skipped, and so is the LR schedule's step (the engine's job).
 class LossScaler {

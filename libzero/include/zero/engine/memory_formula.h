@@ -11,16 +11,46 @@
 
 namespace zero {
 
+// What a stage keeps where and in which dtype: the one place the engine's allocation, reduction
+// and step and the memory formula below take their sharding and dtype decisions from.
+struct StatePolicy {
+  int stage = 0;
+  // Parameters on the device (full, shard, gathered): fp16 with "fp16", bf16 with "bf16", else
+  // fp32. 16 bits: an fp32 master copy of the owned parameters lives in the optimizer's shard.
+  DType compute = DType::kFloat32;
+  // Gradients accumulated over micro-steps (full gradients or the gradient shard):
+  // data_types.grad_accum_dtype, else fp16 with "fp16", fp32 with "bf16" (DeepSpeed 0.19), fp32.
+  DType accumulate = DType::kFloat32;
+  // What the model's backward writes (+=) into: the full gradients themselves at stages 0-1
+  // (accumulate), a per-micro-step buffer in the compute dtype at stages 2-3. The reduction
+  // buckets hold this dtype (the communicators sum 16-bit values in fp32).
+  DType model_grads = DType::kFloat32;
+  bool master_weights = false;     // compute != fp32
+  bool full_params = false;        // stages 0-2: every rank holds every parameter
+  bool param_shard = false;        // stage 3: only the owned shard; units gathered per use
+  bool full_grads = false;         // stages 0-1: accumulated whole, reduced once per boundary
+  bool grad_shard = false;         // stages 2-3: reduced every micro-step into the owned shard
+  bool partitioned = false;        // stages 1-3: the optimizer owns 1/W of each unit
+  bool gather_after_step = false;  // stages 1-2: all-gather the updated parameters
+  bool fp32_grads_for_step() const { return accumulate == DType::kFloat32; }
+};
+StatePolicy state_policy(const EngineOptions& options);
+StatePolicy state_policy(int stage, DType compute, DType accumulate);
+
 // Persistent model-state bytes one rank holds between steps, by ledger category. With Ψ the
 // padded parameter count (Σ over units of padded_num_elements(n_u, W, alignment)), S = Ψ / W,
-// c = size_of(compute dtype), k = optimizer states per element, m = 4 when c != 4 else 0:
-//   stage 0: params cΨ, grads cΨ, master mΨ, optimizer 4kΨ
-//   stage 1: params cΨ, grads cΨ, master mS, optimizer 4kS
-//   stage 2: params cΨ, grad_shard 4S, master mS, optimizer 4kS
-//   stage 3: param_shard cS, grad_shard 4S, master mS, optimizer 4kS
-// (fp32 compute: the shard is the master, so m = 0.) Transient buffers are not included: see
-// reduce_bucket_elements() and, for stage 3, each gathered unit's cP_u bytes under params and
-// each unit's cP_u gradient bytes under grads between grads() and the end of its reduction.
+// c = size_of(compute dtype), a = size_of(accumulation dtype), k = optimizer states per element,
+// m = 4 when c != 4 else 0:
+//   stage 0: params cΨ, grads aΨ, master mΨ, optimizer 4kΨ
+//   stage 1: params cΨ, grads aΨ, master mS, optimizer 4kS
+//   stage 2: params cΨ, grad_shard aS, master mS, optimizer 4kS
+//   stage 3: param_shard cS, grad_shard aS, master mS, optimizer 4kS
+// (fp32 compute: the shard is the master, so m = 0.) With c = a = 2 and Adam (k = 2) these are
+// the ZeRO paper's 2Ψ+2Ψ+12Ψ, 4Ψ+12Ψ/N, 2Ψ+14Ψ/N, 16Ψ/N; bf16 with fp32 accumulation adds 2Ψ
+// (stages 0-1) or 2Ψ/N (stages 2-3) of gradient bytes. Transient buffers are not included: see
+// reduce_bucket_elements() and, for stage 3, each gathered unit's cP_u bytes under params, each
+// unit's cP_u gradient bytes under grads between grads() and the end of its reduction (stages
+// 2-3), and, with 16-bit accumulation, the step's fp32 copy of the owned gradients (workspace).
 struct ModelStateBytes {
   std::int64_t params = 0;
   std::int64_t param_shard = 0;
@@ -35,25 +65,28 @@ struct ModelStateBytes {
 
 ModelStateBytes model_state_bytes(int stage, std::span<const std::size_t> unit_num_elements,
                                   int world_size, std::size_t alignment_elements,
-                                  DType compute_dtype, int optimizer_states_per_element);
+                                  DType compute_dtype, int optimizer_states_per_element,
+                                  DType accumulate_dtype = DType::kFloat32);
 
-// The gradient reduction bucket (comm_buffers), in fp32 elements: the send bucket plus, when
+// The gradient reduction bucket (comm_buffers), in elements of the policy's model_grads dtype
+// (element_bytes each): the send bucket plus, when
 // reduce-scattering, a receive block of one rank's part. The bucket holds reduce_bucket_size
 // elements rounded down to a multiple of W × alignment (at least one such quantum) and never
 // more than the padded model.
 struct BucketSize {
   std::size_t bucket_elements = 0;   // send/all-reduce buffer
   std::size_t receive_elements = 0;  // reduce-scatter output block (0 for stage 0 or all-reduce)
+  std::size_t element_bytes = 4;
   std::int64_t bytes() const {
-    return static_cast<std::int64_t>((bucket_elements + receive_elements) * sizeof(float));
+    return static_cast<std::int64_t>((bucket_elements + receive_elements) * element_bytes);
   }
 };
 BucketSize reduce_bucket_elements(const EngineOptions& options,
                                   std::span<const std::size_t> unit_num_elements, int world_size);
 
-// The stage 1-2 all-gather staging buffer (comm_buffers), in fp32 elements. Updated parameters
-// are all-gathered in place, one collective per unit, when a rank's shard of the unit fits
-// allgather_bucket_size / W elements (rounded down to the alignment, at least one alignment);
+// The stage 1-2 all-gather staging buffer (comm_buffers), in elements of the compute dtype. Updated
+// parameters are all-gathered in place, one collective per unit, when a rank's shard of the unit
+// fits allgather_bucket_size / W elements (rounded down to the alignment, at least one alignment);
 // larger units go in chunks of that size through a staging buffer of W chunks, which exists only
 // when some unit needs it (and never at W = 1, where nothing is gathered).
 std::size_t allgather_chunk_elements(const EngineOptions& options, int world_size);

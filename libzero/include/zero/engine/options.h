@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "zero/config/ds_config.h"
 #include "zero/core/dtype.h"
@@ -24,20 +25,23 @@ struct EngineOptions : config::ZeroOptimizationConfig {
   double gradient_clipping = 0.0;  // global norm; 0 disables
   bool prescale_gradients = false;
   double gradient_predivide_factor = 1.0;
-  // "fp16": the dynamic loss scaler (deepspeed/runtime/fp16/loss_scaler.py): loss_scale 0 is
-  // dynamic (initial 2^initial_scale_power, loss_scale_window, hysteresis,
-  // consecutive_hysteresis, min_loss_scale), > 0 a static scale. "bf16": accepted as the config
-  // holds it; the engine stores fp32 until mixed precision lands.
+  // "fp16": parameters and gradients in fp16, fp32 master weights and moments, the dynamic loss
+  // scaler (deepspeed/runtime/fp16/loss_scaler.py): loss_scale 0 is dynamic (initial
+  // 2^initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis,
+  // min_loss_scale), > 0 a static scale. "bf16": parameters and gradients in bf16, fp32 master
+  // weights and moments, no loss scaling. Where each state lives: state_policy()
+  // (zero/engine/memory_formula.h).
   config::Fp16Config fp16;
   config::Bf16Config bf16;
+  // data_types.grad_accum_dtype: absent, fp16 accumulates in fp16 and bf16 in fp32 (DeepSpeed).
+  std::optional<DType> grad_accum_dtype;
   // "optimizer" and "scheduler" as the DeepSpeed config holds them. Unlike a config without an
   // "optimizer" section (type kNone), the engine's default is AdamW (lr 1e-3, betas 0.9/0.999,
   // eps 1e-8, no weight decay); the default scheduler is none (the optimizer's lr throughout).
   config::OptimizerConfig optimizer{.type = config::OptimizerType::kAdamW};
   config::SchedulerConfig scheduler;
-  // Not DeepSpeed keys. The dtype of parameters and gradients on the device: fp32 only on the
-  // engine for now. Shards are padded to world_size × alignment_elements (64-byte shards).
-  DType compute_dtype = DType::kFloat32;
+  // Not a DeepSpeed key: shards are padded to world_size × alignment_elements (64-byte shards in
+  // fp32).
   std::size_t alignment_elements = 16;
 };
 
