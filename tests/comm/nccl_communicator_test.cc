@@ -16,8 +16,6 @@
 namespace zero {
 namespace {
 
-#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
-
 void cuda_check(cudaError_t status, const char* what) {
   ZERO_CHECK(status == cudaSuccess, what, " failed: ", cudaGetErrorString(status));
 }
@@ -26,14 +24,17 @@ void cuda_check(cudaError_t status, const char* what) {
 // through cudaMalloc'd memory (one region when send and recv overlap, so in-place stays in place).
 class StagedCommunicator final : public Communicator {
  public:
-  explicit StagedCommunicator(std::unique_ptr<Communicator> device)
-      : Communicator(CommOptions::from_environment()), device_(std::move(device)) {}
+  StagedCommunicator(std::unique_ptr<Communicator> device, int device_index)
+      : Communicator(CommOptions::from_environment()),
+        device_(std::move(device)),
+        device_index_(device_index) {}
   int rank() const override { return device_->rank(); }
   int world_size() const override { return device_->world_size(); }
   std::string_view backend() const override { return device_->backend(); }
 
  protected:
   void run(const CollectiveInfo& info, const void* send, void* recv) override {
+    cuda_check(cudaSetDevice(device_index_), "cudaSetDevice");  // this worker thread's device
     const std::size_t element = size_of(info.dtype), world = world_size();
     std::size_t in = info.count * element, out = in;
     if (info.op == CollectiveOp::kReduceScatter) in *= world;
@@ -94,6 +95,7 @@ class StagedCommunicator final : public Communicator {
 
  private:
   std::unique_ptr<Communicator> device_;
+  int device_index_;
 };
 
 // One GPU per rank: skips unless this node has a device for each of its ranks.
@@ -106,7 +108,8 @@ std::unique_ptr<Communicator> make_nccl() {
   const LaunchInfo launch = detect_launch();
   const NcclBootstrap bootstrap =
       launch.world_size > 1 ? NcclBootstrap::kMpi : NcclBootstrap::kStore;
-  return std::make_unique<StagedCommunicator>(make_nccl_communicator(launch.local_rank, bootstrap));
+  return std::make_unique<StagedCommunicator>(make_nccl_communicator(launch.local_rank, bootstrap),
+                                              launch.local_rank);
 }
 
 Communicator& world() {

@@ -168,11 +168,16 @@ class NcclCommunicator final : public Communicator {
     if (failure_->failed) ZERO_THROW(failure_->get());
     ZERO_CUDA_CHECK(cudaSetDevice(device_));
     const std::size_t slot = info.sequence % kSlots;
-    // The slot's previous collective (kSlots calls ago) must be done before its buffers change.
+    // The slot's previous collective (kSlots calls ago) must be done before its buffers change
+    // (if the stream is stuck, the watchdog's abort ends this wait).
     ZERO_CUDA_CHECK(cudaEventSynchronize(events_[slot]));
+    // No NCCL call while the watchdog aborts the communicator, none after.
+    std::lock_guard abort_lock(abort_mutex_);
+    if (failure_->failed) ZERO_THROW(failure_->get());
     if (check_calls_) enqueue_check(info, slot);
     enqueue_data(info, send, recv);
     std::lock_guard lock(mutex_);
+    retire_finished();  // drops the slot's previous collective, finished in stream order
     ZERO_CUDA_CHECK(cudaEventRecord(events_[slot], native_));
     in_flight_.push_back({info, slot, Clock::now()});
   }
@@ -248,6 +253,14 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
+  // Called with mutex_ held: drops the collectives that finished (in stream order, from the front).
+  void retire_finished() {
+    while (!in_flight_.empty() && cudaEventQuery(events_[in_flight_.front().slot]) == cudaSuccess) {
+      last_done_ = in_flight_.front().info;
+      in_flight_.pop_front();
+    }
+  }
+
   // Watchdog thread: retires finished collectives; on a timeout, an asynchronous NCCL error or a
   // failed call check, records the report and aborts the communicator.
   void watch() {
@@ -257,11 +270,7 @@ class NcclCommunicator final : public Communicator {
       std::string report;
       {
         std::lock_guard lock(mutex_);
-        while (!in_flight_.empty() &&
-               cudaEventQuery(events_[in_flight_.front().slot]) == cudaSuccess) {
-          last_done_ = in_flight_.front().info;
-          in_flight_.pop_front();
-        }
+        retire_finished();
         ncclResult_t async = ncclSuccess;
         const ncclResult_t status = ncclCommGetAsyncError(comm_, &async);
         if (failure_->failed) {
@@ -275,6 +284,7 @@ class NcclCommunicator final : public Communicator {
       }
       if (report.empty()) continue;
       failure_->set(report);
+      std::lock_guard abort_lock(abort_mutex_);
       ncclCommAbort(comm_);
       failure_->aborted = true;
     }
@@ -312,7 +322,8 @@ class NcclCommunicator final : public Communicator {
   void* barrier_scratch_ = nullptr;
   std::array<cudaEvent_t, kSlots> events_{};
 
-  std::mutex mutex_;  // guards in_flight_, last_done_ and event records against the watchdog
+  std::mutex abort_mutex_;  // held by enqueue's NCCL calls and by the watchdog's ncclCommAbort
+  std::mutex mutex_;        // guards in_flight_, last_done_ and event records against the watchdog
   std::deque<InFlight> in_flight_;
   CollectiveInfo last_done_;
   std::atomic<bool> stop_{false};
