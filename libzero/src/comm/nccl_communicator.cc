@@ -330,44 +330,6 @@ class NcclCommunicator final : public Communicator {
   std::thread watchdog_;
 };
 
-// Rank 0's unique id through the launcher's store (rank 0 hosts one on MASTER_PORT unless
-// torchrun's agent store is there); every rank acknowledges, so rank 0's server outlives the
-// readers.
-ncclUniqueId exchange_through_store(const GlooRendezvous& rendezvous, const ncclUniqueId& id,
-                                    std::chrono::milliseconds timeout) {
-  static std::atomic<int> generation{0};
-  const std::string prefix =
-      rendezvous.key_prefix + "zero/nccl/" + std::to_string(generation++) + "/";
-  ZERO_CHECK(!rendezvous.master_addr.empty() && rendezvous.master_port > 0,
-             "the NCCL store bootstrap needs MASTER_ADDR and MASTER_PORT (got '",
-             rendezvous.master_addr, "':", rendezvous.master_port, ")");
-  std::unique_ptr<detail::TcpStoreServer> server;
-  if (rendezvous.rank == 0 && !rendezvous.agent_store)
-    server = std::make_unique<detail::TcpStoreServer>(rendezvous.master_port);
-  detail::TcpStore store(rendezvous.master_addr, rendezvous.master_port, timeout);
-  ncclUniqueId result = id;
-  if (rendezvous.rank == 0) {
-    store.set(prefix + "id", std::vector<char>(id.internal, id.internal + sizeof id.internal));
-  } else {
-    const std::vector<char> bytes = store.get(prefix + "id");
-    ZERO_CHECK(bytes.size() == sizeof result.internal, "the NCCL unique id in the store at ",
-               store.address(), " has ", bytes.size(), " bytes, expected ", sizeof result.internal);
-    std::memcpy(result.internal, bytes.data(), bytes.size());
-  }
-  const std::int64_t read = store.add(prefix + "read", 1);
-  if (rendezvous.rank == 0) {
-    const auto deadline = Clock::now() + timeout;
-    for (std::int64_t seen = read; seen < rendezvous.world_size;
-         seen = store.add(prefix + "read", 0)) {
-      ZERO_CHECK(Clock::now() < deadline, "NCCL bootstrap: only ", seen, " of ",
-                 rendezvous.world_size, " ranks read the unique id from the store at ",
-                 store.address(), " within the timeout");
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-  return result;
-}
-
 }  // namespace
 
 std::unique_ptr<Communicator> make_nccl_communicator(int device, NcclBootstrap bootstrap,
@@ -393,7 +355,16 @@ std::unique_ptr<Communicator> make_nccl_communicator(int device, NcclBootstrap b
     ZERO_CHECK(rank >= 0 && rank < world_size, "NCCL bootstrap: rank ", rank,
                " is outside world of size ", world_size);
     if (rank == 0) ZERO_NCCL_CHECK(ncclGetUniqueId(&id));
-    if (world_size > 1) id = exchange_through_store(rendezvous, id, options.timeout);
+    if (world_size > 1) {
+      // The key counts this process's NCCL communicators (the same on every rank).
+      static std::atomic<int> generation{0};
+      const std::vector<char> shared = detail::share_from_rank0(
+          rendezvous, "zero/nccl/" + std::to_string(generation++) + "/",
+          std::vector<char>(id.internal, id.internal + sizeof id.internal), options.timeout);
+      ZERO_CHECK(shared.size() == sizeof id.internal, "the NCCL unique id from the store has ",
+                 shared.size(), " bytes, expected ", sizeof id.internal);
+      std::memcpy(id.internal, shared.data(), shared.size());
+    }
   }
   return std::make_unique<NcclCommunicator>(std::move(context), device, id, rank, world_size,
                                             options, std::make_shared<Failure>());
