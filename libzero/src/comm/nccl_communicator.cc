@@ -145,11 +145,14 @@ class NcclCommunicator final : public Communicator {
     }
     stop_ = true;
     watchdog_.join();
-    if (failure_->aborted) {
-      // ncclCommAbort freed the communicator.
-    } else {
+    if (failure_->failed && !failure_->aborted) {
+      // Failed before the watchdog got to abort (or it stopped first): a collective may still
+      // wait for peers, which ncclCommDestroy would wait for too.
+      ncclCommAbort(comm_);
+      failure_->aborted = true;
+    } else if (!failure_->aborted) {
       ncclCommDestroy(comm_);
-    }
+    }  // else ncclCommAbort freed it
     for (auto& event : events_) cudaEventDestroy(event);
     cudaFree(device_calls_);
     cudaFreeHost(host_calls_);
