@@ -1,7 +1,7 @@
 // The TCPStore client and the store rank 0 hosts: the operations Gloo's rendezvous and the
 // watchdog use, protocol detection, and the errors for a store that is absent or a key that never
-// comes. (The PyTorch 1.x side of the protocol runs against torchrun's own store in
-// comm_gloo_test_torchrun_np*.)
+// comes; share_from_rank0, the NCCL store bootstrap's exchange. (The PyTorch 1.x side of the
+// protocol runs against torchrun's own store in comm_gloo_test_torchrun_np*.)
 #include "comm/tcp_store.h"
 
 #include <gtest/gtest.h>
@@ -93,6 +93,71 @@ TEST(TcpStore, PortTakenIsAnErrorNamingMasterPort) {
     FAIL() << "no error";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("(MASTER_PORT)"), std::string::npos) << error.what();
+  }
+}
+
+// The NCCL store bootstrap's exchange: rank 0's bytes reach every rank, through a store rank 0
+// hosts on MASTER_PORT and through an agent store (as torchrun's) with its key prefix; twice in a
+// row on one port (rank 0's server stays until every rank has read, then goes).
+std::vector<std::vector<char>> share_among(int world, int port, bool agent,
+                                           const std::string& key) {
+  std::vector<std::vector<char>> results(world);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r) {
+    ranks.emplace_back([&, r] {
+      GlooRendezvous rendezvous;
+      rendezvous.rank = r;
+      rendezvous.world_size = world;
+      rendezvous.master_addr = "127.0.0.1";
+      rendezvous.master_port = port;
+      rendezvous.agent_store = agent;
+      rendezvous.key_prefix = agent ? "/worker/attempt_0/" : "";
+      // Non-zero ranks must not see their own bytes: only rank 0's.
+      results[r] = share_from_rank0(rendezvous, key, bytes("from rank " + std::to_string(r)), 10s);
+    });
+  }
+  for (auto& rank : ranks) rank.join();
+  return results;
+}
+
+TEST(TcpStore, ShareFromRankZeroReachesEveryRank) {
+  const int port = free_port();
+  for (const std::string key : {"zero/nccl/0/", "zero/nccl/1/"}) {
+    for (const auto& result : share_among(3, port, /*agent=*/false, key))
+      EXPECT_EQ(result, bytes("from rank 0")) << key;
+  }
+  TcpStoreServer agent(free_port());
+  for (const auto& result : share_among(2, agent.port(), /*agent=*/true, "zero/nccl/0/"))
+    EXPECT_EQ(result, bytes("from rank 0"));
+  TcpStore look("127.0.0.1", agent.port(), 5s, TcpStore::Protocol::kV2);
+  EXPECT_TRUE(look.check({"/worker/attempt_0/zero/nccl/0/value"}));
+}
+
+TEST(TcpStore, ShareFromRankZeroNamesAMissingMasterAddress) {
+  GlooRendezvous rendezvous;
+  rendezvous.rank = 1;
+  rendezvous.world_size = 2;
+  try {
+    share_from_rank0(rendezvous, "zero/nccl/0/", {}, 100ms);
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("MASTER_ADDR and MASTER_PORT"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(TcpStore, ShareFromRankZeroNamesTheRanksThatNeverRead) {
+  GlooRendezvous rendezvous;
+  rendezvous.rank = 0;
+  rendezvous.world_size = 2;
+  rendezvous.master_addr = "127.0.0.1";
+  rendezvous.master_port = free_port();
+  try {
+    share_from_rank0(rendezvous, "zero/nccl/0/", bytes("id"), 300ms);
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("only 1 of 2 ranks read"), std::string::npos)
+        << error.what();
   }
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "zero/comm/communicator.h"
+#include "zero/core/device.h"
 #include "zero/core/error.h"
 
 namespace zero {
@@ -105,7 +106,16 @@ TEST(Launch, BackendFollowsTheLauncher) {
   // srun --mpi=pmix starts MPI ranks.
   EXPECT_EQ(backend({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"PMIX_RANK", "0"}}), "mpi");
   EXPECT_EQ(backend({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"ZERO_COMM_BACKEND", "mpi"}}), "mpi");
-  EXPECT_THROW(backend({{"ZERO_COMM_BACKEND", "nccl"}}), Error);
+  EXPECT_EQ(backend({{"ZERO_COMM_BACKEND", "nccl"}}), "nccl");
+  EXPECT_THROW(backend({{"ZERO_COMM_BACKEND", "nvlink"}}), Error);
+  // A visible GPU in a CUDA build means NCCL under every launcher, at any world size.
+  auto with_gpus = [](const Env& env) { return choose_backend(detect_launch(env), env, 2); };
+  const bool nccl = cuda_compiled();
+  EXPECT_EQ(with_gpus({}), nccl ? "nccl" : "local");
+  EXPECT_EQ(with_gpus({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}),
+            nccl ? "nccl" : "mpi");
+  EXPECT_EQ(with_gpus({{"RANK", "0"}, {"WORLD_SIZE", "2"}}), nccl ? "nccl" : "gloo");
+  EXPECT_EQ(with_gpus({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"ZERO_COMM_BACKEND", "gloo"}}), "gloo");
   EXPECT_THROW(backend({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"ZERO_COMM_BACKEND", "local"}}),
                Error);
 }

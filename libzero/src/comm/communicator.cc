@@ -105,7 +105,11 @@ Communicator::Communicator(CommOptions options, std::unique_ptr<Stream> stream)
 void Communicator::issue(CollectiveInfo info, const void* send, void* recv) {
   info.sequence = ++sequence_;
   if (info.label.size() > kMaxCollectiveLabel) info.label.resize(kMaxCollectiveLabel);
-  stream_->submit([this, info = std::move(info), send, recv] { run(info, send, recv); });
+  enqueue(info, send, recv);
+}
+
+void Communicator::enqueue(const CollectiveInfo& info, const void* send, void* recv) {
+  stream_->submit([this, info, send, recv] { run(info, send, recv); });
 }
 
 void Communicator::all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
@@ -182,15 +186,17 @@ GlooRendezvous GlooRendezvous::from_environment() {
 }
 
 std::string choose_backend(const LaunchInfo& launch,
-                           const std::map<std::string, std::string>& environment) {
+                           const std::map<std::string, std::string>& environment,
+                           int visible_cuda_devices) {
   if (auto forced = environment.find("ZERO_COMM_BACKEND"); forced != environment.end()) {
     const std::string& name = forced->second;
-    ZERO_CHECK(name == "mpi" || name == "gloo" || name == "local", "ZERO_COMM_BACKEND='", name,
-               "' is not one of mpi, gloo, local");
+    ZERO_CHECK(name == "nccl" || name == "mpi" || name == "gloo" || name == "local",
+               "ZERO_COMM_BACKEND='", name, "' is not one of nccl, mpi, gloo, local");
     ZERO_CHECK(name != "local" || launch.world_size == 1, "ZERO_COMM_BACKEND=local, but the ",
                name_of(launch.launcher), " launch has ", launch.world_size, " ranks");
     return name;
   }
+  if (cuda_compiled() && visible_cuda_devices > 0) return "nccl";
   if (launch.world_size <= 1) return "local";
   switch (launch.launcher) {
     case Launcher::kOpenMpi:
@@ -208,9 +214,20 @@ std::string choose_backend(const LaunchInfo& launch,
 std::unique_ptr<Communicator> make_communicator(CommOptions options) {
   const std::map<std::string, std::string> environment = process_environment();
   const LaunchInfo launch = detect_launch(environment);
-  const std::string backend = choose_backend(launch, environment);
+  const int devices = cuda_device_count();
+  const std::string backend = choose_backend(launch, environment, devices);
   std::unique_ptr<Communicator> communicator;
-  if (backend == "mpi") {
+  if (backend == "nccl") {
+    // One GPU per rank of a node: local rank r drives device r (mod the visible devices).
+    ZERO_CHECK(devices > 0, "ZERO_COMM_BACKEND=nccl, but no CUDA device is visible");
+    const bool mpi_launch =
+        launch.launcher == Launcher::kOpenMpi || launch.launcher == Launcher::kPmi ||
+        (launch.launcher == Launcher::kSlurm &&
+         (environment.contains("PMIX_RANK") || environment.contains("PMI_RANK")));
+    communicator = make_nccl_communicator(launch.local_rank % devices,
+                                          mpi_launch ? NcclBootstrap::kMpi : NcclBootstrap::kStore,
+                                          GlooRendezvous::from_environment(), options);
+  } else if (backend == "mpi") {
     communicator = make_mpi_communicator(options);
   } else if (backend == "gloo") {
     communicator = make_gloo_communicator(GlooRendezvous::from_environment(), options);
@@ -218,7 +235,6 @@ std::unique_ptr<Communicator> make_communicator(CommOptions options) {
     communicator = make_local_communicator(options);
   }
   set_log_rank(communicator->rank(), communicator->world_size());
-  const int devices = cuda_device_count();
   log_info("launch: ", name_of(launch.launcher), ", backend ", communicator->backend(),
            ", world size ", communicator->world_size(), ", ", launch.local_world_size,
            " rank(s) per node, devices: ",
@@ -258,6 +274,19 @@ std::unique_ptr<Communicator> make_gloo_communicator(const GlooRendezvous&, Comm
   ZERO_THROW(
       "this build of zero has no Gloo support (install libgloo-dev, scripts/setup.sh, and "
       "configure with -DZERO_WITH_GLOO=ON); launch with mpirun instead");
+}
+
+}  // namespace zero
+#endif
+
+#ifndef ZERO_WITH_NCCL
+namespace zero {
+
+std::unique_ptr<Communicator> make_nccl_communicator(int, NcclBootstrap, const GlooRendezvous&,
+                                                     CommOptions) {
+  ZERO_THROW(
+      "this build of zero has no NCCL support (configure with -DZERO_WITH_CUDA=ON on a machine "
+      "with the CUDA toolkit and NCCL)");
 }
 
 }  // namespace zero

@@ -390,4 +390,37 @@ void TcpStoreServer::serve_client(int fd) {
   }
 }
 
+std::vector<char> share_from_rank0(const GlooRendezvous& rendezvous, const std::string& key,
+                                   const std::vector<char>& value,
+                                   std::chrono::milliseconds timeout) {
+  ZERO_CHECK(rendezvous.rank >= 0 && rendezvous.rank < rendezvous.world_size, "rank ",
+             rendezvous.rank, " is outside world of size ", rendezvous.world_size);
+  ZERO_CHECK(!rendezvous.master_addr.empty() && rendezvous.master_port > 0, "sharing '", key,
+             "' through the launcher's store needs MASTER_ADDR and MASTER_PORT (got '",
+             rendezvous.master_addr, "':", rendezvous.master_port, ")");
+  const std::string prefix = rendezvous.key_prefix + key;
+  std::unique_ptr<TcpStoreServer> server;
+  if (rendezvous.rank == 0 && !rendezvous.agent_store)
+    server = std::make_unique<TcpStoreServer>(rendezvous.master_port);
+  TcpStore store(rendezvous.master_addr, rendezvous.master_port, timeout);
+  std::vector<char> result = value;
+  if (rendezvous.rank == 0) {
+    store.set(prefix + "value", value);
+  } else {
+    result = store.get(prefix + "value");
+  }
+  std::int64_t seen = store.add(prefix + "read", 1);
+  if (rendezvous.rank == 0) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (seen < rendezvous.world_size) {
+      ZERO_CHECK(std::chrono::steady_clock::now() < deadline, "only ", seen, " of ",
+                 rendezvous.world_size, " ranks read '", prefix, "value' from the store at ",
+                 store.address(), " within ", timeout.count(), " ms");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      seen = store.add(prefix + "read", 0);
+    }
+  }
+  return result;
+}
+
 }  // namespace zero::detail

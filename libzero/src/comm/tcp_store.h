@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "zero/comm/communicator.h"
+
 namespace zero::detail {
 
 class TcpStore {
@@ -85,5 +87,14 @@ class TcpStoreServer {
   std::vector<int> clients_;
   std::vector<std::thread> threads_;
 };
+
+// Rank 0's `value` on every rank of `rendezvous`, through its store: torchrun's agent store (keys
+// under its prefix), else a store rank 0 hosts on master_port until every rank has acknowledged
+// reading the value (so rank 0's server outlives the readers). `key` names the exchange and must
+// differ between exchanges of one job (the NCCL unique id: "zero/nccl/<k>/"). Throws zero::Error
+// naming the store's address and what is missing after `timeout`.
+std::vector<char> share_from_rank0(const GlooRendezvous& rendezvous, const std::string& key,
+                                   const std::vector<char>& value,
+                                   std::chrono::milliseconds timeout);
 
 }  // namespace zero::detail

@@ -9,6 +9,7 @@
 #include "cuda_allocators.h"
 #include "cuda_check.h"
 #include "cuda_kernels.h"
+#include "cuda_stream.h"
 #include "zero/core/cuda_ops.h"
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
@@ -94,12 +95,18 @@ class CudaStream final : public Stream {
   std::shared_ptr<std::exception_ptr> error_ = std::make_shared<std::exception_ptr>();
 };
 
-cudaStream_t native(Stream& stream) {
+cudaStream_t native(Stream& stream) { return detail::native_cuda_stream(stream); }
+
+}  // namespace
+
+cudaStream_t detail::native_cuda_stream(Stream& stream) {
   auto* cuda_stream = dynamic_cast<CudaStream*>(&stream);
   ZERO_CHECK(cuda_stream != nullptr, "stream '", stream.name(),
              "' is not a CUDA stream: the CUDA device context runs on its own streams");
   return cuda_stream->get();
 }
+
+namespace {
 
 class CudaContext final : public DeviceContext {
  public:

@@ -77,7 +77,7 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  virtual std::string_view backend() const = 0;  // "local", "thread", "mpi", "planning"
+  virtual std::string_view backend() const = 0;  // "local", "thread", "mpi", "gloo", "nccl", ...
   // False when collectives are only recorded (PlanningCommunicator): buffers are never touched,
   // so a plan may issue them on buffers without memory.
   virtual bool moves_data() const { return true; }
@@ -115,6 +115,11 @@ class Communicator {
   // Runs one collective to completion on the communication stream's thread; throws zero::Error
   // on failure or timeout. `info.count` and the pointers are as the public call received them.
   virtual void run(const CollectiveInfo& info, const void* send, void* recv) = 0;
+  // Puts one numbered collective on the communication stream; returns at once. The default
+  // submits run() as a host task of the stream (CPU worker thread, or a CUDA host function). A
+  // backend whose collectives are themselves stream work (NCCL kernels on a CUDA stream)
+  // overrides it to enqueue them from the calling thread.
+  virtual void enqueue(const CollectiveInfo& info, const void* send, void* recv);
 
  private:
   void issue(CollectiveInfo info, const void* send, void* recv);
@@ -154,11 +159,30 @@ std::unique_ptr<Communicator> make_gloo_communicator(
     const GlooRendezvous& rendezvous = GlooRendezvous::from_environment(),
     CommOptions options = CommOptions::from_environment());
 
-// Which backend make_communicator picks for a launch: "mpi" under an MPI launcher (mpirun, srun
-// with PMI/PMIx), "gloo" under torchrun or Slurm without PMI, "local" for one rank.
-// ZERO_COMM_BACKEND=mpi|gloo|local overrides the choice.
+// How an NCCL communicator's ranks share NCCL's unique id: rank 0 creates it and sends it over
+// MPI_COMM_WORLD (kMpi), or puts it in the launcher's TCPStore at MASTER_ADDR:MASTER_PORT (kStore:
+// torchrun, Slurm without PMI; the store as for Gloo, GlooRendezvous).
+enum class NcclBootstrap : std::uint8_t { kMpi, kStore };
+
+// NCCL over CUDA device `device` (one GPU per rank; NCCL refuses two ranks on one GPU). The
+// communication stream is a CUDA stream of that device's DeviceContext; collectives take device
+// pointers and are enqueued on it as NCCL kernels, in call order. Each collective is preceded by
+// the call check (its 64-byte description all-gathered through NCCL, checked on the stream by the
+// same code as MPI's and Gloo's); a watchdog thread polls ncclCommGetAsyncError and the timeout
+// and calls ncclCommAbort on failure, after which synchronize() throws the report. Throws
+// zero::Error when built without CUDA/NCCL, or with kMpi when built without MPI.
+std::unique_ptr<Communicator> make_nccl_communicator(
+    int device, NcclBootstrap bootstrap,
+    const GlooRendezvous& rendezvous = GlooRendezvous::from_environment(),
+    CommOptions options = CommOptions::from_environment());
+
+// Which backend make_communicator picks for a launch: "nccl" when the build has CUDA and NCCL and
+// `visible_cuda_devices` > 0 (any launcher, any world size); otherwise "mpi" under an MPI launcher
+// (mpirun, srun with PMI/PMIx), "gloo" under torchrun or Slurm without PMI, "local" for one rank.
+// ZERO_COMM_BACKEND=nccl|mpi|gloo|local overrides the choice.
 std::string choose_backend(const LaunchInfo& launch,
-                           const std::map<std::string, std::string>& environment);
+                           const std::map<std::string, std::string>& environment,
+                           int visible_cuda_devices = 0);
 
 // The communicator the launch calls for (choose_backend), with one log line naming the launcher,
 // backend, world size, ranks per node and devices.
