@@ -753,7 +753,8 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
 
   {  // The ZeRO memory formula for this run, beside what one rank would hold unsharded.
     std::vector<std::size_t> sizes;
-    for (const gpt2::UnitSpec& spec : model.unit_specs()) sizes.push_back(spec.num_elements());
+    for (UnitId unit = 0; unit < static_cast<UnitId>(engine.num_units()); ++unit)
+      sizes.push_back(engine.layout(unit).num_elements());  // every unit the engine holds
     const StatePolicy policy = state_policy(options);
     const int states = optim::make_optimizer(options.optimizer)->states_per_element();
     auto mib = [&](int stage, int ranks) {
