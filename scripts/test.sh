@@ -46,13 +46,27 @@ for name in "${skipped[@]}"; do
 done
 if [ "${CI:-}" = true ] && [ ${#not_allowed[@]} -gt 0 ]; then
   # ctest does not show a skipped test's output: run each again (a skip is quick) for the reason.
+  # A test whose every skipped case names an absent shared data folder (ZERO_REQUIRE_SHARED_DATA:
+  # "shared data ... not present") is excused: that folder lives beside the checkout on the
+  # development machines only. Any other reason (a Python package setup should have installed, a
+  # reference that failed) fails the run.
+  failing=()
   for name in "${not_allowed[@]}"; do
-    echo "test.sh: why $name skipped:"
-    ctest -R "^${name}\$" -V 2>&1 | grep -E -A1 ': Skipped$|zero: skipped' | grep -v '^--$' |
-      sed 's/^[0-9]*: /    /' | head -20 || true
+    reasons=$(ctest -R "^${name}\$" -V 2>&1 | sed -n 's/^[0-9]*: //; /zero: skipped \|: Skipped$/p' | head -20)
+    skipped_cases=$(grep -c 'zero: skipped [^ ]*: ' <<<"$reasons" || true)
+    data_cases=$(grep -c 'zero: skipped [^ ]*: shared data .* not present' <<<"$reasons" || true)
+    if [ "$skipped_cases" -gt 0 ] && [ "$skipped_cases" -eq "$data_cases" ]; then
+      echo "test.sh: $name skipped for absent shared data only (allowed)"
+    else
+      echo "test.sh: why $name skipped:"
+      sed 's/^/    /' <<<"$reasons"
+      failing+=("$name")
+    fi
   done
-  echo "test.sh: FAILED: in CI only cuda tests may skip; these skipped: ${not_allowed[*]}" >&2
-  [ "$status" -ne 0 ] || status=1
+  if [ ${#failing[@]} -gt 0 ]; then
+    echo "test.sh: FAILED: in CI only cuda tests (and tests missing the shared data folder) may skip; these skipped: ${failing[*]}" >&2
+    [ "$status" -ne 0 ] || status=1
+  fi
 fi
 summary
 exit "$status"

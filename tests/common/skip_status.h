@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <string>
 
 namespace zero::testing {
 
@@ -23,8 +24,16 @@ inline int skip_aware_status(bool failed) {
     const ::testing::TestSuite& suite = *unit.GetTestSuite(s);
     for (int t = 0; t < suite.total_test_count(); ++t) {
       const ::testing::TestInfo& info = *suite.GetTestInfo(t);
-      if (info.should_run() && info.result()->Skipped())
-        std::printf("zero: skipped %s.%s\n", suite.name(), info.name());
+      if (!info.should_run() || !info.result()->Skipped()) continue;
+      // The reason (GTEST_SKIP's message, first line): scripts/test.sh reads it in CI, where
+      // only an absent shared data folder ("shared data ... not present") may excuse a skip.
+      std::string reason;
+      for (int p = 0; p < info.result()->total_part_count(); ++p) {
+        const ::testing::TestPartResult& part = info.result()->GetTestPartResult(p);
+        if (part.skipped() && part.message() != nullptr) reason = part.message();
+      }
+      reason = reason.substr(0, reason.find('\n'));
+      std::printf("zero: skipped %s.%s: %s\n", suite.name(), info.name(), reason.c_str());
     }
   }
   std::fflush(stdout);
