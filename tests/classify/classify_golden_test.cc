@@ -19,7 +19,7 @@
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/classifier.h"
 #include "zero/gpt2/model.h"
-#include "zero/gpt2/safetensors.h"
+#include "zero/checkpoint/safetensors.h"
 #include "zero/train/classification_metrics.h"
 
 namespace zero::gpt2 {

@@ -15,7 +15,7 @@
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/model.h"
-#include "zero/gpt2/safetensors.h"
+#include "zero/checkpoint/safetensors.h"
 #include "zero/optim/kernels.h"
 
 namespace zero::gpt2 {

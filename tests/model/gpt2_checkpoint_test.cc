@@ -10,7 +10,7 @@
 #include "../common/test_data.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/checkpoint_hf.h"
-#include "zero/gpt2/safetensors.h"
+#include "zero/checkpoint/safetensors.h"
 
 namespace zero::gpt2 {
 namespace {

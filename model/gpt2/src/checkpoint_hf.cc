@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "zero/core/error.h"
-#include "zero/gpt2/safetensors.h"
+#include "zero/checkpoint/safetensors.h"
 
 namespace zero::gpt2 {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "zero/core/error.h"
 #include "zero/gpt2/classifier.h"
-#include "zero/gpt2/safetensors.h"
+#include "zero/checkpoint/safetensors.h"
 
 namespace zero::gpt2 {
 namespace {

@@ -1,5 +1,5 @@
 // Safetensors reader (validated before use) and writer.
-#include "zero/gpt2/safetensors.h"
+#include "zero/checkpoint/safetensors.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,7 +9,7 @@
 
 #include "zero/core/error.h"
 
-namespace zero::gpt2 {
+namespace zero {
 namespace {
 
 struct DTypeName {
@@ -262,4 +262,4 @@ void SafetensorsWriter::write(const std::filesystem::path& path) const {
   std::filesystem::rename(temporary, path);
 }
 
-}  // namespace zero::gpt2
+}  // namespace zero

@@ -1,5 +1,7 @@
 // Safetensors files: a reader that validates the whole header against the file before any
-// tensor is touched, and a writer. Format: u64 little-endian header size N, N bytes of JSON
+// tensor is touched, and a writer. In libzero, so Hugging Face checkpoints (model/gpt2) and the
+// engine's own sharded checkpoints use the one implementation. Format: u64 little-endian header
+// size N, N bytes of JSON
 // {"name": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}},
 // then the data; offsets are relative to the data start.
 #pragma once
@@ -13,7 +15,7 @@
 
 #include "zero/core/dtype.h"
 
-namespace zero::gpt2 {
+namespace zero {
 
 // Stored element types understood here (names as in the format).
 enum class SafetensorsDType : std::uint8_t { kF32, kF16, kBF16, kI32, kI64, kF64 };
@@ -84,4 +86,4 @@ class SafetensorsWriter {
 
 SafetensorsDType safetensors_dtype(zero::DType dtype);
 
-}  // namespace zero::gpt2
+}  // namespace zero
