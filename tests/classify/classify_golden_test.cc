@@ -14,12 +14,13 @@
 #include <random>
 #include <string>
 
+#include "../common/golden.h"
 #include "../common/test_data.h"
+#include "zero/checkpoint/safetensors.h"
 #include "zero/core/allocator.h"
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/classifier.h"
 #include "zero/gpt2/model.h"
-#include "zero/checkpoint/safetensors.h"
 #include "zero/train/classification_metrics.h"
 
 namespace zero::gpt2 {
@@ -27,32 +28,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Runs classify_reference.py with `arguments`; its exit code (3: torch or scikit-learn missing,
-// 127: no python at ZERO_PYTHON).
+// tests/golden's reference script for this test; its exit code (3: torch missing, 127: no python).
 int run_reference(const std::string& arguments) {
-  const char* python = std::getenv("ZERO_PYTHON");
-  const char* source = std::getenv("ZERO_SOURCE_DIR");
-  if (python == nullptr || source == nullptr || *python == '\0') return 3;
-  const std::string command = std::string("\"") + python + "\" \"" + source +
-                              "/tests/golden/classify_reference.py\" " + arguments;
-  const int status = std::system(command.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  return testing::run_golden_script("classify_reference.py", arguments);
 }
-
-double relative_error(const float* actual, const float* expected, std::size_t count) {
-  double max_difference = 0.0, max_expected = 0.0;
-  for (std::size_t i = 0; i < count; ++i) {
-    max_difference =
-        std::max(max_difference, std::abs(static_cast<double>(actual[i]) - expected[i]));
-    max_expected = std::max(max_expected, std::abs(static_cast<double>(expected[i])));
-  }
-  return max_expected > 0 ? max_difference / max_expected : max_difference;
-}
-
-void expect_within(const std::string& what, double error, double tolerance) {
-  std::printf("  %-48s relative error %.3g (tolerance %.0e)\n", what.c_str(), error, tolerance);
-  EXPECT_LE(error, tolerance) << what;
-}
+using testing::expect_within;
+using testing::relative_error;
 
 class ClassifierGolden : public ::testing::Test {
  protected:
