@@ -20,7 +20,6 @@ Exit code 3 when torch (model, logits) or scikit-learn (report) is not importabl
 """
 import argparse
 import json
-import math
 import os
 import sys
 
@@ -51,7 +50,7 @@ except Exception as error:  # noqa: BLE001
     torch = None
     TORCH_ERROR = error
 if torch is not None:  # (gpt2_reference exits 3 on import without torch)
-    from gpt2_reference import gelu_new, load_checkpoint, random_params, read_safetensors, write_safetensors
+    from gpt2_reference import hidden_states, load_checkpoint, random_params, read_safetensors, write_safetensors
 
 CONFIG = dict(vocab_size=97, n_positions=32, n_embd=64, n_layer=2, n_head=4, n_inner=None,
               layer_norm_epsilon=1e-5, activation_function="gelu_new", initializer_range=0.02,
@@ -65,26 +64,8 @@ BATCH, SEQ = 5, 16
 
 def pooled_logits(params, config, tokens):
     """GPT2ForSequenceClassification's logits (B, K); params keyed by HF names."""
-    p = lambda name: params["transformer." + name]  # noqa: E731
-    C, NH, eps = config["n_embd"], config["n_head"], config["layer_norm_epsilon"]
     B, T = tokens.shape
-    x = p("wte.weight")[tokens] + p("wpe.weight")[torch.arange(T)]
-    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
-    for layer in range(config["n_layer"]):
-        h = f"h.{layer}."
-        a = F.layer_norm(x, (C,), p(h + "ln_1.weight"), p(h + "ln_1.bias"), eps)
-        qkv = a @ p(h + "attn.c_attn.weight") + p(h + "attn.c_attn.bias")
-        q, k, v = qkv.split(C, dim=2)
-        heads = lambda t: t.view(B, T, NH, C // NH).transpose(1, 2)  # noqa: E731
-        q, k, v = heads(q), heads(k), heads(v)
-        scores = (q @ k.transpose(-1, -2)) / math.sqrt(C // NH)
-        scores = torch.where(mask, scores, torch.tensor(torch.finfo(scores.dtype).min, dtype=scores.dtype))
-        y = (scores.softmax(dim=-1) @ v).transpose(1, 2).contiguous().view(B, T, C)
-        x = x + (y @ p(h + "attn.c_proj.weight") + p(h + "attn.c_proj.bias"))
-        m = F.layer_norm(x, (C,), p(h + "ln_2.weight"), p(h + "ln_2.bias"), eps)
-        m = gelu_new(m @ p(h + "mlp.c_fc.weight") + p(h + "mlp.c_fc.bias"))
-        x = x + (m @ p(h + "mlp.c_proj.weight") + p(h + "mlp.c_proj.bias"))
-    x = F.layer_norm(x, (C,), p("ln_f.weight"), p("ln_f.bias"), eps)
+    x = hidden_states(params, config, tokens)
     logits = x @ params["score.weight"].t()  # (B, T, K), score has no bias
     non_pad = (tokens != config["pad_token_id"]).int()
     last = (torch.arange(T) * non_pad).argmax(-1)

@@ -100,6 +100,11 @@ def gelu_new(x):
 
 def forward(params, config, tokens):
     """logits (B, T, V) of GPT2LMHeadModel (dropout off); params keyed by HF names."""
+    return hidden_states(params, config, tokens) @ params["transformer.wte.weight"].t()
+
+
+def hidden_states(params, config, tokens):
+    """GPT2Model's output (B, T, C) after ln_f (dropout off); params keyed by HF names."""
     p = lambda name: params["transformer." + name]  # noqa: E731
     C, NH, eps = config["n_embd"], config["n_head"], config["layer_norm_epsilon"]
     B, T = tokens.shape
@@ -119,8 +124,7 @@ def forward(params, config, tokens):
         m = F.layer_norm(x, (C,), p(h + "ln_2.weight"), p(h + "ln_2.bias"), eps)
         m = gelu_new(m @ p(h + "mlp.c_fc.weight") + p(h + "mlp.c_fc.bias"))
         x = x + (m @ p(h + "mlp.c_proj.weight") + p(h + "mlp.c_proj.bias"))
-    x = F.layer_norm(x, (C,), p("ln_f.weight"), p("ln_f.bias"), eps)
-    return x @ p("wte.weight").t()
+    return F.layer_norm(x, (C,), p("ln_f.weight"), p("ln_f.bias"), eps)
 
 
 def loss_of(logits, targets):
