@@ -8,9 +8,9 @@
 #include <iterator>
 
 #include "../common/test_data.h"
+#include "zero/checkpoint/safetensors.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/checkpoint_hf.h"
-#include "zero/checkpoint/safetensors.h"
 
 namespace zero::gpt2 {
 namespace {

@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "zero/core/error.h"
 #include "zero/checkpoint/safetensors.h"
+#include "zero/core/error.h"
 
 namespace zero::gpt2 {
 namespace {

@@ -6,9 +6,9 @@
 #include <set>
 #include <sstream>
 
+#include "zero/checkpoint/safetensors.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/classifier.h"
-#include "zero/checkpoint/safetensors.h"
 
 namespace zero::gpt2 {
 namespace {
