@@ -1,0 +1,438 @@
+// zero::train's preparation: every input checked and loaded on every rank before rank 0 writes
+// the first byte to output_dir; the tokenizer files saved beside a model.
+#include "prepare.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <tuple>
+
+#include "zero/optim/lr_schedules.h"
+#include "zero/optim/optimizers.h"
+#include "zero/text/progress.h"
+#include "zero/text/sampler.h"
+#include "zero/text/streaming.h"
+#include "zero/text/text_files.h"
+#include "zero/train/trainer.h"
+
+namespace zero::train::detail {
+namespace {
+
+using nlohmann::json;
+
+template <typename... Parts>
+[[noreturn]] void input_error(const Parts&... parts) {
+  std::ostringstream message;
+  (message << ... << parts);
+  throw InputError(message.str());
+}
+
+// Runs `body`; a zero::Error from it becomes an InputError prefixed by `what`.
+template <typename Body>
+auto as_input_error(std::string_view what, Body&& body) {
+  try {
+    return body();
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& error) {
+    input_error(what, ": ", error.what());
+  }
+}
+
+std::vector<std::string> split_files(const std::vector<std::string>& specs) {
+  std::vector<std::string> files;
+  for (const std::string& spec : specs)
+    for (std::size_t begin = 0; begin <= spec.size();) {
+      const std::size_t end = std::min(spec.find(',', begin), spec.size());
+      if (end > begin) files.push_back(spec.substr(begin, end - begin));
+      begin = end + 1;
+    }
+  return files;
+}
+
+// The examples of a CSV file as datasets' csv builder gives them to run_clm: one per row, the
+// "text" column (else the first); rows parsed by read_csv_table (RFC 4180). Throws zero::Error
+// naming the file.
+std::vector<std::string> read_csv_texts(const fs::path& path) {
+  CsvTable table = read_csv_table(path);
+  std::size_t column = 0;
+  for (std::size_t c = 0; c < table.header.size(); ++c)
+    if (table.header[c] == "text") column = c;
+  std::vector<std::string> texts;
+  for (std::vector<std::string>& row : table.rows)
+    if (!row[column].empty()) texts.push_back(std::move(row[column]));
+  if (texts.empty())
+    throw Error(path.string() + ": no row has text in column '" + table.header[column] + "'");
+  return texts;
+}
+
+// CSV files become JSON Lines files (one {"text": ...} per row) in `scratch`, the form the
+// tokenizer trainer and text::load_lm_datasets read; other files pass through.
+std::vector<fs::path> with_csv_as_json_lines(const std::vector<std::string>& files,
+                                             const fs::path& scratch) {
+  std::vector<fs::path> paths;
+  for (const std::string& file : files) {
+    if (fs::path(file).extension() != ".csv") {
+      paths.emplace_back(file);
+      continue;
+    }
+    fs::create_directories(scratch);
+    const fs::path converted =
+        scratch / (std::to_string(paths.size()) + "_" + fs::path(file).stem().string() + ".jsonl");
+    std::ofstream out(converted, std::ios::trunc);
+    for (const std::string& text : read_csv_texts(file)) out << json{{"text", text}}.dump() << "\n";
+    ZERO_CHECK(out.good(), "cannot write ", converted.string());
+    paths.push_back(converted);
+  }
+  return paths;
+}
+
+bool has_tokenizer_files(const fs::path& folder) {
+  return fs::exists(folder / "tokenizer.json") || fs::exists(folder / "vocab.json") ||
+         fs::exists(folder / "encoder.json");
+}
+
+}  // namespace
+
+Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool print) {
+  as_input_error("arguments", [&] { check_arguments(arguments); });
+  if (arguments.streaming && arguments.max_steps <= 0)
+    input_error("--streaming needs --max_steps: a stream has no length (as in Hugging Face)");
+  const fs::path output_dir = arguments.output_dir;
+  if (fs::exists(output_dir)) {
+    if (!fs::is_directory(output_dir))
+      input_error("--output_dir ", output_dir.string(), " exists and is not a folder");
+    if (!fs::is_empty(output_dir) && !arguments.overwrite_output_dir)
+      input_error("--output_dir ", output_dir.string(),
+                  " already exists and is not empty; use --overwrite_output_dir to write into it");
+  }
+  Prepared prepared;
+
+  // Data files: present, non-empty and text, checked before any work.
+  const std::vector<std::string> train_files = split_files(arguments.train_files);
+  const std::vector<std::string> validation_files = split_files(arguments.validation_files);
+  const std::vector<std::string> test_files = split_files(arguments.test_files);
+  for (const auto* files : {&train_files, &validation_files, &test_files})
+    for (const std::string& file : *files) {
+      as_input_error(files == &train_files        ? "--train_file"
+                     : files == &validation_files ? "--validation_file"
+                                                  : "--test_file",
+                     [&] { return text::open_text_file(file); });
+    }
+  prepared.classification = arguments.task == "text-classification";
+  // Labelled examples (text-classification), read before the tokenizer that may learn on them.
+  std::vector<LabelledText> labelled_train, labelled_validation, labelled_test;
+  if (prepared.classification) {
+    std::vector<std::string> text_columns;
+    for (const std::string& column : split_files({arguments.text_column_names}))
+      text_columns.push_back(column);
+    auto read_all = [&](const std::vector<std::string>& files, const char* flag) {
+      std::vector<LabelledText> examples;
+      for (const std::string& file : files)
+        for (LabelledText& example : as_input_error(flag, [&] {
+               return read_labelled_file(file, text_columns, arguments.text_column_delimiter,
+                                         arguments.label_column_name);
+             }))
+          examples.push_back(std::move(example));
+      return examples;
+    };
+    labelled_train = read_all(train_files, "--train_file");
+    labelled_validation = read_all(validation_files, "--validation_file");
+    if (arguments.do_predict) labelled_test = read_all(test_files, "--test_file");
+    if (labelled_validation.empty() && arguments.do_eval) {
+      if (labelled_train.empty()) input_error("--do_eval needs --validation_file or --train_file");
+      as_input_error("validation split", [&] {
+        split_validation(labelled_train, labelled_validation, arguments.validation_split_percentage,
+                         arguments.seed);
+      });
+    }
+  }
+  // CSV files are read here (run_clm's csv builder) and handed on as JSON Lines from a scratch
+  // folder outside output_dir, removed when prepare() returns.
+  prepared.scratch = std::make_shared<ScratchFolder>(
+      fs::temp_directory_path() /
+      ("zero_csv_scratch_" + std::to_string(::getpid()) + "_" + std::to_string(rank)));
+  const ScratchFolder& scratch = *prepared.scratch;
+  const std::vector<fs::path> train_paths =
+      prepared.classification ? std::vector<fs::path>() : as_input_error("--train_file", [&] {
+        return with_csv_as_json_lines(train_files, scratch.path);
+      });
+  const std::vector<fs::path> validation_paths =
+      prepared.classification ? std::vector<fs::path>() : as_input_error("--validation_file", [&] {
+        return with_csv_as_json_lines(validation_files, scratch.path);
+      });
+  if (!arguments.deepspeed.empty() && !fs::is_regular_file(arguments.deepspeed))
+    input_error("--deepspeed ", arguments.deepspeed, ": no such file");
+
+  // The model's config.
+  if (!arguments.model_name_or_path.empty()) {
+    const fs::path folder = arguments.model_name_or_path;
+    if (!fs::is_regular_file(folder / "config.json"))
+      input_error("--model_name_or_path ", folder.string(),
+                  ": no config.json there (a Hugging Face checkpoint folder: config.json and "
+                  "model.safetensors)");
+    prepared.model_config = as_input_error("--model_name_or_path " + folder.string(),
+                                           [&] { return gpt2::load_hf_config(folder); });
+    prepared.pretrained = true;
+    if (prepared.classification) {
+      const gpt2::ClassifierCheckpoint checkpoint =
+          as_input_error("--model_name_or_path " + folder.string(),
+                         [&] { return gpt2::load_classifier_config(folder); });
+      prepared.pretrained_head = checkpoint.has_score;
+      prepared.head = checkpoint.head;
+    }
+  } else if (!arguments.config_name.empty()) {
+    fs::path path = arguments.config_name;
+    if (fs::is_directory(path)) path /= "config.json";
+    prepared.model_config = as_input_error("--config_name " + arguments.config_name,
+                                           [&] { return gpt2::GPT2Config::load(path); });
+  }
+
+  // The tokenizer: named, the model's, or learned on the training files.
+  fs::path tokenizer_folder = arguments.tokenizer_name;
+  if (tokenizer_folder.empty() && !arguments.model_name_or_path.empty() &&
+      has_tokenizer_files(arguments.model_name_or_path))
+    tokenizer_folder = arguments.model_name_or_path;
+  if (!tokenizer_folder.empty()) {
+    prepared.tokenizer = as_input_error("tokenizer " + tokenizer_folder.string(),
+                                        [&] { return text::Tokenizer::load(tokenizer_folder); });
+    prepared.tokenizer_folder = tokenizer_folder;
+  } else {
+    if (prepared.pretrained)
+      input_error("--model_name_or_path ", arguments.model_name_or_path,
+                  " holds no tokenizer files; give --tokenizer_name");
+    if (train_files.empty() || (prepared.classification && labelled_train.empty()))
+      input_error("no tokenizer: give --tokenizer_name or --train_file");
+    const Clock::time_point start = Clock::now();
+    text::BpeTrainer trainer(
+        {.vocab_size = static_cast<std::size_t>(arguments.tokenizer_vocab_size),
+         .min_frequency = 2,
+         .add_end_of_text = true});
+    if (prepared.classification) {
+      for (const LabelledText& example : labelled_train) trainer.add_text(example.text);
+    } else {
+      as_input_error("--train_file", [&] { trainer.add_files(train_paths); });
+    }
+    prepared.learned_vocabulary = trainer.train();
+    prepared.tokenizer = text::Tokenizer(*prepared.learned_vocabulary);
+    if (print && rank == 0)
+      std::printf(
+          "tokenizer: byte-level BPE of %zu tokens learned on the training files in %.1f s\n",
+          prepared.learned_vocabulary->tokens.size(), seconds_since(start));
+  }
+  const std::optional<text::TokenId> end_of_text = prepared.tokenizer->end_of_text_id();
+  gpt2::GPT2Config& model_config = prepared.model_config;
+  if (!prepared.pretrained && arguments.config_name.empty()) {
+    // From scratch on GPT-2's architecture, sized to the tokenizer.
+    model_config.vocab_size = static_cast<std::int64_t>(prepared.tokenizer->vocab_size());
+    if (end_of_text) model_config.bos_token_id = model_config.eos_token_id = *end_of_text;
+  }
+  if (!arguments.config_overrides.empty()) {
+    if (prepared.pretrained)
+      input_error("--config_overrides can't be used with --model_name_or_path (as run_clm)");
+    as_input_error("--config_overrides",
+                   [&] { model_config.apply_overrides(arguments.config_overrides); });
+  }
+  as_input_error("model config", [&] { model_config.validate(); });
+  if (static_cast<std::int64_t>(prepared.tokenizer->vocab_size()) > model_config.vocab_size)
+    input_error("the tokenizer has ", prepared.tokenizer->vocab_size(),
+                " tokens but the model's vocab_size is ", model_config.vocab_size);
+
+  // block_size: run_clm's default min(1024, model max length); larger than n_positions is an error.
+  prepared.block_size = arguments.block_size > 0
+                            ? arguments.block_size
+                            : std::min<std::int64_t>(1024, model_config.n_positions);
+  if (prepared.block_size > model_config.n_positions)
+    input_error("--block_size ", prepared.block_size, " is larger than the model's n_positions ",
+                model_config.n_positions);
+
+  if (prepared.classification) {
+    // run_classification: the label list from the train examples (or the checkpoint's head when
+    // it has the same labels), ids truncated and padded to max_seq_length with the pad token.
+    prepared.block_size = arguments.max_seq_length;
+    if (prepared.block_size > model_config.n_positions)
+      input_error("--max_seq_length ", prepared.block_size, " is larger than the model's ",
+                  "n_positions ", model_config.n_positions);
+    std::vector<std::string> labels =
+        label_list(labelled_train.empty() ? labelled_validation : labelled_train);
+    if (labels.empty()) labels = label_list(labelled_test);
+    if (prepared.pretrained_head) {
+      std::vector<std::string> ours = labels, theirs = prepared.head.id2label;
+      std::sort(ours.begin(), ours.end());
+      std::sort(theirs.begin(), theirs.end());
+      if (ours != theirs && !labelled_train.empty())
+        input_error("--model_name_or_path ", arguments.model_name_or_path,
+                    ": its classifier's labels (id2label) are not the training labels");
+      labels = prepared.head.id2label;
+    }
+    if (prepared.pretrained && !prepared.pretrained_head)
+      prepared.head.pad_token_id = model_config.eos_token_id;
+    if (!prepared.pretrained) {
+      if (!end_of_text)
+        input_error("the tokenizer has no <|endoftext|>, which pads the examples (pad_token_id)");
+      prepared.head.pad_token_id = *end_of_text;
+    }
+    prepared.head.num_labels = static_cast<std::int64_t>(labels.size());
+    prepared.head.id2label = labels;
+    as_input_error("the classifier head", [&] { prepared.head.validate(model_config); });
+    const int pad = static_cast<int>(prepared.head.pad_token_id);
+    auto encode = [&](const std::vector<LabelledText>& examples, const char* what) {
+      return as_input_error(what, [&] {
+        return encode_examples(examples, labels, *prepared.tokenizer, prepared.block_size, pad,
+                               what, arguments.preprocessing_num_workers);
+      });
+    };
+    prepared.classify_train = encode(labelled_train, "--train_file");
+    prepared.classify_validation = encode(labelled_validation, "--validation_file");
+    prepared.classify_test = encode(labelled_test, "--test_file");
+    prepared.train_blocks = prepared.classify_train.size();
+    if (arguments.max_train_samples > 0)
+      prepared.train_blocks =
+          std::min<std::size_t>(prepared.train_blocks, arguments.max_train_samples);
+    prepared.test_examples = prepared.classify_test.size();
+    if (arguments.max_predict_samples > 0)
+      prepared.test_examples =
+          std::min<std::size_t>(prepared.test_examples, arguments.max_predict_samples);
+    if (arguments.do_train && prepared.train_blocks == 0) input_error("--train_file: no example");
+  } else if (arguments.streaming) {
+    // run_clm --streaming: training blocks come from the files in order as training goes (no
+    // shuffle, no split); the validation files are tokenized up front.
+    if (arguments.do_eval && validation_paths.empty())
+      input_error("--streaming: evaluation needs --validation_file (a stream has no split)");
+    if (arguments.do_train && train_paths.empty()) input_error("--do_train needs --train_file");
+    if (!validation_paths.empty()) {
+      text::TokenizeOptions tokenize;
+      tokenize.num_threads = arguments.preprocessing_num_workers;
+      tokenize.show_progress = print && rank == 0;
+      const auto stream =
+          std::make_shared<const text::TokenStream>(as_input_error("--validation_file", [&] {
+            return text::load_token_stream(validation_paths, *prepared.tokenizer, {}, tokenize);
+          }));
+      prepared.data.validation = text::group_texts(stream, 0, stream->num_examples(),
+                                                   static_cast<std::size_t>(prepared.block_size));
+    }
+    prepared.streaming_files = train_paths;
+    if (arguments.do_train) {
+      // The stream must hold one global batch.
+      text::StreamingShard probe(
+          text::StreamingBlocks(train_paths, *prepared.tokenizer,
+                                static_cast<std::size_t>(prepared.block_size)),
+          static_cast<std::size_t>(arguments.per_device_train_batch_size * world), world, rank);
+      std::vector<std::vector<text::TokenId>> blocks;
+      if (!as_input_error("--train_file", [&] { return probe.next(blocks); }))
+        input_error("--train_file: the stream holds fewer than one global batch of ",
+                    arguments.per_device_train_batch_size * world, " blocks of ",
+                    prepared.block_size, " tokens");
+    }
+  } else {
+    // Data: run_clm's splits and blocks.
+    text::DataArguments data_arguments;
+    data_arguments.train_files = train_paths.empty() ? validation_paths : train_paths;
+    data_arguments.validation_files = validation_paths;
+    data_arguments.validation_split_percentage = arguments.validation_split_percentage;
+    data_arguments.block_size = static_cast<std::size_t>(prepared.block_size);
+    data_arguments.tokenize.num_threads = arguments.preprocessing_num_workers;
+    data_arguments.tokenize.show_progress = print && rank == 0;
+    prepared.data = as_input_error(
+        "data", [&] { return text::load_lm_datasets(*prepared.tokenizer, data_arguments); });
+    prepared.train_blocks = prepared.data.train.size();
+    if (arguments.max_train_samples > 0)
+      prepared.train_blocks =
+          std::min<std::size_t>(prepared.train_blocks, arguments.max_train_samples);
+  }
+  prepared.eval_blocks = prepared.classification ? prepared.classify_validation.size()
+                                                 : prepared.data.validation.size();
+  if (arguments.max_eval_samples > 0)
+    prepared.eval_blocks = std::min<std::size_t>(prepared.eval_blocks, arguments.max_eval_samples);
+  if (arguments.do_eval && prepared.eval_blocks == 0 && prepared.classification)
+    input_error("--do_eval: the validation data holds no example");
+  if (arguments.do_eval && prepared.eval_blocks == 0)
+    input_error("--do_eval: the validation data holds no block of ", prepared.block_size,
+                " tokens");
+
+  // Steps: Hugging Face's rule (max_steps, else ceil(epochs × updates per epoch)).
+  const std::int64_t B = arguments.per_device_train_batch_size;
+  const std::int64_t accumulation = arguments.gradient_accumulation_steps;
+  const std::size_t global_batch = static_cast<std::size_t>(B * world);
+  // (With --streaming the length is unknown: an "epoch" is the max_steps run.)
+  prepared.batches_per_epoch = arguments.streaming
+                                   ? static_cast<std::uint64_t>(arguments.max_steps * accumulation)
+                                   : (prepared.train_blocks + global_batch - 1) / global_batch;
+  prepared.steps_per_epoch = std::max<std::int64_t>(
+      1, static_cast<std::int64_t>(prepared.batches_per_epoch) / accumulation);
+  prepared.total_steps =
+      arguments.max_steps > 0
+          ? arguments.max_steps
+          : static_cast<std::int64_t>(std::ceil(arguments.num_train_epochs *
+                                                static_cast<double>(prepared.steps_per_epoch)));
+  prepared.total_steps = std::max<std::int64_t>(prepared.total_steps, 1);
+
+  // The DeepSpeed config, "auto" filled from the arguments as Hugging Face's Trainer does.
+  const config::TrainerValues values =
+      trainer_values(arguments, world, prepared.total_steps, model_config.n_embd);
+  if (arguments.deepspeed.empty()) {
+    prepared.deepspeed = as_input_error("the default config", [&] {
+      return config::resolve_config(
+          R"({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+              "gradient_clipping": "auto", "zero_optimization": {"stage": 0},
+              "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}})",
+          values, "(no --deepspeed)");
+    });
+  } else {
+    prepared.deepspeed = as_input_error("--deepspeed " + arguments.deepspeed, [&] {
+      return config::load_config_file(arguments.deepspeed, values);
+    });
+  }
+  config::OptimizerConfig default_optimizer;
+  default_optimizer.type = config::OptimizerType::kAdamW;
+  default_optimizer.lr = arguments.learning_rate;
+  default_optimizer.betas = {arguments.adam_beta1, arguments.adam_beta2};
+  default_optimizer.eps = arguments.adam_epsilon;
+  default_optimizer.weight_decay = arguments.weight_decay;
+  const std::string precision_hint =
+      arguments.bf16 || arguments.fp16
+          ? std::string(" (--bf16/--fp16 fill the config's \"enabled\": \"auto\"; without them ") +
+                "the run trains in fp32)"
+          : std::string();
+  prepared.engine = as_input_error("--deepspeed " + arguments.deepspeed + precision_hint, [&] {
+    return engine_options_from_config(prepared.deepspeed.config, default_optimizer);
+  });
+  if (prepared.engine.options.scheduler.type == config::SchedulerType::kNone)
+    as_input_error("--lr_scheduler_type",
+                   [&] { return make_hf_schedule(arguments.lr_scheduler_type, 1.0, 0, 1); });
+  return prepared;
+}
+
+void write_json(const fs::path& path, const json& value) {
+  std::ofstream out(path, std::ios::trunc);
+  ZERO_CHECK(out.good(), "cannot write ", path.string());
+  out << value.dump(2) << "\n";
+}
+
+void save_tokenizer(const Prepared& prepared, const fs::path& folder) {
+  if (prepared.learned_vocabulary) {
+    text::save_vocab_and_merges(*prepared.learned_vocabulary, folder);
+  } else {
+    for (const char* name : {"tokenizer.json", "vocab.json", "merges.txt", "encoder.json",
+                             "vocab.bpe", "special_tokens_map.json", "tokenizer_config.json"})
+      if (fs::exists(prepared.tokenizer_folder / name) &&
+          !fs::equivalent(prepared.tokenizer_folder, folder))
+        fs::copy_file(prepared.tokenizer_folder / name, folder / name,
+                      fs::copy_options::overwrite_existing);
+  }
+  if (!fs::exists(folder / "tokenizer_config.json")) {
+    json config = {{"tokenizer_class", "GPT2Tokenizer"},
+                   {"model_max_length", prepared.model_config.n_positions},
+                   {"add_prefix_space", false}};
+    if (prepared.tokenizer->end_of_text_id())
+      for (const char* key : {"bos_token", "eos_token", "unk_token"}) config[key] = "<|endoftext|>";
+    write_json(folder / "tokenizer_config.json", config);
+  }
+}
+
+}  // namespace zero::train::detail

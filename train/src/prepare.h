@@ -1,0 +1,151 @@
+// What zero::train::train runs before it touches output_dir, and how it moves GPT-2 weights
+// between the engine's shards and whole models (internal to zero::train).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <system_error>
+#include <type_traits>
+#include <vector>
+
+#include "zero/config/ds_config.h"
+#include "zero/core/allocator.h"
+#include "zero/core/memory_ledger.h"
+#include "zero/engine/engine.h"
+#include "zero/engine/from_config.h"
+#include "zero/gpt2/checkpoint_hf.h"
+#include "zero/gpt2/classifier.h"
+#include "zero/gpt2/config.h"
+#include "zero/gpt2/engine_classifier.h"
+#include "zero/gpt2/engine_model.h"
+#include "zero/gpt2/model.h"
+#include "zero/text/bpe_trainer.h"
+#include "zero/text/lm_dataset.h"
+#include "zero/text/tokenizer.h"
+#include "zero/train/arguments.h"
+#include "zero/train/classification_data.h"
+
+namespace zero::train::detail {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Removes a scratch folder when it goes out of scope.
+struct ScratchFolder {
+  fs::path path;
+  ~ScratchFolder() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
+// Everything checked and loaded before output_dir is touched.
+struct Prepared {
+  gpt2::GPT2Config model_config;
+  bool pretrained = false;
+  std::optional<text::Tokenizer> tokenizer;
+  std::optional<text::BpeVocabulary> learned_vocabulary;  // set when the tokenizer was learned
+  fs::path tokenizer_folder;                              // else where its files are
+  text::LmDatasets data;
+  std::size_t train_blocks = 0;            // 0 with --streaming (unknown)
+  std::vector<fs::path> streaming_files;   // --streaming: the train files, read as training goes
+  std::shared_ptr<ScratchFolder> scratch;  // CSV files converted (kept while streaming)
+  std::size_t eval_blocks = 0;
+  std::int64_t block_size = 0;
+  config::ConfigResult deepspeed;
+  EngineOptionsResult engine;
+  std::int64_t total_steps = 0;
+  std::int64_t steps_per_epoch = 1;
+  std::uint64_t batches_per_epoch = 0;
+  // --task text-classification: the encoded splits, the head (labels, pad id), and whether the
+  // checkpoint given holds a trained score.weight.
+  bool classification = false;
+  ClassificationDataset classify_train, classify_validation, classify_test;
+  gpt2::ClassifierConfig head;
+  bool pretrained_head = false;
+  std::size_t test_examples = 0;
+};
+
+// Checks every input (arguments, files, model, tokenizer, config) and loads the data, on every
+// rank, writing nothing; throws InputError naming what is wrong.
+Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool print);
+
+// `value` as indented JSON at `path`.
+void write_json(const fs::path& path, const nlohmann::json& value);
+
+// The tokenizer files into `folder` (the learned vocabulary, or the files it came from) and a
+// tokenizer_config.json when there is none.
+void save_tokenizer(const Prepared& prepared, const fs::path& folder);
+
+// The whole model on rank 0 (a collective: every rank gathers each unit in turn). Model is
+// gpt2::EngineModel or gpt2::EngineClassifier (the body's units; the score unit apart).
+template <typename Model>
+std::unique_ptr<gpt2::GPT2Model> gather_model(Model& model, Allocator& allocator) {
+  Engine& engine = model.engine();
+  std::unique_ptr<gpt2::GPT2Model> whole;
+  if (engine.rank() == 0) whole = std::make_unique<gpt2::GPT2Model>(model.config(), allocator);
+  const std::vector<gpt2::UnitSpec>& specs = model.unit_specs();
+  for (std::size_t u = 0; u < specs.size(); ++u) {
+    const GatheredUnit gathered = engine.gather(model.units()[u]);
+    if (whole)  // fp32, or the 16-bit compute copy widened
+      convert(gathered.raw(), gathered.dtype(), whole->param_data(static_cast<int>(u)),
+              DType::kFloat32, specs[u].num_elements());
+  }
+  return whole;
+}
+
+// score.weight on rank 0 (a collective).
+inline std::vector<float> gather_score(gpt2::EngineClassifier& model) {
+  const GatheredUnit gathered = model.engine().gather(model.score_unit());
+  if (model.engine().rank() != 0) return {};
+  const std::size_t count =
+      static_cast<std::size_t>(model.head_config().num_labels * model.config().n_embd);
+  return std::vector<float>(gathered.data(), gathered.data() + count);
+}
+
+// Copies a Hugging Face checkpoint's weights into this rank's shards: the body, and for the
+// classifier score.weight when the checkpoint has it (else its initialisation stays).
+template <typename Model>
+void load_pretrained(Model& model, const fs::path& folder) {
+  Engine& engine = model.engine();
+  MemoryLedger ledger;
+  HostAllocator allocator(ledger);
+  gpt2::GPT2Model loaded(model.config(), allocator);
+  std::vector<float> score;
+  bool has_score = false;
+  if constexpr (std::is_same_v<Model, gpt2::EngineClassifier>) {
+    score.resize(static_cast<std::size_t>(model.head_config().num_labels * model.config().n_embd));
+    has_score =
+        gpt2::load_classifier_weights(loaded, score, model.head_config().num_labels, folder);
+  } else {
+    gpt2::load_hf_weights(loaded, folder);
+  }
+  const std::size_t body_units = loaded.units().size();
+  for (ShardState& shard : engine.shard_states()) {
+    const UnitId id = engine.unit(shard.unit);
+    const auto found = std::find(model.units().begin(), model.units().end(), id);
+    ZERO_CHECK(found != model.units().end(), "unit ", shard.unit, " is not GPT-2's");
+    const auto index = static_cast<std::size_t>(found - model.units().begin());
+    if (index >= body_units) {  // the classifier's score unit
+      if (!has_score) continue;
+      const std::size_t end = std::min(shard.range.end, score.size());
+      for (std::size_t i = shard.range.begin; i < shard.range.end; ++i)
+        shard.params[i - shard.range.begin] = i < end ? score[i] : 0.0f;
+      continue;
+    }
+    const float* source = loaded.param_data(static_cast<int>(index));
+    std::copy(source + shard.range.begin, source + shard.range.end, shard.params.begin());
+  }
+  engine.refresh_params();
+}
+
+}  // namespace zero::train::detail
