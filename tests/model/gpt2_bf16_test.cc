@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "tiny_gpt2.h"
 #include "zero/core/allocator.h"
 #include "zero/core/dtype.h"
 #include "zero/core/error.h"
@@ -162,23 +163,6 @@ TEST(Convert16, MatchesLibraryConversionsAndAccumulatesWithOneRounding) {
       ASSERT_EQ(sum[i], rounded) << name_of(dtype) << " element " << i;
     }
   }
-}
-
-GPT2Config tiny_config() {
-  GPT2Config config;
-  config.vocab_size = 53;
-  config.n_positions = 12;
-  config.n_embd = 24;
-  config.n_layer = 2;
-  config.n_head = 3;
-  return config;
-}
-
-std::vector<int> sequence(std::size_t count, int vocab, int seed) {
-  std::vector<int> tokens(count);
-  for (std::size_t i = 0; i < count; ++i)
-    tokens[i] = static_cast<int>((i * 7 + seed * 13 + i * i) % vocab);
-  return tokens;
 }
 
 // Units in one dtype (params) and gradients in another, driven as the engine does.

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "tiny_gpt2.h"
 #include "zero/core/allocator.h"
 #include "zero/core/error.h"
 #include "zero/core/memory_ledger.h"
@@ -14,23 +15,6 @@
 
 namespace zero::gpt2 {
 namespace {
-
-GPT2Config tiny_config() {
-  GPT2Config config;
-  config.vocab_size = 53;
-  config.n_positions = 12;
-  config.n_embd = 24;
-  config.n_layer = 2;
-  config.n_head = 3;
-  return config;
-}
-
-std::vector<int> sequence(std::size_t count, int vocab, int seed) {
-  std::vector<int> tokens(count);
-  for (std::size_t i = 0; i < count; ++i)
-    tokens[i] = static_cast<int>((i * 7 + seed * 13 + i * i) % vocab);
-  return tokens;
-}
 
 class GPT2ModelTest : public ::testing::Test {
  protected:
