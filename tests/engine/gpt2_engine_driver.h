@@ -2,12 +2,16 @@
 // next-token corpus, each rank training on its slice of the global batch.
 #pragma once
 
+#include <omp.h>
+
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "test_model.h"
+#include "zero/comm/thread_communicator.h"
 #include "zero/core/allocator.h"
 #include "zero/core/error.h"
 #include "zero/core/memory_ledger.h"
@@ -136,6 +140,22 @@ inline TrainResult train_gpt2(Communicator& comm, const GPT2Run& run) {
     const gpt2::DropoutKey dropout{run.seed, static_cast<std::uint64_t>(step), first, true};
     return model.micro_step(make_token_batch(run.config, run.seq_len, step, first, rows), dropout);
   });
+}
+
+// Runs `run` on `world` thread ranks (one OpenMP thread each: the ranks are the parallelism);
+// rank 0's result.
+inline TrainResult train_gpt2_on_threads(const GPT2Run& run, int world) {
+  TrainResult result;
+  std::mutex mutex;
+  run_ranks(world, [&](Communicator& comm) {
+    omp_set_num_threads(1);
+    TrainResult mine = train_gpt2(comm, run);
+    if (comm.rank() == 0) {
+      std::lock_guard lock(mutex);
+      result = std::move(mine);
+    }
+  });
+  return result;
 }
 
 }  // namespace zero::testing

@@ -20,21 +20,6 @@
 namespace zero::testing {
 namespace {
 
-// Runs `run` on `world` threads (one OpenMP thread each: the ranks are the parallelism).
-TrainResult train(const GPT2Run& run, int world) {
-  TrainResult result;
-  std::mutex mutex;
-  run_ranks(world, [&](Communicator& comm) {
-    omp_set_num_threads(1);
-    TrainResult mine = train_gpt2(comm, run);
-    if (comm.rank() == 0) {
-      std::lock_guard lock(mutex);
-      result = std::move(mine);
-    }
-  });
-  return result;
-}
-
 GPT2Run parity_run(int stage, int accumulation) {
   GPT2Run run;
   run.options = gpt2_parity_options(stage, accumulation);
@@ -42,7 +27,7 @@ GPT2Run parity_run(int stage, int accumulation) {
 }
 
 const TrainResult& reference() {
-  static const TrainResult result = train(parity_run(0, 1), 1);
+  static const TrainResult result = train_gpt2_on_threads(parity_run(0, 1), 1);
   return result;
 }
 
@@ -123,7 +108,7 @@ class StageWorldAccumulation : public ::testing::TestWithParam<std::tuple<int, i
 
 TEST_P(StageWorldAccumulation, MatchesStageZeroWorldOne) {
   const auto [stage, world, accumulation] = GetParam();
-  expect_parity(train(parity_run(stage, accumulation), world),
+  expect_parity(train_gpt2_on_threads(parity_run(stage, accumulation), world),
                 "stage " + std::to_string(stage) + " world " + std::to_string(world) + " gas " +
                     std::to_string(accumulation));
 }
@@ -149,7 +134,7 @@ TEST(GPT2EngineParity, SmallBucketsSplitUnitsAcrossSeveralReductions) {
     const BucketSize bucket = reduce_bucket_elements(run.options, sizes, 4);
     EXPECT_EQ(bucket.bucket_elements, 1984u);
     EXPECT_GT(sizes[1], 6 * bucket.bucket_elements);
-    expect_parity(train(run, 4), "small buckets, stage " + std::to_string(stage));
+    expect_parity(train_gpt2_on_threads(run, 4), "small buckets, stage " + std::to_string(stage));
   }
 }
 
@@ -157,10 +142,10 @@ TEST(GPT2EngineParity, WithoutOverlapAndWithAllReduce) {
   for (int stage : {2, 3}) {
     GPT2Run run = parity_run(stage, 3);
     run.options.overlap_comm = false;
-    expect_parity(train(run, 2), "no overlap, stage " + std::to_string(stage));
+    expect_parity(train_gpt2_on_threads(run, 2), "no overlap, stage " + std::to_string(stage));
     run = parity_run(stage, 1);
     run.options.reduce_scatter = false;
-    expect_parity(train(run, 4), "all-reduce, stage " + std::to_string(stage));
+    expect_parity(train_gpt2_on_threads(run, 4), "all-reduce, stage " + std::to_string(stage));
   }
 }
 
@@ -174,9 +159,10 @@ TEST(GPT2EngineParity, DropoutKeyedByGlobalSampleKeepsParity) {
     run.config.resid_pdrop = run.config.embd_pdrop = run.config.attn_pdrop = 0.1;
     return run;
   };
-  const TrainResult expected = train(with_dropout(0, 1), 1);
+  const TrainResult expected = train_gpt2_on_threads(with_dropout(0, 1), 1);
   EXPECT_GT(std::abs(expected.losses.back() - reference().losses.back()), 1e-3);
-  expect_parity(train(with_dropout(3, 3), 4), expected, "dropout 0.1, stage 3 world 4 gas 3", 1e-4);
+  expect_parity(train_gpt2_on_threads(with_dropout(3, 3), 4), expected,
+                "dropout 0.1, stage 3 world 4 gas 3", 1e-4);
 }
 
 // The engine's model-state bytes after a step, on rank 0 (every rank is checked).

@@ -28,7 +28,7 @@ const TrainResult& reference(DType dtype) {
   std::lock_guard lock(mutex);
   auto found = results.find(dtype);
   if (found == results.end())
-    found = results.emplace(dtype, train_mixed(mixed_run(dtype, 0, 1), 1)).first;
+    found = results.emplace(dtype, train_gpt2_on_threads(mixed_run(dtype, 0, 1), 1)).first;
   return found->second;
 }
 
@@ -54,7 +54,7 @@ class MixedStageWorldAccumulation
 // same arithmetic: their deviations print as 0.
 TEST_P(MixedStageWorldAccumulation, MatchesStageZeroWorldOne) {
   const auto [dtype, stage, world, accumulation] = GetParam();
-  const TrainResult result = train_mixed(mixed_run(dtype, stage, accumulation), world);
+  const TrainResult result = train_gpt2_on_threads(mixed_run(dtype, stage, accumulation), world);
   const TrainResult& expected = reference(dtype);
   ASSERT_EQ(result.losses.size(), expected.losses.size());
   const double tolerance = dtype == DType::kBFloat16 ? 5e-3 : 5e-4;
@@ -77,8 +77,8 @@ INSTANTIATE_TEST_SUITE_P(All, MixedStageWorldAccumulation,
 TEST(GPT2MixedPrecision, StageThreeIsBitwiseStageTwo) {
   for (DType dtype : {DType::kBFloat16, DType::kFloat16})
     for (int world : {1, 2, 4}) {
-      const TrainResult two = train_mixed(mixed_run(dtype, 2, 3), world);
-      const TrainResult three = train_mixed(mixed_run(dtype, 3, 3), world);
+      const TrainResult two = train_gpt2_on_threads(mixed_run(dtype, 2, 3), world);
+      const TrainResult three = train_gpt2_on_threads(mixed_run(dtype, 3, 3), world);
       EXPECT_EQ(two.losses, three.losses) << name(dtype) << " world " << world;
       EXPECT_EQ(two.params, three.params) << name(dtype) << " world " << world;
     }
@@ -91,9 +91,9 @@ TEST(GPT2MixedPrecision, StageThreeIsBitwiseStageTwo) {
 TEST(GPT2MixedPrecision, LongRunTracksFp32) {
   constexpr int kSteps = 200;
   GPT2Run fp32 = mixed_run(DType::kFloat32, 2, 1, kSteps);
-  const TrainResult expected = train_mixed(fp32, 2);
+  const TrainResult expected = train_gpt2_on_threads(fp32, 2);
   for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
-    const TrainResult result = train_mixed(mixed_run(dtype, 2, 1, kSteps), 2);
+    const TrainResult result = train_gpt2_on_threads(mixed_run(dtype, 2, 1, kSteps), 2);
     ASSERT_EQ(result.losses.size(), expected.losses.size());
     const double tolerance = dtype == DType::kBFloat16 ? 5e-2 : 1e-2;
     for (std::size_t s = 0; s < expected.losses.size(); ++s)
@@ -135,7 +135,7 @@ TEST(GPT2MixedPrecision, InducedFp16OverflowSkipsStepAndMovesScaleWithHysteresis
 TEST(GPT2MixedPrecision, CheckpointOfMasterWeightsResumesBitwise) {
   constexpr int kWorld = 2, kSteps = 12, kSaved = 4;
   for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
-    const TrainResult uninterrupted = train_mixed(mixed_run(dtype, 2, 1, kSteps), kWorld);
+    const TrainResult uninterrupted = train_gpt2_on_threads(mixed_run(dtype, 2, 1, kSteps), kWorld);
     std::map<std::string, std::vector<float>> params;
     std::map<std::string, std::map<std::string, std::vector<float>>> states;
     TrainingState training;

@@ -34,21 +34,6 @@ inline GPT2Run mixed_run(DType dtype, int stage, int accumulation, int steps = 2
   return run;
 }
 
-// Runs `run` on `world` threads (one OpenMP thread each); rank 0's result.
-inline TrainResult train_mixed(const GPT2Run& run, int world) {
-  TrainResult result;
-  std::mutex mutex;
-  run_ranks(world, [&](Communicator& comm) {
-    omp_set_num_threads(1);
-    TrainResult mine = train_gpt2(comm, run);
-    if (comm.rank() == 0) {
-      std::lock_guard lock(mutex);
-      result = std::move(mine);
-    }
-  });
-  return result;
-}
-
 // What an fp16 run with induced overflows saw, boundary by boundary (rank 0; every rank is
 // checked to agree).
 struct OverflowRun {
