@@ -1,0 +1,65 @@
+// SwapStore: one rank's fixed-size regions on a slower tier (ZeRO-Infinity's NVMe swap), read and
+// written asynchronously between host buffers and per-rank files. The engine's offload (optimizer
+// state and stage-3 parameter shards with `device: nvme`) moves its tiles through it; the NVMe
+// implementation (liburing, aligned O_DIRECT I/O, the DeepSpeed "aio" section) is
+// make_nvme_swap_store().
+//
+// Contract:
+// - Regions are declared with add_region() before their first I/O; the file space is reserved at
+//   once (so a full filesystem fails there, naming the path), and the bytes count under the
+//   ledger's nvme space in the given category.
+// - write()/read() start a transfer of the whole region and return at once; the host buffer must
+//   stay alive and untouched until wait() on the returned ticket. Host buffers are aligned to
+//   io_alignment() and at least padded_bytes(region) long (allocate them that way).
+// - wait() returns when the transfer is complete, or throws zero::Error naming the file and what
+//   went wrong (short read, ENOSPC, EIO, file removed or truncated, ...). After an error every
+//   later call throws the first error (sticky, as streams are).
+// - The files are removed when the store is destroyed (and are never shared between ranks).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "zero/config/ds_config.h"
+#include "zero/core/memory_ledger.h"
+
+namespace zero {
+
+struct SwapTicket {
+  std::uint64_t id = 0;  // 0: nothing to wait for
+};
+
+class SwapStore {
+ public:
+  virtual ~SwapStore() = default;
+
+  // Declares a region of `bytes` bytes (label for error messages, e.g. "optimizer_state tile 3").
+  virtual int add_region(std::string label, std::size_t bytes, MemoryCategory category) = 0;
+  virtual SwapTicket write(int region, const void* source) = 0;
+  virtual SwapTicket read(int region, void* destination) = 0;
+  virtual void wait(SwapTicket ticket) = 0;
+  virtual void wait_all() = 0;
+
+  // Alignment of host buffers and of region sizes for direct I/O (the filesystem's block size).
+  virtual std::size_t io_alignment() const = 0;
+  // A region's size rounded up to io_alignment(): the host buffer size to allocate.
+  virtual std::size_t padded_bytes(int region) const = 0;
+  // The folder holding this rank's swap files.
+  virtual const std::filesystem::path& directory() const = 0;
+};
+
+struct NvmeSwapOptions {
+  std::filesystem::path nvme_path;  // the config's nvme_path; must exist and be writable
+  int rank = 0;
+  config::AioConfig aio;
+  MemoryLedger* ledger = nullptr;  // records the regions under MemorySpace::kNvme
+};
+
+// Creates <nvme_path>/zero_swap_rank<rank>_<pid>/ and its files. Throws zero::Error naming the path
+// when it is missing, not a directory, read-only, or on a filesystem without O_DIRECT.
+std::unique_ptr<SwapStore> make_nvme_swap_store(const NvmeSwapOptions& options);
+
+}  // namespace zero
