@@ -116,8 +116,8 @@ int run_train_command(std::span<char* const> args) {
        "fractional allowed")
       ("max_steps", po::value(&a.max_steps)->default_value(a.max_steps), "> 0 overrides epochs")
       ("lr_scheduler_type", po::value(&a.lr_scheduler_type)->default_value(a.lr_scheduler_type),
-       "linear, cosine, constant, constant_with_warmup (used when the DeepSpeed config has no "
-       "scheduler)")
+       "linear, cosine, cosine_with_restarts, polynomial, constant, constant_with_warmup, "
+       "inverse_sqrt (transformers' defaults; used when the DeepSpeed config has no scheduler)")
       ("warmup_ratio", po::value(&a.warmup_ratio)->default_value(a.warmup_ratio), "")
       ("warmup_steps", po::value(&a.warmup_steps)->default_value(a.warmup_steps), "")
       ("logging_steps", po::value(&a.logging_steps)->default_value(a.logging_steps), "")

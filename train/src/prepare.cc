@@ -403,8 +403,10 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
     return engine_options_from_config(prepared.deepspeed.config, default_optimizer);
   });
   if (prepared.engine.options.scheduler.type == config::SchedulerType::kNone)
-    as_input_error("--lr_scheduler_type",
-                   [&] { return make_hf_schedule(arguments.lr_scheduler_type, 1.0, 0, 1); });
+    as_input_error("--lr_scheduler_type", [&] {
+      return make_hf_schedule(arguments.lr_scheduler_type, prepared.engine.options.optimizer.lr, 0,
+                              1);
+    });
   return prepared;
 }
 

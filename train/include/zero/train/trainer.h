@@ -65,9 +65,10 @@ struct RunOptions {
 TrainResult train(const TrainingArguments& arguments, Communicator& communicator,
                   const RunOptions& options = {});
 
-// Hugging Face's schedules by --lr_scheduler_type (linear, cosine, cosine_with_restarts as
-// cosine, polynomial with power 1 as linear, constant, constant_with_warmup): lr = base × λ(k) at
-// optimizer step k, as transformers' get_scheduler (LambdaLR). The trainer runs one when the
+// Hugging Face's schedules by --lr_scheduler_type (linear, cosine, cosine_with_restarts with one
+// cycle, polynomial to lr_end 1e-7 with power 1, constant, constant_with_warmup, inverse_sqrt):
+// lr = base × λ(k) at optimizer step k, as transformers' get_scheduler (LambdaLR) with its
+// defaults; checked against transformers itself (tests/train/hf_schedule_golden_test.cc). The trainer runs one when the
 // DeepSpeed config has no "scheduler" section, as Hugging Face's Trainer does. Throws zero::Error
 // naming the known types.
 std::unique_ptr<LrSchedule> make_hf_schedule(std::string_view type, double base_lr,
