@@ -267,9 +267,28 @@ TEST(ClassificationData, JsonLinesLabelsAndPadding) {
   ASSERT_EQ(examples.size(), 2u);
   EXPECT_EQ(examples[0].label, "1");
   EXPECT_EQ(train::label_list(examples), (std::vector<std::string>{"0", "1"}));
-  std::ofstream(folder.path() / "bad.jsonl") << "{\"sentence\": \"one\", \"label\": 1.5}\n";
-  EXPECT_THROW(train::read_labelled_file(folder.path() / "bad.jsonl", {"sentence"}, " ", "label"),
-               Error);
+  // Each bad line is named file:line (blank lines count).
+  auto error_of = [&](const std::string& content) {
+    std::ofstream(folder.path() / "bad.jsonl") << content;
+    try {
+      train::read_labelled_file(folder.path() / "bad.jsonl", {"sentence"}, " ", "label");
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  const std::string good = "{\"sentence\": \"one\", \"label\": 1}\n\n";
+  EXPECT_NE(
+      error_of(good + "{\"sentence\": \"one\", \"label\": 1.5}\n").find("bad.jsonl:3: label 1.5"),
+      std::string::npos);
+  EXPECT_NE(error_of(good + "{\"sentence\": \"x\"\n").find("bad.jsonl:3: not a JSON object"),
+            std::string::npos);
+  EXPECT_NE(error_of(good + "[1, 2]\n").find("bad.jsonl:3: not a JSON object"), std::string::npos);
+  EXPECT_NE(error_of(good + "{\"text\": \"x\", \"label\": 1}\n")
+                .find("bad.jsonl:3: no string 'sentence' (--text_column_names)"),
+            std::string::npos);
+  EXPECT_NE(error_of(good + "{\"sentence\": \"x\"}\n").find("bad.jsonl:3: no 'label'"),
+            std::string::npos);
   train::ClassificationDataset data;
   data.seq_len = 2;
   data.tokens = {5, 6, 7, 9};

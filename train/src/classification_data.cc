@@ -115,40 +115,28 @@ std::vector<LabelledText> read_labelled_file(const fs::path& path,
   } else if (extension == ".json" || extension == ".jsonl") {
     const text::MappedFile file = text::open_text_file(path);
     const std::string_view bytes = file.bytes();
-    std::size_t line_number = 0;
-    for (std::size_t begin = 0; begin < bytes.size();) {
-      const std::size_t end = std::min(bytes.find('\n', begin), bytes.size());
-      const std::string_view line = bytes.substr(begin, end - begin);
-      begin = end + 1;
-      ++line_number;
-      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-      nlohmann::json record;
-      try {
-        record = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception& error) {
-        ZERO_THROW(path.string(), ": line ", line_number, " is not JSON: ", error.what());
-      }
-      ZERO_CHECK(record.is_object(), path.string(), ": line ", line_number, " is not an object");
-      LabelledText example;
-      for (std::size_t c = 0; c < text_columns.size(); ++c) {
-        const auto field = record.find(text_columns[c]);
-        ZERO_CHECK(field != record.end() && field->is_string(), path.string(), ": line ",
-                   line_number, " has no string '", text_columns[c], "' (--text_column_names)");
-        example.text += (c ? delimiter : "") + field->get<std::string>();
-      }
-      const auto label = record.find(label_column);
-      ZERO_CHECK(label != record.end(), path.string(), ": line ", line_number, " has no '",
-                 label_column, "' (--label_column_name)");
-      if (label->is_number_integer()) {
-        example.label = std::to_string(label->get<std::int64_t>());
-      } else {
-        ZERO_CHECK(label->is_string() && !label->get<std::string>().empty(), path.string(),
-                   ": line ", line_number, ": label ", label->dump(),
-                   " is neither a non-empty string nor an integer");
-        example.label = label->get<std::string>();
-      }
-      examples.push_back(std::move(example));
-    }
+    text::for_each_json_object(
+        bytes, path, [&](const nlohmann::json& record, std::size_t line_number) {
+          LabelledText example;
+          for (std::size_t c = 0; c < text_columns.size(); ++c) {
+            const auto field = record.find(text_columns[c]);
+            ZERO_CHECK(field != record.end() && field->is_string(), path.string(), ":", line_number,
+                       ": no string '", text_columns[c], "' (--text_column_names)");
+            example.text += (c ? delimiter : "") + field->get<std::string>();
+          }
+          const auto label = record.find(label_column);
+          ZERO_CHECK(label != record.end(), path.string(), ":", line_number, ": no '", label_column,
+                     "' (--label_column_name)");
+          if (label->is_number_integer()) {
+            example.label = std::to_string(label->get<std::int64_t>());
+          } else {
+            ZERO_CHECK(label->is_string() && !label->get<std::string>().empty(), path.string(), ":",
+                       line_number, ": label ", label->dump(),
+                       " is neither a non-empty string nor an integer");
+            example.label = label->get<std::string>();
+          }
+          examples.push_back(std::move(example));
+        });
   } else {
     ZERO_THROW(path.string(), ": labelled data must be .csv, .json or .jsonl, not '", extension,
                "'");

@@ -120,6 +120,23 @@ std::size_t for_each_line(std::string_view bytes,
 std::size_t for_each_json_line(std::string_view bytes, const fs::path& path,
                                const std::function<void(std::string_view)>& on_example,
                                std::size_t first_line_number) {
+  return for_each_json_object(
+      bytes, path,
+      [&](const nlohmann::json& record, std::size_t line_number) {
+        const auto text = record.find("text");
+        ZERO_CHECK(text != record.end() && text->is_string(), path.string(), ":", line_number,
+                   ": the JSON object has no string field \"text\"");
+        on_example(text->get_ref<const std::string&>());
+      },
+      first_line_number);
+}
+
+}  // namespace
+
+std::size_t for_each_json_object(
+    std::string_view bytes, const fs::path& path,
+    const std::function<void(const nlohmann::json& object, std::size_t line_number)>& on_object,
+    std::size_t first_line_number) {
   std::size_t count = 0;
   std::size_t line_number = first_line_number - 1;
   std::size_t start = 0;
@@ -136,15 +153,13 @@ std::size_t for_each_json_line(std::string_view bytes, const fs::path& path,
     } catch (const nlohmann::json::exception& error) {
       ZERO_THROW(path.string(), ":", line_number, ": not a JSON object: ", error.what());
     }
-    ZERO_CHECK(record.is_object() && record.contains("text") && record["text"].is_string(),
-               path.string(), ":", line_number, ": the JSON object has no string field \"text\"");
-    on_example(record["text"].get_ref<const std::string&>());
+    ZERO_CHECK(record.is_object(), path.string(), ":", line_number,
+               ": not a JSON object: ", record.dump().substr(0, 80));
+    on_object(record, line_number);
     ++count;
   }
   return count;
 }
-
-}  // namespace
 
 std::size_t for_each_example(std::string_view bytes, TextFormat format, const fs::path& path,
                              const std::function<void(std::string_view)>& on_example,

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <string_view>
 
 namespace zero::text {
@@ -53,5 +54,14 @@ std::size_t for_each_example(std::string_view bytes, TextFormat format,
                              const std::filesystem::path& path,
                              const std::function<void(std::string_view)>& on_example,
                              std::size_t first_line_number = 1);
+
+// JSON Lines: calls on_object(object, line number) for each non-blank line of `bytes`, in order.
+// Throws zero::Error "file:line: not a JSON object: ..." for a line that does not parse or is not
+// an object. Returns the number of objects. Shared by run_clm's "text" examples (for_each_example)
+// and the labelled data of text classification.
+std::size_t for_each_json_object(
+    std::string_view bytes, const std::filesystem::path& path,
+    const std::function<void(const nlohmann::json& object, std::size_t line_number)>& on_object,
+    std::size_t first_line_number = 1);
 
 }  // namespace zero::text
