@@ -160,6 +160,52 @@ TEST_F(ClassifyTrain, AccumulationAndCheckpointingKeepTheLosses) {
   }
 }
 
+// bf16 (DeepSpeed's "bf16" section: 16-bit parameters and gradients, fp32 master weights): the
+// head widens its 16-bit ln_f and score to fp32 and adds its gradients back with one rounding, as
+// the body does. World 1 stage 0 and world 2 stage 3 agree within bf16's gradient rounding (the
+// reduce-scatter sums 16-bit gradients in another order), and both stay near the fp32 run.
+TEST_F(ClassifyTrain, Bf16TrainsTheHeadToo) {
+  auto bf16_config = [&](int stage) {
+    const fs::path path = folder_.path() / ("bf16_stage" + std::to_string(stage) + ".json");
+    std::ofstream(path) << R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+      "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "bf16": {"enabled": "auto"},
+      "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
+                                                "weight_decay": "auto"}},
+      "zero_optimization": {"stage": )"
+                        << stage << R"(, "reduce_bucket_size": 4096,
+      "stage3_prefetch_bucket_size": 4096, "stage3_param_persistence_threshold": 0}})";
+    return path.string();
+  };
+  train::TrainingArguments fp32 = classify_arguments(folder_.path(), folder_.path() / "fp32");
+  const std::vector<double> reference = logged_losses(run_world(fp32, 1).log_history);
+  train::TrainingArguments one = classify_arguments(folder_.path(), folder_.path() / "bf16_1");
+  one.bf16 = true;
+  one.deepspeed = bf16_config(0);
+  train::TrainingArguments two = classify_arguments(folder_.path(), folder_.path() / "bf16_2");
+  two.bf16 = true;
+  two.deepspeed = bf16_config(3);
+  two.per_device_train_batch_size = 4;
+  const train::TrainResult first = run_world(one, 1);
+  const std::vector<double> losses_one = logged_losses(first.log_history);
+  const std::vector<double> losses_two = logged_losses(run_world(two, 2).log_history);
+  ASSERT_EQ(losses_one.size(), reference.size());
+  ASSERT_EQ(losses_two.size(), reference.size());
+  double largest = 0.0, across = 0.0;
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    EXPECT_NEAR(losses_two[i], losses_one[i], 1e-2 * losses_one[i]) << "log entry " << i;
+    EXPECT_NEAR(losses_one[i], reference[i], 2e-2 * reference[i]) << "log entry " << i;
+    largest = std::max(largest, std::abs(losses_one[i] - reference[i]) / reference[i]);
+    across = std::max(across, std::abs(losses_two[i] - losses_one[i]) / losses_one[i]);
+  }
+  std::printf(
+      "bf16 vs fp32: largest relative loss difference %.3g over %zu steps; bf16 world 2 "
+      "stage 3 vs world 1 stage 0: %.3g\n",
+      largest, reference.size(), across);
+  EXPECT_GT(largest, 0.0) << "the bf16 run must not be the fp32 run";
+  ASSERT_TRUE(first.test_report.has_value());
+  EXPECT_EQ(first.test_report->num_examples, 29);
+}
+
 // The saved GPT2ForSequenceClassification evaluates (at another world size) to the same
 // validation loss and test report; its config carries the labels.
 TEST_F(ClassifyTrain, SavedClassifierEvaluatesToTheSameNumbers) {

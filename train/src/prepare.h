@@ -109,7 +109,9 @@ inline std::vector<float> gather_score(gpt2::EngineClassifier& model) {
   if (model.engine().rank() != 0) return {};
   const std::size_t count =
       static_cast<std::size_t>(model.head_config().num_labels * model.config().n_embd);
-  return std::vector<float>(gathered.data(), gathered.data() + count);
+  std::vector<float> score(count);  // fp32, or the 16-bit compute copy widened (as the body)
+  convert(gathered.raw(), gathered.dtype(), score.data(), DType::kFloat32, count);
+  return score;
 }
 
 // Copies a Hugging Face checkpoint's weights into this rank's shards: the body, and for the

@@ -1,6 +1,8 @@
 // EngineClassifier: GPT-2's units and the score unit on zero::Engine, one micro-step over them.
 #include "zero/gpt2/engine_classifier.h"
 
+#include "zero/gpt2/engine_model.h"
+
 namespace zero::gpt2 {
 
 std::vector<UnitId> EngineClassifier::register_units(Engine& engine, const GPT2Config& config,
@@ -32,17 +34,17 @@ EngineClassifier::EngineClassifier(Engine& engine, const GPT2Config& config,
       head_config_(head),
       specs_(gpt2_units(config)),
       units_(register_units(engine, config_, head_config_, specs_, seed)),
-      compute_(config_, rows, seq_len, activations, options),
-      head_(config_, head_config_, rows, seq_len, activations) {}
+      compute_(config_, rows, seq_len, activations, with_engine_dtype(options, engine)),
+      head_(config_, head_config_, rows, seq_len, activations, engine.param_dtype()) {}
 
 void EngineClassifier::forward_body() {
   {
     const GatheredUnit params = engine_.gather(units_[embeddings_unit()]);
-    compute_.forward_embeddings(params.data());
+    compute_.forward_embeddings(params_of(params));
   }
   for (int layer = 0; layer < static_cast<int>(config_.n_layer); ++layer) {
     const GatheredUnit params = engine_.gather(units_[block_unit(layer)]);
-    compute_.forward_block(layer, params.data());
+    compute_.forward_block(layer, params_of(params));
   }
 }
 
@@ -54,11 +56,11 @@ double EngineClassifier::train_micro_step(std::span<const int> tokens, std::span
   {
     GatheredUnit norm = engine_.gather(final_norm);  // then score, on every rank
     GatheredUnit score = engine_.gather(score_unit());
-    head_.forward(compute_, tokens, labels, norm.data(), score.data());
+    head_.forward(compute_, tokens, labels, params_of(norm), params_of(score));
     const double counted = static_cast<double>(head_.num_counted());
     const auto scale = static_cast<float>(counted > 0 ? engine_.loss_scale() / counted : 0.0);
-    head_.backward(compute_, norm.data(), score.data(), engine_.grads(final_norm).data,
-                   engine_.grads(score_unit()).data, scale);
+    head_.backward(compute_, params_of(norm), params_of(score), grads_of(engine_.grads(final_norm)),
+                   grads_of(engine_.grads(score_unit())), scale);
     score.release();
     norm.release();
   }
@@ -68,14 +70,14 @@ double EngineClassifier::train_micro_step(std::span<const int> tokens, std::span
     const UnitId unit = units_[block_unit(layer)];
     {
       const GatheredUnit params = engine_.gather(unit);
-      compute_.backward_block(layer, params.data(), engine_.grads(unit).data);
+      compute_.backward_block(layer, params_of(params), grads_of(engine_.grads(unit)));
     }
     engine_.reduce_grads(unit);
   }
   const UnitId embeddings = units_[embeddings_unit()];
   {
     const GatheredUnit params = engine_.gather(embeddings);
-    compute_.backward_embeddings(params.data(), engine_.grads(embeddings).data);
+    compute_.backward_embeddings(params_of(params), grads_of(engine_.grads(embeddings)));
   }
   engine_.reduce_grads(embeddings);
   return head_.loss();
@@ -86,7 +88,7 @@ double EngineClassifier::evaluate(std::span<const int> tokens, std::span<const i
   forward_body();
   GatheredUnit norm = engine_.gather(units_[final_norm_unit(config_)]);
   GatheredUnit score = engine_.gather(score_unit());
-  head_.forward(compute_, tokens, labels, norm.data(), score.data());
+  head_.forward(compute_, tokens, labels, params_of(norm), params_of(score));
   score.release();
   norm.release();
   return head_.loss();

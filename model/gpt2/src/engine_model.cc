@@ -2,19 +2,6 @@
 #include "zero/gpt2/engine_model.h"
 
 namespace zero::gpt2 {
-namespace {
-
-// The engine's parameters and gradients in their dtype (fp32, or bf16/fp16 in mixed precision).
-ConstUnitData params_of(const GatheredUnit& unit) { return {unit.raw(), unit.dtype()}; }
-UnitData grads_of(const GradientBuffer& buffer) { return {buffer.raw, buffer.dtype}; }
-
-ComputeOptions with_engine_dtype(ComputeOptions options, const Engine& engine) {
-  options.param_dtype = engine.param_dtype();
-  return options;
-}
-
-}  // namespace
-
 std::vector<UnitId> EngineModel::register_units(Engine& engine, const GPT2Config& config,
                                                 const std::vector<UnitSpec>& specs,
                                                 std::uint64_t seed) {

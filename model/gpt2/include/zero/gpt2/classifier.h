@@ -48,19 +48,22 @@ std::vector<std::int64_t> last_token_positions(std::span<const int> tokens, std:
 // GPT2Compute::final_hidden_input / final_hidden_grad.
 class ClassifierHead {
  public:
+  // param_dtype: the dtype of the ln_f and score parameters it will be given (fp32, or bf16/fp16:
+  // then they are widened to fp32 scratch of its own). Gradients may be fp32 or 16-bit; 16-bit
+  // ones are accumulated in fp32 scratch and added with one rounding, as the body does.
   ClassifierHead(const GPT2Config& body, const ClassifierConfig& head, std::int64_t batch_size,
-                 std::int64_t seq_len, Allocator& allocator);
+                 std::int64_t seq_len, Allocator& allocator, DType param_dtype = DType::kFloat32);
 
   // tokens (B, T) as given to the body's set_inputs; labels (B) in [0, K) or negative (ignored),
-  // or empty for logits only. final_norm_params: the ln_f unit; score_params: the score unit;
-  // both fp32 (a body with 16-bit parameters is refused: the head has no 16-bit path yet).
+  // or empty for logits only. final_norm_params: the ln_f unit; score_params: the score unit; in
+  // the constructor's param_dtype. Activations and arithmetic are fp32.
   void forward(const GPT2Compute& body, std::span<const int> tokens, std::span<const int> labels,
-               const float* final_norm_params, const float* score_params);
+               ConstUnitData final_norm_params, ConstUnitData score_params);
   // Accumulates (+=) d(loss_scale × sum of row losses) into ln_f's and score's gradients and
   // writes the body's final_hidden_grad (zero except at the rows' last tokens). loss_scale < 0
   // means 1 / counted rows (the gradient of loss()).
-  void backward(GPT2Compute& body, const float* final_norm_params, const float* score_params,
-                float* final_norm_grads, float* score_grads, float loss_scale = -1.0f);
+  void backward(GPT2Compute& body, ConstUnitData final_norm_params, ConstUnitData score_params,
+                UnitData final_norm_grads, UnitData score_grads, float loss_scale = -1.0f);
 
   float loss() const { return loss_; }  // mean over counted rows (0 when none)
   std::int64_t num_counted() const { return counted_; }
@@ -71,9 +74,11 @@ class ClassifierHead {
 
  private:
   float* view(const std::string& name) const;
+  float* scratch(const std::string& name) const;
   GPT2Config body_;
   ClassifierConfig head_;
   std::int64_t B_, T_;
+  DType param_dtype_;
   FlatLayout layout_;
   Buffer buffer_;
   std::vector<std::int64_t> positions_;

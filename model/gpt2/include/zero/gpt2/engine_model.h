@@ -15,6 +15,16 @@
 
 namespace zero::gpt2 {
 
+// A gathered unit's parameters and a unit's gradient buffer as the kernels take them, in the
+// engine's dtype (fp32, or bf16/fp16 in mixed precision); and the compute options with the
+// engine's parameter dtype. Shared by EngineModel and EngineClassifier.
+inline ConstUnitData params_of(const GatheredUnit& unit) { return {unit.raw(), unit.dtype()}; }
+inline UnitData grads_of(const GradientBuffer& buffer) { return {buffer.raw, buffer.dtype}; }
+inline ComputeOptions with_engine_dtype(ComputeOptions options, const Engine& engine) {
+  options.param_dtype = engine.param_dtype();
+  return options;
+}
+
 // Every rank constructs one with the same config and seed, at the same point relative to other
 // registrations with the engine. The constructor registers gpt2_units(config) (initialised by
 // init_unit_range(config, unit, seed, ...): the same values whatever the stage, world size or
