@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Reference side of benchmarks/optim_bench: one AdamW step over a flat fp32 shard of N elements
+with DeepSpeed's DeepSpeedCPUAdam (its cpu_adam op, JIT-built on first use) and with
+torch.optim.AdamW (foreach, CPU), at a given thread count. Prints one line per optimizer:
+
+  RESULT <name> <threads> <median seconds per step> <G elements/s>
+
+or `UNAVAILABLE <name> <reason>` when an optimizer cannot run. Steps are timed one by one after a
+warm-up step (which allocates the moments); the median is reported.
+
+DeepSpeed's CPU op builder leaves the C++ standard to torch's cpp_extension, which passes
+-std=c++14 on torch < 2 (Debian's torch 1.13), while cpu_adam's headers need C++17
+(std::is_same_v): the builder's flags get -std=c++17 appended here (the last -std wins). The
+build needs torch's C++ headers (Debian: libtorch-dev) and pybind11 (pybind11-dev).
+"""
+import argparse
+import os
+import sys
+import time
+
+
+def median_step(step, repetitions):
+    step()  # warm-up: state allocation, first-touch of the moments
+    times = []
+    for _ in range(repetitions):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def report(name, threads, seconds, elements):
+    print(f"RESULT {name} {threads} {seconds:.6f} {elements / seconds / 1e9:.4f}", flush=True)
+
+
+def deepspeed_adam(torch, elements, threads, repetitions):
+    if int(torch.__version__.split(".")[0]) < 2:
+        from deepspeed.ops.op_builder.cpu.builder import CPUOpBuilder
+        cxx_args = CPUOpBuilder.cxx_args
+        CPUOpBuilder.cxx_args = lambda self: cxx_args(self) + ["-std=c++17"]
+    from deepspeed.ops.adam import DeepSpeedCPUAdam
+    param = torch.full((elements,), 0.5, dtype=torch.float32)
+    param.grad = torch.full((elements,), 0.01, dtype=torch.float32)
+    optimizer = DeepSpeedCPUAdam([param], lr=1e-3, weight_decay=0.01, adamw_mode=True)
+    seconds = median_step(optimizer.step, repetitions)
+    del optimizer, param
+    return seconds
+
+
+def torch_adamw(torch, elements, threads, repetitions, foreach):
+    param = torch.full((elements,), 0.5, dtype=torch.float32, requires_grad=True)
+    param.grad = torch.full((elements,), 0.01, dtype=torch.float32)
+    optimizer = torch.optim.AdamW([param], lr=1e-3, weight_decay=0.01, foreach=foreach)
+    seconds = median_step(optimizer.step, repetitions)
+    del optimizer, param
+    return seconds
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--elements", type=int, default=100_000_000)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--skip_torch", action="store_true")
+    args = parser.parse_args()
+    import torch
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(unset)')}", flush=True)
+    try:
+        import deepspeed
+        seconds = deepspeed_adam(torch, args.elements, args.threads, args.repetitions)
+        report(f"DeepSpeedCPUAdam({deepspeed.__version__})", args.threads, seconds, args.elements)
+    except Exception as error:  # the reason goes to the report, not a traceback
+        reason = " ".join(str(error).split())
+        cause = error.__cause__
+        if cause is not None:
+            reason += " (" + " ".join(str(cause).split())[:300] + ")"
+        print(f"UNAVAILABLE DeepSpeedCPUAdam {type(error).__name__}: {reason}", flush=True)
+    if not args.skip_torch:
+        seconds = torch_adamw(torch, args.elements, args.threads, args.repetitions, foreach=True)
+        report("torch.optim.AdamW(foreach)", args.threads, seconds, args.elements)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
