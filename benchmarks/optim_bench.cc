@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <string>
@@ -52,10 +53,21 @@ Arrays& arrays() {
   return a;
 }
 
-void set_rates(benchmark::State& state, std::size_t bytes_per_element) {
+double process_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+// Bytes and elements per second of wall time, and the process CPU seconds (all threads) per
+// step since `cpu_start`.
+void set_rates(benchmark::State& state, std::size_t bytes_per_element, double cpu_start) {
+  const double cpu = process_cpu_seconds() - cpu_start;
   const auto elements = static_cast<double>(state.iterations()) * static_cast<double>(g_elements);
   state.SetBytesProcessed(static_cast<std::int64_t>(elements * bytes_per_element));
   state.counters["elements"] = benchmark::Counter(elements, benchmark::Counter::kIsRate);
+  state.counters["cpu_s"] =
+      cpu / static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
 }
 
 void BM_AdamW(benchmark::State& state) {
@@ -63,12 +75,13 @@ void BM_AdamW(benchmark::State& state) {
   zero::optim::AdamHyperparams hyper;
   hyper.weight_decay = 0.01;
   hyper.threads = static_cast<int>(state.range(0));
+  const double cpu_start = process_cpu_seconds();
   for (auto _ : state) {
     zero::optim::adam_step(a.p.data(), a.g.data(), a.m.data(), a.v.data(), g_elements, hyper);
     benchmark::DoNotOptimize(a.p.data());
     ++hyper.step;
   }
-  set_rates(state, 28);
+  set_rates(state, 28, cpu_start);
 }
 
 void BM_AdamW_bf16(benchmark::State& state) {
@@ -76,13 +89,14 @@ void BM_AdamW_bf16(benchmark::State& state) {
   zero::optim::AdamHyperparams hyper;
   hyper.weight_decay = 0.01;
   hyper.threads = static_cast<int>(state.range(0));
+  const double cpu_start = process_cpu_seconds();
   for (auto _ : state) {
     zero::optim::adam_step(a.p.data(), a.g.data(), a.m.data(), a.v.data(), g_elements, hyper,
                            a.half.data(), zero::DType::kBFloat16);
     benchmark::DoNotOptimize(a.half.data());
     ++hyper.step;
   }
-  set_rates(state, 30);
+  set_rates(state, 30, cpu_start);
 }
 
 void BM_SameTraffic(benchmark::State& state) {
@@ -93,6 +107,7 @@ void BM_SameTraffic(benchmark::State& state) {
   float* m = a.m.data();
   float* v = a.v.data();
   const std::size_t n = g_elements;
+  const double cpu_start = process_cpu_seconds();
   for (auto _ : state) {
 #pragma omp parallel for simd num_threads(threads) schedule(static)
     for (std::size_t i = 0; i < n; ++i) {
@@ -103,11 +118,11 @@ void BM_SameTraffic(benchmark::State& state) {
     benchmark::DoNotOptimize(p);
     benchmark::ClobberMemory();
   }
+  set_rates(state, 28, cpu_start);
   // Undo the drift so the AdamW runs after this one see ordinary values.
   std::fill(a.p.begin(), a.p.end(), 0.5f);
   std::fill(a.m.begin(), a.m.end(), 0.0f);
   std::fill(a.v.begin(), a.v.end(), 0.0f);
-  set_rates(state, 28);
 }
 
 void BM_Triad(benchmark::State& state) {
@@ -117,21 +132,22 @@ void BM_Triad(benchmark::State& state) {
   const float* x = a.g.data();
   const float* y = a.m.data();
   const std::size_t n = g_elements;
+  const double cpu_start = process_cpu_seconds();
   for (auto _ : state) {
 #pragma omp parallel for simd num_threads(threads) schedule(static)
     for (std::size_t i = 0; i < n; ++i) out[i] = x[i] + 3.0f * y[i];
     benchmark::DoNotOptimize(out);
     benchmark::ClobberMemory();
   }
+  set_rates(state, 16, cpu_start);
   std::fill(a.p.begin(), a.p.end(), 0.5f);
-  set_rates(state, 16);
 }
 
 // Keeps the median of every benchmark's repetitions (and prints as the console does).
 class MedianReporter : public benchmark::ConsoleReporter {
  public:
   struct Median {
-    double bytes_per_second = 0, elements_per_second = 0, seconds = 0;
+    double bytes_per_second = 0, elements_per_second = 0, seconds = 0, cpu_seconds = 0;
   };
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& run : runs) {
@@ -141,6 +157,8 @@ class MedianReporter : public benchmark::ConsoleReporter {
         median.bytes_per_second = it->second.value;
       if (auto it = run.counters.find("elements"); it != run.counters.end())
         median.elements_per_second = it->second.value;
+      if (auto it = run.counters.find("cpu_s"); it != run.counters.end())
+        median.cpu_seconds = it->second.value;
       median.seconds = run.GetAdjustedRealTime() / 1e3;  // reported in ms
       medians[run.run_name.function_name][std::stoi(run.run_name.args)] = median;
     }
@@ -151,7 +169,7 @@ class MedianReporter : public benchmark::ConsoleReporter {
 
 struct Reference {
   std::string name;
-  double seconds = 0, elements_per_second = 0;
+  double seconds = 0, elements_per_second = 0, cpu_seconds = 0;
 };
 
 // Runs the Python helper at `threads` threads; its RESULT lines, and its other lines echoed.
@@ -174,8 +192,8 @@ std::vector<Reference> run_reference(const std::string& python, int threads,
     char name[256];
     int t = 0;
     Reference r;
-    if (std::sscanf(line, "RESULT %255s %d %lf %lf", name, &t, &r.seconds,
-                    &r.elements_per_second) == 4) {
+    if (std::sscanf(line, "RESULT %255s %d %lf %lf %lf", name, &t, &r.seconds,
+                    &r.elements_per_second, &r.cpu_seconds) == 5) {
       r.name = name;
       r.elements_per_second *= 1e9;
       out.push_back(r);
@@ -266,15 +284,26 @@ int main(int argc, char** argv) {
     auto it = runs.find(threads);
     return it == runs.end() ? MedianReporter::Median{} : it->second;
   };
-  std::printf("\nMedians, G elements/s (GB/s at the bytes each moves per element):\n");
-  std::printf("%7s %10s %10s %18s %18s %10s %8s", "threads", "triad", "same-traf", "zero AdamW",
-              "zero AdamW+bf16", "AdamW/ceil", "ms/step");
+  // Wall-clock rate, and in brackets the rate had each thread a core to itself: elements over
+  // (process CPU seconds per step / threads). On a shared machine the wall figure undercounts.
+  auto rates = [](double elements_per_second, double cpu_seconds, int threads) {
+    char text[64];
+    const double unloaded =
+        cpu_seconds > 0 ? static_cast<double>(g_elements) * threads / cpu_seconds : 0.0;
+    std::snprintf(text, sizeof text, "%6.3f [%6.3f]", elements_per_second / 1e9, unloaded / 1e9);
+    return std::string(text);
+  };
   std::vector<std::string> reference_names;
   for (const auto& [threads, list] : references)
     for (const Reference& r : list)
       if (std::find(reference_names.begin(), reference_names.end(), r.name) ==
           reference_names.end())
         reference_names.push_back(r.name);
+  std::printf(
+      "\nMedians. Bandwidth in GB/s at the bytes each kernel moves per element; optimizers in G "
+      "elements/s of wall time [and per CPU time: elements / (process CPU s / threads)]:\n");
+  std::printf("%7s %9s %9s %17s %17s %9s %17s", "threads", "triad", "same-traf", "zero AdamW",
+              "zero AdamW+bf16", "AdamW/ceil", "ceiling (triad)");
   for (const std::string& name : reference_names) std::printf(" %28s", name.c_str());
   std::printf("\n");
   for (int threads = 1; threads <= max_threads; ++threads) {
@@ -283,22 +312,25 @@ int main(int argc, char** argv) {
     const auto adam = median("BM_AdamW", threads);
     const auto fused = median("BM_AdamW_bf16", threads);
     std::printf(
-        "%7d %7.1fGB/s %7.1fGB/s %7.3f (%5.1fGB/s) %7.3f (%5.1fGB/s) %9.0f%% %8.1f", threads,
-        triad.bytes_per_second / 1e9, same.bytes_per_second / 1e9, adam.elements_per_second / 1e9,
-        adam.bytes_per_second / 1e9, fused.elements_per_second / 1e9, fused.bytes_per_second / 1e9,
+        "%7d %9.1f %9.1f %17s %17s %8.0f%% %17.3f", threads, triad.bytes_per_second / 1e9,
+        same.bytes_per_second / 1e9,
+        rates(adam.elements_per_second, adam.cpu_seconds, threads).c_str(),
+        rates(fused.elements_per_second, fused.cpu_seconds, threads).c_str(),
         same.bytes_per_second > 0 ? 100.0 * adam.bytes_per_second / same.bytes_per_second : 0.0,
-        adam.seconds * 1e3);
+        triad.bytes_per_second / 28 / 1e9);
     for (const std::string& name : reference_names) {
-      double rate = 0, seconds = 0;
+      const Reference* found = nullptr;
       for (const Reference& r : references[threads])
-        if (r.name == name) rate = r.elements_per_second, seconds = r.seconds;
-      std::printf(" %10.3f (%6.1f ms/step)    ", rate / 1e9, seconds * 1e3);
+        if (r.name == name) found = &r;
+      std::printf(
+          " %28s",
+          found ? rates(found->elements_per_second, found->cpu_seconds, threads).c_str() : "-");
     }
     std::printf("\n");
   }
   std::printf(
-      "AdamW/ceil: zero AdamW's bytes/s over the same-traffic kernel's (28 B/element "
-      "both). Ceiling in elements/s from the triad: triad GB/s / 28 B.\n");
+      "AdamW/ceil: zero AdamW's bytes/s over the same-traffic kernel's (28 B/element both); "
+      "ceiling (triad): the triad's bytes/s over AdamW's 28 B/element, in G elements/s.\n");
   for (const std::string& note : notes) std::printf("note: %s", note.c_str());
   return 0;
 }

@@ -3,10 +3,11 @@
 with DeepSpeed's DeepSpeedCPUAdam (its cpu_adam op, JIT-built on first use) and with
 torch.optim.AdamW (foreach, CPU), at a given thread count. Prints one line per optimizer:
 
-  RESULT <name> <threads> <median seconds per step> <G elements/s>
+  RESULT <name> <threads> <median wall seconds per step> <G elements/s> <median CPU seconds>
 
 or `UNAVAILABLE <name> <reason>` when an optimizer cannot run. Steps are timed one by one after a
-warm-up step (which allocates the moments); the median is reported.
+warm-up step (which allocates the moments); the medians of the wall time and of the process CPU
+time (all threads) are reported.
 
 DeepSpeed's CPU op builder leaves the C++ standard to torch's cpp_extension, which passes
 -std=c++14 on torch < 2 (Debian's torch 1.13), while cpu_adam's headers need C++17
@@ -20,18 +21,22 @@ import time
 
 
 def median_step(step, repetitions):
+    """Median wall seconds and median process CPU seconds of one step."""
     step()  # warm-up: state allocation, first-touch of the moments
-    times = []
+    walls, cpus = [], []
     for _ in range(repetitions):
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         step()
-        times.append(time.perf_counter() - start)
-    times.sort()
-    return times[len(times) // 2]
+        cpus.append(time.process_time() - cpu)
+        walls.append(time.perf_counter() - wall)
+    walls.sort()
+    cpus.sort()
+    return walls[len(walls) // 2], cpus[len(cpus) // 2]
 
 
 def report(name, threads, seconds, elements):
-    print(f"RESULT {name} {threads} {seconds:.6f} {elements / seconds / 1e9:.4f}", flush=True)
+    wall, cpu = seconds
+    print(f"RESULT {name} {threads} {wall:.6f} {elements / wall / 1e9:.4f} {cpu:.6f}", flush=True)
 
 
 def deepspeed_adam(torch, elements, threads, repetitions):
