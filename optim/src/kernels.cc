@@ -34,7 +34,9 @@ namespace {
 #define ZERO_ALWAYS_INLINE inline
 #endif
 
-constexpr std::size_t kChunkAlign = 16;  // thread chunks start on multiples of 64 bytes
+// Thread chunks start on multiples of 16 elements (64 bytes): on cache-line boundaries when the
+// shard starts on one (allocator buffers are 64-byte aligned), so no two threads share a line.
+constexpr std::size_t kChunkAlign = 16;
 
 // Moves the calling thread into `allowed` when it runs outside it (an OpenMP worker started
 // before bind_cores_to_rank narrowed the process, or one OMP_PROC_BIND placed elsewhere). Each
