@@ -32,6 +32,7 @@
 #include <ctime>
 #include <map>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -41,10 +42,32 @@ namespace {
 
 std::size_t g_elements = 100'000'000;
 
-// One set of arrays for every benchmark: allocated and first-touched once (1.6 GB at 100M).
+// n values of T, 64-byte aligned as the engine's buffers and torch's tensors are (a plain vector
+// of this size starts 16 bytes past a page, so every vector load would straddle two lines).
+template <typename T>
+class AlignedArray {
+ public:
+  AlignedArray(std::size_t n, T value)
+      : data_(static_cast<T*>(std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64))), size_(n) {
+    if (data_ == nullptr) throw std::bad_alloc();
+    std::fill(begin(), end(), value);
+  }
+  AlignedArray(const AlignedArray&) = delete;
+  AlignedArray& operator=(const AlignedArray&) = delete;
+  ~AlignedArray() { std::free(data_); }
+  T* data() { return data_; }
+  T* begin() { return data_; }
+  T* end() { return data_ + size_; }
+
+ private:
+  T* data_;
+  std::size_t size_;
+};
+
+// One set of arrays for every benchmark: allocated and first-touched once (1.8 GB at 100M).
 struct Arrays {
-  std::vector<float> p, g, m, v;
-  std::vector<std::uint16_t> half;
+  AlignedArray<float> p, g, m, v;
+  AlignedArray<std::uint16_t> half;
   explicit Arrays(std::size_t n) : p(n, 0.5f), g(n, 0.01f), m(n, 0.0f), v(n, 0.0f), half(n, 0) {}
 };
 
