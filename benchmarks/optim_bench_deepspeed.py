@@ -62,6 +62,20 @@ def torch_adamw(torch, elements, threads, repetitions, foreach):
     return seconds
 
 
+def build_failure(error):
+    """One line: the exception, and the first compiler error in it or its cause (a failed JIT
+    build carries the compiler's output, e.g. "fatal error: torch/extension.h: No such file")."""
+    texts = [str(error)] + ([str(error.__cause__)] if error.__cause__ is not None else [])
+    reason = f"{type(error).__name__}: " + " ".join(texts[0].split())[:200]
+    for text in texts:
+        for line in text.splitlines():
+            if "error:" in line:
+                return reason + " | " + line.strip()[:300]
+    if len(texts) > 1:
+        reason += " | " + " ".join(texts[1].split())[:300]
+    return reason
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--elements", type=int, default=100_000_000)
@@ -78,11 +92,7 @@ def main():
         seconds = deepspeed_adam(torch, args.elements, args.threads, args.repetitions)
         report(f"DeepSpeedCPUAdam({deepspeed.__version__})", args.threads, seconds, args.elements)
     except Exception as error:  # the reason goes to the report, not a traceback
-        reason = " ".join(str(error).split())
-        cause = error.__cause__
-        if cause is not None:
-            reason += " (" + " ".join(str(cause).split())[:300] + ")"
-        print(f"UNAVAILABLE DeepSpeedCPUAdam {type(error).__name__}: {reason}", flush=True)
+        print(f"UNAVAILABLE DeepSpeedCPUAdam {build_failure(error)}", flush=True)
     if not args.skip_torch:
         seconds = torch_adamw(torch, args.elements, args.threads, args.repetitions, foreach=True)
         report("torch.optim.AdamW(foreach)", args.threads, seconds, args.elements)
