@@ -310,24 +310,35 @@ double lamb_step_size(const LambHyperparams& h) {
   return h.lr * std::sqrt(bc2) / bc1;
 }
 
-// One block (at most kSumBlockElements): the moments, and Σp², Σu² in element order.
+// One block (at most kSumBlockElements): the moments, and Σp², Σu² as kSumLanes partial sums
+// (element i into lane i % kSumLanes, in element order) added lane by lane at the end. The order
+// is the source's, so every clone and thread count gives the same sums, and the lanes are
+// independent chains the compiler can keep in vector registers.
+constexpr std::size_t kSumLanes = 8;
+
 ZERO_SIMD_CLONES
 void lamb_moments_block(const float* __restrict params, const float* __restrict grads,
                         float* __restrict m, float* __restrict v, std::size_t count,
                         LambCoefficients c, double* params_sum, double* update_sum) {
-  double sp = 0.0, su = 0.0;
-  for (std::size_t i = 0; i < count; ++i) {
+  double sp[kSumLanes] = {}, su[kSumLanes] = {};
+  const auto element = [&](std::size_t i, std::size_t lane) {
     const float g = grads[i] * c.grad_scale;
     const float mi = c.beta1 * m[i] + c.one_minus_beta1 * g;
     const float vi = c.beta2 * v[i] + c.one_minus_beta2 * g * g;
     m[i] = mi;
     v[i] = vi;
     const float u = mi / (std::sqrt(vi) + c.eps) + c.weight_decay * params[i];
-    sp += static_cast<double>(params[i]) * params[i];
-    su += static_cast<double>(u) * u;
-  }
-  *params_sum = sp;
-  *update_sum = su;
+    sp[lane] += static_cast<double>(params[i]) * params[i];
+    su[lane] += static_cast<double>(u) * u;
+  };
+  const std::size_t whole = count / kSumLanes * kSumLanes;
+  for (std::size_t i = 0; i < whole; i += kSumLanes)
+    for (std::size_t lane = 0; lane < kSumLanes; ++lane) element(i + lane, lane);
+  for (std::size_t i = whole; i < count; ++i) element(i, i - whole);
+  double total_p = 0.0, total_u = 0.0;
+  for (std::size_t lane = 0; lane < kSumLanes; ++lane) total_p += sp[lane], total_u += su[lane];
+  *params_sum = total_p;
+  *update_sum = total_u;
 }
 
 template <Half H>

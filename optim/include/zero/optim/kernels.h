@@ -30,7 +30,8 @@ int resolve_cpu_optimizer_threads(const char* setting, int openmp_threads, int a
 
 // Shards below this many elements per thread run on fewer threads (one for < 2 × this).
 inline constexpr std::size_t kMinElementsPerThread = std::size_t{1} << 14;
-// Lamb's sums of squares: per block of this many elements, then the blocks in order.
+// Lamb's sums of squares: per block of this many elements (8 lane sums, element i in lane i mod 8,
+// added in lane order), then the blocks in order.
 inline constexpr std::size_t kSumBlockElements = 4096;
 
 struct AdamHyperparams {
