@@ -1,6 +1,7 @@
 // Adam/AdamW, SGD and Lamb over the engine's shard chunks, and the optimizer factory.
 #include "zero/optim/optimizers.h"
 
+#include <cstdint>
 #include <string>
 
 #include "zero/core/error.h"
@@ -22,9 +23,15 @@ void Adam::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
   hyper.bias_correction = options_.bias_correction;
   hyper.step = step.step;
   hyper.grad_scale = step.grad_scale;
-  for (ShardChunk& chunk : chunks)
-    adam_step(chunk.params, chunk.grads, chunk.state, chunk.state + chunk.num_elements,
-              chunk.num_elements, hyper);
+  hyper.threads = cpu_optimizer_threads();
+  for (ShardChunk& chunk : chunks) {
+    if (chunk.half_params != nullptr)
+      adam_step(chunk.params, chunk.grads, chunk.state, chunk.state + chunk.num_elements,
+                chunk.num_elements, hyper, chunk.half_params, chunk.half_dtype);
+    else
+      adam_step(chunk.params, chunk.grads, chunk.state, chunk.state + chunk.num_elements,
+                chunk.num_elements, hyper);
+  }
 }
 
 Sgd::Sgd(const config::OptimizerConfig& options) : options_(options) {
@@ -46,8 +53,14 @@ void Sgd::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
   hyper.nesterov = options_.nesterov;
   hyper.first_step = step.step == 1;
   hyper.grad_scale = step.grad_scale;
-  for (ShardChunk& chunk : chunks)
-    sgd_step(chunk.params, chunk.grads, chunk.state, chunk.num_elements, hyper);
+  hyper.threads = cpu_optimizer_threads();
+  for (ShardChunk& chunk : chunks) {
+    if (chunk.half_params != nullptr)
+      sgd_step(chunk.params, chunk.grads, chunk.state, chunk.num_elements, hyper, chunk.half_params,
+               chunk.half_dtype);
+    else
+      sgd_step(chunk.params, chunk.grads, chunk.state, chunk.num_elements, hyper);
+  }
 }
 
 Lamb::Lamb(const config::OptimizerConfig& options) : options_(options) {}
@@ -64,6 +77,7 @@ void Lamb::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
   hyper.grad_scale = step.grad_scale;
   hyper.max_coeff = options_.max_coeff;
   hyper.min_coeff = options_.min_coeff;
+  hyper.threads = cpu_optimizer_threads();
   // Per-tensor Σp² and Σu² over this rank's pieces, then over all ranks: [p0, u0, p1, u1, ...].
   std::vector<float> sums(2 * static_cast<std::size_t>(step.num_tensors), 0.0f);
   for (ShardChunk& chunk : chunks) {
@@ -82,8 +96,13 @@ void Lamb::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
       const std::size_t at = segment.offset_elements;
       const double ratio =
           lamb_trust_ratio(sums[2 * segment.tensor], sums[2 * segment.tensor + 1], hyper);
-      lamb_apply(chunk.params + at, chunk.state + at, chunk.state + chunk.num_elements + at,
-                 segment.num_elements, hyper, ratio);
+      if (chunk.half_params != nullptr)
+        lamb_apply(chunk.params + at, chunk.state + at, chunk.state + chunk.num_elements + at,
+                   segment.num_elements, hyper, ratio,
+                   static_cast<std::uint16_t*>(chunk.half_params) + at, chunk.half_dtype);
+      else
+        lamb_apply(chunk.params + at, chunk.state + at, chunk.state + chunk.num_elements + at,
+                   segment.num_elements, hyper, ratio);
     }
   }
 }

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "zero/core/dtype.h"
+
 namespace zero {
 
 // One tensor's piece of a shard chunk: elements [offset, offset + size) of the chunk belong to
@@ -28,6 +30,12 @@ struct ShardChunk {
   float* state = nullptr;
   std::size_t num_elements = 0;
   std::vector<TensorSegment> segments;  // ordered, covering the chunk's non-padding elements
+  // Optional: num_elements 16-bit values (`half_dtype`, kBFloat16 or kFloat16) that receive the
+  // updated params, rounded as zero::convert, in the same pass as the update (e.g. an offloaded
+  // step's copy for the device): every element the optimizer updates (Adam, SGD: all of them;
+  // Lamb: the segments, padding untouched). Null: none.
+  void* half_params = nullptr;
+  DType half_dtype = DType::kBFloat16;
 };
 
 // Everything one optimizer step needs besides the shard.
@@ -43,7 +51,8 @@ struct OptimizerStep {
 };
 
 // An optimizer over flat fp32 shards. step() is called once per taken step on every rank with
-// the rank's chunks (all units' shards); it updates params and state in place.
+// the rank's chunks (all units' shards); it updates params and state in place (and a chunk's
+// half_params when set).
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
