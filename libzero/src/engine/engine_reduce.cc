@@ -45,10 +45,12 @@ void Engine::Impl::flush_bucket() {
   if (skip_collectives) return;
 
   const bool blocked = policy.partitioned;
-  const bool accumulate = policy.grad_shard;
-  // The bucket holds the model's gradient dtype; reduced values go into the accumulation dtype.
+  // Stages 2-3 add every micro-step's reduction into the grad shard; stages 0-1 reduce once.
+  const bool accumulate = !policy.full_grads;
+  // The bucket holds the model's gradient dtype; reduced values go into the owned gradients'
+  // dtype (the host's fp32 partition with offload_optimizer).
   const DType bucket_dtype = policy.model_grads;
-  const DType destination_dtype = policy.accumulate;
+  const DType destination_dtype = blocked ? policy.owned_grads_dtype() : policy.accumulate;
   const std::size_t bucket_bytes = size_of(bucket_dtype);
   const auto in_bucket = [bucket_bytes](void* base, std::size_t index) {
     return static_cast<char*>(base) + index * bucket_bytes;
@@ -106,6 +108,14 @@ void Engine::Impl::flush_bucket() {
     comm.all_reduce(send, send, block * static_cast<std::size_t>(world), bucket_dtype,
                     ReduceOp::kSum, label);
     reduced = in_bucket(send, static_cast<std::size_t>(rank) * block);
+  }
+  if (policy.host_step) {  // into the host gradient partition, through the copy stream
+    std::vector<HostPiece> host_pieces;
+    for (const Piece& piece : pieces)
+      host_pieces.push_back({static_cast<float*>(piece.destination), piece.count,
+                             piece.bucket_offset});
+    unpack_on_host(reduced, block, std::move(host_pieces), accumulate, post);
+    pieces.clear();
   }
   for (const Piece& piece : pieces) {
     if (accumulate)

@@ -2,6 +2,7 @@
 // checkpoint state accessors.
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "engine_impl.h"
 #include "zero/core/error.h"
@@ -29,7 +30,10 @@ bool Engine::step() {
   };
   if (d.planning) {
     d.synchronize("reducing gradients before the optimizer step");
-    fp32_grads_workspace();     // recorded: allocated and freed as in a taken step
+    if (policy.host_step)
+      d.host_step(OptimizerStep{});  // recorded: the step's host buffers
+    else
+      fp32_grads_workspace();   // recorded: allocated and freed as in a taken step
     if (!d.skip_collectives) {  // the collectives of a taken step, on no data
       if (policy.partitioned && d.world > 1) {
         d.comm.all_reduce(nullptr, nullptr, 1, DType::kFloat32, ReduceOp::kSum, "grad norm");
@@ -45,12 +49,16 @@ bool Engine::step() {
   // all-reduced (stage 0 holds replicas). A shard with an inf/NaN element contributes +inf, so
   // the all-reduced sum carries every rank's overflow flag.
   Stream& compute = context_->compute_stream();
-  d.compute_after_comm();
   std::vector<SquaresResult> partial(d.units.size());
-  for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u)
-    context_->sum_of_squares(compute, d.owned_grads(u), policy.accumulate, d.units[u].owned_count,
-                             &partial[u]);
-  d.synchronize_compute("reducing gradients before the optimizer step");
+  if (policy.host_step) {  // the gradient partition is on the host
+    d.host_squares(partial);
+  } else {
+    d.compute_after_comm();
+    for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u)
+      context_->sum_of_squares(compute, d.owned_grads(u), policy.accumulate,
+                               d.units[u].owned_count, &partial[u]);
+    d.synchronize_compute("reducing gradients before the optimizer step");
+  }
   double squares = 0.0;
   bool nonfinite = false;
   for (const SquaresResult& result : partial) {
@@ -83,10 +91,48 @@ bool Engine::step() {
     if (clip > 1.0) grad_scale /= clip;
   }
 
+  OptimizerStep args;
+  args.step = ++state_.optimizer_steps;
+  args.lr = lr();
+  args.beta1 = d.schedule ? d.schedule->beta1(d.optimizer->beta1()) : d.optimizer->beta1();
+  args.grad_scale = grad_scale;
+  args.num_tensors = d.num_tensors;
+  const bool partitioned = policy.partitioned && d.world > 1;
+  args.all_reduce_sum = [&d, partitioned](float* values, std::size_t count) {
+    if (!partitioned || count == 0) return;
+    d.comm.all_reduce(values, values, count, DType::kFloat32, ReduceOp::kSum, "optimizer stats");
+    d.synchronize("all-reducing optimizer statistics");
+  };
+  if (policy.host_step) {
+    // offload_optimizer: on the host, sub-group by sub-group, the compute parameters refreshed
+    // behind it (engine_offload.cc).
+    d.host_step(args);
+  } else {
+    device_step(args);
+  }
+  if (d.schedule) d.schedule->step();
+  loss_scaler_.update(false);
+  state_.loss_scaler = loss_scaler_.state();
+  if (d.schedule) state_.scheduler_last_batch_iteration = d.schedule->last_batch_iteration();
+
+  refresh_params();
+  zero_grad();
+  return true;
+}
+
+void Engine::device_step(const OptimizerStep& args) {
+  Impl& d = *impl_;
+  const StatePolicy& policy = d.policy;
+  Stream& compute = context_->compute_stream();
+  std::size_t owned_total = 0;
+  for (const EngineUnit& unit : d.units) owned_total += unit.owned_count;
+  Buffer fp32_grads =
+      policy.fp32_grads_for_step()
+          ? Buffer()
+          : allocator().allocate(owned_total * sizeof(float), MemoryCategory::kWorkspace);
   std::vector<ShardChunk> chunks;
   chunks.reserve(d.units.size());
   const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());
-  Buffer fp32_grads = fp32_grads_workspace();
   for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u) {
     const EngineUnit& unit = d.units[u];
     ShardChunk chunk;
@@ -111,38 +157,27 @@ bool Engine::step() {
     }
     chunks.push_back(std::move(chunk));
   }
-  OptimizerStep args;
-  args.step = ++state_.optimizer_steps;
-  args.lr = lr();
-  args.beta1 = d.schedule ? d.schedule->beta1(d.optimizer->beta1()) : d.optimizer->beta1();
-  args.grad_scale = grad_scale;
-  args.num_tensors = d.num_tensors;
-  const bool partitioned = policy.partitioned && d.world > 1;
-  args.all_reduce_sum = [&d, partitioned](float* values, std::size_t count) {
-    if (!partitioned || count == 0) return;
-    d.comm.all_reduce(values, values, count, DType::kFloat32, ReduceOp::kSum, "optimizer stats");
-    d.synchronize("all-reducing optimizer statistics");
-  };
   context_->optimizer_step(compute, *d.optimizer, chunks, args);
   // The optimizer may issue collectives of its own (LAMB's trust ratios through all_reduce_sum):
   // they must be issued before the post-step gathers, in the same order on every rank.
   d.synchronize_compute("the optimizer step");
-  fp32_grads.reset();
-  if (d.schedule) d.schedule->step();
-  loss_scaler_.update(false);
-  state_.loss_scaler = loss_scaler_.state();
-  if (d.schedule) state_.scheduler_last_batch_iteration = d.schedule->last_batch_iteration();
-
-  refresh_params();
-  zero_grad();
-  return true;
 }
 
 void Engine::refresh_params() {
   initialize();
   Impl& d = *impl_;
   // 16-bit training: the owned compute parameters from the (updated or loaded) fp32 master.
-  d.params_from_master();
+  // offload_optimizer: the host step refreshed them sub-group by sub-group on the copy stream
+  // (a load refreshes them here), and the gathers follow the copy stream.
+  if (d.policy.host_step) {
+    if (!std::exchange(d.params_refreshed_by_step, false)) d.host_params_from_master();
+    if (!d.planning) {
+      d.params_ready = context_->copy_stream().record();
+      d.comm.stream().wait(d.params_ready);
+    }
+  } else {
+    d.params_from_master();
+  }
   if (!d.planning) d.comm_after_compute();  // the updated (or loaded) shards come first
   if (d.policy.gather_after_step) d.all_gather_params();
   if (d.policy.param_shard) d.regather_persistent();
@@ -153,6 +188,17 @@ std::vector<ShardState> Engine::shard_states() {
   Impl& d = *impl_;
   d.synchronize("reading shard state");
   d.synchronize_compute("reading shard state");
+  ZERO_CHECK(!d.policy.swap_optimizer(),
+             "shard_states(): the master weights and optimizer state are in NVMe swap regions "
+             "(zero_optimization.offload_optimizer.device nvme); checkpointing them is not "
+             "supported yet");
+  if (d.policy.host_step) {
+    try {
+      context_->copy_stream().synchronize();  // the step's copies read the master
+    } catch (const Error& error) {
+      ZERO_THROW("reading shard state: ", error.what());
+    }
+  }
   std::vector<ShardState> shards;
   const std::vector<std::string> names = d.optimizer->state_names();
   const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());
