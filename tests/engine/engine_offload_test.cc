@@ -124,8 +124,8 @@ TEST_P(StackOffload, MatchesTheRunWithoutOffloadBitwise) {
   for (Mode mode : {Mode::kCpu, Mode::kCpuParams, Mode::kNvme, Mode::kNvmeParams}) {
     if (uses_params(mode) && stage != 3) continue;  // parameters are offloaded at stage 3 only
     expect_bitwise(run_stack(stage, world, mode), reference,
-                   "fp32 stage " + std::to_string(stage) + " world " + std::to_string(world) +
-                       " " + name_of(mode));
+                   "fp32 stage " + std::to_string(stage) + " world " + std::to_string(world) + " " +
+                       name_of(mode));
   }
 }
 
@@ -150,9 +150,9 @@ TEST(EngineOffload, AccumulationAndSwapTraffic) {
   EXPECT_EQ(counters.bytes_written, 12 * owned * (kStackSteps + 1));
 }
 
-// bf16 GPT-2: the device keeps bf16 parameters, the host the fp32 master, moments and gradient
-// partition; the arithmetic is the run without offload's (fp32 accumulation is bf16's default;
-// conversions are zero::convert's), so bitwise too.
+// GPT-2 in bf16 and fp32. bf16: the device keeps bf16 parameters, the host the fp32 master, moments
+// and gradient partition; the arithmetic is the run without offload's (fp32 accumulation is bf16's
+// default; conversions are zero::convert's), so bitwise too.
 constexpr int kGpt2Steps = 6;
 
 TrainResult run_gpt2(int stage, int world, Mode mode, DType dtype = DType::kBFloat16) {
@@ -183,14 +183,16 @@ TrainResult run_gpt2(int stage, int world, Mode mode, DType dtype = DType::kBFlo
 
 class Gpt2Offload : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
-TEST_P(Gpt2Offload, Bf16MatchesTheRunWithoutOffloadBitwise) {
+TEST_P(Gpt2Offload, MatchesTheRunWithoutOffloadBitwise) {
   const auto [stage, world] = GetParam();
-  const TrainResult reference = run_gpt2(stage, world, Mode::kNone);
-  for (Mode mode : {Mode::kCpu, Mode::kCpuParams, Mode::kNvme, Mode::kNvmeParams}) {
-    if (uses_params(mode) && stage != 3) continue;
-    expect_bitwise(run_gpt2(stage, world, mode), reference,
-                   "bf16 stage " + std::to_string(stage) + " world " + std::to_string(world) +
-                       " " + name_of(mode));
+  for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
+    const TrainResult reference = run_gpt2(stage, world, Mode::kNone, dtype);
+    for (Mode mode : {Mode::kCpu, Mode::kCpuParams, Mode::kNvme, Mode::kNvmeParams}) {
+      if (uses_params(mode) && stage != 3) continue;
+      expect_bitwise(run_gpt2(stage, world, mode, dtype), reference,
+                     std::string(zero::name_of(dtype)) + " stage " + std::to_string(stage) +
+                         " world " + std::to_string(world) + " " + name_of(mode));
+    }
   }
 }
 
@@ -221,8 +223,7 @@ void check_ledger_by_space(Engine& engine) {
       return engine.ledger().entry(space, category).current_bytes;
     };
     const std::string where = std::string(name_of(space));
-    EXPECT_EQ(current(MemoryCategory::kParams) -
-                  (space == MemorySpace::kDevice ? persistent : 0),
+    EXPECT_EQ(current(MemoryCategory::kParams) - (space == MemorySpace::kDevice ? persistent : 0),
               expected.params)
         << where;
     EXPECT_EQ(current(MemoryCategory::kParamShard), expected.param_shard) << where;
@@ -237,8 +238,7 @@ std::int64_t device_model_states(const MemoryLedger& ledger) {
   std::int64_t total = 0;
   for (MemoryCategory category :
        {MemoryCategory::kParams, MemoryCategory::kParamShard, MemoryCategory::kGrads,
-        MemoryCategory::kGradShard, MemoryCategory::kMasterParams,
-        MemoryCategory::kOptimizerState})
+        MemoryCategory::kGradShard, MemoryCategory::kMasterParams, MemoryCategory::kOptimizerState})
     total += ledger.entry(MemorySpace::kDevice, category).current_bytes;
   return total;
 }
@@ -278,7 +278,8 @@ TEST(EngineOffload, LedgerEqualsTheFormulaInEverySpace) {
           EXPECT_EQ(device_model_states(engine->ledger()), device) << what;
           // pin_memory (the cpu modes here): the host states are in the pinned space.
           const bool pinned = mode == Mode::kCpu || mode == Mode::kCpuParams;
-          EXPECT_EQ(engine->ledger().entry(MemorySpace::kHostPinned, MemoryCategory::kGradShard)
+          EXPECT_EQ(engine->ledger()
+                            .entry(MemorySpace::kHostPinned, MemoryCategory::kGradShard)
                             .current_bytes > 0,
                     pinned)
               << what;
@@ -392,11 +393,11 @@ TEST(EngineOffload, PlanEqualsTheRealRun) {
         const Snapshot& run = real[static_cast<std::size_t>(rank)];
         for (std::size_t s = 0; s < kNumMemorySpaces; ++s)
           for (std::size_t c = 0; c < kNumMemoryCategories; ++c) {
-            const std::string where =
-                name_of(mode) + " stage " + std::to_string(stage) + " rank " +
-                std::to_string(rank) + " " +
-                std::string(zero::name_of(static_cast<MemorySpace>(s))) + "/" +
-                std::string(zero::name_of(static_cast<MemoryCategory>(c)));
+            const std::string where = name_of(mode) + " stage " + std::to_string(stage) + " rank " +
+                                      std::to_string(rank) + " " +
+                                      std::string(zero::name_of(static_cast<MemorySpace>(s))) +
+                                      "/" +
+                                      std::string(zero::name_of(static_cast<MemoryCategory>(c)));
             EXPECT_EQ(plan.entries[s][c].current_bytes, run.entries[s][c].current_bytes) << where;
             EXPECT_EQ(plan.entries[s][c].peak_bytes, run.entries[s][c].peak_bytes) << where;
           }
@@ -420,8 +421,7 @@ TEST(EngineOffload, RefusesWhatItCannotRun) {
   EXPECT_NE(message_of(options).find("needs ZeRO stage 1, 2 or 3"), std::string::npos);
   options.stage = 2;
   options.offload_optimizer.device = config::OffloadDevice::kNvme;
-  EXPECT_NE(message_of(options).find("offload_optimizer.nvme_path is required"),
-            std::string::npos);
+  EXPECT_NE(message_of(options).find("offload_optimizer.nvme_path is required"), std::string::npos);
   options.offload_optimizer.nvme_path = "/x";
   options.offload_optimizer.ratio = 0.5;
   EXPECT_NE(message_of(options).find("offload_optimizer.ratio"), std::string::npos);

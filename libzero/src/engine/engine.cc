@@ -201,9 +201,9 @@ void Engine::Impl::allocate() {
   if (policy.param_shard)
     param_shard = allocate_in(param_space, param_total * compute, MemoryCategory::kParamShard);
   if (policy.grad_shard)
-    grad_shard = allocate_in(policy.grad_shard_space,
-                             shard_total * size_of(policy.grad_shard_dtype),
-                             MemoryCategory::kGradShard);
+    grad_shard =
+        allocate_in(policy.grad_shard_space, shard_total * size_of(policy.grad_shard_dtype),
+                    MemoryCategory::kGradShard);
   if (policy.master_weights)
     master_params =
         allocate_in(policy.master_space, owned_total * kFloat, MemoryCategory::kMasterParams);
@@ -220,10 +220,10 @@ void Engine::Impl::allocate() {
   receive =
       allocator.allocate(bucket_size.receive_elements * grad_bytes, MemoryCategory::kCommBuffers);
   if (policy.host_step)  // the largest reduced block a flush hands to the host: one rank's
-    host_receive = ctx.allocator(policy.staging_space)
-                       .allocate(bucket_size.bucket_elements / static_cast<std::size_t>(world) *
-                                     grad_bytes,
-                                 MemoryCategory::kCommBuffers);
+    host_receive =
+        ctx.allocator(policy.staging_space)
+            .allocate(bucket_size.bucket_elements / static_cast<std::size_t>(world) * grad_bytes,
+                      MemoryCategory::kCommBuffers);
   const std::size_t staging = allgather_staging_elements(options, sizes, world);
   if (staging > 0)
     gather_staging = allocator.allocate(staging * compute, MemoryCategory::kCommBuffers);

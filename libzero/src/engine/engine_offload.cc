@@ -135,9 +135,9 @@ void Engine::Impl::create_swap_stores() {
     optimizer_swap = make_store(options.offload_optimizer.nvme_path, "offload_optimizer");
     for (std::size_t g = 0; g < sub_groups.size(); ++g) {
       const std::size_t count = sub_groups[g].num_elements;
-      master_regions.push_back(optimizer_swap->add_region(
-          "master_params sub-group " + std::to_string(g), count * sizeof(float),
-          MemoryCategory::kMasterParams));
+      master_regions.push_back(
+          optimizer_swap->add_region("master_params sub-group " + std::to_string(g),
+                                     count * sizeof(float), MemoryCategory::kMasterParams));
       state_regions.push_back(
           states == 0 ? -1
                       : optimizer_swap->add_region("optimizer_state sub-group " + std::to_string(g),
@@ -157,10 +157,9 @@ void Engine::Impl::create_swap_stores() {
     }
     for (std::size_t u = 0; u < units.size(); ++u)
       if (swapped[u])
-        units[u].param_region =
-            param_store->add_region("param_shard " + units[u].name,
-                                    units[u].shard * size_of(policy.compute),
-                                    MemoryCategory::kParamShard);
+        units[u].param_region = param_store->add_region("param_shard " + units[u].name,
+                                                        units[u].shard * size_of(policy.compute),
+                                                        MemoryCategory::kParamShard);
   }
 }
 
@@ -331,8 +330,8 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
     free_slot(slot);
     slot.group = static_cast<int>(g);
     slot.master_read = optimizer_swap->read(master_regions[g], slot.master);
-    slot.state_read = state_regions[g] >= 0 ? optimizer_swap->read(state_regions[g], slot.state)
-                                            : SwapTicket{};
+    slot.state_read =
+        state_regions[g] >= 0 ? optimizer_swap->read(state_regions[g], slot.state) : SwapTicket{};
   };
 
   for (std::size_t g = 0; g < sub_groups.size(); ++g) {
@@ -396,8 +395,7 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
         convert(master + offset, DType::kFloat32, owned_compute_params(static_cast<UnitId>(u)),
                 policy.compute, unit.owned_count);
       } else {
-        convert(master + offset, DType::kFloat32, param_io.data, policy.compute,
-                unit.owned_count);
+        convert(master + offset, DType::kFloat32, param_io.data, policy.compute, unit.owned_count);
         param_store->wait(param_store->write(unit.param_region, param_io.data));
       }
     }
@@ -431,8 +429,8 @@ void Engine::Impl::host_params_from_master() {
   std::size_t largest = 0;
   for (const SubGroup& group : sub_groups) largest = std::max(largest, group.num_elements);
   if (device_params && policy.compute != DType::kFloat32)
-    stage = allocate_aligned(ctx.allocator(policy.staging_space),
-                             largest * size_of(policy.compute), 64, MemoryCategory::kWorkspace);
+    stage = allocate_aligned(ctx.allocator(policy.staging_space), largest * size_of(policy.compute),
+                             64, MemoryCategory::kWorkspace);
   if (planning) return;
   Stream& copy = ctx.copy_stream();
   for (std::size_t g = 0; g < sub_groups.size(); ++g) {
@@ -457,8 +455,7 @@ void Engine::Impl::host_params_from_master() {
         convert(master + offset, DType::kFloat32, owned_compute_params(static_cast<UnitId>(u)),
                 policy.compute, unit.owned_count);
       } else {
-        convert(master + offset, DType::kFloat32, param_io.data, policy.compute,
-                unit.owned_count);
+        convert(master + offset, DType::kFloat32, param_io.data, policy.compute, unit.owned_count);
         param_store->wait(param_store->write(unit.param_region, param_io.data));
       }
     }
@@ -469,15 +466,14 @@ void Engine::Impl::host_params_from_master() {
 void Engine::Impl::copy_in_param_shard(UnitId u) {
   EngineUnit& unit = units[u];
   const std::size_t bytes = unit.shard * size_of(policy.compute);
-  void* slot =
-      static_cast<char*>(unit.gathered.data()) + static_cast<std::size_t>(rank) * bytes;
+  void* slot = static_cast<char*>(unit.gathered.data()) + static_cast<std::size_t>(rank) * bytes;
   Stream& copy = ctx.copy_stream();
   if (unit.param_region >= 0) {
     // Swapped in through a host buffer (the host waits for the read), copied behind it.
     const std::size_t alignment = param_store->io_alignment();
     auto buffer = std::make_shared<AlignedHostBuffer>(
-        allocate_aligned(ctx.allocator(policy.param_cache_space),
-                         round_up(bytes, alignment), alignment, MemoryCategory::kWorkspace));
+        allocate_aligned(ctx.allocator(policy.param_cache_space), round_up(bytes, alignment),
+                         alignment, MemoryCategory::kWorkspace));
     if (planning) return;
     try {
       param_store->wait(param_store->read(unit.param_region, buffer->data));

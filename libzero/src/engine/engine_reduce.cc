@@ -112,8 +112,8 @@ void Engine::Impl::flush_bucket() {
   if (policy.host_step) {  // into the host gradient partition, through the copy stream
     std::vector<HostPiece> host_pieces;
     for (const Piece& piece : pieces)
-      host_pieces.push_back({static_cast<float*>(piece.destination), piece.count,
-                             piece.bucket_offset});
+      host_pieces.push_back(
+          {static_cast<float*>(piece.destination), piece.count, piece.bucket_offset});
     unpack_on_host(reduced, block, std::move(host_pieces), accumulate, post);
     pieces.clear();
   }

@@ -55,8 +55,8 @@ bool Engine::step() {
   } else {
     d.compute_after_comm();
     for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u)
-      context_->sum_of_squares(compute, d.owned_grads(u), policy.accumulate,
-                               d.units[u].owned_count, &partial[u]);
+      context_->sum_of_squares(compute, d.owned_grads(u), policy.accumulate, d.units[u].owned_count,
+                               &partial[u]);
     d.synchronize_compute("reducing gradients before the optimizer step");
   }
   double squares = 0.0;

@@ -38,10 +38,10 @@ void validate(const EngineOptions& options) {
                config::name_of(offload_optimizer.device),
                " needs ZeRO stage 1, 2 or 3 (stage is 0), as DeepSpeed: offload moves the "
                "optimizer's shard");
-    ZERO_CHECK(offload_optimizer.device != OffloadDevice::kNvme ||
-                   !offload_optimizer.nvme_path.empty(),
-               "zero_optimization.offload_optimizer.nvme_path is required when device is "
-               "\"nvme\" (the folder the swap files go to)");
+    ZERO_CHECK(
+        offload_optimizer.device != OffloadDevice::kNvme || !offload_optimizer.nvme_path.empty(),
+        "zero_optimization.offload_optimizer.nvme_path is required when device is "
+        "\"nvme\" (the folder the swap files go to)");
     ZERO_CHECK(offload_optimizer.ratio == 1.0, "zero_optimization.offload_optimizer.ratio ",
                offload_optimizer.ratio,
                ": partial offload is not supported (the whole optimizer shard is offloaded); "

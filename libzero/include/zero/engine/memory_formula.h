@@ -2,11 +2,10 @@
 // engine's ledger equals it exactly; the planner and `zero estimate` reuse it.
 #pragma once
 
-#include <cstddef>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <span>
-
 #include <vector>
 
 #include "zero/core/dtype.h"
@@ -29,10 +28,10 @@ struct StatePolicy {
   // (accumulate), a per-micro-step buffer in the compute dtype at stages 2-3. The reduction
   // buckets hold this dtype (the communicators sum 16-bit values in fp32).
   DType model_grads = DType::kFloat32;
-  bool master_weights = false;     // compute != fp32
-  bool full_params = false;        // stages 0-2: every rank holds every parameter
-  bool param_shard = false;        // stage 3: only the owned shard; units gathered per use
-  bool full_grads = false;         // stages 0-1: accumulated whole, reduced once per boundary
+  bool master_weights = false;  // compute != fp32
+  bool full_params = false;     // stages 0-2: every rank holds every parameter
+  bool param_shard = false;     // stage 3: only the owned shard; units gathered per use
+  bool full_grads = false;      // stages 0-1: accumulated whole, reduced once per boundary
   // Stages 2-3: reduced every micro-step into the owned shard; stage 1 with offload_optimizer:
   // the boundary's reduction lands there (host memory) instead of in the full gradients.
   bool grad_shard = false;
@@ -47,11 +46,11 @@ struct StatePolicy {
   // swap regions, read into host buffers around each sub-group's step. offload_param (stage 3,
   // with offload_optimizer): the parameter shard rests in host memory (nvme: beyond the first
   // max_in_cpu elements, in swap regions) and is copied to the device for each gather.
-  bool host_step = false;         // the optimizer runs on the host (offload_optimizer)
+  bool host_step = false;                    // the optimizer runs on the host (offload_optimizer)
   DType grad_shard_dtype = DType::kFloat32;  // the owned accumulated gradients (grad_shard)
   // Where each persistent state lives. kNvme: swap regions (optimizer: master and state of each
   // sub-group; params: the units past max_in_cpu, the others in param_cache_space).
-  MemorySpace params_space = MemorySpace::kDevice;  // full params or the param shard
+  MemorySpace params_space = MemorySpace::kDevice;       // full params or the param shard
   MemorySpace param_cache_space = MemorySpace::kDevice;  // params_space nvme: the cached units
   MemorySpace full_grads_space = MemorySpace::kDevice;
   MemorySpace grad_shard_space = MemorySpace::kDevice;
