@@ -5,8 +5,10 @@
 // allocations. nvme runs use an in-memory SwapStore (memory_swap_store.h).
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <array>
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -403,6 +405,46 @@ TEST(EngineOffload, PlanEqualsTheRealRun) {
           }
       }
     }
+}
+
+// ---- pinned host memory (CPU backend) ----
+
+// VmLck of this process in KiB (/proc/self/status), -1 where unknown.
+long locked_kib() {
+  std::FILE* file = std::fopen("/proc/self/status", "r");
+  if (file == nullptr) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, file) != nullptr)
+    if (std::sscanf(line, "VmLck: %ld kB", &kib) == 1) break;
+  std::fclose(file);
+  return kib;
+}
+
+TEST(EngineOffload, PinnedSpaceIsPageLockedOnTheCpuBackend) {
+  const long before = locked_kib();
+  if (before < 0) GTEST_SKIP() << "no VmLck in /proc/self/status";
+  std::unique_ptr<DeviceContext> context = make_cpu_context();
+  rlimit limit{};
+  getrlimit(RLIMIT_MEMLOCK, &limit);
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < (2u << 20))
+    GTEST_SKIP() << "RLIMIT_MEMLOCK below 2 MiB";
+  {
+    Buffer pinned = context->allocator(MemorySpace::kHostPinned)
+                        .allocate(1 << 20, MemoryCategory::kOptimizerState);
+    EXPECT_GE(locked_kib() - before, 1024);
+    EXPECT_EQ(context->ledger()
+                  .entry(MemorySpace::kHostPinned, MemoryCategory::kOptimizerState)
+                  .current_bytes,
+              1 << 20);
+  }
+  context->allocator(MemorySpace::kHostPinned).release_cached();
+  EXPECT_EQ(locked_kib(), before);        // unlocked when returned to the system
+  if (limit.rlim_cur != RLIM_INFINITY) {  // past the limit: plain pages (one warning), no error
+    Buffer large = context->allocator(MemorySpace::kHostPinned)
+                       .allocate(limit.rlim_cur + (1 << 20), MemoryCategory::kOptimizerState);
+    EXPECT_NE(large.data(), nullptr);
+  }
 }
 
 // ---- errors ----
