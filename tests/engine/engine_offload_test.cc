@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -405,6 +406,69 @@ TEST(EngineOffload, PlanEqualsTheRealRun) {
           }
       }
     }
+}
+
+// ---- checkpoint state ----
+
+// shard_states() of an offloaded engine (host master, or nvme regions read into a host copy and
+// written back on load) saved after 3 steps and loaded into a fresh engine continue as the
+// uninterrupted run, bitwise.
+TEST(EngineOffload, CheckpointStateResumesBitwise) {
+  using Image = std::map<std::string, std::vector<std::vector<float>>>;  // unit -> [params, k...]
+  for (Mode mode : {Mode::kCpu, Mode::kNvme, Mode::kNvmeParams}) {
+    EngineOptions options = parity_options(3, 1);
+    options.scheduler.total_num_steps = 6;
+    apply_offload(options, mode, 1300, 160);
+    auto train = [&](Engine& engine, TinyStack& model, Communicator& comm, int first, int count) {
+      for (int step = first; step < first + count; ++step) {
+        model.micro_step(engine, make_batch({}, step, comm.rank() * 12, 12));
+        engine.step();
+      }
+    };
+    std::vector<std::vector<float>> uninterrupted, resumed;
+    std::vector<Image> images(2);
+    std::vector<TrainingState> training(2);
+    run_ranks(2, [&](Communicator& comm) {
+      std::unique_ptr<Engine> engine = make_engine(options, comm);
+      engine->set_swap_store_factory(memory_swap_store_factory());
+      TinyStack model;
+      model.register_units(*engine);
+      train(*engine, model, comm, 0, 3);
+      Image& image = images[static_cast<std::size_t>(comm.rank())];
+      for (const ShardState& shard : engine->shard_states()) {
+        auto& values = image[shard.unit];
+        values.emplace_back(shard.params.begin(), shard.params.end());
+        for (const auto& [name, state] : shard.optimizer_state)
+          values.emplace_back(state.begin(), state.end());
+      }
+      training[static_cast<std::size_t>(comm.rank())] = engine->training_state();
+      train(*engine, model, comm, 3, 3);  // continues after shard_states() (nvme: written back)
+      std::vector<std::vector<float>> params = gathered_parameters(*engine);
+      if (comm.rank() == 0) uninterrupted = std::move(params);
+    });
+    run_ranks(2, [&](Communicator& comm) {
+      std::unique_ptr<Engine> engine = make_engine(options, comm);
+      engine->set_swap_store_factory(memory_swap_store_factory());
+      TinyStack model;
+      model.register_units(*engine);
+      const Image& image = images[static_cast<std::size_t>(comm.rank())];
+      for (ShardState& shard : engine->shard_states()) {
+        const auto& values = image.at(shard.unit);
+        std::copy(values[0].begin(), values[0].end(), shard.params.begin());
+        for (std::size_t k = 0; k < shard.optimizer_state.size(); ++k)
+          std::copy(values[k + 1].begin(), values[k + 1].end(),
+                    shard.optimizer_state[k].second.begin());
+      }
+      engine->set_training_state(training[static_cast<std::size_t>(comm.rank())]);
+      engine->refresh_params();
+      train(*engine, model, comm, 3, 3);
+      std::vector<std::vector<float>> params = gathered_parameters(*engine);
+      if (comm.rank() == 0) resumed = std::move(params);
+    });
+    ASSERT_EQ(resumed.size(), uninterrupted.size());
+    for (std::size_t u = 0; u < resumed.size(); ++u)
+      EXPECT_EQ(resumed[u], uninterrupted[u]) << name_of(mode) << " unit " << u;
+  }
 }
 
 // ---- pinned host memory (CPU backend) ----

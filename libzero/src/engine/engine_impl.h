@@ -114,6 +114,13 @@ class Engine::Impl {
   std::unique_ptr<SwapStore> param_swap;
   std::vector<int> master_regions;  // per sub-group
   std::vector<int> state_regions;   // per sub-group
+  // offload_optimizer nvme: shard_states() reads every sub-group's master and state into this
+  // host copy (the resident layout: master, then k states, at the units' owned offsets); the next
+  // step() or refresh_params() writes it back to the regions and frees it.
+  Buffer checkpoint_view;
+  float* view_master() const { return checkpoint_view.data_as<float>(); }
+  void read_checkpoint_view();
+  void write_back_checkpoint_view();
   // The step refreshed the compute parameters tile by tile: refresh_params() skips that part.
   bool params_refreshed_by_step = false;
 

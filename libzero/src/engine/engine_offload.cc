@@ -293,6 +293,7 @@ struct ParamStaging {
 }  // namespace
 
 void Engine::Impl::host_step(const OptimizerStep& args) {
+  write_back_checkpoint_view();
   const auto states = static_cast<std::size_t>(optimizer->states_per_element());
   std::size_t largest = 0;
   for (const SubGroup& group : sub_groups) largest = std::max(largest, group.num_elements);
@@ -417,6 +418,55 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
   // The staging buffers are read by queued copies: freed behind them.
   for (AlignedHostBuffer& buffer : staging.buffers)
     ctx.release_after(copy, std::make_shared<Buffer>(std::move(buffer.buffer)));
+}
+
+void Engine::Impl::read_checkpoint_view() {
+  if (checkpoint_view.allocated()) return;
+  std::size_t owned_total = 0;
+  for (const EngineUnit& unit : units) owned_total += unit.owned_count;
+  const auto states = static_cast<std::size_t>(optimizer->states_per_element());
+  checkpoint_view =
+      ctx.allocator(policy.staging_space)
+          .allocate((1 + states) * owned_total * sizeof(float), MemoryCategory::kWorkspace);
+  SwapSlot slot = make_swap_slot();
+  if (planning) return;
+  float* master = view_master();
+  float* state = master + owned_total;
+  for (std::size_t g = 0; g < sub_groups.size(); ++g) {
+    const SubGroup& group = sub_groups[g];
+    optimizer_swap->wait(optimizer_swap->read(master_regions[g], slot.master));
+    std::memcpy(master + group.owned_offset, slot.master, group.num_elements * sizeof(float));
+    if (state_regions[g] < 0) continue;
+    optimizer_swap->wait(optimizer_swap->read(state_regions[g], slot.state));
+    std::memcpy(state + states * group.owned_offset, slot.state,
+                states * group.num_elements * sizeof(float));
+  }
+}
+
+void Engine::Impl::write_back_checkpoint_view() {
+  if (!checkpoint_view.allocated()) return;
+  if (!planning) {
+    std::size_t owned_total = 0;
+    for (const EngineUnit& unit : units) owned_total += unit.owned_count;
+    const auto states = static_cast<std::size_t>(optimizer->states_per_element());
+    SwapSlot slot = make_swap_slot();
+    const float* master = view_master();
+    const float* state = master + owned_total;
+    for (std::size_t g = 0; g < sub_groups.size(); ++g) {
+      const SubGroup& group = sub_groups[g];
+      std::memcpy(slot.master, master + group.owned_offset, group.num_elements * sizeof(float));
+      const SwapTicket master_write = optimizer_swap->write(master_regions[g], slot.master);
+      SwapTicket state_write;
+      if (state_regions[g] >= 0) {
+        std::memcpy(slot.state, state + states * group.owned_offset,
+                    states * group.num_elements * sizeof(float));
+        state_write = optimizer_swap->write(state_regions[g], slot.state);
+      }
+      optimizer_swap->wait(master_write);
+      optimizer_swap->wait(state_write);
+    }
+  }
+  checkpoint_view.reset();
 }
 
 void Engine::Impl::host_params_from_master() {

@@ -170,6 +170,7 @@ void Engine::refresh_params() {
   // offload_optimizer: the host step refreshed them sub-group by sub-group on the copy stream
   // (a load refreshes them here), and the gathers follow the copy stream.
   if (d.policy.host_step) {
+    d.write_back_checkpoint_view();  // spans written for a load reach the regions first
     if (!std::exchange(d.params_refreshed_by_step, false)) d.host_params_from_master();
     if (!d.planning) {
       d.params_ready = context_->copy_stream().record();
@@ -188,10 +189,9 @@ std::vector<ShardState> Engine::shard_states() {
   Impl& d = *impl_;
   d.synchronize("reading shard state");
   d.synchronize_compute("reading shard state");
-  ZERO_CHECK(!d.policy.swap_optimizer(),
-             "shard_states(): the master weights and optimizer state are in NVMe swap regions "
-             "(zero_optimization.offload_optimizer.device nvme); checkpointing them is not "
-             "supported yet");
+  // nvme: the regions are read into a host copy, written back by the next step() or
+  // refresh_params() (so spans written for a load reach the regions).
+  if (d.policy.swap_optimizer()) d.read_checkpoint_view();
   if (d.policy.host_step) {
     try {
       context_->copy_stream().synchronize();  // the step's copies read the master
@@ -199,6 +199,8 @@ std::vector<ShardState> Engine::shard_states() {
       ZERO_THROW("reading shard state: ", error.what());
     }
   }
+  std::size_t owned_total = 0;
+  for (const EngineUnit& unit : d.units) owned_total += unit.owned_count;
   std::vector<ShardState> shards;
   const std::vector<std::string> names = d.optimizer->state_names();
   const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());
@@ -211,8 +213,12 @@ std::vector<ShardState> Engine::shard_states() {
     shard.unit = unit.name;
     shard.range = range;
     const std::size_t skip = range.begin - owned.begin;
-    shard.params = {d.owned_params(u) + skip, range.size()};
-    float* state = d.optimizer_state.data_as<float>() + states * unit.owned_offset;
+    float* master =
+        d.policy.swap_optimizer() ? d.view_master() + unit.owned_offset : d.owned_params(u);
+    float* state = (d.policy.swap_optimizer() ? d.view_master() + owned_total
+                                              : d.optimizer_state.data_as<float>()) +
+                   states * unit.owned_offset;
+    shard.params = {master + skip, range.size()};
     for (std::size_t k = 0; k < states; ++k)
       shard.optimizer_state.emplace_back(
           names.at(k), std::span<float>(state + k * unit.owned_count + skip, range.size()));
