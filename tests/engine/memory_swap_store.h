@@ -15,6 +15,7 @@
 
 #include "zero/core/error.h"
 #include "zero/core/swap_store.h"
+#include "zero/engine/engine.h"
 
 namespace zero::testing {
 
