@@ -26,7 +26,7 @@
 namespace zero::testing {
 namespace {
 
-enum class Mode { kNone, kCpu, kCpuParams, kNvme, kNvmeParams };
+enum class Mode { kNone, kCpu, kCpuParams, kNvme, kNvmeParams, kCpuRatio };
 
 std::string name_of(Mode mode) {
   switch (mode) {
@@ -35,6 +35,7 @@ std::string name_of(Mode mode) {
     case Mode::kCpuParams: return "optimizer + params cpu";
     case Mode::kNvme: return "optimizer nvme";
     case Mode::kNvmeParams: return "optimizer + params nvme";
+    case Mode::kCpuRatio: return "optimizer cpu, ratio 0.5";
   }
   return "?";
 }
@@ -47,6 +48,10 @@ void apply_offload(EngineOptions& options, Mode mode, std::int64_t sub_group_siz
   options.sub_group_size = sub_group_size;
   switch (mode) {
     case Mode::kNone: return;
+    case Mode::kCpuRatio:  // the first half of the sub-groups stay on the device (stage 3)
+      options.offload_optimizer.device = OffloadDevice::kCpu;
+      options.offload_optimizer.ratio = 0.5;
+      return;
     case Mode::kCpu:
     case Mode::kCpuParams:
       options.offload_optimizer.device = OffloadDevice::kCpu;
@@ -70,6 +75,10 @@ void apply_offload(EngineOptions& options, Mode mode, std::int64_t sub_group_siz
 }
 
 bool uses_params(Mode mode) { return mode == Mode::kCpuParams || mode == Mode::kNvmeParams; }
+// Modes that run at stage 3 only: parameter offload and the partial offload (DeepSpeed's rule).
+bool stage3_only(Mode mode) { return uses_params(mode) || mode == Mode::kCpuRatio; }
+constexpr Mode kModes[] = {Mode::kCpu, Mode::kCpuParams, Mode::kNvme, Mode::kNvmeParams,
+                           Mode::kCpuRatio};
 
 constexpr int kStackSteps = 8;
 
@@ -124,8 +133,8 @@ TEST_P(StackOffload, MatchesTheRunWithoutOffloadBitwise) {
   const auto [stage, world] = GetParam();
   const TrainResult reference = run_stack(stage, world, Mode::kNone);
   EXPECT_LT(reference.losses.back(), reference.losses.front());
-  for (Mode mode : {Mode::kCpu, Mode::kCpuParams, Mode::kNvme, Mode::kNvmeParams}) {
-    if (uses_params(mode) && stage != 3) continue;  // parameters are offloaded at stage 3 only
+  for (Mode mode : kModes) {
+    if (stage3_only(mode) && stage != 3) continue;
     expect_bitwise(run_stack(stage, world, mode), reference,
                    "fp32 stage " + std::to_string(stage) + " world " + std::to_string(world) + " " +
                        name_of(mode));
@@ -190,8 +199,8 @@ TEST_P(Gpt2Offload, MatchesTheRunWithoutOffloadBitwise) {
   const auto [stage, world] = GetParam();
   for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
     const TrainResult reference = run_gpt2(stage, world, Mode::kNone, dtype);
-    for (Mode mode : {Mode::kCpu, Mode::kCpuParams, Mode::kNvme, Mode::kNvmeParams}) {
-      if (uses_params(mode) && stage != 3) continue;
+    for (Mode mode : kModes) {
+      if (stage3_only(mode) && stage != 3) continue;
       expect_bitwise(run_gpt2(stage, world, mode, dtype), reference,
                      std::string(zero::name_of(dtype)) + " stage " + std::to_string(stage) +
                          " world " + std::to_string(world) + " " + name_of(mode));
@@ -247,10 +256,10 @@ std::int64_t device_model_states(const MemoryLedger& ledger) {
 }
 
 TEST(EngineOffload, LedgerEqualsTheFormulaInEverySpace) {
-  for (Mode mode : {Mode::kCpu, Mode::kCpuParams, Mode::kNvme, Mode::kNvmeParams})
+  for (Mode mode : kModes)
     for (int stage : {1, 2, 3})
       for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
-        if (uses_params(mode) && stage != 3) continue;
+        if (stage3_only(mode) && stage != 3) continue;
         GPT2Run run = mixed_run(dtype, stage, 1, 1);
         run.options.param_persistence_threshold = 0;  // nothing stays gathered
         apply_offload(run.options, mode, 13'000, 4608 / 2);
@@ -278,7 +287,15 @@ TEST(EngineOffload, LedgerEqualsTheFormulaInEverySpace) {
           if (stage == 1) device = c * padded + 4 * padded;
           if (stage == 2) device = c * padded;
           if (stage == 3) device = uses_params(mode) ? 0 : c * padded / 2;
+          // ratio 0.5 keeps the first sub-groups' master, moments and gradients (16 bytes per
+          // owned element with Adam) on the device.
+          if (mode == Mode::kCpuRatio)
+            device += 16 * static_cast<std::int64_t>(
+                               device_owned_elements(run.options, unit_sizes(*engine), 2));
           EXPECT_EQ(device_model_states(engine->ledger()), device) << what;
+          if (mode == Mode::kCpuRatio) {
+            EXPECT_GT(device_owned_elements(run.options, unit_sizes(*engine), 2), 0u);
+          }
           // pin_memory (the cpu modes here): the host states are in the pinned space.
           const bool pinned = mode == Mode::kCpu || mode == Mode::kCpuParams;
           EXPECT_EQ(engine->ledger()
@@ -318,6 +335,19 @@ TEST(EngineOffload, FormulaPlacesEachStateByMode) {
   bytes = model_state_bytes(options, sizes, 4, 2);
   EXPECT_EQ(bytes.in(MemorySpace::kHost).param_shard, 2 * 256);
   EXPECT_EQ(bytes.in(MemorySpace::kNvme).param_shard, 0);
+  // ratio 0.5 over four sub-groups of 256 owned elements (four units, W = 4): the first two keep
+  // master, moments and fp32 gradients (16 bytes per element) on the device.
+  options = EngineOptions();
+  options.stage = 3;
+  options.bf16.enabled = true;
+  options.sub_group_size = 256;
+  options.offload_optimizer.device = config::OffloadDevice::kCpu;
+  options.offload_optimizer.ratio = 0.5;
+  const std::vector<std::size_t> four = {1024, 1024, 1024, 1024};
+  EXPECT_EQ(device_owned_elements(options, four, 4), 512u);
+  bytes = model_state_bytes(options, four, 4, 2);
+  EXPECT_EQ(bytes.in(MemorySpace::kDevice).total(), 2 * 1024 + 16 * 512);
+  EXPECT_EQ(bytes.in(MemorySpace::kHost).total(), 16 * 512);
   // Without offload: everything on the device, as before.
   options = EngineOptions();
   options.stage = 3;
@@ -352,9 +382,9 @@ Snapshot snapshot(const MemoryLedger& ledger) {
 }
 
 TEST(EngineOffload, PlanEqualsTheRealRun) {
-  for (Mode mode : {Mode::kCpu, Mode::kCpuParams, Mode::kNvme, Mode::kNvmeParams})
+  for (Mode mode : kModes)
     for (int stage : {1, 2, 3}) {
-      if (uses_params(mode) && stage != 3) continue;
+      if (stage3_only(mode) && stage != 3) continue;
       EngineOptions options = parity_options(stage, 2);
       options.overlap_comm = false;
       apply_offload(options, mode, 1300, 160);
@@ -415,7 +445,7 @@ TEST(EngineOffload, PlanEqualsTheRealRun) {
 // uninterrupted run, bitwise.
 TEST(EngineOffload, CheckpointStateResumesBitwise) {
   using Image = std::map<std::string, std::vector<std::vector<float>>>;  // unit -> [params, k...]
-  for (Mode mode : {Mode::kCpu, Mode::kNvme, Mode::kNvmeParams}) {
+  for (Mode mode : {Mode::kCpu, Mode::kNvme, Mode::kNvmeParams, Mode::kCpuRatio}) {
     EngineOptions options = parity_options(3, 1);
     options.scheduler.total_num_steps = 6;
     apply_offload(options, mode, 1300, 160);
@@ -529,8 +559,8 @@ TEST(EngineOffload, RefusesWhatItCannotRun) {
   options.offload_optimizer.device = config::OffloadDevice::kNvme;
   EXPECT_NE(message_of(options).find("offload_optimizer.nvme_path is required"), std::string::npos);
   options.offload_optimizer.nvme_path = "/x";
-  options.offload_optimizer.ratio = 0.5;
-  EXPECT_NE(message_of(options).find("offload_optimizer.ratio"), std::string::npos);
+  options.offload_optimizer.ratio = 0.5;  // partial offload: stage 3 and cpu only
+  EXPECT_NE(message_of(options).find("partial offload needs stage 3"), std::string::npos);
   options.offload_optimizer.ratio = 1.0;
   options.optimizer.type = config::OptimizerType::kLamb;
   EXPECT_NE(message_of(options).find("Lamb"), std::string::npos);

@@ -89,10 +89,18 @@ void* element(const Buffer& buffer, DType dtype, std::size_t index) {
 
 float* Engine::Impl::owned_params(UnitId u) const {
   if (policy.master_weights) {  // null where the master is in swap regions (nvme)
+    if (on_device(u)) return device_master.data_as<float>() + units[u].owned_offset;
     if (master_params.data() == nullptr) return nullptr;
-    return master_params.data_as<float>() + units[u].owned_offset;
+    return master_params.data_as<float>() + (units[u].owned_offset - owned_split);
   }
   return static_cast<float*>(owned_compute_params(u));
+}
+
+float* Engine::Impl::owned_state(UnitId u) const {
+  const auto states = static_cast<std::size_t>(optimizer->states_per_element());
+  if (on_device(u)) return device_state.data_as<float>() + states * units[u].owned_offset;
+  if (optimizer_state.data() == nullptr) return nullptr;
+  return optimizer_state.data_as<float>() + states * (units[u].owned_offset - owned_split);
 }
 
 void* Engine::Impl::owned_compute_params(UnitId u) const {
@@ -107,7 +115,10 @@ void* Engine::Impl::owned_compute_params(UnitId u) const {
 
 void* Engine::Impl::owned_grads(UnitId u) const {
   const EngineUnit& unit = units[u];
-  if (policy.grad_shard) return element(grad_shard, policy.grad_shard_dtype, unit.owned_offset);
+  if (policy.grad_shard) {
+    if (on_device(u)) return element(device_grads, policy.grad_shard_dtype, unit.owned_offset);
+    return element(grad_shard, policy.grad_shard_dtype, unit.owned_offset - owned_split);
+  }
   const std::size_t own = policy.partitioned ? static_cast<std::size_t>(rank) * unit.shard : 0;
   return element(full_grads, policy.accumulate, unit.full_offset + own);
 }
@@ -181,7 +192,12 @@ void Engine::Impl::allocate() {
     owned_counts.push_back(unit.owned_count);
   }
   num_tensors = tensors;
-  if (policy.host_step) sub_groups = optimizer_sub_groups(owned_counts, options.sub_group_size);
+  if (policy.host_step) {
+    sub_groups = optimizer_sub_groups(owned_counts, options.sub_group_size);
+    device_groups = device_sub_groups(policy, sub_groups.size());
+    owned_split =
+        device_groups < sub_groups.size() ? sub_groups[device_groups].owned_offset : owned_total;
+  }
   constexpr std::size_t kFloat = sizeof(float);
   const std::size_t compute = size_of(policy.compute);
   const std::size_t accumulate = size_of(policy.accumulate);
@@ -200,16 +216,25 @@ void Engine::Impl::allocate() {
         allocate_in(policy.full_grads_space, full_total * accumulate, MemoryCategory::kGrads);
   if (policy.param_shard)
     param_shard = allocate_in(param_space, param_total * compute, MemoryCategory::kParamShard);
-  if (policy.grad_shard)
-    grad_shard =
-        allocate_in(policy.grad_shard_space, shard_total * size_of(policy.grad_shard_dtype),
-                    MemoryCategory::kGradShard);
-  if (policy.master_weights)
-    master_params =
-        allocate_in(policy.master_space, owned_total * kFloat, MemoryCategory::kMasterParams);
   const auto states = static_cast<std::size_t>(optimizer->states_per_element());
-  optimizer_state = allocate_in(policy.optimizer_state_space, states * owned_total * kFloat,
-                                MemoryCategory::kOptimizerState);
+  if (owned_split > 0) {  // partial offload: the leading sub-groups' part on the device
+    device_grads = allocate_in(MemorySpace::kDevice, owned_split * size_of(policy.grad_shard_dtype),
+                               MemoryCategory::kGradShard);
+    device_master =
+        allocate_in(MemorySpace::kDevice, owned_split * kFloat, MemoryCategory::kMasterParams);
+    device_state = allocate_in(MemorySpace::kDevice, states * owned_split * kFloat,
+                               MemoryCategory::kOptimizerState);
+  }
+  if (policy.grad_shard)
+    grad_shard = allocate_in(policy.grad_shard_space,
+                             (shard_total - owned_split) * size_of(policy.grad_shard_dtype),
+                             MemoryCategory::kGradShard);
+  if (policy.master_weights)
+    master_params = allocate_in(policy.master_space, (owned_total - owned_split) * kFloat,
+                                MemoryCategory::kMasterParams);
+  optimizer_state =
+      allocate_in(policy.optimizer_state_space, states * (owned_total - owned_split) * kFloat,
+                  MemoryCategory::kOptimizerState);
   create_swap_stores();
   Allocator& allocator = ctx.allocator(MemorySpace::kDevice);
   const BucketSize bucket_size = reduce_bucket_elements(options, sizes, world);
@@ -238,6 +263,8 @@ void Engine::Impl::allocate() {
   zero_fill(full_grads, policy.accumulate, policy.full_grads_space);
   zero_fill(grad_shard, policy.grad_shard_dtype, policy.grad_shard_space);
   zero_fill(optimizer_state, DType::kFloat32, policy.optimizer_state_space);
+  zero_fill(device_grads, policy.grad_shard_dtype, MemorySpace::kDevice);
+  zero_fill(device_state, DType::kFloat32, MemorySpace::kDevice);
 }
 
 void Engine::Impl::initialize_values() {
@@ -291,7 +318,7 @@ void Engine::Impl::initialize_values() {
       const std::size_t own = policy.partitioned ? static_cast<std::size_t>(rank) * unit.shard : 0;
       // Offloaded master: through the host staging buffer (its copy to the device ran before, in
       // stream order), from where host_initialize_unit takes it.
-      float* master = policy.host_step ? host : owned_params(u);
+      float* master = policy.host_step && !on_device(u) ? host : owned_params(u);
       if (policy.master_weights)
         ctx.copy(compute, full + own, master, unit.owned_count * sizeof(float));
       if (policy.full_params)  // the whole unit in the compute dtype
@@ -302,7 +329,7 @@ void Engine::Impl::initialize_values() {
       // The staging (and workspace) buffer is reused by the next unit.
       compute_after_comm();
       synchronize_compute("initialising unit '" + unit.name + "'");
-      if (policy.host_step) host_initialize_unit(u, master, group_slot, param_io);
+      if (policy.host_step && !on_device(u)) host_initialize_unit(u, master, group_slot, param_io);
     }
     // The staging (and workspace) buffer is reused by the next unit.
     compute_after_comm();
@@ -481,6 +508,9 @@ void Engine::zero_grad() {
                    d.grad_shard.size_bytes() / size_of(accumulate), 0.0f);
   else
     d.zero_host_grads();
+  const DType device_grads = d.policy.grad_shard_dtype;  // partial offload's device part
+  context_->fill(compute, d.device_grads.data(), device_grads,
+                 d.device_grads.size_bytes() / size_of(device_grads), 0.0f);
 }
 
 double Engine::average_across_ranks(double value) {

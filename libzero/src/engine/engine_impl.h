@@ -109,6 +109,22 @@ class Engine::Impl {
   // together; with nvme, each has a master and a state region in optimizer_swap.
   Buffer host_receive;
   std::vector<SubGroup> sub_groups;
+  // Partial offload (ratio < 1): the first device_groups sub-groups, owned elements
+  // [0, owned_split), keep master, state and gradient partition in these device buffers; the
+  // host buffers (master_params, optimizer_state, grad_shard) hold [owned_split, owned total).
+  std::size_t device_groups = 0;
+  std::size_t owned_split = 0;
+  Buffer device_master;
+  Buffer device_state;
+  Buffer device_grads;
+  bool on_device(UnitId u) const { return units[u].owned_offset < owned_split; }
+  float* owned_state(UnitId u) const;  // the unit's optimizer state (k × owned_count floats)
+  // The optimizer's view of unit u's owned shard: its buffers and its tensors' segments.
+  ShardChunk shard_chunk(UnitId u, float* params, const float* grads, float* state) const;
+  // Partial offload: the device sub-groups' step on the compute stream (not waited for), and
+  // their compute parameters from the master.
+  void device_sub_groups_step(const OptimizerStep& args);
+  void device_sub_groups_params_from_master();
   SwapStoreFactory swap_factory;
   std::unique_ptr<SwapStore> optimizer_swap;
   std::unique_ptr<SwapStore> param_swap;

@@ -277,8 +277,52 @@ void Engine::Impl::host_squares(std::vector<SquaresResult>& partial) {
     ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", engine.options_.stage,
                ") copying reduced gradients to the host: ", error.what());
   }
+  if (owned_split > 0) {  // partial offload: the device sub-groups' gradients, on the device
+    compute_after_comm();
+    for (UnitId u = 0; u < static_cast<UnitId>(units.size()) && on_device(u); ++u)
+      ctx.sum_of_squares(ctx.compute_stream(), owned_grads(u), policy.grad_shard_dtype,
+                         units[u].owned_count, &partial[u]);
+    synchronize_compute("reducing gradients before the optimizer step");
+  }
   for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
-    partial[u] = host_squares_of(static_cast<const float*>(owned_grads(u)), units[u].owned_count);
+    if (!on_device(u))
+      partial[u] = host_squares_of(static_cast<const float*>(owned_grads(u)), units[u].owned_count);
+}
+
+ShardChunk Engine::Impl::shard_chunk(UnitId u, float* params, const float* grads,
+                                     float* state) const {
+  const EngineUnit& unit = units[u];
+  ShardChunk chunk;
+  chunk.params = params;
+  chunk.grads = grads;
+  chunk.state = state;
+  chunk.num_elements = unit.owned_count;
+  const ElementRange owned =
+      policy.partitioned ? unit.layout.shard(rank) : ElementRange{0, unit.padded};
+  for (std::size_t t = 0; t < unit.layout.slots().size(); ++t) {
+    const ElementRange piece = intersect(unit.layout.slots()[t].range(), owned);
+    if (piece.empty()) continue;
+    chunk.segments.push_back(
+        {piece.begin - owned.begin, piece.size(), unit.first_tensor + static_cast<int>(t)});
+  }
+  return chunk;
+}
+
+void Engine::Impl::device_sub_groups_step(const OptimizerStep& args) {
+  if (owned_split == 0 || planning) return;
+  std::vector<ShardChunk> chunks;
+  for (UnitId u = 0; u < static_cast<UnitId>(units.size()) && on_device(u); ++u)
+    chunks.push_back(
+        shard_chunk(u, owned_params(u), static_cast<const float*>(owned_grads(u)), owned_state(u)));
+  ctx.optimizer_step(ctx.compute_stream(), *optimizer, chunks, args);
+  device_sub_groups_params_from_master();
+}
+
+void Engine::Impl::device_sub_groups_params_from_master() {
+  if (owned_split == 0 || planning) return;
+  for (UnitId u = 0; u < static_cast<UnitId>(units.size()) && on_device(u); ++u)
+    ctx.convert(ctx.compute_stream(), owned_params(u), DType::kFloat32, owned_compute_params(u),
+                policy.compute, units[u].owned_count);
 }
 
 namespace {
@@ -335,7 +379,9 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
         state_regions[g] >= 0 ? optimizer_swap->read(state_regions[g], slot.state) : SwapTicket{};
   };
 
-  for (std::size_t g = 0; g < sub_groups.size(); ++g) {
+  // Partial offload: the device sub-groups step on the compute stream meanwhile.
+  device_sub_groups_step(args);
+  for (std::size_t g = device_groups; g < sub_groups.size(); ++g) {
     const SubGroup& group = sub_groups[g];
     float* master = nullptr;
     float* state = nullptr;
@@ -350,26 +396,15 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
       master = slot->master;
       state = slot->state;
     } else {
-      master = master_params.data_as<float>() + group.owned_offset;
-      state = optimizer_state.data_as<float>() + states * group.owned_offset;
+      master = owned_params(static_cast<UnitId>(group.first_unit));
+      state = owned_state(static_cast<UnitId>(group.first_unit));
     }
     std::vector<ShardChunk> chunks;
     for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
-      const EngineUnit& unit = units[u];
-      const std::size_t offset = unit.owned_offset - group.owned_offset;
-      ShardChunk chunk;
-      chunk.params = master + offset;
-      chunk.grads = static_cast<const float*>(owned_grads(static_cast<UnitId>(u)));
-      chunk.state = state + states * offset;
-      chunk.num_elements = unit.owned_count;
-      const ElementRange owned = unit.layout.shard(rank);
-      for (std::size_t t = 0; t < unit.layout.slots().size(); ++t) {
-        const ElementRange piece = intersect(unit.layout.slots()[t].range(), owned);
-        if (piece.empty()) continue;
-        chunk.segments.push_back(
-            {piece.begin - owned.begin, piece.size(), unit.first_tensor + static_cast<int>(t)});
-      }
-      chunks.push_back(std::move(chunk));
+      const std::size_t offset = units[u].owned_offset - group.owned_offset;
+      chunks.push_back(shard_chunk(static_cast<UnitId>(u), master + offset,
+                                   static_cast<const float*>(owned_grads(static_cast<UnitId>(u))),
+                                   state + states * offset));
     }
     optimizer->step(chunks, args);
 
@@ -415,6 +450,7 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
       if (slot.memory.buffer.allocated()) free_slot(slot);
     optimizer_swap->wait_all();
   }
+  if (owned_split > 0) synchronize_compute("the optimizer step of the device sub-groups");
   // The staging buffers are read by queued copies: freed behind them.
   for (AlignedHostBuffer& buffer : staging.buffers)
     ctx.release_after(copy, std::make_shared<Buffer>(std::move(buffer.buffer)));
@@ -482,10 +518,11 @@ void Engine::Impl::host_params_from_master() {
     stage = allocate_aligned(ctx.allocator(policy.staging_space), largest * size_of(policy.compute),
                              64, MemoryCategory::kWorkspace);
   if (planning) return;
+  device_sub_groups_params_from_master();
   Stream& copy = ctx.copy_stream();
-  for (std::size_t g = 0; g < sub_groups.size(); ++g) {
+  for (std::size_t g = device_groups; g < sub_groups.size(); ++g) {
     const SubGroup& group = sub_groups[g];
-    const float* master = master_params.data_as<float>() + group.owned_offset;
+    const float* master = owned_params(static_cast<UnitId>(group.first_unit));
     if (policy.swap_optimizer()) {
       optimizer_swap->wait(optimizer_swap->read(master_regions[g], slot.master));
       master = slot.master;

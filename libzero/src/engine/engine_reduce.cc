@@ -75,6 +75,7 @@ void Engine::Impl::flush_bucket() {
     void* destination;  // owned gradients (blocked) or full gradients (flat)
     std::size_t count;
     std::size_t bucket_offset;  // within a block
+    bool host;                  // into the host gradient partition (offload_optimizer)
   };
   std::vector<Piece> pieces;
   std::size_t offset = 0;
@@ -90,7 +91,7 @@ void Engine::Impl::flush_bucket() {
                 bucket_dtype, count, pre);
     pieces.push_back(
         {in_destination(blocked ? owned_grads(item.unit) : full_grads_of(item.unit), item.begin),
-         count, offset});
+         count, offset, policy.host_step && !on_device(item.unit)});
     offset += count;
     // Transient gradient buffers are free once packed.
     if (item.source) ctx.release_after(stream, std::move(item.source));
@@ -109,15 +110,15 @@ void Engine::Impl::flush_bucket() {
                     ReduceOp::kSum, label);
     reduced = in_bucket(send, static_cast<std::size_t>(rank) * block);
   }
-  if (policy.host_step) {  // into the host gradient partition, through the copy stream
-    std::vector<HostPiece> host_pieces;
-    for (const Piece& piece : pieces)
+  // offload_optimizer: into the host gradient partition, through the copy stream (after the
+  // device pieces of a partial offload, below, are queued on this stream).
+  std::vector<HostPiece> host_pieces;
+  for (const Piece& piece : pieces) {
+    if (piece.host) {
       host_pieces.push_back(
           {static_cast<float*>(piece.destination), piece.count, piece.bucket_offset});
-    unpack_on_host(reduced, block, std::move(host_pieces), accumulate, post);
-    pieces.clear();
-  }
-  for (const Piece& piece : pieces) {
+      continue;
+    }
     if (accumulate)
       ctx.axpy(stream, in_bucket(reduced, piece.bucket_offset), bucket_dtype, piece.destination,
                destination_dtype, piece.count, post);
@@ -125,6 +126,8 @@ void Engine::Impl::flush_bucket() {
       ctx.scale(stream, in_bucket(reduced, piece.bucket_offset), bucket_dtype, piece.destination,
                 destination_dtype, piece.count, post);
   }
+  if (!host_pieces.empty())
+    unpack_on_host(reduced, block, std::move(host_pieces), accumulate, post);
   note_comm_work();
   if (!options.overlap_comm) synchronize("reducing a gradient bucket");
 }

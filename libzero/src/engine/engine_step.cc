@@ -132,30 +132,16 @@ void Engine::device_step(const OptimizerStep& args) {
           : allocator().allocate(owned_total * sizeof(float), MemoryCategory::kWorkspace);
   std::vector<ShardChunk> chunks;
   chunks.reserve(d.units.size());
-  const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());
   for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u) {
     const EngineUnit& unit = d.units[u];
-    ShardChunk chunk;
-    chunk.params = d.owned_params(u);
-    if (policy.fp32_grads_for_step()) {
-      chunk.grads = static_cast<const float*>(d.owned_grads(u));
-    } else {
+    const float* grads = static_cast<const float*>(d.owned_grads(u));
+    if (!policy.fp32_grads_for_step()) {
       float* copy = fp32_grads.data_as<float>() + unit.owned_offset;
       context_->convert(compute, d.owned_grads(u), policy.accumulate, copy, DType::kFloat32,
                         unit.owned_count);
-      chunk.grads = copy;
+      grads = copy;
     }
-    chunk.state = d.optimizer_state.data_as<float>() + states * unit.owned_offset;
-    chunk.num_elements = unit.owned_count;
-    const ElementRange owned =
-        policy.partitioned ? unit.layout.shard(d.rank) : ElementRange{0, unit.padded};
-    for (std::size_t t = 0; t < unit.layout.slots().size(); ++t) {
-      const ElementRange piece = intersect(unit.layout.slots()[t].range(), owned);
-      if (piece.empty()) continue;
-      chunk.segments.push_back(
-          {piece.begin - owned.begin, piece.size(), unit.first_tensor + static_cast<int>(t)});
-    }
-    chunks.push_back(std::move(chunk));
+    chunks.push_back(d.shard_chunk(u, d.owned_params(u), grads, d.owned_state(u)));
   }
   context_->optimizer_step(compute, *d.optimizer, chunks, args);
   // The optimizer may issue collectives of its own (LAMB's trust ratios through all_reduce_sum):
@@ -215,9 +201,9 @@ std::vector<ShardState> Engine::shard_states() {
     const std::size_t skip = range.begin - owned.begin;
     float* master =
         d.policy.swap_optimizer() ? d.view_master() + unit.owned_offset : d.owned_params(u);
-    float* state = (d.policy.swap_optimizer() ? d.view_master() + owned_total
-                                              : d.optimizer_state.data_as<float>()) +
-                   states * unit.owned_offset;
+    float* state = d.policy.swap_optimizer()
+                       ? d.view_master() + owned_total + states * unit.owned_offset
+                       : d.owned_state(u);
     shard.params = {master + skip, range.size()};
     for (std::size_t k = 0; k < states; ++k)
       shard.optimizer_state.emplace_back(

@@ -61,6 +61,7 @@ StatePolicy state_policy(const EngineOptions& options) {
     const bool nvme = optimizer.device == OffloadDevice::kNvme;
     policy.master_space = nvme ? MemorySpace::kNvme : host;
     policy.optimizer_state_space = nvme ? MemorySpace::kNvme : host;
+    policy.offload_ratio = optimizer.ratio;
   }
   if (param.device != OffloadDevice::kNone && policy.param_shard) {
     const MemorySpace host = param.pin_memory ? MemorySpace::kHostPinned : MemorySpace::kHost;
@@ -84,6 +85,27 @@ std::vector<SubGroup> optimizer_sub_groups(std::span<const std::size_t> owned_nu
     offset += count;
   }
   return groups;
+}
+
+std::size_t device_sub_groups(const StatePolicy& policy, std::size_t num_sub_groups) {
+  if (!policy.host_step || policy.offload_ratio >= 1.0) return 0;
+  return static_cast<std::size_t>((1.0 - policy.offload_ratio) *
+                                  static_cast<double>(num_sub_groups));
+}
+
+std::size_t device_owned_elements(const EngineOptions& options,
+                                  std::span<const std::size_t> unit_num_elements, int world_size) {
+  const StatePolicy policy = state_policy(options);
+  if (!policy.host_step) return 0;
+  std::vector<std::size_t> owned;
+  for (std::size_t count : unit_num_elements)
+    owned.push_back(padded_num_elements(count, world_size, options.alignment_elements) /
+                    static_cast<std::size_t>(world_size));
+  const std::vector<SubGroup> groups = optimizer_sub_groups(owned, options.sub_group_size);
+  const std::size_t device = device_sub_groups(policy, groups.size());
+  return device < groups.size()
+             ? groups[device].owned_offset
+             : (groups.empty() ? 0 : groups.back().owned_offset + groups.back().num_elements);
 }
 
 std::vector<bool> swapped_param_units(const EngineOptions& options,
@@ -133,7 +155,8 @@ ModelStateBytesBySpace model_state_bytes(const StatePolicy& policy,
                                          std::span<const std::size_t> unit_num_elements,
                                          int world_size, std::size_t alignment_elements,
                                          int optimizer_states_per_element,
-                                         const std::vector<bool>& swapped_param_units) {
+                                         const std::vector<bool>& swapped_param_units,
+                                         std::size_t device_owned_elements) {
   const auto padded =
       static_cast<std::int64_t>(padded_total(unit_num_elements, world_size, alignment_elements));
   const std::int64_t shard = padded / world_size;
@@ -144,11 +167,17 @@ ModelStateBytesBySpace model_state_bytes(const StatePolicy& policy,
   const std::int64_t states = 4 * optimizer_states_per_element;
   ModelStateBytesBySpace bytes;
   const std::int64_t owned = policy.partitioned ? shard : padded;
-  bytes.in(policy.master_space).master_params = master * owned;
-  bytes.in(policy.optimizer_state_space).optimizer_state = states * owned;
+  const auto on_device = static_cast<std::int64_t>(device_owned_elements);  // partial offload
+  bytes.in(policy.master_space).master_params = master * (owned - on_device);
+  bytes.in(policy.optimizer_state_space).optimizer_state = states * (owned - on_device);
+  bytes.in(MemorySpace::kDevice).master_params += master * on_device;
+  bytes.in(MemorySpace::kDevice).optimizer_state += states * on_device;
   if (policy.full_params) bytes.in(policy.params_space).params = compute * padded;
   if (policy.full_grads) bytes.in(policy.full_grads_space).grads = accumulate * padded;
-  if (policy.grad_shard) bytes.in(policy.grad_shard_space).grad_shard = grad_shard * shard;
+  if (policy.grad_shard) {
+    bytes.in(policy.grad_shard_space).grad_shard = grad_shard * (shard - on_device);
+    bytes.in(MemorySpace::kDevice).grad_shard += grad_shard * on_device;
+  }
   if (policy.param_shard) {
     if (!policy.swap_params()) {
       bytes.in(policy.params_space).param_shard = compute * shard;
@@ -173,7 +202,8 @@ ModelStateBytesBySpace model_state_bytes(const EngineOptions& options,
                                          int world_size, int optimizer_states_per_element) {
   return model_state_bytes(state_policy(options), unit_num_elements, world_size,
                            options.alignment_elements, optimizer_states_per_element,
-                           swapped_param_units(options, unit_num_elements, world_size));
+                           swapped_param_units(options, unit_num_elements, world_size),
+                           device_owned_elements(options, unit_num_elements, world_size));
 }
 
 BucketSize reduce_bucket_elements(const EngineOptions& options,

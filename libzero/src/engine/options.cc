@@ -42,10 +42,15 @@ void validate(const EngineOptions& options) {
         offload_optimizer.device != OffloadDevice::kNvme || !offload_optimizer.nvme_path.empty(),
         "zero_optimization.offload_optimizer.nvme_path is required when device is "
         "\"nvme\" (the folder the swap files go to)");
-    ZERO_CHECK(offload_optimizer.ratio == 1.0, "zero_optimization.offload_optimizer.ratio ",
-               offload_optimizer.ratio,
-               ": partial offload is not supported (the whole optimizer shard is offloaded); "
-               "remove the key or set 1.0");
+    ZERO_CHECK(offload_optimizer.ratio > 0.0 && offload_optimizer.ratio <= 1.0,
+               "zero_optimization.offload_optimizer.ratio must be in (0, 1], got ",
+               offload_optimizer.ratio);
+    ZERO_CHECK(offload_optimizer.ratio == 1.0 ||
+                   (options.stage == 3 && offload_optimizer.device == OffloadDevice::kCpu &&
+                    offload_param.device == OffloadDevice::kNone),
+               "zero_optimization.offload_optimizer.ratio ", offload_optimizer.ratio,
+               ": partial offload needs stage 3 (as DeepSpeed), device \"cpu\" and no "
+               "offload_param");
     ZERO_CHECK(options.optimizer.type != config::OptimizerType::kLamb,
                "zero_optimization.offload_optimizer with optimizer \"Lamb\": the host "
                "optimizer steps one sub-group at a time and Lamb's trust ratios need whole "

@@ -59,6 +59,10 @@ struct StatePolicy {
   // Host memory for staging (gradient receive blocks, 16-bit parameter tiles, swap buffers):
   // pinned when offload_optimizer.pin_memory, else pageable.
   MemorySpace staging_space = MemorySpace::kHost;
+  // offload_optimizer.ratio (stage 3, cpu): the fraction of sub-groups whose master, state and
+  // gradient partition are offloaded; the first ⌊(1 − ratio)·G⌋ sub-groups stay on the device and
+  // are stepped there (DeepSpeed's twin-flow partial offload). 1: everything offloaded.
+  double offload_ratio = 1.0;
   bool swap_optimizer() const { return optimizer_state_space == MemorySpace::kNvme; }
   bool swap_params() const { return params_space == MemorySpace::kNvme; }
   bool offload_params() const { return param_shard && params_space != MemorySpace::kDevice; }
@@ -81,6 +85,12 @@ struct SubGroup {
 };
 std::vector<SubGroup> optimizer_sub_groups(std::span<const std::size_t> owned_num_elements,
                                            std::int64_t sub_group_size);
+// Partial offload: how many leading sub-groups stay on the device (DeepSpeed's
+// int((1 - ratio) · G)); 0 without offload_optimizer or with ratio 1.
+std::size_t device_sub_groups(const StatePolicy& policy, std::size_t num_sub_groups);
+// The owned elements those sub-groups hold (the device part of master, state and gradients).
+std::size_t device_owned_elements(const EngineOptions& options,
+                                  std::span<const std::size_t> unit_num_elements, int world_size);
 
 // offload_param nvme: which units' shards rest in swap regions (true) rather than in host memory:
 // units in registration order stay in host memory while the shard elements kept there total at
@@ -126,7 +136,9 @@ ModelStateBytes model_state_bytes(int stage, std::span<const std::size_t> unit_n
 // host_pinned or host memory, or master and state to nvme; offload_param moves the parameter
 // shard (cS) to host memory or, past max_in_cpu elements, to nvme. So stage 2 + offload_optimizer
 // cpu leaves cΨ on the device (DeepSpeed's estimate_zero2_model_states_mem_needs: 2Ψ in 16 bits),
-// stage 3 + offload_optimizer cpu cΨ/W, and with offload_param nothing.
+// stage 3 + offload_optimizer cpu cΨ/W, and with offload_param nothing. With a partial offload
+// (ratio < 1) the first device_owned_elements() owned elements keep their master, state and fp32
+// gradients on the device.
 struct ModelStateBytesBySpace {
   std::array<ModelStateBytes, kNumMemorySpaces> spaces{};
   ModelStateBytes& in(MemorySpace space) { return spaces[static_cast<std::size_t>(space)]; }
@@ -139,7 +151,8 @@ ModelStateBytesBySpace model_state_bytes(const StatePolicy& policy,
                                          std::span<const std::size_t> unit_num_elements,
                                          int world_size, std::size_t alignment_elements,
                                          int optimizer_states_per_element,
-                                         const std::vector<bool>& swapped_param_units = {});
+                                         const std::vector<bool>& swapped_param_units = {},
+                                         std::size_t device_owned_elements = 0);
 // From the options (state_policy(options), swapped_param_units()).
 ModelStateBytesBySpace model_state_bytes(const EngineOptions& options,
                                          std::span<const std::size_t> unit_num_elements,
