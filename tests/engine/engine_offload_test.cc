@@ -525,6 +525,35 @@ TEST(EngineOffload, CheckpointStateResumesBitwise) {
   }
 }
 
+// A failing swap read (a short read, as a truncated swap file gives) stops step() with an error
+// naming the rank, the step and the store's file; later calls fail too (sticky).
+TEST(EngineOffload, SwapErrorStopsTheStepNamingRankStepAndFile) {
+  EngineOptions options = parity_options(2, 1);
+  apply_offload(options, Mode::kNvme, 1300, 0);
+  SwapStoreCounters counters;
+  counters.fail_read = 13;  // in the second step (5 sub-groups × master and state per step)
+  run_ranks(1, [&](Communicator& comm) {
+    std::unique_ptr<Engine> engine = make_engine(options, comm);
+    engine->set_swap_store_factory(memory_swap_store_factory(&counters));
+    TinyStack model;
+    model.register_units(*engine);
+    model.micro_step(*engine, make_batch({}, 0, 0, 24));
+    EXPECT_TRUE(engine->step());
+    model.micro_step(*engine, make_batch({}, 1, 0, 24));
+    try {
+      engine->step();
+      ADD_FAILURE() << "step() succeeded after a failed read";
+    } catch (const Error& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find("rank 0/1, stage 2"), std::string::npos) << message;
+      EXPECT_NE(message.find("global step 2"), std::string::npos) << message;
+      EXPECT_NE(message.find("short read of /offload-test/optimizer/"), std::string::npos)
+          << message;
+    }
+    EXPECT_THROW(engine->shard_states(), Error);  // sticky
+  });
+}
+
 // ---- pinned host memory (CPU backend) ----
 
 // VmLck of this process in KiB (/proc/self/status), -1 where unknown.

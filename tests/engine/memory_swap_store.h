@@ -21,6 +21,10 @@ namespace zero::testing {
 
 struct SwapStoreCounters {
   std::mutex mutex;
+  // Fault injection: the read with this 1-based number fails (as a short read would), and every
+  // later call of that store fails with the same error (sticky, as the real store). 0: none.
+  int fail_read = 0;
+  int reads = 0;
   std::int64_t bytes_read = 0;
   std::int64_t bytes_written = 0;
   int stores = 0;
@@ -51,6 +55,7 @@ class MemorySwapStore final : public SwapStore {
     return start(region, destination, false);
   }
   void wait(SwapTicket ticket) override {
+    check_sticky();
     if (ticket.id == 0) return;
     auto it = pending_.find(ticket.id);
     ZERO_CHECK(it != pending_.end(), "wait on unknown or finished swap ticket ", ticket.id);
@@ -80,6 +85,7 @@ class MemorySwapStore final : public SwapStore {
     bool write;
   };
   SwapTicket start(int region, void* buffer, bool write) {
+    check_sticky();
     ZERO_CHECK(region >= 0 && region < static_cast<int>(regions_.size()), "no swap region #",
                region);
     ZERO_CHECK(reinterpret_cast<std::uintptr_t>(buffer) % io_alignment() == 0, "swap buffer for '",
@@ -87,8 +93,18 @@ class MemorySwapStore final : public SwapStore {
     pending_[++next_] = {region, buffer, write};
     return {next_};
   }
+  void check_sticky() const {
+    if (!error_.empty()) ZERO_THROW(error_);
+  }
   void run(const Pending& pending) {
     Region& region = regions_.at(pending.region);
+    if (!pending.write && counters_) {
+      std::lock_guard lock(counters_->mutex);
+      if (++counters_->reads == counters_->fail_read)
+        error_ = "short read of " + (directory_ / region.label).string() + ": 0 of " +
+                 std::to_string(region.bytes) + " bytes (injected)";
+    }
+    check_sticky();
     if (pending.write)
       std::memcpy(region.data.data(), pending.buffer, region.bytes);
     else
@@ -106,6 +122,7 @@ class MemorySwapStore final : public SwapStore {
   std::vector<Region> regions_;
   std::map<std::uint64_t, Pending> pending_;
   std::uint64_t next_ = 0;
+  std::string error_;
 };
 
 inline SwapStoreFactory memory_swap_store_factory(SwapStoreCounters* counters = nullptr) {

@@ -106,7 +106,13 @@ bool Engine::step() {
   if (policy.host_step) {
     // offload_optimizer: on the host, sub-group by sub-group, the compute parameters refreshed
     // behind it (engine_offload.cc).
-    d.host_step(args);
+    try {
+      d.host_step(args);
+    } catch (const Error& error) {  // e.g. a swap store's I/O error, naming its file
+      ZERO_THROW("engine (rank ", d.rank, "/", d.world, ", stage ", options_.stage,
+                 ") the offloaded optimizer step of global step ", state_.global_steps, ": ",
+                 error.what());
+    }
   } else {
     device_step(args);
   }
