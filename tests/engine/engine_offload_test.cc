@@ -28,7 +28,8 @@
 namespace zero::testing {
 namespace {
 
-enum class Mode { kNone, kCpu, kCpuParams, kNvme, kNvmeParams, kCpuRatio };
+// kParamsCpu / kParamsNvme: offload_param alone (the step stays on the device).
+enum class Mode { kNone, kCpu, kCpuParams, kNvme, kNvmeParams, kCpuRatio, kParamsCpu, kParamsNvme };
 
 std::string name_of(Mode mode) {
   switch (mode) {
@@ -38,6 +39,8 @@ std::string name_of(Mode mode) {
     case Mode::kNvme: return "optimizer nvme";
     case Mode::kNvmeParams: return "optimizer + params nvme";
     case Mode::kCpuRatio: return "optimizer cpu, ratio 0.5";
+    case Mode::kParamsCpu: return "params cpu";
+    case Mode::kParamsNvme: return "params nvme";
   }
   return "?";
 }
@@ -50,6 +53,15 @@ void apply_offload(EngineOptions& options, Mode mode, std::int64_t sub_group_siz
   options.sub_group_size = sub_group_size;
   switch (mode) {
     case Mode::kNone: return;
+    case Mode::kParamsCpu:
+      options.offload_param.device = OffloadDevice::kCpu;
+      options.offload_param.pin_memory = true;
+      return;
+    case Mode::kParamsNvme:
+      options.offload_param.device = OffloadDevice::kNvme;
+      options.offload_param.nvme_path = "/offload-test/params";
+      options.offload_param.max_in_cpu = max_in_cpu;
+      return;
     case Mode::kCpuRatio:  // the first half of the sub-groups stay on the device (stage 3)
       options.offload_optimizer.device = OffloadDevice::kCpu;
       options.offload_optimizer.ratio = 0.5;
@@ -76,11 +88,15 @@ void apply_offload(EngineOptions& options, Mode mode, std::int64_t sub_group_siz
   }
 }
 
-bool uses_params(Mode mode) { return mode == Mode::kCpuParams || mode == Mode::kNvmeParams; }
+bool uses_params(Mode mode) {
+  return mode == Mode::kCpuParams || mode == Mode::kNvmeParams || mode == Mode::kParamsCpu ||
+         mode == Mode::kParamsNvme;
+}
+bool params_only(Mode mode) { return mode == Mode::kParamsCpu || mode == Mode::kParamsNvme; }
 // Modes that run at stage 3 only: parameter offload and the partial offload (DeepSpeed's rule).
 bool stage3_only(Mode mode) { return uses_params(mode) || mode == Mode::kCpuRatio; }
-constexpr Mode kModes[] = {Mode::kCpu, Mode::kCpuParams, Mode::kNvme, Mode::kNvmeParams,
-                           Mode::kCpuRatio};
+constexpr Mode kModes[] = {Mode::kCpu,      Mode::kCpuParams, Mode::kNvme,      Mode::kNvmeParams,
+                           Mode::kCpuRatio, Mode::kParamsCpu, Mode::kParamsNvme};
 
 constexpr int kStackSteps = 8;
 
@@ -311,6 +327,9 @@ TEST(EngineOffload, LedgerEqualsTheFormulaInEverySpace) {
           if (stage == 1) device = c * padded + 4 * padded;
           if (stage == 2) device = c * padded;
           if (stage == 3) device = uses_params(mode) ? 0 : c * padded / 2;
+          // offload_param alone: the fp32 master, the moments and the fp32 gradient shard
+          // (16 bytes per owned element) stay on the device with the step.
+          if (params_only(mode)) device = 16 * padded / 2;
           // ratio 0.5 keeps the first sub-groups' master, moments and gradients (16 bytes per
           // owned element with Adam) on the device.
           if (mode == Mode::kCpuRatio)
@@ -322,6 +341,13 @@ TEST(EngineOffload, LedgerEqualsTheFormulaInEverySpace) {
           }
           // pin_memory (the cpu modes here): the host states are in the pinned space.
           const bool pinned = mode == Mode::kCpu || mode == Mode::kCpuParams;
+          if (mode == Mode::kParamsCpu) {
+            EXPECT_GT(engine->ledger()
+                          .entry(MemorySpace::kHostPinned, MemoryCategory::kParamShard)
+                          .current_bytes,
+                      0)
+                << what;
+          }
           EXPECT_EQ(engine->ledger()
                             .entry(MemorySpace::kHostPinned, MemoryCategory::kGradShard)
                             .current_bytes > 0,
@@ -469,7 +495,8 @@ TEST(EngineOffload, PlanEqualsTheRealRun) {
 // uninterrupted run, bitwise.
 TEST(EngineOffload, CheckpointStateResumesBitwise) {
   using Image = std::map<std::string, std::vector<std::vector<float>>>;  // unit -> [params, k...]
-  for (Mode mode : {Mode::kCpu, Mode::kNvme, Mode::kNvmeParams, Mode::kCpuRatio}) {
+  for (Mode mode :
+       {Mode::kCpu, Mode::kNvme, Mode::kNvmeParams, Mode::kCpuRatio, Mode::kParamsNvme}) {
     EngineOptions options = parity_options(3, 1);
     options.scheduler.total_num_steps = 6;
     apply_offload(options, mode, 1300, 160);
@@ -618,9 +645,8 @@ TEST(EngineOffload, RefusesWhatItCannotRun) {
   options.optimizer.type = config::OptimizerType::kLamb;
   EXPECT_NE(message_of(options).find("Lamb"), std::string::npos);
   options = parity_options(3, 1);
-  options.offload_param.device = config::OffloadDevice::kCpu;
-  EXPECT_NE(message_of(options).find("needs zero_optimization.offload_optimizer"),
-            std::string::npos);
+  options.offload_param.device = config::OffloadDevice::kNvme;
+  EXPECT_NE(message_of(options).find("offload_param.nvme_path is required"), std::string::npos);
 
   // nvme without a swap store in this build and none injected: the key and what is missing.
   options = parity_options(2, 1);

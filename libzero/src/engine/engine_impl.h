@@ -219,6 +219,13 @@ class Engine::Impl {
   // after it.
   void copy_in_param_shard(UnitId u);
   void zero_host_grads();
+  // offload_param without offload_optimizer: unit u's shard from fp32 device values `source`,
+  // converted into `device_staging` (a device buffer of the largest shard in the compute dtype)
+  // on the compute stream and copied to the host shard (or written to its swap region through
+  // `param_io`, waiting for the compute stream).
+  void store_param_shard(UnitId u, const float* source, const Buffer& device_staging,
+                         AlignedHostBuffer& param_io);
+  Buffer make_param_device_staging();  // empty unless offload_param without offload_optimizer
 
   // Runs a blocking communicator wait, adding `what` (e.g. the unit) to any error.
   void synchronize(const std::string& what);

@@ -550,6 +550,30 @@ void Engine::Impl::host_params_from_master() {
   }
 }
 
+Buffer Engine::Impl::make_param_device_staging() {
+  if (!policy.offload_params() || policy.host_step) return Buffer();
+  std::size_t largest = 0;
+  for (const EngineUnit& unit : units) largest = std::max(largest, unit.shard);
+  return ctx.allocator(MemorySpace::kDevice)
+      .allocate(largest * size_of(policy.compute), MemoryCategory::kWorkspace);
+}
+
+void Engine::Impl::store_param_shard(UnitId u, const float* source, const Buffer& device_staging,
+                                     AlignedHostBuffer& param_io) {
+  if (planning) return;
+  const EngineUnit& unit = units[u];
+  Stream& compute = ctx.compute_stream();
+  const std::size_t bytes = unit.shard * size_of(policy.compute);
+  ctx.convert(compute, source, DType::kFloat32, device_staging.data(), policy.compute, unit.shard);
+  if (unit.param_region < 0) {
+    ctx.copy(compute, device_staging.data(), owned_compute_params(u), bytes);
+    return;
+  }
+  ctx.copy(compute, device_staging.data(), param_io.data, bytes);
+  synchronize_compute("copying unit '" + unit.name + "' out to its swap region");
+  param_store->wait(param_store->write(unit.param_region, param_io.data));
+}
+
 void Engine::Impl::copy_in_param_shard(UnitId u) {
   EngineUnit& unit = units[u];
   const std::size_t bytes = unit.shard * size_of(policy.compute);

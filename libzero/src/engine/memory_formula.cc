@@ -67,6 +67,9 @@ StatePolicy state_policy(const EngineOptions& options) {
     const MemorySpace host = param.pin_memory ? MemorySpace::kHostPinned : MemorySpace::kHost;
     policy.params_space = param.device == OffloadDevice::kNvme ? MemorySpace::kNvme : host;
     policy.param_cache_space = host;
+    // Without offload_optimizer the step stays on the device, over an fp32 master of the owned
+    // shard there (DeepSpeed's fp32 partition), and the updated shard is copied out.
+    policy.master_weights = true;
   }
   return policy;
 }

@@ -59,10 +59,6 @@ void validate(const EngineOptions& options) {
                options.sub_group_size);
   }
   if (offload_param.device != OffloadDevice::kNone && options.stage == 3) {
-    ZERO_CHECK(offload_optimizer.device != OffloadDevice::kNone,
-               "zero_optimization.offload_param.device ", config::name_of(offload_param.device),
-               " needs zero_optimization.offload_optimizer too (the host-side step refreshes the "
-               "offloaded parameter shard)");
     ZERO_CHECK(offload_param.device != OffloadDevice::kNvme || !offload_param.nvme_path.empty(),
                "zero_optimization.offload_param.nvme_path is required when device is \"nvme\" "
                "(the folder the swap files go to)");

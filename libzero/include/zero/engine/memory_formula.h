@@ -43,9 +43,10 @@ struct StatePolicy {
   // (also with fp32 compute), the optimizer state and an fp32 partition of the reduced gradients
   // (grad_shard, also at stage 1) live in host memory, and the optimizer step runs on the host,
   // one sub-group of whole units (sub_group_size) at a time; `nvme` puts master and state in
-  // swap regions, read into host buffers around each sub-group's step. offload_param (stage 3,
-  // with offload_optimizer): the parameter shard rests in host memory (nvme: beyond the first
-  // max_in_cpu elements, in swap regions) and is copied to the device for each gather.
+  // swap regions, read into host buffers around each sub-group's step. offload_param (stage 3):
+  // the parameter shard rests in host memory (nvme: beyond the first max_in_cpu elements, in swap
+  // regions) and is copied to the device for each gather; without offload_optimizer the step
+  // stays on the device, over an fp32 master of the owned shard there.
   bool host_step = false;                    // the optimizer runs on the host (offload_optimizer)
   DType grad_shard_dtype = DType::kFloat32;  // the owned accumulated gradients (grad_shard)
   // Where each persistent state lives. kNvme: swap regions (optimizer: master and state of each
