@@ -328,7 +328,7 @@ void Engine::Impl::initialize_values() {
       else if (!policy.offload_params())  // stage 3: the owned shard
         ctx.convert(compute, full + own, DType::kFloat32, owned_compute_params(u), policy.compute,
                     unit.shard);
-      // The staging (and workspace) buffer is reused by the next unit.
+      // The host-side initialisation below reads what these queued copies write.
       compute_after_comm();
       synchronize_compute("initialising unit '" + unit.name + "'");
       if (policy.host_step && !on_device(u)) host_initialize_unit(u, master, group_slot, param_io);
