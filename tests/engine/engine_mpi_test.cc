@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "memory_swap_store.h"
 #include "test_model.h"
 
 namespace zero::testing {
@@ -47,6 +48,50 @@ TEST_P(MpiStageAccumulation, MatchesSingleProcessStageZero) {
 INSTANTIATE_TEST_SUITE_P(All, MpiStageAccumulation,
                          ::testing::Combine(::testing::Values(0, 1, 2, 3),
                                             ::testing::Values(1, 3)));
+
+// Offload under mpirun: optimizer cpu / nvme (in-memory swap store), with the parameters at
+// stage 3, reproduce the same mpirun run without offload bit for bit.
+TrainResult train_offloaded(Communicator& comm, int stage, config::OffloadDevice device,
+                            bool params) {
+  EngineOptions options = parity_options(stage, 1);
+  if (device != config::OffloadDevice::kNone) {
+    options.sub_group_size = 1000;
+    options.offload_optimizer.device = device;
+    options.offload_optimizer.nvme_path = "/mpi-offload-test";
+    options.offload_optimizer.pin_memory = true;
+    options.offload_optimizer.pipeline_read = true;
+    if (params) {
+      options.offload_param.device = device;
+      options.offload_param.nvme_path = "/mpi-offload-test";
+      options.offload_param.max_in_cpu = 200;
+    }
+  }
+  std::unique_ptr<Engine> engine = make_engine(options, comm);
+  engine->set_swap_store_factory(memory_swap_store_factory());
+  TinyStack model;
+  model.register_units(*engine);
+  const int rows = kGlobalBatch / comm.world_size();
+  return train_steps(comm, *engine, 8, rows, [&](int step, int first) {
+    return model.micro_step(*engine, make_batch({}, step, first, rows));
+  });
+}
+
+TEST(MpiOffload, MatchesTheRunWithoutOffloadBitwise) {
+  using config::OffloadDevice;
+  for (int stage : {1, 2, 3}) {
+    std::unique_ptr<Communicator> comm = make_mpi_communicator();
+    const TrainResult expected = train_offloaded(*comm, stage, OffloadDevice::kNone, false);
+    for (OffloadDevice device : {OffloadDevice::kCpu, OffloadDevice::kNvme})
+      for (bool params : {false, true}) {
+        if (params && stage != 3) continue;
+        const TrainResult result = train_offloaded(*comm, stage, device, params);
+        const std::string what = "stage " + std::to_string(stage) + " " +
+                                 std::string(config::name_of(device)) + (params ? " + params" : "");
+        EXPECT_EQ(result.losses, expected.losses) << what;
+        EXPECT_EQ(result.params, expected.params) << what;
+      }
+  }
+}
 
 // Last: the failed communicator is abandoned, the job goes on with fresh ones.
 TEST(MpiDivergence, RankGatheringAnotherUnitIsNamed) {

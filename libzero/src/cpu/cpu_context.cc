@@ -1,10 +1,18 @@
 // The CPU backend of the device layer: worker-thread streams over host memory. Its operations are
 // the engine's reference arithmetic (fp32 results are the oracle the other backends match).
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
+#include "zero/core/logging.h"
 #include "zero/engine/optimizer.h"
 
 namespace zero {
@@ -79,13 +87,55 @@ SquaresResult squares_of(const void* x, DType dtype, std::size_t count) {
   return {sum, !std::isfinite(sum)};
 }
 
-// Host memory for every space; kDevice and kHostPinned stand for the GPU's spaces.
+// kHostPinned on the CPU backend: page-locked host memory (mlock), as cudaHostAlloc gives on a
+// GPU. Where locking fails (RLIMIT_MEMLOCK, usually a few MiB unprivileged), the block stays in
+// plain pages and one warning per process says so; the bytes count under host_pinned either way.
+class LockedHostAllocator final : public Allocator {
+ public:
+  explicit LockedHostAllocator(MemoryLedger& ledger)
+      : Allocator(MemorySpace::kHostPinned, ledger, /*caching=*/true) {}
+  ~LockedHostAllocator() override { release_cached(); }
+
+ protected:
+  void* raw_allocate(std::size_t size_bytes) override {
+    const std::size_t size = (size_bytes + 63) / 64 * 64;
+    void* data = std::aligned_alloc(64, size);
+    if (data == nullptr) return nullptr;
+    if (mlock(data, size) == 0) {
+      std::lock_guard lock(mutex_);
+      locked_[data] = size;
+    } else {
+      static std::atomic<bool> warned{false};
+      if (!warned.exchange(true))
+        log_warning("pinned host memory: mlock of ", size, " bytes failed (", std::strerror(errno),
+                    "; RLIMIT_MEMLOCK?): using pageable memory instead");
+    }
+    return data;
+  }
+  void raw_free(void* data) noexcept override {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = locked_.find(data);
+      if (it != locked_.end()) {
+        munlock(data, it->second);
+        locked_.erase(it);
+      }
+    }
+    std::free(data);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<void*, std::size_t> locked_;
+};
+
+// Host memory for every space; kDevice stands for the GPU's memory, kHostPinned is page-locked.
 class CpuContext final : public DeviceContext {
  public:
   explicit CpuContext(StreamStress stress)
       : DeviceContext(std::make_unique<MemoryLedger>()),
         device_(ledger(), MemorySpace::kDevice),
-        pinned_(ledger(), MemorySpace::kHostPinned),
+        pinned_(ledger()),
         host_(ledger(), MemorySpace::kHost),
         stress_(stress),
         compute_("compute", stress),
@@ -156,7 +206,7 @@ class CpuContext final : public DeviceContext {
 
  private:
   HostAllocator device_;
-  HostAllocator pinned_;
+  LockedHostAllocator pinned_;
   HostAllocator host_;
   StreamStress stress_;
   CpuStream compute_;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "engine_impl.h"
 #include "zero/core/error.h"
@@ -87,20 +88,37 @@ void* element(const Buffer& buffer, DType dtype, std::size_t index) {
 }  // namespace
 
 float* Engine::Impl::owned_params(UnitId u) const {
-  if (policy.master_weights) return master_params.data_as<float>() + units[u].owned_offset;
+  if (policy.master_weights) {  // null where the master is in swap regions (nvme)
+    if (on_device(u)) return device_master.data_as<float>() + units[u].owned_offset;
+    if (master_params.data() == nullptr) return nullptr;
+    return master_params.data_as<float>() + (units[u].owned_offset - owned_split);
+  }
   return static_cast<float*>(owned_compute_params(u));
+}
+
+float* Engine::Impl::owned_state(UnitId u) const {
+  const auto states = static_cast<std::size_t>(optimizer->states_per_element());
+  if (on_device(u)) return device_state.data_as<float>() + states * units[u].owned_offset;
+  if (optimizer_state.data() == nullptr) return nullptr;
+  return optimizer_state.data_as<float>() + states * (units[u].owned_offset - owned_split);
 }
 
 void* Engine::Impl::owned_compute_params(UnitId u) const {
   const EngineUnit& unit = units[u];
-  if (policy.param_shard) return element(param_shard, policy.compute, unit.owned_offset);
+  if (policy.param_shard) {  // null for a shard in a swap region (offload_param nvme)
+    if (unit.param_region >= 0 || param_shard.data() == nullptr) return nullptr;
+    return element(param_shard, policy.compute, unit.param_offset);
+  }
   const std::size_t own = policy.partitioned ? static_cast<std::size_t>(rank) * unit.shard : 0;
   return element(full_params, policy.compute, unit.full_offset + own);
 }
 
 void* Engine::Impl::owned_grads(UnitId u) const {
   const EngineUnit& unit = units[u];
-  if (policy.grad_shard) return element(grad_shard, policy.accumulate, unit.owned_offset);
+  if (policy.grad_shard) {
+    if (on_device(u)) return element(device_grads, policy.grad_shard_dtype, unit.owned_offset);
+    return element(grad_shard, policy.grad_shard_dtype, unit.owned_offset - owned_split);
+  }
   const std::size_t own = policy.partitioned ? static_cast<std::size_t>(rank) * unit.shard : 0;
   return element(full_grads, policy.accumulate, unit.full_offset + own);
 }
@@ -148,15 +166,20 @@ void Engine::Impl::compute_after_comm() { ctx.compute_stream().wait(comm.stream(
 
 void Engine::Impl::allocate() {
   const EngineOptions& options = engine.options_;
-  Allocator& allocator = ctx.allocator(MemorySpace::kDevice);
-  std::size_t full_total = 0, owned_total = 0, shard_total = 0;
+  std::vector<std::size_t> sizes;
+  for (const EngineUnit& unit : units) sizes.push_back(unit.layout.num_elements());
+  const std::vector<bool> swapped_params = swapped_param_units(options, sizes, world);
+  std::size_t full_total = 0, owned_total = 0, shard_total = 0, param_total = 0;
   int tensors = 0;
-  for (EngineUnit& unit : units) {
+  std::vector<std::size_t> owned_counts;
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    EngineUnit& unit = units[i];
     unit.padded = unit.layout.padded_num_elements();
     unit.shard = unit.padded / static_cast<std::size_t>(world);
     unit.owned_count = policy.partitioned ? unit.shard : unit.padded;
     unit.full_offset = full_total;
     unit.owned_offset = owned_total;
+    unit.param_offset = param_total;
     unit.first_tensor = tensors;
     unit.persistent =
         policy.param_shard &&
@@ -164,27 +187,56 @@ void Engine::Impl::allocate() {
     full_total += unit.padded;
     owned_total += unit.owned_count;
     shard_total += unit.shard;
+    if (!swapped_params[i]) param_total += unit.shard;
     tensors += static_cast<int>(unit.layout.slots().size());
+    owned_counts.push_back(unit.owned_count);
   }
   num_tensors = tensors;
+  if (policy.host_step) {
+    sub_groups = optimizer_sub_groups(owned_counts, options.sub_group_size);
+    device_groups = device_sub_groups(policy, sub_groups.size());
+    owned_split =
+        device_groups < sub_groups.size() ? sub_groups[device_groups].owned_offset : owned_total;
+  }
   constexpr std::size_t kFloat = sizeof(float);
   const std::size_t compute = size_of(policy.compute);
   const std::size_t accumulate = size_of(policy.accumulate);
+  // Each state in the space state_policy() gives it; nvme states are swap regions instead
+  // (create_swap_stores).
+  auto allocate_in = [&](MemorySpace space, std::size_t size_bytes, MemoryCategory category) {
+    if (space == MemorySpace::kNvme) return Buffer();
+    return ctx.allocator(space).allocate(size_bytes, category);
+  };
+  const MemorySpace param_space =
+      policy.swap_params() ? policy.param_cache_space : policy.params_space;
   if (policy.full_params)
-    full_params = allocator.allocate(full_total * compute, MemoryCategory::kParams);
+    full_params = allocate_in(param_space, full_total * compute, MemoryCategory::kParams);
   if (policy.full_grads)
-    full_grads = allocator.allocate(full_total * accumulate, MemoryCategory::kGrads);
+    full_grads =
+        allocate_in(policy.full_grads_space, full_total * accumulate, MemoryCategory::kGrads);
   if (policy.param_shard)
-    param_shard = allocator.allocate(shard_total * compute, MemoryCategory::kParamShard);
-  if (policy.grad_shard)
-    grad_shard = allocator.allocate(shard_total * accumulate, MemoryCategory::kGradShard);
-  if (policy.master_weights)
-    master_params = allocator.allocate(owned_total * kFloat, MemoryCategory::kMasterParams);
+    param_shard = allocate_in(param_space, param_total * compute, MemoryCategory::kParamShard);
   const auto states = static_cast<std::size_t>(optimizer->states_per_element());
+  if (owned_split > 0) {  // partial offload: the leading sub-groups' part on the device
+    device_grads = allocate_in(MemorySpace::kDevice, owned_split * size_of(policy.grad_shard_dtype),
+                               MemoryCategory::kGradShard);
+    device_master =
+        allocate_in(MemorySpace::kDevice, owned_split * kFloat, MemoryCategory::kMasterParams);
+    device_state = allocate_in(MemorySpace::kDevice, states * owned_split * kFloat,
+                               MemoryCategory::kOptimizerState);
+  }
+  if (policy.grad_shard)
+    grad_shard = allocate_in(policy.grad_shard_space,
+                             (shard_total - owned_split) * size_of(policy.grad_shard_dtype),
+                             MemoryCategory::kGradShard);
+  if (policy.master_weights)
+    master_params = allocate_in(policy.master_space, (owned_total - owned_split) * kFloat,
+                                MemoryCategory::kMasterParams);
   optimizer_state =
-      allocator.allocate(states * owned_total * kFloat, MemoryCategory::kOptimizerState);
-  std::vector<std::size_t> sizes;
-  for (const EngineUnit& unit : units) sizes.push_back(unit.layout.num_elements());
+      allocate_in(policy.optimizer_state_space, states * (owned_total - owned_split) * kFloat,
+                  MemoryCategory::kOptimizerState);
+  create_swap_stores();
+  Allocator& allocator = ctx.allocator(MemorySpace::kDevice);
   const BucketSize bucket_size = reduce_bucket_elements(options, sizes, world);
   bucket_capacity = bucket_size.bucket_elements;
   const std::size_t grad_bytes = size_of(policy.model_grads);
@@ -192,17 +244,27 @@ void Engine::Impl::allocate() {
       allocator.allocate(bucket_size.bucket_elements * grad_bytes, MemoryCategory::kCommBuffers);
   receive =
       allocator.allocate(bucket_size.receive_elements * grad_bytes, MemoryCategory::kCommBuffers);
+  if (policy.host_step)  // the largest reduced block a flush hands to the host: one rank's
+    host_receive =
+        ctx.allocator(policy.staging_space)
+            .allocate(bucket_size.bucket_elements / static_cast<std::size_t>(world) * grad_bytes,
+                      MemoryCategory::kCommBuffers);
   const std::size_t staging = allgather_staging_elements(options, sizes, world);
   if (staging > 0)
     gather_staging = allocator.allocate(staging * compute, MemoryCategory::kCommBuffers);
   if (planning) return;
-  auto zero_fill = [&](const Buffer& buffer, DType dtype) {
-    ctx.fill(ctx.compute_stream(), buffer.data(), dtype, buffer.size_bytes() / size_of(dtype),
-             0.0f);
+  auto zero_fill = [&](const Buffer& buffer, DType dtype, MemorySpace space) {
+    if (space == MemorySpace::kDevice)
+      ctx.fill(ctx.compute_stream(), buffer.data(), dtype, buffer.size_bytes() / size_of(dtype),
+               0.0f);
+    else if (buffer.data() != nullptr)  // host memory: zeroed here (+0 is all-zero bits)
+      std::memset(buffer.data(), 0, buffer.size_bytes());
   };
-  zero_fill(full_grads, policy.accumulate);
-  zero_fill(grad_shard, policy.accumulate);
-  zero_fill(optimizer_state, DType::kFloat32);
+  zero_fill(full_grads, policy.accumulate, policy.full_grads_space);
+  zero_fill(grad_shard, policy.grad_shard_dtype, policy.grad_shard_space);
+  zero_fill(optimizer_state, DType::kFloat32, policy.optimizer_state_space);
+  zero_fill(device_grads, policy.grad_shard_dtype, MemorySpace::kDevice);
+  zero_fill(device_state, DType::kFloat32, MemorySpace::kDevice);
 }
 
 void Engine::Impl::initialize_values() {
@@ -219,6 +281,12 @@ void Engine::Impl::initialize_values() {
                     .allocate(largest * sizeof(float), MemoryCategory::kWorkspace);
   Buffer staging = ctx.allocator(MemorySpace::kHost)
                        .allocate(largest * sizeof(float), MemoryCategory::kWorkspace);
+  // Offload with swap regions: one sub-group's master and zero state, written when complete;
+  // one swapped parameter shard, written once converted.
+  SwapSlot group_slot = make_swap_slot();
+  AlignedHostBuffer param_io = make_param_io_buffer();
+  // offload_param without offload_optimizer: the shard is converted on the device and copied out.
+  const Buffer param_staging = make_param_device_staging();
   if (planning) {  // the plan records the staging buffers (and the broadcasts), computes nothing
     if (!skip_collectives && world > 1)
       for (const EngineUnit& unit : units)
@@ -250,13 +318,22 @@ void Engine::Impl::initialize_values() {
     if (!direct) {
       compute_after_comm();
       const std::size_t own = policy.partitioned ? static_cast<std::size_t>(rank) * unit.shard : 0;
+      // Offloaded master: through the host staging buffer (its copy to the device ran before, in
+      // stream order), from where host_initialize_unit takes it.
+      float* master = policy.host_step && !on_device(u) ? host : owned_params(u);
       if (policy.master_weights)
-        ctx.copy(compute, full + own, owned_params(u), unit.owned_count * sizeof(float));
+        ctx.copy(compute, full + own, master, unit.owned_count * sizeof(float));
       if (policy.full_params)  // the whole unit in the compute dtype
         ctx.convert(compute, full, DType::kFloat32, full_params_of(u), policy.compute, unit.padded);
-      else  // stage 3: the owned shard
+      else if (!policy.offload_params())  // stage 3: the owned shard
         ctx.convert(compute, full + own, DType::kFloat32, owned_compute_params(u), policy.compute,
                     unit.shard);
+      // The host-side initialisation below reads what these queued copies write.
+      compute_after_comm();
+      synchronize_compute("initialising unit '" + unit.name + "'");
+      if (policy.host_step && !on_device(u)) host_initialize_unit(u, master, group_slot, param_io);
+      if (policy.offload_params() && !policy.host_step)
+        store_param_shard(u, full + own, param_staging, param_io);
     }
     // The staging (and workspace) buffer is reused by the next unit.
     compute_after_comm();
@@ -430,8 +507,14 @@ void Engine::zero_grad() {
   const DType accumulate = d.policy.accumulate;
   context_->fill(compute, d.full_grads.data(), accumulate,
                  d.full_grads.size_bytes() / size_of(accumulate), 0.0f);
-  context_->fill(compute, d.grad_shard.data(), accumulate,
-                 d.grad_shard.size_bytes() / size_of(accumulate), 0.0f);
+  if (d.policy.grad_shard_space == MemorySpace::kDevice)
+    context_->fill(compute, d.grad_shard.data(), accumulate,
+                   d.grad_shard.size_bytes() / size_of(accumulate), 0.0f);
+  else
+    d.zero_host_grads();
+  const DType device_grads = d.policy.grad_shard_dtype;  // partial offload's device part
+  context_->fill(compute, d.device_grads.data(), device_grads,
+                 d.device_grads.size_bytes() / size_of(device_grads), 0.0f);
 }
 
 double Engine::average_across_ranks(double value) {

@@ -57,10 +57,17 @@ void Engine::Impl::issue_gather(UnitId u, bool prefetch) {
   unit.gather_state = GatherState::kAvailable;
   if (prefetch) unit.prefetched = true;
   if (skip_collectives) return;
+  // offload_param: the shard rests in host memory (or a swap region) and is copied to its slot
+  // of the gathered buffer first, then gathered in place.
+  void* own = owned_compute_params(u);
+  if (policy.offload_params()) {
+    copy_in_param_shard(u);
+    own = static_cast<char*>(unit.gathered.data()) +
+          static_cast<std::size_t>(rank) * unit.shard * size_of(policy.compute);
+  }
   // The label carries the unit into the communicator's call check: ranks gathering different
   // units (even of one size) fail there, every rank, naming each rank's unit, not in a hang.
-  comm.all_gather(owned_compute_params(u), unit.gathered.data(), unit.shard, policy.compute,
-                  "gather " + unit.name);
+  comm.all_gather(own, unit.gathered.data(), unit.shard, policy.compute, "gather " + unit.name);
   unit.gathered_event = comm.stream().record();
   comm_done = unit.gathered_event;
   unit.gather_state = GatherState::kInFlight;

@@ -23,6 +23,8 @@ struct EngineUnit {
   std::size_t owned_offset = 0;  // into the owned-space buffers (optimizer state, shards)
   std::size_t owned_count = 0;   // P_u at stage 0, S_u otherwise
   std::size_t full_offset = 0;   // into the full params / grads buffers (stages 0-2)
+  std::size_t param_offset = 0;  // stage 3: into param_shard (offload_param nvme: cached units)
+  int param_region = -1;         // offload_param nvme: the unit's swap region (-1: cached)
   int first_tensor = 0;          // global index of its first tensor
   bool persistent = false;       // stage 3: stays gathered (below the persistence threshold)
 
@@ -36,6 +38,24 @@ struct EngineUnit {
   // Stages 2-3: the transient gradient buffer handed out by grads() this micro-step.
   std::shared_ptr<Buffer> grad_buffer;
   bool reduced = false;  // reduce_grads() called in this micro-step
+};
+
+// Host buffers for swap I/O: aligned to the store's io_alignment() inside a staging allocation.
+// `data` is null in a plan (nothing allocated).
+struct AlignedHostBuffer {
+  Buffer buffer;
+  void* data = nullptr;
+};
+// One sub-group's master and optimizer state in host memory while it is swapped in (nvme), with
+// the tickets of its pending writes and the event after the last copy that reads its master.
+struct SwapSlot {
+  AlignedHostBuffer memory;
+  float* master = nullptr;
+  float* state = nullptr;
+  SwapTicket master_write, state_write;
+  Event copied;
+  int group = -1;  // the sub-group it holds (read or being read)
+  SwapTicket master_read, state_read;
 };
 
 // A piece of one unit's gradients in a bucket. Rank-blocked buckets (stages 1-3): shard-local
@@ -84,6 +104,42 @@ class Engine::Impl {
   Buffer gather_staging;            // comm_buffers: stage 1-2 chunked all-gather
   std::size_t bucket_capacity = 0;  // elements
 
+  // Offload (engine_offload.cc). host_receive: the reduced gradient block copied to the host
+  // (policy.staging_space, comm_buffers). Sub-groups of whole units the host optimizer steps
+  // together; with nvme, each has a master and a state region in optimizer_swap.
+  Buffer host_receive;
+  std::vector<SubGroup> sub_groups;
+  // Partial offload (ratio < 1): the first device_groups sub-groups, owned elements
+  // [0, owned_split), keep master, state and gradient partition in these device buffers; the
+  // host buffers (master_params, optimizer_state, grad_shard) hold [owned_split, owned total).
+  std::size_t device_groups = 0;
+  std::size_t owned_split = 0;
+  Buffer device_master;
+  Buffer device_state;
+  Buffer device_grads;
+  bool on_device(UnitId u) const { return units[u].owned_offset < owned_split; }
+  float* owned_state(UnitId u) const;  // the unit's optimizer state (k × owned_count floats)
+  // The optimizer's view of unit u's owned shard: its buffers and its tensors' segments.
+  ShardChunk shard_chunk(UnitId u, float* params, const float* grads, float* state) const;
+  // Partial offload: the device sub-groups' step on the compute stream (not waited for), and
+  // their compute parameters from the master.
+  void device_sub_groups_step(const OptimizerStep& args);
+  void device_sub_groups_params_from_master();
+  SwapStoreFactory swap_factory;
+  std::unique_ptr<SwapStore> optimizer_swap;
+  std::unique_ptr<SwapStore> param_swap;
+  std::vector<int> master_regions;  // per sub-group
+  std::vector<int> state_regions;   // per sub-group
+  // offload_optimizer nvme: shard_states() reads every sub-group's master and state into this
+  // host copy (the resident layout: master, then k states, at the units' owned offsets); the next
+  // step() or refresh_params() writes it back to the regions and frees it.
+  Buffer checkpoint_view;
+  float* view_master() const { return checkpoint_view.data_as<float>(); }
+  void read_checkpoint_view();
+  void write_back_checkpoint_view();
+  // The step refreshed the compute parameters tile by tile: refresh_params() skips that part.
+  bool params_refreshed_by_step = false;
+
   std::vector<BucketItem> pending;   // queued, not yet flushed
   std::size_t pending_elements = 0;  // per rank block (blocked) or in total (flat)
   int reduced_units = 0;             // units reduced in the current micro-step
@@ -129,6 +185,47 @@ class Engine::Impl {
   // 16-bit training: the compute parameters from the fp32 master (owned part), on the compute
   // stream.
   void params_from_master();
+
+  // engine_offload.cc
+  void create_swap_stores();
+  // After a collective on the communication stream: copies the reduced block (`count` elements
+  // of policy.model_grads at `reduced`) to host_receive on the copy stream and unpacks it there
+  // into the host gradient partition, `post` × (added to, when `accumulate`) the destination.
+  struct HostPiece {
+    float* destination;
+    std::size_t count;
+    std::size_t bucket_offset;
+  };
+  void unpack_on_host(const void* reduced, std::size_t count, std::vector<HostPiece> pieces,
+                      bool accumulate, float post);
+  // The global squared norm's per-unit parts over the host gradient partition.
+  void host_squares(std::vector<SquaresResult>& partial);
+  // The optimizer step on the host, sub-group by sub-group (reads/writes swap regions), and the
+  // refresh of the compute parameters from each updated sub-group.
+  void host_step(const OptimizerStep& args);
+  // All compute parameters from the fp32 master (after a checkpoint load).
+  void host_params_from_master();
+  // Initial values of unit u: `master` holds its owned fp32 values (host, valid now); the state
+  // is zero. Writes swap regions when a sub-group is complete.
+  void host_initialize_unit(UnitId u, const float* master, SwapSlot& slot,
+                            AlignedHostBuffer& param_io);
+  // Host buffers: a swap slot for the largest sub-group, a buffer for the largest swapped
+  // parameter shard (both workspace in policy.staging_space; empty when nothing is swapped).
+  SwapSlot make_swap_slot();
+  AlignedHostBuffer make_param_io_buffer();
+  SwapStore* param_store = nullptr;  // optimizer_swap when the paths agree, else param_swap
+  // Stage 3 offload_param: copies the unit's shard to its slot in the gathered buffer on the
+  // copy stream (reading it from its swap region first) and orders the communication stream
+  // after it.
+  void copy_in_param_shard(UnitId u);
+  void zero_host_grads();
+  // offload_param without offload_optimizer: unit u's shard from fp32 device values `source`,
+  // converted into `device_staging` (a device buffer of the largest shard in the compute dtype)
+  // on the compute stream and copied to the host shard (or written to its swap region through
+  // `param_io`, waiting for the compute stream).
+  void store_param_shard(UnitId u, const float* source, const Buffer& device_staging,
+                         AlignedHostBuffer& param_io);
+  Buffer make_param_device_staging();  // empty unless offload_param without offload_optimizer
 
   // Runs a blocking communicator wait, adding `what` (e.g. the unit) to any error.
   void synchronize(const std::string& what);

@@ -45,10 +45,12 @@ void Engine::Impl::flush_bucket() {
   if (skip_collectives) return;
 
   const bool blocked = policy.partitioned;
-  const bool accumulate = policy.grad_shard;
-  // The bucket holds the model's gradient dtype; reduced values go into the accumulation dtype.
+  // Stages 2-3 add every micro-step's reduction into the grad shard; stages 0-1 reduce once.
+  const bool accumulate = !policy.full_grads;
+  // The bucket holds the model's gradient dtype; reduced values go into the owned gradients'
+  // dtype (the host's fp32 partition with offload_optimizer).
   const DType bucket_dtype = policy.model_grads;
-  const DType destination_dtype = policy.accumulate;
+  const DType destination_dtype = blocked ? policy.owned_grads_dtype() : policy.accumulate;
   const std::size_t bucket_bytes = size_of(bucket_dtype);
   const auto in_bucket = [bucket_bytes](void* base, std::size_t index) {
     return static_cast<char*>(base) + index * bucket_bytes;
@@ -73,6 +75,7 @@ void Engine::Impl::flush_bucket() {
     void* destination;  // owned gradients (blocked) or full gradients (flat)
     std::size_t count;
     std::size_t bucket_offset;  // within a block
+    bool host;                  // into the host gradient partition (offload_optimizer)
   };
   std::vector<Piece> pieces;
   std::size_t offset = 0;
@@ -88,7 +91,7 @@ void Engine::Impl::flush_bucket() {
                 bucket_dtype, count, pre);
     pieces.push_back(
         {in_destination(blocked ? owned_grads(item.unit) : full_grads_of(item.unit), item.begin),
-         count, offset});
+         count, offset, policy.host_step && !on_device(item.unit)});
     offset += count;
     // Transient gradient buffers are free once packed.
     if (item.source) ctx.release_after(stream, std::move(item.source));
@@ -107,7 +110,15 @@ void Engine::Impl::flush_bucket() {
                     ReduceOp::kSum, label);
     reduced = in_bucket(send, static_cast<std::size_t>(rank) * block);
   }
+  // offload_optimizer: into the host gradient partition, through the copy stream (after the
+  // device pieces of a partial offload, below, are queued on this stream).
+  std::vector<HostPiece> host_pieces;
   for (const Piece& piece : pieces) {
+    if (piece.host) {
+      host_pieces.push_back(
+          {static_cast<float*>(piece.destination), piece.count, piece.bucket_offset});
+      continue;
+    }
     if (accumulate)
       ctx.axpy(stream, in_bucket(reduced, piece.bucket_offset), bucket_dtype, piece.destination,
                destination_dtype, piece.count, post);
@@ -115,6 +126,8 @@ void Engine::Impl::flush_bucket() {
       ctx.scale(stream, in_bucket(reduced, piece.bucket_offset), bucket_dtype, piece.destination,
                 destination_dtype, piece.count, post);
   }
+  if (!host_pieces.empty())
+    unpack_on_host(reduced, block, std::move(host_pieces), accumulate, post);
   note_comm_work();
   if (!options.overlap_comm) synchronize("reducing a gradient bucket");
 }
@@ -137,7 +150,19 @@ void Engine::Impl::end_micro_step() {
 }
 
 void Engine::Impl::params_from_master() {
-  if (!policy.master_weights || planning) return;
+  if (!policy.master_weights) return;
+  if (policy.offload_params()) {  // offload_param without offload_optimizer: copied out
+    const Buffer staging = make_param_device_staging();
+    AlignedHostBuffer param_io = make_param_io_buffer();
+    for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
+      store_param_shard(u, owned_params(u), staging, param_io);
+    if (!planning) {  // the next copies into gathered buffers read the shards after this
+      ctx.copy_stream().wait(ctx.compute_stream().record());
+      synchronize_compute("copying the updated parameter shard out");  // the staging buffers
+    }
+    return;
+  }
+  if (planning) return;
   for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
     ctx.convert(ctx.compute_stream(), owned_params(u), DType::kFloat32, owned_compute_params(u),
                 policy.compute, units[u].owned_count);

@@ -2,6 +2,7 @@
 // checkpoint state accessors.
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "engine_impl.h"
 #include "zero/core/error.h"
@@ -29,7 +30,10 @@ bool Engine::step() {
   };
   if (d.planning) {
     d.synchronize("reducing gradients before the optimizer step");
-    fp32_grads_workspace();     // recorded: allocated and freed as in a taken step
+    if (policy.host_step)
+      d.host_step(OptimizerStep{});  // recorded: the step's host buffers
+    else
+      fp32_grads_workspace();   // recorded: allocated and freed as in a taken step
     if (!d.skip_collectives) {  // the collectives of a taken step, on no data
       if (policy.partitioned && d.world > 1) {
         d.comm.all_reduce(nullptr, nullptr, 1, DType::kFloat32, ReduceOp::kSum, "grad norm");
@@ -45,12 +49,16 @@ bool Engine::step() {
   // all-reduced (stage 0 holds replicas). A shard with an inf/NaN element contributes +inf, so
   // the all-reduced sum carries every rank's overflow flag.
   Stream& compute = context_->compute_stream();
-  d.compute_after_comm();
   std::vector<SquaresResult> partial(d.units.size());
-  for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u)
-    context_->sum_of_squares(compute, d.owned_grads(u), policy.accumulate, d.units[u].owned_count,
-                             &partial[u]);
-  d.synchronize_compute("reducing gradients before the optimizer step");
+  if (policy.host_step) {  // the gradient partition is on the host
+    d.host_squares(partial);
+  } else {
+    d.compute_after_comm();
+    for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u)
+      context_->sum_of_squares(compute, d.owned_grads(u), policy.accumulate, d.units[u].owned_count,
+                               &partial[u]);
+    d.synchronize_compute("reducing gradients before the optimizer step");
+  }
   double squares = 0.0;
   bool nonfinite = false;
   for (const SquaresResult& result : partial) {
@@ -83,34 +91,6 @@ bool Engine::step() {
     if (clip > 1.0) grad_scale /= clip;
   }
 
-  std::vector<ShardChunk> chunks;
-  chunks.reserve(d.units.size());
-  const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());
-  Buffer fp32_grads = fp32_grads_workspace();
-  for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u) {
-    const EngineUnit& unit = d.units[u];
-    ShardChunk chunk;
-    chunk.params = d.owned_params(u);
-    if (policy.fp32_grads_for_step()) {
-      chunk.grads = static_cast<const float*>(d.owned_grads(u));
-    } else {
-      float* copy = fp32_grads.data_as<float>() + unit.owned_offset;
-      context_->convert(compute, d.owned_grads(u), policy.accumulate, copy, DType::kFloat32,
-                        unit.owned_count);
-      chunk.grads = copy;
-    }
-    chunk.state = d.optimizer_state.data_as<float>() + states * unit.owned_offset;
-    chunk.num_elements = unit.owned_count;
-    const ElementRange owned =
-        policy.partitioned ? unit.layout.shard(d.rank) : ElementRange{0, unit.padded};
-    for (std::size_t t = 0; t < unit.layout.slots().size(); ++t) {
-      const ElementRange piece = intersect(unit.layout.slots()[t].range(), owned);
-      if (piece.empty()) continue;
-      chunk.segments.push_back(
-          {piece.begin - owned.begin, piece.size(), unit.first_tensor + static_cast<int>(t)});
-    }
-    chunks.push_back(std::move(chunk));
-  }
   OptimizerStep args;
   args.step = ++state_.optimizer_steps;
   args.lr = lr();
@@ -123,11 +103,19 @@ bool Engine::step() {
     d.comm.all_reduce(values, values, count, DType::kFloat32, ReduceOp::kSum, "optimizer stats");
     d.synchronize("all-reducing optimizer statistics");
   };
-  context_->optimizer_step(compute, *d.optimizer, chunks, args);
-  // The optimizer may issue collectives of its own (LAMB's trust ratios through all_reduce_sum):
-  // they must be issued before the post-step gathers, in the same order on every rank.
-  d.synchronize_compute("the optimizer step");
-  fp32_grads.reset();
+  if (policy.host_step) {
+    // offload_optimizer: on the host, sub-group by sub-group, the compute parameters refreshed
+    // behind it (engine_offload.cc).
+    try {
+      d.host_step(args);
+    } catch (const Error& error) {  // e.g. a swap store's I/O error, naming its file
+      ZERO_THROW("engine (rank ", d.rank, "/", d.world, ", stage ", options_.stage,
+                 ") the offloaded optimizer step of global step ", state_.global_steps, ": ",
+                 error.what());
+    }
+  } else {
+    device_step(args);
+  }
   if (d.schedule) d.schedule->step();
   loss_scaler_.update(false);
   state_.loss_scaler = loss_scaler_.state();
@@ -138,11 +126,51 @@ bool Engine::step() {
   return true;
 }
 
+void Engine::device_step(const OptimizerStep& args) {
+  Impl& d = *impl_;
+  const StatePolicy& policy = d.policy;
+  Stream& compute = context_->compute_stream();
+  std::size_t owned_total = 0;
+  for (const EngineUnit& unit : d.units) owned_total += unit.owned_count;
+  Buffer fp32_grads =
+      policy.fp32_grads_for_step()
+          ? Buffer()
+          : allocator().allocate(owned_total * sizeof(float), MemoryCategory::kWorkspace);
+  std::vector<ShardChunk> chunks;
+  chunks.reserve(d.units.size());
+  for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u) {
+    const EngineUnit& unit = d.units[u];
+    const float* grads = static_cast<const float*>(d.owned_grads(u));
+    if (!policy.fp32_grads_for_step()) {
+      float* copy = fp32_grads.data_as<float>() + unit.owned_offset;
+      context_->convert(compute, d.owned_grads(u), policy.accumulate, copy, DType::kFloat32,
+                        unit.owned_count);
+      grads = copy;
+    }
+    chunks.push_back(d.shard_chunk(u, d.owned_params(u), grads, d.owned_state(u)));
+  }
+  context_->optimizer_step(compute, *d.optimizer, chunks, args);
+  // The optimizer may issue collectives of its own (LAMB's trust ratios through all_reduce_sum):
+  // they must be issued before the post-step gathers, in the same order on every rank.
+  d.synchronize_compute("the optimizer step");
+}
+
 void Engine::refresh_params() {
   initialize();
   Impl& d = *impl_;
   // 16-bit training: the owned compute parameters from the (updated or loaded) fp32 master.
-  d.params_from_master();
+  // offload_optimizer: the host step refreshed them sub-group by sub-group on the copy stream
+  // (a load refreshes them here), and the gathers follow the copy stream.
+  if (d.policy.host_step) {
+    d.write_back_checkpoint_view();  // spans written for a load reach the regions first
+    if (!std::exchange(d.params_refreshed_by_step, false)) d.host_params_from_master();
+    if (!d.planning) {
+      d.params_ready = context_->copy_stream().record();
+      d.comm.stream().wait(d.params_ready);
+    }
+  } else {
+    d.params_from_master();
+  }
   if (!d.planning) d.comm_after_compute();  // the updated (or loaded) shards come first
   if (d.policy.gather_after_step) d.all_gather_params();
   if (d.policy.param_shard) d.regather_persistent();
@@ -153,6 +181,18 @@ std::vector<ShardState> Engine::shard_states() {
   Impl& d = *impl_;
   d.synchronize("reading shard state");
   d.synchronize_compute("reading shard state");
+  // nvme: the regions are read into a host copy, written back by the next step() or
+  // refresh_params() (so spans written for a load reach the regions).
+  if (d.policy.swap_optimizer()) d.read_checkpoint_view();
+  if (d.policy.host_step) {
+    try {
+      context_->copy_stream().synchronize();  // the step's copies read the master
+    } catch (const Error& error) {
+      ZERO_THROW("reading shard state: ", error.what());
+    }
+  }
+  std::size_t owned_total = 0;
+  for (const EngineUnit& unit : d.units) owned_total += unit.owned_count;
   std::vector<ShardState> shards;
   const std::vector<std::string> names = d.optimizer->state_names();
   const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());
@@ -165,8 +205,12 @@ std::vector<ShardState> Engine::shard_states() {
     shard.unit = unit.name;
     shard.range = range;
     const std::size_t skip = range.begin - owned.begin;
-    shard.params = {d.owned_params(u) + skip, range.size()};
-    float* state = d.optimizer_state.data_as<float>() + states * unit.owned_offset;
+    float* master =
+        d.policy.swap_optimizer() ? d.view_master() + unit.owned_offset : d.owned_params(u);
+    float* state = d.policy.swap_optimizer()
+                       ? d.view_master() + owned_total + states * unit.owned_offset
+                       : d.owned_state(u);
+    shard.params = {master + skip, range.size()};
     for (std::size_t k = 0; k < states; ++k)
       shard.optimizer_state.emplace_back(
           names.at(k), std::span<float>(state + k * unit.owned_count + skip, range.size()));

@@ -29,19 +29,13 @@ EngineOptionsResult engine_options_from_config(const config::DeepSpeedConfig& co
   options.bf16 = config.bf16;
   options.grad_accum_dtype = config.grad_accum_dtype;
 
-  for (const auto& [path, device] :
-       {std::pair{"zero_optimization.offload_optimizer.device",
-                  zero_config.offload_optimizer.device},
-        std::pair{"zero_optimization.offload_param.device", zero_config.offload_param.device}}) {
-    if (device == config::OffloadDevice::kNvme) {
-      errors.push_back(std::string(path) +
-                       ": \"nvme\" offload is not implemented yet; use \"cpu\" or \"none\"");
-    } else if (device == config::OffloadDevice::kCpu) {
-      result.warnings.push_back(
-          std::string(path) +
-          ": \"cpu\" accepted; the CPU engine keeps this state in host memory already");
-    }
-  }
+  // Offload: state_policy() says where each state lives; validate() checks the combinations.
+  options.aio = config.aio;
+  if (zero_config.offload_param.device != config::OffloadDevice::kNone && zero_config.stage != 3)
+    result.warnings.push_back("zero_optimization.offload_param.device " +
+                              std::string(config::name_of(zero_config.offload_param.device)) +
+                              " ignored: parameters are offloaded at stage 3 only (stage " +
+                              std::to_string(zero_config.stage) + ")");
 
   if (config.optimizer.type == config::OptimizerType::kNone) {
     if (default_optimizer.type == config::OptimizerType::kNone)

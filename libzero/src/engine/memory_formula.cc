@@ -33,6 +33,7 @@ StatePolicy state_policy(int stage, DType compute, DType accumulate) {
   policy.partitioned = stage >= 1;
   policy.gather_after_step = stage == 1 || stage == 2;
   policy.model_grads = policy.full_grads ? accumulate : compute;
+  policy.grad_shard_dtype = accumulate;
   return policy;
 }
 
@@ -43,7 +44,91 @@ StatePolicy state_policy(const EngineOptions& options) {
   // DeepSpeed 0.19: fp16 accumulates in fp16, bf16 in fp32 unless data_types says otherwise.
   const DType accumulate = options.grad_accum_dtype.value_or(
       compute == DType::kFloat16 ? DType::kFloat16 : DType::kFloat32);
-  return state_policy(options.stage, compute, accumulate);
+  StatePolicy policy = state_policy(options.stage, compute, accumulate);
+  using config::OffloadDevice;
+  const auto& optimizer = options.offload_optimizer;
+  const auto& param = options.offload_param;
+  if (optimizer.device != OffloadDevice::kNone && options.stage >= 1) {
+    // DeepSpeed's ZeRO-Offload: an fp32 master and an fp32 gradient partition on the host, the
+    // step there (validate() refuses offload at stage 0).
+    const MemorySpace host = optimizer.pin_memory ? MemorySpace::kHostPinned : MemorySpace::kHost;
+    policy.host_step = true;
+    policy.master_weights = true;
+    policy.grad_shard = true;
+    policy.grad_shard_dtype = DType::kFloat32;
+    policy.grad_shard_space = host;
+    policy.staging_space = host;
+    const bool nvme = optimizer.device == OffloadDevice::kNvme;
+    policy.master_space = nvme ? MemorySpace::kNvme : host;
+    policy.optimizer_state_space = nvme ? MemorySpace::kNvme : host;
+    policy.offload_ratio = optimizer.ratio;
+  }
+  if (param.device != OffloadDevice::kNone && policy.param_shard) {
+    const MemorySpace host = param.pin_memory ? MemorySpace::kHostPinned : MemorySpace::kHost;
+    policy.params_space = param.device == OffloadDevice::kNvme ? MemorySpace::kNvme : host;
+    policy.param_cache_space = host;
+    // Without offload_optimizer the step stays on the device, over an fp32 master of the owned
+    // shard there (DeepSpeed's fp32 partition), and the updated shard is copied out.
+    policy.master_weights = true;
+  }
+  return policy;
+}
+
+std::vector<SubGroup> optimizer_sub_groups(std::span<const std::size_t> owned_num_elements,
+                                           std::int64_t sub_group_size) {
+  const auto limit = static_cast<std::size_t>(std::max<std::int64_t>(sub_group_size, 1));
+  std::vector<SubGroup> groups;
+  std::size_t offset = 0;
+  for (std::size_t u = 0; u < owned_num_elements.size(); ++u) {
+    const std::size_t count = owned_num_elements[u];
+    if (groups.empty() || groups.back().num_elements + count > limit)
+      groups.push_back({u, u, offset, 0});
+    groups.back().last_unit = u + 1;
+    groups.back().num_elements += count;
+    offset += count;
+  }
+  return groups;
+}
+
+std::size_t device_sub_groups(const StatePolicy& policy, std::size_t num_sub_groups) {
+  if (!policy.host_step || policy.offload_ratio >= 1.0) return 0;
+  return static_cast<std::size_t>((1.0 - policy.offload_ratio) *
+                                  static_cast<double>(num_sub_groups));
+}
+
+std::size_t device_owned_elements(const EngineOptions& options,
+                                  std::span<const std::size_t> unit_num_elements, int world_size) {
+  const StatePolicy policy = state_policy(options);
+  if (!policy.host_step) return 0;
+  std::vector<std::size_t> owned;
+  for (std::size_t count : unit_num_elements)
+    owned.push_back(padded_num_elements(count, world_size, options.alignment_elements) /
+                    static_cast<std::size_t>(world_size));
+  const std::vector<SubGroup> groups = optimizer_sub_groups(owned, options.sub_group_size);
+  const std::size_t device = device_sub_groups(policy, groups.size());
+  return device < groups.size()
+             ? groups[device].owned_offset
+             : (groups.empty() ? 0 : groups.back().owned_offset + groups.back().num_elements);
+}
+
+std::vector<bool> swapped_param_units(const EngineOptions& options,
+                                      std::span<const std::size_t> unit_num_elements,
+                                      int world_size) {
+  std::vector<bool> swapped(unit_num_elements.size(), false);
+  if (!state_policy(options).swap_params()) return swapped;
+  const auto max_in_cpu =
+      static_cast<std::size_t>(std::max<std::int64_t>(options.offload_param.max_in_cpu, 0));
+  std::size_t in_cpu = 0;
+  bool full = false;
+  for (std::size_t u = 0; u < unit_num_elements.size(); ++u) {
+    const std::size_t shard =
+        padded_num_elements(unit_num_elements[u], world_size, options.alignment_elements) /
+        static_cast<std::size_t>(world_size);
+    full = full || in_cpu + shard > max_in_cpu;  // in order: the first units stay cached
+    swapped[u] = full;
+    if (!full) in_cpu += shard;
+  }
+  return swapped;
 }
 
 ModelStateBytes model_state_bytes(int stage, std::span<const std::size_t> unit_num_elements,
@@ -51,22 +136,77 @@ ModelStateBytes model_state_bytes(int stage, std::span<const std::size_t> unit_n
                                   DType compute_dtype, int optimizer_states_per_element,
                                   DType accumulate_dtype) {
   const StatePolicy policy = state_policy(stage, compute_dtype, accumulate_dtype);
+  return model_state_bytes(policy, unit_num_elements, world_size, alignment_elements,
+                           optimizer_states_per_element)
+      .total();
+}
+
+ModelStateBytes ModelStateBytesBySpace::total() const {
+  ModelStateBytes sum;
+  for (const ModelStateBytes& bytes : spaces) {
+    sum.params += bytes.params;
+    sum.param_shard += bytes.param_shard;
+    sum.grads += bytes.grads;
+    sum.grad_shard += bytes.grad_shard;
+    sum.master_params += bytes.master_params;
+    sum.optimizer_state += bytes.optimizer_state;
+  }
+  return sum;
+}
+
+ModelStateBytesBySpace model_state_bytes(const StatePolicy& policy,
+                                         std::span<const std::size_t> unit_num_elements,
+                                         int world_size, std::size_t alignment_elements,
+                                         int optimizer_states_per_element,
+                                         const std::vector<bool>& swapped_param_units,
+                                         std::size_t device_owned_elements) {
   const auto padded =
       static_cast<std::int64_t>(padded_total(unit_num_elements, world_size, alignment_elements));
   const std::int64_t shard = padded / world_size;
   const auto compute = static_cast<std::int64_t>(size_of(policy.compute));
   const auto accumulate = static_cast<std::int64_t>(size_of(policy.accumulate));
+  const auto grad_shard = static_cast<std::int64_t>(size_of(policy.grad_shard_dtype));
   const std::int64_t master = policy.master_weights ? 4 : 0;
   const std::int64_t states = 4 * optimizer_states_per_element;
-  ModelStateBytes bytes;
+  ModelStateBytesBySpace bytes;
   const std::int64_t owned = policy.partitioned ? shard : padded;
-  bytes.master_params = master * owned;
-  bytes.optimizer_state = states * owned;
-  if (policy.full_params) bytes.params = compute * padded;
-  if (policy.full_grads) bytes.grads = accumulate * padded;
-  if (policy.grad_shard) bytes.grad_shard = accumulate * shard;
-  if (policy.param_shard) bytes.param_shard = compute * shard;
+  const auto on_device = static_cast<std::int64_t>(device_owned_elements);  // partial offload
+  bytes.in(policy.master_space).master_params = master * (owned - on_device);
+  bytes.in(policy.optimizer_state_space).optimizer_state = states * (owned - on_device);
+  bytes.in(MemorySpace::kDevice).master_params += master * on_device;
+  bytes.in(MemorySpace::kDevice).optimizer_state += states * on_device;
+  if (policy.full_params) bytes.in(policy.params_space).params = compute * padded;
+  if (policy.full_grads) bytes.in(policy.full_grads_space).grads = accumulate * padded;
+  if (policy.grad_shard) {
+    bytes.in(policy.grad_shard_space).grad_shard = grad_shard * (shard - on_device);
+    bytes.in(MemorySpace::kDevice).grad_shard += grad_shard * on_device;
+  }
+  if (policy.param_shard) {
+    if (!policy.swap_params()) {
+      bytes.in(policy.params_space).param_shard = compute * shard;
+    } else {  // the first units (max_in_cpu elements) cached on the host, the rest swapped
+      ZERO_CHECK(swapped_param_units.size() == unit_num_elements.size(),
+                 "model_state_bytes: offload_param nvme needs swapped_param_units() per unit");
+      for (std::size_t u = 0; u < unit_num_elements.size(); ++u) {
+        const auto unit_shard = static_cast<std::int64_t>(
+            padded_num_elements(unit_num_elements[u], world_size, alignment_elements) /
+            static_cast<std::size_t>(world_size));
+        const MemorySpace space =
+            swapped_param_units[u] ? MemorySpace::kNvme : policy.param_cache_space;
+        bytes.in(space).param_shard += compute * unit_shard;
+      }
+    }
+  }
   return bytes;
+}
+
+ModelStateBytesBySpace model_state_bytes(const EngineOptions& options,
+                                         std::span<const std::size_t> unit_num_elements,
+                                         int world_size, int optimizer_states_per_element) {
+  return model_state_bytes(state_policy(options), unit_num_elements, world_size,
+                           options.alignment_elements, optimizer_states_per_element,
+                           swapped_param_units(options, unit_num_elements, world_size),
+                           device_owned_elements(options, unit_num_elements, world_size));
 }
 
 BucketSize reduce_bucket_elements(const EngineOptions& options,

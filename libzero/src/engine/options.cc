@@ -30,6 +30,42 @@ void validate(const EngineOptions& options) {
   ZERO_CHECK(!options.bf16.bf16_master_weights_and_grads && !options.bf16.bf16_optimizer_states,
              "bf16.bf16_master_weights_and_grads / bf16.bf16_optimizer_states: bf16 master "
              "weights and optimizer states are not supported (they are fp32)");
+  using config::OffloadDevice;
+  const auto& offload_optimizer = options.offload_optimizer;
+  const auto& offload_param = options.offload_param;
+  if (offload_optimizer.device != OffloadDevice::kNone) {
+    ZERO_CHECK(options.stage >= 1, "zero_optimization.offload_optimizer.device ",
+               config::name_of(offload_optimizer.device),
+               " needs ZeRO stage 1, 2 or 3 (stage is 0), as DeepSpeed: offload moves the "
+               "optimizer's shard");
+    ZERO_CHECK(
+        offload_optimizer.device != OffloadDevice::kNvme || !offload_optimizer.nvme_path.empty(),
+        "zero_optimization.offload_optimizer.nvme_path is required when device is "
+        "\"nvme\" (the folder the swap files go to)");
+    ZERO_CHECK(offload_optimizer.ratio > 0.0 && offload_optimizer.ratio <= 1.0,
+               "zero_optimization.offload_optimizer.ratio must be in (0, 1], got ",
+               offload_optimizer.ratio);
+    ZERO_CHECK(offload_optimizer.ratio == 1.0 ||
+                   (options.stage == 3 && offload_optimizer.device == OffloadDevice::kCpu &&
+                    offload_param.device == OffloadDevice::kNone),
+               "zero_optimization.offload_optimizer.ratio ", offload_optimizer.ratio,
+               ": partial offload needs stage 3 (as DeepSpeed), device \"cpu\" and no "
+               "offload_param");
+    ZERO_CHECK(options.optimizer.type != config::OptimizerType::kLamb,
+               "zero_optimization.offload_optimizer with optimizer \"Lamb\": the host "
+               "optimizer steps one sub-group at a time and Lamb's trust ratios need whole "
+               "tensors (DeepSpeed offloads Adam, AdamW and Adagrad)");
+    ZERO_CHECK(options.sub_group_size >= 1, "zero_optimization.sub_group_size must be >= 1, got ",
+               options.sub_group_size);
+  }
+  if (offload_param.device != OffloadDevice::kNone && options.stage == 3) {
+    ZERO_CHECK(offload_param.device != OffloadDevice::kNvme || !offload_param.nvme_path.empty(),
+               "zero_optimization.offload_param.nvme_path is required when device is \"nvme\" "
+               "(the folder the swap files go to)");
+    ZERO_CHECK(offload_param.max_in_cpu >= 0,
+               "zero_optimization.offload_param.max_in_cpu must be >= 0, got ",
+               offload_param.max_in_cpu);
+  }
   if (options.grad_accum_dtype.has_value()) {
     const DType accumulate = *options.grad_accum_dtype;
     const bool half = options.fp16.enabled || options.bf16.enabled;

@@ -27,6 +27,7 @@
 #include "zero/core/dtype.h"
 #include "zero/core/flat_buffer.h"
 #include "zero/core/memory_ledger.h"
+#include "zero/core/swap_store.h"
 #include "zero/engine/loss_scaler.h"
 #include "zero/engine/optimizer.h"
 #include "zero/engine/options.h"
@@ -35,6 +36,10 @@ namespace zero {
 
 using UnitId = int;
 class Engine;
+
+// Makes the SwapStore that holds offloaded state with `device: nvme` (one per nvme_path in use).
+// The engine's default is make_nvme_swap_store (zero/core/swap_store.h); tests inject a double.
+using SwapStoreFactory = std::function<std::unique_ptr<SwapStore>(const NvmeSwapOptions&)>;
 
 // Fills a unit's tensors with initial values: called once per tensor with its slot and its
 // (num_elements) values. Must give the same values on every rank (rank 0's are broadcast).
@@ -134,6 +139,9 @@ class Engine {
                        std::vector<float> initial_values);  // num_elements() values
   // Allocates every buffer and initialises the parameters; runs on first use if not called.
   void initialize();
+  // The swap stores for `device: nvme` offload come from `factory` (before initialize()); by
+  // default from make_nvme_swap_store. A planning context records the regions without a store.
+  void set_swap_store_factory(SwapStoreFactory factory);
 
   // All ranks, same order (stage 3 all-gathers; other stages return the resident parameters).
   GatheredUnit gather(UnitId unit);
@@ -189,6 +197,8 @@ class Engine {
 
  private:
   friend class GatheredUnit;
+  // The optimizer step on the device (DeviceContext::optimizer_step), when not offloaded.
+  void device_step(const OptimizerStep& args);
   EngineOptions options_;
   std::unique_ptr<DeviceContext> owned_context_;
   DeviceContext* context_ = nullptr;

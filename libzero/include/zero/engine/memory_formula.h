@@ -2,11 +2,14 @@
 // engine's ledger equals it exactly; the planner and `zero estimate` reuse it.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "zero/core/dtype.h"
+#include "zero/core/memory_ledger.h"
 #include "zero/engine/options.h"
 
 namespace zero {
@@ -25,17 +28,77 @@ struct StatePolicy {
   // (accumulate), a per-micro-step buffer in the compute dtype at stages 2-3. The reduction
   // buckets hold this dtype (the communicators sum 16-bit values in fp32).
   DType model_grads = DType::kFloat32;
-  bool master_weights = false;     // compute != fp32
-  bool full_params = false;        // stages 0-2: every rank holds every parameter
-  bool param_shard = false;        // stage 3: only the owned shard; units gathered per use
-  bool full_grads = false;         // stages 0-1: accumulated whole, reduced once per boundary
-  bool grad_shard = false;         // stages 2-3: reduced every micro-step into the owned shard
+  bool master_weights = false;  // compute != fp32
+  bool full_params = false;     // stages 0-2: every rank holds every parameter
+  bool param_shard = false;     // stage 3: only the owned shard; units gathered per use
+  bool full_grads = false;      // stages 0-1: accumulated whole, reduced once per boundary
+  // Stages 2-3: reduced every micro-step into the owned shard; stage 1 with offload_optimizer:
+  // the boundary's reduction lands there (host memory) instead of in the full gradients.
+  bool grad_shard = false;
   bool partitioned = false;        // stages 1-3: the optimizer owns 1/W of each unit
   bool gather_after_step = false;  // stages 1-2: all-gather the updated parameters
-  bool fp32_grads_for_step() const { return accumulate == DType::kFloat32; }
+
+  // Offload (zero_optimization.offload_optimizer / offload_param), ZeRO-Offload and
+  // ZeRO-Infinity as DeepSpeed does them. offload_optimizer (stages 1-3): the fp32 master weights
+  // (also with fp32 compute), the optimizer state and an fp32 partition of the reduced gradients
+  // (grad_shard, also at stage 1) live in host memory, and the optimizer step runs on the host,
+  // one sub-group of whole units (sub_group_size) at a time; `nvme` puts master and state in
+  // swap regions, read into host buffers around each sub-group's step. offload_param (stage 3):
+  // the parameter shard rests in host memory (nvme: beyond the first max_in_cpu elements, in swap
+  // regions) and is copied to the device for each gather; without offload_optimizer the step
+  // stays on the device, over an fp32 master of the owned shard there.
+  bool host_step = false;                    // the optimizer runs on the host (offload_optimizer)
+  DType grad_shard_dtype = DType::kFloat32;  // the owned accumulated gradients (grad_shard)
+  // Where each persistent state lives. kNvme: swap regions (optimizer: master and state of each
+  // sub-group; params: the units past max_in_cpu, the others in param_cache_space).
+  MemorySpace params_space = MemorySpace::kDevice;       // full params or the param shard
+  MemorySpace param_cache_space = MemorySpace::kDevice;  // params_space nvme: the cached units
+  MemorySpace full_grads_space = MemorySpace::kDevice;
+  MemorySpace grad_shard_space = MemorySpace::kDevice;
+  MemorySpace master_space = MemorySpace::kDevice;
+  MemorySpace optimizer_state_space = MemorySpace::kDevice;
+  // Host memory for staging (gradient receive blocks, 16-bit parameter tiles, swap buffers):
+  // pinned when offload_optimizer.pin_memory, else pageable.
+  MemorySpace staging_space = MemorySpace::kHost;
+  // offload_optimizer.ratio (stage 3, cpu): the fraction of sub-groups whose master, state and
+  // gradient partition are offloaded; the first ⌊(1 − ratio)·G⌋ sub-groups stay on the device and
+  // are stepped there (DeepSpeed's twin-flow partial offload). 1: everything offloaded.
+  double offload_ratio = 1.0;
+  bool swap_optimizer() const { return optimizer_state_space == MemorySpace::kNvme; }
+  bool swap_params() const { return params_space == MemorySpace::kNvme; }
+  bool offload_params() const { return param_shard && params_space != MemorySpace::kDevice; }
+  // The dtype of the owned gradients the optimizer reads (grad_shard, else the full gradients).
+  DType owned_grads_dtype() const { return grad_shard ? grad_shard_dtype : accumulate; }
+  bool fp32_grads_for_step() const { return owned_grads_dtype() == DType::kFloat32; }
 };
 StatePolicy state_policy(const EngineOptions& options);
 StatePolicy state_policy(int stage, DType compute, DType accumulate);
+
+// Contiguous runs of whole units the host optimizer steps together (offload_optimizer): units in
+// registration order are added to a group while its owned elements stay within sub_group_size;
+// a unit larger than that is a group of its own (DeepSpeed groups whole parameters the same way).
+// `owned_num_elements`: each unit's owned (shard) element count. Each group is [first, last).
+struct SubGroup {
+  std::size_t first_unit = 0;
+  std::size_t last_unit = 0;
+  std::size_t owned_offset = 0;  // elements, into the concatenated owned shards
+  std::size_t num_elements = 0;
+};
+std::vector<SubGroup> optimizer_sub_groups(std::span<const std::size_t> owned_num_elements,
+                                           std::int64_t sub_group_size);
+// Partial offload: how many leading sub-groups stay on the device (DeepSpeed's
+// int((1 - ratio) · G)); 0 without offload_optimizer or with ratio 1.
+std::size_t device_sub_groups(const StatePolicy& policy, std::size_t num_sub_groups);
+// The owned elements those sub-groups hold (the device part of master, state and gradients).
+std::size_t device_owned_elements(const EngineOptions& options,
+                                  std::span<const std::size_t> unit_num_elements, int world_size);
+
+// offload_param nvme: which units' shards rest in swap regions (true) rather than in host memory:
+// units in registration order stay in host memory while the shard elements kept there total at
+// most max_in_cpu.
+std::vector<bool> swapped_param_units(const EngineOptions& options,
+                                      std::span<const std::size_t> unit_num_elements,
+                                      int world_size);
 
 // Persistent model-state bytes one rank holds between steps, by ledger category. With Ψ the
 // padded parameter count (Σ over units of padded_num_elements(n_u, W, alignment)), S = Ψ / W,
@@ -67,6 +130,34 @@ ModelStateBytes model_state_bytes(int stage, std::span<const std::size_t> unit_n
                                   int world_size, std::size_t alignment_elements,
                                   DType compute_dtype, int optimizer_states_per_element,
                                   DType accumulate_dtype = DType::kFloat32);
+
+// The same bytes by the memory space each state lives in (StatePolicy's spaces), for every
+// offload mode: offload_optimizer moves master (4S, fp32 compute included), optimizer state (4kS)
+// and an fp32 gradient partition (4S; stage 1 keeps its full gradients on the device besides) to
+// host_pinned or host memory, or master and state to nvme; offload_param moves the parameter
+// shard (cS) to host memory or, past max_in_cpu elements, to nvme. So stage 2 + offload_optimizer
+// cpu leaves cΨ on the device (DeepSpeed's estimate_zero2_model_states_mem_needs: 2Ψ in 16 bits),
+// stage 3 + offload_optimizer cpu cΨ/W, and with offload_param nothing. With a partial offload
+// (ratio < 1) the first device_owned_elements() owned elements keep their master, state and fp32
+// gradients on the device.
+struct ModelStateBytesBySpace {
+  std::array<ModelStateBytes, kNumMemorySpaces> spaces{};
+  ModelStateBytes& in(MemorySpace space) { return spaces[static_cast<std::size_t>(space)]; }
+  const ModelStateBytes& in(MemorySpace space) const {
+    return spaces[static_cast<std::size_t>(space)];
+  }
+  ModelStateBytes total() const;  // summed over spaces
+};
+ModelStateBytesBySpace model_state_bytes(const StatePolicy& policy,
+                                         std::span<const std::size_t> unit_num_elements,
+                                         int world_size, std::size_t alignment_elements,
+                                         int optimizer_states_per_element,
+                                         const std::vector<bool>& swapped_param_units = {},
+                                         std::size_t device_owned_elements = 0);
+// From the options (state_policy(options), swapped_param_units()).
+ModelStateBytesBySpace model_state_bytes(const EngineOptions& options,
+                                         std::span<const std::size_t> unit_num_elements,
+                                         int world_size, int optimizer_states_per_element);
 
 // The gradient reduction bucket (comm_buffers), in elements of the policy's model_grads dtype
 // (element_bytes each): the send bucket plus, when

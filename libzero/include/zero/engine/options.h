@@ -40,6 +40,8 @@ struct EngineOptions : config::ZeroOptimizationConfig {
   // eps 1e-8, no weight decay); the default scheduler is none (the optimizer's lr throughout).
   config::OptimizerConfig optimizer{.type = config::OptimizerType::kAdamW};
   config::SchedulerConfig scheduler;
+  // "aio": the NVMe swap store's I/O settings (offload_optimizer / offload_param device nvme).
+  config::AioConfig aio;
   // Not a DeepSpeed key: shards are padded to world_size × alignment_elements (64-byte shards in
   // fp32).
   std::size_t alignment_elements = 16;

@@ -1,0 +1,675 @@
+// Offload (ZeRO-Offload / ZeRO-Infinity): stages 1-3 × worlds 1, 2 × {optimizer cpu, optimizer +
+// params cpu, optimizer nvme, optimizer + params nvme} reproduce the run without offload bit for
+// bit, in fp32 (MLP stack) and bf16 (GPT-2); the ledger puts each state in the space the formula
+// says (and the device keeps what DeepSpeed's estimator says); a plan records the same
+// allocations. nvme runs use an in-memory SwapStore (memory_swap_store.h).
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gpt2_engine_driver.h"
+#include "ledger_checks.h"
+#include "memory_swap_store.h"
+#include "mixed_precision_runs.h"
+#include "test_model.h"
+#include "zero/comm/planning_communicator.h"
+#include "zero/comm/thread_communicator.h"
+#include "zero/core/device_context.h"
+
+namespace zero::testing {
+namespace {
+
+// kParamsCpu / kParamsNvme: offload_param alone (the step stays on the device).
+enum class Mode { kNone, kCpu, kCpuParams, kNvme, kNvmeParams, kCpuRatio, kParamsCpu, kParamsNvme };
+
+std::string name_of(Mode mode) {
+  switch (mode) {
+    case Mode::kNone: return "none";
+    case Mode::kCpu: return "optimizer cpu";
+    case Mode::kCpuParams: return "optimizer + params cpu";
+    case Mode::kNvme: return "optimizer nvme";
+    case Mode::kNvmeParams: return "optimizer + params nvme";
+    case Mode::kCpuRatio: return "optimizer cpu, ratio 0.5";
+    case Mode::kParamsCpu: return "params cpu";
+    case Mode::kParamsNvme: return "params nvme";
+  }
+  return "?";
+}
+
+// `sub_group_size` in elements; `max_in_cpu` keeps the first unit's shard cached with nvme
+// parameters (the others are swapped).
+void apply_offload(EngineOptions& options, Mode mode, std::int64_t sub_group_size,
+                   std::int64_t max_in_cpu) {
+  using config::OffloadDevice;
+  options.sub_group_size = sub_group_size;
+  switch (mode) {
+    case Mode::kNone: return;
+    case Mode::kParamsCpu:
+      options.offload_param.device = OffloadDevice::kCpu;
+      options.offload_param.pin_memory = true;
+      return;
+    case Mode::kParamsNvme:
+      options.offload_param.device = OffloadDevice::kNvme;
+      options.offload_param.nvme_path = "/offload-test/params";
+      options.offload_param.max_in_cpu = max_in_cpu;
+      return;
+    case Mode::kCpuRatio:  // the first half of the sub-groups stay on the device (stage 3)
+      options.offload_optimizer.device = OffloadDevice::kCpu;
+      options.offload_optimizer.ratio = 0.5;
+      return;
+    case Mode::kCpu:
+    case Mode::kCpuParams:
+      options.offload_optimizer.device = OffloadDevice::kCpu;
+      options.offload_optimizer.pin_memory = true;
+      if (mode == Mode::kCpuParams) options.offload_param.device = OffloadDevice::kCpu;
+      return;
+    case Mode::kNvme:
+    case Mode::kNvmeParams:
+      options.offload_optimizer.device = OffloadDevice::kNvme;
+      options.offload_optimizer.nvme_path = "/offload-test/optimizer";
+      options.offload_optimizer.pipeline_read = true;
+      options.offload_optimizer.pipeline_write = true;
+      if (mode == Mode::kNvmeParams) {
+        options.offload_param.device = OffloadDevice::kNvme;
+        options.offload_param.nvme_path = "/offload-test/params";
+        options.offload_param.pin_memory = true;
+        options.offload_param.max_in_cpu = max_in_cpu;
+      }
+      return;
+  }
+}
+
+bool uses_params(Mode mode) {
+  return mode == Mode::kCpuParams || mode == Mode::kNvmeParams || mode == Mode::kParamsCpu ||
+         mode == Mode::kParamsNvme;
+}
+bool params_only(Mode mode) { return mode == Mode::kParamsCpu || mode == Mode::kParamsNvme; }
+// Modes that run at stage 3 only: parameter offload and the partial offload (DeepSpeed's rule).
+bool stage3_only(Mode mode) { return uses_params(mode) || mode == Mode::kCpuRatio; }
+constexpr Mode kModes[] = {Mode::kCpu,      Mode::kCpuParams, Mode::kNvme,      Mode::kNvmeParams,
+                           Mode::kCpuRatio, Mode::kParamsCpu, Mode::kParamsNvme};
+
+constexpr int kStackSteps = 8;
+
+TrainResult run_stack(int stage, int world, Mode mode, int accumulation = 1,
+                      SwapStoreCounters* counters = nullptr) {
+  EngineOptions options = parity_options(stage, accumulation);
+  options.scheduler.total_num_steps = kStackSteps;
+  // Units (W = 1): embed 320, block.k 1200, head 128 owned elements: sub-groups {embed},
+  // {block.0}, ... at W = 1 and pairs at W = 2 (sub_group_size 1300).
+  apply_offload(options, mode, 1300, 320 / world);
+  TrainResult result;
+  std::mutex mutex;
+  run_ranks(world, [&](Communicator& comm) {
+    std::unique_ptr<Engine> engine = make_engine(options, comm);
+    engine->set_swap_store_factory(memory_swap_store_factory(counters));
+    TinyStack model;
+    model.register_units(*engine);
+    const int rows = 24 / (world * accumulation);
+    TrainResult mine = train_steps(comm, *engine, kStackSteps, rows, [&](int step, int first) {
+      return model.micro_step(*engine, make_batch({}, step, first, rows));
+    });
+    if (comm.rank() == 0) {
+      std::lock_guard lock(mutex);
+      result = std::move(mine);
+    }
+  });
+  return result;
+}
+
+void expect_bitwise(const TrainResult& result, const TrainResult& expected,
+                    const std::string& what) {
+  ASSERT_EQ(result.losses.size(), expected.losses.size()) << what;
+  for (std::size_t s = 0; s < expected.losses.size(); ++s) {
+    EXPECT_EQ(result.losses[s], expected.losses[s]) << what << " step " << s;
+    EXPECT_EQ(result.grad_norms[s], expected.grad_norms[s]) << what << " step " << s;
+  }
+  ASSERT_EQ(result.params.size(), expected.params.size()) << what;
+  for (std::size_t u = 0; u < expected.params.size(); ++u) {
+    ASSERT_EQ(result.params[u].size(), expected.params[u].size()) << what;
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < expected.params[u].size(); ++i)
+      differ += result.params[u][i] != expected.params[u][i];
+    EXPECT_EQ(differ, 0u) << what << " unit " << u << ": elements that differ";
+  }
+}
+
+class StackOffload : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+// fp32: the offloaded step runs the same arithmetic (an fp32 master equal to the parameters, the
+// same optimizer kernel over the same elements, the same reduction and sums), so bitwise.
+TEST_P(StackOffload, MatchesTheRunWithoutOffloadBitwise) {
+  const auto [stage, world] = GetParam();
+  const TrainResult reference = run_stack(stage, world, Mode::kNone);
+  EXPECT_LT(reference.losses.back(), reference.losses.front());
+  for (Mode mode : kModes) {
+    if (stage3_only(mode) && stage != 3) continue;
+    expect_bitwise(run_stack(stage, world, mode), reference,
+                   "fp32 stage " + std::to_string(stage) + " world " + std::to_string(world) + " " +
+                       name_of(mode));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, StackOffload,
+                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values(1, 2)));
+
+TEST(EngineOffload, AccumulationAndSwapTraffic) {
+  // Three micro-steps per step: stage 1 reduces once into the host partition, stages 2-3 add
+  // every micro-step's reduction there.
+  for (int stage : {1, 2, 3}) {
+    const TrainResult reference = run_stack(stage, 2, Mode::kNone, 3);
+    expect_bitwise(run_stack(stage, 2, Mode::kCpu, 3), reference,
+                   "accumulation 3, stage " + std::to_string(stage));
+  }
+  // nvme: every step reads and writes each sub-group's master and moments once (12 bytes per
+  // owned element per direction), plus the initial write.
+  SwapStoreCounters counters;
+  run_stack(2, 1, Mode::kNvme, 1, &counters);
+  const std::int64_t owned = 320 + 3 * 1200 + 128;
+  EXPECT_EQ(counters.stores, 1);
+  EXPECT_EQ(counters.bytes_read, 12 * owned * kStackSteps);
+  EXPECT_EQ(counters.bytes_written, 12 * owned * (kStackSteps + 1));
+}
+
+// GPT-2 in bf16 and fp32. bf16: the device keeps bf16 parameters, the host the fp32 master, moments
+// and gradient partition; the arithmetic is the run without offload's (fp32 accumulation is bf16's
+// default; conversions are zero::convert's), so bitwise too.
+constexpr int kGpt2Steps = 6;
+
+TrainResult run_gpt2(int stage, int world, Mode mode, DType dtype = DType::kBFloat16,
+                     int accumulation = 1) {
+  GPT2Run run = mixed_run(dtype, stage, accumulation, kGpt2Steps);
+  // Units (W = 1): embeddings 4608, h.0 / h.1 12704, ln_f 64: sub-groups {embeddings}, {h.0},
+  // {h.1, ln_f} at W = 1.
+  apply_offload(run.options, mode, 13'000, 4608 / world);
+  TrainResult result;
+  std::mutex mutex;
+  run_ranks(world, [&](Communicator& comm) {
+    omp_set_num_threads(1);
+    const int rows = run.global_batch / (world * accumulation);
+    std::unique_ptr<Engine> engine = make_engine(run.options, comm);
+    engine->set_swap_store_factory(memory_swap_store_factory());
+    GPT2EngineDriver model(*engine, run.config, rows, run.seq_len, run.seed);
+    TrainResult mine = train_steps(comm, *engine, run.steps, rows, [&](int step, int first) {
+      const gpt2::DropoutKey dropout{run.seed, static_cast<std::uint64_t>(step), first, true};
+      return model.micro_step(make_token_batch(run.config, run.seq_len, step, first, rows),
+                              dropout);
+    });
+    if (comm.rank() == 0) {
+      std::lock_guard lock(mutex);
+      result = std::move(mine);
+    }
+  });
+  return result;
+}
+
+class Gpt2Offload : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(Gpt2Offload, MatchesTheRunWithoutOffloadBitwise) {
+  const auto [stage, world] = GetParam();
+  for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
+    const TrainResult reference = run_gpt2(stage, world, Mode::kNone, dtype);
+    for (Mode mode : kModes) {
+      if (stage3_only(mode) && stage != 3) continue;
+      expect_bitwise(run_gpt2(stage, world, mode, dtype), reference,
+                     std::string(zero::name_of(dtype)) + " stage " + std::to_string(stage) +
+                         " world " + std::to_string(world) + " " + name_of(mode));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, Gpt2Offload,
+                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values(1, 2)));
+
+// fp16: offload accumulates the gradient partition in fp32 where the run without offload
+// accumulates in fp16 (DeepSpeed's offload keeps an fp32 partition too), so the two differ by
+// fp16 rounding of the reduced gradients: within the mixed-precision tests' fp16 tolerance between
+// stages (5e-4 on the loss; measured 3.8e-6 over 6 steps). Three micro-steps per step, so the
+// accumulation dtype matters.
+TEST(EngineOffload, Fp16StaysWithinTheFp16Tolerance) {
+  for (int stage : {2, 3}) {
+    const TrainResult reference = run_gpt2(stage, 2, Mode::kNone, DType::kFloat16, 3);
+    for (Mode mode : {Mode::kCpu, Mode::kNvme}) {
+      const TrainResult result = run_gpt2(stage, 2, mode, DType::kFloat16, 3);
+      ASSERT_EQ(result.losses.size(), reference.losses.size());
+      double largest = 0.0;
+      for (std::size_t s = 0; s < reference.losses.size(); ++s)
+        largest = std::max(largest, std::abs(result.losses[s] - reference.losses[s]));
+      EXPECT_LT(largest, 5e-4) << "fp16 stage " << stage << " " << name_of(mode);
+      std::printf("fp16 stage %d %s: largest loss difference %.3g\n", stage, name_of(mode).c_str(),
+                  largest);
+    }
+  }
+}
+
+// ---- ledger ----
+
+// Every model-state category of every space equals model_state_bytes(options) (stage 3's
+// persistent units aside, which stay gathered on the device as params).
+void check_ledger_by_space(Engine& engine) {
+  const EngineOptions& options = engine.options();
+  const int world = engine.world_size();
+  const std::vector<std::size_t> sizes = unit_sizes(engine);
+  const ModelStateBytesBySpace formula = model_state_bytes(options, sizes, world, 2);
+  const StatePolicy policy = state_policy(options);
+  std::int64_t persistent = 0;
+  if (options.stage == 3)
+    for (std::size_t count : sizes)
+      if (count < static_cast<std::size_t>(options.param_persistence_threshold))
+        persistent += static_cast<std::int64_t>(
+            size_of(policy.compute) *
+            padded_num_elements(count, world, options.alignment_elements));
+  for (std::size_t s = 0; s < kNumMemorySpaces; ++s) {
+    const auto space = static_cast<MemorySpace>(s);
+    const ModelStateBytes& expected = formula.in(space);
+    auto current = [&](MemoryCategory category) {
+      return engine.ledger().entry(space, category).current_bytes;
+    };
+    const std::string where = std::string(name_of(space));
+    EXPECT_EQ(current(MemoryCategory::kParams) - (space == MemorySpace::kDevice ? persistent : 0),
+              expected.params)
+        << where;
+    EXPECT_EQ(current(MemoryCategory::kParamShard), expected.param_shard) << where;
+    EXPECT_EQ(current(MemoryCategory::kGrads), expected.grads) << where;
+    EXPECT_EQ(current(MemoryCategory::kGradShard), expected.grad_shard) << where;
+    EXPECT_EQ(current(MemoryCategory::kMasterParams), expected.master_params) << where;
+    EXPECT_EQ(current(MemoryCategory::kOptimizerState), expected.optimizer_state) << where;
+  }
+}
+
+std::int64_t device_model_states(const MemoryLedger& ledger) {
+  std::int64_t total = 0;
+  for (MemoryCategory category :
+       {MemoryCategory::kParams, MemoryCategory::kParamShard, MemoryCategory::kGrads,
+        MemoryCategory::kGradShard, MemoryCategory::kMasterParams, MemoryCategory::kOptimizerState})
+    total += ledger.entry(MemorySpace::kDevice, category).current_bytes;
+  return total;
+}
+
+TEST(EngineOffload, LedgerEqualsTheFormulaInEverySpace) {
+  for (Mode mode : kModes)
+    for (int stage : {1, 2, 3})
+      for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+        if (stage3_only(mode) && stage != 3) continue;
+        GPT2Run run = mixed_run(dtype, stage, 1, 1);
+        run.options.param_persistence_threshold = 0;  // nothing stays gathered
+        apply_offload(run.options, mode, 13'000, 4608 / 2);
+        const std::string what = name_of(mode) + " stage " + std::to_string(stage) + " " +
+                                 std::string(zero::name_of(dtype));
+        run_ranks(2, [&](Communicator& comm) {
+          omp_set_num_threads(1);
+          std::unique_ptr<Engine> engine = make_engine(run.options, comm);
+          engine->set_swap_store_factory(memory_swap_store_factory());
+          GPT2EngineDriver model(*engine, run.config, 3, run.seq_len, run.seed);
+          model.micro_step(make_token_batch(run.config, run.seq_len, 0, comm.rank() * 3, 3),
+                           {run.seed, 0, comm.rank() * 3, true});
+          EXPECT_TRUE(engine->step()) << what;
+          SCOPED_TRACE(what);
+          check_ledger_by_space(*engine);
+          // DeepSpeed's estimate_zero2/zero3_model_states_mem_needs for the device: 16-bit (here:
+          // compute-dtype) parameters only: cΨ at stage 2, cΨ/W at stage 3, nothing with
+          // offload_param; stage 1 keeps its full gradients too.
+          std::int64_t padded = 0;
+          for (std::size_t count : unit_sizes(*engine))
+            padded += static_cast<std::int64_t>(
+                padded_num_elements(count, 2, run.options.alignment_elements));
+          const auto c = static_cast<std::int64_t>(size_of(dtype));
+          std::int64_t device = 0;
+          if (stage == 1) device = c * padded + 4 * padded;
+          if (stage == 2) device = c * padded;
+          if (stage == 3) device = uses_params(mode) ? 0 : c * padded / 2;
+          // offload_param alone: the fp32 master, the moments and the fp32 gradient shard
+          // (16 bytes per owned element) stay on the device with the step.
+          if (params_only(mode)) device = 16 * padded / 2;
+          // ratio 0.5 keeps the first sub-groups' master, moments and gradients (16 bytes per
+          // owned element with Adam) on the device.
+          if (mode == Mode::kCpuRatio)
+            device += 16 * static_cast<std::int64_t>(
+                               device_owned_elements(run.options, unit_sizes(*engine), 2));
+          EXPECT_EQ(device_model_states(engine->ledger()), device) << what;
+          if (mode == Mode::kCpuRatio) {
+            EXPECT_GT(device_owned_elements(run.options, unit_sizes(*engine), 2), 0u);
+          }
+          // pin_memory (the cpu modes here): the host states are in the pinned space.
+          const bool pinned = mode == Mode::kCpu || mode == Mode::kCpuParams;
+          if (mode == Mode::kParamsCpu) {
+            EXPECT_GT(engine->ledger()
+                          .entry(MemorySpace::kHostPinned, MemoryCategory::kParamShard)
+                          .current_bytes,
+                      0)
+                << what;
+          }
+          EXPECT_EQ(engine->ledger()
+                            .entry(MemorySpace::kHostPinned, MemoryCategory::kGradShard)
+                            .current_bytes > 0,
+                    pinned)
+              << what;
+        });
+      }
+}
+
+TEST(EngineOffload, FormulaPlacesEachStateByMode) {
+  // Ψ = 1024 (one unit, padded already), W = 4, S = 256, Adam, bf16 (c = 2).
+  const std::vector<std::size_t> sizes = {1024};
+  EngineOptions options;
+  options.bf16.enabled = true;
+  options.stage = 2;
+  options.offload_optimizer.device = config::OffloadDevice::kCpu;
+  options.offload_optimizer.pin_memory = true;
+  ModelStateBytesBySpace bytes = model_state_bytes(options, sizes, 4, 2);
+  EXPECT_EQ(bytes.in(MemorySpace::kDevice).total(), 2 * 1024);  // DeepSpeed: 2Ψ on the GPU
+  EXPECT_EQ(bytes.in(MemorySpace::kHostPinned).total(), (4 + 4 + 8) * 256);
+  EXPECT_EQ(bytes.in(MemorySpace::kHost).total(), 0);
+  options.offload_optimizer.device = config::OffloadDevice::kNvme;
+  options.offload_optimizer.nvme_path = "/x";
+  bytes = model_state_bytes(options, sizes, 4, 2);
+  EXPECT_EQ(bytes.in(MemorySpace::kHostPinned).grad_shard, 4 * 256);
+  EXPECT_EQ(bytes.in(MemorySpace::kNvme).total(), (4 + 8) * 256);
+  options.stage = 3;
+  options.offload_param.device = config::OffloadDevice::kNvme;
+  options.offload_param.nvme_path = "/x";
+  options.offload_param.max_in_cpu = 0;
+  bytes = model_state_bytes(options, sizes, 4, 2);
+  EXPECT_EQ(bytes.in(MemorySpace::kDevice).total(), 0);
+  EXPECT_EQ(bytes.in(MemorySpace::kNvme).total(), (2 + 4 + 8) * 256);
+  options.offload_param.max_in_cpu = 256;  // the one unit's shard fits in host memory
+  bytes = model_state_bytes(options, sizes, 4, 2);
+  EXPECT_EQ(bytes.in(MemorySpace::kHost).param_shard, 2 * 256);
+  EXPECT_EQ(bytes.in(MemorySpace::kNvme).param_shard, 0);
+  // ratio 0.5 over four sub-groups of 256 owned elements (four units, W = 4): the first two keep
+  // master, moments and fp32 gradients (16 bytes per element) on the device.
+  options = EngineOptions();
+  options.stage = 3;
+  options.bf16.enabled = true;
+  options.sub_group_size = 256;
+  options.offload_optimizer.device = config::OffloadDevice::kCpu;
+  options.offload_optimizer.ratio = 0.5;
+  const std::vector<std::size_t> four = {1024, 1024, 1024, 1024};
+  EXPECT_EQ(device_owned_elements(options, four, 4), 512u);
+  bytes = model_state_bytes(options, four, 4, 2);
+  EXPECT_EQ(bytes.in(MemorySpace::kDevice).total(), 2 * 1024 + 16 * 512);
+  EXPECT_EQ(bytes.in(MemorySpace::kHost).total(), 16 * 512);
+  // Without offload: everything on the device, as before.
+  options = EngineOptions();
+  options.stage = 3;
+  EXPECT_EQ(model_state_bytes(options, sizes, 4, 2).in(MemorySpace::kDevice).total(), 16 * 256);
+}
+
+TEST(EngineOffload, SubGroupsHoldWholeUnits) {
+  const std::vector<std::size_t> owned = {300, 500, 400, 2000, 10};
+  const std::vector<SubGroup> groups = optimizer_sub_groups(owned, 900);
+  ASSERT_EQ(groups.size(), 4u);
+  EXPECT_EQ(groups[0].first_unit, 0u);
+  EXPECT_EQ(groups[0].last_unit, 2u);
+  EXPECT_EQ(groups[0].num_elements, 800u);
+  EXPECT_EQ(groups[1].num_elements, 400u);
+  EXPECT_EQ(groups[2].num_elements, 2000u);  // larger than the limit: alone
+  EXPECT_EQ(groups[3].owned_offset, 3200u);
+}
+
+// ---- planning ----
+
+struct Snapshot {
+  std::array<std::array<LedgerEntry, kNumMemoryCategories>, kNumMemorySpaces> entries{};
+};
+
+Snapshot snapshot(const MemoryLedger& ledger) {
+  Snapshot result;
+  for (std::size_t s = 0; s < kNumMemorySpaces; ++s)
+    for (std::size_t c = 0; c < kNumMemoryCategories; ++c)
+      result.entries[s][c] =
+          ledger.entry(static_cast<MemorySpace>(s), static_cast<MemoryCategory>(c));
+  return result;
+}
+
+TEST(EngineOffload, PlanEqualsTheRealRun) {
+  for (Mode mode : kModes)
+    for (int stage : {1, 2, 3}) {
+      if (stage3_only(mode) && stage != 3) continue;
+      EngineOptions options = parity_options(stage, 2);
+      options.overlap_comm = false;
+      apply_offload(options, mode, 1300, 160);
+      const int world = 2;
+      std::vector<Snapshot> real(world);
+      run_ranks(world, [&](Communicator& comm) {
+        std::unique_ptr<Engine> engine = make_engine(options, comm);
+        engine->set_swap_store_factory(memory_swap_store_factory());
+        TinyStack model;
+        model.register_units(*engine);
+        for (int micro = 0; micro < 4; ++micro) {
+          model.micro_step(*engine, make_batch({}, micro, comm.rank() * 2, 2));
+          engine->step();
+        }
+        comm.synchronize();
+        engine->context().copy_stream().synchronize();
+        real[static_cast<std::size_t>(comm.rank())] = snapshot(engine->ledger());
+      });
+      for (int rank = 0; rank < world; ++rank) {
+        PlanningCommunicator comm(rank, world);
+        std::unique_ptr<DeviceContext> context = make_planning_context();
+        Engine engine(options, comm, optim::make_optimizer(options.optimizer), nullptr,
+                      context.get());
+        TinyStack model;
+        model.register_units(engine);
+        engine.initialize();
+        const std::vector<UnitId>& units = model.units();
+        for (int micro = 0; micro < 4; ++micro) {
+          for (std::size_t i = 0; i + 1 < units.size(); ++i) engine.gather(units[i]).release();
+          for (std::size_t i = units.size(); i-- > 0;) {
+            GatheredUnit p = engine.gather(units[i]);
+            engine.grads(units[i]);
+            p.release();
+            engine.reduce_grads(units[i]);
+          }
+          engine.step();
+        }
+        const Snapshot plan = snapshot(context->ledger());
+        const Snapshot& run = real[static_cast<std::size_t>(rank)];
+        for (std::size_t s = 0; s < kNumMemorySpaces; ++s)
+          for (std::size_t c = 0; c < kNumMemoryCategories; ++c) {
+            const std::string where = name_of(mode) + " stage " + std::to_string(stage) + " rank " +
+                                      std::to_string(rank) + " " +
+                                      std::string(zero::name_of(static_cast<MemorySpace>(s))) +
+                                      "/" +
+                                      std::string(zero::name_of(static_cast<MemoryCategory>(c)));
+            EXPECT_EQ(plan.entries[s][c].current_bytes, run.entries[s][c].current_bytes) << where;
+            EXPECT_EQ(plan.entries[s][c].peak_bytes, run.entries[s][c].peak_bytes) << where;
+          }
+      }
+    }
+}
+
+// ---- checkpoint state ----
+
+// shard_states() of an offloaded engine (host master, or nvme regions read into a host copy and
+// written back on load) saved after 3 steps and loaded into a fresh engine continue as the
+// uninterrupted run, bitwise.
+TEST(EngineOffload, CheckpointStateResumesBitwise) {
+  using Image = std::map<std::string, std::vector<std::vector<float>>>;  // unit -> [params, k...]
+  for (Mode mode :
+       {Mode::kCpu, Mode::kNvme, Mode::kNvmeParams, Mode::kCpuRatio, Mode::kParamsNvme}) {
+    EngineOptions options = parity_options(3, 1);
+    options.scheduler.total_num_steps = 6;
+    apply_offload(options, mode, 1300, 160);
+    auto train = [&](Engine& engine, TinyStack& model, Communicator& comm, int first, int count) {
+      for (int step = first; step < first + count; ++step) {
+        model.micro_step(engine, make_batch({}, step, comm.rank() * 12, 12));
+        engine.step();
+      }
+    };
+    std::vector<std::vector<float>> uninterrupted, resumed;
+    std::vector<Image> images(2);
+    std::vector<TrainingState> training(2);
+    run_ranks(2, [&](Communicator& comm) {
+      std::unique_ptr<Engine> engine = make_engine(options, comm);
+      engine->set_swap_store_factory(memory_swap_store_factory());
+      TinyStack model;
+      model.register_units(*engine);
+      train(*engine, model, comm, 0, 3);
+      Image& image = images[static_cast<std::size_t>(comm.rank())];
+      for (const ShardState& shard : engine->shard_states()) {
+        auto& values = image[shard.unit];
+        values.emplace_back(shard.params.begin(), shard.params.end());
+        for (const auto& [name, state] : shard.optimizer_state)
+          values.emplace_back(state.begin(), state.end());
+      }
+      training[static_cast<std::size_t>(comm.rank())] = engine->training_state();
+      train(*engine, model, comm, 3, 3);  // continues after shard_states() (nvme: written back)
+      std::vector<std::vector<float>> params = gathered_parameters(*engine);
+      if (comm.rank() == 0) uninterrupted = std::move(params);
+    });
+    run_ranks(2, [&](Communicator& comm) {
+      std::unique_ptr<Engine> engine = make_engine(options, comm);
+      engine->set_swap_store_factory(memory_swap_store_factory());
+      TinyStack model;
+      model.register_units(*engine);
+      const Image& image = images[static_cast<std::size_t>(comm.rank())];
+      for (ShardState& shard : engine->shard_states()) {
+        const auto& values = image.at(shard.unit);
+        std::copy(values[0].begin(), values[0].end(), shard.params.begin());
+        for (std::size_t k = 0; k < shard.optimizer_state.size(); ++k)
+          std::copy(values[k + 1].begin(), values[k + 1].end(),
+                    shard.optimizer_state[k].second.begin());
+      }
+      engine->set_training_state(training[static_cast<std::size_t>(comm.rank())]);
+      engine->refresh_params();
+      train(*engine, model, comm, 3, 3);
+      std::vector<std::vector<float>> params = gathered_parameters(*engine);
+      if (comm.rank() == 0) resumed = std::move(params);
+    });
+    ASSERT_EQ(resumed.size(), uninterrupted.size());
+    for (std::size_t u = 0; u < resumed.size(); ++u)
+      EXPECT_EQ(resumed[u], uninterrupted[u]) << name_of(mode) << " unit " << u;
+  }
+}
+
+// A failing swap read (a short read, as a truncated swap file gives) stops step() with an error
+// naming the rank, the step and the store's file; later calls fail too (sticky).
+TEST(EngineOffload, SwapErrorStopsTheStepNamingRankStepAndFile) {
+  EngineOptions options = parity_options(2, 1);
+  apply_offload(options, Mode::kNvme, 1300, 0);
+  SwapStoreCounters counters;
+  counters.fail_read = 13;  // in the second step (5 sub-groups × master and state per step)
+  run_ranks(1, [&](Communicator& comm) {
+    std::unique_ptr<Engine> engine = make_engine(options, comm);
+    engine->set_swap_store_factory(memory_swap_store_factory(&counters));
+    TinyStack model;
+    model.register_units(*engine);
+    model.micro_step(*engine, make_batch({}, 0, 0, 24));
+    EXPECT_TRUE(engine->step());
+    model.micro_step(*engine, make_batch({}, 1, 0, 24));
+    try {
+      engine->step();
+      ADD_FAILURE() << "step() succeeded after a failed read";
+    } catch (const Error& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find("rank 0/1, stage 2"), std::string::npos) << message;
+      EXPECT_NE(message.find("global step 2"), std::string::npos) << message;
+      EXPECT_NE(message.find("short read of /offload-test/optimizer/"), std::string::npos)
+          << message;
+    }
+    EXPECT_THROW(engine->shard_states(), Error);  // sticky
+  });
+}
+
+// ---- pinned host memory (CPU backend) ----
+
+// VmLck of this process in KiB (/proc/self/status), -1 where unknown.
+long locked_kib() {
+  std::FILE* file = std::fopen("/proc/self/status", "r");
+  if (file == nullptr) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, file) != nullptr)
+    if (std::sscanf(line, "VmLck: %ld kB", &kib) == 1) break;
+  std::fclose(file);
+  return kib;
+}
+
+TEST(EngineOffload, PinnedSpaceIsPageLockedOnTheCpuBackend) {
+  const long before = locked_kib();
+  if (before < 0) GTEST_SKIP() << "no VmLck in /proc/self/status";
+  std::unique_ptr<DeviceContext> context = make_cpu_context();
+  rlimit limit{};
+  getrlimit(RLIMIT_MEMLOCK, &limit);
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < (2u << 20))
+    GTEST_SKIP() << "RLIMIT_MEMLOCK below 2 MiB";
+  {
+    Buffer pinned = context->allocator(MemorySpace::kHostPinned)
+                        .allocate(1 << 20, MemoryCategory::kOptimizerState);
+    EXPECT_GE(locked_kib() - before, 1024);
+    EXPECT_EQ(context->ledger()
+                  .entry(MemorySpace::kHostPinned, MemoryCategory::kOptimizerState)
+                  .current_bytes,
+              1 << 20);
+  }
+  context->allocator(MemorySpace::kHostPinned).release_cached();
+  EXPECT_EQ(locked_kib(), before);        // unlocked when returned to the system
+  if (limit.rlim_cur != RLIM_INFINITY) {  // past the limit: plain pages (one warning), no error
+    Buffer large = context->allocator(MemorySpace::kHostPinned)
+                       .allocate(limit.rlim_cur + (1 << 20), MemoryCategory::kOptimizerState);
+    EXPECT_NE(large.data(), nullptr);
+  }
+}
+
+// ---- errors ----
+
+TEST(EngineOffload, RefusesWhatItCannotRun) {
+  auto message_of = [](const EngineOptions& options) -> std::string {
+    try {
+      validate(options);
+    } catch (const Error& error) {
+      return error.what();
+    }
+    return "";
+  };
+  EngineOptions options = parity_options(0, 1);
+  options.offload_optimizer.device = config::OffloadDevice::kCpu;
+  EXPECT_NE(message_of(options).find("needs ZeRO stage 1, 2 or 3"), std::string::npos);
+  options.stage = 2;
+  options.offload_optimizer.device = config::OffloadDevice::kNvme;
+  EXPECT_NE(message_of(options).find("offload_optimizer.nvme_path is required"), std::string::npos);
+  options.offload_optimizer.nvme_path = "/x";
+  options.offload_optimizer.ratio = 0.5;  // partial offload: stage 3 and cpu only
+  EXPECT_NE(message_of(options).find("partial offload needs stage 3"), std::string::npos);
+  options.offload_optimizer.ratio = 1.0;
+  options.optimizer.type = config::OptimizerType::kLamb;
+  EXPECT_NE(message_of(options).find("Lamb"), std::string::npos);
+  options = parity_options(3, 1);
+  options.offload_param.device = config::OffloadDevice::kNvme;
+  EXPECT_NE(message_of(options).find("offload_param.nvme_path is required"), std::string::npos);
+
+  // nvme without a swap store in this build and none injected: the key and what is missing.
+  options = parity_options(2, 1);
+  apply_offload(options, Mode::kNvme, 1300, 0);
+  run_ranks(1, [&](Communicator& comm) {
+    std::unique_ptr<Engine> engine = make_engine(options, comm);
+    engine->set_swap_store_factory([](const NvmeSwapOptions& store) -> std::unique_ptr<SwapStore> {
+      ZERO_THROW("cannot open ", store.nvme_path.string(), " (test)");
+    });
+    TinyStack model;
+    model.register_units(*engine);
+    try {
+      engine->initialize();
+      ADD_FAILURE() << "initialize() succeeded without a swap store";
+    } catch (const Error& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find("offload_optimizer.nvme_path '/offload-test/optimizer'"),
+                std::string::npos)
+          << message;
+      EXPECT_NE(message.find("(test)"), std::string::npos) << message;
+    }
+  });
+}
+
+}  // namespace
+}  // namespace zero::testing

@@ -1,0 +1,139 @@
+// An in-memory SwapStore for the engine's nvme offload tests: regions are host vectors, recorded
+// under the ledger's nvme space as the real store records its files. Transfers are deferred to
+// wait(), so an engine that reads a buffer before waiting for its read, or changes a buffer
+// before its write was waited for, sees wrong values (and fails parity); host buffers must be
+// aligned to io_alignment(), and a read of a region with a write in flight is an error.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "zero/core/error.h"
+#include "zero/core/swap_store.h"
+#include "zero/engine/engine.h"
+
+namespace zero::testing {
+
+struct SwapStoreCounters {
+  std::mutex mutex;
+  // Fault injection: the read with this 1-based number fails (as a short read would), and every
+  // later call of that store fails with the same error (sticky, as the real store). 0: none.
+  int fail_read = 0;
+  int reads = 0;
+  std::int64_t bytes_read = 0;
+  std::int64_t bytes_written = 0;
+  int stores = 0;
+  std::vector<std::string> paths;  // nvme_path of each store made
+};
+
+class MemorySwapStore final : public SwapStore {
+ public:
+  MemorySwapStore(const NvmeSwapOptions& options, SwapStoreCounters* counters)
+      : ledger_(options.ledger), counters_(counters), directory_(options.nvme_path) {}
+  ~MemorySwapStore() override {
+    for (const Region& region : regions_)
+      if (ledger_) ledger_->record_free(MemorySpace::kNvme, region.category, region.bytes);
+  }
+
+  int add_region(std::string label, std::size_t bytes, MemoryCategory category) override {
+    if (ledger_) ledger_->record_allocation(MemorySpace::kNvme, category, bytes);
+    regions_.push_back({std::move(label), bytes, category, std::vector<char>(bytes, 0)});
+    return static_cast<int>(regions_.size() - 1);
+  }
+  SwapTicket write(int region, const void* source) override {
+    return start(region, const_cast<void*>(source), true);
+  }
+  SwapTicket read(int region, void* destination) override {
+    for (const auto& [id, pending] : pending_)
+      ZERO_CHECK(!(pending.region == region && pending.write), "read of '",
+                 regions_.at(region).label, "' while a write to it is in flight");
+    return start(region, destination, false);
+  }
+  void wait(SwapTicket ticket) override {
+    check_sticky();
+    if (ticket.id == 0) return;
+    auto it = pending_.find(ticket.id);
+    ZERO_CHECK(it != pending_.end(), "wait on unknown or finished swap ticket ", ticket.id);
+    run(it->second);
+    pending_.erase(it);
+  }
+  void wait_all() override {
+    for (auto& [id, pending] : pending_) run(pending);
+    pending_.clear();
+  }
+  std::size_t io_alignment() const override { return 4096; }
+  std::size_t padded_bytes(int region) const override {
+    return (regions_.at(region).bytes + 4095) / 4096 * 4096;
+  }
+  const std::filesystem::path& directory() const override { return directory_; }
+
+ private:
+  struct Region {
+    std::string label;
+    std::size_t bytes;
+    MemoryCategory category;
+    std::vector<char> data;
+  };
+  struct Pending {
+    int region;
+    void* buffer;
+    bool write;
+  };
+  SwapTicket start(int region, void* buffer, bool write) {
+    check_sticky();
+    ZERO_CHECK(region >= 0 && region < static_cast<int>(regions_.size()), "no swap region #",
+               region);
+    ZERO_CHECK(reinterpret_cast<std::uintptr_t>(buffer) % io_alignment() == 0, "swap buffer for '",
+               regions_[region].label, "' is not aligned to ", io_alignment(), " bytes");
+    pending_[++next_] = {region, buffer, write};
+    return {next_};
+  }
+  void check_sticky() const {
+    if (!error_.empty()) ZERO_THROW(error_);
+  }
+  void run(const Pending& pending) {
+    Region& region = regions_.at(pending.region);
+    if (!pending.write && counters_) {
+      std::lock_guard lock(counters_->mutex);
+      if (++counters_->reads == counters_->fail_read)
+        error_ = "short read of " + (directory_ / region.label).string() + ": 0 of " +
+                 std::to_string(region.bytes) + " bytes (injected)";
+    }
+    check_sticky();
+    if (pending.write)
+      std::memcpy(region.data.data(), pending.buffer, region.bytes);
+    else
+      std::memcpy(pending.buffer, region.data.data(), region.bytes);
+    if (counters_) {
+      std::lock_guard lock(counters_->mutex);
+      (pending.write ? counters_->bytes_written : counters_->bytes_read) +=
+          static_cast<std::int64_t>(region.bytes);
+    }
+  }
+
+  MemoryLedger* ledger_;
+  SwapStoreCounters* counters_;
+  std::filesystem::path directory_;
+  std::vector<Region> regions_;
+  std::map<std::uint64_t, Pending> pending_;
+  std::uint64_t next_ = 0;
+  std::string error_;
+};
+
+inline SwapStoreFactory memory_swap_store_factory(SwapStoreCounters* counters = nullptr) {
+  return [counters](const NvmeSwapOptions& options) -> std::unique_ptr<SwapStore> {
+    if (counters) {
+      std::lock_guard lock(counters->mutex);
+      ++counters->stores;
+      counters->paths.push_back(options.nvme_path.string());
+    }
+    return std::make_unique<MemorySwapStore>(options, counters);
+  };
+}
+
+}  // namespace zero::testing
