@@ -316,10 +316,11 @@ void RingWorker::run() {
     }
     // After a failure nothing more is submitted; what is in flight is reaped before its
     // transfer counts as done (the kernel may still write into the caller's buffer until then).
+    bool submit_now = false;  // prepared requests to submit together with the wait below
     if (store_.failed()) {
       for (Part& part : active_) part.next = part.end;
     } else if (overlap_events_ || in_flight_ == 0) {
-      if (fill() && !single_submit_) submit_pending();
+      submit_now = fill() && !single_submit_;
     }
     for (auto it = active_.begin(); it != active_.end();) {
       if (it->next == it->end && it->in_flight == 0) {
@@ -331,15 +332,19 @@ void RingWorker::run() {
     }
     if (in_flight_ == 0) continue;
 
+    // One io_uring_enter submits the batch and waits for the first completion.
     io_uring_cqe* cqe = nullptr;
     __kernel_timespec wait_limit{0, 100'000'000};  // wake now and then to see stop and new work
-    const int result = io_uring_wait_cqe_timeout(&ring_, &cqe, &wait_limit);
-    if (result == -ETIME || result == -EINTR) continue;
+    const int result = submit_now
+                           ? io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &wait_limit, nullptr)
+                           : io_uring_wait_cqe_timeout(&ring_, &cqe, &wait_limit);
+    if (result < 0 && io_uring_sq_ready(&ring_) > 0 && submit_pending() < 0) continue;
+    if (result == -ETIME || result == -EINTR || result == -EAGAIN || result == -EBUSY) continue;
     if (result < 0) {
       store_.fail(concat("io_uring_wait_cqe on ring ", index_, " failed: ", errno_text(-result)));
       continue;
     }
-    reap(cqe);
+    if (cqe != nullptr) reap(cqe);
     io_uring_cqe* more = nullptr;
     while (io_uring_peek_cqe(&ring_, &more) == 0 && more != nullptr) reap(more);
   }
