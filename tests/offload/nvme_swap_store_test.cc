@@ -277,27 +277,38 @@ TEST(NvmeSwapStore, TwoStoresShareTheRankFolder) {
   EXPECT_FALSE(fs::exists(folder));
 }
 
-// A process that exits without destroying its store (exit() after an error in main) leaves no
-// swap folder behind: an atexit handler removes it.
-TEST(NvmeSwapStore, FolderIsRemovedWhenTheProcessExitsWithoutDestroyingTheStore) {
-  SwapTestDir dir;
-  REQUIRE_DIRECT_IO_DIR(dir);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
+// A process that ends without destroying its store leaves no swap folder behind: exit() runs an
+// atexit handler; a process ending through std::_Exit (abort_job) calls remove_swap_directories().
+int run_child_that_leaks_a_store(const fs::path& nvme_path, bool quick_exit, pid_t& child) {
+  child = fork();
   if (child == 0) {
     try {
-      auto* leaked = make_nvme_swap_store(options_for(dir.path())).release();
+      auto* leaked = make_nvme_swap_store(options_for(nvme_path)).release();
       leaked->add_region("leaked", 100000, MemoryCategory::kWorkspace);
-      std::exit(fs::exists(leaked->directory()) ? 3 : 4);
+      const int code = fs::exists(leaked->directory()) ? 3 : 4;
+      if (quick_exit) {
+        remove_swap_directories();
+        std::_Exit(code);
+      }
+      std::exit(code);
     } catch (...) {
-      std::exit(5);
+      std::_Exit(5);
     }
   }
   int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 3);
-  EXPECT_FALSE(fs::exists(dir.path() / ("zero_swap_rank0_" + std::to_string(child))));
+  if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+TEST(NvmeSwapStore, FolderIsRemovedWhenTheProcessExitsWithoutDestroyingTheStore) {
+  SwapTestDir dir;
+  REQUIRE_DIRECT_IO_DIR(dir);
+  for (const bool quick_exit : {false, true}) {
+    pid_t child = 0;
+    EXPECT_EQ(run_child_that_leaks_a_store(dir.path(), quick_exit, child), 3);
+    EXPECT_FALSE(fs::exists(dir.path() / ("zero_swap_rank0_" + std::to_string(child))))
+        << (quick_exit ? "_Exit after remove_swap_directories()" : "exit()");
+  }
 }
 
 }  // namespace

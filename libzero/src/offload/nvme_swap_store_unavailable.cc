@@ -10,4 +10,6 @@ std::unique_ptr<SwapStore> make_nvme_swap_store(const NvmeSwapOptions& options) 
              "liburing-dev (scripts/setup.sh) and configure again (ZERO_WITH_LIBURING=AUTO or ON)");
 }
 
+void remove_swap_directories() noexcept {}
+
 }  // namespace zero

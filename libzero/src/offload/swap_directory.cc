@@ -19,6 +19,7 @@
 
 #include "zero/core/error.h"
 #include "zero/core/logging.h"
+#include "zero/core/swap_store.h"
 
 namespace zero::detail {
 namespace {
@@ -63,12 +64,7 @@ void remove_swap_files(const fs::path& directory) {
   fs::remove_all(directory, error);
 }
 
-void remove_live_directories_at_exit() {
-  Registry& reg = registry();
-  std::lock_guard lock(reg.mutex);
-  for (const auto& [directory, users] : reg.users) remove_swap_files(directory);
-  reg.users.clear();
-}
+void remove_live_directories_at_exit() { remove_swap_directories(); }
 
 // Returns true when this is the first user of `directory` in this process.
 bool register_user(const fs::path& directory) {
@@ -143,6 +139,20 @@ FilesystemInfo filesystem_of(const fs::path& path) {
   }
   return best;
 }
+
+}  // namespace zero::detail
+
+namespace zero {
+
+void remove_swap_directories() noexcept {
+  detail::Registry& reg = detail::registry();
+  std::lock_guard lock(reg.mutex);
+  for (const auto& [directory, users] : reg.users) detail::remove_swap_files(directory);
+}
+
+}  // namespace zero
+
+namespace zero::detail {
 
 SwapDirectory::SwapDirectory(const fs::path& nvme_path, int rank) {
   ZERO_CHECK(!nvme_path.empty(),
