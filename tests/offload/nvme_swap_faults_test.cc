@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -226,6 +227,31 @@ TEST_F(NvmeSwapInUse, DiskFullDuringWriteNamesIt) {
   const std::string error = error_of([&] { store_->wait(store_->write(region_, buffer_.get())); });
   EXPECT_HAS(error, file_.string());
   EXPECT_HAS(error, "filesystem full");
+}
+
+// A transfer slower than ZERO_SWAP_TIMEOUT_S: wait() throws naming the region instead of
+// waiting on, and the store's destruction still returns (the rings cancel what is in flight).
+TEST(NvmeSwapFaults, WaitIsBoundedByTheTimeout) {
+  SwapTestDir dir;
+  REQUIRE_DIRECT_IO_DIR(dir);
+  setenv("ZERO_SWAP_TIMEOUT_S", "0.001", 1);
+  NvmeSwapOptions options = options_for(dir.path());
+  options.aio.block_size = 4096;
+  options.aio.queue_depth = 1;  // 2048 requests one after another: far more than 1 ms
+  options.aio.intra_op_parallelism = 1;
+  std::unique_ptr<SwapStore> store;
+  const std::string made = error_of([&] { store = make_nvme_swap_store(options); });
+  unsetenv("ZERO_SWAP_TIMEOUT_S");
+  ASSERT_EQ(made, "(no error)");
+  const int region =
+      store->add_region("optimizer_state tile 9", 8 << 20, MemoryCategory::kOptimizerState);
+  AlignedBuffer buffer = make_aligned(store->io_alignment(), store->padded_bytes(region));
+  std::memset(buffer.get(), 1, store->padded_bytes(region));
+  const std::string error = error_of([&] { store->wait(store->write(region, buffer.get())); });
+  EXPECT_HAS(error, "did not complete within 0.001 s (ZERO_SWAP_TIMEOUT_S)");
+  EXPECT_HAS(error, "optimizer_state tile 9");
+  EXPECT_EQ(error_of([&] { store->wait_all(); }), error);
+  store.reset();  // returns; the buffer outlives it
 }
 
 }  // namespace

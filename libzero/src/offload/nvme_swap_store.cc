@@ -97,6 +97,9 @@ struct Part {
 
 class NvmeSwapStore;
 
+// user_data of the cancellation request a stopping ring sends (request slots are small numbers).
+constexpr std::uint64_t kCancelTag = ~std::uint64_t{0};
+
 // One io_uring and the thread that drives it.
 class RingWorker {
  public:
@@ -275,6 +278,10 @@ int RingWorker::submit_pending() {
 }
 
 void RingWorker::reap(io_uring_cqe* cqe) {
+  if (io_uring_cqe_get_data64(cqe) == kCancelTag) {
+    io_uring_cqe_seen(&ring_, cqe);
+    return;
+  }
   const auto slot_index = static_cast<unsigned>(io_uring_cqe_get_data64(cqe));
   int result = cqe->res;
   io_uring_cqe_seen(&ring_, cqe);
@@ -302,16 +309,36 @@ void RingWorker::reap(io_uring_cqe* cqe) {
 }
 
 void RingWorker::run() {
+  bool cancel_sent = false;
+  std::chrono::steady_clock::time_point give_up_at;
   for (;;) {
+    bool stopping = false;
     {
       std::unique_lock lock(mutex_);
       if (in_flight_ == 0 && active_.empty()) {
         wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       }
       if (stopping_ && in_flight_ == 0 && queue_.empty() && active_.empty()) return;
+      stopping = stopping_;
       while (!queue_.empty()) {
         active_.push_back(queue_.front());
         queue_.pop_front();
+      }
+    }
+    // Stopping with requests still in flight happens only after the store's wait timed out: ask
+    // the kernel to cancel them, and give up on a device that does not answer even that (the
+    // ring's exit cancels what is left).
+    if (stopping && in_flight_ > 0) {
+      if (!cancel_sent) {
+        if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_); sqe != nullptr) {
+          io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+          io_uring_sqe_set_data64(sqe, kCancelTag);
+          io_uring_submit(&ring_);
+        }
+        cancel_sent = true;
+        give_up_at = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      } else if (std::chrono::steady_clock::now() > give_up_at) {
+        return;
       }
     }
     // After a failure nothing more is submitted; what is in flight is reaped before its
@@ -383,10 +410,14 @@ NvmeSwapStore::~NvmeSwapStore() {
   {
     // Every transfer must be done before its buffer and file go away; bounded by the timeout.
     std::unique_lock lock(mutex_);
-    done_.wait_for(lock, timeout_, [&] {
+    const bool all_done = done_.wait_for(lock, timeout_, [&] {
       return std::all_of(transfers_.begin(), transfers_.end(),
                          [](const auto& entry) { return entry.second.done; });
     });
+    if (!all_done && !failed_) {
+      error_ = "destroyed with transfers in flight past ZERO_SWAP_TIMEOUT_S";
+      failed_.store(true, std::memory_order_release);  // the rings submit nothing more
+    }
   }
   for (auto& worker : workers_) worker->stop();
   workers_.clear();
