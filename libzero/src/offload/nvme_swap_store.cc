@@ -17,6 +17,7 @@
 #include <liburing.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -129,6 +130,7 @@ class RingWorker {
   std::size_t block_size_;
   bool single_submit_;
   bool overlap_events_;
+  bool enable_in_thread_ = false;  // the ring was created disabled (SINGLE_ISSUER)
   io_uring ring_{};
   std::vector<Slot> slots_;
   std::vector<unsigned> free_slots_;
@@ -193,7 +195,16 @@ RingWorker::RingWorker(NvmeSwapStore& store, int index, const config::AioConfig&
       block_size_(static_cast<std::size_t>(aio.block_size)),
       single_submit_(aio.single_submit),
       overlap_events_(aio.overlap_events) {
-  const int result = io_uring_queue_init(queue_depth_, &ring_, 0);
+  // Completions are run when the ring's own thread waits for them, not by interrupting it:
+  // DEFER_TASKRUN (Linux 6.1+; needs SINGLE_ISSUER, so the ring starts disabled and the worker
+  // enables it, becoming its one submitter), else COOP_TASKRUN (5.19+), else plain.
+  int result = io_uring_queue_init(
+      queue_depth_, &ring_,
+      IORING_SETUP_R_DISABLED | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
+  enable_in_thread_ = result == 0;
+  if (result == -EINVAL)
+    result = io_uring_queue_init(queue_depth_, &ring_, IORING_SETUP_COOP_TASKRUN);
+  if (result == -EINVAL) result = io_uring_queue_init(queue_depth_, &ring_, 0);
   ZERO_CHECK(result == 0, "NVMe swap: io_uring_queue_init(", queue_depth_, ") for ring ", index,
              " failed: ", errno_text(-result),
              " (io_uring needs Linux 5.1+ and may be disabled by kernel.io_uring_disabled or a "
@@ -309,6 +320,13 @@ void RingWorker::reap(io_uring_cqe* cqe) {
 }
 
 void RingWorker::run() {
+  if (enable_in_thread_) {
+    // io_uring_enable_rings, which Debian 12's liburing 2.3 declares but does not export.
+    if (syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0) !=
+        0) {
+      store_.fail(concat("enabling ring ", index_, " failed: ", errno_text(errno)));
+    }
+  }
   bool cancel_sent = false;
   std::chrono::steady_clock::time_point give_up_at;
   for (;;) {
