@@ -12,12 +12,13 @@
 //   build/benchmarks/nvme_bench --dir /path/on/nvme
 //   build/benchmarks/nvme_bench --dir build --region_mib 256 --regions 4 --rounds 3
 //       (the defaults; --settings 131072:8,1048576:8,1048576:32,1048576:8:2 is the default list)
-// Measured (2026-11-22, the shared 2-core development VM, ext4 on a virtio disk, load ~8 from
-// other builds; ±30 % between repeats for zero and fio alike), `nvme_bench --dir build`, MB/s:
-//   bs 128 KiB qd 8  rings 1: zero write  790, fio  978; zero read 1409, fio 1579
-//   bs   1 MiB qd 8  rings 1: zero write 1608, fio 1864; zero read 1449, fio 1517
-//   bs   1 MiB qd 32 rings 1: zero write 1845, fio 1686; zero read 1514, fio 1538
-//   bs   1 MiB qd 8  rings 2: zero write 1722, fio 1554; zero read 1224, fio 1409
+// Measured (2026-11-22, the shared 2-core development VM, ext4 on a virtio disk, load 8-9 from
+// other builds; ±40 % between repeats, fio alone too), `nvme_bench --dir build --rounds 5`, MB/s:
+//   bs 128 KiB qd 8  rings 1: zero write  874, fio 1275; zero read 1438, fio 1337
+//   bs   1 MiB qd 8  rings 1: zero write 1662, fio 1928; zero read 1463, fio 1686
+//   bs   1 MiB qd 32 rings 1: zero write 1752, fio 1721; zero read 1544, fio 1339
+//   bs   1 MiB qd 8  rings 2: zero write 1687, fio 1829; zero read 1418, fio 1647
+// (128 KiB writes ran below fio in 9 of 10 runs; see docs/ARCHITECTURE.md.)
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -71,7 +72,8 @@ void print_usage() {
       "  --settings LIST     block_size:queue_depth[:rings],... (default "
       "131072:8,1048576:8,1048576:32,1048576:8:2)\n"
       "  --no_fio            time only zero\n"
-      "  --huge_pages        madvise(MADV_HUGEPAGE) zero's host buffers (transparent huge pages)\n");
+      "  --huge_pages        madvise(MADV_HUGEPAGE) zero's host buffers (transparent huge "
+      "pages)\n");
 }
 
 std::vector<Setting> parse_settings(const std::string& text) {

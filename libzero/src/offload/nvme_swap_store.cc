@@ -9,7 +9,8 @@
 //   is split into that many contiguous runs of blocks, one per ring, as DeepSpeed splits a tensor
 //   over its I/O threads; concurrent transfers share the rings.
 // - single_submit: true submits each request with its own io_uring_submit call; false prepares up
-//   to queue_depth requests and submits them with one call.
+//   to queue_depth requests and submits them with one call, which also waits for the first
+//   completion (io_uring_submit_and_wait_timeout: one io_uring_enter).
 // - overlap_events: true refills a ring as soon as any request completes (submission overlaps
 //   completion); false submits a batch, waits for all of it, then submits the next.
 // - use_gds: GPUDirect Storage is not supported (no GPU path): ignored with a warning.
