@@ -4,6 +4,9 @@
 // `block_size:queue_depth[:rings]` and each round, the store writes all regions at once (every
 // write started, then wait_all), then reads them back, timed from the first start to wait_all;
 // fio then writes and reads the same number of bytes with numjobs = rings, one file per job.
+// Writes are overwrites by default, as the engine's are after its first step: the store writes
+// its regions once untimed, fio lays its files out first (--overwrite=1); --first_write times
+// the first write into freshly reserved (fallocated) space instead, for both.
 // Rounds alternate zero and fio so a slow phase of a shared disk falls on both. MB = 10^6 bytes.
 // Reported: the median over rounds, and one machine-readable line per setting:
 //   RESULT bs=.. qd=.. rings=.. zero_write_MBps=.. fio_write_MBps=.. zero_read_MBps=..
@@ -12,13 +15,14 @@
 //   build/benchmarks/nvme_bench --dir /path/on/nvme
 //   build/benchmarks/nvme_bench --dir build --region_mib 256 --regions 4 --rounds 3
 //       (the defaults; --settings 131072:8,1048576:8,1048576:32,1048576:8:2 is the default list)
-// Measured (2026-11-22, the shared 2-core development VM, ext4 on a virtio disk, load 8-9 from
+// Measured (2026-11-22, the shared 2-core development VM, ext4 on a virtio disk, load 8-10 from
 // other builds; ±40 % between repeats, fio alone too), `nvme_bench --dir build --rounds 5`, MB/s:
-//   bs 128 KiB qd 8  rings 1: zero write  874, fio 1275; zero read 1438, fio 1337
-//   bs   1 MiB qd 8  rings 1: zero write 1662, fio 1928; zero read 1463, fio 1686
-//   bs   1 MiB qd 32 rings 1: zero write 1752, fio 1721; zero read 1544, fio 1339
-//   bs   1 MiB qd 8  rings 2: zero write 1687, fio 1829; zero read 1418, fio 1647
-// (128 KiB writes ran below fio in 9 of 10 runs; see docs/ARCHITECTURE.md.)
+//   bs 128 KiB qd 8  rings 1: zero write 1092, fio 1100; zero read 1451, fio 1064
+//   bs   1 MiB qd 8  rings 1: zero write 2142, fio 2089; zero read 1400, fio 1514
+//   bs   1 MiB qd 32 rings 1: zero write 1895, fio 1361; zero read 1261, fio  965
+//   bs   1 MiB qd 8  rings 2: zero write 2025, fio 1945; zero read 1316, fio 1487
+// With --first_write: writes zero 874 / 1662 / 1752 / 1687, fio 1275 / 1928 / 1721 / 1829 (the
+// 128 KiB first write ran below fio in 9 of 10 runs; see docs/ARCHITECTURE.md).
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -59,7 +63,8 @@ struct BenchFlags {
   std::vector<Setting> settings = {
       {131072, 8, 1}, {1048576, 8, 1}, {1048576, 32, 1}, {1048576, 8, 2}};
   bool fio = true;
-  bool huge_pages = false;  // madvise(MADV_HUGEPAGE) on zero's host buffers
+  bool huge_pages = false;   // madvise(MADV_HUGEPAGE) on zero's host buffers
+  bool first_write = false;  // time the first write into fresh space instead of an overwrite
 };
 
 void print_usage() {
@@ -128,6 +133,8 @@ BenchFlags parse_flags(int argc, char** argv) {
       flags.fio = false;
     } else if (name == "--huge_pages") {
       flags.huge_pages = true;
+    } else if (name == "--first_write") {
+      flags.first_write = true;
     } else {
       ZERO_THROW("unknown flag ", name, " (see --help)");
     }
@@ -175,6 +182,10 @@ Rates time_zero(const BenchFlags& flags, const Setting& setting) {
   }
   const double total = static_cast<double>(region_bytes) * static_cast<double>(flags.regions);
   Rates rates;
+  if (!flags.first_write) {  // steady state: the regions were written before (untimed)
+    for (std::size_t r = 0; r < regions.size(); ++r) store->write(regions[r], buffers[r].get());
+    store->wait_all();
+  }
   auto start = Clock::now();
   for (std::size_t r = 0; r < regions.size(); ++r) store->write(regions[r], buffers[r].get());
   store->wait_all();
@@ -204,7 +215,8 @@ double run_fio(const BenchFlags& flags, const Setting& setting, const char* rw,
   command << "fio --name=zero_nvme_bench --directory=" << dir.string() << " --rw=" << rw
           << " --bs=" << setting.block_size << " --iodepth=" << setting.queue_depth
           << " --numjobs=" << setting.rings << " --size=" << per_job
-          << " --direct=1 --ioengine=io_uring --group_reporting --output-format=json 2>&1";
+          << " --direct=1 --ioengine=io_uring --group_reporting --output-format=json"
+          << (flags.first_write ? "" : " --overwrite=1") << " 2>&1";
   FILE* pipe = popen(command.str().c_str(), "r");
   ZERO_CHECK(pipe != nullptr, "cannot run: ", command.str());
   std::string output;
