@@ -215,6 +215,37 @@ TEST(NvmeSwapStore, ManyThreadsManyRegionsConcurrently) {
   EXPECT_EQ(mismatches.load(), 0);
 }
 
+// Several threads waiting on one ticket while another waits for everything: each returns once.
+TEST(NvmeSwapStore, OneTicketWaitedByManyThreads) {
+  SwapTestDir dir;
+  REQUIRE_DIRECT_IO_DIR(dir);
+  config::AioConfig aio;
+  aio.block_size = 4096;
+  aio.queue_depth = 2;
+  auto store = make_nvme_swap_store(options_for(dir.path(), aio));
+  const int region = store->add_region("shared", 256 * 1024, MemoryCategory::kWorkspace);
+  AlignedBuffer buffer = make_aligned(store->io_alignment(), store->padded_bytes(region));
+  fill_random(buffer.get(), store->padded_bytes(region), 5);
+  for (int round = 0; round < 20; ++round) {
+    const SwapTicket ticket = store->write(region, buffer.get());
+    std::vector<std::string> failures(4);
+    std::vector<std::thread> waiters;
+    for (int t = 0; t < 4; ++t) {
+      waiters.emplace_back([&, t] {
+        failures[t] = error_of([&] {
+          if (t == 3) {
+            store->wait_all();
+          } else {
+            store->wait(ticket);
+          }
+        });
+      });
+    }
+    for (auto& waiter : waiters) waiter.join();
+    for (const auto& failure : failures) ASSERT_EQ(failure, "(no error)");
+  }
+}
+
 TEST(NvmeSwapStore, MisuseIsAClearErrorAndNotSticky) {
   SwapTestDir dir;
   REQUIRE_DIRECT_IO_DIR(dir);

@@ -628,15 +628,19 @@ SwapTicket NvmeSwapStore::read(int region, void* destination) {
 void NvmeSwapStore::wait(SwapTicket ticket) {
   if (ticket.id == 0) return;
   std::unique_lock lock(mutex_);
-  auto it = transfers_.find(ticket.id);
-  if (it == transfers_.end()) {
+  if (!transfers_.contains(ticket.id)) {
     ZERO_CHECK(ticket.id < next_ticket_, "NVMe swap: wait on ticket ", ticket.id,
                ", which this store never issued");
     if (failed_) rethrow_locked();
     return;  // already waited for (e.g. by wait_all)
   }
-  const Transfer& transfer = it->second;
-  if (!done_.wait_for(lock, timeout_, [&] { return transfer.done; })) {
+  // Found again after each wake-up: another thread's wait() or wait_all() may have erased it.
+  const auto finished = [&] {
+    auto found = transfers_.find(ticket.id);
+    return found == transfers_.end() || found->second.done;
+  };
+  if (!done_.wait_for(lock, timeout_, finished)) {
+    const Transfer& transfer = transfers_.at(ticket.id);  // present: not finished
     if (!failed_) {
       error_ = concat("NVMe swap (", directory_.path().string(),
                       "): ", transfer.is_write ? "write" : "read", " of region \"",
@@ -648,7 +652,7 @@ void NvmeSwapStore::wait(SwapTicket ticket) {
     done_.notify_all();
     rethrow_locked();
   }
-  transfers_.erase(it);
+  transfers_.erase(ticket.id);
   if (failed_) rethrow_locked();
 }
 
