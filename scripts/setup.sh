@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
+  liburing-dev  # NVMe swap: io_uring, O_DIRECT (libzero/src/offload/)
+  fio           # benchmarks/nvme_bench: the same I/O measured by fio, side by side
   libopenmpi-dev openmpi-bin
   libgloo-dev  # the Gloo communicator (torchrun, srun without PMI)
   iproute2     # `ip netns`: the two-host Gloo test (tests/comm/two_host_netns.sh)

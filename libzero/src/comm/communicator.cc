@@ -12,6 +12,7 @@
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
 #include "zero/core/logging.h"
+#include "zero/core/swap_store.h"
 
 namespace zero {
 
@@ -254,6 +255,7 @@ std::unique_ptr<Communicator> make_mpi_communicator(CommOptions) {
 }
 
 void abort_job(int exit_code) {
+  remove_swap_directories();  // the NVMe swap files of this process (no destructors run)
   detail::abort_gloo_peers(exit_code);
   std::_Exit(exit_code);
 }

@@ -41,6 +41,7 @@
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
 #include "zero/core/logging.h"
+#include "zero/core/swap_store.h"
 
 namespace zero {
 namespace {
@@ -163,6 +164,7 @@ struct SharedStore {
       while (Clock::now() < deadline && client->add(abort_key + "_seen", 0) < world_size - 1)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    remove_swap_directories();  // the NVMe swap files of this process
     std::_Exit(code);
   }
 };

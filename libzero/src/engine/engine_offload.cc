@@ -117,10 +117,7 @@ void Engine::Impl::create_swap_stores() {
     store_options.rank = rank;
     store_options.aio = options.aio;
     store_options.ledger = &ctx.ledger();
-    SwapStoreFactory factory = swap_factory ? swap_factory : default_swap_store_factory();
-    ZERO_CHECK(factory != nullptr, "zero_optimization.", key,
-               ".device nvme: this build of zero has no NVMe swap store (make_nvme_swap_store, "
-               "liburing) and none was given (Engine::set_swap_store_factory)");
+    const SwapStoreFactory factory = swap_factory ? swap_factory : default_swap_store_factory();
     try {
       std::unique_ptr<SwapStore> store = factory(store_options);
       ZERO_CHECK(store != nullptr, "the swap store factory returned no store");

@@ -62,4 +62,9 @@ struct NvmeSwapOptions {
 // when it is missing, not a directory, read-only, or on a filesystem without O_DIRECT.
 std::unique_ptr<SwapStore> make_nvme_swap_store(const NvmeSwapOptions& options);
 
+// Removes the swap folders of every live store of this process, for a process about to end
+// without unwinding (std::_Exit after an error, abort_job): destructors and exit() do it already.
+// The stores must not be used afterwards. Never throws.
+void remove_swap_directories() noexcept;
+
 }  // namespace zero
