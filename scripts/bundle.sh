@@ -39,6 +39,11 @@
 #   --exclude REGEX    leave out libraries whose file name matches (extended regex; repeatable),
 #                      e.g. 'libnccl|libcublas' when the target provides them (then set
 #                      LD_LIBRARY_PATH there); the MANIFEST lists what was left out
+#   --target-cuda      leave the CUDA toolkit's libraries to the target (cudart, cuBLAS/cuBLASLt,
+#                      cuDNN, NCCL, NVRTC, nvJitLink, cuFFT/cuRAND/cuSOLVER/cuSPARSE, CUPTI): 800 MB
+#                      of the bundle otherwise. Set LD_LIBRARY_PATH there to where they are, e.g.
+#                      the lib folders of the nvidia-* wheels beside the target's PyTorch (the same
+#                      CUDA major version as the build's)
 #   --with-glibc       bundle glibc and run through the bundled loader (see above)
 #   --keep-debug       keep the executables' debug info (RelWithDebInfo binaries are ~10x larger)
 #
@@ -64,6 +69,9 @@ while [[ $# -gt 0 ]]; do
     --exclude) excludes+=("${2:?--exclude needs a regex}"); shift 2 ;;
     --exclude=*) excludes+=("${1#--exclude=}"); shift ;;
     --with-glibc) with_glibc=1; shift ;;
+    --target-cuda)
+      excludes+=('^lib(cudart|cublas|cublasLt|cudnn[_a-z]*|nccl|nvrtc[-a-z]*|nvJitLink|cufft|cufftw|curand|cusolver|cusolverMg|cusparse|cupti|nvblas)\.so')
+      shift ;;
     --keep-debug) keep_debug=1; shift ;;
     -h|--help) usage 0 ;;
     --) shift; executables+=("$@"); break ;;
