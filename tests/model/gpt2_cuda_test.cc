@@ -199,7 +199,8 @@ TEST_F(Gpt2CudaTest, FusedSoftmaxCrossEntropy) {
   DeviceArray<int> d_targets(targets);
   cuda::crossentropy_forward(d_losses.get(), d_lse.get(), d_logits.get(), d_targets.get(), N, V, Vp,
                              nullptr);
-  expect_close(d_losses.host(), losses, kFp32, 0.0, "losses");
+  // A loss is logsumexp minus a logit: its error is logsumexp's (≈ 20 here) in absolute terms.
+  expect_close(d_losses.host(), losses, kFp32, kFp32 * 20, "losses");
   expect_close(d_lse.host(), logsumexp, kFp32, 0.0, "logsumexp");
 
   std::vector<float> dlogits = logits;
