@@ -244,17 +244,21 @@ inline void check_device_optimizer(DeviceContext& context, const config::Optimiz
   }
 }
 
+// Sizes of the two chunks of a check.
+struct ChunkSizes {
+  std::size_t a, b;
+};
+inline const std::vector<ChunkSizes> kDeviceOptimizerSizes = {
+    {1, 1}, {22, 7}, {1023, 4099}, {65536 + 5, 3}};
+
 // The whole matrix on `context`: every case × gradient dtype × copy, at sizes with tails.
-inline void check_device_optimizers(DeviceContext& context) {
-  struct Sizes {
-    std::size_t a, b;
-  };
-  const std::vector<Sizes> sizes = {{1, 1}, {22, 7}, {1023, 4099}, {65536 + 5, 3}};
+inline void check_device_optimizers(DeviceContext& context,
+                                    const std::vector<ChunkSizes>& sizes = kDeviceOptimizerSizes) {
   for (const DeviceOptimizerCase& c : device_optimizer_cases()) {
     for (DType grads : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
       for (int copy = 0; copy < 3; ++copy) {
         const DType copy_dtype = copy == 2 ? DType::kFloat16 : DType::kBFloat16;
-        for (const Sizes& size : sizes) {
+        for (const ChunkSizes& size : sizes) {
           SCOPED_TRACE(c.name + ", grads " + std::string(name_of(grads)) + ", copy " +
                        (copy == 0 ? std::string("none") : std::string(name_of(copy_dtype))) +
                        ", sizes " + std::to_string(size.a) + "+" + std::to_string(size.b));

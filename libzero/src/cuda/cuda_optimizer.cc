@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cuda_check.h"
@@ -121,10 +122,116 @@ void check_chunk(const ShardChunk& chunk, std::size_t index, int states,
                ") exceeds its ", chunk.num_elements, " elements");
 }
 
+// Where the passes run: the device (kernels on a stream) or the host (the kernels' element rules
+// in host loops, for tests without a device). Everything else in a step is shared.
+class Passes {
+ public:
+  virtual ~Passes() = default;
+  virtual void adam(const OptimizerArrays& arrays, const AdamCoefficients& coefficients) = 0;
+  virtual void sgd(const OptimizerArrays& arrays, const SgdCoefficients& coefficients) = 0;
+  // Lamb: room for `segments` pairs of sums, zeroed; pass 1 of segment k into pair k; then the
+  // pairs on the host (after a host wait on the device); float scratch the host and the
+  // all-reduce can address; pass 2; the 16-bit copy of `count` elements no segment covers.
+  virtual void lamb_begin(std::size_t segments) = 0;
+  virtual void lamb_moments(const OptimizerArrays& arrays, const LambCoefficients& coefficients,
+                            std::size_t segment) = 0;
+  virtual const double* lamb_segment_sums() = 0;
+  virtual float* lamb_tensor_sums(std::size_t count) = 0;
+  virtual void lamb_apply(const OptimizerArrays& arrays, float eps, float weight_decay,
+                          float step) = 0;
+  virtual void copy_params(const float* params, void* copy, DType dtype, std::size_t count) = 0;
+};
+
+class DevicePasses final : public Passes {
+ public:
+  DevicePasses(Stream& stream, cudaStream_t native_stream, Allocator& device, Allocator& pinned)
+      : stream_(stream), native_(native_stream), device_(device), pinned_(pinned) {}
+  void adam(const OptimizerArrays& arrays, const AdamCoefficients& coefficients) override {
+    launch_adam(arrays, coefficients, native_);
+  }
+  void sgd(const OptimizerArrays& arrays, const SgdCoefficients& coefficients) override {
+    launch_sgd(arrays, coefficients, native_);
+  }
+  void lamb_begin(std::size_t segments) override {
+    segments_ = segments;
+    if (segments == 0) return;
+    const std::size_t bytes = 2 * segments * sizeof(double);
+    segment_sums_ = device_.allocate(bytes, MemoryCategory::kWorkspace);
+    host_segment_sums_ = pinned_.allocate(bytes, MemoryCategory::kWorkspace);
+    ZERO_CUDA_CHECK(cudaMemsetAsync(segment_sums_.data(), 0, bytes, native_));
+  }
+  void lamb_moments(const OptimizerArrays& arrays, const LambCoefficients& coefficients,
+                    std::size_t segment) override {
+    launch_lamb_moments(arrays, coefficients, segment_sums_.data_as<double>() + 2 * segment,
+                        native_);
+  }
+  const double* lamb_segment_sums() override {
+    if (segments_ > 0)
+      ZERO_CUDA_CHECK(cudaMemcpyAsync(host_segment_sums_.data(), segment_sums_.data(),
+                                      2 * segments_ * sizeof(double), cudaMemcpyDeviceToHost,
+                                      native_));
+    // A host wait: the trust ratios need every rank's norms, all-reduced by the caller's function.
+    stream_.synchronize();
+    return host_segment_sums_.data_as<double>();
+  }
+  float* lamb_tensor_sums(std::size_t count) override {
+    tensor_sums_ = pinned_.allocate(std::max<std::size_t>(1, count) * sizeof(float),
+                                    MemoryCategory::kWorkspace);
+    return tensor_sums_.data_as<float>();
+  }
+  void lamb_apply(const OptimizerArrays& arrays, float eps, float weight_decay,
+                  float step) override {
+    launch_lamb_apply(arrays, eps, weight_decay, step, native_);
+  }
+  void copy_params(const float* params, void* copy, DType dtype, std::size_t count) override {
+    convert_on_device(params, DType::kFloat32, copy, dtype, count, native_);
+  }
+
+ private:
+  Stream& stream_;
+  cudaStream_t native_;
+  Allocator& device_;
+  Allocator& pinned_;
+  std::size_t segments_ = 0;
+  // Scratch, read by nothing queued after the host wait in lamb_segment_sums().
+  Buffer segment_sums_, host_segment_sums_, tensor_sums_;
+};
+
+class HostPasses final : public Passes {
+ public:
+  void adam(const OptimizerArrays& arrays, const AdamCoefficients& coefficients) override {
+    host_adam(arrays, coefficients);
+  }
+  void sgd(const OptimizerArrays& arrays, const SgdCoefficients& coefficients) override {
+    host_sgd(arrays, coefficients);
+  }
+  void lamb_begin(std::size_t segments) override { segment_sums_.assign(2 * segments, 0.0); }
+  void lamb_moments(const OptimizerArrays& arrays, const LambCoefficients& coefficients,
+                    std::size_t segment) override {
+    host_lamb_moments(arrays, coefficients, segment_sums_.data() + 2 * segment);
+  }
+  const double* lamb_segment_sums() override { return segment_sums_.data(); }
+  float* lamb_tensor_sums(std::size_t count) override {
+    tensor_sums_.assign(std::max<std::size_t>(1, count), 0.0f);
+    return tensor_sums_.data();
+  }
+  void lamb_apply(const OptimizerArrays& arrays, float eps, float weight_decay,
+                  float step) override {
+    host_lamb_apply(arrays, eps, weight_decay, step);
+  }
+  void copy_params(const float* params, void* copy, DType dtype, std::size_t count) override {
+    convert(params, DType::kFloat32, copy, dtype, count);
+  }
+
+ private:
+  std::vector<double> segment_sums_;
+  std::vector<float> tensor_sums_;
+};
+
 // Lamb: pass 1 per segment into per-segment sums, per-tensor sums in float on the host in
 // chunk and segment order (as optim::Lamb::step), all-reduced, pass 2 per segment.
-void lamb_step(Stream& stream, cudaStream_t native_stream, Allocator& device, Allocator& pinned,
-               const OptimizerRule& rule, std::span<ShardChunk> chunks, const OptimizerStep& step) {
+void lamb_step(Passes& passes, const OptimizerRule& rule, std::span<ShardChunk> chunks,
+               const OptimizerStep& step) {
   std::size_t num_segments = 0;
   for (const ShardChunk& chunk : chunks) num_segments += chunk.segments.size();
   for (const ShardChunk& chunk : chunks)
@@ -133,40 +240,23 @@ void lamb_step(Stream& stream, cudaStream_t native_stream, Allocator& device, Al
                  "Lamb step on CUDA: segment of tensor ", segment.tensor,
                  " outside OptimizerStep::num_tensors = ", step.num_tensors);
   const LambCoefficients coefficients = lamb_coefficients(rule, step);
-  Buffer segment_sums;
-  Buffer host_segment_sums;
-  if (num_segments > 0) {
-    const std::size_t bytes = 2 * num_segments * sizeof(double);
-    segment_sums = device.allocate(bytes, MemoryCategory::kWorkspace);
-    host_segment_sums = pinned.allocate(bytes, MemoryCategory::kWorkspace);
-    ZERO_CUDA_CHECK(cudaMemsetAsync(segment_sums.data(), 0, bytes, native_stream));
-    std::size_t k = 0;
-    for (const ShardChunk& chunk : chunks)
-      for (const TensorSegment& segment : chunk.segments) {
-        launch_lamb_moments(arrays_of(chunk, segment.offset_elements, segment.num_elements, 2),
-                            coefficients, segment_sums.data_as<double>() + 2 * k, native_stream);
-        ++k;
-      }
-    ZERO_CUDA_CHECK(cudaMemcpyAsync(host_segment_sums.data(), segment_sums.data(), bytes,
-                                    cudaMemcpyDeviceToHost, native_stream));
-  }
-  // A host wait: the trust ratios need every rank's norms, all-reduced by the caller's function.
-  stream.synchronize();
+  passes.lamb_begin(num_segments);
+  std::size_t k = 0;
+  for (const ShardChunk& chunk : chunks)
+    for (const TensorSegment& segment : chunk.segments)
+      passes.lamb_moments(arrays_of(chunk, segment.offset_elements, segment.num_elements, 2),
+                          coefficients, k++);
+  const double* pieces = passes.lamb_segment_sums();
   const auto num_sums = 2 * static_cast<std::size_t>(std::max(0, step.num_tensors));
-  Buffer tensor_sums = pinned.allocate(std::max<std::size_t>(1, num_sums) * sizeof(float),
-                                       MemoryCategory::kWorkspace);
-  float* sums = tensor_sums.data_as<float>();
+  float* sums = passes.lamb_tensor_sums(num_sums);
   std::fill(sums, sums + num_sums, 0.0f);
-  {
-    const double* pieces = host_segment_sums.data_as<double>();
-    std::size_t k = 0;
-    for (const ShardChunk& chunk : chunks)
-      for (const TensorSegment& segment : chunk.segments) {
-        sums[2 * segment.tensor] += static_cast<float>(pieces[2 * k]);
-        sums[2 * segment.tensor + 1] += static_cast<float>(pieces[2 * k + 1]);
-        ++k;
-      }
-  }
+  k = 0;
+  for (const ShardChunk& chunk : chunks)
+    for (const TensorSegment& segment : chunk.segments) {
+      sums[2 * segment.tensor] += static_cast<float>(pieces[2 * k]);
+      sums[2 * segment.tensor + 1] += static_cast<float>(pieces[2 * k + 1]);
+      ++k;
+    }
   if (step.all_reduce_sum) step.all_reduce_sum(sums, num_sums);
   const double step_size = lamb_step_size(rule, step);
   const auto eps = static_cast<float>(rule.eps);
@@ -175,32 +265,28 @@ void lamb_step(Stream& stream, cudaStream_t native_stream, Allocator& device, Al
     std::size_t covered = 0;  // the 16-bit copy of elements no segment covers (padding)
     auto copy_gap = [&](std::size_t end) {
       if (chunk.params_16bit != nullptr && end > covered)
-        convert_on_device(chunk.params + covered, DType::kFloat32,
-                          static_cast<std::uint16_t*>(chunk.params_16bit) + covered,
-                          chunk.params_16bit_dtype, end - covered, native_stream);
+        passes.copy_params(chunk.params + covered,
+                           static_cast<std::uint16_t*>(chunk.params_16bit) + covered,
+                           chunk.params_16bit_dtype, end - covered);
     };
     for (const TensorSegment& segment : chunk.segments) {
       const double ratio =
           lamb_trust_ratio(sums[2 * segment.tensor], sums[2 * segment.tensor + 1], rule);
       copy_gap(segment.offset_elements);
-      launch_lamb_apply(arrays_of(chunk, segment.offset_elements, segment.num_elements, 2), eps,
-                        decay, static_cast<float>(step_size * ratio), native_stream);
+      passes.lamb_apply(arrays_of(chunk, segment.offset_elements, segment.num_elements, 2), eps,
+                        decay, static_cast<float>(step_size * ratio));
       covered = std::max(covered, segment.offset_elements + segment.num_elements);
     }
     copy_gap(chunk.num_elements);
   }
-  // The scratch is read by nothing queued after the host wait above.
 }
 
-}  // namespace
-
-void optimizer_step(Stream& stream, cudaStream_t native_stream, Allocator& device,
-                    Allocator& pinned, const Optimizer& optimizer, std::span<ShardChunk> chunks,
-                    const OptimizerStep& step) {
+void run_step(Passes& passes, std::string_view where, const Optimizer& optimizer,
+              std::span<ShardChunk> chunks, const OptimizerStep& step) {
   const std::optional<OptimizerRule> rule = optimizer.rule();
   ZERO_CHECK(rule.has_value(), "optimizer '", optimizer.name(),
-             "' has no device rule (Optimizer::rule()), so it cannot step on CUDA (stream '",
-             stream.name(), "'); Adam, AdamW, SGD and Lamb can");
+             "' has no device rule (Optimizer::rule()), so it cannot step on CUDA (", where,
+             "); Adam, AdamW, SGD and Lamb can");
   const int states = expected_states(*rule);
   ZERO_CHECK(optimizer.states_per_element() == states, "optimizer '", optimizer.name(), "' keeps ",
              optimizer.states_per_element(), " state values per element but its rule needs ",
@@ -211,19 +297,34 @@ void optimizer_step(Stream& stream, cudaStream_t native_stream, Allocator& devic
     case OptimizerRule::Kind::kAdam: {
       const AdamCoefficients coefficients = adam_coefficients(*rule, step);
       for (const ShardChunk& chunk : chunks)
-        launch_adam(arrays_of(chunk, 0, chunk.num_elements, states), coefficients, native_stream);
+        if (chunk.num_elements > 0)
+          passes.adam(arrays_of(chunk, 0, chunk.num_elements, states), coefficients);
       return;
     }
     case OptimizerRule::Kind::kSgd: {
       const SgdCoefficients coefficients = sgd_coefficients(*rule, step);
       for (const ShardChunk& chunk : chunks)
-        launch_sgd(arrays_of(chunk, 0, chunk.num_elements, states), coefficients, native_stream);
+        if (chunk.num_elements > 0)
+          passes.sgd(arrays_of(chunk, 0, chunk.num_elements, states), coefficients);
       return;
     }
-    case OptimizerRule::Kind::kLamb:
-      lamb_step(stream, native_stream, device, pinned, *rule, chunks, step);
-      return;
+    case OptimizerRule::Kind::kLamb: lamb_step(passes, *rule, chunks, step); return;
   }
+}
+
+}  // namespace
+
+void optimizer_step(Stream& stream, cudaStream_t native_stream, Allocator& device,
+                    Allocator& pinned, const Optimizer& optimizer, std::span<ShardChunk> chunks,
+                    const OptimizerStep& step) {
+  DevicePasses passes(stream, native_stream, device, pinned);
+  run_step(passes, "stream '" + stream.name() + "'", optimizer, chunks, step);
+}
+
+void optimizer_step_on_host(const Optimizer& optimizer, std::span<ShardChunk> chunks,
+                            const OptimizerStep& step) {
+  HostPasses passes;
+  run_step(passes, "host emulation", optimizer, chunks, step);
 }
 
 }  // namespace zero::cuda

@@ -21,4 +21,10 @@ void optimizer_step(Stream& stream, cudaStream_t native_stream, Allocator& devic
                     Allocator& pinned, const Optimizer& optimizer, std::span<ShardChunk> chunks,
                     const OptimizerStep& step);
 
+// The same step with every pass run on the host through the kernels' own element rules
+// (optimizer_kernels.h's host twins), on host memory: the coefficients, expressions, 16-bit
+// handling and Lamb's bookkeeping of the device step, testable without a device.
+void optimizer_step_on_host(const Optimizer& optimizer, std::span<ShardChunk> chunks,
+                            const OptimizerStep& step);
+
 }  // namespace zero::cuda

@@ -76,11 +76,12 @@ struct AdamRule {
   static constexpr bool kReadsGrads = true;
   static constexpr bool kWritesStates = true;
   AdamCoefficients c;
-  __device__ __forceinline__ void operator()(float& p, float grad, float& m, float& v) const {
+  __host__ __device__ __forceinline__ void operator()(float& p, float grad, float& m,
+                                                      float& v) const {
     const float g = grad * c.grad_scale + c.l2 * p;
     m = c.beta1 * m + c.one_minus_beta1 * g;
     v = c.beta2 * v + c.one_minus_beta2 * g * g;
-    const float denom = sqrtf(v) * c.inv_sqrt_bc2 + c.eps;
+    const float denom = sqrtf(v) * c.inv_sqrt_bc2 + c.eps;  // sqrtf: IEEE on host and device
     p = p * c.decay - c.step_size * (m / denom);
   }
 };
@@ -90,7 +91,7 @@ struct SgdPlainRule {
   static constexpr bool kReadsGrads = true;
   static constexpr bool kWritesStates = false;
   SgdCoefficients c;
-  __device__ __forceinline__ void operator()(float& p, float grad, float&, float&) const {
+  __host__ __device__ __forceinline__ void operator()(float& p, float grad, float&, float&) const {
     p -= c.lr * (grad * c.grad_scale + c.weight_decay * p);
   }
 };
@@ -100,7 +101,8 @@ struct SgdMomentumRule {
   static constexpr bool kReadsGrads = true;
   static constexpr bool kWritesStates = true;
   SgdCoefficients c;
-  __device__ __forceinline__ void operator()(float& p, float grad, float& buffer, float&) const {
+  __host__ __device__ __forceinline__ void operator()(float& p, float grad, float& buffer,
+                                                      float&) const {
     const float g = grad * c.grad_scale + c.weight_decay * p;
     const float b = c.first_step ? g : c.momentum * buffer + c.one_minus_dampening * g;
     buffer = b;
@@ -113,11 +115,24 @@ struct LambApplyRule {
   static constexpr bool kReadsGrads = false;
   static constexpr bool kWritesStates = false;
   float eps, weight_decay, step;
-  __device__ __forceinline__ void operator()(float& p, float, float& m, float& v) const {
+  __host__ __device__ __forceinline__ void operator()(float& p, float, float& m, float& v) const {
     const float u = m / (sqrtf(v) + eps) + weight_decay * p;
     p -= step * u;
   }
 };
+
+// Lamb pass 1 on one element: the moments, and p², u² added to the sums.
+__host__ __device__ __forceinline__ void lamb_moments_element(const LambCoefficients& c, float p,
+                                                              float grad, float& m, float& v,
+                                                              double& params_sum,
+                                                              double& update_sum) {
+  const float g = grad * c.grad_scale;
+  m = c.beta1 * m + c.one_minus_beta1 * g;
+  v = c.beta2 * v + c.one_minus_beta2 * g * g;
+  const float u = m / (sqrtf(v) + c.eps) + c.weight_decay * p;
+  params_sum += static_cast<double>(p) * p;
+  update_sum += static_cast<double>(u) * u;
+}
 
 // One pass of `rule` over the arrays: grads of type G, the optional copy of type P.
 template <typename G, typename P, typename Rule>
@@ -168,12 +183,7 @@ __global__ void lamb_moments_kernel(const float* __restrict__ params, const G* _
   const std::size_t first = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   double params_sum = 0.0, update_sum = 0.0;
   auto element = [&](float p, float grad, float& mi, float& vi) {
-    const float g = grad * c.grad_scale;
-    mi = c.beta1 * mi + c.one_minus_beta1 * g;
-    vi = c.beta2 * vi + c.one_minus_beta2 * g * g;
-    const float u = mi / (sqrtf(vi) + c.eps) + c.weight_decay * p;
-    params_sum += static_cast<double>(p) * p;
-    update_sum += static_cast<double>(u) * u;
+    lamb_moments_element(c, p, grad, mi, vi, params_sum, update_sum);
   };
   std::size_t head = 0;
   if (vectorized) {
@@ -259,7 +269,57 @@ void launch_rule(const OptimizerArrays& a, const Rule& rule, cudaStream_t stream
   ZERO_CUDA_CHECK(cudaGetLastError());
 }
 
+// The host twin of update_kernel's scalar loop: the same rule per element, 16-bit values through
+// zero's conversions (the device's rounding, tested exhaustively in core_test).
+float host_load(const void* data, DType dtype, std::size_t i) {
+  switch (dtype) {
+    case DType::kFloat32: return static_cast<const float*>(data)[i];
+    case DType::kBFloat16: return to_float(static_cast<const BFloat16*>(data)[i]);
+    case DType::kFloat16: return to_float(static_cast<const Float16*>(data)[i]);
+  }
+  return 0.0f;
+}
+
+template <typename Rule>
+void host_rule(const OptimizerArrays& a, const Rule& rule) {
+  for (std::size_t i = 0; i < a.count; ++i) {
+    float p = a.params[i], g = 0.0f, s0 = 0.0f, s1 = 0.0f;
+    if constexpr (Rule::kReadsGrads) g = host_load(a.grads, a.grads_dtype, i);
+    if constexpr (Rule::kStates >= 1) s0 = a.state0[i];
+    if constexpr (Rule::kStates >= 2) s1 = a.state1[i];
+    rule(p, g, s0, s1);
+    a.params[i] = p;
+    if constexpr (Rule::kWritesStates && Rule::kStates >= 1) a.state0[i] = s0;
+    if constexpr (Rule::kWritesStates && Rule::kStates >= 2) a.state1[i] = s1;
+    if (a.params_16bit != nullptr)
+      convert(&p, DType::kFloat32, static_cast<char*>(a.params_16bit) + 2 * i, a.params_16bit_dtype,
+              1);
+  }
+}
+
 }  // namespace
+
+void host_adam(const OptimizerArrays& arrays, const AdamCoefficients& coefficients) {
+  host_rule(arrays, AdamRule{coefficients});
+}
+
+void host_sgd(const OptimizerArrays& arrays, const SgdCoefficients& coefficients) {
+  if (coefficients.has_momentum)
+    host_rule(arrays, SgdMomentumRule{coefficients});
+  else
+    host_rule(arrays, SgdPlainRule{coefficients});
+}
+
+void host_lamb_moments(const OptimizerArrays& a, const LambCoefficients& coefficients,
+                       double* sums) {
+  for (std::size_t i = 0; i < a.count; ++i)
+    lamb_moments_element(coefficients, a.params[i], host_load(a.grads, a.grads_dtype, i),
+                         a.state0[i], a.state1[i], sums[0], sums[1]);
+}
+
+void host_lamb_apply(const OptimizerArrays& arrays, float eps, float weight_decay, float step) {
+  host_rule(arrays, LambApplyRule{eps, weight_decay, step});
+}
 
 void launch_adam(const OptimizerArrays& arrays, const AdamCoefficients& coefficients,
                  cudaStream_t stream) {

@@ -66,4 +66,15 @@ void launch_lamb_moments(const OptimizerArrays& arrays, const LambCoefficients& 
 void launch_lamb_apply(const OptimizerArrays& arrays, float eps, float weight_decay, float step,
                        cudaStream_t stream);
 
+// Host twins of the passes above (host memory): the kernels' own element rules in their scalar
+// order, so the host-side arithmetic of a device step (coefficients, expressions, 16-bit
+// handling, Lamb's bookkeeping) is testable without a device (cuda_optimizer.h's
+// optimizer_step_on_host).
+void host_adam(const OptimizerArrays& arrays, const AdamCoefficients& coefficients);
+void host_sgd(const OptimizerArrays& arrays, const SgdCoefficients& coefficients);
+// sums[0] += Σ p², sums[1] += Σ u² (host doubles, element order).
+void host_lamb_moments(const OptimizerArrays& arrays, const LambCoefficients& coefficients,
+                       double* sums);
+void host_lamb_apply(const OptimizerArrays& arrays, float eps, float weight_decay, float step);
+
 }  // namespace zero::cuda
