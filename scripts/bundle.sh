@@ -274,7 +274,7 @@ if [[ -n "$mpi_root" ]]; then
 fi
 
 {
-  echo "# zero bundle made by scripts/bundle.sh on $(hostname) ($(getconf GNU_LIBC_VERSION 2>/dev/null))"
+  echo "# zero bundle made by scripts/bundle.sh on $(uname -n) ($(getconf GNU_LIBC_VERSION 2>/dev/null))"
   echo "glibc_needed $glibc_needed"
   echo "with_glibc $with_glibc"
   for exe in "${executables[@]}"; do echo "executable $(basename "$exe") $(readlink -f "$exe")"; done

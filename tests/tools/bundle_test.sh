@@ -43,7 +43,10 @@ echo "run: zero --version and $test_name pass from the bundle"
 # included) from the bundle. zero env dlopens cuBLASLt and cuDNN by name only to print their
 # versions: they may come from this machine.
 if [[ -x "$bundle/bin/mpirun" ]]; then
-  env -i PATH=/usr/bin:/bin HOME="$work" LD_DEBUG=files LD_DEBUG_OUTPUT="$work/loader" \
+  # Open MPI's settings from the test's environment (ctest's ZERO_MPI_TEST_ENV: transports that
+  # work in containers) pass through; nothing else does.
+  mapfile -t mpi_settings < <(env | grep -E '^OMPI_(MCA_|ALLOW_)' || true)
+  env -i PATH=/usr/bin:/bin HOME="$work" "${mpi_settings[@]}" LD_DEBUG=files LD_DEBUG_OUTPUT="$work/loader" \
     "$bundle/bin/mpirun" --allow-run-as-root --oversubscribe -np 2 "$bundle/bin/zero" env --check_comm \
     >"$work/mpi.log" 2>&1 || { cat "$work/mpi.log"; fail "mpirun from the bundle"; }
   [[ $(grep -c 'all_reduce(sum of rank+1) = 3 (expected 3)' "$work/mpi.log") == 2 ]] ||
