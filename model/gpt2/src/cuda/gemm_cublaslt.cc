@@ -88,6 +88,24 @@ struct Preference {
 
 }  // namespace
 
+LtProblem lt_problem(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
+                     std::int64_t lda, std::int64_t ldb, std::int64_t ldc) {
+  // A row-major (r, c) matrix with row stride ld is a column-major (c, r) one with the same ld.
+  LtProblem p;
+  p.first_transposed = trans_b;  // B stored (K, N) row-major = (N, K) column-major: op N
+  p.first_rows = trans_b ? K : N;
+  p.first_cols = trans_b ? N : K;
+  p.first_ld = ldb;
+  p.second_transposed = trans_a;
+  p.second_rows = trans_a ? M : K;
+  p.second_cols = trans_a ? K : M;
+  p.second_ld = lda;
+  p.output_rows = N;
+  p.output_cols = M;
+  p.output_ld = ldc;
+  return p;
+}
+
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const void* A,
           std::int64_t lda, const void* B, std::int64_t ldb, DType ab_dtype, float beta, void* C,
           std::int64_t ldc, DType c_dtype, const GemmEpilogue& epilogue, cudaStream_t stream) {
@@ -107,9 +125,10 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
 
   MatmulDesc operation;
   ZERO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&operation.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  // Column-major view: Cᵀ (N, M) = op(B)ᵀ (N, K) · op(A)ᵀ (K, M); the first operand is B.
-  const cublasOperation_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_second = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  // Column-major view (lt_problem): Cᵀ (N, M) = op(B)ᵀ (N, K) · op(A)ᵀ (K, M), B first.
+  const LtProblem shape = lt_problem(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  const cublasOperation_t op_first = shape.first_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = shape.second_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation.desc, CUBLASLT_MATMUL_DESC_TRANSA,
                                                    &op_first, sizeof(op_first)));
   ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation.desc, CUBLASLT_MATMUL_DESC_TRANSB,
@@ -137,11 +156,12 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
 
   const cudaDataType_t ab_type = cuda_type(ab_dtype), c_type = cuda_type(c_dtype);
   Layout first, second, output;
-  ZERO_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&first.layout, ab_type, trans_b ? K : N, trans_b ? N : K, ldb));
-  ZERO_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&second.layout, ab_type, trans_a ? M : K, trans_a ? K : M, lda));
-  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&output.layout, c_type, N, M, ldc));
+  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&first.layout, ab_type, shape.first_rows,
+                                               shape.first_cols, shape.first_ld));
+  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&second.layout, ab_type, shape.second_rows,
+                                               shape.second_cols, shape.second_ld));
+  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&output.layout, c_type, shape.output_rows,
+                                               shape.output_cols, shape.output_ld));
 
   Preference preference;
   ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference.preference));

@@ -328,22 +328,8 @@ __global__ void crossentropy_backward_kernel(float* logits, const float* logsume
 
 }  // namespace
 
-void encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe,
-                     std::int64_t B, std::int64_t T, std::int64_t C, const DropoutSite& dropout,
-                     cudaStream_t stream) {
-  if (B * T * C == 0) return;
-  encoder_forward_kernel<<<grid_for(B * T * C), kThreads, 0, stream>>>(out, tokens, wte, wpe, B, T,
-                                                                       C, dropout);
-  ZERO_CUDA_CHECK(cudaGetLastError());
-}
-
-void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* host_tokens,
-                      std::int64_t B, std::int64_t T, std::int64_t C, const DropoutSite& dropout,
-                      cudaStream_t stream) {
-  const std::int64_t N = B * T;
-  if (N == 0 || C == 0) return;
-  // Rows grouped by token, ascending within a group (a stable sort of row indices by token):
-  // [bucket_token (K) | bucket_begin (K + 1) | rows (N)].
+TokenBuckets token_buckets(const int* host_tokens, std::int64_t N) {
+  // A stable sort of row indices by token.
   std::vector<int> order(static_cast<std::size_t>(N));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
@@ -358,12 +344,32 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* ho
     }
   }
   bucket_begin.push_back(static_cast<int>(N));
-  const auto buckets = static_cast<std::int64_t>(bucket_token.size());
-  std::vector<int> table;
-  table.reserve(bucket_token.size() + bucket_begin.size() + order.size());
-  table.insert(table.end(), bucket_token.begin(), bucket_token.end());
-  table.insert(table.end(), bucket_begin.begin(), bucket_begin.end());
-  table.insert(table.end(), order.begin(), order.end());
+  TokenBuckets result;
+  result.buckets = static_cast<std::int64_t>(bucket_token.size());
+  result.table.reserve(bucket_token.size() + bucket_begin.size() + order.size());
+  result.table.insert(result.table.end(), bucket_token.begin(), bucket_token.end());
+  result.table.insert(result.table.end(), bucket_begin.begin(), bucket_begin.end());
+  result.table.insert(result.table.end(), order.begin(), order.end());
+  return result;
+}
+
+void encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe,
+                     std::int64_t B, std::int64_t T, std::int64_t C, const DropoutSite& dropout,
+                     cudaStream_t stream) {
+  if (B * T * C == 0) return;
+  encoder_forward_kernel<<<grid_for(B * T * C), kThreads, 0, stream>>>(out, tokens, wte, wpe, B, T,
+                                                                       C, dropout);
+  ZERO_CUDA_CHECK(cudaGetLastError());
+}
+
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* host_tokens,
+                      std::int64_t B, std::int64_t T, std::int64_t C, const DropoutSite& dropout,
+                      cudaStream_t stream) {
+  const std::int64_t N = B * T;
+  if (N == 0 || C == 0) return;
+  const TokenBuckets grouped = token_buckets(host_tokens, N);
+  const std::int64_t buckets = grouped.buckets;
+  const std::vector<int>& table = grouped.table;
   int* device_table = nullptr;
   const std::size_t bytes = table.size() * sizeof(int);
   ZERO_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&device_table), bytes, stream));

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "zero/core/dtype.h"
 #include "zero/gpt2/rng.h"
@@ -95,6 +96,26 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // dbias (OC) += column sums of dout (N, OC), summed over rows in a fixed order.
 void bias_backward(float* dbias, const float* dout, std::int64_t N, std::int64_t OC,
                    cudaStream_t stream);
+
+// The column-major problem gemm() hands cuBLASLt for its row-major call: Cᵀ (N, M) =
+// op(B)ᵀ · op(A)ᵀ, B's storage first. rows/cols/ld describe each stored matrix as cuBLASLt's
+// layouts do; *_transposed are its TRANSA/TRANSB. Host logic, tested without a device.
+struct LtProblem {
+  bool first_transposed, second_transposed;
+  std::int64_t first_rows, first_cols, first_ld;     // B's storage
+  std::int64_t second_rows, second_cols, second_ld;  // A's storage
+  std::int64_t output_rows, output_cols, output_ld;  // C's storage
+};
+LtProblem lt_problem(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
+                     std::int64_t lda, std::int64_t ldb, std::int64_t ldc);
+
+// encoder_backward's grouping of rows by token (host): [bucket_token (K) | bucket_begin (K + 1) |
+// rows (N)], tokens ascending, each bucket's rows ascending; throws on a negative token.
+struct TokenBuckets {
+  std::int64_t buckets = 0;
+  std::vector<int> table;
+};
+TokenBuckets token_buckets(const int* host_tokens, std::int64_t N);
 
 // "cuBLASLt 13.0.0": the library this process runs.
 const char* cublaslt_version();
