@@ -29,7 +29,9 @@ int run_env(std::span<char* const> args) {
             << "cuda: " << (cuda_compiled() ? "compiled in" : "not compiled in") << ", "
             << cuda_device_count() << " device(s) visible\n";
 #ifdef ZERO_WITH_CUDA
-  std::cout << "cuda libraries: " << cuda_library_versions() << "\n";
+  std::cout << "cuda driver: " << cuda_driver_version() << "\n"
+            << "cuda libraries: " << cuda_library_versions() << "\n";
+  for (const CudaDeviceInfo& device : cuda_devices()) std::cout << device.describe() << "\n";
 #endif
   if (variables.count("check_comm")) {
     auto communicator = make_communicator();

@@ -25,9 +25,9 @@ void Adam::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
   hyper.grad_scale = step.grad_scale;
   hyper.threads = cpu_optimizer_threads();
   for (ShardChunk& chunk : chunks) {
-    if (chunk.half_params != nullptr)
+    if (chunk.params_16bit != nullptr)
       adam_step(chunk.params, chunk.grads, chunk.state, chunk.state + chunk.num_elements,
-                chunk.num_elements, hyper, chunk.half_params, chunk.half_dtype);
+                chunk.num_elements, hyper, chunk.params_16bit, chunk.params_16bit_dtype);
     else
       adam_step(chunk.params, chunk.grads, chunk.state, chunk.state + chunk.num_elements,
                 chunk.num_elements, hyper);
@@ -55,9 +55,9 @@ void Sgd::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
   hyper.grad_scale = step.grad_scale;
   hyper.threads = cpu_optimizer_threads();
   for (ShardChunk& chunk : chunks) {
-    if (chunk.half_params != nullptr)
-      sgd_step(chunk.params, chunk.grads, chunk.state, chunk.num_elements, hyper, chunk.half_params,
-               chunk.half_dtype);
+    if (chunk.params_16bit != nullptr)
+      sgd_step(chunk.params, chunk.grads, chunk.state, chunk.num_elements, hyper,
+               chunk.params_16bit, chunk.params_16bit_dtype);
     else
       sgd_step(chunk.params, chunk.grads, chunk.state, chunk.num_elements, hyper);
   }
@@ -96,14 +96,30 @@ void Lamb::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
       const std::size_t at = segment.offset_elements;
       const double ratio =
           lamb_trust_ratio(sums[2 * segment.tensor], sums[2 * segment.tensor + 1], hyper);
-      if (chunk.half_params != nullptr)
+      if (chunk.params_16bit != nullptr)
         lamb_apply(chunk.params + at, chunk.state + at, chunk.state + chunk.num_elements + at,
                    segment.num_elements, hyper, ratio,
-                   static_cast<std::uint16_t*>(chunk.half_params) + at, chunk.half_dtype);
+                   static_cast<std::uint16_t*>(chunk.params_16bit) + at, chunk.params_16bit_dtype);
       else
         lamb_apply(chunk.params + at, chunk.state + at, chunk.state + chunk.num_elements + at,
                    segment.num_elements, hyper, ratio);
     }
+    // Elements outside the segments (padding) are not updated; their 16-bit copy is still the
+    // chunk's (the contract covers all num_elements, as Adam's and SGD's passes and the CUDA
+    // kernels write them).
+    if (chunk.params_16bit == nullptr) continue;
+    std::size_t next = 0;
+    auto copy_gap = [&](std::size_t end) {
+      if (end > next)
+        convert(chunk.params + next, DType::kFloat32,
+                static_cast<std::uint16_t*>(chunk.params_16bit) + next, chunk.params_16bit_dtype,
+                end - next);
+    };
+    for (const TensorSegment& segment : chunk.segments) {
+      copy_gap(segment.offset_elements);
+      next = segment.offset_elements + segment.num_elements;
+    }
+    copy_gap(chunk.num_elements);
   }
 }
 

@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "device_context_checks.h"
@@ -34,6 +35,22 @@ TEST_F(CudaTest, DeviceContextOperationsMatchTheCpuBackend) {
   EXPECT_FALSE(context->model_runs_on_host());
   testing::check_device_operations(*context);
   testing::check_event_ordering(*context);
+}
+
+// What `zero env` prints: every visible device, the driver.
+TEST_F(CudaTest, DevicesAndDriverAreDescribed) {
+  const std::vector<CudaDeviceInfo> devices = cuda_devices();
+  ASSERT_EQ(static_cast<int>(devices.size()), cuda_device_count());
+  for (const CudaDeviceInfo& device : devices) {
+    EXPECT_FALSE(device.name.empty());
+    EXPECT_GE(device.major, 8) << "sm_80 and sm_90 are the architectures the build targets";
+    EXPECT_GT(device.total_memory_bytes, 0u);
+    EXPECT_GT(device.multiprocessors, 0);
+    EXPECT_NE(device.describe().find("sm_" + std::to_string(device.major)), std::string::npos)
+        << device.describe();
+  }
+  EXPECT_NE(cuda_driver_version().find("(CUDA "), std::string::npos) << cuda_driver_version();
+  EXPECT_EQ(cuda_library_versions().rfind("cuda runtime ", 0), 0u) << cuda_library_versions();
 }
 
 TEST_F(CudaTest, HostTasksRunInStreamOrder) {

@@ -274,8 +274,8 @@ TEST(KernelThreads, OptimizerStepFillsTheChunksHalfCopy) {
     std::vector<float> up = p, ustate = state;
     std::vector<std::uint16_t> half(n, 0);
     ShardChunk fused{p.data(), g.data(), state.data(), n, {{0, 600, 0}, {600, 400, 1}}};
-    fused.half_params = half.data();
-    fused.half_dtype = DType::kFloat16;
+    fused.params_16bit = half.data();
+    fused.params_16bit_dtype = DType::kFloat16;
     ShardChunk plain{up.data(), g.data(), ustate.data(), n, {{0, 600, 0}, {600, 400, 1}}};
     OptimizerStep step;
     step.lr = 1e-2;

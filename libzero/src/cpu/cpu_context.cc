@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
@@ -201,7 +202,27 @@ class CpuContext final : public DeviceContext {
   void optimizer_step(Stream& stream, Optimizer& optimizer, std::span<ShardChunk> chunks,
                       const OptimizerStep& step) override {
     auto owned = std::make_shared<std::vector<ShardChunk>>(chunks.begin(), chunks.end());
-    stream.submit([&optimizer, owned, step] { optimizer.step(*owned, step); });
+    for (const ShardChunk& chunk : *owned) {
+      ZERO_CHECK(
+          chunk.num_elements == 0 || (chunk.grads == nullptr) != (chunk.grads_16bit == nullptr),
+          optimizer.name(), " step: a chunk needs exactly one of grads and grads_16bit");
+      ZERO_CHECK((chunk.grads_16bit == nullptr || chunk.grads_16bit_dtype != DType::kFloat32) &&
+                     (chunk.params_16bit == nullptr || chunk.params_16bit_dtype != DType::kFloat32),
+                 optimizer.name(), " step: grads_16bit/params_16bit must be bf16 or fp16");
+    }
+    stream.submit([&optimizer, owned, step] {
+      // 16-bit gradients widened first; the 16-bit parameter copy is written by the optimizer's
+      // own pass (optim/'s kernels).
+      std::vector<std::vector<float>> widened;
+      for (ShardChunk& chunk : *owned) {
+        if (chunk.grads_16bit == nullptr) continue;
+        widened.emplace_back(chunk.num_elements);
+        zero::convert(chunk.grads_16bit, chunk.grads_16bit_dtype, widened.back().data(),
+                      DType::kFloat32, chunk.num_elements);
+        chunk.grads = widened.back().data();
+      }
+      optimizer.step(*owned, step);
+    });
   }
 
  private:

@@ -1,6 +1,7 @@
 // The CUDA backend of the device layer: streams and events over cudaStream_t/cudaEvent_t, a
 // caching cudaMalloc allocator for device memory, cudaHostAlloc pinned memory, and the
-// operations as kernels (cuda_kernels.cu) or cudaMemcpyAsync, all enqueued on streams.
+// operations as kernels (cuda_kernels.cu, the optimizer's in optimizer_kernels.cu) or
+// cudaMemcpyAsync, all enqueued on streams.
 #include <cuda_runtime.h>
 
 #include <exception>
@@ -9,6 +10,7 @@
 #include "cuda_allocators.h"
 #include "cuda_check.h"
 #include "cuda_kernels.h"
+#include "cuda_optimizer.h"
 #include "cuda_stream.h"
 #include "zero/core/cuda_ops.h"
 #include "zero/core/device_context.h"
@@ -181,12 +183,9 @@ class CudaContext final : public DeviceContext {
       *result = {values[0], values[1] != 0.0};
     });
   }
-  void optimizer_step(Stream& stream, Optimizer&, std::span<ShardChunk>,
-                      const OptimizerStep&) override {
-    // zero::Optimizer's kernels (optim/) are host loops over host memory; device optimizer
-    // kernels come with the CUDA engine.
-    ZERO_THROW("the CUDA device context (stream '", stream.name(),
-               "') has no optimizer kernels yet: optim/'s optimizers run on the CPU backend");
+  void optimizer_step(Stream& stream, Optimizer& optimizer, std::span<ShardChunk> chunks,
+                      const OptimizerStep& step) override {
+    cuda::optimizer_step(stream, native(stream), *device_, *pinned_, optimizer, chunks, step);
   }
 
  private:

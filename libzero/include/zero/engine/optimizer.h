@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,12 +31,17 @@ struct ShardChunk {
   float* state = nullptr;
   std::size_t num_elements = 0;
   std::vector<TensorSegment> segments;  // ordered, covering the chunk's non-padding elements
-  // Optional: num_elements 16-bit values (`half_dtype`, kBFloat16 or kFloat16) that receive the
-  // updated params, rounded as zero::convert, in the same pass as the update (e.g. an offloaded
-  // step's copy for the device): every element the optimizer updates (Adam, SGD: all of them;
-  // Lamb: the segments, padding untouched). Null: none.
-  void* half_params = nullptr;
-  DType half_dtype = DType::kBFloat16;
+  // Optional fusions. 16-bit gradients read in place of `grads` (which is then null), widened to
+  // fp32 before OptimizerStep::grad_scale is applied: resolved by DeviceContext::optimizer_step
+  // (the CUDA kernels read them in their pass; the CPU context widens them first, Optimizer::step
+  // reads only `grads`).
+  const void* grads_16bit = nullptr;
+  DType grads_16bit_dtype = DType::kBFloat16;
+  // A 16-bit copy of the updated parameters (bf16 or fp16, rounded as zero::convert), e.g. the
+  // compute copy, written by the optimizer in the same pass as the update (optim/'s kernels and
+  // the CUDA ones): all num_elements (for Lamb, the padding it does not update too). Null: none.
+  void* params_16bit = nullptr;
+  DType params_16bit_dtype = DType::kBFloat16;
 };
 
 // Everything one optimizer step needs besides the shard.
@@ -50,9 +56,27 @@ struct OptimizerStep {
   std::function<void(float* values, std::size_t count)> all_reduce_sum;
 };
 
+// An optimizer's update rule and fixed hyperparameters, for device backends that run the step as
+// their own fused kernel (CUDA). The per-step values (lr, beta1, step, grad_scale) come from
+// OptimizerStep. The arithmetic is optim/'s CPU kernels' (zero/optim/kernels.h), the oracle.
+struct OptimizerRule {
+  enum class Kind { kAdam, kSgd, kLamb };
+  Kind kind = Kind::kAdam;
+  double beta2 = 0.999;         // Adam, Lamb
+  double eps = 1e-8;            // Adam, Lamb
+  double weight_decay = 0.0;    // all
+  bool adam_w_mode = true;      // Adam: decoupled decay (AdamW) vs L2 in the gradient
+  bool bias_correction = true;  // Adam, Lamb
+  double momentum = 0.0;        // SGD (0: no momentum buffer)
+  double dampening = 0.0;       // SGD
+  bool nesterov = false;        // SGD
+  double max_coeff = 10.0;      // Lamb: trust ratio clamp
+  double min_coeff = 0.01;      // Lamb
+};
+
 // An optimizer over flat fp32 shards. step() is called once per taken step on every rank with
 // the rank's chunks (all units' shards); it updates params and state in place (and a chunk's
-// half_params when set).
+// params_16bit when set).
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -63,6 +87,9 @@ class Optimizer {
   virtual std::vector<std::string> state_names() const = 0;
   virtual double lr() const = 0;     // the configured (base) learning rate
   virtual double beta1() const = 0;  // the configured beta1 (0 where it has none)
+  // The rule a device backend runs as its own kernel; nullopt for an optimizer with host code
+  // only (a device backend then refuses it, naming it).
+  virtual std::optional<OptimizerRule> rule() const { return std::nullopt; }
   virtual void step(std::span<ShardChunk> chunks, const OptimizerStep& step) = 0;
 };
 

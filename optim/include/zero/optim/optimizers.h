@@ -19,6 +19,16 @@ class Adam final : public Optimizer {
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   double lr() const override { return options_.lr; }
   double beta1() const override { return options_.betas[0]; }
+  std::optional<OptimizerRule> rule() const override {
+    OptimizerRule rule;
+    rule.kind = OptimizerRule::Kind::kAdam;
+    rule.beta2 = options_.betas[1];
+    rule.eps = options_.eps;
+    rule.weight_decay = options_.weight_decay;
+    rule.adam_w_mode = adam_w_mode_;
+    rule.bias_correction = options_.bias_correction;
+    return rule;
+  }
   void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override;
 
  private:
@@ -35,6 +45,15 @@ class Sgd final : public Optimizer {
   std::vector<std::string> state_names() const override;
   double lr() const override { return options_.lr; }
   double beta1() const override { return 0.0; }
+  std::optional<OptimizerRule> rule() const override {
+    OptimizerRule rule;
+    rule.kind = OptimizerRule::Kind::kSgd;
+    rule.weight_decay = options_.weight_decay;
+    rule.momentum = options_.momentum;
+    rule.dampening = options_.dampening;
+    rule.nesterov = options_.nesterov;
+    return rule;
+  }
   void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override;
 
  private:
@@ -51,6 +70,17 @@ class Lamb final : public Optimizer {
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   double lr() const override { return options_.lr; }
   double beta1() const override { return options_.betas[0]; }
+  std::optional<OptimizerRule> rule() const override {
+    OptimizerRule rule;
+    rule.kind = OptimizerRule::Kind::kLamb;
+    rule.beta2 = options_.betas[1];
+    rule.eps = options_.eps;
+    rule.weight_decay = options_.weight_decay;
+    rule.bias_correction = options_.bias_correction;
+    rule.max_coeff = options_.max_coeff;
+    rule.min_coeff = options_.min_coeff;
+    return rule;
+  }
   void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override;
 
  private:

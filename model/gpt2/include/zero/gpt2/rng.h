@@ -28,8 +28,9 @@ constexpr std::uint64_t hash_name(std::string_view name) {
   return hash;
 }
 
-// Uniform in (0, 1) with 24 random bits, element `counter` of stream `key`.
-inline float uniform_float(std::uint64_t key, std::uint64_t counter) {
+// Uniform in (0, 1) with 24 random bits, element `counter` of stream `key`. constexpr, as the
+// dropout functions below, so the CUDA kernels (nvcc --expt-relaxed-constexpr) draw the same masks.
+constexpr float uniform_float(std::uint64_t key, std::uint64_t counter) {
   const std::uint64_t bits = mix64(key + counter * 0xD1B54A32D192ED03ull) >> 40;
   return (static_cast<float>(bits) + 0.5f) * (1.0f / 16777216.0f);
 }
@@ -52,13 +53,13 @@ struct DropoutSite {
   std::uint64_t key = 0;           // derive_key(derive_key(derive_key(seed, step), site), ...)
   std::int64_t sample_offset = 0;  // global index of batch row 0
 
-  bool active() const { return probability > 0.0f; }
-  float scale() const { return 1.0f / (1.0f - probability); }
-  std::uint64_t row_key(std::int64_t b, std::int64_t t) const {
+  constexpr bool active() const { return probability > 0.0f; }
+  constexpr float scale() const { return 1.0f / (1.0f - probability); }
+  constexpr std::uint64_t row_key(std::int64_t b, std::int64_t t) const {
     return derive_key(derive_key(key, static_cast<std::uint64_t>(sample_offset + b)),
                       static_cast<std::uint64_t>(t));
   }
-  bool keep(std::uint64_t row, std::uint64_t element) const {
+  constexpr bool keep(std::uint64_t row, std::uint64_t element) const {
     return uniform_float(row, element) >= probability;
   }
 };

@@ -1,0 +1,223 @@
+// GEMMs through cuBLASLt: row-major C = op(A)·op(B) computed as the column-major Cᵀ = op(B)ᵀ·op(A)ᵀ
+// (no copies), fp32 compute type (no TF32), bias and GELU epilogues, one handle per process and
+// one 32 MiB workspace per stream (two streams never share one while running).
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "cuda_check.h"
+#include "layers_cuda.h"
+
+namespace zero::gpt2::cuda {
+namespace {
+
+#define ZERO_CUBLAS_CHECK(call)                                                      \
+  do {                                                                               \
+    const cublasStatus_t zero_cublas_status = (call);                                \
+    ZERO_CHECK(zero_cublas_status == CUBLAS_STATUS_SUCCESS, "cuBLASLt call ", #call, \
+               " failed: ", cublasLtGetStatusString(zero_cublas_status));            \
+  } while (false)
+
+constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
+
+cudaDataType_t cuda_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return CUDA_R_32F;
+    case DType::kBFloat16: return CUDA_R_16BF;
+    case DType::kFloat16: return CUDA_R_16F;
+  }
+  return CUDA_R_32F;
+}
+
+// The process's handle and the workspace of each (device, stream), made on first use and kept
+// for the process's life (cuBLASLt handles are not tied to a stream).
+struct Library {
+  std::mutex mutex;
+  cublasLtHandle_t handle = nullptr;
+  std::map<std::pair<int, cudaStream_t>, void*> workspaces;
+};
+
+Library& library() {
+  static Library* instance = new Library;  // never destroyed: usable from static destructors
+  return *instance;
+}
+
+std::pair<cublasLtHandle_t, void*> handle_and_workspace(cudaStream_t stream) {
+  Library& lib = library();
+  std::lock_guard lock(lib.mutex);
+  if (lib.handle == nullptr) ZERO_CUBLAS_CHECK(cublasLtCreate(&lib.handle));
+  int device = 0;
+  ZERO_CUDA_CHECK(cudaGetDevice(&device));
+  void*& workspace = lib.workspaces[{device, stream}];
+  if (workspace == nullptr) ZERO_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
+  return {lib.handle, workspace};
+}
+
+// The largest power of two (at most 256) dividing the address: cuBLASLt's heuristic assumes 256
+// unless told.
+std::uint32_t alignment_of(const void* data) {
+  const auto address = reinterpret_cast<std::uintptr_t>(data);
+  if (address == 0) return 256;
+  return static_cast<std::uint32_t>(std::min<std::uintptr_t>(256, address & (~address + 1)));
+}
+
+// Owning wrappers for the descriptors of one call.
+struct MatmulDesc {
+  cublasLtMatmulDesc_t desc = nullptr;
+  ~MatmulDesc() {
+    if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
+  }
+};
+struct Layout {
+  cublasLtMatrixLayout_t layout = nullptr;
+  ~Layout() {
+    if (layout != nullptr) cublasLtMatrixLayoutDestroy(layout);
+  }
+};
+struct Preference {
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~Preference() {
+    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
+  }
+};
+
+}  // namespace
+
+LtProblem lt_problem(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
+                     std::int64_t lda, std::int64_t ldb, std::int64_t ldc) {
+  // A row-major (r, c) matrix with row stride ld is a column-major (c, r) one with the same ld.
+  LtProblem p;
+  p.first_transposed = trans_b;  // B stored (K, N) row-major = (N, K) column-major: op N
+  p.first_rows = trans_b ? K : N;
+  p.first_cols = trans_b ? N : K;
+  p.first_ld = ldb;
+  p.second_transposed = trans_a;
+  p.second_rows = trans_a ? M : K;
+  p.second_cols = trans_a ? K : M;
+  p.second_ld = lda;
+  p.output_rows = N;
+  p.output_cols = M;
+  p.output_ld = ldc;
+  return p;
+}
+
+void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const void* A,
+          std::int64_t lda, const void* B, std::int64_t ldb, DType ab_dtype, float beta, void* C,
+          std::int64_t ldc, DType c_dtype, const GemmEpilogue& epilogue, cudaStream_t stream) {
+  ZERO_CHECK(c_dtype == ab_dtype || c_dtype == DType::kFloat32, "gemm: C is ", name_of(c_dtype),
+             " with ", name_of(ab_dtype), " operands (C must be fp32 or the operands' dtype)");
+  ZERO_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative shape M=", M, " N=", N, " K=", K);
+  ZERO_CHECK(ldc >= N && lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N),
+             "gemm: leading dimensions lda=", lda, " ldb=", ldb, " ldc=", ldc,
+             " too small for M=", M, " N=", N, " K=", K);
+  const bool has_epilogue = epilogue.bias != nullptr || epilogue.gelu;
+  ZERO_CHECK(!has_epilogue || beta == 0.0f, "gemm: beta = ", beta,
+             " with a bias/GELU epilogue (the epilogue needs beta = 0)");
+  ZERO_CHECK(epilogue.pre_gelu == nullptr || (epilogue.gelu && ldc % 8 == 0),
+             "gemm: pre_gelu needs gelu and ldc (", ldc, ") a multiple of 8 (cuBLASLt's AUX_LD)");
+  if (M == 0 || N == 0) return;
+  auto [handle, workspace] = handle_and_workspace(stream);
+
+  MatmulDesc operation;
+  ZERO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&operation.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  // Column-major view (lt_problem): Cᵀ (N, M) = op(B)ᵀ (N, K) · op(A)ᵀ (K, M), B first.
+  const LtProblem shape = lt_problem(trans_a, trans_b, M, N, K, lda, ldb, ldc);
+  const cublasOperation_t op_first = shape.first_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = shape.second_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation.desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                   &op_first, sizeof(op_first)));
+  ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation.desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                   &op_second, sizeof(op_second)));
+  cublasLtEpilogue_t mode = CUBLASLT_EPILOGUE_DEFAULT;
+  if (epilogue.gelu && epilogue.pre_gelu != nullptr)
+    mode = epilogue.bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  else if (epilogue.gelu)
+    mode = epilogue.bias != nullptr ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+  else if (epilogue.bias != nullptr)
+    mode = CUBLASLT_EPILOGUE_BIAS;
+  ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                   &mode, sizeof(mode)));
+  if (epilogue.bias != nullptr)
+    ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        operation.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epilogue.bias, sizeof(void*)));
+  if (epilogue.pre_gelu != nullptr) {
+    ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation.desc,
+                                                     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                     &epilogue.pre_gelu, sizeof(void*)));
+    const std::int64_t aux_ld = ldc;
+    ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        operation.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+  }
+
+  const cudaDataType_t ab_type = cuda_type(ab_dtype), c_type = cuda_type(c_dtype);
+  Layout first, second, output;
+  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&first.layout, ab_type, shape.first_rows,
+                                               shape.first_cols, shape.first_ld));
+  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&second.layout, ab_type, shape.second_rows,
+                                               shape.second_cols, shape.second_ld));
+  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&output.layout, c_type, shape.output_rows,
+                                               shape.output_cols, shape.output_ld));
+
+  Preference preference;
+  ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference.preference));
+  const std::size_t workspace_bytes = kWorkspaceBytes;
+  ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      preference.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
+      sizeof(workspace_bytes)));
+  const std::uint32_t alignments[4] = {alignment_of(B), alignment_of(A), alignment_of(C),
+                                       alignment_of(C)};
+  const cublasLtMatmulPreferenceAttributes_t alignment_attributes[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int k = 0; k < 4; ++k)
+    ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        preference.preference, alignment_attributes[k], &alignments[k], sizeof(std::uint32_t)));
+
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  ZERO_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, operation.desc, first.layout,
+                                                   second.layout, output.layout, output.layout,
+                                                   preference.preference, 1, &heuristic, &found));
+  ZERO_CHECK(found > 0, "gemm: cuBLASLt has no algorithm for M=", M, " N=", N, " K=", K,
+             " trans_a=", trans_a, " trans_b=", trans_b, " ", name_of(ab_dtype), " -> ",
+             name_of(c_dtype), " epilogue ", static_cast<int>(mode));
+  const float alpha = 1.0f;
+  ZERO_CUBLAS_CHECK(cublasLtMatmul(handle, operation.desc, &alpha, B, first.layout, A,
+                                   second.layout, &beta, C, output.layout, C, output.layout,
+                                   &heuristic.algo, workspace, kWorkspaceBytes, stream));
+}
+
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                    std::int64_t N, std::int64_t C, std::int64_t OC, cudaStream_t stream) {
+  GemmEpilogue epilogue;
+  epilogue.bias = bias;
+  gemm(false, false, N, OC, C, inp, C, weight, OC, DType::kFloat32, 0.0f, out, OC, DType::kFloat32,
+       epilogue, stream);
+}
+
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, std::int64_t N, std::int64_t C, std::int64_t OC,
+                     cudaStream_t stream) {
+  if (dinp != nullptr)
+    gemm(false, true, N, C, OC, dout, OC, weight, OC, DType::kFloat32, 0.0f, dinp, C,
+         DType::kFloat32, {}, stream);
+  gemm(true, false, C, OC, N, inp, C, dout, OC, DType::kFloat32, 1.0f, dweight, OC, DType::kFloat32,
+       {}, stream);
+  if (dbias != nullptr) bias_backward(dbias, dout, N, OC, stream);
+}
+
+const char* cublaslt_version() {
+  static const std::string version = [] {
+    const std::size_t v = cublasLtGetVersion();  // major·10000 + minor·100 + patch
+    return "cuBLASLt " + std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
+           std::to_string(v % 100);
+  }();
+  return version.c_str();
+}
+
+}  // namespace zero::gpt2::cuda

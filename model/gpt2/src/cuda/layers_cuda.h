@@ -1,0 +1,123 @@
+// GPT-2 layer kernels on a CUDA device, beside the CPU ones (zero/gpt2/layers_cpu.h, their test
+// oracle): the same shapes, conventions and dropout masks (DropoutSite), every pointer device
+// memory unless named host, every call asynchronous on `stream`. Activations are fp32 as on the
+// CPU; GEMMs take fp32, bf16 or fp16 operands with fp32 accumulation (cuBLASLt). Internal to
+// zero::gpt2 (C++17 so nvcc compiles it); errors throw zero::Error.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "zero/core/dtype.h"
+#include "zero/gpt2/rng.h"
+
+namespace zero::gpt2::cuda {
+
+// out (B, T, C) = dropout(wte[tokens[b, t]] + wpe[t]).
+void encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe,
+                     std::int64_t B, std::int64_t T, std::int64_t C, const DropoutSite& dropout,
+                     cudaStream_t stream);
+// dwte[tokens] += mask · dout, dwpe[t] += mask · dout, each element summed over rows in row order
+// (bit for bit the CPU kernel's sums). `host_tokens` (B·T, host memory, the same values as
+// `tokens`) groups the rows by token on the host, as llm.c's encoder_backward does.
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* host_tokens,
+                      std::int64_t B, std::int64_t T, std::int64_t C, const DropoutSite& dropout,
+                      cudaStream_t stream);
+
+// out (N, C) = (inp - mean) · rstd · weight + bias; mean, rstd (N) kept for backward.
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, std::int64_t N, std::int64_t C, float epsilon,
+                       cudaStream_t stream);
+// The residual and the next layer norm in one pass: residual_out (B, T, C) = residual +
+// dropout(inp) (cpu::residual_dropout_forward), then out = layernorm(residual_out) as above.
+void residual_layernorm_forward(float* residual_out, float* out, float* mean, float* rstd,
+                                const float* residual, const float* inp, const float* weight,
+                                const float* bias, std::int64_t B, std::int64_t T, std::int64_t C,
+                                float epsilon, const DropoutSite& dropout, cudaStream_t stream);
+// dinp += ..., dweight += ..., dbias += ... (dinp is the residual stream's gradient, so the
+// residual's backward is this accumulation). dweight/dbias are summed over rows in a fixed order
+// (deterministic run to run).
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, const float* mean, const float* rstd,
+                        std::int64_t N, std::int64_t C, cudaStream_t stream);
+
+// GELU, tanh approximation. dinp = dout · gelu'(inp) (may alias dout).
+void gelu_forward(float* out, const float* inp, std::int64_t n, cudaStream_t stream);
+void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_t n,
+                   cudaStream_t stream);
+
+// Cross-entropy over the first V of Vp logit columns (N, Vp), fused with the softmax: one pass
+// per row keeps a running max and sum (no probability is written). losses[row] = logsumexp -
+// logit[target] for target in [0, V), 0 for other rows; logsumexp (N) kept for backward. The
+// number of counted rows is the host's to count (it has the targets).
+void crossentropy_forward(float* losses, float* logsumexp, const float* logits, const int* targets,
+                          std::int64_t N, std::int64_t V, std::int64_t Vp, cudaStream_t stream);
+// In place: logits (N, Vp) becomes scale · (softmax - onehot(target)) for counted rows, 0 for
+// ignored rows and for columns past V.
+void crossentropy_backward(float* logits, const float* logsumexp, const int* targets,
+                           std::int64_t N, std::int64_t V, std::int64_t Vp, float scale,
+                           cudaStream_t stream);
+
+// Plain causal self-attention (the fallback beside cuDNN's fused attention), the CPU kernel's
+// contract: qkv (B, T, 3C), att (B, NH, T, T) softmax kept (0 past t), out (B, T, C).
+void attention_forward(float* out, float* att, const float* qkv, std::int64_t B, std::int64_t T,
+                       std::int64_t C, std::int64_t NH, const DropoutSite& dropout,
+                       cudaStream_t stream);
+// dqkv (B, T, 3C) overwritten; datt (B, NH, T, T) scratch.
+void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
+                        const float* att, std::int64_t B, std::int64_t T, std::int64_t C,
+                        std::int64_t NH, const DropoutSite& dropout, cudaStream_t stream);
+
+// cuBLASLt GEMM with CPU gemm()'s row-major contract: C (M, N) = op(A) · op(B) [+ bias] [GELU]
+// + beta · C. A and B share `ab_dtype` (fp32, bf16, fp16); C is `c_dtype` (ab_dtype or fp32);
+// products and sums in fp32 (fp32 operands: no TF32). bias (N, c_dtype) may be null. With `gelu`, C
+// = gelu(product + bias) and, when pre_gelu is not null, pre_gelu (M, N, c_dtype) receives product
+// + bias (cuBLASLt's GELU_AUX epilogue) for the backward. beta must be 0 when an epilogue (bias,
+// GELU) is used.
+struct GemmEpilogue {
+  const void* bias = nullptr;
+  bool gelu = false;
+  void* pre_gelu = nullptr;
+};
+void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const void* A,
+          std::int64_t lda, const void* B, std::int64_t ldb, DType ab_dtype, float beta, void* C,
+          std::int64_t ldc, DType c_dtype, const GemmEpilogue& epilogue, cudaStream_t stream);
+
+// out (N, OC) = inp (N, C) · weight (C, OC) + bias (OC), fp32 (cpu::matmul_forward).
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                    std::int64_t N, std::int64_t C, std::int64_t OC, cudaStream_t stream);
+// dinp (N, C) = dout · weightᵀ (overwritten; skipped when null), dweight += inpᵀ · dout, dbias +=
+// column sums of dout (skipped when null), fp32 (cpu::matmul_backward).
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, std::int64_t N, std::int64_t C, std::int64_t OC,
+                     cudaStream_t stream);
+// dbias (OC) += column sums of dout (N, OC), summed over rows in a fixed order.
+void bias_backward(float* dbias, const float* dout, std::int64_t N, std::int64_t OC,
+                   cudaStream_t stream);
+
+// The column-major problem gemm() hands cuBLASLt for its row-major call: Cᵀ (N, M) =
+// op(B)ᵀ · op(A)ᵀ, B's storage first. rows/cols/ld describe each stored matrix as cuBLASLt's
+// layouts do; *_transposed are its TRANSA/TRANSB. Host logic, tested without a device.
+struct LtProblem {
+  bool first_transposed, second_transposed;
+  std::int64_t first_rows, first_cols, first_ld;     // B's storage
+  std::int64_t second_rows, second_cols, second_ld;  // A's storage
+  std::int64_t output_rows, output_cols, output_ld;  // C's storage
+};
+LtProblem lt_problem(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
+                     std::int64_t lda, std::int64_t ldb, std::int64_t ldc);
+
+// encoder_backward's grouping of rows by token (host): [bucket_token (K) | bucket_begin (K + 1) |
+// rows (N)], tokens ascending, each bucket's rows ascending; throws on a negative token.
+struct TokenBuckets {
+  std::int64_t buckets = 0;
+  std::vector<int> table;
+};
+TokenBuckets token_buckets(const int* host_tokens, std::int64_t N);
+
+// "cuBLASLt 13.0.0": the library this process runs.
+const char* cublaslt_version();
+
+}  // namespace zero::gpt2::cuda

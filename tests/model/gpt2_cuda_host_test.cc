@@ -1,0 +1,82 @@
+// The host logic of the GPT-2 CUDA kernels, tested without a device: the column-major problem
+// gemm() hands cuBLASLt (executed here by a plain column-major GEMM, against cpu::gemm for every
+// transpose and padded leading dimensions) and encoder_backward's grouping of rows by token.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "layers_cuda.h"
+#include "zero/core/error.h"
+#include "zero/gpt2/layers_cpu.h"
+
+namespace zero::gpt2 {
+namespace {
+
+std::vector<float> random_vector(std::size_t count, std::uint32_t seed) {
+  std::mt19937 generator(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float& value : values) value = normal(generator);
+  return values;
+}
+
+// D = op(first) · op(second) in cuBLAS's column-major terms, as cublasLtMatmul would run it.
+void run_column_major(const cuda::LtProblem& p, const float* first, const float* second, float beta,
+                      float* output) {
+  const std::int64_t m = p.output_rows, n = p.output_cols;
+  const std::int64_t k = p.first_transposed ? p.first_rows : p.first_cols;
+  ASSERT_EQ(k, p.second_transposed ? p.second_cols : p.second_rows);
+  ASSERT_EQ(m, p.first_transposed ? p.first_cols : p.first_rows);
+  ASSERT_EQ(n, p.second_transposed ? p.second_rows : p.second_cols);
+  for (std::int64_t j = 0; j < n; ++j)
+    for (std::int64_t i = 0; i < m; ++i) {
+      float sum = 0.0f;
+      for (std::int64_t l = 0; l < k; ++l) {
+        const float a = p.first_transposed ? first[l + i * p.first_ld] : first[i + l * p.first_ld];
+        const float b =
+            p.second_transposed ? second[j + l * p.second_ld] : second[l + j * p.second_ld];
+        sum += a * b;
+      }
+      float& d = output[i + j * p.output_ld];
+      d = sum + beta * d;
+    }
+}
+
+TEST(Gpt2CudaHost, GemmProblemIsTheRowMajorProduct) {
+  const std::int64_t M = 7, N = 5, K = 3, pad = 2;  // leading dimensions padded past the shape
+  for (bool trans_a : {false, true}) {
+    for (bool trans_b : {false, true}) {
+      SCOPED_TRACE(std::string("trans_a ") + (trans_a ? "T" : "N") + " trans_b " +
+                   (trans_b ? "T" : "N"));
+      const std::int64_t lda = (trans_a ? M : K) + pad, ldb = (trans_b ? K : N) + pad,
+                         ldc = N + pad;
+      const auto A = random_vector((trans_a ? K : M) * lda, 1);
+      const auto B = random_vector((trans_b ? N : K) * ldb, 2);
+      auto expected = random_vector(M * ldc, 3);
+      auto actual = expected;
+      cpu::gemm(trans_a, trans_b, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, 1.0f,
+                expected.data(), ldc);
+      run_column_major(cuda::lt_problem(trans_a, trans_b, M, N, K, lda, ldb, ldc), B.data(),
+                       A.data(), 1.0f, actual.data());
+      for (std::int64_t i = 0; i < M * ldc; ++i)
+        ASSERT_NEAR(actual[i], expected[i], 1e-5 * (1.0 + std::fabs(expected[i]))) << i;
+    }
+  }
+}
+
+TEST(Gpt2CudaHost, TokenBucketsGroupRowsInOrder) {
+  const std::vector<int> tokens = {5, 3, 5, 0, 3, 3, 9, 5};
+  const cuda::TokenBuckets grouped = cuda::token_buckets(tokens.data(), tokens.size());
+  // tokens 0, 3, 5, 9; rows [3], [1, 4, 5], [0, 2, 7], [6].
+  EXPECT_EQ(grouped.buckets, 4);
+  EXPECT_EQ(grouped.table, (std::vector<int>{0, 3, 5, 9, 0, 1, 4, 7, 8, 3, 1, 4, 5, 0, 2, 7, 6}));
+  EXPECT_TRUE(cuda::token_buckets(tokens.data(), 0).table == std::vector<int>{0});
+  const std::vector<int> negative = {1, -1};
+  EXPECT_THROW(cuda::token_buckets(negative.data(), 2), Error);
+}
+
+}  // namespace
+}  // namespace zero::gpt2

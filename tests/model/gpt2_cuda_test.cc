@@ -1,0 +1,359 @@
+// GPT-2 CUDA kernels (model/gpt2/src/cuda/) against their CPU kernels (layers_cpu.h) on random
+// inputs with odd sizes, dropout on and off (skips without a device). Tolerances: fp32 results
+// 1e-5 relative (with a floor where a result is a difference of nearly equal terms, named per
+// test); 16-bit outputs as llm.c's kernel tests (dev/cuda/common.h: atol + |ref| · the type's
+// epsilon).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "layers_cuda.h"
+#include "zero/core/device.h"
+#include "zero/core/dtype.h"
+#include "zero/core/error.h"
+#include "zero/gpt2/layers_cpu.h"
+
+namespace zero::gpt2 {
+namespace {
+
+class Gpt2CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+  void TearDown() override {
+    if (cuda_device_count() > 0) {
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    }
+  }
+};
+
+// A device copy of a host vector, freed on destruction.
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(const std::vector<T>& host) : count_(host.size()) {
+    EXPECT_EQ(cudaMalloc(&data_, std::max<std::size_t>(1, count_) * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  explicit DeviceArray(std::size_t count) : DeviceArray(std::vector<T>(count)) {}
+  ~DeviceArray() { cudaFree(data_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return static_cast<T*>(data_); }
+  std::vector<T> host() const {
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<T> values(count_);
+    EXPECT_EQ(cudaMemcpy(values.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return values;
+  }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t count_;
+};
+
+std::vector<float> random_vector(std::size_t count, std::uint32_t seed, double scale = 1.0) {
+  std::mt19937 generator(seed);
+  std::normal_distribution<double> normal(0.0, scale);
+  std::vector<float> values(count);
+  for (float& value : values) value = static_cast<float>(normal(generator));
+  return values;
+}
+
+std::vector<int> random_tokens(std::size_t count, int vocab, std::uint32_t seed) {
+  std::mt19937 generator(seed);
+  std::vector<int> tokens(count);
+  for (int& token : tokens) token = static_cast<int>(generator() % static_cast<unsigned>(vocab));
+  return tokens;
+}
+
+// |actual - expected| <= rtol · |expected| + atol, element by element.
+void expect_close(const std::vector<float>& actual, const std::vector<float>& expected, double rtol,
+                  double atol, const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (std::size_t i = 0; i < actual.size(); ++i)
+    ASSERT_LE(std::fabs(double{actual[i]} - expected[i]), rtol * std::fabs(expected[i]) + atol)
+        << what << " element " << i << ": " << actual[i] << " vs " << expected[i];
+}
+
+DropoutSite make_dropout(float probability) {
+  DropoutSite dropout;
+  dropout.probability = probability;
+  dropout.key = derive_key(42, 7);
+  dropout.sample_offset = 5;
+  return dropout;
+}
+
+constexpr double kFp32 = 1e-5;
+
+TEST_F(Gpt2CudaTest, EncoderForwardBackward) {
+  const std::int64_t B = 3, T = 7, C = 37, V = 50;
+  for (float p : {0.0f, 0.1f}) {
+    SCOPED_TRACE("dropout " + std::to_string(p));
+    const DropoutSite dropout = make_dropout(p);
+    const auto tokens = random_tokens(B * T, 9, 1);  // few distinct tokens: rows share buckets
+    const auto wte = random_vector(V * C, 2), wpe = random_vector(T * C, 3);
+    std::vector<float> out(B * T * C);
+    cpu::encoder_forward(out.data(), tokens.data(), wte.data(), wpe.data(), B, T, C, dropout);
+    DeviceArray<int> d_tokens(tokens);
+    DeviceArray<float> d_wte(wte), d_wpe(wpe), d_out(B * T * C);
+    cuda::encoder_forward(d_out.get(), d_tokens.get(), d_wte.get(), d_wpe.get(), B, T, C, dropout,
+                          nullptr);
+    expect_close(d_out.host(), out, kFp32, 0.0, "encoder out");
+
+    const auto dout = random_vector(B * T * C, 4);
+    auto dwte = random_vector(V * C, 5), dwpe = random_vector(T * C, 6);  // accumulated into
+    DeviceArray<float> d_dout(dout), d_dwte(dwte), d_dwpe(dwpe);
+    cpu::encoder_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C, dropout);
+    cuda::encoder_backward(d_dwte.get(), d_dwpe.get(), d_dout.get(), tokens.data(), B, T, C,
+                           dropout, nullptr);
+    // Summed in the CPU's row order: equal up to the CPU compiler's FMA contraction.
+    expect_close(d_dwte.host(), dwte, kFp32, 1e-7, "dwte");
+    expect_close(d_dwpe.host(), dwpe, kFp32, 1e-7, "dwpe");
+  }
+}
+
+TEST_F(Gpt2CudaTest, ResidualLayerNormForwardBackward) {
+  const std::int64_t B = 2, T = 9, C = 45, N = B * T;  // C not a multiple of the warp
+  for (float p : {0.0f, 0.2f}) {
+    SCOPED_TRACE("dropout " + std::to_string(p));
+    const DropoutSite dropout = make_dropout(p);
+    const auto residual = random_vector(N * C, 1), inp = random_vector(N * C, 2),
+               weight = random_vector(C, 3), bias = random_vector(C, 4);
+    std::vector<float> sum(N * C), out(N * C), mean(N), rstd(N);
+    cpu::residual_dropout_forward(sum.data(), residual.data(), inp.data(), B, T, C, dropout);
+    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), sum.data(), weight.data(),
+                           bias.data(), N, C, 1e-5f);
+    DeviceArray<float> d_residual(residual), d_inp(inp), d_weight(weight), d_bias(bias);
+    DeviceArray<float> d_sum(N * C), d_out(N * C), d_mean(N), d_rstd(N);
+    cuda::residual_layernorm_forward(d_sum.get(), d_out.get(), d_mean.get(), d_rstd.get(),
+                                     d_residual.get(), d_inp.get(), d_weight.get(), d_bias.get(), B,
+                                     T, C, 1e-5f, dropout, nullptr);
+    expect_close(d_sum.host(), sum, kFp32, 0.0, "residual sum");
+    // (x - mean) loses relative precision where x ≈ mean: a floor of 1e-5 · |weight| scale.
+    expect_close(d_out.host(), out, kFp32, 1e-5, "layernorm out");
+    expect_close(d_mean.host(), mean, kFp32, 1e-6, "mean");
+    expect_close(d_rstd.host(), rstd, kFp32, 0.0, "rstd");
+
+    // Plain layer norm on the same rows.
+    DeviceArray<float> d_out2(N * C), d_mean2(N), d_rstd2(N);
+    cuda::layernorm_forward(d_out2.get(), d_mean2.get(), d_rstd2.get(), d_sum.get(), d_weight.get(),
+                            d_bias.get(), N, C, 1e-5f, nullptr);
+    expect_close(d_out2.host(), out, kFp32, 1e-5, "plain layernorm out");
+
+    const auto dout = random_vector(N * C, 5);
+    auto dinp = random_vector(N * C, 6), dweight = random_vector(C, 7), dbias = random_vector(C, 8);
+    DeviceArray<float> d_dout(dout), d_dinp(dinp), d_dweight(dweight), d_dbias(dbias);
+    cpu::layernorm_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), sum.data(),
+                            weight.data(), mean.data(), rstd.data(), N, C);
+    // The CPU's mean and rstd, so only the backward's arithmetic is compared.
+    DeviceArray<float> d_cpu_mean(mean), d_cpu_rstd(rstd);
+    cuda::layernorm_backward(d_dinp.get(), d_dweight.get(), d_dbias.get(), d_dout.get(),
+                             d_sum.get(), d_weight.get(), d_cpu_mean.get(), d_cpu_rstd.get(), N, C,
+                             nullptr);
+    expect_close(d_dinp.host(), dinp, kFp32, 1e-5, "dinp");
+    expect_close(d_dweight.host(), dweight, kFp32, 1e-5, "dweight");
+    expect_close(d_dbias.host(), dbias, kFp32, 1e-5, "dbias");
+  }
+}
+
+TEST_F(Gpt2CudaTest, GeluForwardBackward) {
+  const std::int64_t n = 4099;
+  const auto inp = random_vector(n, 1, 3.0), dout = random_vector(n, 2);
+  std::vector<float> out(n), dinp(n);
+  cpu::gelu_forward(out.data(), inp.data(), n);
+  cpu::gelu_backward(dinp.data(), inp.data(), dout.data(), n);
+  DeviceArray<float> d_inp(inp), d_dout(dout), d_out(n), d_dinp(n);
+  cuda::gelu_forward(d_out.get(), d_inp.get(), n, nullptr);
+  cuda::gelu_backward(d_dinp.get(), d_inp.get(), d_dout.get(), n, nullptr);
+  // The CPU's tanh is Eigen's rational approximation, the GPU's tanhf: 1 + tanh(z) for z ≪ 0
+  // cancels, hence the absolute floor.
+  expect_close(d_out.host(), out, kFp32, 1e-6, "gelu out");
+  expect_close(d_dinp.host(), dinp, kFp32, 1e-6, "gelu dinp");
+  // In place (dinp aliasing dout).
+  DeviceArray<float> d_inplace(dout);
+  cuda::gelu_backward(d_inplace.get(), d_inp.get(), d_inplace.get(), n, nullptr);
+  expect_close(d_inplace.host(), dinp, kFp32, 1e-6, "gelu dinp in place");
+}
+
+TEST_F(Gpt2CudaTest, FusedSoftmaxCrossEntropy) {
+  const std::int64_t N = 13, V = 1001, Vp = 1024;
+  const auto logits = random_vector(N * Vp, 1, 4.0);
+  auto targets = random_tokens(N, static_cast<int>(V), 2);
+  targets[3] = -100;  // ignore_index
+  targets[7] = static_cast<int>(V - 1);
+  std::vector<float> losses(N), logsumexp(N);
+  const std::int64_t counted = cpu::crossentropy_forward(losses.data(), logsumexp.data(),
+                                                         logits.data(), targets.data(), N, V, Vp);
+  EXPECT_EQ(counted, N - 1);
+  DeviceArray<float> d_logits(logits), d_losses(N), d_lse(N);
+  DeviceArray<int> d_targets(targets);
+  cuda::crossentropy_forward(d_losses.get(), d_lse.get(), d_logits.get(), d_targets.get(), N, V, Vp,
+                             nullptr);
+  // A loss is logsumexp minus a logit: its error is logsumexp's (≈ 20 here) in absolute terms.
+  expect_close(d_losses.host(), losses, kFp32, kFp32 * 20, "losses");
+  expect_close(d_lse.host(), logsumexp, kFp32, 0.0, "logsumexp");
+
+  std::vector<float> dlogits = logits;
+  const float scale = 1.0f / static_cast<float>(counted);
+  cpu::crossentropy_backward(dlogits.data(), logsumexp.data(), targets.data(), N, V, Vp, scale);
+  cuda::crossentropy_backward(d_logits.get(), d_lse.get(), d_targets.get(), N, V, Vp, scale,
+                              nullptr);
+  // Probabilities far below the largest are tiny absolute values: a floor of 1e-5 · scale.
+  expect_close(d_logits.host(), dlogits, kFp32, 1e-5 * scale, "dlogits");
+}
+
+TEST_F(Gpt2CudaTest, PlainAttentionForwardBackward) {
+  const std::int64_t B = 2, T = 37, C = 36, NH = 3;  // T past one warp, HS = 12
+  for (float p : {0.0f, 0.1f}) {
+    SCOPED_TRACE("dropout " + std::to_string(p));
+    const DropoutSite dropout = make_dropout(p);
+    const auto qkv = random_vector(B * T * 3 * C, 1), dout = random_vector(B * T * C, 2);
+    std::vector<float> out(B * T * C), att(B * NH * T * T), dqkv(B * T * 3 * C),
+        datt(B * NH * T * T);
+    cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH, dropout);
+    cpu::attention_backward(dqkv.data(), datt.data(), dout.data(), qkv.data(), att.data(), B, T, C,
+                            NH, dropout);
+    DeviceArray<float> d_qkv(qkv), d_dout(dout), d_out(out.size()), d_att(att.size()),
+        d_dqkv(random_vector(dqkv.size(), 3)), d_datt(datt.size());  // dqkv overwritten
+    cuda::attention_forward(d_out.get(), d_att.get(), d_qkv.get(), B, T, C, NH, dropout, nullptr);
+    expect_close(d_att.host(), att, kFp32, 1e-7, "att");
+    expect_close(d_out.host(), out, kFp32, 1e-6, "attention out");
+    cuda::attention_backward(d_dqkv.get(), d_datt.get(), d_dout.get(), d_qkv.get(), d_att.get(), B,
+                             T, C, NH, dropout, nullptr);
+    expect_close(d_dqkv.host(), dqkv, kFp32, 1e-6, "dqkv");
+  }
+}
+
+// 16-bit copies of fp32 values and their exact widening (what both sides compute on).
+std::vector<std::uint16_t> narrow(const std::vector<float>& values, DType dtype) {
+  std::vector<std::uint16_t> out(values.size());
+  convert(values.data(), DType::kFloat32, out.data(), dtype, values.size());
+  return out;
+}
+std::vector<float> widen(const std::vector<std::uint16_t>& values, DType dtype) {
+  std::vector<float> out(values.size());
+  convert(values.data(), dtype, out.data(), DType::kFloat32, values.size());
+  return out;
+}
+
+// y = 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³))) on the host, for the GELU epilogue.
+std::vector<float> gelu_of(const std::vector<float>& x) {
+  std::vector<float> y(x.size());
+  cpu::gelu_forward(y.data(), x.data(), static_cast<std::int64_t>(x.size()));
+  return y;
+}
+
+TEST_F(Gpt2CudaTest, CublasLtGemmFp32AllTransposes) {
+  const std::int64_t M = 33, N = 47, K = 29;
+  for (bool trans_a : {false, true}) {
+    for (bool trans_b : {false, true}) {
+      SCOPED_TRACE(std::string("trans_a ") + (trans_a ? "T" : "N") + " trans_b " +
+                   (trans_b ? "T" : "N"));
+      const std::int64_t lda = trans_a ? M : K, ldb = trans_b ? K : N, ldc = N;
+      const auto A = random_vector(M * K, 1), B = random_vector(K * N, 2);
+      for (float beta : {0.0f, 1.0f}) {
+        auto C = random_vector(M * N, 3);
+        DeviceArray<float> d_A(A), d_B(B), d_C(C);
+        cpu::gemm(trans_a, trans_b, M, N, K, 1.0f, A.data(), lda, B.data(), ldb, beta, C.data(),
+                  ldc);
+        cuda::gemm(trans_a, trans_b, M, N, K, d_A.get(), lda, d_B.get(), ldb, DType::kFloat32, beta,
+                   d_C.get(), ldc, DType::kFloat32, {}, nullptr);
+        // Sums of K products of unit normals: a floor for cancellation.
+        expect_close(d_C.host(), C, kFp32, 1e-5 * std::sqrt(double(K)), "C");
+      }
+    }
+  }
+}
+
+TEST_F(Gpt2CudaTest, CublasLtGemm16BitOperands) {
+  const std::int64_t M = 37, N = 40, K = 53;
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    SCOPED_TRACE(std::string(name_of(dtype)));
+    const auto A16 = narrow(random_vector(M * K, 1), dtype),
+               B16 = narrow(random_vector(K * N, 2), dtype);
+    const auto A = widen(A16, dtype), B = widen(B16, dtype);
+    std::vector<float> expected(M * N);
+    // Products of 16-bit values are exact in fp32: only the summation order differs.
+    cpu::gemm(false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, expected.data(), N);
+    DeviceArray<std::uint16_t> d_A(A16), d_B(B16);
+    DeviceArray<float> d_C32(M * N);
+    cuda::gemm(false, true, M, N, K, d_A.get(), K, d_B.get(), K, dtype, 0.0f, d_C32.get(), N,
+               DType::kFloat32, {}, nullptr);
+    expect_close(d_C32.host(), expected, kFp32, 1e-5 * std::sqrt(double(K)), "fp32 C");
+    // 16-bit C: llm.c's tolerance (1e-2 + |ref| · epsilon of the type).
+    DeviceArray<std::uint16_t> d_C16(M * N);
+    cuda::gemm(false, true, M, N, K, d_A.get(), K, d_B.get(), K, dtype, 0.0f, d_C16.get(), N, dtype,
+               {}, nullptr);
+    const double epsilon = dtype == DType::kBFloat16 ? 0.0078125 : 0.0009765625;
+    expect_close(widen(d_C16.host(), dtype), expected, epsilon, 1e-2, "16-bit C");
+  }
+}
+
+TEST_F(Gpt2CudaTest, CublasLtBiasAndGeluEpilogues) {
+  const std::int64_t M = 21, N = 48, K = 35;  // N a multiple of 8: the GELU aux matrix's ld
+  const auto A = random_vector(M * K, 1, 0.5), B = random_vector(K * N, 2, 0.5),
+             bias = random_vector(N, 3);
+  std::vector<float> pre(M * N);
+  cpu::matmul_forward(pre.data(), A.data(), B.data(), bias.data(), M, K, N);
+  DeviceArray<float> d_A(A), d_B(B), d_bias(bias), d_out(M * N), d_pre(M * N);
+  cuda::GemmEpilogue epilogue;
+  epilogue.bias = d_bias.get();
+  cuda::gemm(false, false, M, N, K, d_A.get(), K, d_B.get(), N, DType::kFloat32, 0.0f, d_out.get(),
+             N, DType::kFloat32, epilogue, nullptr);
+  expect_close(d_out.host(), pre, kFp32, 1e-5 * std::sqrt(double(K)), "bias epilogue");
+  epilogue.gelu = true;
+  epilogue.pre_gelu = d_pre.get();
+  cuda::gemm(false, false, M, N, K, d_A.get(), K, d_B.get(), N, DType::kFloat32, 0.0f, d_out.get(),
+             N, DType::kFloat32, epilogue, nullptr);
+  expect_close(d_pre.host(), pre, kFp32, 1e-5 * std::sqrt(double(K)), "pre-GELU aux");
+  // cuBLASLt's GELU is the tanh form; its internal tanh is not the CPU's: 1e-4 absolute.
+  expect_close(d_out.host(), gelu_of(pre), 1e-4, 1e-4, "GELU epilogue");
+  EXPECT_THROW(cuda::gemm(false, false, M, N, K, d_A.get(), K, d_B.get(), N, DType::kFloat32, 1.0f,
+                          d_out.get(), N, DType::kFloat32, epilogue, nullptr),
+               Error);
+}
+
+TEST_F(Gpt2CudaTest, MatmulForwardBackward) {
+  const std::int64_t N = 27, C = 31, OC = 3 * 31 + 1;
+  const auto inp = random_vector(N * C, 1), weight = random_vector(C * OC, 2),
+             bias = random_vector(OC, 3), dout = random_vector(N * OC, 4);
+  std::vector<float> out(N * OC), dinp(N * C);
+  auto dweight = random_vector(C * OC, 5), dbias = random_vector(OC, 6);
+  cpu::matmul_forward(out.data(), inp.data(), weight.data(), bias.data(), N, C, OC);
+  DeviceArray<float> d_inp(inp), d_weight(weight), d_bias(bias), d_dout(dout), d_out(N * OC),
+      d_dinp(N * C), d_dweight(dweight), d_dbias(dbias);
+  cpu::matmul_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                       weight.data(), N, C, OC);
+  cuda::matmul_forward(d_out.get(), d_inp.get(), d_weight.get(), d_bias.get(), N, C, OC, nullptr);
+  cuda::matmul_backward(d_dinp.get(), d_dweight.get(), d_dbias.get(), d_dout.get(), d_inp.get(),
+                        d_weight.get(), N, C, OC, nullptr);
+  expect_close(d_out.host(), out, kFp32, 1e-5 * std::sqrt(double(C)), "out");
+  expect_close(d_dinp.host(), dinp, kFp32, 1e-5 * std::sqrt(double(OC)), "dinp");
+  expect_close(d_dweight.host(), dweight, kFp32, 1e-5 * std::sqrt(double(N)), "dweight");
+  expect_close(d_dbias.host(), dbias, kFp32, 1e-5 * std::sqrt(double(N)), "dbias");
+}
+
+TEST_F(Gpt2CudaTest, BadShapesAreRefused) {
+  DeviceArray<float> d(16);
+  EXPECT_THROW(
+      cuda::attention_forward(d.get(), d.get(), d.get(), 1, 2, 10, 3, DropoutSite{}, nullptr),
+      Error);
+  EXPECT_THROW(cuda::crossentropy_forward(d.get(), d.get(), d.get(), nullptr, 1, 17, 16, nullptr),
+               Error);
+  EXPECT_THROW(cuda::gemm(false, false, 2, 2, 2, d.get(), 2, d.get(), 2, DType::kBFloat16, 0.0f,
+                          d.get(), 2, DType::kFloat16, {}, nullptr),
+               Error);
+}
+
+}  // namespace
+}  // namespace zero::gpt2
