@@ -2,6 +2,8 @@
 // the first byte to output_dir; the tokenizer files saved beside a model.
 #include "prepare.h"
 
+#include "checkpointing.h"
+
 #include <unistd.h>
 
 #include <cmath>
@@ -107,7 +109,8 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
   if (fs::exists(output_dir)) {
     if (!fs::is_directory(output_dir))
       input_error("--output_dir ", output_dir.string(), " exists and is not a folder");
-    if (!fs::is_empty(output_dir) && !arguments.overwrite_output_dir)
+    if (!fs::is_empty(output_dir) && !arguments.overwrite_output_dir &&
+        !resume_folder(arguments))  // run_clm: resuming writes into it
       input_error("--output_dir ", output_dir.string(),
                   " already exists and is not empty; use --overwrite_output_dir to write into it");
   }
