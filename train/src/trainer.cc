@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -141,6 +143,9 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
   Prepared prepared = prepare(arguments, world, rank, run_options.print);
   const std::optional<fs::path> resume = resume_folder(arguments);
   const PreemptionHandlers preemption;  // SIGTERM/SIGUSR1 until train() returns
+  // Test hook: rank 0 signals itself (SIGUSR1) after this step, as Slurm's --signal would.
+  const char* preempt_test = std::getenv("ZERO_TEST_PREEMPT_AT_STEP");
+  const std::int64_t preempt_test_step = preempt_test ? std::atoll(preempt_test) : -1;
   // Every rank has checked everything before rank 0 writes anything.
   communicator.barrier("zero::train inputs checked");
   const fs::path output_dir = arguments.output_dir;
@@ -624,6 +629,7 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
         epoch_steps = 0;
       }
       // Preemption: every rank agrees at this boundary, saves and leaves the loop.
+      if (step == preempt_test_step && rank == 0) std::raise(SIGUSR1);
       const bool preempted = preemption.agreed(communicator);
       if ((arguments.save_strategy == IntervalStrategy::kSteps &&
            step % arguments.save_steps == 0) ||
