@@ -34,8 +34,8 @@ int run_info(const fs::path& given, bool checksums) {
   std::cout << "checkpoint " << folder.string() << "\n"
             << "step " << index.training.global_steps << " (optimizer steps "
             << index.training.optimizer_steps << ", skipped " << index.training.skipped_steps
-            << ", scheduler at " << index.training.scheduler_last_batch_iteration
-            << ", loss scale " << index.training.loss_scaler.scale << ")\n"
+            << ", scheduler at " << index.training.scheduler_last_batch_iteration << ", loss scale "
+            << index.training.loss_scaler.scale << ")\n"
             << "written by world " << index.world_size << ", ZeRO stage " << index.stage << ", "
             << index.param_dtype << " parameters, " << index.master_dtype
             << " master weights, optimizer " << index.optimizer << " (states:";
@@ -100,7 +100,8 @@ int run_consolidate(const fs::path& given, const fs::path& out) {
             << (classifier ? "GPT2ForSequenceClassification" : "GPT2LMHeadModel")
             << ", fp32 master weights of step " << index.training.global_steps << ", "
             << index.files.size() << " shard files of world " << index.world_size << ")";
-  for (const std::string& name : copied) std::cout << (name == copied.front() ? "; " : ", ") << name;
+  for (const std::string& name : copied)
+    std::cout << (name == copied.front() ? "; " : ", ") << name;
   std::cout << "\n";
   return 0;
 }
@@ -109,8 +110,8 @@ int run_consolidate(const fs::path& given, const fs::path& out) {
 
 int run_checkpoint(std::span<char* const> args) {
   po::options_description options("Options");
-  options.add_options()("help,h", "print this help")(
-      "action", po::value<std::string>(), "info or consolidate")(
+  options.add_options()("help,h", "print this help")("action", po::value<std::string>(),
+                                                     "info or consolidate")(
       "dir", po::value<std::string>(),
       "a checkpoint-N folder, or an output_dir (its `latest`, else its newest checkpoint)")(
       "out", po::value<std::string>(), "consolidate: the folder to write")(

@@ -77,8 +77,8 @@ std::optional<fs::path> resume_folder(const TrainingArguments& arguments) {
       return std::nullopt;
     return checkpoint::resolve(output_dir);
   }
-  const fs::path path = given == "latest" || given == "True" || given == "true" ? output_dir
-                                                                              : fs::path(given);
+  const fs::path path =
+      given == "latest" || given == "True" || given == "true" ? output_dir : fs::path(given);
   try {
     return checkpoint::resolve(path);
   } catch (const Error& error) {
@@ -153,8 +153,8 @@ Resumed resume_from(const fs::path& folder, Engine& engine, const gpt2::GPT2Conf
     p.epoch_counted = progress.at("epoch_counted").get<double>();
     p.epoch_steps = progress.at("epoch_steps").get<std::int64_t>();
   } catch (const json::exception& error) {
-    ZERO_THROW("checkpoint file ", (folder / kTrainerStateFile).string(), " is not valid: ",
-               error.what());
+    ZERO_THROW("checkpoint file ", (folder / kTrainerStateFile).string(),
+               " is not valid: ", error.what());
   }
   const RunShape& was = resumed.written;
   if (was.task != shape.task)

@@ -23,11 +23,11 @@ inline constexpr const char* kTrainerStateFile = "zero_trainer_state.json";
 
 // What the loop carries from step to step besides the engine: saved with every checkpoint.
 struct TrainerProgress {
-  std::int64_t step = 0;                 // optimizer steps done (global_step)
-  std::uint64_t sampler_position = 0;    // micro-batches of B × W the sampler has handed out
-  std::uint64_t stream_position = 0;     // --streaming: the stream's global batches read
-  double train_loss_sum = 0.0;           // Σ of the step losses (train_loss = mean)
-  double window_loss = 0.0;              // since the last log line
+  std::int64_t step = 0;               // optimizer steps done (global_step)
+  std::uint64_t sampler_position = 0;  // micro-batches of B × W the sampler has handed out
+  std::uint64_t stream_position = 0;   // --streaming: the stream's global batches read
+  double train_loss_sum = 0.0;         // Σ of the step losses (train_loss = mean)
+  double window_loss = 0.0;            // since the last log line
   std::int64_t window_steps = 0;
   double epoch_loss = 0.0, epoch_correct = 0.0, epoch_counted = 0.0;  // text-classification
   std::int64_t epoch_steps = 0;

@@ -2,8 +2,6 @@
 // the first byte to output_dir; the tokenizer files saved beside a model.
 #include "prepare.h"
 
-#include "checkpointing.h"
-
 #include <unistd.h>
 
 #include <cmath>
@@ -14,6 +12,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "checkpointing.h"
 #include "zero/optim/lr_schedules.h"
 #include "zero/optim/optimizers.h"
 #include "zero/text/progress.h"

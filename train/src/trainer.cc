@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
-#include <cstdlib>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -490,20 +490,19 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
           resumed.index.stage, resumed.index.param_dtype.c_str(), changes.c_str());
     }
     auto save_resumable = [&](std::int64_t at) {
-      const TrainerProgress progress{
-          .step = at,
-          .sampler_position = sampler.position().step,
-          .stream_position = stream ? stream->step() : 0,
-          .train_loss_sum = train_loss_sum,
-          .window_loss = window_loss,
-          .window_steps = window_steps,
-          .epoch_loss = epoch_loss,
-          .epoch_correct = epoch_correct,
-          .epoch_counted = epoch_counted,
-          .epoch_steps = epoch_steps};
-      const fs::path folder = save_checkpoint(communicator, engine, output_dir, at,
-                                              arguments.save_total_limit, shape, progress,
-                                              [&](const fs::path& staging) { save(staging, at); });
+      const TrainerProgress progress{.step = at,
+                                     .sampler_position = sampler.position().step,
+                                     .stream_position = stream ? stream->step() : 0,
+                                     .train_loss_sum = train_loss_sum,
+                                     .window_loss = window_loss,
+                                     .window_steps = window_steps,
+                                     .epoch_loss = epoch_loss,
+                                     .epoch_correct = epoch_correct,
+                                     .epoch_counted = epoch_counted,
+                                     .epoch_steps = epoch_steps};
+      const fs::path folder =
+          save_checkpoint(communicator, engine, output_dir, at, arguments.save_total_limit, shape,
+                          progress, [&](const fs::path& staging) { save(staging, at); });
       say("saved %s\n", folder.c_str());
     };
     Clock::time_point window_start = Clock::now();
@@ -647,7 +646,8 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
     step = total_steps;
     bar.finish();
     train_runtime = seconds_since(train_start);
-    result.train_loss = train_loss_sum / static_cast<double>(std::max<std::int64_t>(total_steps, 1));
+    result.train_loss =
+        train_loss_sum / static_cast<double>(std::max<std::int64_t>(total_steps, 1));
   }
   result.global_step = step;
   result.epoch = static_cast<double>(step) / static_cast<double>(prepared.steps_per_epoch);

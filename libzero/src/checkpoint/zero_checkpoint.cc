@@ -73,8 +73,7 @@ std::vector<std::uint64_t> all_gather_u64(Communicator& communicator,
   communicator.synchronize();
   std::vector<std::uint64_t> out(all.size() / 4);
   for (std::size_t i = 0; i < out.size(); ++i)
-    for (int k = 0; k < 4; ++k)
-      out[i] |= static_cast<std::uint64_t>(all[4 * i + k]) << (16 * k);
+    for (int k = 0; k < 4; ++k) out[i] |= static_cast<std::uint64_t>(all[4 * i + k]) << (16 * k);
   return out;
 }
 
@@ -83,8 +82,7 @@ std::vector<std::uint64_t> all_gather_u64(Communicator& communicator,
 ElementRange written_range(const ShardState& shard, std::size_t num_elements, bool partitioned,
                            int world, int rank) {
   if (partitioned) return shard.range;
-  const ElementRange share =
-      shard_range(padded_num_elements(num_elements, world, 1), world, rank);
+  const ElementRange share = shard_range(padded_num_elements(num_elements, world, 1), world, rank);
   return intersect(share, intersect(shard.range, {0, num_elements}));
 }
 
@@ -137,17 +135,17 @@ struct OpenedFile {
 void check_file(const fs::path& folder, const ShardFileInfo& file, bool checksums) {
   const fs::path path = folder / file.name;
   std::error_code error;
-  ZERO_CHECK(fs::is_regular_file(path, error), "checkpoint ", folder.string(),
-             ": shard file ", path.string(), " (rank ", file.rank, ") is missing");
+  ZERO_CHECK(fs::is_regular_file(path, error), "checkpoint ", folder.string(), ": shard file ",
+             path.string(), " (rank ", file.rank, ") is missing");
   const std::uintmax_t size = fs::file_size(path, error);
   ZERO_CHECK(!error && size == file.size_bytes, "checkpoint ", folder.string(), ": shard file ",
              path.string(), " has ", size, " bytes, the index records ", file.size_bytes,
              size < file.size_bytes ? " (truncated)" : "");
   if (checksums) {
     const std::uint64_t sum = file_checksum(path);
-    ZERO_CHECK(sum == file.checksum, "checkpoint ", folder.string(), ": shard file ",
-               path.string(), " has checksum ", hex(sum), ", the index records ",
-               hex(file.checksum), " (the file is corrupt)");
+    ZERO_CHECK(sum == file.checksum, "checkpoint ", folder.string(), ": shard file ", path.string(),
+               " has checksum ", hex(sum), ", the index records ", hex(file.checksum),
+               " (the file is corrupt)");
   }
 }
 
@@ -163,16 +161,15 @@ OpenedFile open_file(const fs::path& folder, const CheckpointIndex& index,
                unit, "' listed in ", kIndexFileName);
     std::ostringstream expected;
     expected << range.begin << ":" << range.end;
-    ZERO_CHECK(found->second == expected.str(), "shard file ", where, ": unit '", unit,
-               "' covers ", found->second, ", ", kIndexFileName, " says ", expected.str());
+    ZERO_CHECK(found->second == expected.str(), "shard file ", where, ": unit '", unit, "' covers ",
+               found->second, ", ", kIndexFileName, " says ", expected.str());
     std::vector<std::string> states{"params"};
     states.insert(states.end(), index.optimizer_states.begin(), index.optimizer_states.end());
     for (const std::string& state : states) {
       const SafetensorsTensor& tensor = reader.tensor(tensor_name(unit, state));
       ZERO_CHECK(tensor.dtype == SafetensorsDType::kF32 && tensor.num_elements() == range.size(),
-                 "shard file ", where, ": tensor '", tensor.name, "' holds ",
-                 tensor.num_elements(), " ", name_of(tensor.dtype), " values, its range ",
-                 range.size(), " F32");
+                 "shard file ", where, ": tensor '", tensor.name, "' holds ", tensor.num_elements(),
+                 " ", name_of(tensor.dtype), " values, its range ", range.size(), " F32");
     }
   }
   return opened;
@@ -253,8 +250,8 @@ void write_file_atomically(const fs::path& path, const std::string& text) {
   ZERO_CHECK(fd >= 0, "cannot create ", temporary.string(), ": ", std::strerror(errno));
   try {
     write_all(fd, text.data(), text.size(), temporary);
-    ZERO_CHECK(::fsync(fd) == 0, "fsync of ", temporary.string(), " failed: ",
-               std::strerror(errno));
+    ZERO_CHECK(::fsync(fd) == 0, "fsync of ", temporary.string(),
+               " failed: ", std::strerror(errno));
   } catch (...) {
     ::close(fd);
     throw;
@@ -275,8 +272,8 @@ CheckpointIndex read_index(const fs::path& folder) {
     ZERO_CHECK(root.value("format", "") == "zero-checkpoint", path.string(),
                ": \"format\" is not \"zero-checkpoint\"");
     index.version = root.at("version").get<int>();
-    ZERO_CHECK(index.version == kFormatVersion, path.string(), ": format version ",
-               index.version, " is not the version this build reads (", kFormatVersion, ")");
+    ZERO_CHECK(index.version == kFormatVersion, path.string(), ": format version ", index.version,
+               " is not the version this build reads (", kFormatVersion, ")");
     index.world_size = root.at("world_size").get<int>();
     index.stage = root.at("stage").get<int>();
     index.param_dtype = root.at("param_dtype").get<std::string>();
@@ -344,8 +341,8 @@ void validate(const fs::path& folder, const CheckpointIndex& index, bool checksu
   }
   for (const ShardFileInfo& file : index.files) {
     for (const auto& [unit, range] : file.ranges)
-      ZERO_CHECK(index.find_unit(unit) != nullptr, where, ": file ", file.name,
-                 " holds unit '", unit, "', which the index does not list");
+      ZERO_CHECK(index.find_unit(unit) != nullptr, where, ": file ", file.name, " holds unit '",
+                 unit, "', which the index does not list");
     check_file(folder, file, checksums);
     open_file(folder, index, file);
   }
@@ -393,19 +390,21 @@ CheckpointIndex load(Engine& engine, const fs::path& folder) {
     const std::string& name = engine.unit_name(u);
     engine_units.push_back(name);
     const UnitInfo* unit = index.find_unit(name);
-    ZERO_CHECK(unit != nullptr, "checkpoint ", where, " has no unit '", name,
-               "' (it was written for another model: its units are ", [&] {
-                 std::vector<std::string> names;
-                 for (const UnitInfo& info : index.units) names.push_back(info.name);
-                 return join(names);
-               }(), ")");
+    ZERO_CHECK(
+        unit != nullptr, "checkpoint ", where, " has no unit '", name,
+        "' (it was written for another model: its units are ",
+        [&] {
+          std::vector<std::string> names;
+          for (const UnitInfo& info : index.units) names.push_back(info.name);
+          return join(names);
+        }(),
+        ")");
     ZERO_CHECK(unit->num_elements == engine.layout(u).num_elements(), "checkpoint ", where,
                ": unit '", name, "' has ", unit->num_elements, " elements, this model's has ",
                engine.layout(u).num_elements(), " (another model config)");
   }
   for (const UnitInfo& unit : index.units)
-    ZERO_CHECK(std::find(engine_units.begin(), engine_units.end(), unit.name) !=
-                   engine_units.end(),
+    ZERO_CHECK(std::find(engine_units.begin(), engine_units.end(), unit.name) != engine_units.end(),
                "checkpoint ", where, " has unit '", unit.name, "', which this model does not");
   std::vector<ShardState> shards = engine.shard_states();
   std::vector<std::string> states;
@@ -414,9 +413,8 @@ CheckpointIndex load(Engine& engine, const fs::path& folder) {
   ZERO_CHECK(states == index.optimizer_states, "checkpoint ", where, " holds optimizer states (",
              join(index.optimizer_states), ") of ", index.optimizer,
              "; this engine's optimizer keeps (", join(states), ")");
-  ZERO_CHECK(static_cast<int>(index.files.size()) == index.world_size, where, "/",
-             kIndexFileName, " lists ", index.files.size(), " shard files for a world of ",
-             index.world_size);
+  ZERO_CHECK(static_cast<int>(index.files.size()) == index.world_size, where, "/", kIndexFileName,
+             " lists ", index.files.size(), " shard files for a world of ", index.world_size);
 
   // Every file this rank needs, checked and opened once, then the pieces copied. The ranks agree
   // on the outcome before anything collective follows: a rank that found a bad file throws its
@@ -431,8 +429,8 @@ CheckpointIndex load(Engine& engine, const fs::path& folder) {
       bool needed = false;
       for (const ShardState& shard : shards) {
         const auto found = file.ranges.find(shard.unit);
-        needed = needed || (found != file.ranges.end() &&
-                            !intersect(found->second, shard.range).empty());
+        needed = needed ||
+                 (found != file.ranges.end() && !intersect(found->second, shard.range).empty());
       }
       if (!needed) continue;
       check_file(folder, file, true);
@@ -520,8 +518,8 @@ void CheckpointSave::write_engine(Engine& engine) {
     writer.add(tensor_name(shard.unit, "params"), SafetensorsDType::kF32, shape,
                shard.params.data() + skip, range.size() * sizeof(float));
     for (const auto& [name, values] : shard.optimizer_state)
-      writer.add(tensor_name(shard.unit, name), SafetensorsDType::kF32, shape,
-                 values.data() + skip, range.size() * sizeof(float));
+      writer.add(tensor_name(shard.unit, name), SafetensorsDType::kF32, shape, values.data() + skip,
+                 range.size() * sizeof(float));
   }
 
   const std::string name = shard_file_name(rank, world);

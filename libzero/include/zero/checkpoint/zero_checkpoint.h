@@ -41,8 +41,8 @@ struct ShardFileInfo {
   std::string name;  // file name inside the checkpoint folder
   int rank = 0;
   std::uint64_t size_bytes = 0;
-  std::uint64_t checksum = 0;                   // file_checksum() of the whole file
-  std::map<std::string, ElementRange> ranges;   // unit → global range held (non-empty only)
+  std::uint64_t checksum = 0;                  // file_checksum() of the whole file
+  std::map<std::string, ElementRange> ranges;  // unit → global range held (non-empty only)
 };
 
 // zero_checkpoint.json.
