@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "prepare.h"
 #include "zero/core/error.h"
 #include "zero/train/trainer.h"
 
@@ -47,11 +48,13 @@ json progress_to_json(const TrainerProgress& progress) {
 
 json read_json(const fs::path& path) {
   std::ifstream stream(path);
-  ZERO_CHECK(stream.good(), "checkpoint file ", path.string(), " is missing");
+  if (!stream.good())
+    input_error("--resume_from_checkpoint: ", path.string(),
+                " is missing (not a resumable checkpoint, or an incomplete one)");
   try {
     return json::parse(stream);
   } catch (const json::exception& error) {
-    ZERO_THROW("checkpoint file ", path.string(), " is not valid JSON: ", error.what());
+    input_error("--resume_from_checkpoint: ", path.string(), " is not valid JSON: ", error.what());
   }
 }
 
@@ -106,13 +109,26 @@ fs::path save_checkpoint(Communicator& communicator, Engine& engine, const fs::p
   return folder;
 }
 
-Resumed resume_from(const fs::path& folder, Engine& engine, const gpt2::GPT2Config& model_config,
-                    const RunShape& shape) {
+RunShape run_shape(const TrainingArguments& arguments, const Prepared& prepared, int world) {
+  const std::int64_t accumulation = prepared.deepspeed.config.gradient_accumulation_steps;
+  return {.task = arguments.task,
+          .train_batch_size = arguments.per_device_train_batch_size * world * accumulation,
+          .per_device_train_batch_size = arguments.per_device_train_batch_size,
+          .gradient_accumulation_steps = accumulation,
+          .world_size = world,
+          .block_size = prepared.block_size,
+          .seed = arguments.seed,
+          .train_blocks = prepared.train_blocks};
+}
+
+Resumed check_resume(const fs::path& folder, const gpt2::GPT2Config& model_config,
+                     const RunShape& shape) {
   Resumed resumed;
   resumed.folder = folder;
   // The model: config.json's shape against this run's.
   const fs::path config_path = folder / "config.json";
-  ZERO_CHECK(fs::exists(config_path), "checkpoint ", folder.string(), " has no config.json");
+  if (!fs::exists(config_path))
+    input_error("--resume_from_checkpoint ", folder.string(), " has no config.json");
   const gpt2::GPT2Config written = gpt2::GPT2Config::load(config_path);
   const std::pair<const char*, std::pair<std::int64_t, std::int64_t>> sizes[] = {
       {"vocab_size", {written.vocab_size, model_config.vocab_size}},
@@ -153,8 +169,8 @@ Resumed resume_from(const fs::path& folder, Engine& engine, const gpt2::GPT2Conf
     p.epoch_counted = progress.at("epoch_counted").get<double>();
     p.epoch_steps = progress.at("epoch_steps").get<std::int64_t>();
   } catch (const json::exception& error) {
-    ZERO_THROW("checkpoint file ", (folder / kTrainerStateFile).string(),
-               " is not valid: ", error.what());
+    input_error("--resume_from_checkpoint: ", (folder / kTrainerStateFile).string(),
+                " is not valid: ", error.what());
   }
   const RunShape& was = resumed.written;
   if (was.task != shape.task)
@@ -184,11 +200,24 @@ Resumed resume_from(const fs::path& folder, Engine& engine, const gpt2::GPT2Conf
     resumed.log_history = json::array();
   }
 
-  resumed.index = checkpoint::load(engine, folder);
+  try {
+    resumed.index = checkpoint::read_index(folder);
+    checkpoint::check_complete(folder, resumed.index);
+  } catch (const InputError&) {
+    throw;
+  } catch (const Error& error) {
+    input_error("--resume_from_checkpoint ", folder.string(), ": ", error.what());
+  }
+  if (resumed.index.training.global_steps != resumed.progress.step)
+    input_error("--resume_from_checkpoint ", folder.string(), ": ", checkpoint::kIndexFileName,
+                " is at step ", resumed.index.training.global_steps, ", ", kTrainerStateFile,
+                " at ", resumed.progress.step);
+  return resumed;
+}
+
+void load_resume(Resumed& resumed, Engine& engine) {
+  resumed.index = checkpoint::load(engine, resumed.folder);
   const checkpoint::CheckpointIndex& index = resumed.index;
-  ZERO_CHECK(index.training.global_steps == resumed.progress.step, "checkpoint ", folder.string(),
-             ": ", checkpoint::kIndexFileName, " is at step ", index.training.global_steps, ", ",
-             kTrainerStateFile, " at ", resumed.progress.step);
   if (index.world_size != engine.world_size())
     resumed.notes.push_back("world " + std::to_string(index.world_size) + " -> " +
                             std::to_string(engine.world_size()));
@@ -198,7 +227,6 @@ Resumed resume_from(const fs::path& folder, Engine& engine, const gpt2::GPT2Conf
   const std::string dtype(name_of(engine.param_dtype()));
   if (index.param_dtype != dtype)
     resumed.notes.push_back(index.param_dtype + " -> " + dtype + " parameters");
-  return resumed;
 }
 
 }  // namespace zero::train::detail

@@ -62,6 +62,10 @@ std::filesystem::path save_checkpoint(
     const TrainerProgress& progress,
     const std::function<void(const std::filesystem::path&)>& write_hf_files);
 
+// The run's shape from its arguments and what prepare() resolved.
+struct Prepared;
+RunShape run_shape(const TrainingArguments& arguments, const Prepared& prepared, int world);
+
 // What a resume restores beside the engine.
 struct Resumed {
   std::filesystem::path folder;
@@ -72,10 +76,14 @@ struct Resumed {
   std::vector<std::string> notes;  // what changed (world, stage, precision), for the log
 };
 
-// Loads `folder` into the engine (all ranks) after checking that it was written for this model
-// (config.json's shape against `model_config`) and this run's shape; throws InputError naming the
-// mismatch, zero::Error naming a bad or missing file.
-Resumed resume_from(const std::filesystem::path& folder, Engine& engine,
-                    const gpt2::GPT2Config& model_config, const RunShape& shape);
+// Before anything is written (every rank): `folder` is complete (index, every shard file
+// present with its size) and was written for this model (config.json's shape against
+// `model_config`) and this run's shape; reads the trainer state and the log history. Throws
+// InputError naming the mismatch or the missing or truncated file.
+Resumed check_resume(const std::filesystem::path& folder, const gpt2::GPT2Config& model_config,
+                     const RunShape& shape);
+// Loads the shards into the engine (all ranks; checksums of the files this rank reads) and notes
+// what changed (world, stage, precision). Throws zero::Error naming a bad file.
+void load_resume(Resumed& resumed, Engine& engine);
 
 }  // namespace zero::train::detail

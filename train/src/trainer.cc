@@ -141,7 +141,10 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
     std::fflush(stdout);
   };
   Prepared prepared = prepare(arguments, world, rank, run_options.print);
-  const std::optional<fs::path> resume = resume_folder(arguments);
+  const RunShape shape = run_shape(arguments, prepared, world);
+  std::optional<Resumed> resume;  // checked before anything is written
+  if (const std::optional<fs::path> folder = resume_folder(arguments))
+    resume = check_resume(*folder, prepared.model_config, shape);
   const PreemptionHandlers preemption;  // SIGTERM/SIGUSR1 until train() returns
   // Test hook: rank 0 signals itself (SIGUSR1) after this step, as Slurm's --signal would.
   const char* preempt_test = std::getenv("ZERO_TEST_PREEMPT_AT_STEP");
@@ -458,17 +461,10 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
     std::int64_t epoch_steps = 0;
     double window_loss = 0.0;
     std::int64_t window_steps = 0;
-    const RunShape shape{.task = arguments.task,
-                         .train_batch_size = samples_per_step,
-                         .per_device_train_batch_size = B,
-                         .gradient_accumulation_steps = accumulation,
-                         .world_size = world,
-                         .block_size = T,
-                         .seed = arguments.seed,
-                         .train_blocks = prepared.train_blocks};
     std::int64_t first_step = 1;
     if (resume) {  // the engine's shards and state, the data position, the logs so far
-      const Resumed resumed = resume_from(*resume, engine, model_config, shape);
+      load_resume(*resume, engine);
+      const Resumed& resumed = *resume;
       const TrainerProgress& p = resumed.progress;
       first_step = p.step + 1;
       sampler.set_position({static_cast<std::uint64_t>(p.step * accumulation)});
@@ -486,7 +482,7 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
       std::string changes;
       for (const std::string& note : resumed.notes) changes += "; " + note;
       say("resumed from %s at step %lld (written by %d rank(s), stage %d, %s parameters%s)\n",
-          resume->c_str(), static_cast<long long>(p.step), resumed.index.world_size,
+          resumed.folder.c_str(), static_cast<long long>(p.step), resumed.index.world_size,
           resumed.index.stage, resumed.index.param_dtype.c_str(), changes.c_str());
     }
     auto save_resumable = [&](std::int64_t at) {

@@ -69,6 +69,11 @@ std::uint64_t file_checksum(const std::filesystem::path& path);
 // Reads `folder`/zero_checkpoint.json; throws zero::Error naming the file and the bad field.
 CheckpointIndex read_index(const std::filesystem::path& folder);
 
+// Cheap checks that read no shard data: units unique, each one's ranges over the files cover
+// [0, num_elements) exactly once, every file present with its recorded size. Throws zero::Error
+// naming the file and what is wrong.
+void check_complete(const std::filesystem::path& folder, const CheckpointIndex& index);
+
 // Checks the folder is a complete checkpoint: the index parses; units are unique and each one's
 // ranges over the files cover [0, num_elements) exactly once; every file is present with the
 // recorded size and checksum (when `checksums`) and its safetensors header holds the tensors and
