@@ -86,7 +86,7 @@ ElementRange written_range(const ShardState& shard, std::size_t num_elements, bo
   return intersect(share, intersect(shard.range, {0, num_elements}));
 }
 
-json training_to_json(const TrainingState& state) {
+nlohmann::ordered_json training_to_json(const TrainingState& state) {
   return {{"global_steps", state.global_steps},
           {"skipped_steps", state.skipped_steps},
           {"optimizer_steps", state.optimizer_steps},
@@ -98,13 +98,14 @@ json training_to_json(const TrainingState& state) {
             {"hysteresis", state.loss_scaler.hysteresis}}}};
 }
 
-json index_to_json(const CheckpointIndex& index) {
-  json units = json::array();
+nlohmann::ordered_json index_to_json(const CheckpointIndex& index) {
+  using ordered = nlohmann::ordered_json;
+  ordered units = ordered::array();
   for (const UnitInfo& unit : index.units)
     units.push_back({{"name", unit.name}, {"num_elements", unit.num_elements}});
-  json files = json::array();
+  ordered files = ordered::array();
   for (const ShardFileInfo& file : index.files) {
-    json ranges = json::object();
+    ordered ranges = ordered::object();
     for (const auto& [unit, range] : file.ranges) ranges[unit] = {range.begin, range.end};
     files.push_back({{"name", file.name},
                      {"rank", file.rank},
