@@ -145,7 +145,10 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
   std::optional<Resumed> resume;  // checked before anything is written
   if (const std::optional<fs::path> folder = resume_folder(arguments))
     resume = check_resume(*folder, prepared.model_config, shape);
-  const PreemptionHandlers preemption;  // SIGTERM/SIGUSR1 until train() returns
+  // SIGTERM/SIGUSR1 while training, until train() returns (an evaluation-only run keeps the
+  // process's own handlers).
+  std::optional<PreemptionHandlers> preemption;
+  if (arguments.do_train) preemption.emplace();
   // Test hook: rank 0 signals itself (SIGUSR1) after this step, as Slurm's --signal would.
   const char* preempt_test = std::getenv("ZERO_TEST_PREEMPT_AT_STEP");
   const std::int64_t preempt_test_step = preempt_test ? std::atoll(preempt_test) : -1;
@@ -625,7 +628,7 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
       }
       // Preemption: every rank agrees at this boundary, saves and leaves the loop.
       if (step == preempt_test_step && rank == 0) std::raise(SIGUSR1);
-      const bool preempted = preemption.agreed(communicator);
+      const bool preempted = preemption->agreed(communicator);
       if ((arguments.save_strategy == IntervalStrategy::kSteps &&
            step % arguments.save_steps == 0) ||
           (arguments.save_strategy == IntervalStrategy::kEpoch && epoch_end) || preempted)
