@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # `zero train` checkpoints end to end on a tiny GPT-2 (2 layers, width 32, dropout on) trained on
-# docs/ARCHITECTURE.md, logging every step; losses are read from metrics.jsonl.
+# a generated corpus, logging every step; losses are read from metrics.jsonl.
 #   checkpoint_cli_test.sh CASE ZERO SOURCE_DIR WORK_DIR MPIRUN [MPIRUN FLAGS...]
 # CASE:
 #   resume     40 steps straight (world 1, stage 0) = 20 at world 4 / stage 3 (stopped by the
 #              preemption hook) + 20 resumed at world 2 / stage 1: the 40 losses within 1e-5;
 #              `zero checkpoint info` and `consolidate` on the checkpoint.
 #   precision  bf16 -> bf16 at another stage (exact: same arithmetic), fp32 -> bf16 and
-#              bf16 -> fp32 (the continuation within 1e-2: bf16's rounding, see below).
+#              bf16 -> fp32 (the continuation within 1e-2: bf16's rounding, see below); fp16
+#              with overflowed steps: the loss scaler continues exactly.
 #   crash      a rank killed with SIGKILL in the middle of a save (ZERO_TEST_SLOW_SAVE_MS):
 #              `latest` still names the previous checkpoint, which loads and continues exactly;
 #              truncated and missing shards refused naming the file; another model config
@@ -29,9 +30,23 @@ for stage in 0 1 2 3; do
 EOF
 done
 model=n_layer=2,n_embd=32,n_head=2,n_positions=32
+# A fixed corpus (so measured deviations stay put): 3000 lines of 4-11 words from a small word
+# list, drawn by an LCG.
+python3 - <<'EOF'
+words = ("the king queen speaks of a night sword crown and dark sea fair lord my heart doth love "
+         "thee to battle wind star gold is not where home").split()
+state = 12345
+def draw():
+    global state
+    state = (state * 6364136223846793005 + 1442695040888963407) % 2**64
+    return state >> 33
+with open("corpus.txt", "w") as out:
+    for _ in range(3000):
+        out.write(" ".join(words[draw() % len(words)] for _ in range(4 + draw() % 8)) + ".\n")
+EOF
 # The flags every run shares, with --max_steps $1.
 set_common() {
-  common=(--train_file "$source/docs/ARCHITECTURE.md" --tokenizer_vocab_size 300 --block_size 32
+  common=(--train_file "$work/corpus.txt" --tokenizer_vocab_size 300 --block_size 32
     --do_train True --learning_rate 3e-3 --logging_steps 1 --no_plot --max_steps "$1")
 }
 set_common 40
@@ -39,15 +54,16 @@ set_common 40
 fail() { echo "FAIL: $*"; exit 1; }
 # launch WORLD: the launcher words for WORLD ranks; run_env: variables for every rank.
 launch() { [ "$1" -gt 1 ] && echo "${mpirun[*]} -np $1" || true; }
-# train LOG WORLD STAGE [FLAGS...]: zero train at WORLD ranks (global batch 8), stage STAGE, with
-# the variables in $run_env on every rank.
+# train LOG WORLD STAGE|CONFIG.json [FLAGS...]: zero train at WORLD ranks (global batch 8) at ZeRO
+# stage STAGE (or with CONFIG.json), with the variables in $run_env on every rank.
 run_env=""
 train() {
-  local log=$1 world=$2 stage=$3
+  local log=$1 world=$2 config=$3
   shift 3
+  [[ $config == *.json ]] || config=z$config.json
   # shellcheck disable=SC2046
   $(launch "$world") env $run_env "$zero" train --config_overrides "$model" "${common[@]}" \
-    --per_device_train_batch_size $((8 / world)) --deepspeed "z$stage.json" "$@" >"$log" 2>&1 ||
+    --per_device_train_batch_size $((8 / world)) --deepspeed "$config" "$@" >"$log" 2>&1 ||
     { local code=$?; cat "$log"; fail "$log: exit $code"; }
 }
 # compare A B TOLERANCE [FIRST LAST]: the losses of steps FIRST..LAST of two metrics.jsonl.
@@ -102,8 +118,8 @@ precision)
   # fp32 -> bf16 and bf16 -> fp32: the first 20 steps exact, the continuation within 1e-2 of the
   # uninterrupted run in the first precision. Not exact: the same fp32 masters and moments are
   # loaded, but bf16 rounds every parameter and gradient by up to 2^-8 relative, so the two
-  # precisions drift apart (measured here: bf16 vs fp32 over all 40 steps 2.1e-3, the resumed
-  # continuations 8.4e-4 and 9.3e-4; gpt2_mixed_precision_test bounds 200 steps by 5e-2). A run
+  # precisions drift apart (measured here: bf16 vs fp32 over all 40 steps 1.9e-3, the resumed
+  # continuations 1.4e-3 and 1.5e-3; gpt2_mixed_precision_test bounds 200 steps by 5e-2). A run
   # that did not load the checkpoint would restart near the initial loss, > 0.5 higher.
   train fp32.log 1 0 --output_dir fp32
   run_env=ZERO_TEST_PREEMPT_AT_STEP=20 train b1.log 2 1 --output_dir b
@@ -116,6 +132,27 @@ precision)
   grep -q "bf16 -> fp32 parameters" c2.log || fail "c2.log: $(grep resumed c2.log)"
   compare bf16/metrics.jsonl c/metrics.jsonl 1e-6 1 20
   compare bf16/metrics.jsonl c/metrics.jsonl 1e-2 21 40
+  # fp16 with dynamic loss scaling from 2^16, window 5: the scale grows until steps overflow and
+  # are skipped (before step 20); the checkpoint carries the scaler's state (scale, iteration,
+  # last overflow, hysteresis), so the resumed run skips and grows exactly as the straight one.
+  for stage in 2 3; do
+    cat >"f$stage.json" <<EOF
+{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+ "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+ "fp16": {"enabled": "auto", "initial_scale_power": 16, "loss_scale_window": 5},
+ "zero_optimization": {"stage": $stage}}
+EOF
+  done
+  train fp16.log 2 f2.json --fp16 True --output_dir fp16
+  grep -q '"grad_norm":null' fp16/metrics.jsonl || fail "no fp16 step overflowed"
+  run_env=ZERO_TEST_PREEMPT_AT_STEP=20 train d1.log 2 f3.json --fp16 True --output_dir d
+  train d2.log 2 f2.json --fp16 True --output_dir d --resume_from_checkpoint latest
+  compare fp16/metrics.jsonl d/metrics.jsonl 1e-6
+  python3 - fp16/metrics.jsonl d/metrics.jsonl <<'EOF'
+import json, sys
+a, b = ([e.get("loss_scale") for e in map(json.loads, open(p))] for p in sys.argv[1:])
+sys.exit(0 if a == b else f"FAIL: loss scales differ: {a} vs {b}")
+EOF
   echo "precision ok"
   ;;
 crash)

@@ -109,7 +109,9 @@ LogEntry entry_from_json(const json& line) {
   entry.step = line.value("step", std::int64_t{0});
   entry.epoch = line.value("epoch", 0.0);
   auto optional = [&](const char* key, std::optional<double>& out) {
-    if (line.contains(key) && line[key].is_number()) out = line[key].get<double>();
+    if (!line.contains(key)) return;
+    if (line[key].is_number()) out = line[key].get<double>();
+    if (line[key].is_null()) out = std::numeric_limits<double>::quiet_NaN();  // NaN/inf: null
   };
   optional("loss", entry.loss);
   optional("grad_norm", entry.grad_norm);
