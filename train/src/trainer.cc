@@ -636,9 +636,13 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
           (arguments.save_strategy == IntervalStrategy::kEpoch && epoch_end) || preempted)
         save_resumable(step);
       if (preempted) {
-        say("preempted (signal %d on some rank): stopped after step %lld with a checkpoint; "
-            "continue with --resume_from_checkpoint latest\n",
-            PreemptionHandlers::received(), static_cast<long long>(step));
+        const int signal = PreemptionHandlers::received();
+        say("preempted (%s): stopped after step %lld with a checkpoint; continue with "
+            "--resume_from_checkpoint latest\n",
+            signal == SIGTERM   ? "SIGTERM"
+            : signal == SIGUSR1 ? "SIGUSR1"
+                                : "a signal to another rank",
+            static_cast<long long>(step));
         result.preempted = true;
         result.global_step = step;
         return result;

@@ -429,9 +429,7 @@ CheckpointIndex load(Engine& engine, const fs::path& folder) {
   // message, the others say that one did (no rank is left waiting in a collective).
   std::string failure;
   try {
-    for (const ShardFileInfo& file : index.files) {
-      check_file(folder, file, false);  // every file present with its size, on every rank
-    }
+    check_complete(folder, index);  // every file present with its size, on every rank
     std::vector<OpenedFile> opened;
     for (const ShardFileInfo& file : index.files) {
       bool needed = false;
