@@ -86,6 +86,8 @@ if worst > tolerance:
 EOF
 }
 latest_of() { cat "$1/latest"; }
+# The child processes of PID (the ranks mpirun started), from /proc.
+children_of() { cat /proc/"$1"/task/*/children 2>/dev/null || true; }
 
 case $case_name in
 resume)
@@ -167,7 +169,7 @@ crash)
   for _ in $(seq 300); do [ -e "$shard" ] && break; sleep 0.1; done
   [ -e "$shard" ] || { kill "$job"; cat crashed.log; fail "no save of checkpoint-20 began"; }
   victim=""
-  for pid in $(pgrep -P "$job" || true); do
+  for pid in $(children_of "$job"); do
     if tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q " train "; then victim=$pid; fi
   done
   [ -n "$victim" ] || { kill "$job"; fail "no rank process under the launcher $job"; }
@@ -223,9 +225,10 @@ sigterm)
     wait_for_steps "w$world" 5
     target=$job
     if [ $world -gt 1 ]; then  # one rank only: the ranks must agree through the all-reduce
-      for pid in $(pgrep -P "$job"); do
+      for pid in $(children_of "$job"); do
         tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q " train " && target=$pid
       done
+      [ "$target" != "$job" ] || { kill "$job"; fail "no rank process under the launcher $job"; }
     fi
     kill -TERM "$target"
     code=0
