@@ -208,7 +208,7 @@ crash)
   echo "crash ok"
   ;;
 sigterm)
-  set_common 120
+  set_common 400
   train straight.log 1 0 --output_dir straight
   # wait_for_steps DIR N: until DIR/metrics.jsonl has N lines.
   wait_for_steps() {
@@ -237,10 +237,10 @@ sigterm)
     grep -q "preempted" "w$world.log" || fail "w$world.log does not say preempted"
     tag=$(latest_of "w$world")
     step=${tag#checkpoint-}
-    [ "$step" -lt 120 ] || fail "world $world: the signal came after the last step"
+    [ "$step" -lt 400 ] || fail "world $world: the signal came after the last step"
     train "w$world.resumed.log" 1 0 --output_dir "w$world" --resume_from_checkpoint latest
     grep -q "resumed from w$world/$tag at step $step" "w$world.resumed.log" || fail "w$world"
-    compare straight/metrics.jsonl "w$world/metrics.jsonl" 1e-5 1 120
+    compare straight/metrics.jsonl "w$world/metrics.jsonl" 1e-5 1 400
   done
   # A second signal while the checkpoint is written: exit at once with 128 + 15.
   env ZERO_TEST_SLOW_SAVE_MS=3000 "$zero" train --config_overrides "$model" "${common[@]}" --per_device_train_batch_size 8 \
