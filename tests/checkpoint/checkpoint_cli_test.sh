@@ -5,7 +5,7 @@
 # CASE:
 #   resume     40 steps straight (world 1, stage 0) = 20 at world 4 / stage 3 (stopped by the
 #              preemption hook) + 20 resumed at world 2 / stage 1: the 40 losses within 1e-5;
-#              `zero checkpoint info` and `consolidate` on the checkpoint.
+#              `zero checkpoint info` and `consolidate` (LM and classifier) on the checkpoints.
 #   precision  bf16 -> bf16 at another stage (exact: same arithmetic), fp32 -> bf16 and
 #              bf16 -> fp32 (the continuation within 1e-2: bf16's rounding, see below); fp16
 #              with overflowed steps: the loss scaler continues exactly.
@@ -108,6 +108,18 @@ resume)
   cmp consolidated/model.safetensors run/checkpoint-20/model.safetensors ||
     fail "consolidated model differs from checkpoint-20/model.safetensors"
   cmp consolidated/config.json run/checkpoint-20/config.json
+  # GPT2ForSequenceClassification: the score unit comes along.
+  printf 'text,label\n' >labels.csv
+  for i in $(seq 30); do printf '"the sea and a ship %s",sea\n"a sword and the king %s",war\n' "$i" "$i"; done >>labels.csv
+  ZERO_TEST_PREEMPT_AT_STEP=3 "$zero" train --task text-classification --train_file labels.csv \
+    --text_column_names text --label_column_name label --max_seq_length 12 \
+    --config_overrides n_layer=1,n_embd=32,n_head=2,n_positions=16 --tokenizer_vocab_size 300 \
+    --do_train --max_steps 10 --per_device_train_batch_size 4 --no_plot --output_dir classify \
+    >classify.log 2>&1 || { cat classify.log; fail "classification run"; }
+  "$zero" checkpoint consolidate classify consolidated_classify >/dev/null
+  grep -q GPT2ForSequenceClassification consolidated_classify/config.json || fail "classifier config"
+  cmp consolidated_classify/model.safetensors classify/checkpoint-3/model.safetensors ||
+    fail "consolidated classifier differs from checkpoint-3/model.safetensors"
   echo "resume ok"
   ;;
 precision)
