@@ -430,7 +430,11 @@ CheckpointIndex load(Engine& engine, const fs::path& folder) {
   std::string failure;
   try {
     check_complete(folder, index);  // every file present with its size, on every rank
-    std::vector<OpenedFile> opened;
+    // One file at a time (checked, read, copied, released): memory for one file, whatever the
+    // world that wrote them. copied[s][k]: elements of shard s, state k (0: params) filled.
+    std::vector<std::vector<std::size_t>> copied(shards.size());
+    for (std::size_t s = 0; s < shards.size(); ++s)
+      copied[s].assign(1 + shards[s].optimizer_state.size(), 0);
     for (const ShardFileInfo& file : index.files) {
       bool needed = false;
       for (const ShardState& shard : shards) {
@@ -440,20 +444,22 @@ CheckpointIndex load(Engine& engine, const fs::path& folder) {
       }
       if (!needed) continue;
       check_file(folder, file, true);
-      opened.push_back(open_file(folder, index, file));
+      const OpenedFile opened = open_file(folder, index, file);
+      for (std::size_t s = 0; s < shards.size(); ++s) {
+        ShardState& shard = shards[s];
+        copied[s][0] += copy_piece(opened, shard.unit, "params", shard.range, shard.params.data());
+        for (std::size_t k = 0; k < shard.optimizer_state.size(); ++k)
+          copied[s][k + 1] += copy_piece(opened, shard.unit, shard.optimizer_state[k].first,
+                                         shard.range, shard.optimizer_state[k].second.data());
+      }
     }
-    for (ShardState& shard : shards) {
-      auto fill = [&](const std::string& state, std::span<float> out) {
-        std::size_t copied = 0;
-        for (const OpenedFile& file : opened)
-          copied += copy_piece(file, shard.unit, state, shard.range, out.data());
-        ZERO_CHECK(copied == shard.range.size(), "checkpoint ", where, ": unit '", shard.unit,
-                   "' elements [", shard.range.begin, ", ", shard.range.end, ") of '", state,
-                   "' are covered ", copied, " times over, not once");
-      };
-      fill("params", shard.params);
-      for (auto& [name, values] : shard.optimizer_state) fill(name, values);
-    }
+    for (std::size_t s = 0; s < shards.size(); ++s)
+      for (std::size_t k = 0; k < copied[s].size(); ++k)
+        ZERO_CHECK(copied[s][k] == shards[s].range.size(), "checkpoint ", where, ": unit '",
+                   shards[s].unit, "' elements [", shards[s].range.begin, ", ", shards[s].range.end,
+                   ") of '",
+                   k == 0 ? std::string("params") : shards[s].optimizer_state[k - 1].first,
+                   "' are covered ", copied[s][k], " times over, not once");
   } catch (const Error& error) {
     failure = error.what();
   }
