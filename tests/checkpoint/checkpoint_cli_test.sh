@@ -13,6 +13,7 @@
 #              `latest` still names the previous checkpoint, which loads and continues exactly;
 #              truncated and missing shards refused naming the file; another model config
 #              refused naming the key.
+#   gloo       resume with the Gloo backend (torchrun's variables; MPIRUN is launch_ranks).
 #   sigterm    SIGTERM to a running job (world 1, and one rank of 2): a checkpoint, exit 0, and
 #              the resumed run continues the trajectory; a second signal exits at once with 143.
 set -euo pipefail
@@ -267,6 +268,23 @@ sigterm)
   [ $code -eq 143 ] || { cat twice.log; fail "second SIGTERM: exit $code, not 143"; }
   [ ! -e twice/latest ] || fail "a checkpoint was committed after the second signal"
   echo "sigterm ok"
+  ;;
+gloo)
+  # The Gloo backend under torchrun's variables (MPIRUN is tests/comm/launch_ranks here): 2 ranks
+  # stopped by the hook at step 20, resumed at 4 ranks; the same losses as mpirun's straight run.
+  train straight.log 1 3 --output_dir straight
+  gloo() { "${mpirun[@]}" --env torchrun --timeout 100 "$1" -- "${@:2}"; }
+  ZERO_TEST_PREEMPT_AT_STEP=20 gloo 2 "$zero" train --config_overrides "$model" "${common[@]}" \
+    --per_device_train_batch_size 4 --deepspeed z3.json --output_dir run >first.log 2>&1 ||
+    { cat first.log; fail "first.log"; }
+  grep -q "backend gloo, world size 2" first.log || fail "first.log: not on Gloo"
+  gloo 4 "$zero" train --config_overrides "$model" "${common[@]}" --per_device_train_batch_size 2 \
+    --deepspeed z1.json --output_dir run --resume_from_checkpoint latest >second.log 2>&1 ||
+    { cat second.log; fail "second.log"; }
+  grep -q "resumed from run/checkpoint-20 at step 20 (written by 2 rank(s)" second.log ||
+    fail "second.log: $(grep resumed second.log)"
+  compare straight/metrics.jsonl run/metrics.jsonl 1e-5
+  echo "gloo ok"
   ;;
 *)
   fail "unknown case '$case_name'"
