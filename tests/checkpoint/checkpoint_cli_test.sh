@@ -17,7 +17,7 @@
 #   sigterm    SIGTERM to a running job (world 1, and one rank of 2): a checkpoint, exit 0, and
 #              the resumed run continues the trajectory; a second signal exits at once with 143.
 set -euo pipefail
-case_name=$1 zero=$2 source=$3 work=$4
+case_name=$1 zero=$2 work=$4  # $3, the source folder, is not read: the corpus is generated
 shift 4
 mpirun=("$@")
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
