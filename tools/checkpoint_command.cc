@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -69,14 +70,18 @@ int run_info(const fs::path& given, bool checksums) {
 int run_consolidate(const fs::path& given, const fs::path& out) {
   const fs::path folder = checkpoint::resolve(given);
   const checkpoint::CheckpointIndex index = checkpoint::read_index(folder);
-  checkpoint::validate(folder, index, true);
+  checkpoint::check_complete(folder, index);
+  std::map<std::string, std::vector<float>> units = checkpoint::read_units(folder, index);
   const gpt2::ClassifierCheckpoint config = gpt2::load_classifier_config(folder);
   MemoryLedger ledger;
   HostAllocator allocator(ledger);
   gpt2::GPT2Model model(config.body, allocator);
   for (int u = 0; u < model.num_units(); ++u) {
     const gpt2::UnitSpec& spec = model.units()[static_cast<std::size_t>(u)];
-    const std::vector<float> values = checkpoint::read_unit(folder, index, spec.name);
+    const auto found = units.find(spec.name);
+    ZERO_CHECK(found != units.end(), "checkpoint ", folder.string(), " has no unit '", spec.name,
+               "', which config.json's model has");
+    const std::vector<float>& values = found->second;
     ZERO_CHECK(values.size() == spec.num_elements(), "checkpoint ", folder.string(), ": unit '",
                spec.name, "' has ", values.size(), " elements, config.json's model needs ",
                spec.num_elements());
@@ -84,7 +89,7 @@ int run_consolidate(const fs::path& given, const fs::path& out) {
   }
   const bool classifier = index.find_unit("score") != nullptr;
   if (classifier) {
-    const std::vector<float> score = checkpoint::read_unit(folder, index, "score");
+    const std::vector<float>& score = units.at("score");
     gpt2::save_classifier_checkpoint(model, config.head, score, out);
   } else {
     gpt2::save_hf_checkpoint(model, out);

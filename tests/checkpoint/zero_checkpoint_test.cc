@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 
 #include "../engine/test_model.h"
 #include "zero/comm/thread_communicator.h"
@@ -107,8 +108,11 @@ TEST(ZeroCheckpoint, ReadUnitWithoutTheWorld) {
   });
   const fs::path folder = root / "checkpoint-2";
   const checkpoint::CheckpointIndex index = checkpoint::read_index(folder);
+  const std::map<std::string, std::vector<float>> all = checkpoint::read_units(folder, index);
+  ASSERT_EQ(all.size(), names.size());
   for (std::size_t u = 0; u < names.size(); ++u) {
     const std::vector<float> values = checkpoint::read_unit(folder, index, names[u]);
+    EXPECT_EQ(all.at(names[u]), values) << names[u];
     ASSERT_EQ(values.size(), index.units[u].num_elements);
     for (std::size_t i = 0; i < values.size(); ++i)
       ASSERT_EQ(values[i], expected[u][i]) << names[u] << " element " << i;

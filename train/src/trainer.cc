@@ -501,10 +501,11 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
                                      .epoch_correct = epoch_correct,
                                      .epoch_counted = epoch_counted,
                                      .epoch_steps = epoch_steps};
+      const Clock::time_point start = Clock::now();
       const fs::path folder =
           save_checkpoint(communicator, engine, output_dir, at, arguments.save_total_limit, shape,
                           progress, [&](const fs::path& staging) { save(staging, at); });
-      say("saved %s\n", folder.c_str());
+      say("saved %s in %.2f s\n", folder.c_str(), seconds_since(start));
     };
     Clock::time_point window_start = Clock::now();
     const Clock::time_point train_start = Clock::now();

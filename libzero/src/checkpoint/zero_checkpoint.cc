@@ -490,6 +490,31 @@ std::vector<float> read_unit(const fs::path& folder, const CheckpointIndex& inde
   return values;
 }
 
+std::map<std::string, std::vector<float>> read_units(const fs::path& folder,
+                                                     const CheckpointIndex& index,
+                                                     const std::string& state) {
+  std::map<std::string, std::vector<float>> units;
+  std::map<std::string, std::size_t> copied;
+  for (const UnitInfo& unit : index.units) units[unit.name].resize(unit.num_elements);
+  for (const ShardFileInfo& file : index.files) {
+    if (file.ranges.empty()) continue;
+    check_file(folder, file, true);
+    const OpenedFile opened = open_file(folder, index, file);
+    for (const auto& [name, range] : file.ranges) {
+      const auto found = units.find(name);
+      ZERO_CHECK(found != units.end(), "checkpoint ", folder.string(), ": file ", file.name,
+                 " holds unit '", name, "', which the index does not list");
+      copied[name] +=
+          copy_piece(opened, name, state, {0, found->second.size()}, found->second.data());
+    }
+  }
+  for (const UnitInfo& unit : index.units)
+    ZERO_CHECK(copied[unit.name] == unit.num_elements, "checkpoint ", folder.string(), ": unit '",
+               unit.name, "' has ", unit.num_elements, " elements, the shard files hold ",
+               copied[unit.name]);
+  return units;
+}
+
 CheckpointSave::CheckpointSave(Communicator& communicator, fs::path root, std::string tag)
     : communicator_(communicator), root_(std::move(root)), tag_(std::move(tag)) {
   ZERO_CHECK(!tag_.empty() && tag_.find('/') == std::string::npos && tag_ != kLatestFileName &&

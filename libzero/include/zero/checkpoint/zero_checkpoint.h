@@ -98,6 +98,10 @@ CheckpointIndex load(Engine& engine, const std::filesystem::path& folder);
 // `zero checkpoint consolidate` writes. `state` "params" or an optimizer state's name.
 std::vector<float> read_unit(const std::filesystem::path& folder, const CheckpointIndex& index,
                              const std::string& unit, const std::string& state = "params");
+// Every unit at once, each file read once (checked: size, checksum, header): unit → values.
+std::map<std::string, std::vector<float>> read_units(const std::filesystem::path& folder,
+                                                     const CheckpointIndex& index,
+                                                     const std::string& state = "params");
 
 // Writes one checkpoint folder crash-safely (see the file comment). Use, on every rank:
 //   CheckpointSave save(communicator, root, "checkpoint-20");
