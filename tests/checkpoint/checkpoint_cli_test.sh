@@ -214,10 +214,14 @@ crash)
   # The survivor continues exactly, at another world and stage; its first save cleans the
   # interrupted staging folder.
   train resumed.log 1 3 --output_dir run --resume_from_checkpoint latest --save_strategy steps \
-    --save_steps 15
+    --save_steps 15 --save_total_limit 2
   grep -q "resumed from run/checkpoint-10 at step 10" resumed.log || fail "resumed.log"
   compare straight/metrics.jsonl run/metrics.jsonl 1e-5
   [ ! -e run/.tmp-checkpoint-20 ] || fail "the interrupted staging folder was not cleaned"
+  # save_total_limit 2: checkpoint-15 and checkpoint-30 stay, checkpoint-10 goes.
+  kept=$(cd run && echo checkpoint-*)
+  [ "$kept" = "checkpoint-15 checkpoint-30" ] || fail "rotation left $kept"
+  [ "$(latest_of run)" = checkpoint-30 ] || fail "run/latest is '$(latest_of run)'"
   echo "crash ok"
   ;;
 sigterm)
