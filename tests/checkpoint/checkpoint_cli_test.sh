@@ -193,10 +193,16 @@ crash)
   "$zero" checkpoint info run >info.txt || { cat info.txt; fail "checkpoint-10 does not validate"; }
   grep -q "^checkpoint run/checkpoint-10" info.txt || fail "info: $(head -1 info.txt)"
   # Damaged copies of checkpoint-10 are refused naming the file, by info and by train.
-  for damage in truncated missing; do
+  # (corrupt: one byte flipped, same size: found by the checksum while loading, after the cheap
+  # checks; the output_dir's metrics.jsonl is still untouched.)
+  for damage in truncated missing corrupt; do
     cp -r run "$damage"
     file="$damage/checkpoint-10/zero_shard-00001-of-00002.safetensors"
-    if [ $damage = truncated ]; then truncate -s -64 "$file"; else rm "$file"; fi
+    case $damage in
+    truncated) truncate -s -64 "$file" ;;
+    missing) rm "$file" ;;
+    corrupt) printf '\x5a' | dd of="$file" bs=1 seek=$(($(stat -c %s "$file") - 100)) conv=notrunc 2>/dev/null ;;
+    esac
     if "$zero" checkpoint info "$damage" >"$damage.info" 2>&1; then fail "info accepted $damage"; fi
     grep -q "$file" "$damage.info" || fail "info does not name $file: $(cat "$damage.info")"
     if $(launch 2) "$zero" train --config_overrides "$model" "${common[@]}" --per_device_train_batch_size 4 \
@@ -205,6 +211,8 @@ crash)
     grep -q "$file" "$damage.train" || fail "train does not name $file: $(cat "$damage.train")"
   done
   grep -q "truncated" truncated.info || fail "truncated.info: $(cat truncated.info)"
+  grep -q "checksum" corrupt.train || fail "corrupt.train: $(cat corrupt.train)"
+  cmp -s run/metrics.jsonl corrupt/metrics.jsonl || fail "a refused resume rewrote metrics.jsonl"
   # Another model config: refused naming the key.
   if "$zero" train "${common[@]}" --config_overrides n_layer=2,n_embd=64,n_head=2,n_positions=32 \
     --per_device_train_batch_size 8 --output_dir run --resume_from_checkpoint latest \

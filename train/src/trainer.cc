@@ -192,6 +192,8 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
                                                    engine.allocator(), compute_options);
     if (prepared.pretrained) load_pretrained(*lm_model, arguments.model_name_or_path);
   }
+  // The checkpoint's shards and engine state, before rank 0 rewrites any log file.
+  if (resume) load_resume(*resume, engine);
   const int pad_id = static_cast<int>(prepared.head.pad_token_id);
   if (classifier) {
     std::string names;
@@ -467,8 +469,7 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
     double window_loss = 0.0;
     std::int64_t window_steps = 0;
     std::int64_t first_step = 1;
-    if (resume) {  // the engine's shards and state, the data position, the logs so far
-      load_resume(*resume, engine);
+    if (resume) {  // the data position, the loss sums, the logs so far
       const Resumed& resumed = *resume;
       const TrainerProgress& p = resumed.progress;
       first_step = p.step + 1;
