@@ -30,6 +30,8 @@ constexpr Command kCommands[] = {
      zero::cli::run_generate},
     {"train", "train and evaluate GPT-2 as Hugging Face run_clm (DeepSpeed config, mpirun)",
      zero::cli::run_train_command},
+    {"checkpoint", "describe and validate a resumable checkpoint, or consolidate it to HF",
+     zero::cli::run_checkpoint},
 };
 
 void print_help() {

@@ -127,6 +127,8 @@ int run_train_command(std::span<char* const> args) {
       ("save_strategy", po::value(&save_strategy), "no, steps or epoch (default steps)")
       ("save_steps", po::value(&a.save_steps)->default_value(a.save_steps), "")
       ("save_total_limit", po::value(&a.save_total_limit), "keep the last N checkpoint-* folders")
+      ("resume_from_checkpoint", po::value(&a.resume_from_checkpoint),
+       "continue from a checkpoint-N folder, an output_dir's latest, or \"latest\" (this output_dir)")
       ("seed", po::value(&a.seed)->default_value(a.seed), "")
       ("bf16", po::value<std::string>()->implicit_value("True"), "bf16 compute (fills bf16 \"auto\")")
       ("fp16", po::value<std::string>()->implicit_value("True"), "fp16 compute (fills fp16 \"auto\")")

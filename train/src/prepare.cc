@@ -12,6 +12,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "checkpointing.h"
 #include "zero/optim/lr_schedules.h"
 #include "zero/optim/optimizers.h"
 #include "zero/text/progress.h"
@@ -107,7 +108,8 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
   if (fs::exists(output_dir)) {
     if (!fs::is_directory(output_dir))
       input_error("--output_dir ", output_dir.string(), " exists and is not a folder");
-    if (!fs::is_empty(output_dir) && !arguments.overwrite_output_dir)
+    if (!fs::is_empty(output_dir) && !arguments.overwrite_output_dir &&
+        !resume_folder(arguments))  // run_clm: resuming writes into it
       input_error("--output_dir ", output_dir.string(),
                   " already exists and is not empty; use --overwrite_output_dir to write into it");
   }

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +21,8 @@
 #include <tuple>
 #include <type_traits>
 
+#include "checkpointing.h"
+#include "preemption.h"
 #include "prepare.h"
 #include "zero/config/ds_config.h"
 #include "zero/core/allocator.h"
@@ -100,6 +104,28 @@ json entry_to_json(const LogEntry& entry) {
   return out;
 }
 
+LogEntry entry_from_json(const json& line) {
+  LogEntry entry;
+  entry.step = line.value("step", std::int64_t{0});
+  entry.epoch = line.value("epoch", 0.0);
+  auto optional = [&](const char* key, std::optional<double>& out) {
+    if (!line.contains(key)) return;
+    if (line[key].is_number()) out = line[key].get<double>();
+    if (line[key].is_null()) out = std::numeric_limits<double>::quiet_NaN();  // NaN/inf: null
+  };
+  optional("loss", entry.loss);
+  optional("grad_norm", entry.grad_norm);
+  optional("learning_rate", entry.learning_rate);
+  optional("loss_scale", entry.loss_scale);
+  optional("tokens_per_second", entry.tokens_per_second);
+  optional("eval_loss", entry.eval_loss);
+  optional("perplexity", entry.perplexity);
+  optional("eval_accuracy", entry.eval_accuracy);
+  optional("epoch_train_loss", entry.epoch_train_loss);
+  optional("train_accuracy", entry.train_accuracy);
+  return entry;
+}
+
 double perplexity_of(double loss) {
   return loss < 700.0 ? std::exp(loss) : std::numeric_limits<double>::infinity();
 }
@@ -117,6 +143,17 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
     std::fflush(stdout);
   };
   Prepared prepared = prepare(arguments, world, rank, run_options.print);
+  const RunShape shape = run_shape(arguments, prepared, world);
+  std::optional<Resumed> resume;  // checked before anything is written
+  if (const std::optional<fs::path> folder = resume_folder(arguments))
+    resume = check_resume(*folder, prepared.model_config, shape);
+  // SIGTERM/SIGUSR1 while training, until train() returns (an evaluation-only run keeps the
+  // process's own handlers).
+  std::optional<PreemptionHandlers> preemption;
+  if (arguments.do_train) preemption.emplace();
+  // Test hook: rank 0 signals itself (SIGUSR1) after this step, as Slurm's --signal would.
+  const char* preempt_test = std::getenv("ZERO_TEST_PREEMPT_AT_STEP");
+  const std::int64_t preempt_test_step = preempt_test ? std::atoll(preempt_test) : -1;
   // Every rank has checked everything before rank 0 writes anything.
   communicator.barrier("zero::train inputs checked");
   const fs::path output_dir = arguments.output_dir;
@@ -155,6 +192,8 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
                                                    engine.allocator(), compute_options);
     if (prepared.pretrained) load_pretrained(*lm_model, arguments.model_name_or_path);
   }
+  // The checkpoint's shards and engine state, before rank 0 rewrites any log file.
+  if (resume) load_resume(*resume, engine);
   const int pad_id = static_cast<int>(prepared.head.pad_token_id);
   if (classifier) {
     std::string names;
@@ -397,20 +436,6 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
     write_json(folder / "trainer_state.json", trainer_state(step));
     return whole;
   };
-  auto rotate_checkpoints = [&] {
-    if (rank != 0 || arguments.save_total_limit < 1) return;
-    std::vector<std::pair<long long, fs::path>> checkpoints;
-    for (const fs::directory_entry& entry : fs::directory_iterator(output_dir)) {
-      const std::string name = entry.path().filename().string();
-      if (entry.is_directory() && name.starts_with("checkpoint-"))
-        checkpoints.emplace_back(std::atoll(name.c_str() + 11), entry.path());
-    }
-    std::sort(checkpoints.begin(), checkpoints.end());
-    const std::size_t keep = static_cast<std::size_t>(arguments.save_total_limit);
-    for (std::size_t i = 0; i + keep < checkpoints.size(); ++i)
-      fs::remove_all(checkpoints[i].second);
-  };
-
   const std::int64_t eval_steps =
       arguments.eval_steps > 0 ? arguments.eval_steps : arguments.logging_steps;
   std::optional<double> last_eval, last_eval_accuracy;
@@ -443,10 +468,50 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
     std::int64_t epoch_steps = 0;
     double window_loss = 0.0;
     std::int64_t window_steps = 0;
+    std::int64_t first_step = 1;
+    if (resume) {  // the data position, the loss sums, the logs so far
+      const Resumed& resumed = *resume;
+      const TrainerProgress& p = resumed.progress;
+      first_step = p.step + 1;
+      sampler.set_position({static_cast<std::uint64_t>(p.step * accumulation)});
+      if (stream) stream->seek(p.stream_position);
+      train_loss_sum = p.train_loss_sum;
+      window_loss = p.window_loss;
+      window_steps = p.window_steps;
+      epoch_loss = p.epoch_loss;
+      epoch_correct = p.epoch_correct;
+      epoch_counted = p.epoch_counted;
+      epoch_steps = p.epoch_steps;
+      for (const json& line : resumed.log_history)
+        if (line.contains("step") && line.value("step", std::int64_t{0}) <= p.step)
+          record(entry_from_json(line));
+      std::string changes;
+      for (const std::string& note : resumed.notes) changes += "; " + note;
+      say("resumed from %s at step %lld (written by %d rank(s), stage %d, %s parameters%s)\n",
+          resumed.folder.c_str(), static_cast<long long>(p.step), resumed.index.world_size,
+          resumed.index.stage, resumed.index.param_dtype.c_str(), changes.c_str());
+    }
+    auto save_resumable = [&](std::int64_t at) {
+      const TrainerProgress progress{.step = at,
+                                     .sampler_position = sampler.position().step,
+                                     .stream_position = stream ? stream->step() : 0,
+                                     .train_loss_sum = train_loss_sum,
+                                     .window_loss = window_loss,
+                                     .window_steps = window_steps,
+                                     .epoch_loss = epoch_loss,
+                                     .epoch_correct = epoch_correct,
+                                     .epoch_counted = epoch_counted,
+                                     .epoch_steps = epoch_steps};
+      const Clock::time_point start = Clock::now();
+      const fs::path folder =
+          save_checkpoint(communicator, engine, output_dir, at, arguments.save_total_limit, shape,
+                          progress, [&](const fs::path& staging) { save(staging, at); });
+      say("saved %s in %.2f s\n", folder.c_str(), seconds_since(start));
+    };
     Clock::time_point window_start = Clock::now();
     const Clock::time_point train_start = Clock::now();
     text::ProgressBar bar("train", static_cast<std::uint64_t>(total_steps), "steps", console);
-    for (step = 1; step <= total_steps; ++step) {
+    for (step = first_step; step <= total_steps; ++step) {
       double step_loss = 0.0;
       for (std::int64_t micro = 0; micro < accumulation; ++micro) {
         const std::uint64_t position =
@@ -565,19 +630,31 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
         epoch_correct = epoch_counted = epoch_loss = 0.0;
         epoch_steps = 0;
       }
+      // Preemption: every rank agrees at this boundary, saves and leaves the loop.
+      if (step == preempt_test_step && rank == 0) std::raise(SIGUSR1);
+      const bool preempted = preemption->agreed(communicator);
       if ((arguments.save_strategy == IntervalStrategy::kSteps &&
            step % arguments.save_steps == 0) ||
-          (arguments.save_strategy == IntervalStrategy::kEpoch && epoch_end)) {
-        const fs::path folder = output_dir / ("checkpoint-" + std::to_string(step));
-        save(folder, step);
-        say("saved %s\n", folder.c_str());
-        rotate_checkpoints();
+          (arguments.save_strategy == IntervalStrategy::kEpoch && epoch_end) || preempted)
+        save_resumable(step);
+      if (preempted) {
+        const int signal = PreemptionHandlers::received();
+        say("preempted (%s): stopped after step %lld with a checkpoint; continue with "
+            "--resume_from_checkpoint latest\n",
+            signal == SIGTERM   ? "SIGTERM"
+            : signal == SIGUSR1 ? "SIGUSR1"
+                                : "a signal to another rank",
+            static_cast<long long>(step));
+        result.preempted = true;
+        result.global_step = step;
+        return result;
       }
     }
     step = total_steps;
     bar.finish();
     train_runtime = seconds_since(train_start);
-    result.train_loss = train_loss_sum / static_cast<double>(total_steps);
+    result.train_loss =
+        train_loss_sum / static_cast<double>(std::max<std::int64_t>(total_steps, 1));
   }
   result.global_step = step;
   result.epoch = static_cast<double>(step) / static_cast<double>(prepared.steps_per_epoch);

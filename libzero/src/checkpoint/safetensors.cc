@@ -232,7 +232,7 @@ void SafetensorsWriter::add_float(const std::string& name, zero::DType dtype,
   add(name, safetensors_dtype(dtype), std::move(shape), converted.data(), converted.size());
 }
 
-void SafetensorsWriter::write(const std::filesystem::path& path) const {
+std::string SafetensorsWriter::header_bytes() const {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata_.empty()) {
     nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
@@ -245,15 +245,19 @@ void SafetensorsWriter::write(const std::filesystem::path& path) const {
                            {"data_offsets", {tensor.begin, tensor.end}}};
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  unsigned char size_field[8];
+  std::string bytes(8, '\0');
   for (int i = 0; i < 8; ++i)
-    size_field[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
+    bytes[i] = static_cast<char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
+  return bytes + text;
+}
+
+void SafetensorsWriter::write(const std::filesystem::path& path) const {
+  const std::string header = header_bytes();
   const std::filesystem::path temporary = path.string() + ".tmp";
   {
     std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
     ZERO_CHECK(stream.good(), "cannot write safetensors file ", temporary.string());
-    stream.write(reinterpret_cast<const char*>(size_field), 8);
-    stream.write(text.data(), static_cast<std::streamsize>(text.size()));
+    stream.write(header.data(), static_cast<std::streamsize>(header.size()));
     stream.write(reinterpret_cast<const char*>(data_.data()),
                  static_cast<std::streamsize>(data_.size()));
     stream.flush();

@@ -77,6 +77,10 @@ class SafetensorsWriter {
   std::size_t data_size_bytes() const { return data_.size(); }
   // Writes the file (to a temporary name, then renamed). Header padded with spaces to 8 bytes.
   void write(const std::filesystem::path& path) const;
+  // The file's bytes in two pieces, for callers that write it themselves (fsync, checksums):
+  // the size field + header JSON, then the data section.
+  std::string header_bytes() const;
+  const std::vector<std::byte>& data_bytes() const { return data_; }
 
  private:
   std::vector<SafetensorsTensor> tensors_;

@@ -78,6 +78,9 @@ struct TrainingArguments {
   IntervalStrategy save_strategy = IntervalStrategy::kSteps;
   std::int64_t save_steps = 500;
   std::int64_t save_total_limit = -1;  // -1: keep every checkpoint
+  // A checkpoint-N folder, an output_dir (its `latest`), or "latest" (this output_dir's): the run
+  // continues from there, on any world size, stage or precision (docs/checkpoints.md).
+  std::string resume_from_checkpoint;
   std::uint64_t seed = 42;
   bool bf16 = false;
   bool fp16 = false;

@@ -1,0 +1,89 @@
+// The trainer's resumable checkpoints (internal to zero::train): checkpoint-N = Hugging Face's
+// files (config.json, model.safetensors, tokenizer files, trainer_state.json) + the engine's
+// shards and index (zero/checkpoint/zero_checkpoint.h) + zero_trainer_state.json (where the
+// data and the logs are), written crash-safely; and the resume from one.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "zero/checkpoint/zero_checkpoint.h"
+#include "zero/comm/communicator.h"
+#include "zero/engine/engine.h"
+#include "zero/gpt2/config.h"
+#include "zero/train/arguments.h"
+
+namespace zero::train::detail {
+
+inline constexpr const char* kTrainerStateFile = "zero_trainer_state.json";
+
+// What the loop carries from step to step besides the engine: saved with every checkpoint.
+struct TrainerProgress {
+  std::int64_t step = 0;               // optimizer steps done (global_step)
+  std::uint64_t sampler_position = 0;  // micro-batches of B × W the sampler has handed out
+  std::uint64_t stream_position = 0;   // --streaming: the stream's global batches read
+  double train_loss_sum = 0.0;         // Σ of the step losses (train_loss = mean)
+  double window_loss = 0.0;            // since the last log line
+  std::int64_t window_steps = 0;
+  double epoch_loss = 0.0, epoch_correct = 0.0, epoch_counted = 0.0;  // text-classification
+  std::int64_t epoch_steps = 0;
+};
+
+// The shape of the run a checkpoint continues: a resume must keep the global batch, the block
+// size and the task (else "the same run" means nothing); the world size, per-device batch,
+// accumulation, stage and precision may change.
+struct RunShape {
+  std::string task;
+  std::int64_t train_batch_size = 0;  // per-device × world × accumulation
+  std::int64_t per_device_train_batch_size = 0;
+  std::int64_t gradient_accumulation_steps = 1;
+  int world_size = 1;
+  std::int64_t block_size = 0;
+  std::uint64_t seed = 0;
+  std::size_t train_blocks = 0;
+};
+
+// The checkpoint folder to resume from, or none: --resume_from_checkpoint PATH (a checkpoint
+// folder, or an output_dir: its `latest`), "latest"/"True" (output_dir's), or, as run_clm does,
+// output_dir's newest complete checkpoint when output_dir is not empty, --do_train is on and
+// --overwrite_output_dir is off. Throws InputError naming the path when it holds none.
+std::optional<std::filesystem::path> resume_folder(const TrainingArguments& arguments);
+
+// Saves output_dir/checkpoint-<step> (all ranks): `write_hf_files(staging)` (a collective: it
+// gathers the model; rank 0 writes), the engine's shards, zero_trainer_state.json; commits
+// (fsync, rename, `latest`), then rotates by save_total_limit. Returns the folder.
+std::filesystem::path save_checkpoint(
+    Communicator& communicator, Engine& engine, const std::filesystem::path& output_dir,
+    std::int64_t step, std::int64_t save_total_limit, const RunShape& shape,
+    const TrainerProgress& progress,
+    const std::function<void(const std::filesystem::path&)>& write_hf_files);
+
+// The run's shape from its arguments and what prepare() resolved.
+struct Prepared;
+RunShape run_shape(const TrainingArguments& arguments, const Prepared& prepared, int world);
+
+// What a resume restores beside the engine.
+struct Resumed {
+  std::filesystem::path folder;
+  checkpoint::CheckpointIndex index;
+  TrainerProgress progress;
+  RunShape written;                // the run that wrote it
+  nlohmann::json log_history;      // trainer_state.json's
+  std::vector<std::string> notes;  // what changed (world, stage, precision), for the log
+};
+
+// Before anything is written (every rank): `folder` is complete (index, every shard file
+// present with its size) and was written for this model (config.json's shape against
+// `model_config`) and this run's shape; reads the trainer state and the log history. Throws
+// InputError naming the mismatch or the missing or truncated file.
+Resumed check_resume(const std::filesystem::path& folder, const gpt2::GPT2Config& model_config,
+                     const RunShape& shape);
+// Loads the shards into the engine (all ranks; checksums of the files this rank reads) and notes
+// what changed (world, stage, precision). Throws zero::Error naming a bad file.
+void load_resume(Resumed& resumed, Engine& engine);
+
+}  // namespace zero::train::detail
