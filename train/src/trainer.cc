@@ -108,6 +108,14 @@ double perplexity_of(double loss) {
 
 TrainResult train(const TrainingArguments& arguments, Communicator& communicator,
                   const RunOptions& run_options) {
+  if (arguments.dry_run) {  // the memory plan of this run, nothing allocated (plan.cc)
+    TrainResult planned;
+    planned.plan = dry_run(arguments,
+                           arguments.world_size > 0 ? static_cast<int>(arguments.world_size)
+                                                    : communicator.world_size(),
+                           run_options.print && communicator.rank() == 0);
+    return planned;
+  }
   const Clock::time_point run_start = Clock::now();
   const int rank = communicator.rank(), world = communicator.world_size();
   const bool console = run_options.print && rank == 0;
@@ -579,6 +587,7 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
     train_runtime = seconds_since(train_start);
     result.train_loss = train_loss_sum / static_cast<double>(total_steps);
   }
+  result.memory = MemoryPeaks::of(engine.ledger());  // measured: the plan's check
   result.global_step = step;
   result.epoch = static_cast<double>(step) / static_cast<double>(prepared.steps_per_epoch);
 

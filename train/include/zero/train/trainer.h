@@ -15,6 +15,7 @@
 #include "zero/engine/optimizer.h"
 #include "zero/train/arguments.h"
 #include "zero/train/classification_metrics.h"
+#include "zero/train/plan.h"
 
 namespace zero::train {
 
@@ -54,6 +55,10 @@ struct TrainResult {
   // text-classification with do_predict: the test split's report (also in test_results.json).
   std::optional<ClassificationReport> test_report;
   std::optional<double> test_loss;
+  // This rank's ledger peaks over training (what the planner's plan is checked against).
+  std::optional<MemoryPeaks> memory;
+  // --dry_run: the plans (dry_run() in plan.h); nothing else ran.
+  std::vector<RankPlan> plan;
 };
 
 struct RunOptions {
