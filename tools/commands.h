@@ -11,5 +11,6 @@ int run_config(std::span<char* const> args);
 int run_tokenizer(std::span<char* const> args);
 int run_generate(std::span<char* const> args);
 int run_train_command(std::span<char* const> args);
+int run_estimate(std::span<char* const> args);
 
 }  // namespace zero::cli

@@ -30,6 +30,8 @@ constexpr Command kCommands[] = {
      zero::cli::run_generate},
     {"train", "train and evaluate GPT-2 as Hugging Face run_clm (DeepSpeed config, mpirun)",
      zero::cli::run_train_command},
+    {"estimate", "will it fit? the run's memory plan per GPU and node, ranked configurations",
+     zero::cli::run_estimate},
 };
 
 void print_help() {

@@ -146,6 +146,35 @@ PlanSetup plan_setup(const TrainingArguments& arguments, int world_size,
   return setup;
 }
 
+PlanSetup plan_setup_from_counts(const TrainingArguments& arguments, std::int64_t total_params,
+                                 std::int64_t largest_layer_params, int world_size,
+                                 const std::string& deepspeed_json) {
+  as_input_error("arguments", [&] { check_arguments(arguments); });
+  if (world_size < 1) input_error("--world_size must be at least 1, got ", world_size);
+  if (total_params < 1) input_error("--params must be at least 1, got ", total_params);
+  if (largest_layer_params < 1 || largest_layer_params > total_params)
+    input_error("--largest_layer_params must be in [1, --params ", total_params, "], got ",
+                largest_layer_params);
+  PlanSetup setup;
+  setup.total_params = total_params;
+  setup.largest_layer_params = largest_layer_params;
+  setup.batch_size = arguments.per_device_train_batch_size;
+  setup.seed = arguments.seed;
+  const std::int64_t total_steps = arguments.max_steps > 0 ? arguments.max_steps : 1;
+  detail::EngineSetup engine =
+      detail::resolve_engine(arguments, world_size, total_steps, std::nullopt, deepspeed_json);
+  setup.engine = std::move(engine.engine.options);
+  for (std::string& warning : engine.deepspeed.warnings) setup.warnings.push_back(warning);
+  for (std::string& warning : engine.engine.warnings) setup.warnings.push_back(warning);
+  return setup;
+}
+
+std::int64_t deepspeed_largest_layer_params(const gpt2::GPT2Config& config) {
+  const std::int64_t C = config.n_embd, H = config.hidden_size();
+  return std::max(
+      {config.vocab_size * C, config.n_positions * C, C * H + H, H * C + C, 3 * C * C + 3 * C});
+}
+
 RankPlan plan_rank(const PlanSetup& setup, int world_size, int rank) {
   refuse_offload(setup.engine);
   RankPlan plan;

@@ -89,6 +89,17 @@ struct PlanSetup {
 PlanSetup plan_setup(const TrainingArguments& arguments, int world_size,
                      const std::string& deepspeed_json = {});
 
+// The same from parameter counts (no model config): `total_params` in units of at most
+// `largest_layer_params`; the DeepSpeed config as plan_setup resolves it, with no hidden size
+// (an "auto" bucket size or threshold is then an error naming it).
+PlanSetup plan_setup_from_counts(const TrainingArguments& arguments, std::int64_t total_params,
+                                 std::int64_t largest_layer_params, int world_size,
+                                 const std::string& deepspeed_json = {});
+
+// DeepSpeed's largest layer of GPT-2 (estimate_zero3_model_states_mem_needs_all_live): the most
+// parameters one module holds directly, max(wte V x C, wpe n_positions x C, mlp.c_fc 4C^2 + 4C).
+std::int64_t deepspeed_largest_layer_params(const gpt2::GPT2Config& config);
+
 struct RankPlan {
   int rank = 0;
   int world_size = 1;
