@@ -307,12 +307,20 @@ int run_estimate(std::span<char* const> args) {
                       .c_str(),
       nodes, gpus_per_node, gib(hardware.gpu_memory),
       hardware.cpu_memory > 0 ? gib_text(hardware.cpu_memory).c_str() : "not checked");
-  std::printf(
-      "configuration: ZeRO stage %d, micro-batch %lld x %lld tokens, %d accumulation "
-      "step(s)%s\n",
-      setup.engine.stage, static_cast<long long>(setup.batch_size),
-      static_cast<long long>(setup.seq_len), setup.engine.gradient_accumulation_steps,
-      setup.gradient_checkpointing ? ", gradient checkpointing" : "");
+  if (by_counts) {
+    std::printf(
+        "configuration: ZeRO stage %d, %d accumulation step(s); %lld parameters in units "
+        "of at most %lld, no activations\n",
+        setup.engine.stage, setup.engine.gradient_accumulation_steps,
+        static_cast<long long>(total_params), static_cast<long long>(largest));
+  } else {
+    std::printf(
+        "configuration: ZeRO stage %d, micro-batch %lld x %lld tokens, %d accumulation "
+        "step(s)%s\n",
+        setup.engine.stage, static_cast<long long>(setup.batch_size),
+        static_cast<long long>(setup.seq_len), setup.engine.gradient_accumulation_steps,
+        setup.gradient_checkpointing ? ", gradient checkpointing" : "");
+  }
   for (const std::string& warning : setup.warnings) std::printf("config: %s\n", warning.c_str());
   std::printf("\nGPU rank (each of %d): %s", world,
               train::format_plan(plan, &hardware.allowance).c_str());
@@ -333,10 +341,11 @@ int run_estimate(std::span<char* const> args) {
   std::printf("  %-5s %-8s %-13s %12s %16s %6s %s\n", "stage", "offload", "checkpointing",
               "GPU GiB", "host GiB / node", "fits", "largest micro-batch");
   for (const train::Candidate& c : ranked)
-    std::printf("  %-5d %-8s %-13s %12.3f %16.3f %6s %lld\n", c.stage, c.offload.c_str(),
-                c.gradient_checkpointing ? "yes" : "no", gib(c.fit.gpu_bytes),
-                gib(c.fit.node_host_bytes), c.fit.fits() ? "yes" : "no",
-                static_cast<long long>(c.max_batch_size));
+    std::printf(
+        "  %-5d %-8s %-13s %12.3f %16.3f %6s %s\n", c.stage, c.offload.c_str(),
+        c.gradient_checkpointing ? "yes" : "no", gib(c.fit.gpu_bytes), gib(c.fit.node_host_bytes),
+        c.fit.fits() ? "yes" : "no",
+        c.max_batch_size < 0 ? "n/a (no activations)" : std::to_string(c.max_batch_size).c_str());
   if (compat) {
     std::printf(
         "\nDeepSpeed 0.19's estimators (model states only, P = %lld, largest layer %lld):\n",

@@ -180,8 +180,9 @@ RankPlan plan_rank(const PlanSetup& setup, int world_size, int rank) {
   RankPlan plan;
   plan.rank = rank;
   plan.world_size = world_size;
-  PlanningCommunicator communicator(rank, world_size);
   const std::unique_ptr<DeviceContext> context = make_planning_context();
+  // The communication stream in program order too: a plan does not depend on thread timing.
+  PlanningCommunicator communicator(rank, world_size, {}, context->make_stream("communication"));
   std::vector<std::size_t> sizes;
   {
     // The trainer's engine (train()): the config's options and optimizer. The lr schedule
