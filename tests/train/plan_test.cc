@@ -263,6 +263,31 @@ TEST(Planner, LargestFittingBatchIsTheBoundary) {
         EXPECT_GT(b.max_batch_size, a.max_batch_size) << "stage " << a.stage;
 }
 
+// --model_name_or_path: config.json alone (no weights) is what a plan reads; --config_overrides
+// is refused with it, as in run_clm.
+TEST(Planner, ModelFolderNeedsOnlyConfigJson) {
+  TempFolder folder("plan_model");
+  gpt2::GPT2Config config;
+  config.n_layer = 3;
+  config.n_embd = 96;
+  config.n_head = 3;
+  config.vocab_size = 1000;
+  config.save(folder.path() / "config.json");
+  train::TrainingArguments arguments;
+  arguments.dry_run = true;
+  arguments.model_name_or_path = folder.path().string();
+  arguments.per_device_train_batch_size = 2;
+  arguments.block_size = 64;
+  const train::PlanSetup setup = train::plan_setup(arguments, 2);
+  ASSERT_TRUE(setup.model.has_value());
+  EXPECT_EQ(setup.model->n_layer, 3);
+  EXPECT_EQ(setup.model->vocab_size, 1000);
+  const train::RankPlan plan = train::plan_rank(setup, 2, 1);
+  EXPECT_EQ(plan.parameters, config.num_parameters());
+  arguments.config_overrides = "n_layer=4";
+  EXPECT_THROW(train::plan_setup(arguments, 2), train::InputError);
+}
+
 TEST(Planner, BadInputIsNamed) {
   train::TrainingArguments arguments;
   arguments.dry_run = true;

@@ -360,9 +360,9 @@ std::vector<RankPlan> dry_run(const TrainingArguments& arguments, int world_size
     }
   }
   if (!same.empty())
-    std::printf("ranks %d..%d planned: %zu hold the same bytes as rank 0%s\n", ranks[1],
-                ranks.back(), same.size(),
-                world_size > 64 ? " (ranks 0 and N-1 planned above 64 ranks)" : "");
+    std::printf("ranks %d..%d: the same bytes as rank 0 (%zu planned%s)\n", ranks[1], ranks.back(),
+                same.size(),
+                world_size > 64 ? "; above 64 ranks, ranks 0 and N-1 are planned" : "");
   std::printf("planned %zu rank(s) in %.2f s, %llu collectives per rank; nothing allocated\n",
               plans.size(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
