@@ -326,6 +326,17 @@ int run_estimate(std::span<char* const> args) {
               train::format_plan(plan, &hardware.allowance).c_str());
   std::printf("  GPU: %.3f GiB of %.2f GiB: %s\n", gib(fit.gpu_bytes), gib(hardware.gpu_memory),
               fit.gpu_fits ? "fits" : "DOES NOT FIT");
+  std::printf("\nhost (each node: %d rank(s) x the rank's host bytes), by category:\n",
+              gpus_per_node);
+  for (const MemorySpace space : {MemorySpace::kHostPinned, MemorySpace::kHost})
+    for (std::size_t c = 0; c < kNumMemoryCategories; ++c) {
+      const auto category = static_cast<MemoryCategory>(c);
+      const std::int64_t bytes = plan.peaks.peak(space, category);
+      if (bytes > 0)
+        std::printf("  %-12s %-16s %16lld  %9.3f GiB per node\n",
+                    std::string(name_of(space)).c_str(), std::string(name_of(category)).c_str(),
+                    static_cast<long long>(bytes * gpus_per_node), gib(bytes * gpus_per_node));
+    }
   std::printf("host (each node, %d rank(s)): %.3f GiB%s\n", gpus_per_node, gib(fit.node_host_bytes),
               hardware.cpu_memory <= 0 ? " (--cpu_memory not given: not checked)"
                                        : (" of " + gib_text(hardware.cpu_memory) + ": " +

@@ -210,6 +210,10 @@ RankPlan plan_rank(const PlanSetup& setup, int world_size, int rank) {
           engine.step();
         }
       plan.parameters = config.num_parameters();
+      plan.activation_parts =
+          gpt2::GPT2Compute::plan(config, setup.batch_size, setup.seq_len,
+                                  {.activation_checkpointing = setup.gradient_checkpointing,
+                                   .param_dtype = engine.param_dtype()});
     } else {
       ZERO_CHECK(setup.total_params >= 1 && setup.largest_layer_params >= 1,
                  "a plan from parameter counts needs --params and --largest_layer_params >= 1");
@@ -278,6 +282,23 @@ std::string format_plan(const RankPlan& plan, const GpuAllowance* allowance) {
     out << line;
     std::snprintf(line, sizeof(line), "  %-12s %-16s %s\n", std::string(name_of(space)).c_str(),
                   "peak reserved", bytes_cell(plan.peaks.reserved_peak(space)).c_str());
+    out << line;
+  }
+  if (plan.activation_parts) {  // GPT-2's activations by part
+    const gpt2::ActivationPlan& parts = *plan.activation_parts;
+    const std::size_t units = parts.kept_bytes.size();
+    std::size_t blocks = 0;
+    for (std::size_t u = 1; u + 1 < units; ++u) blocks += parts.kept_bytes[u];
+    std::snprintf(line, sizeof(line),
+                  "  activations by part: embeddings %.3f GiB, blocks %.3f GiB (%zu x %.3f GiB), "
+                  "head (ln_f, logits, losses) %.3f GiB, recompute set %.3f GiB; workspace %.3f "
+                  "GiB\n",
+                  gib(static_cast<std::int64_t>(parts.kept_bytes.front())),
+                  gib(static_cast<std::int64_t>(blocks)), units - 2,
+                  gib(static_cast<std::int64_t>(units > 2 ? parts.kept_bytes[1] : 0)),
+                  gib(static_cast<std::int64_t>(parts.kept_bytes.back())),
+                  gib(static_cast<std::int64_t>(parts.recompute_bytes)),
+                  gib(static_cast<std::int64_t>(parts.workspace_bytes)));
     out << line;
   }
   // The model states against the ZeRO formula, and its coefficient of Ψ/N.

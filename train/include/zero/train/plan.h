@@ -18,6 +18,7 @@
 #include "zero/core/memory_ledger.h"
 #include "zero/engine/memory_formula.h"
 #include "zero/engine/options.h"
+#include "zero/gpt2/compute.h"
 #include "zero/gpt2/config.h"
 #include "zero/train/arguments.h"
 
@@ -108,6 +109,9 @@ struct RankPlan {
   std::int64_t parameters = 0;         // Ψ: the model's parameters (tied embeddings once)
   std::int64_t padded_parameters = 0;  // Σ over units of the padded flat size
   std::uint64_t collectives = 0;       // collectives the rank issues in the planned steps
+  // GPT-2: what its activations and workspace hold, by part (GPT2Compute::plan: unpadded bytes;
+  // the ledger's allocations pad each tensor to 16 elements).
+  std::optional<gpt2::ActivationPlan> activation_parts;
 };
 
 // Plans rank `rank` of `world_size` (setup made for that world size). Throws zero::Error for
