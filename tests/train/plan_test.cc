@@ -19,6 +19,7 @@
 
 #include "train_test_util.h"
 #include "zero/comm/thread_communicator.h"
+#include "zero/gpt2/model.h"
 #include "zero/train/trainer.h"
 
 namespace zero::testing {
@@ -284,6 +285,14 @@ TEST(Planner, ModelFolderNeedsOnlyConfigJson) {
   EXPECT_EQ(setup.model->vocab_size, 1000);
   const train::RankPlan plan = train::plan_rank(setup, 2, 1);
   EXPECT_EQ(plan.parameters, config.num_parameters());
+  // Loading builds the whole fp32 model on every rank (load_pretrained), saving on rank 0: the
+  // bytes a real gpt2::GPT2Model allocates.
+  MemoryLedger ledger;
+  HostAllocator allocator(ledger);
+  { const gpt2::GPT2Model whole(*setup.model, allocator); }
+  EXPECT_EQ(plan.load_host_bytes, ledger.space_total(MemorySpace::kHost).peak_bytes);
+  EXPECT_EQ(plan.save_host_bytes, 0);
+  EXPECT_EQ(train::plan_rank(setup, 2, 0).save_host_bytes, plan.load_host_bytes);
   arguments.config_overrides = "n_layer=4";
   EXPECT_THROW(train::plan_setup(arguments, 2), train::InputError);
 }

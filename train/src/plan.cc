@@ -15,6 +15,7 @@
 #include "zero/core/error.h"
 #include "zero/engine/engine.h"
 #include "zero/gpt2/engine_model.h"
+#include "zero/gpt2/model.h"
 #include "zero/gpt2/units.h"
 #include "zero/optim/optimizers.h"
 #include "zero/text/tokenizer.h"
@@ -134,6 +135,7 @@ PlanSetup plan_setup(const TrainingArguments& arguments, int world_size,
     input_error("--block_size ", setup.seq_len, " is larger than the model's n_positions ",
                 config.n_positions);
   setup.model = config;
+  setup.pretrained = pretrained;
   setup.batch_size = arguments.per_device_train_batch_size;
   setup.gradient_checkpointing = arguments.gradient_checkpointing;
   setup.seed = arguments.seed;
@@ -210,6 +212,16 @@ RankPlan plan_rank(const PlanSetup& setup, int world_size, int rank) {
           engine.step();
         }
       plan.parameters = config.num_parameters();
+      // The whole models the trainer builds outside the engine's ledger (load_pretrained on
+      // every rank, the final save on rank 0), recorded in a ledger of their own.
+      auto whole_model_bytes = [&config] {
+        MemoryLedger ledger;
+        PlanningAllocator allocator(ledger, MemorySpace::kHost);
+        const gpt2::GPT2Model whole(config, allocator);
+        return ledger.space_total(MemorySpace::kHost).peak_bytes;
+      };
+      if (setup.pretrained) plan.load_host_bytes = whole_model_bytes();
+      if (rank == 0) plan.save_host_bytes = whole_model_bytes();
       plan.activation_parts =
           gpt2::GPT2Compute::plan(config, setup.batch_size, setup.seq_len,
                                   {.activation_checkpointing = setup.gradient_checkpointing,
@@ -335,6 +347,13 @@ std::string format_plan(const RankPlan& plan, const GpuAllowance* allowance) {
   }
   const std::int64_t host = plan.peaks.reserved_peak(MemorySpace::kHost) +
                             plan.peaks.reserved_peak(MemorySpace::kHostPinned);
+  if (plan.load_host_bytes > 0 || plan.save_host_bytes > 0) {
+    std::snprintf(line, sizeof(line),
+                  "  host outside the engine: loading --model_name_or_path %.3f GiB, the final "
+                  "save %.3f GiB (whole fp32 GPT-2: parameters and gradients)\n",
+                  gib(plan.load_host_bytes), gib(plan.save_host_bytes));
+    out << line;
+  }
   std::snprintf(line, sizeof(line),
                 "  host per rank: host + host_pinned peak reserved %.3f GiB; nvme %.3f GiB\n",
                 gib(host), gib(plan.peaks.reserved_peak(MemorySpace::kNvme)));
@@ -397,7 +416,8 @@ Fit fit_of(const RankPlan& plan, const Hardware& hardware) {
   fit.gpu_bytes = plan.peaks.reserved_peak(MemorySpace::kDevice) + hardware.allowance.total();
   fit.node_host_bytes =
       hardware.gpus_per_node * (plan.peaks.reserved_peak(MemorySpace::kHost) +
-                                plan.peaks.reserved_peak(MemorySpace::kHostPinned));
+                                plan.peaks.reserved_peak(MemorySpace::kHostPinned)) +
+      std::max(hardware.gpus_per_node * plan.load_host_bytes, plan.save_host_bytes);
   fit.gpu_fits = fit.gpu_bytes <= hardware.gpu_memory;
   fit.host_fits = hardware.cpu_memory <= 0 || fit.node_host_bytes <= hardware.cpu_memory;
   return fit;

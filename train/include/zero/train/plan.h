@@ -71,6 +71,7 @@ struct PlanSetup {
   std::int64_t batch_size = 1;  // per rank, per micro-step
   std::int64_t seq_len = 1;
   bool gradient_checkpointing = false;
+  bool pretrained = false;  // weights loaded from --model_name_or_path (load_host_bytes)
   std::uint64_t seed = 42;
   EngineOptions engine;  // resolved for the world size the setup was made for
   std::vector<std::string> warnings;
@@ -109,6 +110,11 @@ struct RankPlan {
   std::int64_t parameters = 0;         // Ψ: the model's parameters (tied embeddings once)
   std::int64_t padded_parameters = 0;  // Σ over units of the padded flat size
   std::uint64_t collectives = 0;       // collectives the rank issues in the planned steps
+  // Host bytes the trainer allocates outside the engine's ledger (prepare.h, trainer.cc): the
+  // whole fp32 GPT-2 (gpt2::GPT2Model: parameters and gradients) that load_pretrained builds on
+  // every rank for --model_name_or_path, and the one the final save gathers on rank 0.
+  std::int64_t load_host_bytes = 0;
+  std::int64_t save_host_bytes = 0;
   // GPT-2: what its activations and workspace hold, by part (GPT2Compute::plan: unpadded bytes;
   // the ledger's allocations pad each tensor to 16 elements).
   std::optional<gpt2::ActivationPlan> activation_parts;
@@ -140,7 +146,8 @@ struct Hardware {
 };
 
 // Whether a plan fits: the GPU rank's device bytes reserved at peak plus the allowance against
-// gpu_memory, the node's host bytes (gpus_per_node ranks' host + host_pinned reserved peaks)
+// gpu_memory, the node's host bytes (gpus_per_node ranks' host + host_pinned reserved peaks, plus
+// the larger of every rank's load_host_bytes and rank 0's save_host_bytes, counted as if at once)
 // against cpu_memory.
 struct Fit {
   std::int64_t gpu_bytes = 0;
