@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 
 #include "prepare.h"
@@ -449,24 +450,38 @@ std::int64_t largest_fitting_batch(PlanSetup setup, const Hardware& hardware, st
 }
 
 std::vector<Candidate> rank_configurations(const PlanSetup& setup, const Hardware& hardware) {
+  // The offload modes planned: "cpu" and "nvme" join this list when the engine offloads (and
+  // refuse_offload goes); the candidates, ranking and output take them as they are.
+  static constexpr std::string_view kPlannedOffloads[] = {"none"};
+  auto device_of = [](std::string_view offload) {
+    return offload == "cpu"    ? config::OffloadDevice::kCpu
+           : offload == "nvme" ? config::OffloadDevice::kNvme
+                               : config::OffloadDevice::kNone;
+  };
   std::vector<Candidate> candidates;
   const int world = hardware.world_size();
-  for (int stage = 0; stage <= 3; ++stage)
-    for (bool checkpointing : {false, true}) {
-      if (checkpointing && !setup.model) continue;
-      PlanSetup variant = setup;
-      variant.engine.stage = stage;
-      variant.gradient_checkpointing = checkpointing;
-      Candidate candidate;
-      candidate.stage = stage;
-      candidate.gradient_checkpointing = checkpointing;
-      candidate.plan = plan_rank(variant, world, 0);
-      candidate.fit = fit_of(candidate.plan, hardware);
-      // The search is bounded to 4M tokens per rank (the plan's token vector).
-      candidate.max_batch_size = largest_fitting_batch(
-          variant, hardware, std::max<std::int64_t>(1, (std::int64_t{1} << 22) / setup.seq_len));
-      candidates.push_back(std::move(candidate));
-    }
+  for (const std::string_view offload : kPlannedOffloads)
+    for (int stage = 0; stage <= 3; ++stage)
+      for (bool checkpointing : {false, true}) {
+        if (checkpointing && !setup.model) continue;
+        if (offload != "none" && stage == 0) continue;  // DeepSpeed offloads at stages 1-3
+        PlanSetup variant = setup;
+        variant.engine.stage = stage;
+        variant.engine.offload_optimizer.device = device_of(offload);
+        variant.engine.offload_param.device =
+            stage == 3 ? device_of(offload) : config::OffloadDevice::kNone;
+        variant.gradient_checkpointing = checkpointing;
+        Candidate candidate;
+        candidate.stage = stage;
+        candidate.offload = std::string(offload);
+        candidate.gradient_checkpointing = checkpointing;
+        candidate.plan = plan_rank(variant, world, 0);
+        candidate.fit = fit_of(candidate.plan, hardware);
+        // The search is bounded to 4M tokens per rank (the plan's token vector).
+        candidate.max_batch_size = largest_fitting_batch(
+            variant, hardware, std::max<std::int64_t>(1, (std::int64_t{1} << 22) / setup.seq_len));
+        candidates.push_back(std::move(candidate));
+      }
   // Fastest first: no recomputation before recomputation (+1 forward per step), then the
   // communication volume (stages 0-2 move 2Ψ per step, stage 3 3Ψ), then the lower stage; the
   // configurations that fit before those that do not.
