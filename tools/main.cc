@@ -32,6 +32,8 @@ constexpr Command kCommands[] = {
      zero::cli::run_train_command},
     {"checkpoint", "describe and validate a resumable checkpoint, or consolidate it to HF",
      zero::cli::run_checkpoint},
+    {"estimate", "will it fit? the run's memory plan per GPU and node, ranked configurations",
+     zero::cli::run_estimate},
 };
 
 void print_help() {

@@ -25,6 +25,7 @@ namespace {
 constexpr const char* kBooleanFlags[] = {
     "do_train", "do_eval", "do_predict", "overwrite_output_dir",   "streaming",
     "bf16",     "fp16",    "no_plot",    "gradient_checkpointing", "bind_cores_to_rank",
+    "dry_run",
 };
 
 bool is_boolean_flag(std::string_view word) {
@@ -145,7 +146,12 @@ int run_train_command(std::span<char* const> args) {
       ("temperature", po::value(&a.temperature)->default_value(a.temperature), "")
       ("no_plot", po::value<std::string>()->implicit_value("True"), "skip output_dir/loss.svg")
       ("bind_cores_to_rank", po::value<std::string>()->implicit_value("True"),
-       "pin each rank to its share of the node's CPUs by local rank (DeepSpeed's launcher flag)");
+       "pin each rank to its share of the node's CPUs by local rank (DeepSpeed's launcher flag)")
+      ("dry_run", po::value<std::string>()->implicit_value("True"),
+       "print this run's memory plan per rank (docs/planner.md) and exit; allocates no model "
+       "memory, reads no data")
+      ("world_size", po::value(&a.world_size),
+       "--dry_run: plan this many ranks (default: the launch's world size)");
   // clang-format on
   po::options_description options;
   options.add(model).add(data).add(classification).add(training).add(extra);
@@ -187,6 +193,7 @@ int run_train_command(std::span<char* const> args) {
   a.fp16 = flag("fp16");
   a.gradient_checkpointing = flag("gradient_checkpointing");
   a.plot = !flag("no_plot");
+  a.dry_run = flag("dry_run");
   if (!train_file.empty()) a.train_files = {train_file};
   if (!validation_file.empty()) a.validation_files = {validation_file};
   if (!test_file.empty()) a.test_files = {test_file};

@@ -1,7 +1,7 @@
 // Planning without peers: one process plays rank r of a world of N alone (planning device context
 // + PlanningCommunicator) and its ledger equals, byte for byte, rank r's ledger in a real run of N
 // threads, for every stage and world 1, 2, 4, issuing as many collectives; in fp32 (MLP stack)
-// and in bf16 / fp16 (GPT-2).
+// and in bf16 / fp16 (GPT-2, gpt2::EngineModel itself on the planning allocator).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -60,35 +60,6 @@ void plan_micro_step(Engine& engine, const std::vector<UnitId>& units) {
     p.release();
     engine.reduce_grads(units[i]);
   }
-}
-
-// GPT-2's engine protocol as zero::gpt2::EngineModel::train_micro_step runs it (gathers, grads,
-// reductions, in its order), without the arithmetic.
-void plan_gpt2_micro_step(Engine& engine, const std::vector<UnitId>& units) {
-  const UnitId embeddings = units.front(), final_norm = units.back();
-  const std::vector<UnitId> blocks(units.begin() + 1, units.end() - 1);
-  engine.gather(embeddings).release();
-  for (UnitId block : blocks) engine.gather(block).release();
-  {
-    GatheredUnit norm = engine.gather(final_norm);
-    GatheredUnit wte = engine.gather(embeddings);
-    engine.grads(final_norm);
-    engine.grads(embeddings);
-    wte.release();
-    norm.release();
-  }
-  engine.reduce_grads(final_norm);
-  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
-    GatheredUnit p = engine.gather(*it);
-    engine.grads(*it);
-    p.release();
-    engine.reduce_grads(*it);
-  }
-  {
-    GatheredUnit p = engine.gather(embeddings);
-    engine.grads(embeddings);
-  }
-  engine.reduce_grads(embeddings);
 }
 
 constexpr int kMicroSteps = 4;
@@ -189,13 +160,15 @@ TEST(EnginePlanning, PeerFreePlanEqualsTheRealRunInSixteenBits) {
           std::unique_ptr<DeviceContext> context = make_planning_context();
           Engine engine(run.options, comm, optim::make_optimizer(run.options.optimizer), nullptr,
                         context.get());
-          std::vector<UnitId> units;
-          for (const gpt2::UnitSpec& spec : gpt2::gpt2_units(run.config))
-            units.push_back(engine.register_unit(spec.name, spec.tensors,
-                                                 [](const TensorSlot&, std::span<float>) {}));
-          engine.initialize();
+          // The model itself (gpt2::EngineModel), its activations recorded in a ledger of their own
+          // as the driver keeps them out of the engine's: on a planning allocator GPT2Compute
+          // computes nothing, so the gathers, gradients and reductions run in the model's order.
+          MemoryLedger activation_ledger;
+          PlanningAllocator activations(activation_ledger, MemorySpace::kDevice);
+          gpt2::EngineModel model(engine, run.config, rows, run.seq_len, run.seed, activations);
+          const std::vector<int> tokens(static_cast<std::size_t>(rows * run.seq_len), 0);
           for (int micro = 0; micro < kMicroSteps; ++micro) {
-            plan_gpt2_micro_step(engine, units);
+            model.train_micro_step(tokens, tokens, {});
             engine.step();
           }
           const std::string what = std::string(name_of(dtype)) + " world " + std::to_string(world) +

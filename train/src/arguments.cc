@@ -74,7 +74,8 @@ void check_arguments(const TrainingArguments& arguments) {
     fail("--learning_rate must not be negative, got ", arguments.learning_rate);
   if (!(arguments.temperature > 0.0)) fail("--temperature must be positive");
   if (arguments.bf16 && arguments.fp16) fail("give --bf16 or --fp16, not both");
-  if (arguments.output_dir.empty()) fail("--output_dir is required");
+  if (arguments.output_dir.empty() && !arguments.dry_run) fail("--output_dir is required");
+  if (arguments.world_size != -1) at_least("world_size", arguments.world_size, 1);
   const bool classification = arguments.task == "text-classification";
   if (!classification && arguments.task != "causal-lm")
     fail("--task '", arguments.task, "' is not a task (causal-lm or text-classification)");
@@ -84,7 +85,7 @@ void check_arguments(const TrainingArguments& arguments) {
     fail("--streaming is for --task causal-lm (run_clm), not text-classification");
   if (classification) at_least("max_seq_length", arguments.max_seq_length, 1);
   if (arguments.do_predict && arguments.test_files.empty()) fail("--do_predict needs --test_file");
-  if (!arguments.do_train && !arguments.do_eval && !arguments.do_predict)
+  if (!arguments.do_train && !arguments.do_eval && !arguments.do_predict && !arguments.dry_run)
     fail("nothing to do: give --do_train, --do_eval and/or --do_predict");
   if (arguments.do_train && arguments.train_files.empty()) fail("--do_train needs --train_file");
   if (arguments.do_eval && arguments.validation_files.empty() && arguments.train_files.empty())

@@ -375,10 +375,23 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
   prepared.total_steps = std::max<std::int64_t>(prepared.total_steps, 1);
 
   // The DeepSpeed config, "auto" filled from the arguments as Hugging Face's Trainer does.
-  const config::TrainerValues values =
-      trainer_values(arguments, world, prepared.total_steps, model_config.n_embd);
-  if (arguments.deepspeed.empty()) {
-    prepared.deepspeed = as_input_error("the default config", [&] {
+  EngineSetup engine = resolve_engine(arguments, world, prepared.total_steps, model_config.n_embd);
+  prepared.deepspeed = std::move(engine.deepspeed);
+  prepared.engine = std::move(engine.engine);
+  return prepared;
+}
+
+EngineSetup resolve_engine(const TrainingArguments& arguments, int world, std::int64_t total_steps,
+                           std::optional<std::int64_t> hidden_size, const std::string& json_text) {
+  EngineSetup setup;
+  config::TrainerValues values = trainer_values(arguments, world, total_steps, 0);
+  values.hidden_size = hidden_size;
+  if (!json_text.empty()) {
+    setup.deepspeed = as_input_error("the DeepSpeed config", [&] {
+      return config::resolve_config(json_text, values, "(the options given)");
+    });
+  } else if (arguments.deepspeed.empty()) {
+    setup.deepspeed = as_input_error("the default config", [&] {
       return config::resolve_config(
           R"({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
               "gradient_clipping": "auto", "zero_optimization": {"stage": 0},
@@ -386,7 +399,9 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
           values, "(no --deepspeed)");
     });
   } else {
-    prepared.deepspeed = as_input_error("--deepspeed " + arguments.deepspeed, [&] {
+    if (!fs::is_regular_file(arguments.deepspeed))
+      input_error("--deepspeed ", arguments.deepspeed, ": no such file");
+    setup.deepspeed = as_input_error("--deepspeed " + arguments.deepspeed, [&] {
       return config::load_config_file(arguments.deepspeed, values);
     });
   }
@@ -401,15 +416,15 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
           ? std::string(" (--bf16/--fp16 fill the config's \"enabled\": \"auto\"; without them ") +
                 "the run trains in fp32)"
           : std::string();
-  prepared.engine = as_input_error("--deepspeed " + arguments.deepspeed + precision_hint, [&] {
-    return engine_options_from_config(prepared.deepspeed.config, default_optimizer);
+  setup.engine = as_input_error("--deepspeed " + arguments.deepspeed + precision_hint, [&] {
+    return engine_options_from_config(setup.deepspeed.config, default_optimizer);
   });
-  if (prepared.engine.options.scheduler.type == config::SchedulerType::kNone)
+  if (setup.engine.options.scheduler.type == config::SchedulerType::kNone)
     as_input_error("--lr_scheduler_type", [&] {
-      return make_hf_schedule(arguments.lr_scheduler_type, prepared.engine.options.optimizer.lr, 0,
+      return make_hf_schedule(arguments.lr_scheduler_type, setup.engine.options.optimizer.lr, 0,
                               1);
     });
-  return prepared;
+  return setup;
 }
 
 void write_json(const fs::path& path, const json& value) {

@@ -79,6 +79,19 @@ struct Prepared {
 // rank, writing nothing; throws InputError naming what is wrong.
 Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool print);
 
+// The DeepSpeed config with "auto" filled from the arguments as Hugging Face's Trainer fills it
+// (`json_text` when not empty, else --deepspeed, else stage 0 with the flags' AdamW), and the
+// engine's options from it. `hidden_size` fills the "auto" bucket sizes and thresholds (none:
+// such an "auto" is an error). Throws InputError naming the source. prepare() and the planner
+// (plan.cc) both resolve through it.
+struct EngineSetup {
+  config::ConfigResult deepspeed;
+  EngineOptionsResult engine;
+};
+EngineSetup resolve_engine(const TrainingArguments& arguments, int world, std::int64_t total_steps,
+                           std::optional<std::int64_t> hidden_size,
+                           const std::string& json_text = {});
+
 // `value` as indented JSON at `path`.
 void write_json(const fs::path& path, const nlohmann::json& value);
 

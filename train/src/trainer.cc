@@ -134,6 +134,14 @@ double perplexity_of(double loss) {
 
 TrainResult train(const TrainingArguments& arguments, Communicator& communicator,
                   const RunOptions& run_options) {
+  if (arguments.dry_run) {  // the memory plan of this run, nothing allocated (plan.cc)
+    TrainResult planned;
+    planned.plan = dry_run(arguments,
+                           arguments.world_size > 0 ? static_cast<int>(arguments.world_size)
+                                                    : communicator.world_size(),
+                           run_options.print && communicator.rank() == 0);
+    return planned;
+  }
   const Clock::time_point run_start = Clock::now();
   const int rank = communicator.rank(), world = communicator.world_size();
   const bool console = run_options.print && rank == 0;
@@ -656,6 +664,7 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
     result.train_loss =
         train_loss_sum / static_cast<double>(std::max<std::int64_t>(total_steps, 1));
   }
+  result.memory = MemoryPeaks::of(engine.ledger());  // measured: the plan's check
   result.global_step = step;
   result.epoch = static_cast<double>(step) / static_cast<double>(prepared.steps_per_epoch);
 

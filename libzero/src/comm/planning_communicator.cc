@@ -5,8 +5,9 @@
 
 namespace zero {
 
-PlanningCommunicator::PlanningCommunicator(int rank, int world_size, CommOptions options)
-    : Communicator(options), rank_(rank), world_size_(world_size) {
+PlanningCommunicator::PlanningCommunicator(int rank, int world_size, CommOptions options,
+                                           std::unique_ptr<Stream> stream)
+    : Communicator(options, std::move(stream)), rank_(rank), world_size_(world_size) {
   ZERO_CHECK(world_size >= 1, "a planning communicator needs a world of at least 1 rank, not ",
              world_size);
   ZERO_CHECK(rank >= 0 && rank < world_size, "planning communicator: rank ", rank,

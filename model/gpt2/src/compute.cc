@@ -114,7 +114,11 @@ ActivationPlan GPT2Compute::plan(const GPT2Config& config, std::int64_t batch_si
 
 GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std::int64_t seq_len,
                          Allocator& allocator, ComputeOptions options)
-    : config_(config), B_(batch_size), T_(seq_len), options_(options) {
+    : config_(config),
+      B_(batch_size),
+      T_(seq_len),
+      options_(options),
+      planning_(allocator.planning()) {
   config_.validate();
   ZERO_CHECK(B_ > 0 && T_ > 0,
              "GPT-2 compute: batch size and sequence length must be positive, got B=", B_,
@@ -140,9 +144,11 @@ GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std:
 }
 
 float* GPT2Compute::activation(const std::string& name) const {
+  if (planning_) return nullptr;  // planned buffers have no memory
   return activation_buffer_.data_as<float>() + activation_layout_.slot(name).offset_elements;
 }
 float* GPT2Compute::workspace(const std::string& name) const {
+  if (planning_) return nullptr;
   return workspace_buffer_.data_as<float>() + workspace_layout_.slot(name).offset_elements;
 }
 float* GPT2Compute::workspace_or_null(const std::string& name) const {
@@ -170,6 +176,12 @@ void GPT2Compute::set_inputs(std::span<const int> tokens, std::span<const int> t
              " T=", T_);
   ZERO_CHECK(targets.empty() || targets.size() == count, "GPT-2 inputs: ", targets.size(),
              " targets for B=", B_, " T=", T_);
+  if (planning_) {  // the tokens are never read in a plan
+    dropout_ = dropout;
+    loss_ = 0.0f;
+    counted_ = 0;
+    return;
+  }
   for (std::size_t i = 0; i < count; ++i)
     ZERO_CHECK(tokens[i] >= 0 && tokens[i] < config_.vocab_size, "GPT-2 inputs: token ", tokens[i],
                " at index ", i, " is outside the vocabulary [0, ", config_.vocab_size, ")");
@@ -361,6 +373,7 @@ void GPT2Compute::linear_backward(float* dinp, GradMatrix dweight, float* dbias,
 }
 
 void GPT2Compute::forward_embeddings(ConstUnitData params) {
+  if (planning_) return;  // a plan has no memory to compute in
   ZERO_CHECK(!tokens_.empty(), "GPT-2 forward: set_inputs was not called");
   check_params(params, "forward_embeddings");
   const std::int64_t C = config_.n_embd;
@@ -385,6 +398,7 @@ void GPT2Compute::forward_embeddings(ConstUnitData params) {
 
 void GPT2Compute::forward_block(int layer, ConstUnitData params) {
   ZERO_CHECK(layer >= 0 && layer < config_.n_layer, "GPT-2 forward: no block ", layer);
+  if (planning_) return;  // a plan has no memory to compute in
   check_params(params, "forward_block");
   forward_block_impl(layer, params);
 }
@@ -415,6 +429,7 @@ void GPT2Compute::forward_block_impl(int layer, const ConstUnitData& params) {
 }
 
 void GPT2Compute::forward_head(ConstUnitData final_norm_params, ConstUnitData embedding_params) {
+  if (planning_) return;  // a plan has no memory to compute in
   check_params(final_norm_params, "forward_head (final norm)");
   check_params(embedding_params, "forward_head (embeddings)");
   const std::int64_t N = B_ * T_, C = config_.n_embd, Vp = config_.padded_vocab_size();
@@ -452,6 +467,7 @@ void GPT2Compute::forward_head(ConstUnitData final_norm_params, ConstUnitData em
 void GPT2Compute::backward_head(ConstUnitData final_norm_params, ConstUnitData embedding_params,
                                 UnitData final_norm_grads, UnitData embedding_grads,
                                 float loss_scale) {
+  if (planning_) return;  // a plan has no memory to compute in
   ZERO_CHECK(!targets_.empty(), "GPT-2 backward: no targets were given to set_inputs");
   check_params(final_norm_params, "backward_head (final norm)");
   check_params(embedding_params, "backward_head (embeddings)");
@@ -500,6 +516,7 @@ void GPT2Compute::backward_head(ConstUnitData final_norm_params, ConstUnitData e
 
 void GPT2Compute::backward_block(int layer, ConstUnitData params, UnitData grads) {
   ZERO_CHECK(layer >= 0 && layer < config_.n_layer, "GPT-2 backward: no block ", layer);
+  if (planning_) return;  // a plan has no memory to compute in
   check_params(params, "backward_block");
   check_grads(grads, "backward_block");
   if (options_.activation_checkpointing) forward_block_impl(layer, params);
@@ -548,6 +565,7 @@ void GPT2Compute::backward_block(int layer, ConstUnitData params, UnitData grads
 }
 
 void GPT2Compute::backward_embeddings(ConstUnitData params, UnitData grads) {
+  if (planning_) return;  // a plan has no memory to compute in
   check_params(params, "backward_embeddings");
   check_grads(grads, "backward_embeddings");
   const std::int64_t C = config_.n_embd;

@@ -15,6 +15,7 @@ GPT2Model::GPT2Model(const GPT2Config& config, Allocator& allocator)
     params_.emplace_back(layout, DType::kFloat32, allocator, MemoryCategory::kParams);
     grads_.emplace_back(std::move(layout), DType::kFloat32, allocator, MemoryCategory::kGrads);
   }
+  if (allocator.planning()) return;  // recorded, not allocated: nothing to zero
   for (int u = 0; u < num_units(); ++u) {
     std::memset(params_[u].data(), 0, params_[u].size_bytes());
     std::memset(grads_[u].data(), 0, grads_[u].size_bytes());

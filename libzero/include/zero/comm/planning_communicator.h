@@ -14,8 +14,12 @@ namespace zero {
 
 class PlanningCommunicator final : public Communicator {
  public:
-  // Throws zero::Error unless 0 <= rank < world_size.
-  PlanningCommunicator(int rank, int world_size, CommOptions options = {});
+  // Throws zero::Error unless 0 <= rank < world_size. `stream`: the communication stream (null:
+  // a CpuStream, a worker thread). The planner passes the planning context's in-order stream
+  // (DeviceContext::make_stream), so frees the engine queues there run in program order and a
+  // plan is the same every time.
+  PlanningCommunicator(int rank, int world_size, CommOptions options = {},
+                       std::unique_ptr<Stream> stream = nullptr);
   ~PlanningCommunicator() override;
 
   int rank() const override { return rank_; }

@@ -94,6 +94,11 @@ struct TrainingArguments {
   int top_k = 20;
   double temperature = 0.9;
   bool plot = true;  // output_dir/loss.svg through gnuplot when it is installed
+
+  // --dry_run: print the run's memory plan per rank (zero/train/plan.h) and return, allocating no
+  // model memory and reading no data; --world_size plans that many ranks (default: the launch's).
+  bool dry_run = false;
+  std::int64_t world_size = -1;
 };
 
 // Throws zero::Error naming the flag for a value out of range (batch sizes < 1, ...).

@@ -15,6 +15,7 @@
 #include "zero/engine/optimizer.h"
 #include "zero/train/arguments.h"
 #include "zero/train/classification_metrics.h"
+#include "zero/train/plan.h"
 
 namespace zero::train {
 
@@ -57,6 +58,10 @@ struct TrainResult {
   // SIGTERM/SIGUSR1 stopped the run at global_step: a checkpoint was saved there; the final
   // evaluation, model and result files were skipped.
   bool preempted = false;
+  // This rank's ledger peaks over training (what the planner's plan is checked against).
+  std::optional<MemoryPeaks> memory;
+  // --dry_run: the plans (dry_run() in plan.h); nothing else ran.
+  std::vector<RankPlan> plan;
 };
 
 struct RunOptions {

@@ -77,6 +77,9 @@ struct ActivationPlan {
 //   G[h.l]); backward_embeddings(P[emb], G[emb])
 // The head uses the tied wte, so the embeddings unit is needed again there (gather it twice, or
 // keep it resident); its gradient is complete only after backward_embeddings.
+// With a planning allocator (Allocator::planning(), the planner's device context) the buffers are
+// recorded, not allocated, and every forward/backward call returns at once (loss() stays 0): the
+// model runs its allocation sequence, proportional to the number of tensors, not their size.
 class GPT2Compute {
  public:
   GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std::int64_t seq_len,
@@ -168,6 +171,7 @@ class GPT2Compute {
   GPT2Config config_;
   std::int64_t B_, T_;
   ComputeOptions options_;
+  bool planning_ = false;  // the allocator records without memory: compute nothing
   FlatLayout activation_layout_, workspace_layout_;
   Buffer activation_buffer_, workspace_buffer_;
   std::vector<BlockActivations> blocks_;

@@ -1,0 +1,210 @@
+// zero::train's memory planner: the exact allocation sequence of a training run, per rank, with
+// nothing allocated. A plan builds the engine and the model the trainer builds (zero::Engine,
+// gpt2::EngineModel) on the planning device context (make_planning_context(): allocators that
+// record into a ledger without memory) and a PlanningCommunicator (rank r of a world of N, alone),
+// runs the trainer's micro-steps and optimizer steps through them, and reads the ledger's peaks.
+// The model computes nothing in a plan (GPT2Compute returns at once on a planning allocator) and
+// the engine initialises no values, so a plan costs time proportional to the number of tensors,
+// not their size: a 70B plan runs in seconds on a laptop. `zero train --dry_run` and
+// `zero estimate` print plans; docs/planner.md describes them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zero/core/memory_ledger.h"
+#include "zero/engine/memory_formula.h"
+#include "zero/engine/options.h"
+#include "zero/gpt2/compute.h"
+#include "zero/gpt2/config.h"
+#include "zero/train/arguments.h"
+
+namespace zero::train {
+
+// The peaks of one rank's ledger: per (space, category), per space in use (the peak of the sum,
+// not the sum of the peaks) and per space reserved (in use plus what the caching allocators keep).
+struct MemoryPeaks {
+  std::array<std::array<std::int64_t, kNumMemoryCategories>, kNumMemorySpaces> categories{};
+  std::array<std::int64_t, kNumMemorySpaces> total{};
+  std::array<std::int64_t, kNumMemorySpaces> reserved{};
+
+  std::int64_t peak(MemorySpace space, MemoryCategory category) const {
+    return categories[static_cast<std::size_t>(space)][static_cast<std::size_t>(category)];
+  }
+  std::int64_t total_peak(MemorySpace space) const {
+    return total[static_cast<std::size_t>(space)];
+  }
+  std::int64_t reserved_peak(MemorySpace space) const {
+    return reserved[static_cast<std::size_t>(space)];
+  }
+  static MemoryPeaks of(const MemoryLedger& ledger);
+};
+
+// What a GPU rank holds that zero does not allocate itself, added to the planned device bytes.
+// The defaults and where they come from (docs/planner.md):
+//   cuda_context     512 MiB: a CUDA 12 context with lazy module loading, as nvidia-smi shows an
+//                    idle process on A100/H100 (users measure 300-600 MiB; measure yours)
+//   cublas_workspace  32 MiB: cuBLAS's recommended workspace on Hopper (cublasSetWorkspace; 4 MiB
+//                    before Hopper), one handle on the compute stream
+//   cudnn_workspace    0: zero calls no cuDNN kernel
+//   nccl             256 MiB: NCCL_BUFFSIZE 4 MiB x 2 (send, receive) x 32 channels (NCCL's most
+//                    on NVLink); NVLS (NVSwitch systems) can add about 1 GiB more
+struct GpuAllowance {
+  std::int64_t cuda_context = 512ll << 20;
+  std::int64_t cublas_workspace = 32ll << 20;
+  std::int64_t cudnn_workspace = 0;
+  std::int64_t nccl = 256ll << 20;
+  std::int64_t total() const { return cuda_context + cublas_workspace + cudnn_workspace + nccl; }
+};
+
+// What a plan runs: the model, one rank's micro-batch and the engine's options for a world size.
+struct PlanSetup {
+  // GPT-2 by its config; or, when unset, `total_params` parameters in units of at most
+  // `largest_layer_params` (DeepSpeed's estimator inputs), driven through the engine's unit
+  // protocol with no activations (they depend on an architecture the counts do not give).
+  std::optional<gpt2::GPT2Config> model;
+  std::int64_t total_params = 0;
+  std::int64_t largest_layer_params = 0;
+  std::int64_t batch_size = 1;  // per rank, per micro-step
+  std::int64_t seq_len = 1;
+  bool gradient_checkpointing = false;
+  bool pretrained = false;  // weights loaded from --model_name_or_path (load_host_bytes)
+  std::uint64_t seed = 42;
+  EngineOptions engine;  // resolved for the world size the setup was made for
+  std::vector<std::string> warnings;
+  // Optimizer steps planned (each of engine.gradient_accumulation_steps micro-steps). Two: the
+  // first step and a steady one, so anything the first step leaves allocated is seen.
+  int steps = 2;
+};
+
+// The dry run's preparation of `arguments` for `world_size` ranks, reading no data: arguments
+// checked, the model's config (--model_name_or_path's config.json (no weights read),
+// --config_name, or GPT-2 124M's shape; from scratch the vocabulary is --tokenizer_name's size,
+// else --tokenizer_vocab_size when a tokenizer would be learned on --train_file (the most it can
+// hold), else GPT-2's 50257; then --config_overrides), the block size (run_clm's rule) and the
+// DeepSpeed config with "auto" filled from the flags (--deepspeed, or `deepspeed_json` when not
+// empty; total steps: --max_steps, else 1, which changes no allocation). Throws InputError.
+// Only --task causal-lm is planned.
+PlanSetup plan_setup(const TrainingArguments& arguments, int world_size,
+                     const std::string& deepspeed_json = {});
+
+// The same from parameter counts (no model config): `total_params` in units of at most
+// `largest_layer_params`; the DeepSpeed config as plan_setup resolves it, with no hidden size
+// (an "auto" bucket size or threshold is then an error naming it).
+PlanSetup plan_setup_from_counts(const TrainingArguments& arguments, std::int64_t total_params,
+                                 std::int64_t largest_layer_params, int world_size,
+                                 const std::string& deepspeed_json = {});
+
+// DeepSpeed's largest layer of GPT-2 (estimate_zero3_model_states_mem_needs_all_live): the most
+// parameters one module holds directly, max(wte V x C, wpe n_positions x C, mlp.c_fc 4C^2 + 4C).
+std::int64_t deepspeed_largest_layer_params(const gpt2::GPT2Config& config);
+
+struct RankPlan {
+  int rank = 0;
+  int world_size = 1;
+  MemoryPeaks peaks;
+  ModelStateBytes model_states;  // the ZeRO formula for this run (memory_formula.h)
+  // The same states by the memory space each lives in (offload moves them off the device; with
+  // offload_optimizer the step reads an fp32 gradient partition on the host, as DeepSpeed's).
+  ModelStateBytesBySpace placed_states;
+  std::int64_t parameters = 0;         // Ψ: the model's parameters (tied embeddings once)
+  std::int64_t padded_parameters = 0;  // Σ over units of the padded flat size
+  std::uint64_t collectives = 0;       // collectives the rank issues in the planned steps
+  // Host bytes the trainer allocates outside the engine's ledger (prepare.h, trainer.cc): the
+  // whole fp32 GPT-2 (gpt2::GPT2Model: parameters and gradients) that load_pretrained builds on
+  // every rank for --model_name_or_path, and the one the final save gathers on rank 0.
+  std::int64_t load_host_bytes = 0;
+  std::int64_t save_host_bytes = 0;
+  // GPT-2: what its activations and workspace hold, by part (GPT2Compute::plan: unpadded bytes;
+  // the ledger's allocations pad each tensor to 16 elements).
+  std::optional<gpt2::ActivationPlan> activation_parts;
+};
+
+// Plans rank `rank` of `world_size` (setup made for that world size). Throws zero::Error for
+// what the engine refuses, and for offload until the engine offloads (docs/planner.md).
+RankPlan plan_rank(const PlanSetup& setup, int world_size, int rank);
+
+// One rank's plan as a table: rows by space and category (peak bytes, exact and in GiB), each
+// space's peak in use and reserved, the ZeRO model-state formula beside the planned states, and,
+// with `allowance`, the GPU rank's total with it.
+std::string format_plan(const RankPlan& plan, const GpuAllowance* allowance);
+
+// `zero train --dry_run`: plans every rank of `world_size` (ranks of one run hold the same bytes
+// by construction, padded shards being equal; every rank is planned anyway up to 64, then ranks
+// 0 and N-1), prints the plan of rank 0 and the ranks that differ from it, and returns the plans.
+std::vector<RankPlan> dry_run(const TrainingArguments& arguments, int world_size, bool print);
+
+// ---- zero estimate ----
+
+struct Hardware {
+  int gpus_per_node = 1;
+  int nodes = 1;
+  std::int64_t gpu_memory = 80ll << 30;  // per GPU
+  std::int64_t cpu_memory = 0;           // per node; 0: not checked
+  GpuAllowance allowance;
+  int world_size() const { return gpus_per_node * nodes; }
+};
+
+// Whether a plan fits: the GPU rank's device bytes reserved at peak plus the allowance against
+// gpu_memory, the node's host bytes (gpus_per_node ranks' host + host_pinned reserved peaks, plus
+// the larger of every rank's load_host_bytes and rank 0's save_host_bytes, counted as if at once)
+// against cpu_memory.
+struct Fit {
+  std::int64_t gpu_bytes = 0;
+  std::int64_t node_host_bytes = 0;
+  bool gpu_fits = false;
+  bool host_fits = false;
+  bool fits() const { return gpu_fits && host_fits; }
+};
+Fit fit_of(const RankPlan& plan, const Hardware& hardware);
+
+// One configuration (stage x offload x checkpointing) of the setup, at its micro-batch and at the
+// largest micro-batch that fits (0: none fits; -1: the plan has no activations to scale).
+struct Candidate {
+  int stage = 0;
+  std::string offload = "none";
+  bool gradient_checkpointing = false;
+  RankPlan plan;
+  Fit fit;
+  std::int64_t max_batch_size = 0;
+};
+
+// The largest per-rank micro-batch (at most `limit`) whose plan fits, by doubling then
+// bisection; 0 when even 1 does not fit, -1 for a setup without activations.
+std::int64_t largest_fitting_batch(PlanSetup setup, const Hardware& hardware,
+                                   std::int64_t limit = 1 << 16);
+
+// Every stage x checkpointing configuration of `setup` (offload modes join when the engine
+// offloads), planned on rank 0 of the hardware's world, the fitting ones first, ranked fastest
+// first by the rule in docs/planner.md: no offload before host before NVMe offload, no
+// recomputation before gradient checkpointing, then the communication volume per step (stages 0-2:
+// 2Ψ, stage 3: 3Ψ), then the lower stage.
+std::vector<Candidate> rank_configurations(const PlanSetup& setup, const Hardware& hardware);
+
+// ---- DeepSpeed 0.19's estimators (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py) ----
+
+struct DeepSpeedEstimateRow {
+  std::int64_t cpu_bytes = 0;  // per CPU (node)
+  std::int64_t gpu_bytes = 0;  // per GPU
+  std::string options;         // as DeepSpeed prints them
+};
+// estimate_zero2_model_states_mem_needs for cpu_offload True, False (the rows' order).
+std::vector<DeepSpeedEstimateRow> deepspeed_zero2_rows(double total_params, int gpus_per_node,
+                                                       int nodes,
+                                                       double additional_buffer_factor = 1.5);
+// estimate_zero3_model_states_mem_needs for DeepSpeed's six (offload, zero_init) rows.
+std::vector<DeepSpeedEstimateRow> deepspeed_zero3_rows(double total_params,
+                                                       double largest_layer_params,
+                                                       int gpus_per_node, int nodes,
+                                                       double additional_buffer_factor = 1.5);
+// The text estimate_zero2/3_model_states_mem_needs_all_cold print, line for line.
+std::string deepspeed_zero2_text(double total_params, int gpus_per_node, int nodes,
+                                 double additional_buffer_factor = 1.5);
+std::string deepspeed_zero3_text(double total_params, double largest_layer_params,
+                                 int gpus_per_node, int nodes,
+                                 double additional_buffer_factor = 1.5);
+
+}  // namespace zero::train

@@ -1,0 +1,509 @@
+// The memory planner (zero/train/plan.h): the trainer's engine and model on the planning device
+// context and a peer-free communicator, one rank of a world at a time.
+#include "zero/train/plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <string_view>
+#include <tuple>
+
+#include "prepare.h"
+#include "zero/comm/planning_communicator.h"
+#include "zero/core/device_context.h"
+#include "zero/core/error.h"
+#include "zero/engine/engine.h"
+#include "zero/gpt2/engine_model.h"
+#include "zero/gpt2/model.h"
+#include "zero/gpt2/units.h"
+#include "zero/optim/optimizers.h"
+#include "zero/text/tokenizer.h"
+#include "zero/train/trainer.h"
+
+namespace zero::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+template <typename... Parts>
+[[noreturn]] void input_error(const Parts&... parts) {
+  std::ostringstream message;
+  (message << ... << parts);
+  throw InputError(message.str());
+}
+
+template <typename Body>
+auto as_input_error(std::string_view what, Body&& body) {
+  try {
+    return body();
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& error) {
+    input_error(what, ": ", error.what());
+  }
+}
+
+// The engine here keeps every state on the device (offload is the offload issue's, not merged in
+// this build): a plan of an offloading config would put its state in the wrong space, so it is
+// refused. Once the engine offloads, this check goes and the planner plans offload as it runs.
+double gib(std::int64_t bytes) { return static_cast<double>(bytes) / 1073741824.0; }
+
+std::string bytes_cell(std::int64_t bytes) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%16lld  %9.3f GiB", static_cast<long long>(bytes), gib(bytes));
+  return text;
+}
+
+bool same_bytes(const RankPlan& a, const RankPlan& b) {
+  return a.peaks.categories == b.peaks.categories && a.peaks.total == b.peaks.total &&
+         a.peaks.reserved == b.peaks.reserved;
+}
+
+}  // namespace
+
+MemoryPeaks MemoryPeaks::of(const MemoryLedger& ledger) {
+  MemoryPeaks peaks;
+  for (std::size_t s = 0; s < kNumMemorySpaces; ++s) {
+    const auto space = static_cast<MemorySpace>(s);
+    peaks.total[s] = ledger.space_total(space).peak_bytes;
+    peaks.reserved[s] = ledger.space_reserved(space).peak_bytes;
+    for (std::size_t c = 0; c < kNumMemoryCategories; ++c)
+      peaks.categories[s][c] = ledger.entry(space, static_cast<MemoryCategory>(c)).peak_bytes;
+  }
+  return peaks;
+}
+
+PlanSetup plan_setup(const TrainingArguments& arguments, int world_size,
+                     const std::string& deepspeed_json) {
+  as_input_error("arguments", [&] { check_arguments(arguments); });
+  if (world_size < 1) input_error("--world_size must be at least 1, got ", world_size);
+  if (arguments.task != "causal-lm")
+    input_error("--dry_run plans --task causal-lm only; --task ", arguments.task,
+                " is not planned yet");
+  PlanSetup setup;
+  // The model's config, as prepare() finds it, without reading weights or data.
+  gpt2::GPT2Config config;
+  const bool pretrained = !arguments.model_name_or_path.empty();
+  if (pretrained) {
+    const fs::path folder = arguments.model_name_or_path;
+    if (!fs::is_regular_file(folder / "config.json"))
+      input_error("--model_name_or_path ", folder.string(), ": no config.json there");
+    config = as_input_error("--model_name_or_path " + folder.string(),
+                            [&] { return gpt2::load_hf_config(folder); });
+    if (!arguments.config_overrides.empty())
+      input_error("--config_overrides can't be used with --model_name_or_path (as run_clm)");
+  } else if (!arguments.config_name.empty()) {
+    fs::path path = arguments.config_name;
+    if (fs::is_directory(path)) path /= "config.json";
+    config = as_input_error("--config_name " + arguments.config_name,
+                            [&] { return gpt2::GPT2Config::load(path); });
+  } else if (!arguments.tokenizer_name.empty()) {
+    // From scratch, sized to the tokenizer (prepare()'s rule).
+    const text::Tokenizer tokenizer = as_input_error("tokenizer " + arguments.tokenizer_name, [&] {
+      return text::Tokenizer::load(arguments.tokenizer_name);
+    });
+    config.vocab_size = static_cast<std::int64_t>(tokenizer.vocab_size());
+  } else if (!arguments.train_files.empty()) {
+    // A tokenizer would be learned on the train files: at most --tokenizer_vocab_size tokens.
+    config.vocab_size = arguments.tokenizer_vocab_size;
+    setup.warnings.push_back("vocabulary planned at --tokenizer_vocab_size " +
+                             std::to_string(arguments.tokenizer_vocab_size) +
+                             " (the tokenizer learned on the train files holds at most that many)");
+  }
+  if (!pretrained && !arguments.config_overrides.empty())
+    as_input_error("--config_overrides",
+                   [&] { config.apply_overrides(arguments.config_overrides); });
+  as_input_error("model config", [&] { config.validate(); });
+  setup.seq_len = arguments.block_size > 0 ? arguments.block_size
+                                           : std::min<std::int64_t>(1024, config.n_positions);
+  if (setup.seq_len > config.n_positions)
+    input_error("--block_size ", setup.seq_len, " is larger than the model's n_positions ",
+                config.n_positions);
+  setup.model = config;
+  setup.pretrained = pretrained;
+  setup.batch_size = arguments.per_device_train_batch_size;
+  setup.gradient_checkpointing = arguments.gradient_checkpointing;
+  setup.seed = arguments.seed;
+  const std::int64_t total_steps = arguments.max_steps > 0 ? arguments.max_steps : 1;
+  detail::EngineSetup engine =
+      detail::resolve_engine(arguments, world_size, total_steps, config.n_embd, deepspeed_json);
+  setup.engine = std::move(engine.engine.options);
+  for (std::string& warning : engine.deepspeed.warnings) setup.warnings.push_back(warning);
+  for (std::string& warning : engine.engine.warnings) setup.warnings.push_back(warning);
+  return setup;
+}
+
+PlanSetup plan_setup_from_counts(const TrainingArguments& arguments, std::int64_t total_params,
+                                 std::int64_t largest_layer_params, int world_size,
+                                 const std::string& deepspeed_json) {
+  as_input_error("arguments", [&] { check_arguments(arguments); });
+  if (world_size < 1) input_error("--world_size must be at least 1, got ", world_size);
+  if (total_params < 1) input_error("--params must be at least 1, got ", total_params);
+  if (largest_layer_params < 1 || largest_layer_params > total_params)
+    input_error("--largest_layer_params must be in [1, --params ", total_params, "], got ",
+                largest_layer_params);
+  PlanSetup setup;
+  setup.total_params = total_params;
+  setup.largest_layer_params = largest_layer_params;
+  setup.batch_size = arguments.per_device_train_batch_size;
+  setup.seed = arguments.seed;
+  const std::int64_t total_steps = arguments.max_steps > 0 ? arguments.max_steps : 1;
+  detail::EngineSetup engine =
+      detail::resolve_engine(arguments, world_size, total_steps, std::nullopt, deepspeed_json);
+  setup.engine = std::move(engine.engine.options);
+  for (std::string& warning : engine.deepspeed.warnings) setup.warnings.push_back(warning);
+  for (std::string& warning : engine.engine.warnings) setup.warnings.push_back(warning);
+  return setup;
+}
+
+std::int64_t deepspeed_largest_layer_params(const gpt2::GPT2Config& config) {
+  const std::int64_t C = config.n_embd, H = config.hidden_size();
+  return std::max(
+      {config.vocab_size * C, config.n_positions * C, C * H + H, H * C + C, 3 * C * C + 3 * C});
+}
+
+RankPlan plan_rank(const PlanSetup& setup, int world_size, int rank) {
+  RankPlan plan;
+  plan.rank = rank;
+  plan.world_size = world_size;
+  const std::unique_ptr<DeviceContext> context = make_planning_context();
+  // The communication stream in program order too: a plan does not depend on thread timing.
+  PlanningCommunicator communicator(rank, world_size, {}, context->make_stream("communication"));
+  std::vector<std::size_t> sizes;
+  {
+    // The trainer's engine (train()): the config's options and optimizer. The lr schedule
+    // allocates nothing and is left out.
+    Engine engine(setup.engine, communicator, optim::make_optimizer(setup.engine.optimizer),
+                  nullptr, context.get());
+    const int accumulation = setup.engine.gradient_accumulation_steps;
+    if (setup.model) {
+      const gpt2::GPT2Config& config = *setup.model;
+      ZERO_CHECK(setup.batch_size >= 1 && setup.seq_len >= 1,
+                 "a plan needs a positive micro-batch, got B=", setup.batch_size,
+                 " T=", setup.seq_len);
+      gpt2::EngineModel model(engine, config, setup.batch_size, setup.seq_len, setup.seed,
+                              engine.allocator(),
+                              {.activation_checkpointing = setup.gradient_checkpointing});
+      // The tokens are never read in a plan; only their count is checked.
+      const std::vector<int> tokens(static_cast<std::size_t>(setup.batch_size * setup.seq_len), 0);
+      for (int step = 0; step < setup.steps; ++step)
+        for (int micro = 0; micro < accumulation; ++micro) {
+          model.train_micro_step(tokens, tokens,
+                                 {.seed = setup.seed,
+                                  .step = static_cast<std::uint64_t>(step),
+                                  .sample_offset = rank * setup.batch_size,
+                                  .training = true});
+          engine.step();
+        }
+      plan.parameters = config.num_parameters();
+      // The whole models the trainer builds outside the engine's ledger (load_pretrained on
+      // every rank, the final save on rank 0), recorded in a ledger of their own.
+      auto whole_model_bytes = [&config] {
+        MemoryLedger ledger;
+        PlanningAllocator allocator(ledger, MemorySpace::kHost);
+        const gpt2::GPT2Model whole(config, allocator);
+        return ledger.space_total(MemorySpace::kHost).peak_bytes;
+      };
+      if (setup.pretrained) plan.load_host_bytes = whole_model_bytes();
+      if (rank == 0) plan.save_host_bytes = whole_model_bytes();
+      plan.activation_parts =
+          gpt2::GPT2Compute::plan(config, setup.batch_size, setup.seq_len,
+                                  {.activation_checkpointing = setup.gradient_checkpointing,
+                                   .param_dtype = engine.param_dtype()});
+    } else {
+      ZERO_CHECK(setup.total_params >= 1 && setup.largest_layer_params >= 1,
+                 "a plan from parameter counts needs --params and --largest_layer_params >= 1");
+      ZERO_CHECK(setup.largest_layer_params <= setup.total_params, "--largest_layer_params ",
+                 setup.largest_layer_params, " exceeds --params ", setup.total_params);
+      // Units of the largest layer's size, the remainder last: the engine's unit protocol
+      // (engine.h) with no model between the calls.
+      std::vector<UnitId> units;
+      for (std::int64_t done = 0; done < setup.total_params;) {
+        const std::int64_t count = std::min(setup.largest_layer_params, setup.total_params - done);
+        units.push_back(engine.register_unit("layer." + std::to_string(units.size()),
+                                             {{"weight", {count}}},
+                                             [](const TensorSlot&, std::span<float>) {}));
+        done += count;
+      }
+      engine.initialize();
+      for (int step = 0; step < setup.steps; ++step)
+        for (int micro = 0; micro < accumulation; ++micro) {
+          for (UnitId unit : units) engine.gather(unit).release();
+          for (auto it = units.rbegin(); it != units.rend(); ++it) {
+            GatheredUnit params = engine.gather(*it);
+            engine.grads(*it);
+            params.release();
+            engine.reduce_grads(*it);
+          }
+          engine.step();
+        }
+      plan.parameters = setup.total_params;
+    }
+    for (UnitId unit = 0; unit < static_cast<UnitId>(engine.num_units()); ++unit) {
+      sizes.push_back(engine.layout(unit).num_elements());
+      plan.padded_parameters +=
+          static_cast<std::int64_t>(engine.layout(unit).padded_num_elements());
+    }
+    communicator.synchronize();
+    plan.collectives = communicator.sequence();
+    plan.peaks = MemoryPeaks::of(context->ledger());
+  }
+  const StatePolicy policy = state_policy(setup.engine);
+  const int states_per_element =
+      optim::make_optimizer(setup.engine.optimizer)->states_per_element();
+  plan.model_states =
+      model_state_bytes(setup.engine.stage, sizes, world_size, setup.engine.alignment_elements,
+                        policy.compute, states_per_element, policy.accumulate);
+  plan.placed_states = model_state_bytes(setup.engine, sizes, world_size, states_per_element);
+  return plan;
+}
+
+std::string format_plan(const RankPlan& plan, const GpuAllowance* allowance) {
+  std::ostringstream out;
+  out << "rank " << plan.rank << " of " << plan.world_size << ": peak bytes by memory space and "
+      << "category (planned, nothing allocated)\n";
+  char line[256];
+  std::snprintf(line, sizeof(line), "  %-12s %-16s %16s  %13s\n", "space", "category", "bytes", "");
+  out << line;
+  for (std::size_t s = 0; s < kNumMemorySpaces; ++s) {
+    const auto space = static_cast<MemorySpace>(s);
+    if (plan.peaks.reserved_peak(space) == 0) continue;
+    for (std::size_t c = 0; c < kNumMemoryCategories; ++c) {
+      const auto category = static_cast<MemoryCategory>(c);
+      if (plan.peaks.peak(space, category) == 0) continue;
+      std::snprintf(line, sizeof(line), "  %-12s %-16s %s\n", std::string(name_of(space)).c_str(),
+                    std::string(name_of(category)).c_str(),
+                    bytes_cell(plan.peaks.peak(space, category)).c_str());
+      out << line;
+    }
+    std::snprintf(line, sizeof(line), "  %-12s %-16s %s\n", std::string(name_of(space)).c_str(),
+                  "peak in use", bytes_cell(plan.peaks.total_peak(space)).c_str());
+    out << line;
+    std::snprintf(line, sizeof(line), "  %-12s %-16s %s\n", std::string(name_of(space)).c_str(),
+                  "peak reserved", bytes_cell(plan.peaks.reserved_peak(space)).c_str());
+    out << line;
+  }
+  if (plan.activation_parts) {  // GPT-2's activations by part
+    const gpt2::ActivationPlan& parts = *plan.activation_parts;
+    const std::size_t units = parts.kept_bytes.size();
+    std::size_t blocks = 0;
+    for (std::size_t u = 1; u + 1 < units; ++u) blocks += parts.kept_bytes[u];
+    std::snprintf(line, sizeof(line),
+                  "  activations by part: embeddings %.3f GiB, blocks %.3f GiB (%zu x %.3f GiB), "
+                  "head (ln_f, logits, losses) %.3f GiB, recompute set %.3f GiB; workspace %.3f "
+                  "GiB\n",
+                  gib(static_cast<std::int64_t>(parts.kept_bytes.front())),
+                  gib(static_cast<std::int64_t>(blocks)), units - 2,
+                  gib(static_cast<std::int64_t>(units > 2 ? parts.kept_bytes[1] : 0)),
+                  gib(static_cast<std::int64_t>(parts.kept_bytes.back())),
+                  gib(static_cast<std::int64_t>(parts.recompute_bytes)),
+                  gib(static_cast<std::int64_t>(parts.workspace_bytes)));
+    out << line;
+  }
+  // The model states against the ZeRO formula, and its coefficient of Ψ/N.
+  const ModelStateBytes& states = plan.model_states;
+  const double per_rank = static_cast<double>(plan.padded_parameters) / plan.world_size;
+  std::snprintf(line, sizeof(line),
+                "  model states (ZeRO formula, memory_formula.h): %lld bytes = %.4f x Psi/N "
+                "(Psi = %lld padded, %lld parameters; N = %d)\n",
+                static_cast<long long>(states.total()),
+                static_cast<double>(states.total()) / per_rank,
+                static_cast<long long>(plan.padded_parameters),
+                static_cast<long long>(plan.parameters), plan.world_size);
+  out << line;
+  std::snprintf(line, sizeof(line),
+                "    params %lld, param_shard %lld, grads %lld, grad_shard %lld, master_params "
+                "%lld, optimizer_state %lld\n",
+                static_cast<long long>(states.params), static_cast<long long>(states.param_shard),
+                static_cast<long long>(states.grads), static_cast<long long>(states.grad_shard),
+                static_cast<long long>(states.master_params),
+                static_cast<long long>(states.optimizer_state));
+  out << line;
+  // Where they are placed (differs from the formula's total with offload_optimizer: its fp32
+  // gradient partition on the host).
+  const ModelStateBytes placed = plan.placed_states.total();
+  if (placed.total() != states.total() ||
+      plan.placed_states.in(MemorySpace::kDevice).total() != states.total()) {
+    std::snprintf(line, sizeof(line),
+                  "    placed: %lld bytes = %.4f x Psi/N: device %lld, host_pinned %lld, host "
+                  "%lld, nvme %lld\n",
+                  static_cast<long long>(placed.total()),
+                  static_cast<double>(placed.total()) / per_rank,
+                  static_cast<long long>(plan.placed_states.in(MemorySpace::kDevice).total()),
+                  static_cast<long long>(plan.placed_states.in(MemorySpace::kHostPinned).total()),
+                  static_cast<long long>(plan.placed_states.in(MemorySpace::kHost).total()),
+                  static_cast<long long>(plan.placed_states.in(MemorySpace::kNvme).total()));
+    out << line;
+  }
+  if (allowance != nullptr) {
+    const std::int64_t device = plan.peaks.reserved_peak(MemorySpace::kDevice);
+    std::snprintf(line, sizeof(line),
+                  "  GPU rank: device peak reserved %.3f GiB + allowance %.3f GiB (CUDA context "
+                  "%.0f MiB, cuBLAS %.0f MiB, cuDNN %.0f MiB, NCCL %.0f MiB) = %.3f GiB\n",
+                  gib(device), gib(allowance->total()),
+                  static_cast<double>(allowance->cuda_context) / 1048576.0,
+                  static_cast<double>(allowance->cublas_workspace) / 1048576.0,
+                  static_cast<double>(allowance->cudnn_workspace) / 1048576.0,
+                  static_cast<double>(allowance->nccl) / 1048576.0,
+                  gib(device + allowance->total()));
+    out << line;
+  }
+  const std::int64_t host = plan.peaks.reserved_peak(MemorySpace::kHost) +
+                            plan.peaks.reserved_peak(MemorySpace::kHostPinned);
+  if (plan.load_host_bytes > 0 || plan.save_host_bytes > 0) {
+    std::snprintf(line, sizeof(line),
+                  "  host outside the engine: loading --model_name_or_path %.3f GiB, the final "
+                  "save %.3f GiB (whole fp32 GPT-2: parameters and gradients)\n",
+                  gib(plan.load_host_bytes), gib(plan.save_host_bytes));
+    out << line;
+  }
+  std::snprintf(line, sizeof(line),
+                "  host per rank: host + host_pinned peak reserved %.3f GiB; nvme %.3f GiB\n",
+                gib(host), gib(plan.peaks.reserved_peak(MemorySpace::kNvme)));
+  out << line;
+  return out.str();
+}
+
+std::vector<RankPlan> dry_run(const TrainingArguments& arguments, int world_size, bool print) {
+  const auto start = std::chrono::steady_clock::now();
+  const PlanSetup setup = plan_setup(arguments, world_size);
+  std::vector<int> ranks;
+  if (world_size <= 64) {
+    for (int rank = 0; rank < world_size; ++rank) ranks.push_back(rank);
+  } else {
+    ranks = {0, world_size - 1};
+  }
+  std::vector<RankPlan> plans;
+  for (int rank : ranks)
+    plans.push_back(as_input_error("plan", [&] { return plan_rank(setup, world_size, rank); }));
+  if (!print) return plans;
+  const gpt2::GPT2Config& config = *setup.model;
+  const StatePolicy policy = state_policy(setup.engine);
+  std::printf(
+      "dry run: GPT-2 %lld layers, width %lld, %lld heads, vocabulary %lld: %lld "
+      "parameters; micro-batch %lld x %lld tokens, %d accumulation step(s)%s\n",
+      static_cast<long long>(config.n_layer), static_cast<long long>(config.n_embd),
+      static_cast<long long>(config.n_head), static_cast<long long>(config.vocab_size),
+      static_cast<long long>(config.num_parameters()), static_cast<long long>(setup.batch_size),
+      static_cast<long long>(setup.seq_len), setup.engine.gradient_accumulation_steps,
+      setup.gradient_checkpointing ? ", gradient checkpointing" : "");
+  std::printf("engine: ZeRO stage %d, %d rank(s), %s parameters, %s gradient accumulation, %s\n",
+              setup.engine.stage, world_size, std::string(name_of(policy.compute)).c_str(),
+              std::string(name_of(policy.accumulate)).c_str(),
+              std::string(config::name_of(setup.engine.optimizer.type)).c_str());
+  for (const std::string& warning : setup.warnings) std::printf("config: %s\n", warning.c_str());
+  const GpuAllowance allowance;
+  std::printf("%s", format_plan(plans.front(), &allowance).c_str());
+  std::vector<int> same;
+  for (std::size_t i = 1; i < plans.size(); ++i) {
+    if (same_bytes(plans[i], plans.front())) {
+      same.push_back(plans[i].rank);
+    } else {
+      std::printf("%s", format_plan(plans[i], &allowance).c_str());
+    }
+  }
+  if (!same.empty())
+    std::printf("ranks %d..%d: the same bytes as rank 0 (%zu planned%s)\n", ranks[1], ranks.back(),
+                same.size(),
+                world_size > 64 ? "; above 64 ranks, ranks 0 and N-1 are planned" : "");
+  std::printf("planned %zu rank(s) in %.2f s, %llu collectives per rank; nothing allocated\n",
+              plans.size(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              static_cast<unsigned long long>(plans.front().collectives));
+  std::fflush(stdout);
+  return plans;
+}
+
+Fit fit_of(const RankPlan& plan, const Hardware& hardware) {
+  Fit fit;
+  fit.gpu_bytes = plan.peaks.reserved_peak(MemorySpace::kDevice) + hardware.allowance.total();
+  fit.node_host_bytes =
+      hardware.gpus_per_node * (plan.peaks.reserved_peak(MemorySpace::kHost) +
+                                plan.peaks.reserved_peak(MemorySpace::kHostPinned)) +
+      std::max(hardware.gpus_per_node * plan.load_host_bytes, plan.save_host_bytes);
+  fit.gpu_fits = fit.gpu_bytes <= hardware.gpu_memory;
+  fit.host_fits = hardware.cpu_memory <= 0 || fit.node_host_bytes <= hardware.cpu_memory;
+  return fit;
+}
+
+std::int64_t largest_fitting_batch(PlanSetup setup, const Hardware& hardware, std::int64_t limit) {
+  if (!setup.model) return -1;
+  const int world = hardware.world_size();
+  auto fits = [&](std::int64_t batch) {
+    setup.batch_size = batch;
+    return fit_of(plan_rank(setup, world, 0), hardware).fits();
+  };
+  if (!fits(1)) return 0;
+  std::int64_t good = 1, bad = 0;
+  while (bad == 0) {
+    const std::int64_t next = good * 2;
+    if (next > limit) return good;
+    if (fits(next)) {
+      good = next;
+    } else {
+      bad = next;
+    }
+  }
+  while (bad - good > 1) {
+    const std::int64_t middle = good + (bad - good) / 2;
+    (fits(middle) ? good : bad) = middle;
+  }
+  return good;
+}
+
+std::vector<Candidate> rank_configurations(const PlanSetup& setup, const Hardware& hardware) {
+  // The offload modes planned (the engine places the states; the plan records where).
+  static constexpr std::string_view kPlannedOffloads[] = {"none", "cpu", "nvme"};
+  auto device_of = [](std::string_view offload) {
+    return offload == "cpu"    ? config::OffloadDevice::kCpu
+           : offload == "nvme" ? config::OffloadDevice::kNvme
+                               : config::OffloadDevice::kNone;
+  };
+  std::vector<Candidate> candidates;
+  const int world = hardware.world_size();
+  for (const std::string_view offload : kPlannedOffloads)
+    for (int stage = 0; stage <= 3; ++stage)
+      for (bool checkpointing : {false, true}) {
+        if (checkpointing && !setup.model) continue;
+        if (offload != "none" && stage == 0) continue;  // DeepSpeed offloads at stages 1-3
+        PlanSetup variant = setup;
+        variant.engine.stage = stage;
+        variant.engine.offload_optimizer.device = device_of(offload);
+        variant.engine.offload_param.device =
+            stage == 3 ? device_of(offload) : config::OffloadDevice::kNone;
+        // A plan touches no disk: NVMe candidates need a path only to be valid options.
+        for (std::string* path :
+             {&variant.engine.offload_optimizer.nvme_path, &variant.engine.offload_param.nvme_path})
+          if (offload == "nvme" && path->empty()) *path = "(nvme_path)";
+        variant.gradient_checkpointing = checkpointing;
+        Candidate candidate;
+        candidate.stage = stage;
+        candidate.offload = std::string(offload);
+        candidate.gradient_checkpointing = checkpointing;
+        candidate.plan = plan_rank(variant, world, 0);
+        candidate.fit = fit_of(candidate.plan, hardware);
+        // The search is bounded to 4M tokens per rank (the plan's token vector).
+        candidate.max_batch_size = largest_fitting_batch(
+            variant, hardware, std::max<std::int64_t>(1, (std::int64_t{1} << 22) / setup.seq_len));
+        candidates.push_back(std::move(candidate));
+      }
+  // Fastest first: no recomputation before recomputation (+1 forward per step), then the
+  // communication volume (stages 0-2 move 2Ψ per step, stage 3 3Ψ), then the lower stage; the
+  // configurations that fit before those that do not.
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) {
+                     auto key = [](const Candidate& c) {
+                       // none, then host memory, then NVMe (slower than host memory)
+                       const int offload = c.offload == "none" ? 0 : c.offload == "cpu" ? 1 : 2;
+                       return std::tuple(!c.fit.fits(), offload, c.gradient_checkpointing,
+                                         c.stage == 3, c.stage);
+                     };
+                     return key(a) < key(b);
+                   });
+  return candidates;
+}
+
+}  // namespace zero::train
