@@ -170,6 +170,38 @@ sys.exit(0 if a == b else f"FAIL: loss scales differ: {a} vs {b}")
 EOF
   echo "precision ok"
   ;;
+offload)
+  # Into and out of offload (docs/engine.md "Offload"): the checkpoint holds the fp32 masters and
+  # moments wherever a run kept them (device, pinned host memory, NVMe swap files), so a run
+  # resumes across placements with the uninterrupted losses.
+  mkdir -p nvme
+  cat >zo3.json <<EOF
+{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+ "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+ "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true},
+                       "offload_param": {"device": "cpu"}}}
+EOF
+  cat >zn2.json <<EOF
+{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+ "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+ "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "$work/nvme"}}}
+EOF
+  train straight.log 1 0 --output_dir straight
+  # stage 1 without offload -> stage 3 with optimizer and parameters in host memory
+  run_env=ZERO_TEST_PREEMPT_AT_STEP=20 train into1.log 2 1 --output_dir into
+  train into2.log 2 zo3.json --output_dir into --resume_from_checkpoint latest
+  grep -q "placed: host_pinned" into2.log || fail "into2.log: $(grep placed into2.log)"
+  grep -q "resumed from into/checkpoint-20 at step 20" into2.log ||
+    fail "into2.log: $(grep resumed into2.log)"
+  compare straight/metrics.jsonl into/metrics.jsonl 1e-5
+  # stage 2 with the optimizer state in NVMe swap files -> stage 0 at world 1
+  run_env=ZERO_TEST_PREEMPT_AT_STEP=20 train out1.log 2 zn2.json --output_dir out
+  grep -q "placed: .*nvme" out1.log || fail "out1.log: $(grep placed out1.log)"
+  [ -z "$(ls -A nvme)" ] || fail "swap files left in nvme/: $(ls -A nvme)"
+  train out2.log 1 0 --output_dir out --resume_from_checkpoint latest
+  compare straight/metrics.jsonl out/metrics.jsonl 1e-5
+  echo "offload ok"
+  ;;
 crash)
   train straight.log 2 1 --output_dir straight
   # Checkpoints every 10 steps, each save held 2 s with every shard file half written; rank 1 is

@@ -251,10 +251,23 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
                                      .total()) /
              (1024.0 * 1024.0);
     };
+    // Where they live (offload: docs/engine.md): the placed bytes per memory space.
+    const ModelStateBytesBySpace placed = model_state_bytes(options, sizes, world, states);
+    std::string where;
+    for (std::size_t s = 0; s < kNumMemorySpaces; ++s) {
+      const auto space = static_cast<MemorySpace>(s);
+      const std::int64_t bytes = placed.in(space).total();
+      if (bytes == 0) continue;
+      char part[64];
+      std::snprintf(part, sizeof(part), "%s%s %.1f MiB", where.empty() ? "" : ", ",
+                    std::string(name_of(space)).c_str(),
+                    static_cast<double>(bytes) / (1024.0 * 1024.0));
+      where += part;
+    }
     say("memory: model states per rank %.1f MiB (stage %d, %s parameters, %s gradient "
-        "accumulation), %.1f MiB unsharded\n",
+        "accumulation), %.1f MiB unsharded; placed: %s\n",
         mib(options.stage, world), options.stage, std::string(name_of(policy.compute)).c_str(),
-        std::string(name_of(policy.accumulate)).c_str(), mib(0, 1));
+        std::string(name_of(policy.accumulate)).c_str(), mib(0, 1), where.c_str());
   }
 
   TrainResult result;
