@@ -15,13 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-template <typename... Parts>
-[[noreturn]] void input_error(const Parts&... parts) {
-  std::ostringstream message;
-  (message << ... << parts);
-  throw InputError(message.str());
-}
-
 json shape_to_json(const RunShape& shape) {
   return {{"task", shape.task},
           {"train_batch_size", shape.train_batch_size},

@@ -28,23 +28,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-template <typename... Parts>
-[[noreturn]] void input_error(const Parts&... parts) {
-  std::ostringstream message;
-  (message << ... << parts);
-  throw InputError(message.str());
-}
-
-template <typename Body>
-auto as_input_error(std::string_view what, Body&& body) {
-  try {
-    return body();
-  } catch (const InputError&) {
-    throw;
-  } catch (const std::exception& error) {
-    input_error(what, ": ", error.what());
-  }
-}
+using detail::as_input_error;
+using detail::input_error;
 
 // The engine here keeps every state on the device (offload is the offload issue's, not merged in
 // this build): a plan of an offloading config would put its state in the wrong space, so it is

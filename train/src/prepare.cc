@@ -26,25 +26,6 @@ namespace {
 
 using nlohmann::json;
 
-template <typename... Parts>
-[[noreturn]] void input_error(const Parts&... parts) {
-  std::ostringstream message;
-  (message << ... << parts);
-  throw InputError(message.str());
-}
-
-// Runs `body`; a zero::Error from it becomes an InputError prefixed by `what`.
-template <typename Body>
-auto as_input_error(std::string_view what, Body&& body) {
-  try {
-    return body();
-  } catch (const InputError&) {
-    throw;
-  } catch (const std::exception& error) {
-    input_error(what, ": ", error.what());
-  }
-}
-
 std::vector<std::string> split_files(const std::vector<std::string>& specs) {
   std::vector<std::string> files;
   for (const std::string& spec : specs)
@@ -421,8 +402,7 @@ EngineSetup resolve_engine(const TrainingArguments& arguments, int world, std::i
   });
   if (setup.engine.options.scheduler.type == config::SchedulerType::kNone)
     as_input_error("--lr_scheduler_type", [&] {
-      return make_hf_schedule(arguments.lr_scheduler_type, setup.engine.options.optimizer.lr, 0,
-                              1);
+      return make_hf_schedule(arguments.lr_scheduler_type, setup.engine.options.optimizer.lr, 0, 1);
     });
   return setup;
 }

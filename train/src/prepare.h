@@ -9,6 +9,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
+#include <string_view>
 #include <system_error>
 #include <type_traits>
 #include <vector>
@@ -29,10 +31,32 @@
 #include "zero/text/tokenizer.h"
 #include "zero/train/arguments.h"
 #include "zero/train/classification_data.h"
+#include "zero/train/trainer.h"
 
 namespace zero::train::detail {
 
 namespace fs = std::filesystem;
+
+// Bad input: an InputError (zero train exits 2) with the parts streamed into its message.
+template <typename... Parts>
+[[noreturn]] void input_error(const Parts&... parts) {
+  std::ostringstream message;
+  (message << ... << parts);
+  throw InputError(message.str());
+}
+
+// Runs `body`; a zero::Error (any std::exception) from it becomes an InputError prefixed by `what`.
+template <typename Body>
+auto as_input_error(std::string_view what, Body&& body) {
+  try {
+    return body();
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::exception& error) {
+    input_error(what, ": ", error.what());
+  }
+}
+
 using Clock = std::chrono::steady_clock;
 
 inline double seconds_since(Clock::time_point start) {
