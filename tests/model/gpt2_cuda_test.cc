@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "layers_cuda.h"
+#include "random_inputs.h"
 #include "zero/core/device.h"
 #include "zero/core/dtype.h"
 #include "zero/core/error.h"
@@ -21,6 +22,9 @@
 
 namespace zero::gpt2 {
 namespace {
+
+using testing::random_tokens;
+using testing::random_vector;
 
 class Gpt2CudaTest : public ::testing::Test {
  protected:
@@ -60,21 +64,6 @@ class DeviceArray {
   void* data_ = nullptr;
   std::size_t count_;
 };
-
-std::vector<float> random_vector(std::size_t count, std::uint32_t seed, double scale = 1.0) {
-  std::mt19937 generator(seed);
-  std::normal_distribution<double> normal(0.0, scale);
-  std::vector<float> values(count);
-  for (float& value : values) value = static_cast<float>(normal(generator));
-  return values;
-}
-
-std::vector<int> random_tokens(std::size_t count, int vocab, std::uint32_t seed) {
-  std::mt19937 generator(seed);
-  std::vector<int> tokens(count);
-  for (int& token : tokens) token = static_cast<int>(generator() % static_cast<unsigned>(vocab));
-  return tokens;
-}
 
 // |actual - expected| <= rtol · |expected| + atol, element by element.
 void expect_close(const std::vector<float>& actual, const std::vector<float>& expected, double rtol,

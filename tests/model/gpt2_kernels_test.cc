@@ -7,27 +7,15 @@
 #include <random>
 #include <vector>
 
+#include "random_inputs.h"
 #include "zero/gpt2/layers_cpu.h"
 #include "zero/gpt2/reference_kernels.h"
 
 namespace zero::gpt2 {
 namespace {
 
-template <typename Real = float>
-std::vector<Real> random_vector(std::size_t count, std::uint32_t seed, double scale = 1.0) {
-  std::mt19937 generator(seed);
-  std::normal_distribution<double> normal(0.0, scale);
-  std::vector<Real> values(count);
-  for (Real& value : values) value = static_cast<Real>(normal(generator));
-  return values;
-}
-
-std::vector<int> random_tokens(std::size_t count, int vocab, std::uint32_t seed) {
-  std::mt19937 generator(seed);
-  std::vector<int> tokens(count);
-  for (int& token : tokens) token = static_cast<int>(generator() % static_cast<unsigned>(vocab));
-  return tokens;
-}
+using testing::random_tokens;
+using testing::random_vector;
 
 void expect_near_all(const std::vector<float>& actual, const std::vector<float>& expected,
                      double tolerance, const char* what) {
