@@ -205,6 +205,11 @@ class Engine::Impl {
   void host_step(const OptimizerStep& args);
   // All compute parameters from the fp32 master (after a checkpoint load).
   void host_params_from_master();
+  // A host-stepped sub-group's compute parameters from its updated fp32 `master`: to the device on
+  // `copy` (from `staged`, the group's values already in the compute dtype, when not null;
+  // device_params), else into the host parameter shard or its swap region (offload_param).
+  void send_group_params(const SubGroup& group, const float* master, const void* staged,
+                         Stream& copy, bool device_params, AlignedHostBuffer& param_io);
   // Initial values of unit u: `master` holds its owned fp32 values (host, valid now); the state
   // is zero. Writes swap regions when a sub-group is complete.
   void host_initialize_unit(UnitId u, const float* master, SwapSlot& slot,

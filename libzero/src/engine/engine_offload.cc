@@ -415,23 +415,7 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
       stage = &staging.buffers[index];
       convert(master, DType::kFloat32, stage->data, policy.compute, group.num_elements);
     }
-    for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
-      const EngineUnit& unit = units[u];
-      const std::size_t offset = unit.owned_offset - group.owned_offset;
-      const std::size_t bytes = unit.owned_count * size_of(policy.compute);
-      if (device_params) {
-        const void* source =
-            stage ? static_cast<const char*>(stage->data) + offset * size_of(policy.compute)
-                  : static_cast<const void*>(master + offset);
-        ctx.copy(copy, source, owned_compute_params(static_cast<UnitId>(u)), bytes);
-      } else if (unit.param_region < 0) {
-        convert(master + offset, DType::kFloat32, owned_compute_params(static_cast<UnitId>(u)),
-                policy.compute, unit.owned_count);
-      } else {
-        convert(master + offset, DType::kFloat32, param_io.data, policy.compute, unit.owned_count);
-        param_store->wait(param_store->write(unit.param_region, param_io.data));
-      }
-    }
+    send_group_params(group, master, stage ? stage->data : nullptr, copy, device_params, param_io);
     const Event copied = copy.record();
     if (stage) staging.copied[staging.next == 0 ? 1 : 0] = copied;
     if (slot) {
@@ -502,6 +486,28 @@ void Engine::Impl::write_back_checkpoint_view() {
   checkpoint_view.reset();
 }
 
+void Engine::Impl::send_group_params(const SubGroup& group, const float* master, const void* staged,
+                                     Stream& copy, bool device_params,
+                                     AlignedHostBuffer& param_io) {
+  for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
+    const EngineUnit& unit = units[u];
+    const std::size_t offset = unit.owned_offset - group.owned_offset;
+    if (device_params) {
+      const void* source = staged != nullptr
+                               ? static_cast<const char*>(staged) + offset * size_of(policy.compute)
+                               : static_cast<const void*>(master + offset);
+      ctx.copy(copy, source, owned_compute_params(static_cast<UnitId>(u)),
+               unit.owned_count * size_of(policy.compute));
+    } else if (unit.param_region < 0) {
+      convert(master + offset, DType::kFloat32, owned_compute_params(static_cast<UnitId>(u)),
+              policy.compute, unit.owned_count);
+    } else {
+      convert(master + offset, DType::kFloat32, param_io.data, policy.compute, unit.owned_count);
+      param_store->wait(param_store->write(unit.param_region, param_io.data));
+    }
+  }
+}
+
 void Engine::Impl::host_params_from_master() {
   // After a checkpoint load (or any rewrite of the master): every sub-group's compute
   // parameters, as the step refreshes them.
@@ -526,23 +532,7 @@ void Engine::Impl::host_params_from_master() {
     }
     if (stage.data != nullptr)
       convert(master, DType::kFloat32, stage.data, policy.compute, group.num_elements);
-    for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
-      const EngineUnit& unit = units[u];
-      const std::size_t offset = unit.owned_offset - group.owned_offset;
-      if (device_params) {
-        const void* source =
-            stage.data ? static_cast<const char*>(stage.data) + offset * size_of(policy.compute)
-                       : static_cast<const void*>(master + offset);
-        ctx.copy(copy, source, owned_compute_params(static_cast<UnitId>(u)),
-                 unit.owned_count * size_of(policy.compute));
-      } else if (unit.param_region < 0) {
-        convert(master + offset, DType::kFloat32, owned_compute_params(static_cast<UnitId>(u)),
-                policy.compute, unit.owned_count);
-      } else {
-        convert(master + offset, DType::kFloat32, param_io.data, policy.compute, unit.owned_count);
-        param_store->wait(param_store->write(unit.param_region, param_io.data));
-      }
-    }
+    send_group_params(group, master, stage.data, copy, device_params, param_io);
     copy.synchronize();  // the slot and the staging buffer are reused by the next sub-group
   }
 }
