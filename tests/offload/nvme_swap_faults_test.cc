@@ -27,9 +27,6 @@ using testing::AlignedBuffer;
 using testing::make_aligned;
 using testing::SwapTestDir;
 
-#define REQUIRE_DIRECT_IO_DIR(dir) \
-  if ((dir).path().empty()) GTEST_SKIP() << (dir).why_not()
-
 std::string error_of(const std::function<void()>& body) {
   try {
     body();

@@ -25,9 +25,6 @@ using testing::AlignedBuffer;
 using testing::make_aligned;
 using testing::SwapTestDir;
 
-#define REQUIRE_DIRECT_IO_DIR(dir) \
-  if ((dir).path().empty()) GTEST_SKIP() << (dir).why_not()
-
 void fill_random(unsigned char* data, std::size_t bytes, std::uint64_t seed) {
   std::mt19937_64 generator(seed);
   for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<unsigned char>(generator());

@@ -140,3 +140,7 @@ inline std::string mount_read_only(const std::filesystem::path& source,
 }
 
 }  // namespace zero::testing
+
+// Skips the test (saying why) when no folder with O_DIRECT was found.
+#define REQUIRE_DIRECT_IO_DIR(dir) \
+  if ((dir).path().empty()) GTEST_SKIP() << (dir).why_not()
