@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "host_arithmetic.h"
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
 #include "zero/core/logging.h"
@@ -19,74 +20,10 @@
 namespace zero {
 namespace {
 
-float load(const void* data, DType dtype, std::size_t i) {
-  switch (dtype) {
-    case DType::kFloat32: return static_cast<const float*>(data)[i];
-    case DType::kBFloat16: return to_float(static_cast<const BFloat16*>(data)[i]);
-    case DType::kFloat16: return to_float(static_cast<const Float16*>(data)[i]);
-  }
-  return 0.0f;
-}
-
-void store(void* data, DType dtype, std::size_t i, float value) {
-  switch (dtype) {
-    case DType::kFloat32: static_cast<float*>(data)[i] = value; break;
-    case DType::kBFloat16: static_cast<BFloat16*>(data)[i] = to_bf16(value); break;
-    case DType::kFloat16: static_cast<Float16*>(data)[i] = to_fp16(value); break;
-  }
-}
-
-void fill_values(void* destination, DType dtype, std::size_t count, float value) {
-  if (count == 0) return;
-  if (value == 0.0f && !std::signbit(value)) {
-    std::memset(destination, 0, count * size_of(dtype));  // +0 is all-zero bits in every dtype
-    return;
-  }
-  for (std::size_t i = 0; i < count; ++i) store(destination, dtype, i, value);
-}
-
-void scale_values(const void* source, DType source_dtype, void* destination,
-                  DType destination_dtype, std::size_t count, float alpha) {
-  if (source_dtype == DType::kFloat32 && destination_dtype == DType::kFloat32) {
-    const auto* x = static_cast<const float*>(source);
-    auto* y = static_cast<float*>(destination);
-#pragma omp simd
-    for (std::size_t i = 0; i < count; ++i) y[i] = x[i] * alpha;
-    return;
-  }
-  for (std::size_t i = 0; i < count; ++i)
-    store(destination, destination_dtype, i, load(source, source_dtype, i) * alpha);
-}
-
-void axpy_values(const void* x, DType x_dtype, void* y, DType y_dtype, std::size_t count,
-                 float alpha) {
-  if (x_dtype == DType::kFloat32 && y_dtype == DType::kFloat32) {
-    const auto* source = static_cast<const float*>(x);
-    auto* destination = static_cast<float*>(y);
-#pragma omp simd
-    for (std::size_t i = 0; i < count; ++i) destination[i] += source[i] * alpha;
-    return;
-  }
-  for (std::size_t i = 0; i < count; ++i)
-    store(y, y_dtype, i, load(y, y_dtype, i) + load(x, x_dtype, i) * alpha);
-}
-
-// In double; a finite fp32/bf16/fp16 value squares to at most ~1.2e77, so the sum is inf/NaN
-// exactly when some element is.
-SquaresResult squares_of(const void* x, DType dtype, std::size_t count) {
-  double sum = 0.0;
-  if (dtype == DType::kFloat32) {
-    const auto* values = static_cast<const float*>(x);
-#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (count >= (1u << 16))
-    for (std::size_t i = 0; i < count; ++i) sum += static_cast<double>(values[i]) * values[i];
-  } else {
-    for (std::size_t i = 0; i < count; ++i) {
-      const double value = load(x, dtype, i);
-      sum += value * value;
-    }
-  }
-  return {sum, !std::isfinite(sum)};
-}
+using host::axpy_values;
+using host::fill_values;
+using host::scale_values;
+using host::squares_of;
 
 // kHostPinned on the CPU backend: page-locked host memory (mlock), as cudaHostAlloc gives on a
 // GPU. Where locking fails (RLIMIT_MEMLOCK, usually a few MiB unprivileged), the block stays in

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "../cpu/host_arithmetic.h"
 #include "engine_impl.h"
 #include "zero/core/error.h"
 #include "zero/core/logging.h"
@@ -27,47 +28,6 @@ namespace {
 
 std::size_t round_up(std::size_t value, std::size_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
-}
-
-// Host arithmetic on the gradient partition: the CPU backend's loops (cpu_context.cc), so an
-// offloaded run's sums equal a CPU-backend run's bit for bit.
-float load(const void* data, DType dtype, std::size_t i) {
-  switch (dtype) {
-    case DType::kFloat32: return static_cast<const float*>(data)[i];
-    case DType::kBFloat16: return to_float(static_cast<const BFloat16*>(data)[i]);
-    case DType::kFloat16: return to_float(static_cast<const Float16*>(data)[i]);
-  }
-  return 0.0f;
-}
-
-void host_scale(const void* source, DType source_dtype, float* destination, std::size_t count,
-                float alpha) {
-  if (source_dtype == DType::kFloat32) {
-    const auto* x = static_cast<const float*>(source);
-#pragma omp simd
-    for (std::size_t i = 0; i < count; ++i) destination[i] = x[i] * alpha;
-    return;
-  }
-  for (std::size_t i = 0; i < count; ++i) destination[i] = load(source, source_dtype, i) * alpha;
-}
-
-void host_axpy(const void* source, DType source_dtype, float* destination, std::size_t count,
-               float alpha) {
-  if (source_dtype == DType::kFloat32) {
-    const auto* x = static_cast<const float*>(source);
-#pragma omp simd
-    for (std::size_t i = 0; i < count; ++i) destination[i] += x[i] * alpha;
-    return;
-  }
-  for (std::size_t i = 0; i < count; ++i)
-    destination[i] = destination[i] + load(source, source_dtype, i) * alpha;
-}
-
-SquaresResult host_squares_of(const float* values, std::size_t count) {
-  double sum = 0.0;
-#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (count >= (1u << 16))
-  for (std::size_t i = 0; i < count; ++i) sum += static_cast<double>(values[i]) * values[i];
-  return {sum, !std::isfinite(sum)};
 }
 
 // A plan's swap store: records each region under the nvme space of the ledger, moves nothing.
@@ -251,9 +211,9 @@ void Engine::Impl::unpack_on_host(const void* reduced, std::size_t count,
     for (const HostPiece& piece : pieces) {
       const void* source = static_cast<const char*>(host) + piece.bucket_offset * bytes;
       if (accumulate)
-        host_axpy(source, dtype, piece.destination, piece.count, post);
+        host::axpy_values(source, dtype, piece.destination, DType::kFloat32, piece.count, post);
       else
-        host_scale(source, dtype, piece.destination, piece.count, post);
+        host::scale_values(source, dtype, piece.destination, DType::kFloat32, piece.count, post);
     }
   });
 }
@@ -283,7 +243,7 @@ void Engine::Impl::host_squares(std::vector<SquaresResult>& partial) {
   }
   for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
     if (!on_device(u))
-      partial[u] = host_squares_of(static_cast<const float*>(owned_grads(u)), units[u].owned_count);
+      partial[u] = host::squares_of(owned_grads(u), DType::kFloat32, units[u].owned_count);
 }
 
 ShardChunk Engine::Impl::shard_chunk(UnitId u, float* params, const float* grads,
