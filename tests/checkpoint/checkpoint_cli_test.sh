@@ -202,6 +202,49 @@ EOF
   compare straight/metrics.jsonl out/metrics.jsonl 1e-5
   echo "offload ok"
   ;;
+nvme_faults)
+  # NVMe offload faults under a real 2-rank job: every rank exits non-zero naming the path, no
+  # hang, and the last checkpoint stays valid. (Read-only and full filesystems need mounts: the
+  # store's own tests make them in a private mount namespace, tests/offload.)
+  mkdir -p nvme
+  write_nvme_config() {
+    cat >"$1" <<EOF
+{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+ "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+ "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": "$2"},
+                       "offload_param": {"device": "nvme", "nvme_path": "$2"}}}
+EOF
+  }
+  # 1. nvme_path missing: both ranks stop before training, naming it.
+  write_nvme_config missing.json "$work/no_such_folder"
+  if $(launch 2) "$zero" train --config_overrides "$model" "${common[@]}" \
+    --per_device_train_batch_size 4 --deepspeed missing.json --output_dir missing \
+    >missing.log 2>&1; then fail "trained with a missing nvme_path"; fi
+  grep -q "$work/no_such_folder" missing.log || fail "missing.log: $(cat missing.log)"
+  # 2. the swap files deleted while training: the run stops with an error naming the swap file,
+  # non-zero, and checkpoint-10 (saved before) is intact and resumable.
+  write_nvme_config run.json "$work/nvme"
+  set_common 100000
+  $(launch 2) "$zero" train --config_overrides "$model" "${common[@]}" \
+    --per_device_train_batch_size 4 --deepspeed run.json --output_dir run --save_strategy steps \
+    --save_steps 10 --save_total_limit 1 >deleted.log 2>&1 &
+  job=$!
+  for _ in $(seq 600); do [ -e run/checkpoint-10/zero_checkpoint.json ] && break; sleep 0.05; done
+  [ -e run/checkpoint-10/zero_checkpoint.json ] || { kill "$job"; cat deleted.log; fail "no checkpoint-10"; }
+  swap_files=$(find nvme -name '*.swap')
+  [ -n "$swap_files" ] || { kill "$job"; fail "no swap files under nvme/"; }
+  rm -f $swap_files
+  status=0
+  timeout 120 tail --pid="$job" -f /dev/null || { kill -9 "$job"; fail "the job hung after its swap files were deleted"; }
+  wait "$job" || status=$?
+  [ "$status" -ne 0 ] || fail "the job exited 0 after its swap files were deleted"
+  grep -q "\.swap" deleted.log || fail "deleted.log does not name a swap file: $(tail -5 deleted.log)"
+  latest=$(latest_of run)
+  "$zero" checkpoint info "run/$latest" >info.txt 2>&1 || { cat info.txt; fail "run/$latest does not validate"; }
+  grep -q "^valid:" info.txt || fail "info: $(cat info.txt)"
+  [ -z "$(find nvme -mindepth 1)" ] || fail "swap folders left under nvme/: $(find nvme -mindepth 1)"
+  echo "nvme_faults ok (exit $status, latest $latest)"
+  ;;
 crash)
   train straight.log 2 1 --output_dir straight
   # Checkpoints every 10 steps, each save held 2 s with every shard file half written; rank 1 is
