@@ -229,7 +229,7 @@ EOF
     --per_device_train_batch_size 4 --deepspeed run.json --output_dir run --save_strategy steps \
     --save_steps 10 --save_total_limit 1 >deleted.log 2>&1 &
   job=$!
-  for _ in $(seq 600); do [ -e run/checkpoint-10/zero_checkpoint.json ] && break; sleep 0.05; done
+  for _ in $(seq 2400); do [ -e run/checkpoint-10/zero_checkpoint.json ] && break; sleep 0.05; done
   [ -e run/checkpoint-10/zero_checkpoint.json ] || { kill "$job"; cat deleted.log; fail "no checkpoint-10"; }
   swap_files=$(find nvme -name '*.swap')
   [ -n "$swap_files" ] || { kill "$job"; fail "no swap files under nvme/"; }
