@@ -18,9 +18,10 @@
 # host space peaks (on the CPU backend the device space is host memory labelled as device; the
 # offloaded states are under host_pinned, and nvme, which that figure leaves out). "max RSS" is
 # each rank's peak resident set (/usr/bin/time for zero, getrusage for DeepSpeed), the one memory
-# figure both sides have. ROUNDS > 1 repeats the whole sequence, interleaved, and pools the steps.
+# figure both sides have. The whole sequence runs ROUNDS times, interleaved (a slow phase of the
+# shared machine falls on every configuration), and the timed steps of all rounds are pooled.
 #
-# Usage: benchmarks/offload_bench.sh [build dir]   (env: WARMUP=2 STEPS=8 ROUNDS=1,
+# Usage: benchmarks/offload_bench.sh [build dir]   (env: WARMUP=2 STEPS=5 ROUNDS=2,
 #   ZERO_SHARED_DATA=../shared/data, ZERO_VENV=~/.cache/zero/venv). Needs tools/zero built and
 #   the venv with deepspeed + transformers (scripts/setup_venv.sh); OMP_NUM_THREADS=1 per rank.
 #
@@ -40,7 +41,7 @@ build=$(realpath "${1:-build}")
 zero=$build/tools/zero
 venv_python=${ZERO_VENV:-$HOME/.cache/zero/venv}/bin/python
 shared=${ZERO_SHARED_DATA:-../shared/data}
-warmup=${WARMUP:-2} steps=${STEPS:-8} rounds=${ROUNDS:-1}
+warmup=${WARMUP:-2} steps=${STEPS:-5} rounds=${ROUNDS:-2}
 [ -x "$zero" ] || { echo "offload_bench: $zero not built (ninja -C $build zero)" >&2; exit 2; }
 [ -x "$venv_python" ] || { echo "offload_bench: no venv python at $venv_python" >&2; exit 2; }
 tokenizer=$shared/gpt2
@@ -63,6 +64,11 @@ export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive DS_BUILD_OPS=0
 export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpirun=(mpirun --oversubscribe --bind-to none -np 2)
 [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
+
+# REPORT_ONLY=1: print the table of the last run's outputs again.
+if [ "${REPORT_ONLY:-0}" != 1 ]; then
+rm -rf "$work"
+mkdir -p "$work/nvme"
 
 # The DeepSpeed configs `zero train` reads ("auto" filled from its flags).
 config() {  # name, offload JSON fragment
@@ -119,17 +125,14 @@ run_deepspeed() {  # name, round, extra driver flags...
   fi
 }
 
-# REPORT_ONLY=1: print the table of the last run's outputs again.
-if [ "${REPORT_ONLY:-0}" != 1 ]; then
-rm -rf "$work"
-mkdir -p "$work/nvme"
 echo "offload_bench: $(getconf _NPROCESSORS_ONLN) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start;" \
   "corpus $corpus; nvme folder $work/nvme ($(df -T "$work/nvme" | awk 'NR==2 {print $2}'))"
 start=$(date +%s)
 for round in $(seq 1 "$rounds"); do
   for c in a b c d; do run_zero $c "$round"; done
-  run_deepspeed e1 "$round"
-  run_deepspeed e2 "$round" --offload_param
+  check=$([ "$round" = 1 ] && echo 3 || echo 0)  # the torch check once per configuration
+  run_deepspeed e1 "$round" --check_steps "$check"
+  run_deepspeed e2 "$round" --offload_param --check_steps "$check"
 done
 echo "offload_bench: $(( $(date +%s) - start )) s; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 fi
@@ -151,7 +154,7 @@ for key, title in names.items():
             fields = line.split()
             times += [float(t) for f in fields if f.startswith("times=") for t in f[6:].split(",")]
             rss = fields[6]
-            extra = " ".join(f for f in fields[7:] if f.startswith("optimizer="))
+            extra = " ".join(f for f in fields[7:] if f.startswith(("optimizer=", "fwd/bwd/step=")))
             losses = [l for l in (work / f"{key}.{r}.log.0").read_text().splitlines() if l.startswith("step ")]
             loss = losses[-1].split()[3]
         else:

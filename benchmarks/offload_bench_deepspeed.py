@@ -15,7 +15,12 @@ engine.step(), timed on every rank after a barrier; the step's time is the slowe
 Prints on rank 0, after --warmup untimed steps:
 
   RESULT deepspeed-<version> <label> <median s/step> <min s/step> <max s/step>
-         <peak RSS MiB per rank> optimizer=<class> params=<count> times=<s,s,...>
+         <peak RSS MiB per rank> optimizer=<class> params=<count> fwd/bwd/step=<s/s/s>
+         times=<s,s,...>
+
+(fwd/bwd/step: rank 0's median seconds in engine(...), engine.backward, engine.step: with ZeRO-3
+the backward includes the gradient reduce-scatter and the device->host copy of the gradients,
+the step the CPU Adam and the parameter copies back.)
 
 DeepSpeed picks DeepSpeedCPUAdam (its cpu_adam op, JIT-built on first use) for an offloaded
 optimizer: the class it ran is printed. Its op builder leaves the C++ standard to torch, which
@@ -235,14 +240,18 @@ def main():
     inner = getattr(optimizer, "optimizer", optimizer)
     optimizer_name = type(inner).__module__ + "." + type(inner).__name__
 
-    times, losses = [], []
+    times, losses, phases = [], [], []
     for step in range(args.warmup + args.steps):
         batch = rank_batch(step, rank)
         dist.barrier()
         start = time.perf_counter()
         loss = engine(input_ids=batch, labels=batch).loss
+        forward = time.perf_counter()
         engine.backward(loss)
+        backward = time.perf_counter()
         engine.step()
+        if step >= args.warmup:
+            phases.append((forward - start, backward - forward, time.perf_counter() - backward))
         elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
         dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
         if rank == 0:
@@ -261,6 +270,7 @@ def main():
               f"{min(times):.3f} {max(times):.3f} "
               f"{'/'.join(f'{r.item():.0f}' for r in rss_all)} "
               f"optimizer={optimizer_name} params={parameters} "
+              f"fwd/bwd/step={'/'.join(f'{statistics.median(p):.2f}' for p in zip(*phases))} "
               f"times={','.join(f'{t:.4f}' for t in times)}", flush=True)
     if rank == 0 and args.check_steps > 0:
         check_against_torch(torch, initial_model(), rank_batch, world, losses, args.check_steps)
