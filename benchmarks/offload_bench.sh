@@ -34,7 +34,18 @@
 # (Std.from_str returns None: "'NoneType' object has no attribute 'get'"), so this script starts
 # the two ranks itself with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, as that launcher would.
 #
-# Measured: see docs/engine.md, "Offload" (the command and the table are there and below).
+# Measured (2026-11-23, this 2-core VM, load average 0.5 at the start and 2.2 at the end: the
+# benchmark's own ranks; 306 s), `bash benchmarks/offload_bench.sh`, median s/step (min-max),
+# ledger peak MiB/rank, max RSS MiB rank 0/1:
+#   (a) zero ZeRO-3, no offload                 1.29 (1.25-1.89)  1589.3  2495/1688
+#   (b) zero ZeRO-3, optimizer cpu              1.32 (1.29-1.85)  1205.4  2751/1944
+#   (c) zero ZeRO-3, optimizer + param cpu      1.32 (1.27-2.02)  1077.5  2751/1944
+#   (d) zero ZeRO-3, optimizer nvme             2.21 (2.16-2.42)  1205.4  2751/1945
+#   (e1) DeepSpeed ZeRO-3, optimizer cpu        2.61 (2.40-2.78)       -  2571/2553
+#   (e2) DeepSpeed ZeRO-3, optimizer+param cpu  2.53 (2.34-2.82)       -  2579/2547
+# DeepSpeed ran DeepSpeedCPUAdam; its forward/backward/step 0.83/1.72/0.11 s; CHECK 9.5e-7.
+# Under load 3.8-4.9 the same gave 2.09, 1.97, 1.35, 2.32, 2.48, 2.91 s/step; under load 5-6
+# 1.75, 1.82, 2.23, 2.79, 4.19, 5.08. More in docs/engine.md, "Offload".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$(realpath "${1:-build}")

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """DeepSpeed side of benchmarks/offload_bench.sh: GPT-2 step time under DeepSpeed ZeRO-3 with CPU
-offload, on CPU with gloo. Run one process per rank:
+offload, on CPU with gloo. One process per rank, with the environment a torch launcher sets
+(offload_bench.sh starts them so: Debian's `python -m torch.distributed.run` fails under Python
+3.11):
 
-  python -m torch.distributed.run --nproc_per_node 2 benchmarks/offload_bench_deepspeed.py \
-      --n_layer 4 --n_embd 768 --n_head 12 --block_size 128 --batch 2 --warmup 2 --steps 8
+  RANK=r LOCAL_RANK=r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 \
+    python benchmarks/offload_bench_deepspeed.py --train_file F --tokenizer DIR \
+      --n_layer 4 --n_embd 768 --n_head 12 --block_size 128 --batch 2 --warmup 2 --steps 5
 
 Builds a Hugging Face GPT2LMHeadModel from scratch of the given shape (GPT-2 vocabulary, dropout
 off, tied embeddings, fp32), reads the corpus with the GPT-2 tokenizer (tokenizer.json under
@@ -12,7 +15,8 @@ a ZeRO-3 config with `offload_optimizer: cpu` (and `offload_param: cpu` with --o
 AdamW (lr 5e-5, weight decay 0, as `zero train`'s defaults), gradient clipping 1. Each rank takes
 its own --batch blocks per step (rank-strided, in order). A step is forward + backward +
 engine.step(), timed on every rank after a barrier; the step's time is the slowest rank's.
-Prints on rank 0, after --warmup untimed steps:
+Then rank 0 retrains the first --check_steps steps with plain torch (check_against_torch) and
+fails unless its losses agree. Prints on rank 0, after --warmup untimed steps:
 
   RESULT deepspeed-<version> <label> <median s/step> <min s/step> <max s/step>
          <peak RSS MiB per rank> optimizer=<class> params=<count> fwd/bwd/step=<s/s/s>
@@ -82,10 +86,10 @@ def ds_config(args, world):
 def shim_forward_pre_hook(torch):
     """torch < 2: Module.register_forward_pre_hook has no `prepend` and no `with_kwargs`, which
     DeepSpeed's engine passes for its own module-level hooks (its forward prologue: timers, flops
-    profiler, fp16 input casting; ZeRO-3's parameter hooks are registered without them). A hook
-    asked for with_kwargs is called with the keyword arguments of... none: torch 1.13 does not pass
-    them to hooks; what it returns for the positional inputs is kept, the kwargs part dropped.
-    The prologue only changes inputs for fp16 autocast, which is off here."""
+    profiler, fp16 input casting; ZeRO-3's parameter hooks are registered without them). torch
+    1.13 does not pass keyword arguments to hooks: a with_kwargs hook gets an empty dict, what it
+    returns for the positional inputs is kept and its kwargs part dropped. The prologue changes
+    inputs only for fp16 autocast, which is off here."""
     original = torch.nn.Module.register_forward_pre_hook
 
     def register(self, hook, *, prepend=False, with_kwargs=False):
