@@ -277,7 +277,8 @@ def main():
               f"fwd/bwd/step={'/'.join(f'{statistics.median(p):.2f}' for p in zip(*phases))} "
               f"times={','.join(f'{t:.4f}' for t in times)}", flush=True)
     if rank == 0 and args.check_steps > 0:
-        check_against_torch(torch, initial_model(), rank_batch, world, losses, args.check_steps)
+        check_against_torch(torch, initial_model(), rank_batch, world, losses,
+                            min(args.check_steps, len(losses)))
     dist.barrier()
     return 0
 
