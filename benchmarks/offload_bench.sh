@@ -102,6 +102,7 @@ config d ", \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$work
 
 run_zero() {  # config name, round
   local out=$work/$1.$2
+  # shellcheck disable=SC2016 # $0, $@ and the rank expand in each rank's shell
   "${mpirun[@]}" bash -c 'exec /usr/bin/time -f "MAXRSS_KB %M" -o "$0.rss.$OMPI_COMM_WORLD_RANK" "$@"' \
     "$out" "$zero" train --train_file "$corpus" --tokenizer_name "$tokenizer" \
     --config_overrides "n_layer=$n_layer,n_embd=$n_embd,n_head=$n_head,n_positions=$block,resid_pdrop=0,embd_pdrop=0,attn_pdrop=0" \
