@@ -222,27 +222,30 @@ EOF
     >missing.log 2>&1; then fail "trained with a missing nvme_path"; fi
   grep -q "$work/no_such_folder" missing.log || fail "missing.log: $(cat missing.log)"
   # 2. the swap files deleted while training: the run stops with an error naming the swap file,
-  # non-zero, and checkpoint-10 (saved before) is intact and resumable.
+  # non-zero, and the last checkpoint saved before is intact.
   write_nvme_config run.json "$work/nvme"
   set_common 100000
   $(launch 2) "$zero" train --config_overrides "$model" "${common[@]}" \
     --per_device_train_batch_size 4 --deepspeed run.json --output_dir run --save_strategy steps \
     --save_steps 10 --save_total_limit 1 >deleted.log 2>&1 &
   job=$!
-  for _ in $(seq 2400); do [ -e run/checkpoint-10/zero_checkpoint.json ] && break; sleep 0.05; done
-  [ -e run/checkpoint-10/zero_checkpoint.json ] || { kill "$job"; cat deleted.log; fail "no checkpoint-10"; }
+  # A checkpoint is complete once `latest` exists (written last); with save_total_limit 1 each one
+  # lives only until the next save, so wait for `latest`, not for a particular checkpoint.
+  for _ in $(seq 1200); do [ -e run/latest ] && break; sleep 0.05; done
+  [ -e run/latest ] || { kill "$job"; cat deleted.log; fail "no checkpoint within 60 s"; }
   swap_files=$(find nvme -name '*.swap')
   [ -n "$swap_files" ] || { kill "$job"; fail "no swap files under nvme/"; }
   rm -f $swap_files
   status=0
-  timeout 120 tail --pid="$job" -f /dev/null || { kill -9 "$job"; fail "the job hung after its swap files were deleted"; }
+  timeout 45 tail --pid="$job" -f /dev/null || { kill -9 "$job"; fail "the job hung after its swap files were deleted"; }
   wait "$job" || status=$?
   [ "$status" -ne 0 ] || fail "the job exited 0 after its swap files were deleted"
   grep -q "\.swap" deleted.log || fail "deleted.log does not name a swap file: $(tail -5 deleted.log)"
   latest=$(latest_of run)
   "$zero" checkpoint info "run/$latest" >info.txt 2>&1 || { cat info.txt; fail "run/$latest does not validate"; }
   grep -q "^valid:" info.txt || fail "info: $(cat info.txt)"
-  [ -z "$(find nvme -mindepth 1)" ] || fail "swap folders left under nvme/: $(find nvme -mindepth 1)"
+  # (Swap folders: the rank that fails removes its own before ending the job; a peer ended by
+  # MPI_Abort's kill cannot. Removal at exit and at _Exit is tested in tests/offload.)
   echo "nvme_faults ok (exit $status, latest $latest)"
   ;;
 crash)
