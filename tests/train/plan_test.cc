@@ -278,16 +278,19 @@ TEST(Planner, LargestFittingBatchIsTheBoundary) {
   const auto offload_rank = [](const std::string& offload) {
     return offload == "none" ? 0 : offload == "cpu" ? 1 : 2;
   };
-  for (std::size_t i = 1; i < ranked.size(); ++i)
-    if (ranked[i].fit.fits() == ranked[i - 1].fit.fits())
+  for (std::size_t i = 1; i < ranked.size(); ++i) {
+    if (ranked[i].fit.fits() == ranked[i - 1].fit.fits()) {
       EXPECT_LE(offload_rank(ranked[i - 1].offload), offload_rank(ranked[i].offload)) << i;
+    }
+  }
   EXPECT_EQ(ranked.front().stage, 0);
   EXPECT_FALSE(ranked.front().gradient_checkpointing);
   // Checkpointing fits a larger micro-batch than keeping every block's activations.
   for (const train::Candidate& a : ranked)
     for (const train::Candidate& b : ranked)
-      if (a.stage == b.stage && !a.gradient_checkpointing && b.gradient_checkpointing)
+      if (a.stage == b.stage && !a.gradient_checkpointing && b.gradient_checkpointing) {
         EXPECT_GT(b.max_batch_size, a.max_batch_size) << "stage " << a.stage;
+      }
 }
 
 // --model_name_or_path: config.json alone (no weights) is what a plan reads; --config_overrides

@@ -2,28 +2,23 @@
 // on every rank (prepare.h) before rank 0 writes the first byte to output_dir.
 #include "zero/train/trainer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <nlohmann/json.hpp>
-#include <numbers>
 #include <span>
-#include <sstream>
 #include <tuple>
-#include <type_traits>
 
 #include "checkpointing.h"
+#include "micro_batch.h"
 #include "preemption.h"
 #include "prepare.h"
+#include "run_outputs.h"
 #include "zero/config/ds_config.h"
 #include "zero/core/allocator.h"
 #include "zero/core/memory_ledger.h"
@@ -36,7 +31,6 @@
 #include "zero/gpt2/engine_classifier.h"
 #include "zero/gpt2/engine_model.h"
 #include "zero/gpt2/model.h"
-#include "zero/gpt2/sampling.h"
 #include "zero/optim/lr_schedules.h"
 #include "zero/optim/optimizers.h"
 #include "zero/text/bpe_trainer.h"
@@ -55,80 +49,6 @@ namespace {
 
 using namespace detail;
 using nlohmann::json;
-
-// One rank's micro-batch, (B, T): tokens and next-token targets, -100 where nothing counts.
-struct MicroBatch {
-  std::vector<int> tokens;
-  std::vector<int> targets;
-};
-
-// Fills `batch` from blocks of T tokens (rows past the blocks given stay padding).
-void fill_micro_batch(std::span<const std::span<const text::TokenId>> blocks, std::int64_t B,
-                      std::int64_t T, MicroBatch& batch) {
-  batch.tokens.assign(static_cast<std::size_t>(B * T), 0);
-  batch.targets.assign(static_cast<std::size_t>(B * T), -100);
-  for (std::size_t b = 0; b < blocks.size(); ++b)
-    for (std::int64_t t = 0; t < T; ++t) {
-      batch.tokens[b * T + t] = static_cast<int>(blocks[b][t]);
-      if (t + 1 < T) batch.targets[b * T + t] = static_cast<int>(blocks[b][t + 1]);
-    }
-}
-
-void fill_micro_batch(const text::BlockDataset& data, std::span<const std::size_t> indices,
-                      std::int64_t B, std::int64_t T, MicroBatch& batch) {
-  std::vector<std::span<const text::TokenId>> blocks;
-  for (std::size_t index : indices) blocks.push_back(data.block(index));
-  fill_micro_batch(blocks, B, T, batch);
-}
-
-void fill_micro_batch(const std::vector<std::vector<text::TokenId>>& rows, std::int64_t B,
-                      std::int64_t T, MicroBatch& batch) {
-  std::vector<std::span<const text::TokenId>> blocks(rows.begin(), rows.end());
-  fill_micro_batch(blocks, B, T, batch);
-}
-
-json entry_to_json(const LogEntry& entry) {
-  json out;
-  if (entry.loss) out["loss"] = *entry.loss;
-  if (entry.grad_norm) out["grad_norm"] = *entry.grad_norm;
-  if (entry.learning_rate) out["learning_rate"] = *entry.learning_rate;
-  if (entry.loss_scale) out["loss_scale"] = *entry.loss_scale;
-  if (entry.tokens_per_second) out["tokens_per_second"] = *entry.tokens_per_second;
-  if (entry.eval_loss) out["eval_loss"] = *entry.eval_loss;
-  if (entry.perplexity) out["perplexity"] = *entry.perplexity;
-  if (entry.eval_accuracy) out["eval_accuracy"] = *entry.eval_accuracy;
-  if (entry.epoch_train_loss) out["epoch_train_loss"] = *entry.epoch_train_loss;
-  if (entry.train_accuracy) out["train_accuracy"] = *entry.train_accuracy;
-  out["epoch"] = entry.epoch;
-  out["step"] = entry.step;
-  return out;
-}
-
-LogEntry entry_from_json(const json& line) {
-  LogEntry entry;
-  entry.step = line.value("step", std::int64_t{0});
-  entry.epoch = line.value("epoch", 0.0);
-  auto optional = [&](const char* key, std::optional<double>& out) {
-    if (!line.contains(key)) return;
-    if (line[key].is_number()) out = line[key].get<double>();
-    if (line[key].is_null()) out = std::numeric_limits<double>::quiet_NaN();  // NaN/inf: null
-  };
-  optional("loss", entry.loss);
-  optional("grad_norm", entry.grad_norm);
-  optional("learning_rate", entry.learning_rate);
-  optional("loss_scale", entry.loss_scale);
-  optional("tokens_per_second", entry.tokens_per_second);
-  optional("eval_loss", entry.eval_loss);
-  optional("perplexity", entry.perplexity);
-  optional("eval_accuracy", entry.eval_accuracy);
-  optional("epoch_train_loss", entry.epoch_train_loss);
-  optional("train_accuracy", entry.train_accuracy);
-  return entry;
-}
-
-double perplexity_of(double loss) {
-  return loss < 700.0 ? std::exp(loss) : std::numeric_limits<double>::infinity();
-}
 
 }  // namespace
 
@@ -424,22 +344,7 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
   MemoryLedger save_ledger;
   HostAllocator save_allocator(save_ledger);
   auto trainer_state = [&](std::int64_t step) {
-    return json{
-        {"global_step", step},
-        {"epoch", static_cast<double>(step) / static_cast<double>(prepared.steps_per_epoch)},
-        {"max_steps", total_steps},
-        {"num_train_epochs", arguments.num_train_epochs},
-        {"logging_steps", arguments.logging_steps},
-        {"eval_steps", arguments.eval_steps > 0 ? arguments.eval_steps : arguments.logging_steps},
-        {"save_steps", arguments.save_steps},
-        {"train_batch_size", B},
-        {"total_flos", 0},
-        {"best_metric", nullptr},
-        {"best_model_checkpoint", nullptr},
-        {"is_local_process_zero", true},
-        {"is_world_process_zero", true},
-        {"is_hyper_param_search", false},
-        {"log_history", log_history}};
+    return hf_trainer_state(arguments, step, prepared.steps_per_epoch, total_steps, B, log_history);
   };
   auto save = [&](const fs::path& folder, std::int64_t step) {
     std::unique_ptr<gpt2::GPT2Model> whole;
@@ -770,13 +675,8 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
     write_json(output_dir / "all_results.json", all);
     write_json(output_dir / "trainer_state.json", trainer_state(step));
     if (arguments.plot) {
-      std::vector<PlotPoint> train_points, eval_points;
-      for (const LogEntry& entry : result.log_history) {
-        if (entry.loss) train_points.push_back({entry.step, *entry.loss});
-        if (entry.eval_loss) eval_points.push_back({entry.step, *entry.eval_loss});
-      }
       std::string why;
-      if (plot_losses(output_dir, train_points, eval_points, why)) {
+      if (plot_log(output_dir, result.log_history, why)) {
         say("plot: %s/loss.svg\n", output_dir.c_str());
       } else if (run_options.print) {
         std::fprintf(stderr, "zero train: warning: no loss plot: %s\n", why.c_str());
@@ -784,26 +684,11 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
     }
   }
   if (whole && console && arguments.num_samples > 0 && !classifier) {
-    const std::optional<text::TokenId> end_of_text = prepared.tokenizer->end_of_text_id();
-    const int stop = end_of_text ? static_cast<int>(*end_of_text) : -1;
-    std::vector<int> prompt;
-    for (const text::TokenId id : prepared.tokenizer->encode(arguments.prompt))
-      prompt.push_back(static_cast<int>(id));
-    if (prompt.empty() && end_of_text) prompt.push_back(static_cast<int>(*end_of_text));
-    if (prompt.empty()) prompt.push_back(0);
-    for (int s = 0; s < arguments.num_samples; ++s) {
-      const std::vector<int> tokens =
-          gpt2::generate(*whole, save_allocator, prompt, arguments.sample_tokens,
-                         {.top_k = arguments.top_k,
-                          .temperature = static_cast<float>(arguments.temperature),
-                          .seed = arguments.seed + static_cast<std::uint64_t>(s)},
-                         stop);
-      std::vector<text::TokenId> ids;
-      for (const int id : tokens)
-        if (id != stop) ids.push_back(static_cast<text::TokenId>(id));
-      say("sample %d (top-k %d):\n%s\n%s\n", s + 1, arguments.top_k, std::string(40, '-').c_str(),
-          prepared.tokenizer->decode(ids).c_str());
-    }
+    const std::vector<std::string> samples =
+        generate_samples(*whole, save_allocator, *prepared.tokenizer, arguments);
+    for (std::size_t s = 0; s < samples.size(); ++s)
+      say("sample %zu (top-k %d):\n%s\n%s\n", s + 1, arguments.top_k, std::string(40, '-').c_str(),
+          samples[s].c_str());
   }
   say("done in %.1f s\n", seconds_since(run_start));
   return result;

@@ -1,0 +1,112 @@
+// Log entries, perplexity, the loss plot and samples (run_outputs.h).
+#include "run_outputs.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "zero/gpt2/sampling.h"
+#include "zero/train/monitors.h"
+
+namespace zero::train::detail {
+namespace {
+
+// The optional numbers of a LogEntry under their log_history keys: the one list both directions
+// use.
+constexpr std::pair<const char*, std::optional<double> LogEntry::*> kOptionalFields[] = {
+    {"loss", &LogEntry::loss},
+    {"grad_norm", &LogEntry::grad_norm},
+    {"learning_rate", &LogEntry::learning_rate},
+    {"loss_scale", &LogEntry::loss_scale},
+    {"tokens_per_second", &LogEntry::tokens_per_second},
+    {"eval_loss", &LogEntry::eval_loss},
+    {"perplexity", &LogEntry::perplexity},
+    {"eval_accuracy", &LogEntry::eval_accuracy},
+    {"epoch_train_loss", &LogEntry::epoch_train_loss},
+    {"train_accuracy", &LogEntry::train_accuracy}};
+
+}  // namespace
+
+nlohmann::json entry_to_json(const LogEntry& entry) {
+  nlohmann::json out;
+  for (const auto& [key, field] : kOptionalFields)
+    if (entry.*field) out[key] = *(entry.*field);
+  out["epoch"] = entry.epoch;
+  out["step"] = entry.step;
+  return out;
+}
+
+LogEntry entry_from_json(const nlohmann::json& line) {
+  LogEntry entry;
+  entry.step = line.value("step", std::int64_t{0});
+  entry.epoch = line.value("epoch", 0.0);
+  for (const auto& [key, field] : kOptionalFields) {
+    if (!line.contains(key)) continue;
+    if (line[key].is_number()) entry.*field = line[key].get<double>();
+    if (line[key].is_null()) entry.*field = std::numeric_limits<double>::quiet_NaN();
+  }
+  return entry;
+}
+
+nlohmann::json hf_trainer_state(const TrainingArguments& arguments, std::int64_t step,
+                                std::int64_t steps_per_epoch, std::int64_t max_steps,
+                                std::int64_t train_batch_size, const nlohmann::json& log_history) {
+  return {{"global_step", step},
+          {"epoch", static_cast<double>(step) / static_cast<double>(steps_per_epoch)},
+          {"max_steps", max_steps},
+          {"num_train_epochs", arguments.num_train_epochs},
+          {"logging_steps", arguments.logging_steps},
+          {"eval_steps", arguments.eval_steps > 0 ? arguments.eval_steps : arguments.logging_steps},
+          {"save_steps", arguments.save_steps},
+          {"train_batch_size", train_batch_size},
+          {"total_flos", 0},
+          {"best_metric", nullptr},
+          {"best_model_checkpoint", nullptr},
+          {"is_local_process_zero", true},
+          {"is_world_process_zero", true},
+          {"is_hyper_param_search", false},
+          {"log_history", log_history}};
+}
+
+double perplexity_of(double loss) {
+  return loss < 700.0 ? std::exp(loss) : std::numeric_limits<double>::infinity();
+}
+
+bool plot_log(const std::filesystem::path& folder, const std::vector<LogEntry>& log,
+              std::string& why) {
+  std::vector<PlotPoint> train_points, eval_points;
+  for (const LogEntry& entry : log) {
+    if (entry.loss) train_points.push_back({entry.step, *entry.loss});
+    if (entry.eval_loss) eval_points.push_back({entry.step, *entry.eval_loss});
+  }
+  return plot_losses(folder, train_points, eval_points, why);
+}
+
+std::vector<std::string> generate_samples(const gpt2::GPT2Model& model, Allocator& allocator,
+                                          const text::Tokenizer& tokenizer,
+                                          const TrainingArguments& arguments) {
+  const std::optional<text::TokenId> end_of_text = tokenizer.end_of_text_id();
+  const int stop = end_of_text ? static_cast<int>(*end_of_text) : -1;
+  std::vector<int> prompt;
+  for (const text::TokenId id : tokenizer.encode(arguments.prompt))
+    prompt.push_back(static_cast<int>(id));
+  if (prompt.empty() && end_of_text) prompt.push_back(static_cast<int>(*end_of_text));
+  if (prompt.empty()) prompt.push_back(0);
+  std::vector<std::string> samples;
+  for (int s = 0; s < arguments.num_samples; ++s) {
+    const std::vector<int> tokens =
+        gpt2::generate(model, allocator, prompt, arguments.sample_tokens,
+                       {.top_k = arguments.top_k,
+                        .temperature = static_cast<float>(arguments.temperature),
+                        .seed = arguments.seed + static_cast<std::uint64_t>(s)},
+                       stop);
+    std::vector<text::TokenId> ids;
+    for (const int id : tokens)
+      if (id != stop) ids.push_back(static_cast<text::TokenId>(id));
+    samples.push_back(tokenizer.decode(ids));
+  }
+  return samples;
+}
+
+}  // namespace zero::train::detail

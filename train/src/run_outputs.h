@@ -1,0 +1,43 @@
+// What a run writes besides the model: its log entries as JSON (metrics.jsonl, trainer_state.json's
+// log_history, read back on resume), perplexity, the loss plot, and text samples.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "zero/core/allocator.h"
+#include "zero/gpt2/model.h"
+#include "zero/text/tokenizer.h"
+#include "zero/train/arguments.h"
+#include "zero/train/trainer.h"
+
+namespace zero::train::detail {
+
+// A log entry as Hugging Face's log_history holds it (absent fields left out; NaN/inf as null),
+// and back (a null number reads as NaN).
+nlohmann::json entry_to_json(const LogEntry& entry);
+LogEntry entry_from_json(const nlohmann::json& line);
+
+// trainer_state.json as Hugging Face's Trainer writes it at `step` (epoch = step /
+// steps_per_epoch), with `log_history` (entry_to_json lines and the final train summary).
+nlohmann::json hf_trainer_state(const TrainingArguments& arguments, std::int64_t step,
+                                std::int64_t steps_per_epoch, std::int64_t max_steps,
+                                std::int64_t train_batch_size, const nlohmann::json& log_history);
+
+// exp(loss), inf where that overflows (run_clm catches math.exp's OverflowError as inf).
+double perplexity_of(double loss);
+
+// loss.svg in `folder` from the log's training and evaluation losses (monitors.h's plot_losses);
+// false with `why` when it could not be drawn (gnuplot missing).
+bool plot_log(const std::filesystem::path& folder, const std::vector<LogEntry>& log,
+              std::string& why);
+
+// --num_samples continuations of --prompt (the end-of-text token when empty) by `model`, top-k
+// sampled with --seed + sample index, decoded without end-of-text tokens.
+std::vector<std::string> generate_samples(const gpt2::GPT2Model& model, Allocator& allocator,
+                                          const text::Tokenizer& tokenizer,
+                                          const TrainingArguments& arguments);
+
+}  // namespace zero::train::detail
