@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "random_inputs.h"
 #include "tiny_gpt2.h"
 #include "zero/core/allocator.h"
 #include "zero/core/dtype.h"
@@ -29,13 +30,7 @@
 namespace zero::gpt2 {
 namespace {
 
-std::vector<float> random_vector(std::size_t count, std::uint32_t seed) {
-  std::mt19937 generator(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> values(count);
-  for (float& value : values) value = normal(generator);
-  return values;
-}
+using testing::random_vector;
 
 std::vector<BFloat16> to_bf16_vector(const std::vector<float>& values) {
   std::vector<BFloat16> out(values.size());

@@ -9,19 +9,14 @@
 #include <vector>
 
 #include "layers_cuda.h"
+#include "random_inputs.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/layers_cpu.h"
 
 namespace zero::gpt2 {
 namespace {
 
-std::vector<float> random_vector(std::size_t count, std::uint32_t seed) {
-  std::mt19937 generator(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> values(count);
-  for (float& value : values) value = normal(generator);
-  return values;
-}
+using testing::random_vector;
 
 // D = op(first) · op(second) in cuBLAS's column-major terms, as cublasLtMatmul would run it.
 void run_column_major(const cuda::LtProblem& p, const float* first, const float* second, float beta,
