@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    auto comm = zero::make_communicator();
+    auto comm = zero::make_communicator(zero::DeviceKind::kCpu);
     const int world = comm->world_size();
     zero::set_log_rank(comm->rank(), world);
     const Op ops[] = {{"all_reduce", zero::CollectiveOp::kAllReduce},

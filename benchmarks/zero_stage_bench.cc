@@ -396,7 +396,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   std::unique_ptr<zero::Communicator> comm;
   try {
-    comm = zero::make_communicator();
+    comm = zero::make_communicator(zero::DeviceKind::kCpu);
     exit_code = run(flags, *comm, argc, argv);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "[rank %d] zero_stage_bench: %s\n", comm ? comm->rank() : 0, error.what());

@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   arguments.deepspeed = ZERO_SOURCE_DIR "/configs/ds_zero3_demo.json";
   arguments.plot = false;
 
-  std::unique_ptr<zero::Communicator> comm = zero::make_communicator();
+  std::unique_ptr<zero::Communicator> comm = zero::make_communicator(zero::DeviceKind::kCpu);
   zero::set_log_rank(comm->rank(), comm->world_size());
   int exit_code = 0;
   try {

@@ -11,7 +11,7 @@
 
 int main() {
   constexpr int D = 8, H = 32, B = 16;  // inputs, hidden width, rows per rank
-  auto comm = zero::make_communicator();
+  auto comm = zero::make_communicator(zero::DeviceKind::kCpu);
   zero::EngineOptions options;
   options.stage = 3;
   options.param_persistence_threshold = 0;  // gather every unit on use, even small ones

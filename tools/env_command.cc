@@ -1,10 +1,13 @@
 // `zero env`: what launched this process, what this build supports, what devices it sees.
+#include <cstring>
 #include <iostream>
 
 #include "cli.h"
 #include "commands.h"
 #include "zero/comm/communicator.h"
 #include "zero/core/device.h"
+#include "zero/core/device_context.h"
+#include "zero/core/error.h"
 #include "zero/core/launch.h"
 #include "zero/version.h"
 #ifdef ZERO_WITH_CUDA
@@ -13,10 +16,49 @@
 
 namespace zero::cli {
 
+namespace {
+
+// An all_reduce of rank + 1 over every rank, with its buffer where `communicator` takes buffers:
+// host memory, or device memory of `context` (staged through its host allocator).
+void check_comm(Communicator& communicator, DeviceContext* context) {
+  const int world = communicator.world_size();
+  float value = static_cast<float>(communicator.rank() + 1);
+  if (context == nullptr) {
+    communicator.all_reduce(&value, &value, 1, DType::kFloat32, ReduceOp::kSum, "check_comm");
+    communicator.synchronize();
+  } else {
+    Buffer host = context->allocator(MemorySpace::kHost).allocate(sizeof value,
+                                                                   MemoryCategory::kCommBuffers);
+    Buffer device = context->allocator(MemorySpace::kDevice)
+                        .allocate(sizeof value, MemoryCategory::kCommBuffers);
+    std::memcpy(host.data(), &value, sizeof value);
+    context->copy(context->copy_stream(), host.data(), device.data(), sizeof value);
+    context->copy_stream().synchronize();
+    communicator.all_reduce(device.data(), device.data(), 1, DType::kFloat32, ReduceOp::kSum,
+                            "check_comm");
+    communicator.synchronize();
+    context->copy(context->copy_stream(), device.data(), host.data(), sizeof value);
+    context->copy_stream().synchronize();
+    std::memcpy(&value, host.data(), sizeof value);
+  }
+  const float expected = static_cast<float>(world * (world + 1) / 2);
+  std::cout << "comm: " << communicator.backend() << " rank " << communicator.rank() << "/" << world
+            << ": all_reduce(sum of rank+1) = " << value << " (expected " << expected << "), "
+            << (context ? "device" : "host") << " buffers\n";
+  ZERO_CHECK(value == expected, "zero env --check_comm: the all_reduce over ",
+             communicator.backend(), " gave ", value, ", expected ", expected);
+}
+
+}  // namespace
+
 int run_env(std::span<char* const> args) {
   po::options_description options("Options");
   options.add_options()("help,h", "print this help")(
-      "check_comm", "also run an all_reduce over every rank and print the result");
+      "check_comm",
+      "also run an all_reduce over every rank and print the result: over NCCL with device "
+      "buffers when CUDA devices are visible (rank r on device local_rank mod the count), "
+      "otherwise over the host communicator (mpi, gloo or local)")(
+      "use_cpu", "with --check_comm: check the host-memory communicator even when GPUs are visible");
   const auto variables = parse(args, options);
   if (variables.count("help")) {
     std::cout << usage(
@@ -34,14 +76,12 @@ int run_env(std::span<char* const> args) {
   for (const CudaDeviceInfo& device : cuda_devices()) std::cout << device.describe() << "\n";
 #endif
   if (variables.count("check_comm")) {
-    auto communicator = make_communicator();
-    float value = static_cast<float>(communicator->rank() + 1);
-    communicator->all_reduce(&value, &value, 1, DType::kFloat32, ReduceOp::kSum);
-    communicator->synchronize();
-    const int world = communicator->world_size();
-    std::cout << "comm: " << communicator->backend() << " rank " << communicator->rank() << "/"
-              << world << ": all_reduce(sum of rank+1) = " << value << " (expected "
-              << world * (world + 1) / 2 << ")\n";
+    const int devices = cuda_device_count();
+    const bool on_cuda = cuda_compiled() && devices > 0 && !variables.count("use_cpu");
+    std::unique_ptr<DeviceContext> context;
+    if (on_cuda) context = make_cuda_context(launch.local_rank % devices);
+    auto communicator = make_communicator(on_cuda ? DeviceKind::kCuda : DeviceKind::kCpu);
+    check_comm(*communicator, context.get());
   }
   return 0;
 }

@@ -214,7 +214,9 @@ int run_train_command(std::span<char* const> args) {
     for (std::size_t i = 0; i < cpus.size(); ++i) text << (i ? "," : "") << cpus[i];
     bound_cpus = text.str();
   }
-  std::unique_ptr<Communicator> communicator = make_communicator();
+  // The model runs on the CPU (its device path is issue 21's), so the trainer's collectives take
+  // host buffers: never NCCL, whatever GPUs are visible.
+  std::unique_ptr<Communicator> communicator = make_communicator(DeviceKind::kCpu);
   set_log_rank(communicator->rank(), communicator->world_size());
   if (!bound_cpus.empty()) log_info("bound to CPUs ", bound_cpus, " (--bind_cores_to_rank)");
   try {

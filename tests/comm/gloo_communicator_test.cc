@@ -14,7 +14,7 @@ namespace zero {
 namespace {
 
 Communicator& world() {
-  static std::unique_ptr<Communicator> communicator = make_communicator();
+  static std::unique_ptr<Communicator> communicator = make_communicator(DeviceKind::kCpu);
   return *communicator;
 }
 
@@ -42,7 +42,7 @@ TEST(GlooCommunicator, ManySmallCollectivesKeepOrder) {
 }
 
 TEST(GlooCommunicator, LabelsTellSameShapedCallsApartOnEveryRank) {
-  testing::check_labels_tell_calls_apart([] { return make_communicator(); }, world());
+  testing::check_labels_tell_calls_apart([] { return make_communicator(DeviceKind::kCpu); }, world());
 }
 
 }  // namespace

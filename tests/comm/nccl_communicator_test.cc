@@ -10,6 +10,7 @@
 #include "collective_checks.h"
 #include "zero/comm/communicator.h"
 #include "zero/core/device.h"
+#include "zero/core/device_context.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
 
@@ -149,6 +150,26 @@ TEST(NcclCommunicator, LabelsTellSameShapedCallsApartOnEveryRank) {
   SKIP_WITHOUT_GPUS();
   if (world().world_size() < 2) GTEST_SKIP() << "a disagreement needs two ranks";
   testing::check_labels_tell_calls_apart(make_nccl, world());
+}
+
+TEST(NcclCommunicator, TakesDeviceBuffers) {
+  SKIP_WITHOUT_GPUS();
+  const LaunchInfo launch = detect_launch();
+  auto nccl = make_nccl_communicator(
+      launch.local_rank, launch.world_size > 1 ? NcclBootstrap::kMpi : NcclBootstrap::kStore);
+  EXPECT_EQ(nccl->buffers(), DeviceKind::kCuda);
+}
+
+// The world of one on a CUDA context copies device buffers through the context (memmove on
+// device pointers would crash): every collective through the staging communicator.
+TEST(LocalCommunicator, CopiesDeviceBuffersThroughItsContext) {
+  if (detect_launch().world_size > 1) GTEST_SKIP() << "a world of one";
+  SKIP_WITHOUT_GPUS();
+  std::unique_ptr<DeviceContext> context = make_cuda_context(0);
+  auto local = make_local_communicator(CommOptions::from_environment(), context.get());
+  EXPECT_EQ(local->buffers(), DeviceKind::kCuda);
+  StagedCommunicator staged(std::move(local), 0);
+  testing::check_every_collective(staged, 1023);
 }
 
 TEST(NcclCommunicator, RejectsADeviceThatDoesNotExist) {

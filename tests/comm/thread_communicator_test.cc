@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "collective_checks.h"
+#include "zero/core/device_context.h"
 #include "zero/core/error.h"
 
 namespace zero {
@@ -147,6 +148,14 @@ TEST(LocalCommunicator, IsIdentity) {
   EXPECT_EQ(comm->world_size(), 1);
   testing::check_every_collective(*comm, 1023);
   EXPECT_THROW(comm->broadcast(nullptr, nullptr, 0, DType::kFloat32, 1), Error);
+  EXPECT_EQ(comm->buffers(), DeviceKind::kCpu);
+}
+
+TEST(LocalCommunicator, CopiesThroughAGivenContextOnOneOfItsStreams) {
+  std::unique_ptr<DeviceContext> context = make_cpu_context();
+  auto comm = make_local_communicator(CommOptions::from_environment(), context.get());
+  EXPECT_EQ(comm->buffers(), DeviceKind::kCpu);
+  testing::check_every_collective(*comm, 1023);
 }
 
 }  // namespace

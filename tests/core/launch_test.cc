@@ -95,7 +95,9 @@ TEST(Launch, SlurmReadsMasterAddressAsTheSbatchScriptsExportIt) {
 
 TEST(Launch, BackendFollowsTheLauncher) {
   using Env = std::map<std::string, std::string>;
-  auto backend = [](const Env& env) { return choose_backend(detect_launch(env), env); };
+  auto backend = [](const Env& env) {
+    return choose_backend(detect_launch(env), env, 0, DeviceKind::kCpu);
+  };
   EXPECT_EQ(backend({}), "local");
   EXPECT_EQ(backend({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}), "mpi");
   EXPECT_EQ(backend({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}}), "local");
@@ -106,18 +108,47 @@ TEST(Launch, BackendFollowsTheLauncher) {
   // srun --mpi=pmix starts MPI ranks.
   EXPECT_EQ(backend({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"PMIX_RANK", "0"}}), "mpi");
   EXPECT_EQ(backend({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"ZERO_COMM_BACKEND", "mpi"}}), "mpi");
-  EXPECT_EQ(backend({{"ZERO_COMM_BACKEND", "nccl"}}), "nccl");
   EXPECT_THROW(backend({{"ZERO_COMM_BACKEND", "nvlink"}}), Error);
-  // A visible GPU in a CUDA build means NCCL under every launcher, at any world size.
-  auto with_gpus = [](const Env& env) { return choose_backend(detect_launch(env), env, 2); };
-  const bool nccl = cuda_compiled();
-  EXPECT_EQ(with_gpus({}), nccl ? "nccl" : "local");
-  EXPECT_EQ(with_gpus({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}),
-            nccl ? "nccl" : "mpi");
-  EXPECT_EQ(with_gpus({{"RANK", "0"}, {"WORLD_SIZE", "2"}}), nccl ? "nccl" : "gloo");
-  EXPECT_EQ(with_gpus({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"ZERO_COMM_BACKEND", "gloo"}}), "gloo");
   EXPECT_THROW(backend({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"ZERO_COMM_BACKEND", "local"}}),
                Error);
+}
+
+TEST(Launch, BackendMatchesWhereTheCollectiveBuffersLive) {
+  using Env = std::map<std::string, std::string>;
+  // Host buffers: a visible GPU changes nothing (NCCL would be handed host pointers).
+  auto host = [](const Env& env, int gpus) {
+    return choose_backend(detect_launch(env), env, gpus, DeviceKind::kCpu);
+  };
+  EXPECT_EQ(host({}, 2), "local");
+  EXPECT_EQ(host({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, 2), "mpi");
+  EXPECT_EQ(host({{"RANK", "0"}, {"WORLD_SIZE", "2"}}, 8), "gloo");
+  try {
+    host({{"ZERO_COMM_BACKEND", "nccl"}}, 2);
+    FAIL() << "nccl accepted for host buffers";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("host memory"), std::string::npos) << error.what();
+  }
+  // CUDA buffers: NCCL under every launcher and world size; a host-only backend is refused.
+  auto device = [](const Env& env, int gpus) {
+    return choose_backend(detect_launch(env), env, gpus, DeviceKind::kCuda);
+  };
+  if (!cuda_compiled()) {
+    EXPECT_THROW(device({}, 2), Error);  // no CUDA in this build
+    return;
+  }
+  EXPECT_EQ(device({}, 2), "nccl");
+  EXPECT_EQ(device({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, 2), "nccl");
+  EXPECT_EQ(device({{"RANK", "0"}, {"WORLD_SIZE", "2"}}, 1), "nccl");
+  EXPECT_EQ(device({{"ZERO_COMM_BACKEND", "nccl"}}, 1), "nccl");
+  EXPECT_THROW(device({}, 0), Error);  // no visible device
+  for (const char* host_only : {"mpi", "gloo", "local"}) {
+    try {
+      device({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"ZERO_COMM_BACKEND", host_only}}, 2);
+      FAIL() << host_only << " accepted for CUDA buffers";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("CUDA device"), std::string::npos) << error.what();
+    }
+  }
 }
 
 TEST(Launch, GlooRendezvousUsesTorchrunsAgentStorePrefix) {

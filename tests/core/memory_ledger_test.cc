@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <vector>
@@ -170,6 +171,51 @@ TEST(MemoryLedger, CachingAllocatorReturnsItsCacheWhenMemoryRunsOut) {
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("out of memory"), std::string::npos);
     EXPECT_NE(std::string(error.what()).find("optimizer_state"), std::string::npos);
+  }
+}
+
+// Allocates exactly what raw_allocate is asked for (as cudaMalloc does) and remembers each block's
+// real size, so a test can see whether a cached block is smaller than the request it serves.
+class ExactSizeAllocator final : public Allocator {
+ public:
+  explicit ExactSizeAllocator(MemoryLedger& ledger)
+      : Allocator(MemorySpace::kDevice, ledger, /*caching=*/true) {}
+  ~ExactSizeAllocator() override { release_cached(); }
+  std::size_t block_size(const void* data) const { return blocks_.at(data).size(); }
+
+ protected:
+  void* raw_allocate(std::size_t size_bytes) override {
+    std::vector<std::byte> block(size_bytes);
+    void* data = block.data();
+    blocks_[data] = std::move(block);
+    return data;
+  }
+  void raw_free(void* data) noexcept override { blocks_.erase(data); }
+
+ private:
+  std::map<const void*, std::vector<std::byte>> blocks_;
+};
+
+TEST(MemoryLedger, CachedBlocksAreAtLeastAsLargeAsAnyRequestTheyServe) {
+  MemoryLedger ledger;
+  ExactSizeAllocator device(ledger);
+  void* first = nullptr;
+  {
+    Buffer small = device.allocate(65, MemoryCategory::kParams);  // filed under 128 when freed
+    first = small.data();
+    EXPECT_EQ(device.block_size(first), 128u);
+  }
+  // 63 bytes more than the first request, the same rounded size: the cached block comes back,
+  // and it must hold all 128 bytes (before the fix it held the 65 that were asked for).
+  Buffer larger = device.allocate(128, MemoryCategory::kGrads);
+  EXPECT_EQ(larger.data(), first);
+  EXPECT_GE(device.block_size(larger.data()), 128u);
+  std::memset(larger.data(), 0xff, 128);
+  EXPECT_EQ(ledger.space_total(MemorySpace::kDevice).current_bytes, 128);
+  for (std::size_t size : {1u, 63u, 64u, 1000u, 4097u}) {
+    Buffer buffer = device.allocate(size, MemoryCategory::kWorkspace);
+    EXPECT_EQ(device.block_size(buffer.data()) % 64, 0u) << size;
+    EXPECT_GE(device.block_size(buffer.data()), size);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "call_check.h"
 #include "zero/core/cpu_stream.h"
 #include "zero/core/device.h"
+#include "zero/core/device_context.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
 #include "zero/core/logging.h"
@@ -145,25 +146,40 @@ void Communicator::barrier(std::string_view label) {
 
 namespace {
 
-// World of one: every collective is the identity (avg and max of one value are the value).
+// World of one: every collective is the identity (avg and max of one value are the value), so
+// out-of-place calls copy: with memmove for host buffers, through the context for its buffers.
 class LocalCommunicator final : public Communicator {
  public:
-  explicit LocalCommunicator(CommOptions options) : Communicator(options) {}
+  LocalCommunicator(CommOptions options, DeviceContext* context)
+      : Communicator(options, context ? context->make_stream("communication") : nullptr),
+        context_(context) {}
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
   std::string_view backend() const override { return "local"; }
+  DeviceKind buffers() const override {
+    return context_ ? context_->device().kind : DeviceKind::kCpu;
+  }
 
  protected:
   void run(const CollectiveInfo& info, const void* send, void* recv) override {
     if (info.op == CollectiveOp::kBarrier || send == recv || info.count == 0) return;
     std::memmove(recv, send, info.count * size_of(info.dtype));
   }
+  void enqueue(const CollectiveInfo& info, const void* send, void* recv) override {
+    const bool copies = info.op != CollectiveOp::kBarrier && send != recv && info.count > 0;
+    if (context_ == nullptr || !copies) return Communicator::enqueue(info, send, recv);
+    context_->copy(stream(), send, recv, info.count * size_of(info.dtype));
+  }
+
+ private:
+  DeviceContext* context_;
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_local_communicator(CommOptions options) {
-  return std::make_unique<LocalCommunicator>(options);
+std::unique_ptr<Communicator> make_local_communicator(CommOptions options,
+                                                      DeviceContext* context) {
+  return std::make_unique<LocalCommunicator>(options, context);
 }
 
 GlooRendezvous GlooRendezvous::from_environment() {
@@ -188,16 +204,32 @@ GlooRendezvous GlooRendezvous::from_environment() {
 
 std::string choose_backend(const LaunchInfo& launch,
                            const std::map<std::string, std::string>& environment,
-                           int visible_cuda_devices) {
+                           int visible_cuda_devices, DeviceKind buffers) {
+  const bool on_cuda = buffers == DeviceKind::kCuda;
+  if (on_cuda) {
+    ZERO_CHECK(cuda_compiled(),
+               "the collective buffers are on a CUDA device, but this build of zero has no CUDA "
+               "support");
+    ZERO_CHECK(visible_cuda_devices > 0,
+               "the collective buffers are on a CUDA device, but no CUDA device is visible "
+               "(CUDA_VISIBLE_DEVICES?)");
+  }
   if (auto forced = environment.find("ZERO_COMM_BACKEND"); forced != environment.end()) {
     const std::string& name = forced->second;
     ZERO_CHECK(name == "nccl" || name == "mpi" || name == "gloo" || name == "local",
                "ZERO_COMM_BACKEND='", name, "' is not one of nccl, mpi, gloo, local");
     ZERO_CHECK(name != "local" || launch.world_size == 1, "ZERO_COMM_BACKEND=local, but the ",
                name_of(launch.launcher), " launch has ", launch.world_size, " ranks");
+    ZERO_CHECK(name != "nccl" || on_cuda,
+               "ZERO_COMM_BACKEND=nccl, but this run's collective buffers are in host memory "
+               "(the model runs on the CPU): NCCL takes device buffers only; use mpi, gloo or "
+               "local");
+    ZERO_CHECK(!on_cuda || name == "nccl",
+               "ZERO_COMM_BACKEND=", name, ", but this run's collective buffers are on a CUDA "
+               "device: ", name, " takes host buffers here; use nccl");
     return name;
   }
-  if (cuda_compiled() && visible_cuda_devices > 0) return "nccl";
+  if (on_cuda) return "nccl";
   if (launch.world_size <= 1) return "local";
   switch (launch.launcher) {
     case Launcher::kOpenMpi:
@@ -212,11 +244,11 @@ std::string choose_backend(const LaunchInfo& launch,
   return "local";
 }
 
-std::unique_ptr<Communicator> make_communicator(CommOptions options) {
+std::unique_ptr<Communicator> make_communicator(DeviceKind buffers, CommOptions options) {
   const std::map<std::string, std::string> environment = process_environment();
   const LaunchInfo launch = detect_launch(environment);
   const int devices = cuda_device_count();
-  const std::string backend = choose_backend(launch, environment, devices);
+  const std::string backend = choose_backend(launch, environment, devices, buffers);
   std::unique_ptr<Communicator> communicator;
   if (backend == "nccl") {
     // One GPU per rank of a node: local rank r drives device r (mod the visible devices).
@@ -239,7 +271,9 @@ std::unique_ptr<Communicator> make_communicator(CommOptions options) {
   log_info("launch: ", name_of(launch.launcher), ", backend ", communicator->backend(),
            ", world size ", communicator->world_size(), ", ", launch.local_world_size,
            " rank(s) per node, devices: ",
-           devices > 0 ? std::to_string(devices) + " CUDA" : std::string("cpu"));
+           devices > 0 ? std::to_string(devices) + " CUDA" : std::string("cpu"),
+           ", collective buffers in ", buffers == DeviceKind::kCuda ? "device" : "host",
+           " memory");
   return communicator;
 }
 

@@ -161,6 +161,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
   std::string_view backend() const override { return "nccl"; }
+  DeviceKind buffers() const override { return DeviceKind::kCuda; }
 
  protected:
   void run(const CollectiveInfo& info, const void* send, void* recv) override {

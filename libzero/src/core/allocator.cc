@@ -65,10 +65,12 @@ Buffer Allocator::allocate(std::size_t size_bytes, MemoryCategory category) {
       }
     }
     if (!found) {
-      data = raw_allocate(size_bytes);
+      // The block is filed under its rounded size when freed, so it must be that large: a later
+      // request of up to the rounded size may receive it.
+      data = raw_allocate(rounded_size(size_bytes));
       if (data == nullptr && !planning() && cached_bytes() > 0) {
         release_cached();  // the cache holds memory of other sizes: give it back and retry
-        data = raw_allocate(size_bytes);
+        data = raw_allocate(rounded_size(size_bytes));
       }
     }
     ZERO_CHECK(data != nullptr || planning(), "out of memory: could not allocate ",
@@ -117,7 +119,7 @@ std::size_t Allocator::cached_bytes() const {
 }
 
 void* HostAllocator::raw_allocate(std::size_t size_bytes) {
-  return std::aligned_alloc(kAlignmentBytes, rounded_size(size_bytes));
+  return std::aligned_alloc(kAlignmentBytes, size_bytes);  // a multiple of the alignment
 }
 
 void HostAllocator::raw_free(void* data) noexcept { std::free(data); }

@@ -35,8 +35,7 @@ class LockedHostAllocator final : public Allocator {
   ~LockedHostAllocator() override { release_cached(); }
 
  protected:
-  void* raw_allocate(std::size_t size_bytes) override {
-    const std::size_t size = (size_bytes + 63) / 64 * 64;
+  void* raw_allocate(std::size_t size) override {  // a multiple of 64 (Allocator::allocate)
     void* data = std::aligned_alloc(64, size);
     if (data == nullptr) return nullptr;
     if (mlock(data, size) == 0) {

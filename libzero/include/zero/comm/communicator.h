@@ -18,12 +18,14 @@
 #include <string_view>
 #include <vector>
 
+#include "zero/core/device.h"
 #include "zero/core/dtype.h"
 #include "zero/core/stream.h"
 
 namespace zero {
 
 struct LaunchInfo;  // zero/core/launch.h
+class DeviceContext;  // zero/core/device_context.h
 
 enum class ReduceOp : std::uint8_t { kSum, kAvg, kMax };
 enum class CollectiveOp : std::uint8_t {
@@ -78,6 +80,10 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
   virtual std::string_view backend() const = 0;  // "local", "thread", "mpi", "gloo", "nccl", ...
+  // Where the buffers handed to the collectives must live: host memory (kCpu: local, thread, mpi,
+  // gloo, planning) or the memory of a CUDA device (kCuda: nccl). A caller with host values and a
+  // device communicator stages them through device buffers.
+  virtual DeviceKind buffers() const { return DeviceKind::kCpu; }
   // False when collectives are only recorded (PlanningCommunicator): buffers are never touched,
   // so a plan may issue them on buffers without memory.
   virtual bool moves_data() const { return true; }
@@ -129,9 +135,12 @@ class Communicator {
   std::unique_ptr<Stream> stream_;
 };
 
-// A world of one: every collective is a copy.
+// A world of one: every collective is a copy. Without `context` the buffers are host memory and
+// the copies run on a CPU worker stream; with it, the buffers are `context`'s (device pointers
+// under CUDA), the stream is one of its streams and the copies are its copy operation. `context`
+// must outlive the communicator.
 std::unique_ptr<Communicator> make_local_communicator(
-    CommOptions options = CommOptions::from_environment());
+    CommOptions options = CommOptions::from_environment(), DeviceContext* context = nullptr);
 
 // MPI over MPI_COMM_WORLD (duplicated). Initialises MPI with MPI_THREAD_MULTIPLE if the process
 // has not; if it has, requires that level. Throws zero::Error when built without MPI.
@@ -176,18 +185,23 @@ std::unique_ptr<Communicator> make_nccl_communicator(
     const GlooRendezvous& rendezvous = GlooRendezvous::from_environment(),
     CommOptions options = CommOptions::from_environment());
 
-// Which backend make_communicator picks for a launch: "nccl" when the build has CUDA and NCCL and
-// `visible_cuda_devices` > 0 (any launcher, any world size); otherwise "mpi" under an MPI launcher
-// (mpirun, srun with PMI/PMIx), "gloo" under torchrun or Slurm without PMI, "local" for one rank.
-// ZERO_COMM_BACKEND=nccl|mpi|gloo|local overrides the choice.
+// Which backend make_communicator picks for a launch whose collective buffers live on `buffers`.
+// The communicator always matches where the buffers are: for CUDA buffers "nccl" (any launcher,
+// any world size; the build must have CUDA and NCCL and `visible_cuda_devices` > 0, else an
+// error); for host buffers "mpi" under an MPI launcher (mpirun, srun with PMI/PMIx), "gloo" under
+// torchrun or Slurm without PMI, "local" for one rank, whatever GPUs are visible.
+// ZERO_COMM_BACKEND=nccl|mpi|gloo|local overrides the choice among the backends for those
+// buffers; naming one for the other kind of memory (nccl for host buffers, mpi/gloo for CUDA
+// buffers) is an error that says so.
 std::string choose_backend(const LaunchInfo& launch,
                            const std::map<std::string, std::string>& environment,
-                           int visible_cuda_devices = 0);
+                           int visible_cuda_devices, DeviceKind buffers);
 
-// The communicator the launch calls for (choose_backend), with one log line naming the launcher,
-// backend, world size, ranks per node and devices.
+// The communicator the launch calls for with collective buffers on `buffers` (choose_backend), with
+// one log line naming the launcher, backend, world size, ranks per node, devices and where the
+// buffers live. NCCL drives CUDA device local_rank mod the visible devices.
 std::unique_ptr<Communicator> make_communicator(
-    CommOptions options = CommOptions::from_environment());
+    DeviceKind buffers, CommOptions options = CommOptions::from_environment());
 
 // Ends every rank of the job: MPI_Abort when MPI is running (so no peer is left waiting in a
 // collective), otherwise exit. Never returns.

@@ -76,6 +76,8 @@ class Allocator {
   std::size_t cached_bytes() const;
 
  protected:
+  // `size_bytes` is the request rounded up to a multiple of 64 (the size the block is cached
+  // under); returns at least that many bytes, 64-byte aligned, or nullptr when memory is out.
   virtual void* raw_allocate(std::size_t size_bytes) = 0;
   virtual void raw_free(void* data) noexcept = 0;
 
