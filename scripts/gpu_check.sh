@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# What a GPU must verify, in one command of at most 5 minutes, and the build that carries it there.
+#
+#   scripts/gpu_check.sh build [--output FILE]
+#       Here (no GPU needed): configures build-gpu/ without -march=native (-DZERO_GPT2_NATIVE=OFF,
+#       so the GPT-2 CPU kernels run on any x86-64 host CPU), builds the programs below and bundles
+#       them with scripts/bundle.sh --target-cuda (the GPU machine's PyTorch wheels supply CUDA's
+#       libraries) into FILE, default .device/gpu_bundle.tar.xz (git-ignored; a device run carries
+#       `.device`). Refuses a result over 60 MiB (a device run carries at most 64 MiB in all).
+#
+#   scripts/gpu_check.sh run [--bundle FILE | --from-build DIR] [--results DIR] [STEP...]
+#       On the GPU machine (or here, where the GPU steps report that no device is visible): runs
+#       the named steps, all by default, in this order, each under its own time limit:
+#         env        zero env, nvidia-smi, zero env --check_comm (NCCL over device buffers)
+#         tests      every cuda-labelled test executable (kernels against their CPU oracle, the
+#                    CUDA device context and allocators, NCCL at world 1, the fused optimizers)
+#         memcheck   compute-sanitizer --tool memcheck over the kernel tests (small shapes)
+#         racecheck  compute-sanitizer --tool racecheck over the kernel tests
+#         kernels    gpt2_cuda_bench: every GPT-2 CUDA kernel of today at 124M shapes (B 16,
+#                    T 1024, bf16 GEMMs), time per call and its rate
+#         torch      benchmarks/gpt2_gpu_torch.py: PyTorch eager and torch.compile GPT-2 124M,
+#                    B 16, T 1024, bf16 autocast, fused AdamW: tokens/s, MFU, peak memory
+#       A rerun names only the steps to repeat: `scripts/gpu_check.sh run tests memcheck`.
+#       Writes DIR/summary.md (one row per step: status, seconds, the numbers) and at most one
+#       log per step (6 logs, each cut to 16 MiB) into DIR, default
+#       benchmarks/results/gpu_check_<date>_<device>. Exits 0 when every step that ran passed (a
+#       step without a GPU is "skipped: no CUDA device"), 1 otherwise.
+#       Not yet a step: GPT-2 trained by zero on the GPU (`zero train` runs the model on the CPU
+#       until GPT2Compute has a device path, issue 21); the kernels step times its parts.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+programs=(zero core_cuda_test comm_nccl_test gpt2_cuda_test optim_cuda_test gpt2_cuda_bench)
+kernel_tests=(gpt2_cuda_test optim_cuda_test core_cuda_test)
+all_steps=(env tests memcheck racecheck kernels torch)
+max_bundle_bytes=$((60 * 1024 * 1024))
+
+usage() {
+  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  exit "${1:-2}"
+}
+die() { echo "gpu_check.sh: $*" >&2; exit 2; }
+
+build() {
+  local output=$root/.device/gpu_bundle.tar.xz
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --output) output=${2:?--output needs a file}; shift 2 ;;
+      -h|--help) usage 0 ;;
+      *) die "build: unknown argument '$1' (see --help)" ;;
+    esac
+  done
+  local build_dir=${ZERO_GPU_BUILD_DIR:-$root/build-gpu}
+  # RelWithDebInfo as scripts/build.sh, so ccache serves every file but the GPT-2 kernels; the
+  # bundle strips the debug info.
+  cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DZERO_WITH_CUDA=ON -DZERO_GPT2_NATIVE=OFF >/dev/null
+  cmake --build "$build_dir" -j "$(nproc)" --target "${programs[@]}"
+  local executables=() program path
+  for program in "${programs[@]}"; do
+    path=$(find "$build_dir" -type f -name "$program" -perm -u+x | head -n 1)
+    [[ -n "$path" ]] || die "build: $program was not built in $build_dir"
+    executables+=("$path")
+  done
+  local staging
+  staging=$(mktemp -d)
+  trap 'rm -rf "$staging"' RETURN
+  bash "$root/scripts/bundle.sh" --output "$staging/bundle" --target-cuda "${executables[@]}"
+  mkdir -p "$(dirname "$output")"
+  tar -C "$staging" -cJf "$output.partial" bundle
+  local bytes
+  bytes=$(stat -c %s "$output.partial")
+  if [[ $bytes -gt $max_bundle_bytes ]]; then
+    rm -f "$output.partial"
+    die "build: the bundle is $((bytes / 1048576)) MiB compressed, over the $((max_bundle_bytes / 1048576)) MiB a device run can carry"
+  fi
+  mv "$output.partial" "$output"
+  echo "gpu_check.sh: $output ($((bytes / 1048576)) MiB, ${#programs[@]} programs); on the GPU machine: bash scripts/gpu_check.sh run --bundle ${output#"$root"/}"
+}
+
+# ---- run ----
+results=""
+summary=""
+failures=0
+gpu_count=0
+bin=""
+
+# Puts CUDA's libraries from the target's PyTorch wheels (nvidia-*) and toolkit on the path.
+cuda_library_path() {
+  local python site folders=()
+  for python in python3 /opt/torch/.venv/bin/python3; do
+    command -v "$python" >/dev/null || continue
+    site=$("$python" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) || continue
+    local directory
+    for directory in $site; do
+      [[ -d "$directory/nvidia" ]] || continue
+      while IFS= read -r folder; do folders+=("$folder"); done < <(
+        find "$directory/nvidia" -name 'lib*.so*' -printf '%h\n' 2>/dev/null | sort -u)
+    done
+    break
+  done
+  for directory in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [[ -d "$directory" ]] && folders+=("$directory")
+  done
+  local joined
+  joined=$(IFS=:; echo "${folders[*]+"${folders[*]}"}")
+  echo "$joined"
+}
+
+# record STEP STATUS SECONDS NOTE: one row of the summary.
+record() {
+  printf '| %s | %s | %s | %s |\n' "$1" "$2" "$3" "$4" >>"$summary"
+  echo "gpu_check.sh: $1: $2 (${3} s) $4"
+  [[ "$2" == failed* ]] && failures=$((failures + 1))
+  return 0
+}
+
+# step NAME LIMIT_SECONDS FUNCTION: runs FUNCTION with its output in NAME.log (cut to 16 MiB).
+step() {
+  local name=$1 limit=$2 function=$3 log="$results/$1.log" start status note
+  start=$(date +%s)
+  timeout --signal=TERM --kill-after=10 "$limit" bash -c "$function" >"$log" 2>&1 &&
+    status=0 || status=$?
+  local seconds=$(( $(date +%s) - start ))
+  truncate -s '<16M' "$log"
+  note=$(grep -a '^NOTE: ' "$log" | sed 's/^NOTE: //' | paste -sd';' || true)
+  if grep -aq '^SKIPPED: ' "$log"; then
+    record "$name" "skipped: $(grep -a '^SKIPPED: ' "$log" | head -n 1 | sed 's/^SKIPPED: //')" "$seconds" "$note"
+  elif [[ $status -eq 124 || $status -eq 137 ]]; then
+    record "$name" "failed: over its ${limit} s limit" "$seconds" "$note"
+  elif [[ $status -ne 0 ]]; then
+    record "$name" "failed (exit $status; $name.log)" "$seconds" "$note"
+  else
+    record "$name" "passed" "$seconds" "$note"
+  fi
+}
+
+step_env() {
+  "$BIN/zero" env
+  if command -v nvidia-smi >/dev/null; then nvidia-smi || true; fi
+  if [[ $GPU_COUNT -eq 0 ]]; then
+    "$BIN/zero" env --check_comm
+    echo "NOTE: no CUDA device: checked the host communicator only"
+    return 0
+  fi
+  "$BIN/zero" env --check_comm | tee /dev/stderr | grep -q 'comm: nccl rank 0/1: all_reduce(sum of rank+1) = 1 (expected 1), device buffers'
+  echo "NOTE: NCCL all_reduce over device buffers at world 1 passed"
+}
+
+step_tests() {
+  local test failed=0 status
+  for test in core_cuda_test gpt2_cuda_test optim_cuda_test comm_nccl_test; do
+    echo "==== $test"
+    "$BIN/$test" --gtest_color=no && status=0 || status=$?
+    # 77: every case skipped itself (tests/common/skip_status.h), as they do without a device.
+    if [[ $status -ne 0 && ! ( $status -eq 77 && $GPU_COUNT -eq 0 ) ]]; then
+      echo "FAILED: $test (exit $status)"
+      failed=$((failed + 1))
+    fi
+  done
+  [[ $GPU_COUNT -gt 0 ]] || echo "SKIPPED: no CUDA device (the tests skipped themselves)"
+  [[ $failed -eq 0 ]] || { echo "NOTE: $failed test program(s) failed"; return 1; }
+  echo "NOTE: 4 test programs passed"
+}
+
+sanitize() {
+  local tool=$1 test failed=0
+  [[ $GPU_COUNT -gt 0 ]] || { echo "SKIPPED: no CUDA device"; return 0; }
+  command -v compute-sanitizer >/dev/null || { echo "SKIPPED: compute-sanitizer is not installed"; return 0; }
+  for test in $KERNEL_TESTS; do
+    echo "==== compute-sanitizer --tool $tool $test"
+    # The wrapper script execs the program: the sanitizer follows it (--target-processes all).
+    compute-sanitizer --tool "$tool" --target-processes all --error-exitcode 9 \
+      "$BIN/$test" --gtest_color=no --gtest_brief=1 || { echo "FAILED: $test under $tool"; failed=$((failed + 1)); }
+  done
+  [[ $failed -eq 0 ]] || { echo "NOTE: $tool found errors in $failed program(s)"; return 1; }
+  echo "NOTE: $tool clean over $KERNEL_TESTS"
+}
+step_memcheck() { sanitize memcheck; }
+step_racecheck() { sanitize racecheck; }
+
+step_kernels() {
+  [[ $GPU_COUNT -gt 0 ]] || { echo "SKIPPED: no CUDA device"; return 0; }
+  local output
+  output=$("$BIN/gpt2_cuda_bench" --batch 16 --seq 1024) || { echo "$output"; return 1; }
+  echo "$output"
+  echo "NOTE: $(grep -a '^total' <<<"$output" | head -n 1)"
+}
+
+step_torch() {
+  local python=python3
+  [[ -x /opt/torch/.venv/bin/python3 ]] && python=/opt/torch/.venv/bin/python3
+  if ! "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    echo "SKIPPED: no PyTorch with a CUDA device"
+    return 0
+  fi
+  local output
+  output=$(PYTHONUNBUFFERED=1 "$python" "$ROOT/benchmarks/gpt2_gpu_torch.py" --batch 16 \
+             --seq 1024 --modes eager,compile --steps 10 2>&1) || { echo "$output"; return 1; }
+  echo "$output"
+  grep -a '^result ' <<<"$output" | sed 's/^result /NOTE: /; s/ params=[0-9]*//'
+}
+
+run() {
+  local bundle="" from_build="" steps=()
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --bundle) bundle=${2:?--bundle needs a file}; shift 2 ;;
+      --from-build) from_build=${2:?--from-build needs a build folder}; shift 2 ;;
+      --results) results=${2:?--results needs a folder}; shift 2 ;;
+      -h|--help) usage 0 ;;
+      -*) die "run: unknown option '$1' (see --help)" ;;
+      *)
+        [[ " ${all_steps[*]} " == *" $1 "* ]] || die "run: unknown step '$1' (steps: ${all_steps[*]})"
+        steps+=("$1"); shift ;;
+    esac
+  done
+  [[ ${#steps[@]} -gt 0 ]] || steps=("${all_steps[@]}")
+  [[ -z "$bundle" || -z "$from_build" ]] || die "run: --bundle and --from-build exclude each other"
+  [[ -n "$bundle" || -n "$from_build" ]] || bundle=$root/.device/gpu_bundle.tar.xz
+
+  gpu_count=0
+  if command -v nvidia-smi >/dev/null; then
+    gpu_count=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -c . || true)
+  fi
+  local device="cpu"
+  [[ $gpu_count -gt 0 ]] && device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr -c 'A-Za-z0-9\n' '_' | sed 's/_*$//')
+  results=${results:-$root/benchmarks/results/gpu_check_$(date -u +%Y%m%d_%H%M)_$device}
+  mkdir -p "$results"
+  summary=$results/summary.md
+
+  if [[ -n "$bundle" ]]; then
+    [[ -f "$bundle" ]] || die "run: no bundle at '$bundle' (make it here with: scripts/gpu_check.sh build)"
+    local unpacked
+    unpacked=$(mktemp -d)
+    tar -C "$unpacked" -xJf "$bundle"
+    bin=$unpacked/bundle/bin
+  else
+    # A build tree: wrapper folder of links to its executables.
+    bin=$(mktemp -d)
+    local program path
+    for program in "${programs[@]}"; do
+      path=$(find "$from_build" -type f -name "$program" -perm -u+x | head -n 1)
+      [[ -n "$path" ]] && ln -s "$path" "$bin/$program"
+    done
+  fi
+  local library_path
+  library_path=$(cuda_library_path)
+  export LD_LIBRARY_PATH="${library_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export BIN=$bin GPU_COUNT=$gpu_count ROOT=$root KERNEL_TESTS="${kernel_tests[*]}"
+  export -f step_env step_tests sanitize step_memcheck step_racecheck step_kernels step_torch
+
+  {
+    echo "# gpu_check $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n)"
+    echo
+    echo "- device: $([[ $gpu_count -gt 0 ]] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1 || echo 'no CUDA device visible')"
+    echo "- programs: ${bundle:-$from_build}"
+    echo "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+    echo
+    echo "| step | status | seconds | notes |"
+    echo "|---|---|---|---|"
+  } >"$summary"
+  [[ $gpu_count -gt 0 ]] || echo "gpu_check.sh: no CUDA device visible: the GPU steps say so and pass; CPU-side steps only"
+  local name
+  for name in "${steps[@]}"; do
+    case "$name" in
+      # 300 s in all: a GPU window is ~15 minutes with the machine's start, and a rerun must fit.
+      env) step env 20 step_env ;;
+      tests) step tests 45 step_tests ;;
+      memcheck) step memcheck 45 step_memcheck ;;
+      racecheck) step racecheck 45 step_racecheck ;;
+      kernels) step kernels 25 step_kernels ;;
+      torch) step torch 120 step_torch ;;
+    esac
+  done
+  echo "gpu_check.sh: summary in $summary"
+  cat "$summary"
+  [[ $failures -eq 0 ]]
+}
+
+case "${1:-}" in
+  build) shift; build "$@" ;;
+  run) shift; run "$@" ;;
+  -h|--help|"") usage 0 ;;
+  *) die "unknown command '$1': build or run (see --help)" ;;
+esac
