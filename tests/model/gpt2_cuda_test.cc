@@ -312,6 +312,31 @@ TEST_F(Gpt2CudaTest, CublasLtBiasAndGeluEpilogues) {
                Error);
 }
 
+// Layouts and algorithms are cached per problem: a repeated problem adds no plan, a new shape or
+// a differently aligned operand does, and alternating problems keep their own results.
+TEST_F(Gpt2CudaTest, CublasLtPlansAreCachedPerProblem) {
+  const std::int64_t M = 19, N = 24, K = 29;
+  const auto A = random_vector(M * K + 1, 1), B = random_vector(K * N, 2);
+  std::vector<float> expected(M * N), expected_offset(M * N);
+  cpu::gemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, expected.data(), N);
+  cpu::gemm(false, false, M, N, K, 1.0f, A.data() + 1, K, B.data(), N, 0.0f,
+            expected_offset.data(), N);
+  DeviceArray<float> d_A(A), d_B(B), d_C(M * N);
+  auto run = [&](const float* a) {
+    cuda::gemm(false, false, M, N, K, a, K, d_B.get(), N, DType::kFloat32, 0.0f, d_C.get(), N,
+               DType::kFloat32, {}, nullptr);
+  };
+  run(d_A.get());
+  const std::size_t plans = cuda::gemm_plans_cached();
+  for (int round = 0; round < 3; ++round) {
+    run(d_A.get());
+    expect_close(d_C.host(), expected, kFp32, 1e-5 * std::sqrt(double(K)), "aligned");
+    run(d_A.get() + 1);  // 4-byte aligned A: another plan
+    expect_close(d_C.host(), expected_offset, kFp32, 1e-5 * std::sqrt(double(K)), "offset");
+  }
+  EXPECT_EQ(cuda::gemm_plans_cached(), plans + 1);
+}
+
 TEST_F(Gpt2CudaTest, MatmulForwardBackward) {
   const std::int64_t N = 27, C = 31, OC = 3 * 31 + 1;
   const auto inp = random_vector(N * C, 1), weight = random_vector(C * OC, 2),

@@ -1,13 +1,19 @@
 // GEMMs through cuBLASLt: row-major C = op(A)·op(B) computed as the column-major Cᵀ = op(B)ᵀ·op(A)ᵀ
-// (no copies), fp32 compute type (no TF32), bias and GELU epilogues, one handle per process and
-// one 32 MiB workspace per stream (two streams never share one while running).
+// (no copies), fp32 compute type (no TF32), bias and GELU epilogues, one handle per process, one
+// 32 MiB workspace per stream (two streams never share one while running), and the matrix layouts
+// and the heuristic's algorithm cached per problem (shape, dtypes, epilogue, operand alignments):
+// a training step repeats a few dozen problems, and the heuristic query costs more host time
+// than the launch.
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "cuda_check.h"
@@ -34,12 +40,40 @@ cudaDataType_t cuda_type(DType dtype) {
   return CUDA_R_32F;
 }
 
-// The process's handle and the workspace of each (device, stream), made on first use and kept
-// for the process's life (cuBLASLt handles are not tied to a stream).
+// Everything that decides cuBLASLt's algorithm for one call, pointers aside.
+struct PlanKey {
+  int device = 0;
+  bool first_transposed = false, second_transposed = false;
+  std::array<std::int64_t, 9> dims{};  // first, second and output (rows, cols, ld)
+  DType ab_dtype = DType::kFloat32, c_dtype = DType::kFloat32;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  std::int64_t aux_ld = 0;
+  std::array<std::uint32_t, 4> alignments{};  // B, A, C, D
+  auto tie() const {
+    return std::tie(device, first_transposed, second_transposed, dims, ab_dtype, c_dtype,
+                    epilogue, aux_ld, alignments);
+  }
+  bool operator<(const PlanKey& other) const { return tie() < other.tie(); }
+};
+
+// A problem's layouts and the algorithm cuBLASLt's heuristic chose for it; read-only once made
+// (cublasLtMatmul only reads layouts and the algorithm, so concurrent calls may share them).
+struct Plan {
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, output = nullptr;
+  cublasLtMatmulAlgo_t algorithm{};
+  ~Plan() {
+    for (cublasLtMatrixLayout_t layout : {first, second, output})
+      if (layout != nullptr) cublasLtMatrixLayoutDestroy(layout);
+  }
+};
+
+// The process's handle, the workspace of each (device, stream) and the plans, made on first use
+// and kept for the process's life (cuBLASLt handles are not tied to a stream).
 struct Library {
   std::mutex mutex;
   cublasLtHandle_t handle = nullptr;
   std::map<std::pair<int, cudaStream_t>, void*> workspaces;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans;
 };
 
 Library& library() {
@@ -47,12 +81,10 @@ Library& library() {
   return *instance;
 }
 
-std::pair<cublasLtHandle_t, void*> handle_and_workspace(cudaStream_t stream) {
+std::pair<cublasLtHandle_t, void*> handle_and_workspace(int device, cudaStream_t stream) {
   Library& lib = library();
   std::lock_guard lock(lib.mutex);
   if (lib.handle == nullptr) ZERO_CUBLAS_CHECK(cublasLtCreate(&lib.handle));
-  int device = 0;
-  ZERO_CUDA_CHECK(cudaGetDevice(&device));
   void*& workspace = lib.workspaces[{device, stream}];
   if (workspace == nullptr) ZERO_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
   return {lib.handle, workspace};
@@ -73,18 +105,54 @@ struct MatmulDesc {
     if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
   }
 };
-struct Layout {
-  cublasLtMatrixLayout_t layout = nullptr;
-  ~Layout() {
-    if (layout != nullptr) cublasLtMatrixLayoutDestroy(layout);
-  }
-};
 struct Preference {
   cublasLtMatmulPreference_t preference = nullptr;
   ~Preference() {
     if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
   }
 };
+
+// The cached plan of `key`, made on first use: layouts and the heuristic's first algorithm for
+// `operation` (whose attributes besides the bias and aux pointers the key determines).
+const Plan& plan_for(const PlanKey& key, cublasLtHandle_t handle,
+                     cublasLtMatmulDesc_t operation) {
+  Library& lib = library();
+  std::lock_guard lock(lib.mutex);
+  std::unique_ptr<Plan>& slot = lib.plans[key];
+  if (slot) return *slot;
+  auto plan = std::make_unique<Plan>();
+  const cudaDataType_t ab_type = cuda_type(key.ab_dtype), c_type = cuda_type(key.c_dtype);
+  const auto& d = key.dims;
+  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first, ab_type, d[0], d[1], d[2]));
+  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, ab_type, d[3], d[4], d[5]));
+  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->output, c_type, d[6], d[7], d[8]));
+  Preference preference;
+  ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference.preference));
+  const std::size_t workspace_bytes = kWorkspaceBytes;
+  ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      preference.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
+      sizeof(workspace_bytes)));
+  const cublasLtMatmulPreferenceAttributes_t alignment_attributes[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int k = 0; k < 4; ++k)
+    ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.preference,
+                                                           alignment_attributes[k],
+                                                           &key.alignments[k],
+                                                           sizeof(std::uint32_t)));
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  ZERO_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, operation, plan->first, plan->second,
+                                                   plan->output, plan->output,
+                                                   preference.preference, 1, &heuristic, &found));
+  ZERO_CHECK(found > 0, "gemm: cuBLASLt has no algorithm for the column-major problem (", d[6],
+             " x ", d[7], ", inner ", key.first_transposed ? d[0] : d[1], ") ",
+             name_of(key.ab_dtype), " -> ", name_of(key.c_dtype), " epilogue ",
+             static_cast<int>(key.epilogue));
+  plan->algorithm = heuristic.algo;
+  slot = std::move(plan);
+  return *slot;
+}
 
 }  // namespace
 
@@ -121,7 +189,6 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
   ZERO_CHECK(epilogue.pre_gelu == nullptr || (epilogue.gelu && ldc % 8 == 0),
              "gemm: pre_gelu needs gelu and ldc (", ldc, ") a multiple of 8 (cuBLASLt's AUX_LD)");
   if (M == 0 || N == 0) return;
-  auto [handle, workspace] = handle_and_workspace(stream);
 
   MatmulDesc operation;
   ZERO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&operation.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -154,42 +221,30 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
         operation.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
   }
 
-  const cudaDataType_t ab_type = cuda_type(ab_dtype), c_type = cuda_type(c_dtype);
-  Layout first, second, output;
-  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&first.layout, ab_type, shape.first_rows,
-                                               shape.first_cols, shape.first_ld));
-  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&second.layout, ab_type, shape.second_rows,
-                                               shape.second_cols, shape.second_ld));
-  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&output.layout, c_type, shape.output_rows,
-                                               shape.output_cols, shape.output_ld));
-
-  Preference preference;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference.preference));
-  const std::size_t workspace_bytes = kWorkspaceBytes;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      preference.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
-      sizeof(workspace_bytes)));
-  const std::uint32_t alignments[4] = {alignment_of(B), alignment_of(A), alignment_of(C),
-                                       alignment_of(C)};
-  const cublasLtMatmulPreferenceAttributes_t alignment_attributes[4] = {
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  for (int k = 0; k < 4; ++k)
-    ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        preference.preference, alignment_attributes[k], &alignments[k], sizeof(std::uint32_t)));
-
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, operation.desc, first.layout,
-                                                   second.layout, output.layout, output.layout,
-                                                   preference.preference, 1, &heuristic, &found));
-  ZERO_CHECK(found > 0, "gemm: cuBLASLt has no algorithm for M=", M, " N=", N, " K=", K,
-             " trans_a=", trans_a, " trans_b=", trans_b, " ", name_of(ab_dtype), " -> ",
-             name_of(c_dtype), " epilogue ", static_cast<int>(mode));
+  PlanKey key;
+  ZERO_CUDA_CHECK(cudaGetDevice(&key.device));
+  key.first_transposed = shape.first_transposed;
+  key.second_transposed = shape.second_transposed;
+  key.dims = {shape.first_rows,  shape.first_cols,  shape.first_ld,
+              shape.second_rows, shape.second_cols, shape.second_ld,
+              shape.output_rows, shape.output_cols, shape.output_ld};
+  key.ab_dtype = ab_dtype;
+  key.c_dtype = c_dtype;
+  key.epilogue = mode;
+  key.aux_ld = epilogue.pre_gelu != nullptr ? ldc : 0;
+  key.alignments = {alignment_of(B), alignment_of(A), alignment_of(C), alignment_of(C)};
+  auto [handle, workspace] = handle_and_workspace(key.device, stream);
+  const Plan& plan = plan_for(key, handle, operation.desc);
   const float alpha = 1.0f;
-  ZERO_CUBLAS_CHECK(cublasLtMatmul(handle, operation.desc, &alpha, B, first.layout, A,
-                                   second.layout, &beta, C, output.layout, C, output.layout,
-                                   &heuristic.algo, workspace, kWorkspaceBytes, stream));
+  ZERO_CUBLAS_CHECK(cublasLtMatmul(handle, operation.desc, &alpha, B, plan.first, A, plan.second,
+                                   &beta, C, plan.output, C, plan.output, &plan.algorithm,
+                                   workspace, kWorkspaceBytes, stream));
+}
+
+std::size_t gemm_plans_cached() {
+  Library& lib = library();
+  std::lock_guard lock(lib.mutex);
+  return lib.plans.size();
 }
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,

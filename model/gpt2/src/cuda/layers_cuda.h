@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -116,6 +117,10 @@ struct TokenBuckets {
   std::vector<int> table;
 };
 TokenBuckets token_buckets(const int* host_tokens, std::int64_t N);
+
+// How many cuBLASLt problems (shape, dtypes, epilogue, operand alignments, device) gemm() has
+// planned: layouts and algorithm are cached per problem, for the process's life.
+std::size_t gemm_plans_cached();
 
 // "cuBLASLt 13.0.0": the library this process runs.
 const char* cublaslt_version();
