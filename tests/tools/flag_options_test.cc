@@ -1,0 +1,140 @@
+// The commands' options from the flag table (tools/flag_options.h): every row an option of the
+// commands it names, the flags `zero train` and `zero estimate` share read the same way, bools,
+// aliases, "given", and the usage errors.
+#include "flag_options.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace zero::cli {
+namespace {
+
+using train::Command;
+using train::Flag;
+
+// Parses `words` as `command`'s arguments.
+void parse_words(CommandFlags& flags, std::vector<std::string> words) {
+  std::vector<char*> pointers;
+  for (std::string& word : words) pointers.push_back(word.data());
+  flags.parse(pointers);
+}
+
+// A value unlike the flag's default, as a command line writes it.
+std::string other_value(const Flag& flag) {
+  switch (flag.type) {
+    case train::FlagType::kBool: return default_text(flag) == "True" ? "False" : "True";
+    case train::FlagType::kInt: return "3";
+    case train::FlagType::kFloat: return "0.25";
+    case train::FlagType::kString: return "other";
+  }
+  return "";
+}
+
+// The field of `flag` in `a` and `b` hold the same value.
+bool same_field(const Flag& flag, train::FlagValues& a, train::FlagValues& b) {
+  return std::visit(
+      [&](auto member) {
+        using Member = decltype(member);
+        if constexpr (std::is_same_v<Member, std::monostate>) {
+          return true;
+        } else {
+          using Owner = typename train::MemberOf<Member>::owner;
+          return a.of<Owner>().*member == b.of<Owner>().*member;
+        }
+      },
+      flag.field);
+}
+
+TEST(CommandFlags, EveryRowIsAnOptionOfTheCommandsItNames) {
+  for (Command command : {Command::kTrain, Command::kEstimate, Command::kConfig}) {
+    const CommandFlags flags(command);
+    EXPECT_NE(flags.options().find_nothrow("help", false), nullptr);
+    for (const Flag& flag : train::flag_table()) {
+      const bool listed = flags.options().find_nothrow(std::string(flag.name), false) != nullptr;
+      EXPECT_EQ(listed, flag.commands.has(command)) << name_of(command) << " --" << flag.name;
+    }
+  }
+}
+
+TEST(CommandFlags, TrainAndEstimateReadTheFlagsTheyShareAlike) {
+  int shared = 0;
+  for (const Flag& flag : train::flag_table()) {
+    if (!flag.commands.has(Command::kTrain) || !flag.commands.has(Command::kEstimate)) continue;
+    SCOPED_TRACE(std::string(flag.name));
+    ++shared;
+    CommandFlags train_flags(Command::kTrain), estimate_flags(Command::kEstimate);
+    EXPECT_EQ(train_flags.options().find(std::string(flag.name), false).format_parameter(),
+              estimate_flags.options().find(std::string(flag.name), false).format_parameter())
+        << "the same default shown";
+    const std::vector<std::string> words = {"--" + std::string(flag.name), other_value(flag)};
+    parse_words(train_flags, words);
+    parse_words(estimate_flags, words);
+    EXPECT_TRUE(train_flags.given(flag.name));
+    EXPECT_TRUE(estimate_flags.given(flag.name));
+    EXPECT_TRUE(same_field(flag, train_flags.values(), estimate_flags.values()));
+    train::FlagValues defaults;
+    EXPECT_FALSE(same_field(flag, train_flags.values(), defaults)) << "the value did not land";
+  }
+  EXPECT_EQ(shared, 10);  // the model, batch, precision, checkpointing and config flags
+}
+
+TEST(CommandFlags, BoolFlagsTakeTrueAndFalseInEveryCommand) {
+  for (Command command : {Command::kTrain, Command::kEstimate, Command::kConfig}) {
+    CommandFlags alone(command), false_word(command), equals(command);
+    parse_words(alone, {"--bf16"});
+    parse_words(false_word, {"--bf16", "False"});
+    parse_words(equals, {"--bf16=yes"});
+    EXPECT_TRUE(alone.values().training.bf16);
+    EXPECT_FALSE(false_word.values().training.bf16);
+    EXPECT_TRUE(false_word.given("bf16"));
+    EXPECT_TRUE(equals.values().training.bf16);
+  }
+  CommandFlags flags(Command::kTrain);
+  try {
+    parse_words(flags, {"--do_train=maybe"});
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& error) {
+    EXPECT_EQ(error.message, "--do_train: expected True or False, got 'maybe'");
+  }
+}
+
+TEST(CommandFlags, AnAliasLandsInItsFlagsField) {
+  CommandFlags flags(Command::kTrain);
+  parse_words(flags, {"--evaluation_strategy", "steps", "--train_file", "a.txt"});
+  EXPECT_EQ(flags.values().training.eval_strategy, train::IntervalStrategy::kSteps);
+  EXPECT_TRUE(flags.given("eval_strategy"));
+  EXPECT_EQ(flags.values().training.train_files, std::vector<std::string>{"a.txt"});
+  EXPECT_FALSE(flags.given("save_strategy"));
+  EXPECT_FALSE(flags.given("learning_rate")) << "defaulted is not given";
+}
+
+TEST(CommandFlags, UsageErrorsNameTheFlag) {
+  CommandFlags typo(Command::kTrain);
+  try {
+    parse_words(typo, {"--learning_rat", "1"});
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& error) {
+    EXPECT_EQ(error.message, "unknown option '--learning_rat'; did you mean --learning_rate?");
+  }
+  CommandFlags strategy(Command::kTrain);
+  try {
+    parse_words(strategy, {"--save_strategy", "often"});
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& error) {
+    EXPECT_EQ(error.message,
+              "--eval_strategy/--save_strategy: 'often' is not a strategy (no, steps or epoch)");
+  }
+}
+
+TEST(CommandFlags, ConfigShowsNoDefaultsWhereTrainDoes) {
+  const CommandFlags train_flags(Command::kTrain), config_flags(Command::kConfig);
+  EXPECT_EQ(train_flags.options().find("per_device_train_batch_size", false).format_parameter(),
+            "arg (=8)");
+  EXPECT_EQ(config_flags.options().find("per_device_train_batch_size", false).format_parameter(),
+            "arg");
+}
+
+}  // namespace
+}  // namespace zero::cli
