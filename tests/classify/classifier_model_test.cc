@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/test_data.h"
+#include "../common/tiny_gpt2.h"
 #include "zero/core/allocator.h"
 #include "zero/core/error.h"
 #include "zero/core/memory_ledger.h"
@@ -20,13 +21,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-GPT2Config tiny_config() {
-  GPT2Config config;
-  config.vocab_size = 61;
-  config.n_positions = 16;
-  config.n_embd = 32;
-  config.n_layer = 2;
-  config.n_head = 4;
+// The tiny GPT-2 without dropout, the last token id (60) ending and starting texts.
+GPT2Config classifier_config() {
+  GPT2Config config =
+      tiny_config({.vocab_size = 61, .n_positions = 16, .n_embd = 32, .n_layer = 2, .n_head = 4});
   config.resid_pdrop = config.embd_pdrop = config.attn_pdrop = 0.0;
   config.eos_token_id = config.bos_token_id = 60;
   return config;
@@ -58,7 +56,7 @@ class ClassifierModel : public ::testing::Test {
     return head.loss();
   }
 
-  GPT2Config config_ = tiny_config();
+  GPT2Config config_ = classifier_config();
   MemoryLedger ledger_;
   HostAllocator allocator_{ledger_};
   GPT2Model body_{config_, allocator_};

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "../common/relative_difference.h"
 #include "test_model.h"
 #include "zero/comm/thread_communicator.h"
 
@@ -36,15 +37,6 @@ TrainResult run(int stage, int world, int accumulation, bool overlap = true, boo
 const TrainResult& reference() {
   static const TrainResult result = run(0, 1, 1);
   return result;
-}
-
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0.0, norm = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
 void expect_parity(const TrainResult& result, const std::string& what) {

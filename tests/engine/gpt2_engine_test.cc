@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "../common/relative_difference.h"
 #include "gpt2_engine_driver.h"
 #include "zero/comm/thread_communicator.h"
 #include "zero/core/partition.h"
@@ -29,16 +30,6 @@ GPT2Run parity_run(int stage, int accumulation) {
 const TrainResult& reference() {
   static const TrainResult result = train_gpt2_on_threads(parity_run(0, 1), 1);
   return result;
-}
-
-// ‖a − b‖ / ‖b‖ over one unit.
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0.0, norm = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
 // Checks every step's loss (1e-5 absolute) and every unit's final parameters (‖Δ‖/‖ref‖ below

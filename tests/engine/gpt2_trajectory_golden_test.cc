@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "../common/relative_difference.h"
 #include "../common/test_data.h"
 #include "gpt2_engine_driver.h"
 #include "ledger_checks.h"
@@ -222,19 +223,6 @@ const std::vector<Trajectory>* reference(std::string& why) {
   static const std::vector<Trajectory> result = run_reference(cases(), reason);
   why = reason;
   return result.empty() ? nullptr : &result;
-}
-
-// ‖a − b‖ / ‖b‖ over one unit, leaving out the embeddings' padded vocabulary rows (V..Vp), which
-// the HF checkpoint does not carry.
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b,
-                           std::size_t skip_begin, std::size_t skip_end) {
-  double diff = 0.0, norm = 0.0;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    if (i >= skip_begin && i < skip_end) continue;
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-30));
 }
 
 void expect_trajectory(int index, double loss_tol, double norm_rel_tol, double param_rel_tol) {

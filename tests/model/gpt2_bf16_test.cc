@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "../common/tiny_gpt2.h"
 #include "random_inputs.h"
-#include "tiny_gpt2.h"
 #include "zero/core/allocator.h"
 #include "zero/core/dtype.h"
 #include "zero/core/error.h"

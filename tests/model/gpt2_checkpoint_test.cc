@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "../common/test_data.h"
+#include "../common/tiny_gpt2.h"
 #include "zero/checkpoint/safetensors.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/checkpoint_hf.h"
@@ -131,15 +132,9 @@ TEST_F(Safetensors, MalformedFilesGiveClearErrors) {
   EXPECT_NE(message.find("bad dimension"), std::string::npos) << message;
 }
 
-GPT2Config tiny_config() {
-  GPT2Config config;
-  config.vocab_size = 61;
-  config.n_positions = 8;
-  config.n_embd = 16;
-  config.n_layer = 2;
-  config.n_head = 2;
-  return config;
-}
+// The shapes below ({61, 16}, {16, 48}) and the shard count follow from these sizes.
+constexpr TinySizes kSizes{
+    .vocab_size = 61, .n_positions = 8, .n_embd = 16, .n_layer = 2, .n_head = 2};
 
 class HFCheckpoint : public Safetensors {
  protected:
@@ -155,7 +150,7 @@ void expect_same_params(const GPT2Model& a, const GPT2Model& b) {
 }
 
 TEST_F(HFCheckpoint, SaveLoadSaveIsBitIdentical) {
-  GPT2Model model(tiny_config(), allocator_);
+  GPT2Model model(tiny_config(kSizes), allocator_);
   model.init(11);
   save_hf_checkpoint(model, folder_ / "a");
   GPT2Model loaded = load_hf_model(folder_ / "a", allocator_);
@@ -172,7 +167,7 @@ TEST_F(HFCheckpoint, SaveLoadSaveIsBitIdentical) {
 }
 
 TEST_F(HFCheckpoint, ShardedWithIndex) {
-  GPT2Model model(tiny_config(), allocator_);
+  GPT2Model model(tiny_config(kSizes), allocator_);
   model.init(12);
   save_hf_checkpoint(model, folder_ / "s", {.max_shard_bytes = 8192});
   EXPECT_TRUE(fs::exists(folder_ / "s" / "model.safetensors.index.json"));
@@ -190,7 +185,7 @@ TEST_F(HFCheckpoint, ShardedWithIndex) {
 }
 
 TEST_F(HFCheckpoint, HalfPrecisionStorage) {
-  GPT2Model model(tiny_config(), allocator_);
+  GPT2Model model(tiny_config(kSizes), allocator_);
   model.init(13);
   for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
     save_hf_checkpoint(model, folder_ / "h", {.dtype = dtype});
@@ -208,7 +203,7 @@ TEST_F(HFCheckpoint, HalfPrecisionStorage) {
 }
 
 TEST_F(HFCheckpoint, AcceptsGPT2ModelNamesAndReportsProblems) {
-  GPT2Model model(tiny_config(), allocator_);
+  GPT2Model model(tiny_config(kSizes), allocator_);
   model.init(14);
   save_hf_checkpoint(model, folder_ / "a");
   // Rewrite with GPT2Model names (no "transformer." prefix), an attn.bias buffer and lm_head.

@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "../common/tiny_gpt2.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/config.h"
 #include "zero/gpt2/units.h"
@@ -78,18 +79,12 @@ TEST(GPT2Config, OverridesLikeRunClm) {
   EXPECT_NE(message.find("not supported"), std::string::npos) << message;
 }
 
-GPT2Config tiny_config() {
-  GPT2Config config;
-  config.vocab_size = 97;
-  config.n_positions = 16;
-  config.n_embd = 32;
-  config.n_layer = 3;
-  config.n_head = 4;
-  return config;
-}
+// The unit count and shapes below ({128, 32}, {32, 96}) follow from these sizes.
+constexpr TinySizes kSizes{
+    .vocab_size = 97, .n_positions = 16, .n_embd = 32, .n_layer = 3, .n_head = 4};
 
 TEST(GPT2Units, LayoutNamesAndShapes) {
-  const GPT2Config config = tiny_config();
+  const GPT2Config config = tiny_config(kSizes);
   const auto units = gpt2_units(config);
   ASSERT_EQ(units.size(), 5u);
   EXPECT_EQ(units[0].name, "embeddings");
@@ -115,7 +110,7 @@ TEST(GPT2Units, LayoutNamesAndShapes) {
 }
 
 TEST(GPT2Units, InitialisationIsIdenticalForAnySharding) {
-  const GPT2Config config = tiny_config();
+  const GPT2Config config = tiny_config(kSizes);
   for (const UnitSpec& unit : gpt2_units(config)) {
     const FlatLayout whole(unit.tensors, 1, 1);
     std::vector<float> full(whole.padded_num_elements());
@@ -136,7 +131,7 @@ TEST(GPT2Units, InitialisationIsIdenticalForAnySharding) {
 }
 
 TEST(GPT2Units, InitialisationStatisticsFollowGPT2) {
-  const GPT2Config config = tiny_config();
+  const GPT2Config config = tiny_config(kSizes);
   const auto units = gpt2_units(config);
   const UnitSpec& block = units[1];
   const FlatLayout layout(block.tensors, 1, 1);

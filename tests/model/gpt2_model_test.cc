@@ -6,7 +6,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "tiny_gpt2.h"
+#include "../common/tiny_gpt2.h"
 #include "zero/core/allocator.h"
 #include "zero/core/error.h"
 #include "zero/core/memory_ledger.h"

@@ -1,0 +1,32 @@
+// Reading a checkpoint at any world size and stage: each reader copies the pieces of the shard
+// files whose global ranges intersect the range it wants (an engine rank its shards, consolidation
+// whole units).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "zero/checkpoint/checkpoint_index.h"
+#include "zero/engine/engine.h"
+
+namespace zero::checkpoint {
+
+// Loads the checkpoint in `folder` into the engine (all ranks, any world size or stage): checks
+// the units (names, sizes) and optimizer states against the engine's, validates the files this
+// rank reads (size and checksum), copies the pieces that intersect this rank's shards, sets the
+// TrainingState, and refreshes the compute parameters. Returns the index. Throws zero::Error
+// naming the mismatch or the bad file; every rank checks the same index, so all ranks throw.
+CheckpointIndex load(Engine& engine, const std::filesystem::path& folder);
+
+// A whole unit's fp32 master values from the shard files (no engine, no communicator): what
+// `zero checkpoint consolidate` writes. `state` "params" or an optimizer state's name.
+std::vector<float> read_unit(const std::filesystem::path& folder, const CheckpointIndex& index,
+                             const std::string& unit, const std::string& state = "params");
+// Every unit at once, each file read once (checked: size, checksum, header): unit → values.
+std::map<std::string, std::vector<float>> read_units(const std::filesystem::path& folder,
+                                                     const CheckpointIndex& index,
+                                                     const std::string& state = "params");
+
+}  // namespace zero::checkpoint

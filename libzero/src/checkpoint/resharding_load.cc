@@ -1,0 +1,164 @@
+// Resharding load: the pieces of the shard files that intersect a rank's shards (load) or whole
+// units (read_unit, read_units), checked against the index.
+#include "zero/checkpoint/resharding_load.h"
+
+#include <algorithm>
+
+#include "shard_file.h"
+#include "zero/checkpoint/checkpoint_validation.h"
+#include "zero/core/error.h"
+
+namespace zero::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string join(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& word : words) out += (out.empty() ? "" : ", ") + word;
+  return out.empty() ? "none" : out;
+}
+
+// The model: the same units as the checkpoint's, in any order, with the same sizes. Throws
+// naming the first unit that differs.
+void check_same_units(const Engine& engine, const CheckpointIndex& index,
+                      const std::string& where) {
+  std::vector<std::string> engine_units;
+  for (UnitId u = 0; u < static_cast<UnitId>(engine.num_units()); ++u) {
+    const std::string& name = engine.unit_name(u);
+    engine_units.push_back(name);
+    const UnitInfo* unit = index.find_unit(name);
+    ZERO_CHECK(
+        unit != nullptr, "checkpoint ", where, " has no unit '", name,
+        "' (it was written for another model: its units are ",
+        [&] {
+          std::vector<std::string> names;
+          for (const UnitInfo& info : index.units) names.push_back(info.name);
+          return join(names);
+        }(),
+        ")");
+    ZERO_CHECK(unit->num_elements == engine.layout(u).num_elements(), "checkpoint ", where,
+               ": unit '", name, "' has ", unit->num_elements, " elements, this model's has ",
+               engine.layout(u).num_elements(), " (another model config)");
+  }
+  for (const UnitInfo& unit : index.units)
+    ZERO_CHECK(std::find(engine_units.begin(), engine_units.end(), unit.name) != engine_units.end(),
+               "checkpoint ", where, " has unit '", unit.name, "', which this model does not");
+}
+
+// Every file that holds part of this rank's shards, checked (size, checksum, header) and opened
+// once, its pieces copied into `shards` (params and each optimizer state). One file at a time
+// (checked, read, copied, released): memory for one file, whatever the world that wrote them.
+// Throws naming the file, or the shard whose elements are not covered exactly once.
+void copy_into_shards(const fs::path& folder, const CheckpointIndex& index,
+                      const std::string& where, std::vector<ShardState>& shards) {
+  // copied[s][k]: elements of shard s, state k (0: params) filled.
+  std::vector<std::vector<std::size_t>> copied(shards.size());
+  for (std::size_t s = 0; s < shards.size(); ++s)
+    copied[s].assign(1 + shards[s].optimizer_state.size(), 0);
+  for (const ShardFileInfo& file : index.files) {
+    bool needed = false;
+    for (const ShardState& shard : shards) {
+      const auto found = file.ranges.find(shard.unit);
+      needed =
+          needed || (found != file.ranges.end() && !intersect(found->second, shard.range).empty());
+    }
+    if (!needed) continue;
+    check_file(folder, file, true);
+    const OpenedFile opened = open_file(folder, index, file);
+    for (std::size_t s = 0; s < shards.size(); ++s) {
+      ShardState& shard = shards[s];
+      copied[s][0] += copy_piece(opened, shard.unit, "params", shard.range, shard.params.data());
+      for (std::size_t k = 0; k < shard.optimizer_state.size(); ++k)
+        copied[s][k + 1] += copy_piece(opened, shard.unit, shard.optimizer_state[k].first,
+                                       shard.range, shard.optimizer_state[k].second.data());
+    }
+  }
+  for (std::size_t s = 0; s < shards.size(); ++s)
+    for (std::size_t k = 0; k < copied[s].size(); ++k)
+      ZERO_CHECK(copied[s][k] == shards[s].range.size(), "checkpoint ", where, ": unit '",
+                 shards[s].unit, "' elements [", shards[s].range.begin, ", ", shards[s].range.end,
+                 ") of '", k == 0 ? std::string("params") : shards[s].optimizer_state[k - 1].first,
+                 "' are covered ", copied[s][k], " times over, not once");
+}
+
+}  // namespace
+
+CheckpointIndex load(Engine& engine, const fs::path& folder) {
+  const CheckpointIndex index = read_index(folder);
+  const std::string where = folder.string();
+  check_same_units(engine, index, where);
+  std::vector<ShardState> shards = engine.shard_states();
+  std::vector<std::string> states;
+  if (!shards.empty())
+    for (const auto& [name, values] : shards.front().optimizer_state) states.push_back(name);
+  ZERO_CHECK(states == index.optimizer_states, "checkpoint ", where, " holds optimizer states (",
+             join(index.optimizer_states), ") of ", index.optimizer,
+             "; this engine's optimizer keeps (", join(states), ")");
+  ZERO_CHECK(static_cast<int>(index.files.size()) == index.world_size, where, "/", kIndexFileName,
+             " lists ", index.files.size(), " shard files for a world of ", index.world_size);
+
+  // The ranks agree on the outcome before anything collective follows: a rank that found a bad
+  // file throws its message, the others say that one did (no rank is left waiting in a
+  // collective).
+  std::string failure;
+  try {
+    check_complete(folder, index);  // every file present with its size, on every rank
+    copy_into_shards(folder, index, where, shards);
+  } catch (const Error& error) {
+    failure = error.what();
+  }
+  const double failed = engine.average_across_ranks(failure.empty() ? 0.0 : 1.0);
+  if (!failure.empty()) throw Error(failure);
+  ZERO_CHECK(failed == 0.0, "checkpoint ", where,
+             ": another rank could not read its shard files (its error names the file)");
+  engine.set_training_state(index.training);
+  engine.refresh_params();
+  return index;
+}
+
+std::vector<float> read_unit(const fs::path& folder, const CheckpointIndex& index,
+                             const std::string& unit, const std::string& state) {
+  const UnitInfo* info = index.find_unit(unit);
+  ZERO_CHECK(info != nullptr, "checkpoint ", folder.string(), " has no unit '", unit, "'");
+  std::vector<float> values(info->num_elements);
+  std::size_t copied = 0;
+  for (const ShardFileInfo& file : index.files) {
+    const auto found = file.ranges.find(unit);
+    if (found == file.ranges.end() || found->second.empty()) continue;
+    check_file(folder, file, true);
+    const OpenedFile opened = open_file(folder, index, file);
+    copied += copy_piece(opened, unit, state, {0, info->num_elements}, values.data());
+  }
+  ZERO_CHECK(copied == info->num_elements, "checkpoint ", folder.string(), ": unit '", unit,
+             "' has ", info->num_elements, " elements, the shard files hold ", copied);
+  return values;
+}
+
+std::map<std::string, std::vector<float>> read_units(const fs::path& folder,
+                                                     const CheckpointIndex& index,
+                                                     const std::string& state) {
+  std::map<std::string, std::vector<float>> units;
+  std::map<std::string, std::size_t> copied;
+  for (const UnitInfo& unit : index.units) units[unit.name].resize(unit.num_elements);
+  for (const ShardFileInfo& file : index.files) {
+    if (file.ranges.empty()) continue;
+    check_file(folder, file, true);
+    const OpenedFile opened = open_file(folder, index, file);
+    for (const auto& [name, range] : file.ranges) {
+      const auto found = units.find(name);
+      ZERO_CHECK(found != units.end(), "checkpoint ", folder.string(), ": file ", file.name,
+                 " holds unit '", name, "', which the index does not list");
+      copied[name] +=
+          copy_piece(opened, name, state, {0, found->second.size()}, found->second.data());
+    }
+  }
+  for (const UnitInfo& unit : index.units)
+    ZERO_CHECK(copied[unit.name] == unit.num_elements, "checkpoint ", folder.string(), ": unit '",
+               unit.name, "' has ", unit.num_elements, " elements, the shard files hold ",
+               copied[unit.name]);
+  return units;
+}
+
+}  // namespace zero::checkpoint
