@@ -105,7 +105,9 @@ class Trainer {
   MemoryLedger save_ledger_;  // whole models gathered on rank 0
   HostAllocator save_allocator_{save_ledger_};
 
-  TrainerProgress progress_;  // what a checkpoint saves besides the engine
+  // What a checkpoint saves besides the engine, kept current step by step; the sampler's and the
+  // task reader's positions are read from them at each save.
+  TrainerProgress progress_;
   std::optional<text::DistributedSampler> sampler_;
   MicroBatch batch_;
   Clock::time_point window_start_;  // of the current logging window
@@ -303,6 +305,7 @@ bool Trainer::train() {
                         console_.enabled());
   for (std::int64_t step = first_step; step <= total_steps_; ++step) {
     const double loss = train_step(step);
+    progress_.step = step;
     progress_.window_loss += loss;
     progress_.train_loss_sum += loss;
     ++progress_.window_steps;
@@ -422,9 +425,9 @@ bool Trainer::saves_at(std::int64_t step) const {
          (arguments_.save_strategy == IntervalStrategy::kEpoch && step % steps_per_epoch_ == 0);
 }
 
-// checkpoint-<step> (all ranks), with the progress after `step`.
+// checkpoint-<step> (all ranks), with the progress after `step` and where the sampler and the
+// task's reader stand.
 void Trainer::save_resumable(std::int64_t step) {
-  progress_.step = step;
   progress_.sampler_position = sampler_->position().step;
   progress_.stream_position = task_->train_data_position();
   const Clock::time_point start = Clock::now();
