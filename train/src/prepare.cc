@@ -79,9 +79,8 @@ bool has_tokenizer_files(const fs::path& folder) {
          fs::exists(folder / "encoder.json");
 }
 
-}  // namespace
-
-Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool print) {
+// The arguments alone, and output_dir: absent, or empty, or to be written into.
+void check_run_arguments(const TrainingArguments& arguments) {
   as_input_error("arguments", [&] { check_arguments(arguments); });
   if (arguments.streaming && arguments.max_steps <= 0)
     input_error("--streaming needs --max_steps: a stream has no length (as in Hugging Face)");
@@ -94,65 +93,63 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
       input_error("--output_dir ", output_dir.string(),
                   " already exists and is not empty; use --overwrite_output_dir to write into it");
   }
-  Prepared prepared;
+}
 
-  // Data files: present, non-empty and text, checked before any work.
-  const std::vector<std::string> train_files = split_files(arguments.train_files);
-  const std::vector<std::string> validation_files = split_files(arguments.validation_files);
-  const std::vector<std::string> test_files = split_files(arguments.test_files);
-  for (const auto* files : {&train_files, &validation_files, &test_files})
-    for (const std::string& file : *files) {
-      as_input_error(files == &train_files        ? "--train_file"
-                     : files == &validation_files ? "--validation_file"
+// The data files by split: present, non-empty and text, checked before any work.
+struct DataFiles {
+  std::vector<std::string> train, validation, test;
+};
+
+DataFiles check_data_files(const TrainingArguments& arguments) {
+  DataFiles files{split_files(arguments.train_files), split_files(arguments.validation_files),
+                  split_files(arguments.test_files)};
+  for (const auto* split : {&files.train, &files.validation, &files.test})
+    for (const std::string& file : *split) {
+      as_input_error(split == &files.train        ? "--train_file"
+                     : split == &files.validation ? "--validation_file"
                                                   : "--test_file",
                      [&] { return text::open_text_file(file); });
     }
-  prepared.classification = arguments.task == "text-classification";
-  // Labelled examples (text-classification), read before the tokenizer that may learn on them.
-  std::vector<LabelledText> labelled_train, labelled_validation, labelled_test;
-  if (prepared.classification) {
-    std::vector<std::string> text_columns;
-    for (const std::string& column : split_files({arguments.text_column_names}))
-      text_columns.push_back(column);
-    auto read_all = [&](const std::vector<std::string>& files, const char* flag) {
-      std::vector<LabelledText> examples;
-      for (const std::string& file : files)
-        for (LabelledText& example : as_input_error(flag, [&] {
-               return read_labelled_file(file, text_columns, arguments.text_column_delimiter,
-                                         arguments.label_column_name);
-             }))
-          examples.push_back(std::move(example));
-      return examples;
-    };
-    labelled_train = read_all(train_files, "--train_file");
-    labelled_validation = read_all(validation_files, "--validation_file");
-    if (arguments.do_predict) labelled_test = read_all(test_files, "--test_file");
-    if (labelled_validation.empty() && arguments.do_eval) {
-      if (labelled_train.empty()) input_error("--do_eval needs --validation_file or --train_file");
-      as_input_error("validation split", [&] {
-        split_validation(labelled_train, labelled_validation, arguments.validation_split_percentage,
-                         arguments.seed);
-      });
-    }
-  }
-  // CSV files are read here (run_clm's csv builder) and handed on as JSON Lines from a scratch
-  // folder outside output_dir, removed when prepare() returns.
-  prepared.scratch = std::make_shared<ScratchFolder>(
-      fs::temp_directory_path() /
-      ("zero_csv_scratch_" + std::to_string(::getpid()) + "_" + std::to_string(rank)));
-  const ScratchFolder& scratch = *prepared.scratch;
-  const std::vector<fs::path> train_paths =
-      prepared.classification ? std::vector<fs::path>() : as_input_error("--train_file", [&] {
-        return with_csv_as_json_lines(train_files, scratch.path);
-      });
-  const std::vector<fs::path> validation_paths =
-      prepared.classification ? std::vector<fs::path>() : as_input_error("--validation_file", [&] {
-        return with_csv_as_json_lines(validation_files, scratch.path);
-      });
-  if (!arguments.deepspeed.empty() && !fs::is_regular_file(arguments.deepspeed))
-    input_error("--deepspeed ", arguments.deepspeed, ": no such file");
+  return files;
+}
 
-  // The model's config.
+// Labelled examples (text-classification) by split, read before the tokenizer that may learn on
+// them; the validation split taken from the train examples when none is given.
+struct LabelledSplits {
+  std::vector<LabelledText> train, validation, test;
+};
+
+LabelledSplits read_labelled_splits(const TrainingArguments& arguments, const DataFiles& files) {
+  std::vector<std::string> text_columns;
+  for (const std::string& column : split_files({arguments.text_column_names}))
+    text_columns.push_back(column);
+  auto read_all = [&](const std::vector<std::string>& paths, const char* flag) {
+    std::vector<LabelledText> examples;
+    for (const std::string& file : paths)
+      for (LabelledText& example : as_input_error(flag, [&] {
+             return read_labelled_file(file, text_columns, arguments.text_column_delimiter,
+                                       arguments.label_column_name);
+           }))
+        examples.push_back(std::move(example));
+    return examples;
+  };
+  LabelledSplits labelled;
+  labelled.train = read_all(files.train, "--train_file");
+  labelled.validation = read_all(files.validation, "--validation_file");
+  if (arguments.do_predict) labelled.test = read_all(files.test, "--test_file");
+  if (labelled.validation.empty() && arguments.do_eval) {
+    if (labelled.train.empty()) input_error("--do_eval needs --validation_file or --train_file");
+    as_input_error("validation split", [&] {
+      split_validation(labelled.train, labelled.validation, arguments.validation_split_percentage,
+                       arguments.seed);
+    });
+  }
+  return labelled;
+}
+
+// The model's config from --model_name_or_path (and the classifier head it holds) or
+// --config_name; GPT-2's defaults otherwise.
+void load_model_config(const TrainingArguments& arguments, Prepared& prepared) {
   if (!arguments.model_name_or_path.empty()) {
     const fs::path folder = arguments.model_name_or_path;
     if (!fs::is_regular_file(folder / "config.json"))
@@ -175,8 +172,13 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
     prepared.model_config = as_input_error("--config_name " + arguments.config_name,
                                            [&] { return gpt2::GPT2Config::load(path); });
   }
+}
 
-  // The tokenizer: named, the model's, or learned on the training files.
+// The tokenizer: named, the model's, or learned on the training texts (the labelled train
+// examples, else `train_paths`).
+void load_tokenizer(const TrainingArguments& arguments, const DataFiles& files,
+                    const LabelledSplits& labelled, const std::vector<fs::path>& train_paths,
+                    bool console, Prepared& prepared) {
   fs::path tokenizer_folder = arguments.tokenizer_name;
   if (tokenizer_folder.empty() && !arguments.model_name_or_path.empty() &&
       has_tokenizer_files(arguments.model_name_or_path))
@@ -185,29 +187,32 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
     prepared.tokenizer = as_input_error("tokenizer " + tokenizer_folder.string(),
                                         [&] { return text::Tokenizer::load(tokenizer_folder); });
     prepared.tokenizer_folder = tokenizer_folder;
-  } else {
-    if (prepared.pretrained)
-      input_error("--model_name_or_path ", arguments.model_name_or_path,
-                  " holds no tokenizer files; give --tokenizer_name");
-    if (train_files.empty() || (prepared.classification && labelled_train.empty()))
-      input_error("no tokenizer: give --tokenizer_name or --train_file");
-    const Clock::time_point start = Clock::now();
-    text::BpeTrainer trainer(
-        {.vocab_size = static_cast<std::size_t>(arguments.tokenizer_vocab_size),
-         .min_frequency = 2,
-         .add_end_of_text = true});
-    if (prepared.classification) {
-      for (const LabelledText& example : labelled_train) trainer.add_text(example.text);
-    } else {
-      as_input_error("--train_file", [&] { trainer.add_files(train_paths); });
-    }
-    prepared.learned_vocabulary = trainer.train();
-    prepared.tokenizer = text::Tokenizer(*prepared.learned_vocabulary);
-    if (print && rank == 0)
-      std::printf(
-          "tokenizer: byte-level BPE of %zu tokens learned on the training files in %.1f s\n",
-          prepared.learned_vocabulary->tokens.size(), seconds_since(start));
+    return;
   }
+  if (prepared.pretrained)
+    input_error("--model_name_or_path ", arguments.model_name_or_path,
+                " holds no tokenizer files; give --tokenizer_name");
+  if (files.train.empty() || (prepared.classification && labelled.train.empty()))
+    input_error("no tokenizer: give --tokenizer_name or --train_file");
+  const Clock::time_point start = Clock::now();
+  text::BpeTrainer trainer({.vocab_size = static_cast<std::size_t>(arguments.tokenizer_vocab_size),
+                            .min_frequency = 2,
+                            .add_end_of_text = true});
+  if (prepared.classification) {
+    for (const LabelledText& example : labelled.train) trainer.add_text(example.text);
+  } else {
+    as_input_error("--train_file", [&] { trainer.add_files(train_paths); });
+  }
+  prepared.learned_vocabulary = trainer.train();
+  prepared.tokenizer = text::Tokenizer(*prepared.learned_vocabulary);
+  if (console)
+    std::printf("tokenizer: byte-level BPE of %zu tokens learned on the training files in %.1f s\n",
+                prepared.learned_vocabulary->tokens.size(), seconds_since(start));
+}
+
+// The model config sized to the tokenizer (from scratch), --config_overrides, and run_clm's
+// block_size: min(1024, model max length) by default; larger than n_positions is an error.
+void shape_model(const TrainingArguments& arguments, Prepared& prepared) {
   const std::optional<text::TokenId> end_of_text = prepared.tokenizer->end_of_text_id();
   gpt2::GPT2Config& model_config = prepared.model_config;
   if (!prepared.pretrained && arguments.config_name.empty()) {
@@ -225,120 +230,122 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
   if (static_cast<std::int64_t>(prepared.tokenizer->vocab_size()) > model_config.vocab_size)
     input_error("the tokenizer has ", prepared.tokenizer->vocab_size(),
                 " tokens but the model's vocab_size is ", model_config.vocab_size);
-
-  // block_size: run_clm's default min(1024, model max length); larger than n_positions is an error.
   prepared.block_size = arguments.block_size > 0
                             ? arguments.block_size
                             : std::min<std::int64_t>(1024, model_config.n_positions);
   if (prepared.block_size > model_config.n_positions)
     input_error("--block_size ", prepared.block_size, " is larger than the model's n_positions ",
                 model_config.n_positions);
+}
 
-  if (prepared.classification) {
-    // run_classification: the label list from the train examples (or the checkpoint's head when
-    // it has the same labels), ids truncated and padded to max_seq_length with the pad token.
-    prepared.block_size = arguments.max_seq_length;
-    if (prepared.block_size > model_config.n_positions)
-      input_error("--max_seq_length ", prepared.block_size, " is larger than the model's ",
-                  "n_positions ", model_config.n_positions);
-    std::vector<std::string> labels =
-        label_list(labelled_train.empty() ? labelled_validation : labelled_train);
-    if (labels.empty()) labels = label_list(labelled_test);
-    if (prepared.pretrained_head) {
-      std::vector<std::string> ours = labels, theirs = prepared.head.id2label;
-      std::sort(ours.begin(), ours.end());
-      std::sort(theirs.begin(), theirs.end());
-      if (ours != theirs && !labelled_train.empty())
-        input_error("--model_name_or_path ", arguments.model_name_or_path,
-                    ": its classifier's labels (id2label) are not the training labels");
-      labels = prepared.head.id2label;
-    }
-    if (prepared.pretrained && !prepared.pretrained_head)
-      prepared.head.pad_token_id = model_config.eos_token_id;
-    if (!prepared.pretrained) {
-      if (!end_of_text)
-        input_error("the tokenizer has no <|endoftext|>, which pads the examples (pad_token_id)");
-      prepared.head.pad_token_id = *end_of_text;
-    }
-    prepared.head.num_labels = static_cast<std::int64_t>(labels.size());
-    prepared.head.id2label = labels;
-    as_input_error("the classifier head", [&] { prepared.head.validate(model_config); });
-    const int pad = static_cast<int>(prepared.head.pad_token_id);
-    auto encode = [&](const std::vector<LabelledText>& examples, const char* what) {
-      return as_input_error(what, [&] {
-        return encode_examples(examples, labels, *prepared.tokenizer, prepared.block_size, pad,
-                               what, arguments.preprocessing_num_workers);
-      });
-    };
-    prepared.classify_train = encode(labelled_train, "--train_file");
-    prepared.classify_validation = encode(labelled_validation, "--validation_file");
-    prepared.classify_test = encode(labelled_test, "--test_file");
-    prepared.train_blocks = prepared.classify_train.size();
-    if (arguments.max_train_samples > 0)
-      prepared.train_blocks =
-          std::min<std::size_t>(prepared.train_blocks, arguments.max_train_samples);
-    prepared.test_examples = prepared.classify_test.size();
-    if (arguments.max_predict_samples > 0)
-      prepared.test_examples =
-          std::min<std::size_t>(prepared.test_examples, arguments.max_predict_samples);
-    if (arguments.do_train && prepared.train_blocks == 0) input_error("--train_file: no example");
-  } else if (arguments.streaming) {
-    // run_clm --streaming: training blocks come from the files in order as training goes (no
-    // shuffle, no split); the validation files are tokenized up front.
-    if (arguments.do_eval && validation_paths.empty())
-      input_error("--streaming: evaluation needs --validation_file (a stream has no split)");
-    if (arguments.do_train && train_paths.empty()) input_error("--do_train needs --train_file");
-    if (!validation_paths.empty()) {
-      text::TokenizeOptions tokenize;
-      tokenize.num_threads = arguments.preprocessing_num_workers;
-      tokenize.show_progress = print && rank == 0;
-      const auto stream =
-          std::make_shared<const text::TokenStream>(as_input_error("--validation_file", [&] {
-            return text::load_token_stream(validation_paths, *prepared.tokenizer, {}, tokenize);
-          }));
-      prepared.data.validation = text::group_texts(stream, 0, stream->num_examples(),
-                                                   static_cast<std::size_t>(prepared.block_size));
-    }
-    prepared.streaming_files = train_paths;
-    if (arguments.do_train) {
-      // The stream must hold one global batch.
-      text::StreamingShard probe(
-          text::StreamingBlocks(train_paths, *prepared.tokenizer,
-                                static_cast<std::size_t>(prepared.block_size)),
-          static_cast<std::size_t>(arguments.per_device_train_batch_size * world), world, rank);
-      std::vector<std::vector<text::TokenId>> blocks;
-      if (!as_input_error("--train_file", [&] { return probe.next(blocks); }))
-        input_error("--train_file: the stream holds fewer than one global batch of ",
-                    arguments.per_device_train_batch_size * world, " blocks of ",
-                    prepared.block_size, " tokens");
-    }
-  } else {
-    // Data: run_clm's splits and blocks.
-    text::DataArguments data_arguments;
-    data_arguments.train_files = train_paths.empty() ? validation_paths : train_paths;
-    data_arguments.validation_files = validation_paths;
-    data_arguments.validation_split_percentage = arguments.validation_split_percentage;
-    data_arguments.block_size = static_cast<std::size_t>(prepared.block_size);
-    data_arguments.tokenize.num_threads = arguments.preprocessing_num_workers;
-    data_arguments.tokenize.show_progress = print && rank == 0;
-    prepared.data = as_input_error(
-        "data", [&] { return text::load_lm_datasets(*prepared.tokenizer, data_arguments); });
-    prepared.train_blocks = prepared.data.train.size();
-    if (arguments.max_train_samples > 0)
-      prepared.train_blocks =
-          std::min<std::size_t>(prepared.train_blocks, arguments.max_train_samples);
+// run_classification: the label list from the train examples (or the checkpoint's head when it
+// has the same labels), ids truncated and padded to max_seq_length with the pad token.
+void prepare_classification(const TrainingArguments& arguments, const LabelledSplits& labelled,
+                            Prepared& prepared) {
+  const gpt2::GPT2Config& model_config = prepared.model_config;
+  const std::optional<text::TokenId> end_of_text = prepared.tokenizer->end_of_text_id();
+  prepared.block_size = arguments.max_seq_length;
+  if (prepared.block_size > model_config.n_positions)
+    input_error("--max_seq_length ", prepared.block_size, " is larger than the model's ",
+                "n_positions ", model_config.n_positions);
+  std::vector<std::string> labels =
+      label_list(labelled.train.empty() ? labelled.validation : labelled.train);
+  if (labels.empty()) labels = label_list(labelled.test);
+  if (prepared.pretrained_head) {
+    std::vector<std::string> ours = labels, theirs = prepared.head.id2label;
+    std::sort(ours.begin(), ours.end());
+    std::sort(theirs.begin(), theirs.end());
+    if (ours != theirs && !labelled.train.empty())
+      input_error("--model_name_or_path ", arguments.model_name_or_path,
+                  ": its classifier's labels (id2label) are not the training labels");
+    labels = prepared.head.id2label;
   }
-  prepared.eval_blocks = prepared.classification ? prepared.classify_validation.size()
-                                                 : prepared.data.validation.size();
-  if (arguments.max_eval_samples > 0)
-    prepared.eval_blocks = std::min<std::size_t>(prepared.eval_blocks, arguments.max_eval_samples);
-  if (arguments.do_eval && prepared.eval_blocks == 0 && prepared.classification)
-    input_error("--do_eval: the validation data holds no example");
-  if (arguments.do_eval && prepared.eval_blocks == 0)
-    input_error("--do_eval: the validation data holds no block of ", prepared.block_size,
-                " tokens");
+  if (prepared.pretrained && !prepared.pretrained_head)
+    prepared.head.pad_token_id = model_config.eos_token_id;
+  if (!prepared.pretrained) {
+    if (!end_of_text)
+      input_error("the tokenizer has no <|endoftext|>, which pads the examples (pad_token_id)");
+    prepared.head.pad_token_id = *end_of_text;
+  }
+  prepared.head.num_labels = static_cast<std::int64_t>(labels.size());
+  prepared.head.id2label = labels;
+  as_input_error("the classifier head", [&] { prepared.head.validate(model_config); });
+  const int pad = static_cast<int>(prepared.head.pad_token_id);
+  auto encode = [&](const std::vector<LabelledText>& examples, const char* what) {
+    return as_input_error(what, [&] {
+      return encode_examples(examples, labels, *prepared.tokenizer, prepared.block_size, pad, what,
+                             arguments.preprocessing_num_workers);
+    });
+  };
+  prepared.classify_train = encode(labelled.train, "--train_file");
+  prepared.classify_validation = encode(labelled.validation, "--validation_file");
+  prepared.classify_test = encode(labelled.test, "--test_file");
+  prepared.train_blocks = prepared.classify_train.size();
+  if (arguments.max_train_samples > 0)
+    prepared.train_blocks =
+        std::min<std::size_t>(prepared.train_blocks, arguments.max_train_samples);
+  prepared.test_examples = prepared.classify_test.size();
+  if (arguments.max_predict_samples > 0)
+    prepared.test_examples =
+        std::min<std::size_t>(prepared.test_examples, arguments.max_predict_samples);
+  if (arguments.do_train && prepared.train_blocks == 0) input_error("--train_file: no example");
+}
 
-  // Steps: Hugging Face's rule (max_steps, else ceil(epochs × updates per epoch)).
+// run_clm --streaming: training blocks come from the files in order as training goes (no
+// shuffle, no split); the validation files are tokenized up front.
+void prepare_streaming(const TrainingArguments& arguments, int world, int rank, bool console,
+                       const std::vector<fs::path>& train_paths,
+                       const std::vector<fs::path>& validation_paths, Prepared& prepared) {
+  if (arguments.do_eval && validation_paths.empty())
+    input_error("--streaming: evaluation needs --validation_file (a stream has no split)");
+  if (arguments.do_train && train_paths.empty()) input_error("--do_train needs --train_file");
+  if (!validation_paths.empty()) {
+    text::TokenizeOptions tokenize;
+    tokenize.num_threads = arguments.preprocessing_num_workers;
+    tokenize.show_progress = console;
+    const auto stream =
+        std::make_shared<const text::TokenStream>(as_input_error("--validation_file", [&] {
+          return text::load_token_stream(validation_paths, *prepared.tokenizer, {}, tokenize);
+        }));
+    prepared.data.validation = text::group_texts(stream, 0, stream->num_examples(),
+                                                 static_cast<std::size_t>(prepared.block_size));
+  }
+  prepared.streaming_files = train_paths;
+  if (arguments.do_train) {
+    // The stream must hold one global batch.
+    text::StreamingShard probe(
+        text::StreamingBlocks(train_paths, *prepared.tokenizer,
+                              static_cast<std::size_t>(prepared.block_size)),
+        static_cast<std::size_t>(arguments.per_device_train_batch_size * world), world, rank);
+    std::vector<std::vector<text::TokenId>> blocks;
+    if (!as_input_error("--train_file", [&] { return probe.next(blocks); }))
+      input_error("--train_file: the stream holds fewer than one global batch of ",
+                  arguments.per_device_train_batch_size * world, " blocks of ", prepared.block_size,
+                  " tokens");
+  }
+}
+
+// run_clm's splits and blocks.
+void prepare_blocks(const TrainingArguments& arguments, bool console,
+                    const std::vector<fs::path>& train_paths,
+                    const std::vector<fs::path>& validation_paths, Prepared& prepared) {
+  text::DataArguments data_arguments;
+  data_arguments.train_files = train_paths.empty() ? validation_paths : train_paths;
+  data_arguments.validation_files = validation_paths;
+  data_arguments.validation_split_percentage = arguments.validation_split_percentage;
+  data_arguments.block_size = static_cast<std::size_t>(prepared.block_size);
+  data_arguments.tokenize.num_threads = arguments.preprocessing_num_workers;
+  data_arguments.tokenize.show_progress = console;
+  prepared.data = as_input_error(
+      "data", [&] { return text::load_lm_datasets(*prepared.tokenizer, data_arguments); });
+  prepared.train_blocks = prepared.data.train.size();
+  if (arguments.max_train_samples > 0)
+    prepared.train_blocks =
+        std::min<std::size_t>(prepared.train_blocks, arguments.max_train_samples);
+}
+
+// Steps: Hugging Face's rule (max_steps, else ceil(epochs × updates per epoch)).
+void count_steps(const TrainingArguments& arguments, int world, Prepared& prepared) {
   const std::int64_t B = arguments.per_device_train_batch_size;
   const std::int64_t accumulation = arguments.gradient_accumulation_steps;
   const std::size_t global_batch = static_cast<std::size_t>(B * world);
@@ -354,9 +361,59 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
           : static_cast<std::int64_t>(std::ceil(arguments.num_train_epochs *
                                                 static_cast<double>(prepared.steps_per_epoch)));
   prepared.total_steps = std::max<std::int64_t>(prepared.total_steps, 1);
+}
+
+}  // namespace
+
+Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool print) {
+  const bool console = print && rank == 0;
+  check_run_arguments(arguments);
+  Prepared prepared;
+  const DataFiles files = check_data_files(arguments);
+  prepared.classification = arguments.task == "text-classification";
+  LabelledSplits labelled;
+  if (prepared.classification) labelled = read_labelled_splits(arguments, files);
+  // CSV files are read here (run_clm's csv builder) and handed on as JSON Lines from a scratch
+  // folder outside output_dir, removed when prepare() returns.
+  prepared.scratch = std::make_shared<ScratchFolder>(
+      fs::temp_directory_path() /
+      ("zero_csv_scratch_" + std::to_string(::getpid()) + "_" + std::to_string(rank)));
+  const ScratchFolder& scratch = *prepared.scratch;
+  const std::vector<fs::path> train_paths =
+      prepared.classification ? std::vector<fs::path>() : as_input_error("--train_file", [&] {
+        return with_csv_as_json_lines(files.train, scratch.path);
+      });
+  const std::vector<fs::path> validation_paths =
+      prepared.classification ? std::vector<fs::path>() : as_input_error("--validation_file", [&] {
+        return with_csv_as_json_lines(files.validation, scratch.path);
+      });
+  if (!arguments.deepspeed.empty() && !fs::is_regular_file(arguments.deepspeed))
+    input_error("--deepspeed ", arguments.deepspeed, ": no such file");
+
+  load_model_config(arguments, prepared);
+  load_tokenizer(arguments, files, labelled, train_paths, console, prepared);
+  shape_model(arguments, prepared);
+  if (prepared.classification) {
+    prepare_classification(arguments, labelled, prepared);
+  } else if (arguments.streaming) {
+    prepare_streaming(arguments, world, rank, console, train_paths, validation_paths, prepared);
+  } else {
+    prepare_blocks(arguments, console, train_paths, validation_paths, prepared);
+  }
+  prepared.eval_blocks = prepared.classification ? prepared.classify_validation.size()
+                                                 : prepared.data.validation.size();
+  if (arguments.max_eval_samples > 0)
+    prepared.eval_blocks = std::min<std::size_t>(prepared.eval_blocks, arguments.max_eval_samples);
+  if (arguments.do_eval && prepared.eval_blocks == 0 && prepared.classification)
+    input_error("--do_eval: the validation data holds no example");
+  if (arguments.do_eval && prepared.eval_blocks == 0)
+    input_error("--do_eval: the validation data holds no block of ", prepared.block_size,
+                " tokens");
+  count_steps(arguments, world, prepared);
 
   // The DeepSpeed config, "auto" filled from the arguments as Hugging Face's Trainer does.
-  EngineSetup engine = resolve_engine(arguments, world, prepared.total_steps, model_config.n_embd);
+  EngineSetup engine =
+      resolve_engine(arguments, world, prepared.total_steps, prepared.model_config.n_embd);
   prepared.deepspeed = std::move(engine.deepspeed);
   prepared.engine = std::move(engine.engine);
   return prepared;
