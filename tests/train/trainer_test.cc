@@ -549,5 +549,35 @@ TEST_F(TrainerInputErrors, BadArgumentsNameTheFlag) {
   EXPECT_NE(error_of(arguments).find("n_layer"), std::string::npos);
 }
 
+// A communicator for device buffers, as NCCL: the CPU model's collectives would hand it host
+// pointers, so the run is refused before any collective or file.
+class DeviceBufferCommunicator final : public Communicator {
+ public:
+  DeviceBufferCommunicator() : Communicator(CommOptions::from_environment()) {}
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string_view backend() const override { return "device-buffers"; }
+  DeviceKind buffers() const override { return DeviceKind::kCuda; }
+
+ protected:
+  void run(const CollectiveInfo& info, const void*, void*) override {
+    ADD_FAILURE() << "a collective ran: " << info.to_string();
+  }
+};
+
+TEST_F(TrainerInputErrors, CommunicatorThatTakesOtherMemoryIsRefused) {
+  DeviceBufferCommunicator communicator;
+  try {
+    train::train(arguments_, communicator, {.print = false});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("make_communicator(DeviceKind::kCpu)"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_FALSE(fs::exists(arguments_.output_dir)) << "output_dir was created";
+  EXPECT_EQ(communicator.sequence(), 0u);
+}
+
 }  // namespace
 }  // namespace zero::testing

@@ -145,6 +145,14 @@ Trainer::Trainer(const TrainingArguments& arguments, Communicator& communicator,
 }
 
 TrainResult Trainer::run() {
+  device_ = make_cpu_context();  // the rank's device: chosen here and nowhere else
+  // Every collective of the run (the engine's, the grad norm, the preemption flag) takes buffers
+  // of this device: the communicator must take them where they live.
+  ZERO_CHECK(communicator_.buffers() == device_->device().kind, "zero::train: the model runs on ",
+             device_->device().to_string(), " but the communicator (", communicator_.backend(),
+             ") takes buffers of another kind of memory; make it with ",
+             "make_communicator(DeviceKind::",
+             device_->device().kind == DeviceKind::kCpu ? "kCpu" : "kCuda", ")");
   // Every rank has checked everything before rank 0 writes anything.
   communicator_.barrier("zero::train inputs checked");
   if (rank_ == 0) fs::create_directories(output_dir_);
@@ -152,7 +160,6 @@ TrainResult Trainer::run() {
     console_.say("config: %s\n", warning.c_str());
   for (const std::string& warning : prepared_.engine.warnings)
     console_.say("config: %s\n", warning.c_str());
-  device_ = make_cpu_context();  // the rank's device: chosen here and nowhere else
   build_engine();
   task_ = make_task({arguments_, prepared_, *engine_, communicator_, console_});
   // The checkpoint's shards and engine state, before rank 0 rewrites any log file.
