@@ -2,6 +2,7 @@
 // (no copies), fp32 compute type (no TF32), bias and GELU epilogues, one handle per process and
 // one 32 MiB workspace per stream (two streams never share one while running).
 #include <cublasLt.h>
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -10,8 +11,8 @@
 #include <string>
 #include <utility>
 
-#include "cuda_check.h"
 #include "layers_cuda.h"
+#include "zero/core/cuda_check.h"
 
 namespace zero::gpt2::cuda {
 namespace {
