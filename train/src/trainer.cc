@@ -31,6 +31,7 @@
 #include "zero/gpt2/engine_classifier.h"
 #include "zero/gpt2/engine_model.h"
 #include "zero/gpt2/model.h"
+#include "zero/offload/nvme_swap_store.h"
 #include "zero/optim/lr_schedules.h"
 #include "zero/optim/optimizers.h"
 #include "zero/text/bpe_trainer.h"
@@ -105,6 +106,7 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
   const std::string schedule_name(schedule->name());
   Engine engine(options, communicator, optim::make_optimizer(options.optimizer),
                 std::move(schedule));
+  engine.set_swap_store_factory(make_nvme_swap_store);  // zero::make_engine's, until it builds this
   // The task's model: GPT2LMHeadModel (causal-lm) or GPT2ForSequenceClassification.
   const gpt2::ComputeOptions compute_options{.activation_checkpointing =
                                                  arguments.gradient_checkpointing};
