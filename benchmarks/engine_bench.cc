@@ -7,13 +7,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "zero/comm/thread_communicator.h"
 #include "zero/engine/engine.h"
-#include "zero/optim/lr_schedules.h"
-#include "zero/optim/optimizers.h"
+#include "zero/factory/engine_factory.h"
 
 namespace {
 
@@ -95,7 +95,8 @@ void BM_EngineStep(benchmark::State& state) {
   for (auto _ : state) {
     zero::run_ranks(world, [&](zero::Communicator& comm) {
       omp_set_num_threads(1);  // ranks are the parallelism
-      zero::Engine engine(options, comm, zero::optim::make_optimizer(options.optimizer));
+      const std::unique_ptr<zero::Engine> owner = zero::make_engine(options, comm);
+      zero::Engine& engine = *owner;
       std::vector<zero::UnitId> units;
       for (int l = 0; l < kUnits; ++l)
         units.push_back(engine.register_unit("linear." + std::to_string(l),

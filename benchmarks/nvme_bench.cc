@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "zero/core/error.h"
-#include "zero/core/swap_store.h"
+#include "zero/offload/nvme_swap_store.h"
 
 namespace {
 

@@ -39,10 +39,9 @@
 #include "zero/core/memory_ledger.h"
 #include "zero/core/suggest.h"
 #include "zero/engine/engine.h"
+#include "zero/factory/engine_factory.h"
 #include "zero/gpt2/config.h"
 #include "zero/gpt2/engine_model.h"
-#include "zero/optim/lr_schedules.h"
-#include "zero/optim/optimizers.h"
 
 namespace {
 
@@ -315,8 +314,7 @@ int run(const BenchFlags& flags, zero::Communicator& comm, int argc, char** argv
     options.optimizer.weight_decay = 0.01;
     Bench bench;
     bench.config = bench_config;
-    bench.engine = std::make_unique<zero::Engine>(options, comm,
-                                                  zero::optim::make_optimizer(options.optimizer));
+    bench.engine = zero::make_engine(options, comm);
     bench.model = std::make_unique<zero::gpt2::EngineModel>(
         *bench.engine, config, flags.micro_batch_size, flags.block_size,
         static_cast<std::uint64_t>(flags.seed), activation_allocator);

@@ -2,12 +2,12 @@
 // Run: ./mlp_engine            (one process)    mpirun -np 2 ./mlp_engine   (two ranks)
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "zero/comm/communicator.h"
 #include "zero/engine/engine.h"
-#include "zero/optim/lr_schedules.h"
-#include "zero/optim/optimizers.h"
+#include "zero/factory/engine_factory.h"
 
 int main() {
   constexpr int D = 8, H = 32, B = 16;  // inputs, hidden width, rows per rank
@@ -21,14 +21,14 @@ int main() {
   options.scheduler.type = zero::config::SchedulerType::kWarmupLR;
   options.scheduler.warmup_max_lr = 1e-2;
   options.scheduler.warmup_num_steps = 20;
-  zero::Engine engine(options, *comm, zero::optim::make_optimizer(options.optimizer),
-                      zero::optim::make_lr_schedule(options.scheduler, options.optimizer.lr));
+  // AdamW and WarmupLR from the options (zero::optim); NVMe swap if asked (zero::offload).
+  const std::unique_ptr<zero::Engine> engine = zero::make_engine(options, *comm);
   auto init = [](const zero::TensorSlot& slot, std::span<float> values) {
     for (std::size_t i = 0; i < values.size(); ++i)  // deterministic: same on every rank
       values[i] = slot.name == "w" ? 0.3f * std::sin(1.7f * i + slot.num_elements) : 0.0f;
   };
-  const zero::UnitId l1 = engine.register_unit("layer1", {{"w", {H, D}}, {"b", {H}}}, init);
-  const zero::UnitId l2 = engine.register_unit("layer2", {{"w", {1, H}}, {"b", {1}}}, init);
+  const zero::UnitId l1 = engine->register_unit("layer1", {{"w", {H, D}}, {"b", {H}}}, init);
+  const zero::UnitId l2 = engine->register_unit("layer2", {{"w", {1, H}}, {"b", {1}}}, init);
 
   std::vector<float> x(B * D), t(B), a(B * H), y(B), da(B * H);
   float loss = 0, first_loss = 0;
@@ -41,7 +41,7 @@ int main() {
       }
     }
     {  // forward
-      auto p1 = engine.gather(l1);
+      auto p1 = engine->gather(l1);
       for (int r = 0; r < B; ++r)
         for (int h = 0; h < H; ++h) {
           float s = p1.tensor("b")[h];
@@ -49,9 +49,9 @@ int main() {
           a[r * H + h] = std::tanh(s);
         }
     }
-    auto p2 = engine.gather(l2);
+    auto p2 = engine->gather(l2);
     loss = 0;
-    auto g2 = engine.grads(l2);
+    auto g2 = engine->grads(l2);
     for (int r = 0; r < B; ++r) {  // layer 2 forward, mean-squared-error loss, layer 2 backward
       float s = p2.tensor("b")[0];
       for (int h = 0; h < H; ++h) s += p2.tensor("w")[h] * a[r * H + h];
@@ -64,24 +64,24 @@ int main() {
       }
     }
     p2.release();
-    engine.reduce_grads(l2);
+    engine->reduce_grads(l2);
     {  // layer 1 backward
-      auto p1 = engine.gather(l1);
-      auto g1 = engine.grads(l1);
+      auto p1 = engine->gather(l1);
+      auto g1 = engine->grads(l1);
       for (int r = 0; r < B; ++r)
         for (int h = 0; h < H; ++h) {
           g1.tensor("b")[h] += da[r * H + h];
           for (int d = 0; d < D; ++d) g1.tensor("w")[h * D + d] += da[r * H + h] * x[r * D + d];
         }
     }
-    engine.reduce_grads(l1);
-    engine.step();
-    loss = static_cast<float>(engine.average_across_ranks(loss));
+    engine->reduce_grads(l1);
+    engine->step();
+    loss = static_cast<float>(engine->average_across_ranks(loss));
     if (step == 0) first_loss = loss;
     if (comm->rank() == 0 && step % 50 == 0) std::printf("step %3d  loss %.5f\n", step, loss);
   }
   if (comm->rank() == 0)
-    std::printf("final loss %.5f\n%s", loss, engine.ledger().report("rank 0").c_str());
+    std::printf("final loss %.5f\n%s", loss, engine->ledger().report("rank 0").c_str());
   const bool ok = loss < 0.1f * first_loss;
   comm.reset();
   zero::finalize_communication();

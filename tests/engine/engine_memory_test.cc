@@ -114,8 +114,9 @@ TEST(EngineMemory, PlannedPeaksEqualMeasuredPeaks) {
       options.overlap_comm = false;  // frees happen at deterministic points
       std::unique_ptr<DeviceContext> planner = make_planning_context();
       MemoryLedger& planned_ledger = planner->ledger();
-      Engine planned(options, comm, optim::make_optimizer(options.optimizer), nullptr,
-                     planner.get());
+      const std::unique_ptr<Engine> planned_owner =
+          make_engine(options, comm, {.context = planner.get()});
+      Engine& planned = *planned_owner;
       TinyStack plan_model;
       plan_model.register_units(planned);
       std::unique_ptr<Engine> real = make_engine(options, comm);
@@ -188,8 +189,7 @@ TEST(EngineMemory, PlanningAllocatorRecordsTheSameModelStates) {
       EngineOptions options = parity_options(stage, 1);
       std::unique_ptr<DeviceContext> planner = make_planning_context();
       MemoryLedger& planned_ledger = planner->ledger();
-      auto planned = std::make_unique<Engine>(
-          options, comm, optim::make_optimizer(options.optimizer), nullptr, planner.get());
+      std::unique_ptr<Engine> planned = make_engine(options, comm, {.context = planner.get()});
       TinyStack planned_model;
       planned_model.register_units(*planned);
       planned->initialize();

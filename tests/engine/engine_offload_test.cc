@@ -24,6 +24,7 @@
 #include "zero/comm/planning_communicator.h"
 #include "zero/comm/thread_communicator.h"
 #include "zero/core/device_context.h"
+#include "zero/optim/optimizers.h"
 
 namespace zero::testing {
 namespace {
@@ -456,8 +457,9 @@ TEST(EngineOffload, PlanEqualsTheRealRun) {
       for (int rank = 0; rank < world; ++rank) {
         PlanningCommunicator comm(rank, world);
         std::unique_ptr<DeviceContext> context = make_planning_context();
-        Engine engine(options, comm, optim::make_optimizer(options.optimizer), nullptr,
-                      context.get());
+        const std::unique_ptr<Engine> engine_owner =
+            make_engine(options, comm, {.context = context.get()});
+        Engine& engine = *engine_owner;
         TinyStack model;
         model.register_units(engine);
         engine.initialize();
@@ -667,6 +669,28 @@ TEST(EngineOffload, RefusesWhatItCannotRun) {
                 std::string::npos)
           << message;
       EXPECT_NE(message.find("(test)"), std::string::npos) << message;
+    }
+  });
+}
+
+// An engine built without zero::make_engine has no swap store factory: nvme offload is refused at
+// initialize(), naming the key and the two ways to give it one (zero::core knows no store).
+TEST(EngineOffload, NvmeWithoutAStoreFactoryNamesWhatToDo) {
+  EngineOptions options = parity_options(3, 1);
+  apply_offload(options, Mode::kNvme, 1300, 0);
+  run_ranks(1, [&](Communicator& comm) {
+    Engine engine(options, comm, optim::make_optimizer(options.optimizer));
+    TinyStack model;
+    model.register_units(engine);
+    try {
+      engine.initialize();
+      ADD_FAILURE() << "initialize() succeeded without a swap store factory";
+    } catch (const Error& error) {
+      const std::string message = error.what();
+      for (const char* expected :
+           {"offload_optimizer.device is \"nvme\"", "no swap store factory", "zero::make_engine",
+            "set_swap_store_factory(zero::make_nvme_swap_store)"})
+        EXPECT_NE(message.find(expected), std::string::npos) << expected << " in " << message;
     }
   });
 }

@@ -92,8 +92,9 @@ TEST(EnginePlanning, PeerFreePlanOfEachRankEqualsTheRealRun) {
         PlanningCommunicator comm(rank, world);
         std::unique_ptr<DeviceContext> context = make_planning_context();
         {
-          Engine engine(options, comm, optim::make_optimizer(options.optimizer), nullptr,
-                        context.get());
+          const std::unique_ptr<Engine> engine_owner =
+              make_engine(options, comm, {.context = context.get()});
+          Engine& engine = *engine_owner;
           TinyStack model;
           model.register_units(engine);
           for (int micro = 0; micro < kMicroSteps; ++micro) {
@@ -158,8 +159,9 @@ TEST(EnginePlanning, PeerFreePlanEqualsTheRealRunInSixteenBits) {
         for (int rank = 0; rank < world; ++rank) {
           PlanningCommunicator comm(rank, world);
           std::unique_ptr<DeviceContext> context = make_planning_context();
-          Engine engine(run.options, comm, optim::make_optimizer(run.options.optimizer), nullptr,
-                        context.get());
+          const std::unique_ptr<Engine> engine_owner =
+              make_engine(run.options, comm, {.context = context.get()});
+          Engine& engine = *engine_owner;
           // The model itself (gpt2::EngineModel), its activations recorded in a ledger of their own
           // as the driver keeps them out of the engine's: on a planning allocator GPT2Compute
           // computes nothing, so the gathers, gradients and reductions run in the model's order.

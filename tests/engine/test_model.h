@@ -12,8 +12,7 @@
 #include "ledger_checks.h"
 #include "zero/core/error.h"
 #include "zero/engine/engine.h"
-#include "zero/optim/lr_schedules.h"
-#include "zero/optim/optimizers.h"
+#include "zero/factory/engine_factory.h"
 
 namespace zero::testing {
 
@@ -269,11 +268,6 @@ struct TrainResult {
   std::vector<std::vector<float>> params;  // final full parameters per unit
   std::vector<double> grad_norms;
 };
-
-inline std::unique_ptr<Engine> make_engine(const EngineOptions& options, Communicator& comm) {
-  return std::make_unique<Engine>(options, comm, optim::make_optimizer(options.optimizer),
-                                  optim::make_lr_schedule(options.scheduler, options.optimizer.lr));
-}
 
 // The training loop of every engine parity test: `steps` optimizer steps of
 // gradient_accumulation_steps micro-steps each; rank r's micro-step m takes global samples

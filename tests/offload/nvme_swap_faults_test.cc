@@ -17,7 +17,7 @@
 #include "swap_directory.h"
 #include "swap_test_dir.h"
 #include "zero/core/error.h"
-#include "zero/core/swap_store.h"
+#include "zero/offload/nvme_swap_store.h"
 
 namespace zero {
 namespace {

@@ -1,5 +1,7 @@
 // The NVMe SwapStore: round trips of odd sizes under every aio setting, many regions from many
 // threads at once, the ledger, the folder's lifetime, and misuse errors.
+#include "zero/offload/nvme_swap_store.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,9 +15,9 @@
 #include <vector>
 
 #include "swap_test_dir.h"
+#include "zero/comm/communicator.h"
 #include "zero/core/error.h"
 #include "zero/core/memory_ledger.h"
-#include "zero/core/swap_store.h"
 
 namespace zero {
 namespace {
@@ -39,7 +41,7 @@ std::string error_of(const std::function<void()>& body) {
   return "(no error)";
 }
 
-NvmeSwapOptions options_for(const fs::path& path, config::AioConfig aio = {}) {
+NvmeSwapOptions options_for(const fs::path& path, AioSettings aio = {}) {
   NvmeSwapOptions options;
   options.nvme_path = path;
   options.aio = aio;
@@ -139,7 +141,7 @@ TEST_P(NvmeSwapAio, RoundTripsUnderEverySetting) {
   SwapTestDir dir;
   REQUIRE_DIRECT_IO_DIR(dir);
   const AioCase& c = GetParam();
-  config::AioConfig aio;
+  AioSettings aio;
   aio.block_size = c.block_size;
   aio.queue_depth = c.queue_depth;
   aio.intra_op_parallelism = c.threads;
@@ -161,7 +163,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(NvmeSwapStore, ManyThreadsManyRegionsConcurrently) {
   SwapTestDir dir;
   REQUIRE_DIRECT_IO_DIR(dir);
-  config::AioConfig aio;
+  AioSettings aio;
   aio.block_size = 32 * 1024;
   aio.queue_depth = 8;
   aio.intra_op_parallelism = 3;
@@ -216,7 +218,7 @@ TEST(NvmeSwapStore, ManyThreadsManyRegionsConcurrently) {
 TEST(NvmeSwapStore, OneTicketWaitedByManyThreads) {
   SwapTestDir dir;
   REQUIRE_DIRECT_IO_DIR(dir);
-  config::AioConfig aio;
+  AioSettings aio;
   aio.block_size = 4096;
   aio.queue_depth = 2;
   auto store = make_nvme_swap_store(options_for(dir.path(), aio));
@@ -246,7 +248,7 @@ TEST(NvmeSwapStore, OneTicketWaitedByManyThreads) {
 TEST(NvmeSwapStore, MisuseIsAClearErrorAndNotSticky) {
   SwapTestDir dir;
   REQUIRE_DIRECT_IO_DIR(dir);
-  config::AioConfig aio;
+  AioSettings aio;
   aio.block_size = 4096;
   aio.queue_depth = 1;
   auto store = make_nvme_swap_store(options_for(dir.path(), aio));
@@ -274,13 +276,13 @@ TEST(NvmeSwapStore, MisuseIsAClearErrorAndNotSticky) {
   }
   store->wait(store->read(region, buffer.get()));  // the store still works
 
-  config::AioConfig odd;
+  AioSettings odd;
   odd.block_size = 1000;
   EXPECT_NE(error_of([&] {
               make_nvme_swap_store(options_for(dir.path(), odd));
             }).find("aio.block_size 1000 must be a positive multiple of the direct-I/O alignment"),
             std::string::npos);
-  config::AioConfig no_depth;
+  AioSettings no_depth;
   no_depth.queue_depth = 0;
   EXPECT_NE(error_of([&] {
               make_nvme_swap_store(options_for(dir.path(), no_depth));
@@ -306,19 +308,22 @@ TEST(NvmeSwapStore, TwoStoresShareTheRankFolder) {
 }
 
 // A process that ends without destroying its store leaves no swap folder behind: exit() runs an
-// atexit handler; a process ending through std::_Exit (abort_job) calls remove_swap_directories().
-int run_child_that_leaks_a_store(const fs::path& nvme_path, bool quick_exit, pid_t& child) {
+// atexit handler; a process ending through std::_Exit calls remove_swap_directories() first, and
+// abort_job() does so through the abort hook the first store registered (zero/core/abort_hooks.h).
+enum class ChildExit { kExit, kQuickExit, kAbortJob };
+
+int run_child_that_leaks_a_store(const fs::path& nvme_path, ChildExit how, pid_t& child) {
   child = fork();
   if (child == 0) {
     try {
       auto* leaked = make_nvme_swap_store(options_for(nvme_path)).release();
       leaked->add_region("leaked", 100000, MemoryCategory::kWorkspace);
       const int code = fs::exists(leaked->directory()) ? 3 : 4;
-      if (quick_exit) {
-        remove_swap_directories();
-        std::_Exit(code);
+      switch (how) {
+        case ChildExit::kExit: std::exit(code);
+        case ChildExit::kQuickExit: remove_swap_directories(); std::_Exit(code);
+        case ChildExit::kAbortJob: abort_job(code);
       }
-      std::exit(code);
     } catch (...) {
       std::_Exit(5);
     }
@@ -331,11 +336,13 @@ int run_child_that_leaks_a_store(const fs::path& nvme_path, bool quick_exit, pid
 TEST(NvmeSwapStore, FolderIsRemovedWhenTheProcessExitsWithoutDestroyingTheStore) {
   SwapTestDir dir;
   REQUIRE_DIRECT_IO_DIR(dir);
-  for (const bool quick_exit : {false, true}) {
+  for (const ChildExit how : {ChildExit::kExit, ChildExit::kQuickExit, ChildExit::kAbortJob}) {
     pid_t child = 0;
-    EXPECT_EQ(run_child_that_leaks_a_store(dir.path(), quick_exit, child), 3);
+    EXPECT_EQ(run_child_that_leaks_a_store(dir.path(), how, child), 3);
     EXPECT_FALSE(fs::exists(dir.path() / ("zero_swap_rank0_" + std::to_string(child))))
-        << (quick_exit ? "_Exit after remove_swap_directories()" : "exit()");
+        << (how == ChildExit::kExit        ? "exit()"
+            : how == ChildExit::kQuickExit ? "_Exit after remove_swap_directories()"
+                                           : "abort_job()");
   }
 }
 

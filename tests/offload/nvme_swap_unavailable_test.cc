@@ -4,7 +4,7 @@
 #include <string>
 
 #include "zero/core/error.h"
-#include "zero/core/swap_store.h"
+#include "zero/offload/nvme_swap_store.h"
 
 namespace zero {
 namespace {

@@ -12,7 +12,7 @@
 #include "prepare.h"
 #include "train_test_util.h"
 #include "zero/comm/thread_communicator.h"
-#include "zero/optim/optimizers.h"
+#include "zero/factory/engine_factory.h"
 
 namespace zero::testing {
 namespace {
@@ -29,11 +29,10 @@ struct TaskOnRank {
   TaskOnRank(const train::TrainingArguments& arguments, Communicator& communicator)
       : prepared(train::detail::prepare(arguments, communicator.world_size(), communicator.rank(),
                                         /*print=*/false)),
-        engine(prepared.engine.options, communicator,
-               optim::make_optimizer(prepared.engine.options.optimizer)),
-        task(make_task({arguments, prepared, engine, communicator, Console(false)})) {}
+        engine(make_engine(prepared.engine.options, communicator)),
+        task(make_task({arguments, prepared, *engine, communicator, Console(false)})) {}
   Prepared prepared;
-  Engine engine;
+  std::unique_ptr<Engine> engine;
   std::unique_ptr<Task> task;
 };
 
@@ -133,7 +132,7 @@ TEST(Task, ClassificationCountsTheEpochAndClosesItAtItsEnd) {
                                      .sample_offset = 0,
                                      .training = true};
       const double loss = rank.task->train_micro_step(batch, dropout, progress);
-      rank.engine.step();
+      rank.engine->step();
       EXPECT_TRUE(std::isfinite(loss));
       EXPECT_EQ(progress.epoch_counted, static_cast<double>(8 * step));
       progress.epoch_loss += loss;  // the Trainer's part

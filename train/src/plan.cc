@@ -15,6 +15,7 @@
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
 #include "zero/engine/engine.h"
+#include "zero/factory/engine_factory.h"
 #include "zero/gpt2/engine_model.h"
 #include "zero/gpt2/model.h"
 #include "zero/gpt2/units.h"
@@ -159,10 +160,11 @@ RankPlan plan_rank(const PlanSetup& setup, int world_size, int rank) {
   PlanningCommunicator communicator(rank, world_size, {}, context->make_stream("communication"));
   std::vector<std::size_t> sizes;
   {
-    // The trainer's engine (train()): the config's options and optimizer. The lr schedule
-    // allocates nothing and is left out.
-    Engine engine(setup.engine, communicator, optim::make_optimizer(setup.engine.optimizer),
-                  nullptr, context.get());
+    // The trainer's engine (train()): the config's options, optimizer and schedule, on the
+    // planning context (nvme regions are recorded, no store is made).
+    const std::unique_ptr<Engine> engine_owner =
+        make_engine(setup.engine, communicator, {.context = context.get()});
+    Engine& engine = *engine_owner;
     const int accumulation = setup.engine.gradient_accumulation_steps;
     if (setup.model) {
       const gpt2::GPT2Config& config = *setup.model;

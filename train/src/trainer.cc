@@ -28,6 +28,7 @@
 #include "zero/core/memory_ledger.h"
 #include "zero/engine/engine.h"
 #include "zero/engine/memory_formula.h"
+#include "zero/factory/engine_factory.h"
 #include "zero/gpt2/config.h"
 #include "zero/gpt2/model.h"
 #include "zero/optim/lr_schedules.h"
@@ -181,9 +182,8 @@ void Trainer::build_engine() {
                              total_steps_)
           : optim::make_lr_schedule(options.scheduler, options.optimizer.lr);
   schedule_name_ = schedule->name();
-  engine_ =
-      std::make_unique<Engine>(options, communicator_, optim::make_optimizer(options.optimizer),
-                               std::move(schedule), device_.get());
+  engine_ = make_engine(options, communicator_,
+                        {.context = device_.get(), .schedule = std::move(schedule)});
 }
 
 void Trainer::print_run() const {

@@ -7,13 +7,13 @@
 #include <sstream>
 
 #include "call_check.h"
+#include "zero/core/abort_hooks.h"
 #include "zero/core/cpu_stream.h"
 #include "zero/core/device.h"
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
 #include "zero/core/logging.h"
-#include "zero/core/swap_store.h"
 
 namespace zero {
 
@@ -289,7 +289,7 @@ std::unique_ptr<Communicator> make_mpi_communicator(CommOptions) {
 }
 
 void abort_job(int exit_code) {
-  remove_swap_directories();  // the NVMe swap files of this process (no destructors run)
+  run_abort_hooks();  // e.g. the NVMe swap files of this process (no destructors run)
   detail::abort_gloo_peers(exit_code);
   std::_Exit(exit_code);
 }

@@ -38,10 +38,10 @@
 #include "reduce.h"
 #include "tcp_store.h"
 #include "zero/comm/communicator.h"
+#include "zero/core/abort_hooks.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
 #include "zero/core/logging.h"
-#include "zero/core/swap_store.h"
 
 namespace zero {
 namespace {
@@ -164,7 +164,7 @@ struct SharedStore {
       while (Clock::now() < deadline && client->add(abort_key + "_seen", 0) < world_size - 1)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    remove_swap_directories();  // the NVMe swap files of this process
+    run_abort_hooks();  // e.g. the NVMe swap files of this process
     std::_Exit(code);
   }
 };

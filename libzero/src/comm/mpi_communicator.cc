@@ -23,8 +23,8 @@
 #include "call_check.h"
 #include "reduce.h"
 #include "zero/comm/communicator.h"
+#include "zero/core/abort_hooks.h"
 #include "zero/core/error.h"
-#include "zero/core/swap_store.h"
 
 namespace zero {
 namespace {
@@ -341,7 +341,7 @@ std::unique_ptr<Communicator> make_mpi_communicator(CommOptions options) {
 }
 
 void abort_job(int exit_code) {
-  remove_swap_directories();  // the NVMe swap files of this process (no destructors run)
+  run_abort_hooks();  // e.g. the NVMe swap files of this process (no destructors run)
   detail::abort_gloo_peers(exit_code);
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

@@ -26,11 +26,11 @@
 #include <thread>
 #include <vector>
 
-#include "../cuda/cuda_check.h"
 #include "../cuda/cuda_stream.h"
 #include "call_check.h"
 #include "tcp_store.h"
 #include "zero/comm/communicator.h"
+#include "zero/core/cuda_check.h"
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
 

@@ -15,7 +15,7 @@
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
 #include "zero/core/logging.h"
-#include "zero/engine/optimizer.h"
+#include "zero/core/optimizer.h"
 
 namespace zero {
 namespace {

@@ -2,7 +2,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "cuda_check.h"
+#include "zero/core/cuda_check.h"
 #include "zero/core/cuda_ops.h"
 
 namespace zero {

@@ -8,10 +8,10 @@
 #include <mutex>
 
 #include "cuda_allocators.h"
-#include "cuda_check.h"
 #include "cuda_kernels.h"
 #include "cuda_optimizer.h"
 #include "cuda_stream.h"
+#include "zero/core/cuda_check.h"
 #include "zero/core/cuda_ops.h"
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"

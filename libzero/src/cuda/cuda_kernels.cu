@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "cuda_check.h"
 #include "cuda_kernels.h"
+#include "zero/core/cuda_check.h"
 
 namespace zero::cuda {
 namespace {

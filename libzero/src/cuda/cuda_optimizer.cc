@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "cuda_check.h"
 #include "optimizer_kernels.h"
+#include "zero/core/cuda_check.h"
 #include "zero/core/cuda_ops.h"
 #include "zero/core/error.h"
 

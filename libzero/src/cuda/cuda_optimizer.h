@@ -7,8 +7,8 @@
 #include <span>
 
 #include "zero/core/allocator.h"
+#include "zero/core/optimizer.h"
 #include "zero/core/stream.h"
-#include "zero/engine/optimizer.h"
 
 namespace zero::cuda {
 

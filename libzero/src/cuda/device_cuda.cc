@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "cuda_allocators.h"
-#include "cuda_check.h"
 #include "zero/core/allocator.h"
+#include "zero/core/cuda_check.h"
 #include "zero/core/cuda_ops.h"
 #include "zero/core/device.h"
 

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "cuda_check.h"
 #include "optimizer_kernels.h"
+#include "zero/core/cuda_check.h"
 
 namespace zero::cuda {
 namespace {

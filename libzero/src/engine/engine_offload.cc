@@ -21,9 +21,6 @@
 
 namespace zero {
 
-// The default store for `device: nvme` (engine_swap_default.cc).
-SwapStoreFactory default_swap_store_factory();
-
 namespace {
 
 std::size_t round_up(std::size_t value, std::size_t alignment) {
@@ -77,9 +74,13 @@ void Engine::Impl::create_swap_stores() {
     store_options.rank = rank;
     store_options.aio = options.aio;
     store_options.ledger = &ctx.ledger();
-    const SwapStoreFactory factory = swap_factory ? swap_factory : default_swap_store_factory();
+    ZERO_CHECK(swap_factory, "engine (rank ", rank, "/", world, ") zero_optimization.", key,
+               ".device is \"nvme\" but the engine has no swap store factory: build the engine "
+               "with zero::make_engine (zero/factory/engine_factory.h, target zero::factory), or "
+               "call engine.set_swap_store_factory(zero::make_nvme_swap_store) "
+               "(zero/offload/nvme_swap_store.h, target zero::offload) before initialize()");
     try {
-      std::unique_ptr<SwapStore> store = factory(store_options);
+      std::unique_ptr<SwapStore> store = swap_factory(store_options);
       ZERO_CHECK(store != nullptr, "the swap store factory returned no store");
       return store;
     } catch (const Error& error) {

@@ -30,7 +30,12 @@ EngineOptionsResult engine_options_from_config(const config::DeepSpeedConfig& co
   options.grad_accum_dtype = config.grad_accum_dtype;
 
   // Offload: state_policy() says where each state lives; validate() checks the combinations.
-  options.aio = config.aio;
+  options.aio = AioSettings{.block_size = config.aio.block_size,
+                            .queue_depth = config.aio.queue_depth,
+                            .intra_op_parallelism = config.aio.intra_op_parallelism,
+                            .single_submit = config.aio.single_submit,
+                            .overlap_events = config.aio.overlap_events,
+                            .use_gds = config.aio.use_gds};
   if (zero_config.offload_param.device != config::OffloadDevice::kNone && zero_config.stage != 3)
     result.warnings.push_back("zero_optimization.offload_param.device " +
                               std::string(config::name_of(zero_config.offload_param.device)) +

@@ -203,8 +203,9 @@ std::string choose_backend(const LaunchInfo& launch,
 std::unique_ptr<Communicator> make_communicator(
     DeviceKind buffers, CommOptions options = CommOptions::from_environment());
 
-// Ends every rank of the job: MPI_Abort when MPI is running (so no peer is left waiting in a
-// collective), otherwise exit. Never returns.
+// Ends every rank of the job: runs this process's abort hooks (zero/core/abort_hooks.h), then
+// MPI_Abort when MPI is running (so no peer is left waiting in a collective), otherwise exit.
+// Never returns.
 [[noreturn]] void abort_job(int exit_code);
 
 // Finalises MPI if zero initialised it; call once at the end of main on every rank.

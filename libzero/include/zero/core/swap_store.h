@@ -1,8 +1,9 @@
 // SwapStore: one rank's fixed-size regions on a slower tier (ZeRO-Infinity's NVMe swap), read and
 // written asynchronously between host buffers and per-rank files. The engine's offload (optimizer
-// state and stage-3 parameter shards with `device: nvme`) moves its tiles through it; the NVMe
-// implementation (liburing, aligned O_DIRECT I/O, the DeepSpeed "aio" section) is
-// make_nvme_swap_store().
+// state and stage-3 parameter shards with `device: nvme`) moves its tiles through it, making its
+// stores with the SwapStoreFactory it was given (Engine::set_swap_store_factory). The NVMe
+// implementation (liburing, aligned O_DIRECT I/O) is zero::offload's make_nvme_swap_store()
+// (zero/offload/nvme_swap_store.h); zero::make_engine (zero/factory/engine_factory.h) installs it.
 //
 // Contract:
 // - Regions are declared with add_region() before their first I/O; the file space is reserved at
@@ -20,10 +21,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 
-#include "zero/config/ds_config.h"
 #include "zero/core/memory_ledger.h"
 
 namespace zero {
@@ -51,20 +52,27 @@ class SwapStore {
   virtual const std::filesystem::path& directory() const = 0;
 };
 
+// The I/O settings of a store (DeepSpeed's "aio" section, mapped from the config where it is read:
+// engine_options_from_config). How each maps to liburing: offload/src/nvme_swap_store.cc.
+struct AioSettings {
+  std::int64_t block_size = 1'048'576;    // bytes per request
+  std::int64_t queue_depth = 8;           // requests in flight per ring
+  std::int64_t intra_op_parallelism = 1;  // rings (and threads); DeepSpeed's old name thread_count
+  bool single_submit = false;
+  bool overlap_events = true;
+  bool use_gds = false;  // GPUDirect Storage: not supported, ignored with a warning
+};
+
+// What a store is made from: one per nvme_path in use on a rank.
 struct NvmeSwapOptions {
   std::filesystem::path nvme_path;  // the config's nvme_path; must exist and be writable
   int rank = 0;
-  config::AioConfig aio;
+  AioSettings aio;
   MemoryLedger* ledger = nullptr;  // records the regions under MemorySpace::kNvme
 };
 
-// Creates <nvme_path>/zero_swap_rank<rank>_<pid>/ and its files. Throws zero::Error naming the path
-// when it is missing, not a directory, read-only, or on a filesystem without O_DIRECT.
-std::unique_ptr<SwapStore> make_nvme_swap_store(const NvmeSwapOptions& options);
-
-// Removes the swap folders of every live store of this process, for a process about to end
-// without unwinding (std::_Exit after an error, abort_job): destructors and exit() do it already.
-// The stores must not be used afterwards. Never throws.
-void remove_swap_directories() noexcept;
+// Makes the SwapStore for `device: nvme` offload, or throws zero::Error naming the path and what
+// is wrong with it.
+using SwapStoreFactory = std::function<std::unique_ptr<SwapStore>(const NvmeSwapOptions&)>;
 
 }  // namespace zero

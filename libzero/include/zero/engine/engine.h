@@ -37,10 +37,6 @@ namespace zero {
 using UnitId = int;
 class Engine;
 
-// Makes the SwapStore that holds offloaded state with `device: nvme` (one per nvme_path in use).
-// The engine's default is make_nvme_swap_store (zero/core/swap_store.h); tests inject a double.
-using SwapStoreFactory = std::function<std::unique_ptr<SwapStore>(const NvmeSwapOptions&)>;
-
 // Fills a unit's tensors with initial values: called once per tensor with its slot and its
 // (num_elements) values. Must give the same values on every rank (rank 0's are broadcast).
 using InitFunction = std::function<void(const TensorSlot& slot, std::span<float> values)>;
@@ -139,8 +135,11 @@ class Engine {
                        std::vector<float> initial_values);  // num_elements() values
   // Allocates every buffer and initialises the parameters; runs on first use if not called.
   void initialize();
-  // The swap stores for `device: nvme` offload come from `factory` (before initialize()); by
-  // default from make_nvme_swap_store. A planning context records the regions without a store.
+  // The swap stores for `device: nvme` offload come from `factory` (SwapStoreFactory,
+  // zero/core/swap_store.h; set before initialize()). The engine has no default: zero::make_engine
+  // (zero/factory/engine_factory.h) installs zero::offload's NVMe store, tests a double; an engine
+  // with nvme offload and no factory throws at initialize(), saying so. A planning context
+  // records the regions without a store (and needs no factory).
   void set_swap_store_factory(SwapStoreFactory factory);
 
   // All ranks, same order (stage 3 all-gathers; other stages return the resident parameters).

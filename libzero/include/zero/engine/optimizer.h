@@ -1,97 +1,14 @@
 // The interfaces through which the engine drives an optimizer and a learning-rate schedule
-// (implemented in optim/, zero::optim), so libzero never depends on optim.
+// (implemented in optim/, zero::optim), so libzero never depends on optim: zero::Optimizer (in the
+// core, zero/core/optimizer.h, since the device layer runs its step) and zero::LrSchedule.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <optional>
-#include <span>
-#include <string>
 #include <string_view>
-#include <vector>
 
-#include "zero/core/dtype.h"
+#include "zero/core/optimizer.h"
 
 namespace zero {
-
-// One tensor's piece of a shard chunk: elements [offset, offset + size) of the chunk belong to
-// tensor `tensor` (an index shared by every rank, so per-tensor sums can be all-reduced).
-struct TensorSegment {
-  std::size_t offset_elements = 0;
-  std::size_t num_elements = 0;
-  int tensor = 0;
-};
-
-// A contiguous piece of this rank's fp32 shard: master parameters, reduced gradients and the
-// optimizer's state (`states_per_element` × num_elements floats, state k at k·num_elements).
-struct ShardChunk {
-  float* params = nullptr;
-  const float* grads = nullptr;
-  float* state = nullptr;
-  std::size_t num_elements = 0;
-  std::vector<TensorSegment> segments;  // ordered, covering the chunk's non-padding elements
-  // Optional fusions. 16-bit gradients read in place of `grads` (which is then null), widened to
-  // fp32 before OptimizerStep::grad_scale is applied: resolved by DeviceContext::optimizer_step
-  // (the CUDA kernels read them in their pass; the CPU context widens them first, Optimizer::step
-  // reads only `grads`).
-  const void* grads_16bit = nullptr;
-  DType grads_16bit_dtype = DType::kBFloat16;
-  // A 16-bit copy of the updated parameters (bf16 or fp16, rounded as zero::convert), e.g. the
-  // compute copy, written by the optimizer in the same pass as the update (optim/'s kernels and
-  // the CUDA ones): all num_elements (for Lamb, the padding it does not update too). Null: none.
-  void* params_16bit = nullptr;
-  DType params_16bit_dtype = DType::kBFloat16;
-};
-
-// Everything one optimizer step needs besides the shard.
-struct OptimizerStep {
-  std::int64_t step = 1;  // 1 for the first step taken (bias correction)
-  double lr = 0.0;
-  double beta1 = 0.0;       // current beta1 (OneCycle may cycle it); ignored by SGD
-  double grad_scale = 1.0;  // multiply every gradient by this first (unscale and clip)
-  int num_tensors = 0;      // tensors across all units (the TensorSegment index space)
-  // Sums `count` floats element-wise over all ranks that hold shards, in place. Identity when
-  // the shard is not partitioned (stage 0). Every rank calls it the same number of times.
-  std::function<void(float* values, std::size_t count)> all_reduce_sum;
-};
-
-// An optimizer's update rule and fixed hyperparameters, for device backends that run the step as
-// their own fused kernel (CUDA). The per-step values (lr, beta1, step, grad_scale) come from
-// OptimizerStep. The arithmetic is optim/'s CPU kernels' (zero/optim/kernels.h), the oracle.
-struct OptimizerRule {
-  enum class Kind { kAdam, kSgd, kLamb };
-  Kind kind = Kind::kAdam;
-  double beta2 = 0.999;         // Adam, Lamb
-  double eps = 1e-8;            // Adam, Lamb
-  double weight_decay = 0.0;    // all
-  bool adam_w_mode = true;      // Adam: decoupled decay (AdamW) vs L2 in the gradient
-  bool bias_correction = true;  // Adam, Lamb
-  double momentum = 0.0;        // SGD (0: no momentum buffer)
-  double dampening = 0.0;       // SGD
-  bool nesterov = false;        // SGD
-  double max_coeff = 10.0;      // Lamb: trust ratio clamp
-  double min_coeff = 0.01;      // Lamb
-};
-
-// An optimizer over flat fp32 shards. step() is called once per taken step on every rank with
-// the rank's chunks (all units' shards); it updates params and state in place (and a chunk's
-// params_16bit when set).
-class Optimizer {
- public:
-  virtual ~Optimizer() = default;
-  virtual std::string_view name() const = 0;
-  // fp32 state values kept per parameter element (Adam: 2, SGD with momentum: 1, SGD: 0).
-  virtual int states_per_element() const = 0;
-  // Names of the state slices, in order ("exp_avg", "exp_avg_sq"), for checkpoints.
-  virtual std::vector<std::string> state_names() const = 0;
-  virtual double lr() const = 0;     // the configured (base) learning rate
-  virtual double beta1() const = 0;  // the configured beta1 (0 where it has none)
-  // The rule a device backend runs as its own kernel; nullopt for an optimizer with host code
-  // only (a device backend then refuses it, naming it).
-  virtual std::optional<OptimizerRule> rule() const { return std::nullopt; }
-  virtual void step(std::span<ShardChunk> chunks, const OptimizerStep& step) = 0;
-};
 
 // A learning-rate schedule with DeepSpeed's stepping: step() is called after every taken
 // optimizer step (never after a skipped one); lr() is the rate the next optimizer step uses.

@@ -7,14 +7,16 @@
 
 #include "zero/config/ds_config.h"
 #include "zero/core/dtype.h"
+#include "zero/core/swap_store.h"
 
 namespace zero {
 
 // The ZeRO engine's settings. The "zero_optimization" section IS the config's struct (EngineOptions
 // derives from config::ZeroOptimizationConfig: options.stage, options.reduce_bucket_size, ...),
 // and "fp16", "bf16", "optimizer" and "scheduler" are the config's structs, so every DeepSpeed
-// setting is declared once (zero/config/ds_config.h) and from_config assigns sections. Sizes are in
-// elements, as in DeepSpeed; a bucket size of 0 means the smallest bucket (one alignment quantum).
+// setting is declared once (zero/config/ds_config.h) and from_config assigns sections ("aio" alone
+// is mapped, into the swap store's settings). Sizes are in elements, as in DeepSpeed; a bucket
+// size of 0 means the smallest bucket (one alignment quantum).
 struct EngineOptions : config::ZeroOptimizationConfig {
   // The library default overlaps communication at every stage (a resolved DeepSpeed config says
   // true for stage 3 and false otherwise unless set).
@@ -40,8 +42,9 @@ struct EngineOptions : config::ZeroOptimizationConfig {
   // eps 1e-8, no weight decay); the default scheduler is none (the optimizer's lr throughout).
   config::OptimizerConfig optimizer{.type = config::OptimizerType::kAdamW};
   config::SchedulerConfig scheduler;
-  // "aio": the NVMe swap store's I/O settings (offload_optimizer / offload_param device nvme).
-  config::AioConfig aio;
+  // "aio": the NVMe swap store's I/O settings (offload_optimizer / offload_param device nvme), in
+  // the store's own struct (zero/core/swap_store.h), mapped from the config's by from_config.
+  AioSettings aio;
   // Not a DeepSpeed key: shards are padded to world_size × alignment_elements (64-byte shards in
   // fp32).
   std::size_t alignment_elements = 16;

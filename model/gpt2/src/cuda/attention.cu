@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cuda_check.h"
 #include "layers_cuda.h"
+#include "zero/core/cuda_check.h"
 
 namespace zero::gpt2::cuda {
 namespace {

@@ -5,6 +5,7 @@
 // a training step repeats a few dozen problems, and the heuristic query costs more host time
 // than the launch.
 #include <cublasLt.h>
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <array>
@@ -16,8 +17,8 @@
 #include <tuple>
 #include <utility>
 
-#include "cuda_check.h"
 #include "layers_cuda.h"
+#include "zero/core/cuda_check.h"
 
 namespace zero::gpt2::cuda {
 namespace {

@@ -7,8 +7,8 @@
 #include <numeric>
 #include <vector>
 
-#include "cuda_check.h"
 #include "layers_cuda.h"
+#include "zero/core/cuda_check.h"
 
 namespace zero::gpt2::cuda {
 namespace {

@@ -1,7 +1,8 @@
-// Check wrappers for CUDA runtime, cuBLAS, cuDNN and NCCL status codes (internal).
+// ZERO_CUDA_CHECK(call): throws zero::Error naming a CUDA runtime call that failed and its error.
+// Internal to zero's CUDA sources (libzero's device layer, the GPT-2 kernels), installed so every
+// target above the core shares this one definition. It includes no CUDA header (public headers
+// never do): the CUDA source that expands it has <cuda_runtime.h> already.
 #pragma once
-
-#include <cuda_runtime.h>
 
 #include "zero/core/error.h"
 

@@ -14,6 +14,8 @@
 // - overlap_events: true refills a ring as soon as any request completes (submission overlaps
 //   completion); false submits a batch, waits for all of it, then submits the next.
 // - use_gds: GPUDirect Storage is not supported (no GPU path): ignored with a warning.
+#include "zero/offload/nvme_swap_store.h"
+
 #include <fcntl.h>
 #include <liburing.h>
 #include <sys/stat.h>
@@ -41,7 +43,6 @@
 #include "swap_directory.h"
 #include "zero/core/error.h"
 #include "zero/core/logging.h"
-#include "zero/core/swap_store.h"
 
 namespace zero {
 namespace {
@@ -105,7 +106,7 @@ constexpr std::uint64_t kCancelTag = ~std::uint64_t{0};
 // One io_uring and the thread that drives it.
 class RingWorker {
  public:
-  RingWorker(NvmeSwapStore& store, int index, const config::AioConfig& aio);
+  RingWorker(NvmeSwapStore& store, int index, const AioSettings& aio);
   ~RingWorker();
   RingWorker(const RingWorker&) = delete;
   RingWorker& operator=(const RingWorker&) = delete;
@@ -189,7 +190,7 @@ class NvmeSwapStore final : public SwapStore {
 
 // ---- RingWorker ----
 
-RingWorker::RingWorker(NvmeSwapStore& store, int index, const config::AioConfig& aio)
+RingWorker::RingWorker(NvmeSwapStore& store, int index, const AioSettings& aio)
     : store_(store),
       index_(index),
       queue_depth_(static_cast<unsigned>(aio.queue_depth)),
@@ -403,7 +404,7 @@ NvmeSwapStore::NvmeSwapStore(const NvmeSwapOptions& options)
       directory_(options.nvme_path, options.rank),
       store_index_(g_store_counter.fetch_add(1)),
       timeout_(timeout_from_environment()) {
-  const config::AioConfig& aio = options.aio;
+  const AioSettings& aio = options.aio;
   const std::size_t alignment = directory_.alignment();
   ZERO_CHECK(aio.block_size > 0 && aio.block_size <= (std::int64_t{1} << 30) &&
                  static_cast<std::size_t>(aio.block_size) % alignment == 0,

@@ -17,9 +17,10 @@
 #include <sstream>
 #include <system_error>
 
+#include "zero/core/abort_hooks.h"
 #include "zero/core/error.h"
 #include "zero/core/logging.h"
-#include "zero/core/swap_store.h"
+#include "zero/offload/nvme_swap_store.h"
 
 namespace zero::detail {
 namespace {
@@ -71,6 +72,7 @@ bool register_user(const fs::path& directory) {
   Registry& reg = registry();
   std::lock_guard lock(reg.mutex);
   if (!reg.atexit_installed) {
+    add_abort_hook(remove_swap_directories);  // abort_job() ends the process with std::_Exit
     std::atexit(remove_live_directories_at_exit);
     reg.atexit_installed = true;
   }

@@ -1,6 +1,6 @@
 // make_nvme_swap_store() in a build without liburing: a clear error naming the package.
 #include "zero/core/error.h"
-#include "zero/core/swap_store.h"
+#include "zero/offload/nvme_swap_store.h"
 
 namespace zero {
 

@@ -1,5 +1,5 @@
 // The folder a rank's swap files live in: checks on nvme_path, the direct-I/O probe and alignment,
-// and removal at destruction or at exit. Private to libzero (the NVMe swap store and its tests).
+// and removal at destruction, exit or abort. Private to zero::offload (the store and its tests).
 #pragma once
 
 #include <cstddef>
