@@ -253,6 +253,39 @@ Summary summarize(std::vector<double> values) {
   return summary;
 }
 
+// What runs, on rank 0's stdout: the command, the world, the model, the buckets, the schedule.
+void print_header(const BenchFlags& flags, zero::Communicator& comm,
+                  const zero::gpt2::GPT2Config& config, int argc, char** argv) {
+  const int world = comm.world_size();
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  const char* threads = std::getenv("OMP_NUM_THREADS");
+  std::printf("zero_stage_bench: %s\n", command.c_str());
+  std::printf("world %d (%s), OMP_NUM_THREADS=%s\n", world, std::string(comm.backend()).c_str(),
+              threads ? threads : "(unset)");
+  std::printf(
+      "GPT-2: L=%lld C=%lld NH=%lld V=%lld (Vp=%lld) T=%lld, %lld parameters (%.2fM); B=%lld "
+      "rows per rank, dropout %g, fp32, AdamW, clip 1.0\n",
+      static_cast<long long>(config.n_layer), static_cast<long long>(config.n_embd),
+      static_cast<long long>(config.n_head), static_cast<long long>(config.vocab_size),
+      static_cast<long long>(config.padded_vocab_size()),
+      static_cast<long long>(config.n_positions), static_cast<long long>(config.num_parameters()),
+      static_cast<double>(config.num_parameters()) / 1e6,
+      static_cast<long long>(flags.micro_batch_size), config.resid_pdrop);
+  std::printf(
+      "buckets (elements): reduce %lld, stage3 prefetch %lld, max live %lld, persistence %lld\n",
+      static_cast<long long>(flags.reduce_bucket_size),
+      static_cast<long long>(flags.stage3_prefetch_bucket_size),
+      static_cast<long long>(flags.stage3_max_live_parameters),
+      static_cast<long long>(flags.stage3_param_persistence_threshold));
+  std::printf(
+      "measure: %lld warm-up steps each, then %lld rounds x %lld steps per "
+      "configuration, order rotating each round\n",
+      static_cast<long long>(flags.warmup), static_cast<long long>(flags.rounds),
+      static_cast<long long>(flags.steps));
+  std::fflush(stdout);
+}
+
 int run(const BenchFlags& flags, zero::Communicator& comm, int argc, char** argv) {
   const int rank = comm.rank(), world = comm.world_size();
   const bool print = rank == 0;
@@ -264,35 +297,7 @@ int run(const BenchFlags& flags, zero::Communicator& comm, int argc, char** argv
   config.n_head = flags.n_head;
   config.validate();
 
-  if (print) {
-    std::string command;
-    for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
-    const char* threads = std::getenv("OMP_NUM_THREADS");
-    std::printf("zero_stage_bench: %s\n", command.c_str());
-    std::printf("world %d (%s), OMP_NUM_THREADS=%s\n", world, std::string(comm.backend()).c_str(),
-                threads ? threads : "(unset)");
-    std::printf(
-        "GPT-2: L=%lld C=%lld NH=%lld V=%lld (Vp=%lld) T=%lld, %lld parameters (%.2fM); B=%lld "
-        "rows per rank, dropout %g, fp32, AdamW, clip 1.0\n",
-        static_cast<long long>(config.n_layer), static_cast<long long>(config.n_embd),
-        static_cast<long long>(config.n_head), static_cast<long long>(config.vocab_size),
-        static_cast<long long>(config.padded_vocab_size()),
-        static_cast<long long>(config.n_positions), static_cast<long long>(config.num_parameters()),
-        static_cast<double>(config.num_parameters()) / 1e6,
-        static_cast<long long>(flags.micro_batch_size), config.resid_pdrop);
-    std::printf(
-        "buckets (elements): reduce %lld, stage3 prefetch %lld, max live %lld, persistence %lld\n",
-        static_cast<long long>(flags.reduce_bucket_size),
-        static_cast<long long>(flags.stage3_prefetch_bucket_size),
-        static_cast<long long>(flags.stage3_max_live_parameters),
-        static_cast<long long>(flags.stage3_param_persistence_threshold));
-    std::printf(
-        "measure: %lld warm-up steps each, then %lld rounds x %lld steps per "
-        "configuration, order rotating each round\n",
-        static_cast<long long>(flags.warmup), static_cast<long long>(flags.rounds),
-        static_cast<long long>(flags.steps));
-    std::fflush(stdout);
-  }
+  if (print) print_header(flags, comm, config, argc, argv);
 
   // Activations and scratch of all four models: one ledger outside the engines'.
   zero::MemoryLedger activation_ledger;

@@ -21,6 +21,7 @@ packages=(
   python3 python3-venv python3-numpy python3-regex  # python3-regex: tests/golden/gpt2_tokenizer_reference.py
   fortunes  # the demo corpus: /usr/share/games/fortunes (scripts/demo.sh, `zero train`)
   gnuplot-nox  # `zero train`: output_dir/loss.svg (skipped with a warning without it)
+  universal-ctags  # scripts/check_lengths.sh (ctest code_lengths): function spans
 )
 if [ "${ZERO_SETUP_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi
 

@@ -53,6 +53,34 @@ int free_port() {
 
 }  // namespace
 
+// Waits for every child until `timeout_s` has passed, then kills those still running (SIGKILL)
+// and reaps them; status[r] is child r's wait status. False when some child had to be killed.
+bool wait_all(const std::vector<pid_t>& children, double timeout_s, std::vector<int>& status) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
+  std::size_t running = children.size();
+  while (running > 0) {
+    for (std::size_t r = 0; r < children.size(); ++r) {
+      if (status[r] != -1) continue;
+      int s = 0;
+      if (::waitpid(children[r], &s, WNOHANG) == children[r]) {
+        status[r] = s;
+        --running;
+      }
+    }
+    if (running == 0) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      for (std::size_t r = 0; r < children.size(); ++r)
+        if (status[r] == -1) ::kill(children[r], SIGKILL);
+      for (std::size_t r = 0; r < children.size(); ++r)
+        if (status[r] == -1) ::waitpid(children[r], &status[r], 0);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
 int main(int argc, char** argv) {
   std::string env = "torchrun", python;
   bool standalone = false;
@@ -128,31 +156,8 @@ int main(int argc, char** argv) {
     children.push_back(pid);
   }
 
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<long>(timeout_s * 1000));
   std::vector<int> status(children.size(), -1);
-  std::size_t running = children.size();
-  bool timed_out = false;
-  while (running > 0) {
-    for (std::size_t r = 0; r < children.size(); ++r) {
-      if (status[r] != -1) continue;
-      int s = 0;
-      if (::waitpid(children[r], &s, WNOHANG) == children[r]) {
-        status[r] = s;
-        --running;
-      }
-    }
-    if (running == 0) break;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      timed_out = true;
-      for (std::size_t r = 0; r < children.size(); ++r)
-        if (status[r] == -1) ::kill(children[r], SIGKILL);
-      for (std::size_t r = 0; r < children.size(); ++r)
-        if (status[r] == -1) ::waitpid(children[r], &status[r], 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const bool timed_out = !wait_all(children, timeout_s, status);
   if (timed_out) {
     std::fprintf(stderr, "launch_ranks: ranks still running after %g s were killed (a hang)\n",
                  timeout_s);

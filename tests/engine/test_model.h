@@ -158,50 +158,7 @@ class TinyStack {
       p.release();
       engine.reduce_grads(units_[K + 1]);
     }
-    for (int k = K - 1; k >= 0; --k) {
-      GatheredUnit p = engine.gather(units_[1 + k]);
-      auto w1 = p.tensor("w1"), w2 = p.tensor("w2");
-      GradientBuffer g = engine.grads(units_[1 + k]);
-      auto gw1 = g.tensor("w1"), gb1 = g.tensor("b1"), gw2 = g.tensor("w2"), gb2 = g.tensor("b2");
-      // h[k+1] = h[k] + W2 a + b2, a = tanh(W1 h[k] + b1).
-      std::vector<double> da(B * H, 0.0), dz(B * H), dh_in(dh_);
-      for (int j = 0; j < H; ++j) {
-        double sb = 0.0;
-        for (int r = 0; r < B; ++r) sb += dh_[r * H + j];
-        gb2[j] += static_cast<float>(sb);
-        for (int i = 0; i < H; ++i) {
-          double sw = 0.0;
-          for (int r = 0; r < B; ++r) sw += dh_[r * H + j] * a[k][r * H + i];
-          gw2[j * H + i] += static_cast<float>(sw);
-        }
-      }
-      for (int r = 0; r < B; ++r)
-        for (int i = 0; i < H; ++i) {
-          double s = 0.0;
-          for (int j = 0; j < H; ++j) s += dh_[r * H + j] * w2[j * H + i];
-          const double act = a[k][r * H + i];
-          dz[r * H + i] = s * (1.0 - act * act);
-        }
-      for (int j = 0; j < H; ++j) {
-        double sb = 0.0;
-        for (int r = 0; r < B; ++r) sb += dz[r * H + j];
-        gb1[j] += static_cast<float>(sb);
-        for (int i = 0; i < H; ++i) {
-          double sw = 0.0;
-          for (int r = 0; r < B; ++r) sw += dz[r * H + j] * h[k][r * H + i];
-          gw1[j * H + i] += static_cast<float>(sw);
-        }
-      }
-      for (int r = 0; r < B; ++r)
-        for (int i = 0; i < H; ++i) {
-          double s = 0.0;
-          for (int j = 0; j < H; ++j) s += dz[r * H + j] * w1[j * H + i];
-          dh_in[r * H + i] += s;
-        }
-      dh_ = std::move(dh_in);
-      p.release();
-      engine.reduce_grads(units_[1 + k]);
-    }
+    for (int k = K - 1; k >= 0; --k) backward_block(engine, k, B, h[k], a[k]);
     {
       GatheredUnit p = engine.gather(units_[0]);
       GradientBuffer g = engine.grads(units_[0]);
@@ -225,6 +182,55 @@ class TinyStack {
       engine.reduce_grads(units_[0]);
     }
     return loss;
+  }
+
+  // Backward of residual block k: h[k+1] = h[k] + W2 a + b2, a = tanh(W1 h[k] + b1); dh_ holds
+  // d h[k+1] on entry and d h[k] on return; the block's gradients are reduced.
+  void backward_block(Engine& engine, int k, int B, const std::vector<double>& h_k,
+                      const std::vector<double>& a_k) {
+    const int H = shape_.hidden;
+    GatheredUnit p = engine.gather(units_[1 + k]);
+    auto w1 = p.tensor("w1"), w2 = p.tensor("w2");
+    GradientBuffer g = engine.grads(units_[1 + k]);
+    auto gw1 = g.tensor("w1"), gb1 = g.tensor("b1"), gw2 = g.tensor("w2"), gb2 = g.tensor("b2");
+    // h[k+1] = h_k + W2 a + b2, a = tanh(W1 h_k + b1).
+    std::vector<double> da(B * H, 0.0), dz(B * H), dh_in(dh_);
+    for (int j = 0; j < H; ++j) {
+      double sb = 0.0;
+      for (int r = 0; r < B; ++r) sb += dh_[r * H + j];
+      gb2[j] += static_cast<float>(sb);
+      for (int i = 0; i < H; ++i) {
+        double sw = 0.0;
+        for (int r = 0; r < B; ++r) sw += dh_[r * H + j] * a_k[r * H + i];
+        gw2[j * H + i] += static_cast<float>(sw);
+      }
+    }
+    for (int r = 0; r < B; ++r)
+      for (int i = 0; i < H; ++i) {
+        double s = 0.0;
+        for (int j = 0; j < H; ++j) s += dh_[r * H + j] * w2[j * H + i];
+        const double act = a_k[r * H + i];
+        dz[r * H + i] = s * (1.0 - act * act);
+      }
+    for (int j = 0; j < H; ++j) {
+      double sb = 0.0;
+      for (int r = 0; r < B; ++r) sb += dz[r * H + j];
+      gb1[j] += static_cast<float>(sb);
+      for (int i = 0; i < H; ++i) {
+        double sw = 0.0;
+        for (int r = 0; r < B; ++r) sw += dz[r * H + j] * h_k[r * H + i];
+        gw1[j * H + i] += static_cast<float>(sw);
+      }
+    }
+    for (int r = 0; r < B; ++r)
+      for (int i = 0; i < H; ++i) {
+        double s = 0.0;
+        for (int j = 0; j < H; ++j) s += dz[r * H + j] * w1[j * H + i];
+        dh_in[r * H + i] += s;
+      }
+    dh_ = std::move(dh_in);
+    p.release();
+    engine.reduce_grads(units_[1 + k]);
   }
 
  private:

@@ -112,25 +112,12 @@ inline void download(DeviceContext& context, const void* device, void* host, std
   std::memcpy(host, staging.data(), bytes);
 }
 
-// Runs `steps` steps of `options` on `context` and on the host, comparing params and state
-// (fp32 within 1e-5 relative) and the 16-bit copy (bit for bit against converting the device's
-// own fp32 result) after each step.
-inline void check_device_optimizer(DeviceContext& context, const config::OptimizerConfig& options,
-                                   DType grads_dtype, bool with_copy, DType copy_dtype,
-                                   std::size_t count_a, std::size_t count_b, int steps = 3) {
-  auto device_optimizer = optim::make_optimizer(options);
-  auto host_optimizer = optim::make_optimizer(options);
-  const int states = host_optimizer->states_per_element();
-  std::mt19937 random(static_cast<unsigned>(count_a * 7919 + count_b));
-  std::normal_distribution<float> normal(0.0f, 1.0f);
+// Fills both chunks: tensors chunk 0 = [t0 | t1 | 2 padding], chunk 1 = [t1 | t2 | 1 padding] (t1
+// spans both chunks, so its Lamb norm is summed over two pieces), random parameters and state on
+// the host, and the device buffers (misaligned by chunk.misalign elements) with their copies.
+inline void set_up_chunks(DeviceContext& context, std::vector<ChunkBuffers>& chunks, int states,
+                          std::mt19937& random, std::normal_distribution<float>& normal) {
   Allocator& device = context.allocator(MemorySpace::kDevice);
-
-  std::vector<ChunkBuffers> chunks(2);
-  chunks[0].count = count_a;
-  chunks[1].count = count_b;
-  chunks[1].misalign = 1;
-  // Tensors: chunk 0 = [t0 | t1 | 2 padding], chunk 1 = [t1 | t2 | 1 padding]; t1 spans both
-  // chunks, so its Lamb norm is summed over two pieces.
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     ChunkBuffers& chunk = chunks[c];
     const std::size_t n = chunk.count;
@@ -160,6 +147,25 @@ inline void check_device_optimizer(DeviceContext& context, const config::Optimiz
     upload(context, chunk.state.data(), at<float>(chunk.device_state, chunk.misalign),
            chunk.state.size() * sizeof(float));
   }
+}
+
+// Runs `steps` steps of `options` on `context` and on the host, comparing params and state
+// (fp32 within 1e-5 relative) and the 16-bit copy (bit for bit against converting the device's
+// own fp32 result) after each step.
+inline void check_device_optimizer(DeviceContext& context, const config::OptimizerConfig& options,
+                                   DType grads_dtype, bool with_copy, DType copy_dtype,
+                                   std::size_t count_a, std::size_t count_b, int steps = 3) {
+  auto device_optimizer = optim::make_optimizer(options);
+  auto host_optimizer = optim::make_optimizer(options);
+  const int states = host_optimizer->states_per_element();
+  std::mt19937 random(static_cast<unsigned>(count_a * 7919 + count_b));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+
+  std::vector<ChunkBuffers> chunks(2);
+  chunks[0].count = count_a;
+  chunks[1].count = count_b;
+  chunks[1].misalign = 1;
+  set_up_chunks(context, chunks, states, random, normal);
 
   for (int step = 1; step <= steps; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
