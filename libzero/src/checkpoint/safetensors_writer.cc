@@ -173,7 +173,7 @@ void SafetensorsStreamWriter::write_converted(const std::string& name, const voi
   }
   constexpr std::size_t kChunk = kSafetensorsStreamChunkBytes / sizeof(float);
   std::vector<float> wide(std::min(count, kChunk));
-  std::vector<std::byte> narrow(wide.size() * stored_size);
+  std::vector<std::byte> narrow(stored == DType::kFloat32 ? 0 : wide.size() * stored_size);
   const std::byte* source = static_cast<const std::byte*>(data);
   for (std::size_t done = 0; done < count;) {
     const std::size_t n = std::min(kChunk, count - done);

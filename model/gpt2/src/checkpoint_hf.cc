@@ -1,6 +1,7 @@
 // Hugging Face GPT-2 checkpoints: name mapping, single and sharded safetensors, config.json.
 #include "zero/gpt2/checkpoint_hf.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -242,6 +243,20 @@ void save_hf_checkpoint(const GPT2Config& config, const UnitSource& source,
   std::filesystem::create_directories(folder);
   config.save(folder / "config.json");
   write_hf_weights(config, source, {}, folder, options);
+}
+
+std::size_t hf_save_buffer_bytes(const GPT2Config& config, SaveOptions options) {
+  const std::vector<PlannedTensor> tensors = plan_tensors(config, {}, options);
+  std::size_t largest_header = 0;
+  for (std::size_t file = 0; !tensors.empty() && file <= tensors.back().file; ++file) {
+    std::vector<SafetensorsEntry> entries;
+    for (const PlannedTensor& tensor : tensors)
+      if (tensor.file == file)
+        entries.push_back({tensor.name, safetensors_dtype(options.dtype), tensor.shape});
+    largest_header = std::max(
+        largest_header, safetensors_header(safetensors_layout(entries), {{"format", "pt"}}).size());
+  }
+  return kSafetensorsStreamBufferBytes + largest_header;
 }
 
 void write_hf_weights(const GPT2Config& config, const UnitSource& source,

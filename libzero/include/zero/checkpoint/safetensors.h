@@ -89,10 +89,10 @@ std::vector<SafetensorsTensor> safetensors_layout(const std::vector<SafetensorsE
 std::string safetensors_header(const std::vector<SafetensorsTensor>& tensors,
                                const std::map<std::string, std::string>& metadata);
 
-// Bytes a SafetensorsStreamWriter holds besides its header: a staging buffer for small writes
-// and one for dtype conversion.
+// Bytes a SafetensorsStreamWriter holds besides its header, at most: a staging buffer for small
+// writes, and while converting, one chunk widened to fp32 and its narrowed copy.
 inline constexpr std::size_t kSafetensorsStreamChunkBytes = 1u << 20;
-inline constexpr std::size_t kSafetensorsStreamBufferBytes = 2 * kSafetensorsStreamChunkBytes;
+inline constexpr std::size_t kSafetensorsStreamBufferBytes = 3 * kSafetensorsStreamChunkBytes;
 
 // Writes one safetensors file tensor by tensor without holding its data: the header is computed
 // up front from the entries, each tensor's bytes are appended as they arrive (whole or in pieces,

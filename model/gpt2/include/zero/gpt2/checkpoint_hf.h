@@ -54,6 +54,10 @@ using UnitSource = std::function<void(int unit, const UnitSink& sink)>;
 void save_hf_checkpoint(const GPT2Config& config, const UnitSource& source,
                         const std::filesystem::path& folder, SaveOptions options = {});
 
+// Host bytes the unit-by-unit save holds besides what its source holds for one unit: the
+// writer's buffers (kSafetensorsStreamBufferBytes) and the largest file's header.
+std::size_t hf_save_buffer_bytes(const GPT2Config& config, SaveOptions options = {});
+
 // A tensor written after the body's (the classifier's score.weight), fp32 values.
 struct ExtraTensor {
   std::string name;
