@@ -8,6 +8,7 @@
 #include <map>
 #include <span>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "index_text.h"
@@ -81,6 +82,38 @@ ElementRange written_range(const ShardState& shard, std::size_t num_elements, bo
   return intersect(share, intersect(shard.range, {0, num_elements}));
 }
 
+// Streams one shard file (`pieces[i]` the values of `entries[i]`) through
+// SafetensorsStreamWriter into `path`; returns its size and checksum. ZERO_TEST_SLOW_SAVE_MS (a
+// test hook) sleeps that long with half the data written.
+std::pair<std::uint64_t, std::uint64_t> write_shard_file(
+    const fs::path& path, const std::vector<SafetensorsEntry>& entries,
+    const std::vector<std::span<const float>>& pieces,
+    const std::map<std::string, std::string>& metadata) {
+  SafetensorsStreamWriter file(path, entries, metadata);
+  StreamChecksum checksum;
+  const std::string header = safetensors_header(file.tensors(), metadata);
+  checksum.add(header.data(), header.size());
+  const std::size_t half = (file.file_size_bytes() - header.size()) / 2;
+  std::size_t written = 0;
+  bool slept = false;
+  auto pause_at_half = [&] {
+    if (slept || written < half) return;
+    slept = true;
+    if (const char* slow = std::getenv("ZERO_TEST_SLOW_SAVE_MS"); slow && *slow)
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(slow)));
+  };
+  pause_at_half();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const std::size_t bytes = pieces[i].size() * sizeof(float);
+    file.write(entries[i].name, pieces[i].data(), bytes);
+    checksum.add(pieces[i].data(), bytes);
+    written += bytes;
+    pause_at_half();
+  }
+  file.finish();
+  return {file.file_size_bytes(), checksum.value()};
+}
+
 }  // namespace
 
 CheckpointSave::CheckpointSave(Communicator& communicator, fs::path root, std::string tag)
@@ -130,31 +163,10 @@ void CheckpointSave::write_engine(Engine& engine) {
     }
   }
 
-  const fs::path path = staging_ / shard_file_name(rank, world);
-  SafetensorsStreamWriter file(path, entries, metadata);
-  StreamChecksum checksum;
-  const std::string header = safetensors_header(file.tensors(), metadata);
-  checksum.add(header.data(), header.size());
-  const std::size_t half = (file.file_size_bytes() - header.size()) / 2;
-  std::size_t written = 0;
-  bool slept = false;
-  auto pause_at_half = [&] {  // the test hook: the file half written
-    if (slept || written < half) return;
-    slept = true;
-    if (const char* slow = std::getenv("ZERO_TEST_SLOW_SAVE_MS"); slow && *slow)
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(slow)));
-  };
-  pause_at_half();
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    const std::size_t bytes = pieces[i].size() * sizeof(float);
-    file.write(entries[i].name, pieces[i].data(), bytes);
-    checksum.add(pieces[i].data(), bytes);
-    written += bytes;
-    pause_at_half();
-  }
-  file.finish();
+  const auto [size_bytes, checksum] =
+      write_shard_file(staging_ / shard_file_name(rank, world), entries, pieces, metadata);
 
-  std::vector<std::uint64_t> mine{file.file_size_bytes(), checksum.value()};
+  std::vector<std::uint64_t> mine{size_bytes, checksum};
   mine.insert(mine.end(), ranges.begin(), ranges.end());
   const std::vector<std::uint64_t> all = all_gather_u64(communicator_, mine);
   if (rank != 0) return;
