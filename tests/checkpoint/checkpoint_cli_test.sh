@@ -256,7 +256,8 @@ crash)
     --per_device_train_batch_size 4 --deepspeed z1.json --output_dir run --save_strategy steps \
     --save_steps 10 >crashed.log 2>&1 &
   job=$!
-  shard=run/.tmp-checkpoint-20/zero_shard-00001-of-00002.safetensors
+  # The shard file streams into its .tmp name and is renamed when complete.
+  shard=run/.tmp-checkpoint-20/zero_shard-00001-of-00002.safetensors.tmp
   for _ in $(seq 300); do [ -e "$shard" ] && break; sleep 0.1; done
   [ -e "$shard" ] || { kill "$job"; cat crashed.log; fail "no save of checkpoint-20 began"; }
   victim=""

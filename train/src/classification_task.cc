@@ -6,6 +6,7 @@
 
 #include "prepare.h"
 #include "zero/gpt2/classifier.h"
+#include "zero/gpt2/engine_save.h"
 #include "zero/text/progress.h"
 #include "zero/train/classification_metrics.h"
 
@@ -198,12 +199,8 @@ json ClassificationTask::predict(TrainResult& result) {
   return test_results;
 }
 
-std::unique_ptr<gpt2::GPT2Model> ClassificationTask::save_model(const std::filesystem::path& folder,
-                                                                Allocator& allocator) {
-  std::unique_ptr<gpt2::GPT2Model> whole = gather_model(model_, allocator);
-  const std::vector<float> score = gather_score(model_);
-  if (whole) gpt2::save_classifier_checkpoint(*whole, context_.prepared.head, score, folder);
-  return whole;
+void ClassificationTask::save_model(const std::filesystem::path& folder) {
+  gpt2::save_classifier_checkpoint(model_, folder);
 }
 
 }  // namespace zero::train::detail

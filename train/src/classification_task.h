@@ -34,8 +34,7 @@ class ClassificationTask final : public Task {
   Evaluation evaluate(std::int64_t step) override;
   nlohmann::json predict(TrainResult& result) override;
 
-  std::unique_ptr<gpt2::GPT2Model> save_model(const std::filesystem::path& folder,
-                                              Allocator& allocator) override;
+  void save_model(const std::filesystem::path& folder) override;
 
  private:
   // The first `count` examples of `data`, evaluated (all ranks): global batches of eval_B × W,

@@ -7,6 +7,7 @@
 #include "prepare.h"
 #include "run_outputs.h"
 #include "zero/gpt2/checkpoint_hf.h"
+#include "zero/gpt2/engine_save.h"
 #include "zero/text/progress.h"
 
 namespace zero::train::detail {
@@ -110,15 +111,13 @@ Evaluation LmTask::evaluate(std::int64_t step) {
   return evaluation;
 }
 
-std::unique_ptr<gpt2::GPT2Model> LmTask::save_model(const std::filesystem::path& folder,
-                                                    Allocator& allocator) {
-  std::unique_ptr<gpt2::GPT2Model> whole = gather_model(model_, allocator);
-  if (whole) gpt2::save_hf_checkpoint(*whole, folder);
-  return whole;
+void LmTask::save_model(const std::filesystem::path& folder) {
+  gpt2::save_hf_checkpoint(model_, folder);
 }
 
-void LmTask::print_samples(const gpt2::GPT2Model& model, Allocator& allocator) const {
+void LmTask::print_samples(const std::filesystem::path& folder, Allocator& allocator) const {
   const TrainingArguments& arguments = context_.arguments;
+  const gpt2::GPT2Model model = gpt2::load_hf_model(folder, allocator);
   const std::vector<std::string> samples =
       generate_samples(model, allocator, *context_.prepared.tokenizer, arguments);
   for (std::size_t s = 0; s < samples.size(); ++s)

@@ -30,9 +30,8 @@ class LmTask final : public Task {
   // Hugging Face's mean over samples).
   Evaluation evaluate(std::int64_t step) override;
 
-  std::unique_ptr<gpt2::GPT2Model> save_model(const std::filesystem::path& folder,
-                                              Allocator& allocator) override;
-  void print_samples(const gpt2::GPT2Model& model, Allocator& allocator) const override;
+  void save_model(const std::filesystem::path& folder) override;
+  void print_samples(const std::filesystem::path& folder, Allocator& allocator) const override;
 
  private:
   TaskContext context_;

@@ -16,6 +16,7 @@
 #include "zero/core/error.h"
 #include "zero/engine/engine.h"
 #include "zero/factory/engine_factory.h"
+#include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/engine_model.h"
 #include "zero/gpt2/model.h"
 #include "zero/gpt2/units.h"
@@ -111,6 +112,7 @@ PlanSetup plan_setup(const TrainingArguments& arguments, int world_size,
   setup.model = config;
   setup.pretrained = pretrained;
   setup.batch_size = arguments.per_device_train_batch_size;
+  setup.generates_samples = arguments.num_samples > 0;
   setup.gradient_checkpointing = arguments.gradient_checkpointing;
   setup.seed = arguments.seed;
   const std::int64_t total_steps = arguments.max_steps > 0 ? arguments.max_steps : 1;
@@ -135,6 +137,7 @@ PlanSetup plan_setup_from_counts(const TrainingArguments& arguments, std::int64_
   setup.total_params = total_params;
   setup.largest_layer_params = largest_layer_params;
   setup.batch_size = arguments.per_device_train_batch_size;
+  setup.generates_samples = arguments.num_samples > 0;
   setup.seed = arguments.seed;
   const std::int64_t total_steps = arguments.max_steps > 0 ? arguments.max_steps : 1;
   detail::EngineSetup engine =
@@ -186,8 +189,8 @@ RankPlan plan_rank(const PlanSetup& setup, int world_size, int rank) {
           engine.step();
         }
       plan.parameters = config.num_parameters();
-      // The whole models the trainer builds outside the engine's ledger (load_pretrained on
-      // every rank, the final save on rank 0), recorded in a ledger of their own.
+      // The whole model load_pretrained builds outside the engine's ledger on every rank,
+      // recorded in a ledger of its own.
       auto whole_model_bytes = [&config] {
         MemoryLedger ledger;
         PlanningAllocator allocator(ledger, MemorySpace::kHost);
@@ -195,7 +198,12 @@ RankPlan plan_rank(const PlanSetup& setup, int world_size, int rank) {
         return ledger.space_total(MemorySpace::kHost).peak_bytes;
       };
       if (setup.pretrained) plan.load_host_bytes = whole_model_bytes();
-      if (rank == 0) plan.save_host_bytes = whole_model_bytes();
+      // The final save streams one unit at a time (gpt2/engine_save.h): outside the engine's
+      // ledger only the writer's buffers and a header (the gathered unit is the engine's, within
+      // its training peak). Samples (--num_samples) need the whole model on rank 0 after it.
+      if (rank == 0)
+        plan.save_host_bytes = static_cast<std::int64_t>(gpt2::hf_save_buffer_bytes(config)) +
+                               (setup.generates_samples ? whole_model_bytes() : 0);
       plan.activation_parts =
           gpt2::GPT2Compute::plan(config, setup.batch_size, setup.seq_len,
                                   {.activation_checkpointing = setup.gradient_checkpointing,
@@ -343,7 +351,8 @@ std::string format_plan(const RankPlan& plan, const GpuAllowance* allowance) {
   if (plan.load_host_bytes > 0 || plan.save_host_bytes > 0) {
     std::snprintf(line, sizeof(line),
                   "  host outside the engine: loading --model_name_or_path %.3f GiB, the final "
-                  "save %.3f GiB (whole fp32 GPT-2: parameters and gradients)\n",
+                  "save %.3f GiB (one unit at a time: the writer's buffers; with --num_samples "
+                  "the whole fp32 GPT-2)\n",
                   gib(plan.load_host_bytes), gib(plan.save_host_bytes));
     out << line;
   }

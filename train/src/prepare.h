@@ -123,34 +123,6 @@ void write_json(const fs::path& path, const nlohmann::json& value);
 // tokenizer_config.json when there is none.
 void save_tokenizer(const Prepared& prepared, const fs::path& folder);
 
-// The whole model on rank 0 (a collective: every rank gathers each unit in turn). Model is
-// gpt2::EngineModel or gpt2::EngineClassifier (the body's units; the score unit apart).
-template <typename Model>
-std::unique_ptr<gpt2::GPT2Model> gather_model(Model& model, Allocator& allocator) {
-  Engine& engine = model.engine();
-  std::unique_ptr<gpt2::GPT2Model> whole;
-  if (engine.rank() == 0) whole = std::make_unique<gpt2::GPT2Model>(model.config(), allocator);
-  const std::vector<gpt2::UnitSpec>& specs = model.unit_specs();
-  for (std::size_t u = 0; u < specs.size(); ++u) {
-    const GatheredUnit gathered = engine.gather(model.units()[u]);
-    if (whole)  // fp32, or the 16-bit compute copy widened
-      convert(gathered.raw(), gathered.dtype(), whole->param_data(static_cast<int>(u)),
-              DType::kFloat32, specs[u].num_elements());
-  }
-  return whole;
-}
-
-// score.weight on rank 0 (a collective).
-inline std::vector<float> gather_score(gpt2::EngineClassifier& model) {
-  const GatheredUnit gathered = model.engine().gather(model.score_unit());
-  if (model.engine().rank() != 0) return {};
-  const std::size_t count =
-      static_cast<std::size_t>(model.head_config().num_labels * model.config().n_embd);
-  std::vector<float> score(count);  // fp32, or the 16-bit compute copy widened (as the body)
-  convert(gathered.raw(), gathered.dtype(), score.data(), DType::kFloat32, count);
-  return score;
-}
-
 // Copies a Hugging Face checkpoint's weights into this rank's shards: the body, and for the
 // classifier score.weight when the checkpoint has it (else its initialisation stays).
 template <typename Model>

@@ -61,7 +61,7 @@ class Trainer {
   void open_logs();
   void record(const LogEntry& entry);
   void evaluate(std::int64_t step);
-  std::unique_ptr<gpt2::GPT2Model> save(const fs::path& folder, std::int64_t step);
+  void save(const fs::path& folder, std::int64_t step);
   json trainer_state(std::int64_t step) const;
 
   bool train();  // false: preempted (a checkpoint saved, result_ set)
@@ -103,7 +103,7 @@ class Trainer {
   json log_history_ = json::array();  // rank 0: trainer_state.json's
   std::ofstream metrics_;             // rank 0: metrics.jsonl
   std::unique_ptr<Monitors> monitors_;
-  MemoryLedger save_ledger_;  // whole models gathered on rank 0
+  MemoryLedger save_ledger_;  // the model --num_samples loads back on rank 0
   HostAllocator save_allocator_{save_ledger_};
 
   // What a checkpoint saves besides the engine, kept current step by step; the sampler's and the
@@ -279,14 +279,13 @@ json Trainer::trainer_state(std::int64_t step) const {
   return hf_trainer_state(arguments_, step, steps_per_epoch_, total_steps_, B_, log_history_);
 }
 
-// The Hugging Face folder (all ranks): the task's model files, the tokenizer, trainer_state.json.
-// Returns the whole model on rank 0.
-std::unique_ptr<gpt2::GPT2Model> Trainer::save(const fs::path& folder, std::int64_t step) {
-  std::unique_ptr<gpt2::GPT2Model> whole = task_->save_model(folder, save_allocator_);
-  if (!whole) return whole;
+// The Hugging Face folder (all ranks): the task's model files, streamed one unit at a time; rank 0
+// adds the tokenizer and trainer_state.json.
+void Trainer::save(const fs::path& folder, std::int64_t step) {
+  task_->save_model(folder);
+  if (rank_ != 0) return;
   save_tokenizer(prepared_, folder);
   write_json(folder / "trainer_state.json", trainer_state(step));
-  return whole;
 }
 
 bool Trainer::train() {
@@ -473,15 +472,14 @@ TrainResult Trainer::finish() {
   }
   json test_results;
   if (arguments_.do_predict) test_results = task_->predict(result_);
-  std::unique_ptr<gpt2::GPT2Model> whole;
   if (arguments_.do_train) {
-    whole = save(output_dir_, step);
+    save(output_dir_, step);
     console_.say("saved %s/{config.json,model.safetensors,tokenizer files} (Hugging Face %s)\n",
                  output_dir_.c_str(), task_->model_class());
   }
   if (rank_ == 0) write_results(test_results);
-  if (whole && console_.enabled() && arguments_.num_samples > 0)
-    task_->print_samples(*whole, save_allocator_);
+  if (arguments_.do_train && console_.enabled() && arguments_.num_samples > 0)
+    task_->print_samples(output_dir_, save_allocator_);  // from the saved model
   console_.say("done in %.1f s\n", seconds_since(run_start_));
   return std::move(result_);
 }

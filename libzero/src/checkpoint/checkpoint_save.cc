@@ -1,19 +1,18 @@
 // Saving: a staging folder, each rank's shard file, rank 0's index, the commit (rename, `latest`).
 #include "zero/checkpoint/checkpoint_save.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <span>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "index_text.h"
 #include "shard_file.h"
-#include "write_all.h"
 #include "zero/checkpoint/checkpoint_index.h"
 #include "zero/checkpoint/durable_write.h"
 #include "zero/checkpoint/safetensors.h"
@@ -45,6 +44,35 @@ std::vector<std::uint64_t> all_gather_u64(Communicator& communicator,
   return out;
 }
 
+// checksum_bytes over bytes given in pieces of any size: whole 8-byte words as in one call
+// (a carry of up to 7 bytes between pieces), the last bytes one by one at value().
+class StreamChecksum {
+ public:
+  void add(const void* data, std::size_t size_bytes) {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    if (carried_ > 0) {
+      const std::size_t take = std::min(8 - carried_, size_bytes);
+      std::memcpy(carry_ + carried_, bytes, take);
+      carried_ += take;
+      bytes += take;
+      size_bytes -= take;
+      if (carried_ < 8) return;
+      hash_ = checksum_bytes(carry_, 8, hash_);
+      carried_ = 0;
+    }
+    const std::size_t words = size_bytes / 8 * 8;
+    hash_ = checksum_bytes(bytes, words, hash_);
+    carried_ = size_bytes - words;
+    std::memcpy(carry_, bytes + words, carried_);
+  }
+  std::uint64_t value() const { return checksum_bytes(carry_, carried_, hash_); }
+
+ private:
+  std::uint64_t hash_ = kChecksumSeed;
+  unsigned char carry_[8] = {};
+  std::size_t carried_ = 0;
+};
+
 // The range of a unit this rank writes: its shard when the optimizer state is partitioned, else
 // (every rank holds everything) its even share, so each element is written once.
 ElementRange written_range(const ShardState& shard, std::size_t num_elements, bool partitioned,
@@ -52,6 +80,38 @@ ElementRange written_range(const ShardState& shard, std::size_t num_elements, bo
   if (partitioned) return shard.range;
   const ElementRange share = shard_range(padded_num_elements(num_elements, world, 1), world, rank);
   return intersect(share, intersect(shard.range, {0, num_elements}));
+}
+
+// Streams one shard file (`pieces[i]` the values of `entries[i]`) through
+// SafetensorsStreamWriter into `path`; returns its size and checksum. ZERO_TEST_SLOW_SAVE_MS (a
+// test hook) sleeps that long with half the data written.
+std::pair<std::uint64_t, std::uint64_t> write_shard_file(
+    const fs::path& path, const std::vector<SafetensorsEntry>& entries,
+    const std::vector<std::span<const float>>& pieces,
+    const std::map<std::string, std::string>& metadata) {
+  SafetensorsStreamWriter file(path, entries, metadata);
+  StreamChecksum checksum;
+  const std::string header = safetensors_header(file.tensors(), metadata);
+  checksum.add(header.data(), header.size());
+  const std::size_t half = (file.file_size_bytes() - header.size()) / 2;
+  std::size_t written = 0;
+  bool slept = false;
+  auto pause_at_half = [&] {
+    if (slept || written < half) return;
+    slept = true;
+    if (const char* slow = std::getenv("ZERO_TEST_SLOW_SAVE_MS"); slow && *slow)
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(slow)));
+  };
+  pause_at_half();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const std::size_t bytes = pieces[i].size() * sizeof(float);
+    file.write(entries[i].name, pieces[i].data(), bytes);
+    checksum.add(pieces[i].data(), bytes);
+    written += bytes;
+    pause_at_half();
+  }
+  file.finish();
+  return {file.file_size_bytes(), checksum.value()};
 }
 
 }  // namespace
@@ -77,11 +137,14 @@ void CheckpointSave::write_engine(Engine& engine) {
   const bool partitioned = state_policy(engine.options()).partitioned;
   std::vector<ShardState> shards = engine.shard_states();
 
-  SafetensorsWriter writer;
-  writer.set_metadata("format", "zero-shard");
-  writer.set_metadata("version", std::to_string(kFormatVersion));
-  writer.set_metadata("rank", std::to_string(rank));
-  writer.set_metadata("world_size", std::to_string(world));
+  // The file streams from the shard spans (no copy of the whole shard): entries and metadata
+  // first (the header), then each tensor's bytes, checksummed on the way.
+  std::vector<SafetensorsEntry> entries;
+  std::vector<std::span<const float>> pieces;  // each entry's values
+  std::map<std::string, std::string> metadata{{"format", "zero-shard"},
+                                              {"version", std::to_string(kFormatVersion)},
+                                              {"rank", std::to_string(rank)},
+                                              {"world_size", std::to_string(world)}};
   std::vector<std::uint64_t> ranges;  // (begin, end) per unit in engine order
   for (const ShardState& shard : shards) {
     const std::size_t count = engine.layout(engine.unit(shard.unit)).num_elements();
@@ -89,40 +152,21 @@ void CheckpointSave::write_engine(Engine& engine) {
     ranges.push_back(range.begin);
     ranges.push_back(range.end);
     if (range.empty()) continue;
-    writer.set_metadata(range_key(shard.unit),
-                        std::to_string(range.begin) + ":" + std::to_string(range.end));
+    metadata[range_key(shard.unit)] = std::to_string(range.begin) + ":" + std::to_string(range.end);
     const std::size_t skip = range.begin - shard.range.begin;
     const std::vector<std::int64_t> shape{static_cast<std::int64_t>(range.size())};
-    writer.add(tensor_name(shard.unit, "params"), SafetensorsDType::kF32, shape,
-               shard.params.data() + skip, range.size() * sizeof(float));
-    for (const auto& [name, values] : shard.optimizer_state)
-      writer.add(tensor_name(shard.unit, name), SafetensorsDType::kF32, shape, values.data() + skip,
-                 range.size() * sizeof(float));
+    entries.push_back({tensor_name(shard.unit, "params"), SafetensorsDType::kF32, shape});
+    pieces.push_back(shard.params.subspan(skip, range.size()));
+    for (const auto& [name, values] : shard.optimizer_state) {
+      entries.push_back({tensor_name(shard.unit, name), SafetensorsDType::kF32, shape});
+      pieces.push_back(values.subspan(skip, range.size()));
+    }
   }
 
-  const std::string name = shard_file_name(rank, world);
-  const fs::path path = staging_ / name;
-  const std::string header = writer.header_bytes();
-  const std::vector<std::byte>& data = writer.data_bytes();
-  std::uint64_t checksum = checksum_bytes(header.data(), header.size(), kChecksumSeed);
-  checksum = checksum_bytes(data.data(), data.size(), checksum);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  ZERO_CHECK(fd >= 0, "cannot create ", path.string(), ": ", std::strerror(errno));
-  try {
-    write_all(fd, header.data(), header.size(), path);
-    const std::size_t half = data.size() / 2;
-    write_all(fd, data.data(), half, path);
-    if (const char* slow = std::getenv("ZERO_TEST_SLOW_SAVE_MS"); slow && *slow)
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(slow)));
-    write_all(fd, data.data() + half, data.size() - half, path);
-    ZERO_CHECK(::fsync(fd) == 0, "fsync of ", path.string(), " failed: ", std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  ::close(fd);
+  const auto [size_bytes, checksum] =
+      write_shard_file(staging_ / shard_file_name(rank, world), entries, pieces, metadata);
 
-  std::vector<std::uint64_t> mine{header.size() + data.size(), checksum};
+  std::vector<std::uint64_t> mine{size_bytes, checksum};
   mine.insert(mine.end(), ranges.begin(), ranges.end());
   const std::vector<std::uint64_t> all = all_gather_u64(communicator_, mine);
   if (rank != 0) return;

@@ -118,46 +118,58 @@ CheckpointIndex load(Engine& engine, const fs::path& folder) {
   return index;
 }
 
-std::vector<float> read_unit(const fs::path& folder, const CheckpointIndex& index,
-                             const std::string& unit, const std::string& state) {
-  const UnitInfo* info = index.find_unit(unit);
-  ZERO_CHECK(info != nullptr, "checkpoint ", folder.string(), " has no unit '", unit, "'");
-  std::vector<float> values(info->num_elements);
+UnitReader::UnitReader(fs::path folder, CheckpointIndex index)
+    : folder_(std::move(folder)), index_(std::move(index)), readers_(index_.files.size()) {}
+UnitReader::~UnitReader() = default;
+UnitReader::UnitReader(UnitReader&&) noexcept = default;
+UnitReader& UnitReader::operator=(UnitReader&&) noexcept = default;
+
+std::size_t UnitReader::num_elements(const std::string& unit) const {
+  const UnitInfo* info = index_.find_unit(unit);
+  ZERO_CHECK(info != nullptr, "checkpoint ", folder_.string(), " has no unit '", unit, "'");
+  return info->num_elements;
+}
+
+void UnitReader::read(const std::string& unit, const std::string& state, std::span<float> out) {
+  const std::size_t count = num_elements(unit);
+  ZERO_CHECK(out.size() == count, "checkpoint ", folder_.string(), ": unit '", unit, "' has ",
+             count, " elements, asked into ", out.size());
   std::size_t copied = 0;
-  for (const ShardFileInfo& file : index.files) {
+  for (std::size_t f = 0; f < index_.files.size(); ++f) {
+    const ShardFileInfo& file = index_.files[f];
     const auto found = file.ranges.find(unit);
     if (found == file.ranges.end() || found->second.empty()) continue;
-    check_file(folder, file, true);
-    const OpenedFile opened = open_file(folder, index, file);
-    copied += copy_piece(opened, unit, state, {0, info->num_elements}, values.data());
+    if (!readers_[f]) {
+      check_file(folder_, file, true);
+      readers_[f] = open_file(folder_, index_, file).reader;
+    }
+    copied += copy_piece(file, *readers_[f], unit, state, {0, count}, out.data());
   }
-  ZERO_CHECK(copied == info->num_elements, "checkpoint ", folder.string(), ": unit '", unit,
-             "' has ", info->num_elements, " elements, the shard files hold ", copied);
+  ZERO_CHECK(copied == count, "checkpoint ", folder_.string(), ": unit '", unit, "' has ", count,
+             " elements, the shard files hold ", copied);
+}
+
+std::vector<float> UnitReader::read(const std::string& unit, const std::string& state) {
+  std::vector<float> values(num_elements(unit));
+  read(unit, state, values);
   return values;
+}
+
+std::vector<float> read_unit(const fs::path& folder, const CheckpointIndex& index,
+                             const std::string& unit, const std::string& state) {
+  return UnitReader(folder, index).read(unit, state);
 }
 
 std::map<std::string, std::vector<float>> read_units(const fs::path& folder,
                                                      const CheckpointIndex& index,
                                                      const std::string& state) {
+  for (const ShardFileInfo& file : index.files)
+    for (const auto& [name, range] : file.ranges)
+      ZERO_CHECK(index.find_unit(name) != nullptr, "checkpoint ", folder.string(), ": file ",
+                 file.name, " holds unit '", name, "', which the index does not list");
+  UnitReader reader(folder, index);
   std::map<std::string, std::vector<float>> units;
-  std::map<std::string, std::size_t> copied;
-  for (const UnitInfo& unit : index.units) units[unit.name].resize(unit.num_elements);
-  for (const ShardFileInfo& file : index.files) {
-    if (file.ranges.empty()) continue;
-    check_file(folder, file, true);
-    const OpenedFile opened = open_file(folder, index, file);
-    for (const auto& [name, range] : file.ranges) {
-      const auto found = units.find(name);
-      ZERO_CHECK(found != units.end(), "checkpoint ", folder.string(), ": file ", file.name,
-                 " holds unit '", name, "', which the index does not list");
-      copied[name] +=
-          copy_piece(opened, name, state, {0, found->second.size()}, found->second.data());
-    }
-  }
-  for (const UnitInfo& unit : index.units)
-    ZERO_CHECK(copied[unit.name] == unit.num_elements, "checkpoint ", folder.string(), ": unit '",
-               unit.name, "' has ", unit.num_elements, " elements, the shard files hold ",
-               copied[unit.name]);
+  for (const UnitInfo& unit : index.units) units[unit.name] = reader.read(unit.name, state);
   return units;
 }
 

@@ -1,7 +1,11 @@
-// Safetensors reader (validated before use) and writer.
+// Safetensors reader: the header validated against the file before any tensor is read.
 #include "zero/checkpoint/safetensors.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -58,7 +62,8 @@ SafetensorsDType safetensors_dtype(zero::DType dtype) {
   return SafetensorsDType::kF32;
 }
 
-SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(path) {
+SafetensorsReader::SafetensorsReader(const std::filesystem::path& path, bool load_data)
+    : path_(path) {
   const std::string file = path.string();
   std::ifstream stream(path, std::ios::binary);
   ZERO_CHECK(stream.good(), "cannot open safetensors file ", file);
@@ -142,9 +147,48 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path) : path_(
     ZERO_CHECK(sorted[i]->begin >= sorted[i - 1]->end, "safetensors file ", file,
                ": inconsistent data_offsets: tensors '", sorted[i - 1]->name, "' and '",
                sorted[i]->name, "' overlap");
+  data_start_ = 8 + header_size;
+  if (!load_data) return;
   data_.resize(data_size);
   stream.read(reinterpret_cast<char*>(data_.data()), static_cast<std::streamsize>(data_size));
   ZERO_CHECK(stream.good() || data_size == 0, "reading the data of ", file, " failed");
+  loaded_ = true;
+}
+
+const std::byte* SafetensorsReader::data(const SafetensorsTensor& tensor) const {
+  ZERO_CHECK(loaded_, "safetensors file ", path_.string(),
+             " was opened without its data: read tensor '", tensor.name, "' with read_bytes");
+  return data_.data() + tensor.begin;
+}
+
+void SafetensorsReader::read_bytes(const SafetensorsTensor& tensor, std::size_t offset_bytes,
+                                   std::size_t size_bytes, void* out) const {
+  ZERO_CHECK(offset_bytes <= tensor.end - tensor.begin &&
+                 size_bytes <= tensor.end - tensor.begin - offset_bytes,
+             "safetensors file ", path_.string(), ": bytes [", offset_bytes, ", ",
+             offset_bytes + size_bytes, ") are outside tensor '", tensor.name, "' of ",
+             tensor.end - tensor.begin, " bytes");
+  if (loaded_) {
+    if (size_bytes > 0) std::memcpy(out, data_.data() + tensor.begin + offset_bytes, size_bytes);
+    return;
+  }
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  ZERO_CHECK(fd >= 0, "cannot open safetensors file ", path_.string(), ": ", std::strerror(errno));
+  const std::size_t begin = data_start_ + tensor.begin + offset_bytes;
+  std::size_t done = 0;
+  while (done < size_bytes) {
+    const ssize_t got = ::pread(fd, static_cast<char*>(out) + done, size_bytes - done,
+                                static_cast<off_t>(begin + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      const int saved = errno;
+      ::close(fd);
+      ZERO_THROW("reading bytes [", begin + done, ", ", begin + size_bytes, ") of ", path_.string(),
+                 " failed: ", got == 0 ? "unexpected end of file" : std::strerror(saved));
+    }
+    done += static_cast<std::size_t>(got);
+  }
+  ::close(fd);
 }
 
 bool SafetensorsReader::contains(const std::string& name) const {
@@ -206,64 +250,6 @@ std::vector<std::int64_t> SafetensorsReader::read_int(const std::string& name) c
     }
   }
   return out;
-}
-
-void SafetensorsWriter::add(const std::string& name, SafetensorsDType dtype,
-                            std::vector<std::int64_t> shape, const void* data,
-                            std::size_t size_bytes) {
-  ZERO_CHECK(name != "__metadata__" && !name.empty(), "safetensors: bad tensor name '", name, "'");
-  for (const SafetensorsTensor& tensor : tensors_)
-    ZERO_CHECK(tensor.name != name, "safetensors: tensor '", name, "' added twice");
-  SafetensorsTensor tensor{name, dtype, std::move(shape), data_.size(), data_.size() + size_bytes};
-  ZERO_CHECK(tensor.num_elements() * size_of(dtype) == size_bytes, "safetensors: tensor '", name,
-             "' has ", size_bytes, " bytes, its dtype and shape need ",
-             tensor.num_elements() * size_of(dtype));
-  data_.resize(tensor.end);
-  if (size_bytes > 0) std::memcpy(data_.data() + tensor.begin, data, size_bytes);
-  tensors_.push_back(std::move(tensor));
-}
-
-void SafetensorsWriter::add_float(const std::string& name, zero::DType dtype,
-                                  std::vector<std::int64_t> shape, const float* data) {
-  std::size_t count = 1;
-  for (std::int64_t dimension : shape) count *= static_cast<std::size_t>(dimension);
-  std::vector<std::byte> converted(count * zero::size_of(dtype));
-  convert(data, DType::kFloat32, converted.data(), dtype, count);
-  add(name, safetensors_dtype(dtype), std::move(shape), converted.data(), converted.size());
-}
-
-std::string SafetensorsWriter::header_bytes() const {
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata_.empty()) {
-    nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
-    for (const auto& [key, value] : metadata_) metadata[key] = value;
-    header["__metadata__"] = metadata;
-  }
-  for (const SafetensorsTensor& tensor : tensors_)
-    header[tensor.name] = {{"dtype", name_of(tensor.dtype)},
-                           {"shape", tensor.shape},
-                           {"data_offsets", {tensor.begin, tensor.end}}};
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  std::string bytes(8, '\0');
-  for (int i = 0; i < 8; ++i)
-    bytes[i] = static_cast<char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
-  return bytes + text;
-}
-
-void SafetensorsWriter::write(const std::filesystem::path& path) const {
-  const std::string header = header_bytes();
-  const std::filesystem::path temporary = path.string() + ".tmp";
-  {
-    std::ofstream stream(temporary, std::ios::binary | std::ios::trunc);
-    ZERO_CHECK(stream.good(), "cannot write safetensors file ", temporary.string());
-    stream.write(header.data(), static_cast<std::streamsize>(header.size()));
-    stream.write(reinterpret_cast<const char*>(data_.data()),
-                 static_cast<std::streamsize>(data_.size()));
-    stream.flush();
-    ZERO_CHECK(stream.good(), "writing safetensors file ", temporary.string(), " failed");
-  }
-  std::filesystem::rename(temporary, path);
 }
 
 }  // namespace zero

@@ -32,7 +32,7 @@ void check_file(const fs::path& folder, const ShardFileInfo& file, bool checksum
 
 OpenedFile open_file(const fs::path& folder, const CheckpointIndex& index,
                      const ShardFileInfo& file) {
-  OpenedFile opened{&file, std::make_unique<SafetensorsReader>(folder / file.name)};
+  OpenedFile opened{&file, std::make_unique<SafetensorsReader>(folder / file.name, false)};
   const SafetensorsReader& reader = *opened.reader;
   const std::string where = (folder / file.name).string();
   for (const auto& [unit, range] : file.ranges) {
@@ -55,17 +55,17 @@ OpenedFile open_file(const fs::path& folder, const CheckpointIndex& index,
   return opened;
 }
 
-std::size_t copy_piece(const OpenedFile& file, const std::string& unit, const std::string& state,
-                       ElementRange want, float* out) {
-  const auto found = file.info->ranges.find(unit);
-  if (found == file.info->ranges.end()) return 0;
+std::size_t copy_piece(const ShardFileInfo& info, const SafetensorsReader& reader,
+                       const std::string& unit, const std::string& state, ElementRange want,
+                       float* out) {
+  const auto found = info.ranges.find(unit);
+  if (found == info.ranges.end()) return 0;
   const ElementRange have = found->second;
   const ElementRange both = intersect(have, want);
   if (both.empty()) return 0;
-  const SafetensorsTensor& tensor = file.reader->tensor(tensor_name(unit, state));
-  const float* values = reinterpret_cast<const float*>(file.reader->data(tensor));
-  std::memcpy(out + (both.begin - want.begin), values + (both.begin - have.begin),
-              both.size() * sizeof(float));
+  const SafetensorsTensor& tensor = reader.tensor(tensor_name(unit, state));
+  reader.read_bytes(tensor, (both.begin - have.begin) * sizeof(float), both.size() * sizeof(float),
+                    out + (both.begin - want.begin));
   return both.size();
 }
 

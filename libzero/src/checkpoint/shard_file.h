@@ -31,13 +31,20 @@ struct OpenedFile {
 // Size and checksum against the index; throws naming the file.
 void check_file(const std::filesystem::path& folder, const ShardFileInfo& file, bool checksums);
 
-// Opens a file after check_file and checks its header against the index's entry.
+// Opens a file after check_file and checks its header against the index's entry. Only the
+// header is read: pieces are read from the file when copied (copy_piece), so a reader holds the
+// piece it asked for, never the whole file.
 OpenedFile open_file(const std::filesystem::path& folder, const CheckpointIndex& index,
                      const ShardFileInfo& file);
 
 // Copies the part of `file`'s piece of `unit` that falls in `want` into out (out[0] = want.begin).
 // Returns the elements copied.
-std::size_t copy_piece(const OpenedFile& file, const std::string& unit, const std::string& state,
-                       ElementRange want, float* out);
+std::size_t copy_piece(const ShardFileInfo& info, const SafetensorsReader& reader,
+                       const std::string& unit, const std::string& state, ElementRange want,
+                       float* out);
+inline std::size_t copy_piece(const OpenedFile& file, const std::string& unit,
+                              const std::string& state, ElementRange want, float* out) {
+  return copy_piece(*file.info, *file.reader, unit, state, want, out);
+}
 
 }  // namespace zero::checkpoint

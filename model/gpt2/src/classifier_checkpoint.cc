@@ -151,7 +151,15 @@ bool load_classifier_weights(GPT2Model& body, std::span<float> score, std::int64
 
 void save_classifier_checkpoint(const GPT2Model& body, const ClassifierConfig& head,
                                 std::span<const float> score, const fs::path& folder) {
-  const GPT2Config& config = body.config();
+  save_classifier_checkpoint(
+      body.config(), head,
+      [&body](int unit, const UnitSink& sink) { sink(body.param_data(unit), DType::kFloat32); },
+      score, folder);
+}
+
+void save_classifier_checkpoint(const GPT2Config& config, const ClassifierConfig& head,
+                                const UnitSource& source, std::span<const float> score,
+                                const fs::path& folder) {
   head.validate(config);
   ZERO_CHECK(static_cast<std::int64_t>(score.size()) == head.num_labels * config.n_embd,
              "classifier: score of ", score.size(), " elements for (", head.num_labels, ", ",
@@ -177,19 +185,8 @@ void save_classifier_checkpoint(const GPT2Model& body, const ClassifierConfig& h
     stream << json.dump(2) << "\n";
     ZERO_CHECK(stream.good(), "writing ", (folder / "config.json").string(), " failed");
   }
-  SafetensorsWriter writer;
-  for (int u = 0; u < body.num_units(); ++u)
-    for (const TensorSlot& slot : body.params(u).layout().slots()) {
-      std::vector<std::int64_t> shape = slot.shape;
-      if (slot.name == "wte.weight") shape[0] = config.vocab_size;
-      writer.add_float(hf_tensor_name(body.units()[u], slot.name), DType::kFloat32, shape,
-                       body.param_data(u) + slot.offset_elements);
-    }
-  writer.add_float(kScoreTensorName, DType::kFloat32, {head.num_labels, config.n_embd},
-                   score.data());
-  writer.set_metadata("format", "pt");
-  writer.write(folder / "model.safetensors");
-  fs::remove(folder / "model.safetensors.index.json");
+  const ExtraTensor score_tensor{kScoreTensorName, {head.num_labels, config.n_embd}, score};
+  write_hf_weights(config, source, std::span(&score_tensor, 1), folder);
 }
 
 }  // namespace zero::gpt2

@@ -71,7 +71,8 @@ struct PlanSetup {
   std::int64_t batch_size = 1;  // per rank, per micro-step
   std::int64_t seq_len = 1;
   bool gradient_checkpointing = false;
-  bool pretrained = false;  // weights loaded from --model_name_or_path (load_host_bytes)
+  bool pretrained = false;         // weights loaded from --model_name_or_path (load_host_bytes)
+  bool generates_samples = false;  // --num_samples > 0: the whole model on rank 0 after saving
   std::uint64_t seed = 42;
   EngineOptions engine;  // resolved for the world size the setup was made for
   std::vector<std::string> warnings;
@@ -115,7 +116,9 @@ struct RankPlan {
   std::uint64_t collectives = 0;       // collectives the rank issues in the planned steps
   // Host bytes the trainer allocates outside the engine's ledger (prepare.h, trainer.cc): the
   // whole fp32 GPT-2 (gpt2::GPT2Model: parameters and gradients) that load_pretrained builds on
-  // every rank for --model_name_or_path, and the one the final save gathers on rank 0.
+  // every rank for --model_name_or_path; on rank 0 the final save, streamed one unit at a time
+  // from the engine (gpt2/engine_save.h: the writer's buffers, gpt2::hf_save_buffer_bytes), plus
+  // the whole model when --num_samples generates samples from it.
   std::int64_t load_host_bytes = 0;
   std::int64_t save_host_bytes = 0;
   // GPT-2: what its activations and workspace hold, by part (GPT2Compute::plan: unpadded bytes;

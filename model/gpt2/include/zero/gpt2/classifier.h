@@ -14,6 +14,7 @@
 #include "zero/core/allocator.h"
 #include "zero/core/flat_buffer.h"
 #include "zero/core/partition.h"
+#include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/compute.h"
 #include "zero/gpt2/config.h"
 #include "zero/gpt2/model.h"
@@ -110,5 +111,10 @@ bool load_classifier_weights(GPT2Model& body, std::span<float> score, std::int64
 // Writes config.json and model.safetensors (fp32) as above, creating the folder.
 void save_classifier_checkpoint(const GPT2Model& body, const ClassifierConfig& head,
                                 std::span<const float> score, const std::filesystem::path& folder);
+// The same files, byte for byte, with the body's parameters from `source` one unit at a time
+// (UnitSource in checkpoint_hf.h): memory for one unit and the writer's buffers.
+void save_classifier_checkpoint(const GPT2Config& body, const ClassifierConfig& head,
+                                const UnitSource& source, std::span<const float> score,
+                                const std::filesystem::path& folder);
 
 }  // namespace zero::gpt2
