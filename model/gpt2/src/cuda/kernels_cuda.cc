@@ -161,13 +161,17 @@ void CudaKernels::linear_forward(Stream& stream, const LinearForward& c,
   cuda::GemmEpilogue epilogue;
   epilogue.bias = c.bias;
   float* destination = c.out;
-  if (c.gelu_out != nullptr) {
+  // cuBLASLt's GELU_AUX wants the aux matrix's leading dimension a multiple of 8.
+  const bool fused_gelu = c.gelu_out != nullptr && c.OC % 8 == 0;
+  if (fused_gelu) {
     epilogue.gelu = true;
     epilogue.pre_gelu = c.out;
     destination = c.gelu_out;
   }
   cuda::gemm(false, false, c.N, c.OC, c.C, A, c.C, c.weight.data, c.OC, dtype, 0.0f, destination,
              c.OC, DType::kFloat32, epilogue, native(stream));
+  if (c.gelu_out != nullptr && !fused_gelu)
+    cuda::gelu_forward(c.gelu_out, c.out, c.N * c.OC, native(stream));
 }
 
 void CudaKernels::linear_backward(Stream& stream, const LinearBackward& c,
