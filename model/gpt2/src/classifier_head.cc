@@ -241,7 +241,9 @@ void ClassifierHead::backward(GPT2Compute& body, ConstUnitData final_norm_data,
       loss_scale >= 0.0f ? loss_scale : (counted_ > 0 ? 1.0f / static_cast<float>(counted_) : 0.0f);
   float* dlogits = view("dlogits");
   k.copy(s, dlogits, view("logits"), B_ * K);
-  k.crossentropy_backward(s, dlogits, view("logsumexp"), kernel_labels(body), B_, K, K, scale);
+  // The labels forward uploaded (off the host) are still on the device.
+  const int* labels = on_host_ ? labels_.data() : device_labels_.data_as<const int>();
+  k.crossentropy_backward(s, dlogits, view("logsumexp"), labels, B_, K, K, scale);
   // dscore (K, C) += dlogitsᵀ · ln; dln (B, C) = dlogits · score
   k.gemm(s, true, false, K, C, B_, dlogits, K, view("ln"), C, 1.0f, score_grads, C);
   float* dln = view("dln");
