@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "zero/core/allocator.h"
+#include "zero/core/device_context.h"
 #include "zero/core/dtype.h"
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/layers_cpu.h"
@@ -84,6 +85,7 @@ void BM_Bf16Gemm(benchmark::State& state) {
 struct Step {
   zero::MemoryLedger ledger;
   zero::HostAllocator allocator{ledger};
+  const std::unique_ptr<zero::DeviceContext> context = zero::make_cpu_context();
   GPT2Config config = GPT2Config::gpt2_124m();
   std::unique_ptr<GPT2Model> model;
   std::unique_ptr<GPT2Compute> compute;
@@ -92,7 +94,7 @@ struct Step {
     model = std::make_unique<GPT2Model>(config, allocator);
     model->init(1);
     compute = std::make_unique<GPT2Compute>(
-        config, kBatch, kSeq, allocator,
+        config, kBatch, kSeq, *context, allocator,
         zero::gpt2::ComputeOptions{.activation_checkpointing = checkpointing});
     for (std::int64_t i = 0; i < kBatch * kSeq; ++i) {
       tokens.push_back(static_cast<int>((i * 7919) % config.vocab_size));
@@ -105,6 +107,7 @@ struct Step {
 struct Step16 {
   zero::MemoryLedger ledger;
   zero::HostAllocator allocator{ledger};
+  const std::unique_ptr<zero::DeviceContext> context = zero::make_cpu_context();
   GPT2Config config = GPT2Config::gpt2_124m();
   zero::DType grad_dtype;
   std::vector<std::vector<std::uint16_t>> params;
@@ -125,7 +128,7 @@ struct Step16 {
       else
         grads16.emplace_back(count);
     }
-    compute = std::make_unique<GPT2Compute>(config, kBatch, kSeq, allocator,
+    compute = std::make_unique<GPT2Compute>(config, kBatch, kSeq, *context, allocator,
                                             zero::gpt2::ComputeOptions{.param_dtype = dtype});
     for (std::int64_t i = 0; i < kBatch * kSeq; ++i) {
       tokens.push_back(static_cast<int>((i * 7919) % config.vocab_size));

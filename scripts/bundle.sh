@@ -23,7 +23,8 @@
 # Everything else is bundled, the GCC runtime (libstdc++, libgcc_s, libgomp) included: the
 # target's may be older than the compiler's. Libraries that are loaded with dlopen and so are
 # invisible to ldd are added by rule: cuDNN's sub-libraries (libcudnn_*.so.N beside libcudnn.so.N)
-# and NVRTC, which cuDNN's runtime-compiled engines load.
+# and NVRTC, which cuDNN's runtime-compiled engines load; cuBLASLt and cuDNN themselves where an
+# executable names them for dlopen.
 #
 # Open MPI: when libmpi is bundled, so is what MPI_Init and mpirun load at run time: Open MPI's
 # components (its pkglibdir, with their libraries), help texts and mca-params.conf under DIR/mpi/,
@@ -137,6 +138,19 @@ collect() {
 }
 
 for exe in "${executables[@]}"; do collect "$exe"; done
+# dlopen'ed by soname, so invisible to ldd: cuBLASLt (the GPT-2 GEMMs load it at the first GEMM,
+# libzero reads its version) and cuDNN, named in the executables' strings.
+while IFS= read -r soname; do
+  [[ -n "${bundled[$soname]:-}" || -n "${left_out[$soname]:-}" ]] && continue
+  if is_excluded "$soname"; then left_out[$soname]="--exclude"; continue; fi
+  path=$(ldconfig -p 2>/dev/null | awk -v name="$soname" '$1 == name { print $NF; exit }')
+  for directory in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [[ -z "$path" && -e "$directory/$soname" ]] && path=$directory/$soname
+  done
+  [[ -n "$path" ]] || { echo "bundle.sh: the executables dlopen $soname, which is not found on this machine (--exclude it when the target has it)" >&2; exit 1; }
+  bundled[$soname]=$(readlink -f "$path")
+  collect "$path"
+done < <(grep -aoh 'lib\(cublasLt\|cudnn\)\.so\.[0-9][0-9]*' "${executables[@]}" | sort -u)
 # dlopen'ed companions: cuDNN's sub-libraries and NVRTC beside libcudnn.so.N.
 for name in "${!bundled[@]}"; do
   if [[ "$name" =~ ^libcudnn\.so\.([0-9]+)$ ]]; then

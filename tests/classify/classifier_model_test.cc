@@ -10,6 +10,7 @@
 #include "../common/test_data.h"
 #include "../common/tiny_gpt2.h"
 #include "zero/core/allocator.h"
+#include "zero/core/device_context.h"
 #include "zero/core/error.h"
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/checkpoint_hf.h"
@@ -48,7 +49,7 @@ class ClassifierModel : public ::testing::Test {
   }
   // Mean loss of the head over tokens_/labels_ with the current parameters.
   float loss() {
-    GPT2Compute compute(config_, B_, T_, allocator_);
+    GPT2Compute compute(config_, B_, T_, *context_, allocator_);
     ClassifierHead head(config_, head_config_, B_, T_, allocator_);
     body_.forward(compute, tokens_);
     head.forward(compute, tokens_, labels_, body_.param_data(final_norm_unit(config_)),
@@ -59,6 +60,7 @@ class ClassifierModel : public ::testing::Test {
   GPT2Config config_ = classifier_config();
   MemoryLedger ledger_;
   HostAllocator allocator_{ledger_};
+  std::unique_ptr<DeviceContext> context_ = make_cpu_context();
   GPT2Model body_{config_, allocator_};
   const std::int64_t K_ = 3, B_ = 3, T_ = 6;
   std::vector<float> score_;
@@ -72,7 +74,7 @@ class ClassifierModel : public ::testing::Test {
 TEST_F(ClassifierModel, LogitsEqualTheLanguageModelsAtTheLastToken) {
   std::copy(body_.param_data(embeddings_unit()),
             body_.param_data(embeddings_unit()) + score_.size(), score_.begin());
-  GPT2Compute compute(config_, B_, T_, allocator_);
+  GPT2Compute compute(config_, B_, T_, *context_, allocator_);
   ClassifierHead head(config_, head_config_, B_, T_, allocator_);
   body_.forward(compute, tokens_);
   head.forward(compute, tokens_, {}, body_.param_data(final_norm_unit(config_)), score_.data());
@@ -89,7 +91,7 @@ TEST_F(ClassifierModel, LogitsEqualTheLanguageModelsAtTheLastToken) {
 // Backward against central differences of the loss (fp32: a 1e-2 relative bound) on elements of
 // score, ln_f, the last and the first block, and the embeddings (wte of a used token, wpe).
 TEST_F(ClassifierModel, GradientsMatchFiniteDifferences) {
-  GPT2Compute compute(config_, B_, T_, allocator_);
+  GPT2Compute compute(config_, B_, T_, *context_, allocator_);
   ClassifierHead head(config_, head_config_, B_, T_, allocator_);
   std::vector<float> score_grad(score_.size(), 0.0f);
   body_.zero_grads();
@@ -127,7 +129,7 @@ TEST_F(ClassifierModel, GradientsMatchFiniteDifferences) {
 }
 
 TEST_F(ClassifierModel, IgnoredLabelsAndOutOfRangeLabels) {
-  GPT2Compute compute(config_, B_, T_, allocator_);
+  GPT2Compute compute(config_, B_, T_, *context_, allocator_);
   ClassifierHead head(config_, head_config_, B_, T_, allocator_);
   body_.forward(compute, tokens_);
   const float* norm = body_.param_data(final_norm_unit(config_));

@@ -18,6 +18,7 @@
 #include "../common/test_data.h"
 #include "zero/checkpoint/safetensors.h"
 #include "zero/core/allocator.h"
+#include "zero/core/device_context.h"
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/classifier.h"
 #include "zero/gpt2/model.h"
@@ -65,6 +66,7 @@ class ClassifierGolden : public ::testing::Test {
   std::int64_t B_ = 0, T_ = 0;
   MemoryLedger ledger_;
   HostAllocator allocator_{ledger_};
+  std::unique_ptr<DeviceContext> context_ = make_cpu_context();
 };
 
 fs::path* ClassifierGolden::folder_ = nullptr;
@@ -86,7 +88,7 @@ TEST_F(ClassifierGolden, LogitsLossGradientsAndSavedCheckpointMatchPyTorch) {
     SCOPED_TRACE(checkpointing ? "activation checkpointing" : "plain");
     body.zero_grads();
     std::fill(score_grad.begin(), score_grad.end(), 0.0f);
-    GPT2Compute compute(body.config(), B_, T_, allocator_,
+    GPT2Compute compute(body.config(), B_, T_, *context_, allocator_,
                         {.activation_checkpointing = checkpointing});
     ClassifierHead head(body.config(), checkpoint.head, B_, T_, allocator_);
     body.forward(compute, tokens_);

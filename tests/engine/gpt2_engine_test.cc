@@ -79,9 +79,10 @@ TEST(GPT2EngineParity, DriverMatchesTheWorldOneModel) {
   const GPT2Run run = parity_run(0, 1);
   MemoryLedger ledger;
   HostAllocator allocator(ledger);
+  const std::unique_ptr<zero::DeviceContext> context = zero::make_cpu_context();
   gpt2::GPT2Model model(run.config, allocator);
   model.init(run.seed);
-  gpt2::GPT2Compute compute(run.config, run.global_batch, run.seq_len, allocator);
+  gpt2::GPT2Compute compute(run.config, run.global_batch, run.seq_len, *context, allocator);
   const TokenBatch batch = make_token_batch(run.config, run.seq_len, 0, 0, run.global_batch);
   const float loss = model.forward(compute, batch.tokens, batch.targets, {run.seed, 0, 0, true});
   model.backward(compute);

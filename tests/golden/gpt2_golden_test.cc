@@ -14,6 +14,7 @@
 #include "../common/test_data.h"
 #include "zero/checkpoint/safetensors.h"
 #include "zero/core/allocator.h"
+#include "zero/core/device_context.h"
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/model.h"
@@ -85,6 +86,7 @@ class GPT2Golden : public ::testing::Test {
   std::int64_t B_ = 0, T_ = 0;
   MemoryLedger ledger_;
   HostAllocator allocator_{ledger_};
+  std::unique_ptr<DeviceContext> context_ = make_cpu_context();
 };
 
 fs::path* GPT2Golden::folder_ = nullptr;
@@ -92,7 +94,7 @@ int GPT2Golden::status_ = 0;
 
 TEST_F(GPT2Golden, LogitsLossAndGradientsMatchPyTorch) {
   GPT2Model model = load_hf_model(*folder_ / "model", allocator_);
-  GPT2Compute compute(model.config(), B_, T_, allocator_);
+  GPT2Compute compute(model.config(), B_, T_, *context_, allocator_);
   const float loss = model.forward(compute, tokens_, targets_);
   const std::vector<float> logits = real_logits(compute, model.config());
   const std::vector<float> expected_logits = reference_->read_float("logits");
@@ -108,13 +110,14 @@ TEST_F(GPT2Golden, LogitsLossAndGradientsMatchPyTorch) {
 
 TEST_F(GPT2Golden, ActivationCheckpointingGivesTheSameGradients) {
   GPT2Model model = load_hf_model(*folder_ / "model", allocator_);
-  GPT2Compute compute(model.config(), B_, T_, allocator_, {.activation_checkpointing = true});
+  GPT2Compute compute(model.config(), B_, T_, *context_, allocator_,
+                      {.activation_checkpointing = true});
   model.forward(compute, tokens_, targets_);
   model.backward(compute);
   expect_reference_grads(model, 1e-4);
 
   GPT2Model plain = load_hf_model(*folder_ / "model", allocator_);
-  GPT2Compute plain_compute(plain.config(), B_, T_, allocator_);
+  GPT2Compute plain_compute(plain.config(), B_, T_, *context_, allocator_);
   plain.forward(plain_compute, tokens_, targets_);
   plain.backward(plain_compute);
   for (int u = 0; u < model.num_units(); ++u)
@@ -131,7 +134,7 @@ TEST_F(GPT2Golden, ActivationCheckpointingGivesTheSameGradients) {
 
 TEST_F(GPT2Golden, TenAdamWStepsFollowPyTorch) {
   GPT2Model model = load_hf_model(*folder_ / "model", allocator_);
-  GPT2Compute compute(model.config(), B_, T_, allocator_);
+  GPT2Compute compute(model.config(), B_, T_, *context_, allocator_);
   const auto& metadata = reference_->metadata();
   // zero::optim's AdamW kernel (the one the engine runs) against torch.optim.AdamW.
   optim::AdamHyperparams hyper;
@@ -164,7 +167,7 @@ TEST_F(GPT2Golden, TenAdamWStepsFollowPyTorch) {
 
 TEST_F(GPT2Golden, OurCheckpointLoadsInPyTorchToTheSameLogits) {
   GPT2Model model = load_hf_model(*folder_ / "model", allocator_);
-  GPT2Compute compute(model.config(), B_, T_, allocator_);
+  GPT2Compute compute(model.config(), B_, T_, *context_, allocator_);
   model.forward(compute, tokens_, targets_);
   const std::vector<float> logits = real_logits(compute, model.config());
 

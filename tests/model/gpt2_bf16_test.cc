@@ -21,6 +21,7 @@
 #include "../common/tiny_gpt2.h"
 #include "random_inputs.h"
 #include "zero/core/allocator.h"
+#include "zero/core/device_context.h"
 #include "zero/core/dtype.h"
 #include "zero/core/error.h"
 #include "zero/core/memory_ledger.h"
@@ -226,6 +227,7 @@ class Compute16 : public ::testing::TestWithParam<Precision> {
  protected:
   MemoryLedger ledger_;
   HostAllocator allocator_{ledger_};
+  std::unique_ptr<DeviceContext> context_ = make_cpu_context();
 };
 
 TEST_P(Compute16, ForwardAndBackwardTrackTheFp32Path) {
@@ -235,14 +237,14 @@ TEST_P(Compute16, ForwardAndBackwardTrackTheFp32Path) {
   model.init(3);
   const std::int64_t B = 3, T = 11;
   const auto tokens = sequence(B * T, 53, 1), targets = sequence(B * T, 53, 2);
-  GPT2Compute compute32(config, B, T, allocator_);
+  GPT2Compute compute32(config, B, T, *context_, allocator_);
   model.zero_grads();
   const float loss32 = model.forward(compute32, tokens, targets);
   model.backward(compute32);
 
   Units16 units(model, precision.params, precision.grads);
   GPT2Compute compute16(
-      config, B, T, allocator_,
+      config, B, T, *context_, allocator_,
       {.activation_checkpointing = precision.checkpointing, .param_dtype = precision.params});
   const float loss16 = units.step(compute16, config, tokens, targets);
   EXPECT_NEAR(loss16, loss32, precision.loss_tolerance * loss32);
@@ -268,9 +270,9 @@ TEST_P(Compute16, SgdStepsTrackTheFp32Run) {
   master.init(4);
   const std::int64_t B = 2, T = 12;
   const auto tokens = sequence(B * T, 53, 3), targets = sequence(B * T, 53, 4);
-  GPT2Compute compute32(config, B, T, allocator_);
+  GPT2Compute compute32(config, B, T, *context_, allocator_);
   GPT2Compute compute16(
-      config, B, T, allocator_,
+      config, B, T, *context_, allocator_,
       {.activation_checkpointing = precision.checkpointing, .param_dtype = precision.params});
   Units16 units(master, precision.params, precision.grads);
   constexpr float kLearningRate = 0.1f;
@@ -314,9 +316,10 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Compute16Errors, DtypesOtherThanTheConfiguredOnesAreRefused) {
   MemoryLedger ledger;
   HostAllocator allocator(ledger);
+  const std::unique_ptr<zero::DeviceContext> context = zero::make_cpu_context();
   const GPT2Config config = tiny_config();
   GPT2Model model(config, allocator);
-  GPT2Compute compute(config, 1, 4, allocator, {.param_dtype = DType::kBFloat16});
+  GPT2Compute compute(config, 1, 4, *context, allocator, {.param_dtype = DType::kBFloat16});
   compute.set_inputs(sequence(4, 53, 1), sequence(4, 53, 2));
   // fp32 parameters into a bf16 compute.
   EXPECT_THROW(compute.forward_embeddings(model.param_data(embeddings_unit())), Error);

@@ -8,6 +8,7 @@
 
 #include "../common/tiny_gpt2.h"
 #include "zero/core/allocator.h"
+#include "zero/core/device_context.h"
 #include "zero/core/error.h"
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/model.h"
@@ -20,6 +21,7 @@ class GPT2ModelTest : public ::testing::Test {
  protected:
   MemoryLedger ledger_;
   HostAllocator allocator_{ledger_};
+  std::unique_ptr<DeviceContext> context_ = make_cpu_context();
 };
 
 TEST_F(GPT2ModelTest, DropoutDependsOnGlobalSampleNotOnTheBatchSplit) {
@@ -30,18 +32,18 @@ TEST_F(GPT2ModelTest, DropoutDependsOnGlobalSampleNotOnTheBatchSplit) {
   const auto tokens = sequence(B * T, 53, 1), targets = sequence(B * T, 53, 2);
   const DropoutKey key{.seed = 9, .step = 3, .sample_offset = 0, .training = true};
 
-  GPT2Compute whole(config, B, T, allocator_);
+  GPT2Compute whole(config, B, T, *context_, allocator_);
   const float loss = model.forward(whole, tokens, targets, key);
-  GPT2Compute again(config, B, T, allocator_);
+  GPT2Compute again(config, B, T, *context_, allocator_);
   EXPECT_EQ(model.forward(again, tokens, targets, key), loss);  // bit-identical
-  GPT2Compute off(config, B, T, allocator_);
+  GPT2Compute off(config, B, T, *context_, allocator_);
   EXPECT_NE(model.forward(off, tokens, targets), loss);  // dropout changes the loss
   DropoutKey next_step = key;
   next_step.step = 4;
   EXPECT_NE(model.forward(again, tokens, targets, next_step), loss);
 
   // Two "ranks" with two samples each see the same per-sample losses as one with four.
-  GPT2Compute half(config, 2, T, allocator_);
+  GPT2Compute half(config, 2, T, *context_, allocator_);
   for (int rank = 0; rank < 2; ++rank) {
     DropoutKey part = key;
     part.sample_offset = 2 * rank;
@@ -59,7 +61,7 @@ TEST_F(GPT2ModelTest, GradientsAccumulateAndFollowLossScale) {
   GPT2Model model(config, allocator_);
   model.init(6);
   const auto tokens = sequence(2 * 8, 53, 3), targets = sequence(2 * 8, 53, 4);
-  GPT2Compute compute(config, 2, 8, allocator_);
+  GPT2Compute compute(config, 2, 8, *context_, allocator_);
   model.forward(compute, tokens, targets);
   model.backward(compute);
   std::vector<float> once(model.grad_data(1),
@@ -83,9 +85,10 @@ TEST_F(GPT2ModelTest, ActivationsAreInTheLedgerAsPlanned) {
   for (bool checkpointing : {false, true}) {
     MemoryLedger ledger;
     HostAllocator allocator(ledger);
+    const std::unique_ptr<zero::DeviceContext> context = zero::make_cpu_context();
     const ComputeOptions options{.activation_checkpointing = checkpointing};
     const ActivationPlan plan = GPT2Compute::plan(config, 3, 7, options);
-    GPT2Compute compute(config, 3, 7, allocator, options);
+    GPT2Compute compute(config, 3, 7, *context, allocator, options);
     const auto activations =
         ledger.entry(MemorySpace::kHost, MemoryCategory::kActivations).current_bytes;
     const auto workspace =
@@ -110,7 +113,7 @@ TEST_F(GPT2ModelTest, UnitsDrivenOneAtATimeFromSeparateBuffersMatchTheModel) {
   GPT2Model model(config, allocator_);
   model.init(8);
   const auto tokens = sequence(2 * 6, 53, 5), targets = sequence(2 * 6, 53, 6);
-  GPT2Compute reference(config, 2, 6, allocator_);
+  GPT2Compute reference(config, 2, 6, *context_, allocator_);
   const float loss = model.forward(reference, tokens, targets);
   model.backward(reference);
 
@@ -121,7 +124,7 @@ TEST_F(GPT2ModelTest, UnitsDrivenOneAtATimeFromSeparateBuffersMatchTheModel) {
     grads.emplace_back(layout.padded_num_elements(), 0.0f);
     std::memcpy(params[u].data(), model.param_data(u), layout.num_elements() * sizeof(float));
   }
-  GPT2Compute compute(config, 2, 6, allocator_);
+  GPT2Compute compute(config, 2, 6, *context_, allocator_);
   compute.set_inputs(tokens, targets);
   compute.forward_embeddings(params[0].data());
   for (int l = 0; l < config.n_layer; ++l) compute.forward_block(l, params[block_unit(l)].data());
@@ -153,7 +156,8 @@ TEST_F(GPT2ModelTest, FiniteDifferencesWithDropoutThroughTheWholeModel) {
     for (int u = 0; u < model.num_units(); ++u)
       for (std::size_t i = 0; i < model.params(u).layout().num_elements(); ++i)
         model.param_data(u)[i] *= 10.0f;
-    GPT2Compute compute(config, B, T, allocator_, {.activation_checkpointing = checkpointing});
+    GPT2Compute compute(config, B, T, *context_, allocator_,
+                        {.activation_checkpointing = checkpointing});
     model.forward(compute, tokens, targets, key);
     model.backward(compute);
     int checked = 0;
@@ -185,12 +189,12 @@ TEST_F(GPT2ModelTest, FiniteDifferencesWithDropoutThroughTheWholeModel) {
 
 TEST_F(GPT2ModelTest, InputsAreChecked) {
   const GPT2Config config = tiny_config();
-  GPT2Compute compute(config, 1, 4, allocator_);
+  GPT2Compute compute(config, 1, 4, *context_, allocator_);
   EXPECT_THROW(compute.set_inputs(std::vector<int>{1, 2, 3}, {}), Error);
   EXPECT_THROW(compute.set_inputs(std::vector<int>{1, 2, 3, 53}, {}), Error);
   EXPECT_THROW(compute.set_inputs(std::vector<int>{1, 2, 3, 4}, std::vector<int>{1, 2, 3, 60}),
                Error);
-  EXPECT_THROW(GPT2Compute(config, 1, 13, allocator_), Error);
+  EXPECT_THROW(GPT2Compute(config, 1, 13, *context_, allocator_), Error);
 }
 
 TEST(Sampling, GreedyAndTopK) {
@@ -213,7 +217,7 @@ TEST_F(GPT2ModelTest, GenerateIsDeterministicAndGreedyFollowsTheLogits) {
   const auto greedy = generate(model, allocator_, prompt, 15, {});
   ASSERT_EQ(greedy.size(), 18u);  // runs past n_positions: the window slides
   EXPECT_EQ(std::vector<int>(greedy.begin(), greedy.begin() + 3), prompt);
-  GPT2Compute compute(config, 1, 4, allocator_);
+  GPT2Compute compute(config, 1, 4, *context_, allocator_);
   model.forward(compute, std::vector<int>(greedy.begin(), greedy.begin() + 4));
   EXPECT_EQ(greedy[4], sample_greedy({compute.logits() + 3 * config.padded_vocab_size(), 53}));
   const SamplingOptions top_k{.top_k = 5, .temperature = 0.8f, .seed = 3};

@@ -11,8 +11,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# NCCL (218 MB) is left out to keep the test fast: the copy is the same code path as any library.
-"$source_dir/scripts/bundle.sh" --output "$work/bundle" --exclude '^libnccl' "$zero" "$test_executable"
+# NCCL (218 MB), cuBLASLt (540 MB) and cuDNN are left out to keep the test fast: the copy is the
+# same code path as any library.
+"$source_dir/scripts/bundle.sh" --output "$work/bundle" --exclude '^lib(nccl|cublasLt|cudnn)' "$zero" "$test_executable"
 bundle=$work/bundle
 test_name=$(basename "$test_executable")
 glibc='^(linux-vdso\.so\.1|ld-linux[-a-z0-9_]*\.so\.[0-9]+|libc\.so\.6|libm\.so\.6|libdl\.so\.2|libpthread\.so\.0|librt\.so\.1|libutil\.so\.1|libresolv\.so\.2|libmvec\.so\.1)$'

@@ -108,6 +108,8 @@ cudaStream_t detail::native_cuda_stream(Stream& stream) {
   return cuda_stream->get();
 }
 
+CudaStreamHandle cuda_stream_handle(Stream& stream) { return detail::native_cuda_stream(stream); }
+
 namespace {
 
 class CudaContext final : public DeviceContext {

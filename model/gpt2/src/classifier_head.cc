@@ -1,11 +1,11 @@
 // GPT2ForSequenceClassification's head: last non-padding token → ln_f → score, its loss and
-// backward, over the body's public kernels; and GPT2Compute's two hooks another head uses.
+// backward, through the body's kernel seam (GPT2Compute::kernels(), kernels.h) on its compute
+// stream; and GPT2Compute's two hooks another head uses.
 #include <algorithm>
 #include <cstring>
 
 #include "zero/core/error.h"
 #include "zero/gpt2/classifier.h"
-#include "zero/gpt2/layers_cpu.h"
 #include "zero/gpt2/rng.h"
 
 namespace zero::gpt2 {
@@ -61,20 +61,24 @@ std::vector<TensorSpec> head_specs(std::int64_t B, std::int64_t C, std::int64_t 
 }
 
 // `data` as fp32: itself when fp32, else its n elements widened into `scratch`.
-const float* as_fp32(ConstUnitData data, std::int64_t n, float* scratch) {
+const float* as_fp32(Kernels& kernels, Stream& stream, ConstUnitData data, std::int64_t n,
+                     float* scratch) {
   if (data.dtype == DType::kFloat32) return static_cast<const float*>(data.data);
-  cpu::widen(scratch, data.data, data.dtype, n);
+  kernels.widen(stream, scratch, data.data, data.dtype, n);
   return scratch;
 }
 // Where the head accumulates `grads`: the buffer itself when fp32, else zeroed fp32 scratch that
 // finish_grads adds to it.
-float* grads_fp32(UnitData grads, std::int64_t n, float* scratch) {
+float* grads_fp32(Kernels& kernels, Stream& stream, UnitData grads, std::int64_t n,
+                  float* scratch) {
   if (grads.dtype == DType::kFloat32) return static_cast<float*>(grads.data);
-  std::memset(scratch, 0, static_cast<std::size_t>(n) * sizeof(float));
+  kernels.zero(stream, scratch, n);
   return scratch;
 }
-void finish_grads(UnitData grads, std::int64_t n, const float* scratch) {
-  if (grads.dtype != DType::kFloat32) cpu::accumulate(grads.data, grads.dtype, scratch, n);
+void finish_grads(Kernels& kernels, Stream& stream, UnitData grads, std::int64_t n,
+                  const float* scratch) {
+  if (grads.dtype != DType::kFloat32)
+    kernels.accumulate(stream, grads.data, grads.dtype, scratch, n);
 }
 }  // namespace
 
@@ -87,12 +91,32 @@ ClassifierHead::ClassifierHead(const GPT2Config& body, const ClassifierConfig& h
   layout_ = FlatLayout(head_specs(B_, body_.n_embd, head_.num_labels, param_dtype_), 1, 16);
   buffer_ = allocator.allocate(layout_.padded_num_elements() * sizeof(float),
                                MemoryCategory::kActivations);
+  buffer_allocator_ = &allocator;
 }
 
 float* ClassifierHead::view(const std::string& name) const {
   return buffer_.data_as<float>() + layout_.slot(name).offset_elements;
 }
-const float* ClassifierHead::logits() const { return view("logits"); }
+// Off the host, the logits and losses forward copied to pinned memory, once that copy has run.
+void ClassifierHead::wait_for_outputs() const {
+  if (!outputs_pending_) return;
+  outputs_copied_.synchronize();
+  const std::int64_t K = head_.num_labels;
+  const float* losses = pinned_outputs_.data_as<const float>() + B_ * K;
+  double sum = 0.0;
+  for (std::int64_t b = 0; b < B_; ++b) sum += losses[b];
+  loss_ = counted_ > 0 ? static_cast<float>(sum / static_cast<double>(counted_)) : 0.0f;
+  outputs_pending_ = false;
+}
+float ClassifierHead::loss() const {
+  wait_for_outputs();
+  return loss_;
+}
+const float* ClassifierHead::logits() const {
+  if (on_host_) return view("logits");
+  wait_for_outputs();
+  return pinned_outputs_.data_as<const float>();
+}
 // A 16-bit run's fp32 scratch (null, and unused, in fp32 runs).
 float* ClassifierHead::scratch(const std::string& name) const {
   return param_dtype_ == DType::kFloat32 ? nullptr : view(name);
@@ -100,11 +124,11 @@ float* ClassifierHead::scratch(const std::string& name) const {
 
 std::vector<int> ClassifierHead::predictions() const {
   const std::int64_t K = head_.num_labels;
-  const float* logits = view("logits");
+  const float* rows = logits();
   std::vector<int> predicted(static_cast<std::size_t>(B_));
   for (std::int64_t b = 0; b < B_; ++b)
     predicted[static_cast<std::size_t>(b)] =
-        static_cast<int>(std::max_element(logits + b * K, logits + (b + 1) * K) - (logits + b * K));
+        static_cast<int>(std::max_element(rows + b * K, rows + (b + 1) * K) - (rows + b * K));
   return predicted;
 }
 
@@ -123,30 +147,77 @@ void ClassifierHead::forward(const GPT2Compute& body, std::span<const int> token
   for (std::size_t b = 0; b < labels.size(); ++b)
     ZERO_CHECK(labels[b] < K, "classifier: label ", labels[b], " of row ", b,
                " is outside [0, num_labels=", K, ")");
+  Kernels& k = body.kernels();
+  Stream& s = body.stream();
+  on_host_ = body.runs_on_host();
+  // Off the host, the previous step's copies of positions_ and labels_ must have run.
+  if (!on_host_) inputs_released_.synchronize();
   positions_ = last_token_positions(tokens, B_, T_, head_.pad_token_id);
+  hidden_rows_.resize(positions_.size());
+  for (std::int64_t b = 0; b < B_; ++b)
+    hidden_rows_[static_cast<std::size_t>(b)] = b * T_ + positions_[static_cast<std::size_t>(b)];
   labels_.assign(labels.begin(), labels.end());
   float* rows = view("rows");
-  const float* hidden = body.final_hidden_input();
-  for (std::int64_t b = 0; b < B_; ++b)
-    std::memcpy(rows + b * C, hidden + (b * T_ + positions_[static_cast<std::size_t>(b)]) * C,
-                static_cast<std::size_t>(C) * sizeof(float));
-  const float* final_norm_params = as_fp32(final_norm_data, 2 * C, scratch("norm32"));
-  const float* score_params = as_fp32(score_data, K * C, scratch("score32"));
+  k.copy_rows(s, rows, body.final_hidden_input(), hidden_rows_.data(), B_, C, false);
+  const float* final_norm_params = as_fp32(k, s, final_norm_data, 2 * C, scratch("norm32"));
+  const float* score_params = as_fp32(k, s, score_data, K * C, scratch("score32"));
   const FinalNormTensors<const float> norm(final_norm_params, body_);
   float* ln = view("ln");
-  cpu::layernorm_forward(ln, view("mean"), view("rstd"), rows, norm.weight, norm.bias, B_, C,
-                         static_cast<float>(body_.layer_norm_epsilon));
+  k.layernorm_forward(s, ln, view("mean"), view("rstd"), rows, norm.weight, norm.bias, B_, C,
+                      static_cast<float>(body_.layer_norm_epsilon));
   // logits (B, K) = ln (B, C) · scoreᵀ, score (K, C)
-  cpu::gemm(false, true, B_, K, C, 1.0f, ln, C, score_params, C, 0.0f, view("logits"), K);
+  k.gemm(s, false, true, B_, K, C, ln, C, score_params, C, 0.0f, view("logits"), K);
   loss_ = 0.0f;
+  outputs_pending_ = false;
   counted_ = 0;
-  if (labels_.empty()) return;
-  float* losses = view("losses");
-  counted_ = cpu::crossentropy_forward(losses, view("logsumexp"), view("logits"), labels_.data(),
-                                       B_, K, K);
-  double sum = 0.0;
-  for (std::int64_t b = 0; b < B_; ++b) sum += losses[b];
-  loss_ = counted_ > 0 ? static_cast<float>(sum / static_cast<double>(counted_)) : 0.0f;
+  if (!labels_.empty()) {
+    float* losses = view("losses");
+    k.crossentropy_forward(s, losses, view("logsumexp"), view("logits"), kernel_labels(body), B_, K,
+                           K);
+    counted_ = std::count_if(labels_.begin(), labels_.end(),
+                             [K](int label) { return label >= 0 && label < K; });
+    if (on_host_) {
+      double sum = 0.0;
+      for (std::int64_t b = 0; b < B_; ++b) sum += losses[b];
+      loss_ = counted_ > 0 ? static_cast<float>(sum / static_cast<double>(counted_)) : 0.0f;
+    }
+  }
+  if (!on_host_) copy_outputs(body);
+}
+
+// The labels as the kernels read them: labels_ on the host, else uploaded through pinned memory.
+const int* ClassifierHead::kernel_labels(const GPT2Compute& body) {
+  if (on_host_) return labels_.data();
+  const std::size_t bytes = static_cast<std::size_t>(B_) * sizeof(int);
+  if (!device_labels_.allocated()) {
+    pinned_labels_ = body.context()
+                         .allocator(MemorySpace::kHostPinned)
+                         .allocate(bytes, MemoryCategory::kActivations);
+    device_labels_ = buffer_allocator_->allocate(bytes, MemoryCategory::kActivations);
+  }
+  std::copy(labels_.begin(), labels_.end(), pinned_labels_.data_as<int>());
+  body.context().copy(body.stream(), pinned_labels_.data(), device_labels_.data(), bytes);
+  return device_labels_.data_as<const int>();
+}
+
+// Off the host: the logits (and losses) copied to pinned memory, read by loss(), logits() and
+// predictions() once the copy has run.
+void ClassifierHead::copy_outputs(const GPT2Compute& body) {
+  const std::int64_t K = head_.num_labels;
+  if (!pinned_outputs_.allocated())
+    pinned_outputs_ = body.context()
+                          .allocator(MemorySpace::kHostPinned)
+                          .allocate(static_cast<std::size_t>(B_ * (K + 1)) * sizeof(float),
+                                    MemoryCategory::kActivations);
+  float* outputs = pinned_outputs_.data_as<float>();
+  body.context().copy(body.stream(), view("logits"), outputs,
+                      static_cast<std::size_t>(B_ * K) * sizeof(float));
+  if (!labels_.empty())
+    body.context().copy(body.stream(), view("losses"), outputs + B_ * K,
+                        static_cast<std::size_t>(B_) * sizeof(float));
+  outputs_copied_ = body.stream().record();
+  outputs_pending_ = true;
+  inputs_released_ = outputs_copied_;
 }
 
 void ClassifierHead::backward(GPT2Compute& body, ConstUnitData final_norm_data,
@@ -158,34 +229,37 @@ void ClassifierHead::backward(GPT2Compute& body, ConstUnitData final_norm_data,
              "classifier backward: the head was made for ", name_of(param_dtype_),
              " parameters, given ", name_of(final_norm_data.dtype), " ln_f and ",
              name_of(score_data.dtype), " score");
+  Kernels& k = body.kernels();
+  Stream& s = body.stream();
   // Gradients come in the engine's gradient dtype (fp32 accumulation at stages 0-1 of a bf16
   // run, 16-bit buffers otherwise): fp32 ones are accumulated into directly.
-  const float* final_norm_params = as_fp32(final_norm_data, 2 * C, scratch("norm32"));
-  const float* score_params = as_fp32(score_data, K * C, scratch("score32"));
-  float* final_norm_grads = grads_fp32(final_norm_grad_data, 2 * C, scratch("dnorm32"));
-  float* score_grads = grads_fp32(score_grad_data, K * C, scratch("dscore32"));
+  const float* final_norm_params = as_fp32(k, s, final_norm_data, 2 * C, scratch("norm32"));
+  const float* score_params = as_fp32(k, s, score_data, K * C, scratch("score32"));
+  float* final_norm_grads = grads_fp32(k, s, final_norm_grad_data, 2 * C, scratch("dnorm32"));
+  float* score_grads = grads_fp32(k, s, score_grad_data, K * C, scratch("dscore32"));
   const float scale =
       loss_scale >= 0.0f ? loss_scale : (counted_ > 0 ? 1.0f / static_cast<float>(counted_) : 0.0f);
   float* dlogits = view("dlogits");
-  std::memcpy(dlogits, view("logits"), static_cast<std::size_t>(B_ * K) * sizeof(float));
-  cpu::crossentropy_backward(dlogits, view("logsumexp"), labels_.data(), B_, K, K, scale);
+  k.copy(s, dlogits, view("logits"), B_ * K);
+  // The labels forward uploaded (off the host) are still on the device.
+  const int* labels = on_host_ ? labels_.data() : device_labels_.data_as<const int>();
+  k.crossentropy_backward(s, dlogits, view("logsumexp"), labels, B_, K, K, scale);
   // dscore (K, C) += dlogitsᵀ · ln; dln (B, C) = dlogits · score
-  cpu::gemm(true, false, K, C, B_, 1.0f, dlogits, K, view("ln"), C, 1.0f, score_grads, C);
+  k.gemm(s, true, false, K, C, B_, dlogits, K, view("ln"), C, 1.0f, score_grads, C);
   float* dln = view("dln");
-  cpu::gemm(false, false, B_, C, K, 1.0f, dlogits, K, score_params, C, 0.0f, dln, C);
+  k.gemm(s, false, false, B_, C, K, dlogits, K, score_params, C, 0.0f, dln, C);
   float* drows = view("drows");
-  std::memset(drows, 0, static_cast<std::size_t>(B_ * C) * sizeof(float));
+  k.zero(s, drows, B_ * C);
   const FinalNormTensors<const float> norm(final_norm_params, body_);
   const FinalNormTensors<float> norm_grads(final_norm_grads, body_);
-  cpu::layernorm_backward(drows, norm_grads.weight, norm_grads.bias, dln, view("rows"), norm.weight,
-                          view("mean"), view("rstd"), B_, C);
+  k.layernorm_backward(s, drows, norm_grads.weight, norm_grads.bias, dln, view("rows"), norm.weight,
+                       view("mean"), view("rstd"), B_, C);
   float* dhidden = body.final_hidden_grad();
-  std::memset(dhidden, 0, static_cast<std::size_t>(B_ * T_ * C) * sizeof(float));
-  for (std::int64_t b = 0; b < B_; ++b)
-    std::memcpy(dhidden + (b * T_ + positions_[static_cast<std::size_t>(b)]) * C, drows + b * C,
-                static_cast<std::size_t>(C) * sizeof(float));
-  finish_grads(final_norm_grad_data, 2 * C, final_norm_grads);
-  finish_grads(score_grad_data, K * C, score_grads);
+  k.zero(s, dhidden, B_ * T_ * C);
+  k.copy_rows(s, dhidden, drows, hidden_rows_.data(), B_, C, /*scatter=*/true);
+  finish_grads(k, s, final_norm_grad_data, 2 * C, final_norm_grads);
+  finish_grads(k, s, score_grad_data, K * C, score_grads);
+  if (!on_host_) inputs_released_ = s.record();
 }
 
 }  // namespace zero::gpt2

@@ -1,11 +1,12 @@
-// GPT2Compute: activation layout (one allocation, named views), per-unit forward and backward.
+// GPT2Compute: activation layout (one allocation, named views), inputs and loss (compute_passes.cc
+// has the forward and backward passes).
 #include "zero/gpt2/compute.h"
 
 #include <algorithm>
 #include <cstring>
 
+#include "compute_internal.h"
 #include "zero/core/error.h"
-#include "zero/gpt2/layers_cpu.h"
 #include "zero/gpt2/units.h"
 
 namespace zero::gpt2 {
@@ -55,11 +56,6 @@ std::vector<TensorSpec> activation_specs(const GPT2Config& config, std::int64_t 
 
 // Rows of wte whose gradient one staged GEMM computes when gradients are 16-bit.
 constexpr std::int64_t kHeadGradRows = 2048;
-
-// fp32 elements of a block's vectors (layer norms and biases), in BlockTensors order.
-std::int64_t block_vector_elements(const GPT2Config& config) {
-  return 9 * config.n_embd + config.hidden_size();
-}
 
 std::vector<TensorSpec> workspace_specs(const GPT2Config& config, std::int64_t B, std::int64_t T,
                                         const ComputeOptions& options) {
@@ -113,24 +109,43 @@ ActivationPlan GPT2Compute::plan(const GPT2Config& config, std::int64_t batch_si
 }
 
 GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std::int64_t seq_len,
-                         Allocator& allocator, ComputeOptions options)
+                         DeviceContext& context, ComputeOptions options)
+    : GPT2Compute(config, batch_size, seq_len, context, context.allocator(MemorySpace::kDevice),
+                  options) {}
+
+GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std::int64_t seq_len,
+                         DeviceContext& context, Allocator& allocator, ComputeOptions options)
     : config_(config),
       B_(batch_size),
       T_(seq_len),
       options_(options),
-      planning_(allocator.planning()) {
+      context_(context),
+      kernels_(make_kernels(context)),
+      planning_(allocator.planning() || context.planning()),
+      on_host_(context.model_runs_on_host() || planning_) {
   config_.validate();
   ZERO_CHECK(B_ > 0 && T_ > 0,
              "GPT-2 compute: batch size and sequence length must be positive, got B=", B_,
              " T=", T_);
   ZERO_CHECK(T_ <= config_.n_positions, "GPT-2 compute: sequence length ", T_,
              " exceeds n_positions ", config_.n_positions);
+  ZERO_CHECK(on_host_ || allocator.space() == MemorySpace::kDevice,
+             "GPT-2 compute: activations must be device memory on a ", context.backend(),
+             " context, given an allocator of ", name_of(allocator.space()));
   activation_layout_ = FlatLayout(activation_specs(config_, B_, T_, options_), 1, 16);
   workspace_layout_ = FlatLayout(workspace_specs(config_, B_, T_, options_), 1, 16);
   activation_buffer_ = allocator.allocate(activation_layout_.padded_num_elements() * sizeof(float),
                                           MemoryCategory::kActivations);
   workspace_buffer_ = allocator.allocate(workspace_layout_.padded_num_elements() * sizeof(float),
                                          MemoryCategory::kWorkspace);
+  if (!on_host_) {  // the inputs' upload and the losses' read-back, through pinned memory
+    const std::size_t input_bytes = 3 * static_cast<std::size_t>(B_ * T_) * sizeof(int);
+    Allocator& pinned = context.allocator(MemorySpace::kHostPinned);
+    pinned_inputs_ = pinned.allocate(input_bytes, MemoryCategory::kActivations);
+    device_inputs_ = allocator.allocate(input_bytes, MemoryCategory::kActivations);
+    pinned_losses_ = pinned.allocate(static_cast<std::size_t>(B_ * T_) * sizeof(float),
+                                     MemoryCategory::kActivations);
+  }
   for (int layer = 0; layer < config_.n_layer; ++layer) {
     const std::string prefix = options_.activation_checkpointing
                                    ? std::string(kRecomputePrefix)
@@ -140,6 +155,15 @@ GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std:
                        get("atty"), get("residual2"), get("ln_2"), get("ln_2.mean"),
                        get("ln_2.rstd"), get("fch"), get("fch_gelu"),
                        activation("h." + std::to_string(layer) + ".residual3")});
+  }
+}
+
+// The buffers go back to their allocators only once the stream has run what reads them.
+GPT2Compute::~GPT2Compute() {
+  if (on_host_) return;
+  try {
+    stream().synchronize();
+  } catch (...) {  // a failed stream: its error was the step's to report
   }
 }
 
@@ -188,8 +212,14 @@ void GPT2Compute::set_inputs(std::span<const int> tokens, std::span<const int> t
   for (std::size_t i = 0; i < targets.size(); ++i)
     ZERO_CHECK(targets[i] < config_.vocab_size, "GPT-2 inputs: target ", targets[i], " at index ",
                i, " is outside the vocabulary [0, ", config_.vocab_size, ")");
+  // Off the host, the previous step's kernels may still read the host vectors and the upload
+  // buffer (CpuKernels submitted to a stream): the event of their last reader is awaited.
+  if (!on_host_) inputs_released_.synchronize();
   tokens_.assign(tokens.begin(), tokens.end());
   targets_.assign(targets.begin(), targets.end());
+  targets_in_range_ = std::count_if(targets_.begin(), targets_.end(), [&](int target) {
+    return target >= 0 && target < config_.vocab_size;
+  });
   unique_tokens_ = tokens_;
   std::sort(unique_tokens_.begin(), unique_tokens_.end());
   unique_tokens_.erase(std::unique(unique_tokens_.begin(), unique_tokens_.end()),
@@ -201,87 +231,60 @@ void GPT2Compute::set_inputs(std::span<const int> tokens, std::span<const int> t
         unique_tokens_.begin());
   dropout_ = dropout;
   loss_ = 0.0f;
+  loss_pending_ = false;
   counted_ = 0;
+  if (!on_host_) upload_inputs();
+}
+
+void GPT2Compute::upload_inputs() {
+  const std::size_t N = static_cast<std::size_t>(B_ * T_);
+  int* staged = pinned_inputs_.data_as<int>();
+  std::copy(tokens_.begin(), tokens_.end(), staged);
+  std::fill(staged + N, staged + 2 * N, -1);
+  std::copy(targets_.begin(), targets_.end(), staged + N);
+  std::copy(token_slots_.begin(), token_slots_.end(), staged + 2 * N);
+  context_.copy(stream(), staged, device_inputs_.data(), 3 * N * sizeof(int));
+}
+
+const int* GPT2Compute::kernel_tokens() const {
+  return on_host_ ? tokens_.data() : device_inputs_.data_as<const int>();
+}
+const int* GPT2Compute::kernel_targets() const {
+  return on_host_ ? targets_.data() : device_inputs_.data_as<const int>() + B_ * T_;
+}
+const int* GPT2Compute::kernel_slots() const {
+  return on_host_ ? token_slots_.data() : device_inputs_.data_as<const int>() + 2 * B_ * T_;
 }
 
 namespace {
-
-// A block's vectors (layer norms, biases) as fp32 and its matrices in the unit's dtype.
-struct BlockParams {
-  const float *ln1_weight, *ln1_bias, *qkv_bias, *attproj_bias, *ln2_weight, *ln2_bias, *fc_bias,
-      *fcproj_bias;
-  const void *qkv_weight, *attproj_weight, *fc_weight, *fcproj_weight;
-};
-struct BlockGrads {
-  float *ln1_weight, *ln1_bias, *qkv_bias, *attproj_bias, *ln2_weight, *ln2_bias, *fc_bias,
-      *fcproj_bias;
-  void *qkv_weight, *attproj_weight, *fc_weight, *fcproj_weight;
-};
-
-// fp32 units point into the unit; 16-bit ones have their vectors widened into `staging`
-// (block_vector_elements floats) in BlockTensors order.
-BlockParams block_params(const ConstUnitData& unit, const GPT2Config& config, float* staging) {
-  if (unit.dtype == DType::kFloat32) {
-    const BlockTensors<const float> p(static_cast<const float*>(unit.data), config);
-    return {p.ln1_weight, p.ln1_bias,       p.qkv_bias,  p.attproj_bias,
-            p.ln2_weight, p.ln2_bias,       p.fc_bias,   p.fcproj_bias,
-            p.qkv_weight, p.attproj_weight, p.fc_weight, p.fcproj_weight};
-  }
-  const BlockTensors<const std::uint16_t> p(static_cast<const std::uint16_t*>(unit.data), config);
-  const std::int64_t C = config.n_embd, H = config.hidden_size();
-  float* at = staging;
-  auto vector = [&](const std::uint16_t* source, std::int64_t count) {
-    cpu::widen(at, source, unit.dtype, count);
-    at += count;
-    return at - count;
-  };
-  BlockParams result{};
-  result.ln1_weight = vector(p.ln1_weight, C);
-  result.ln1_bias = vector(p.ln1_bias, C);
-  result.qkv_bias = vector(p.qkv_bias, 3 * C);
-  result.attproj_bias = vector(p.attproj_bias, C);
-  result.ln2_weight = vector(p.ln2_weight, C);
-  result.ln2_bias = vector(p.ln2_bias, C);
-  result.fc_bias = vector(p.fc_bias, H);
-  result.fcproj_bias = vector(p.fcproj_bias, C);
-  result.qkv_weight = p.qkv_weight;
-  result.attproj_weight = p.attproj_weight;
-  result.fc_weight = p.fc_weight;
-  result.fcproj_weight = p.fcproj_weight;
-  return result;
+// The mean of the per-row losses over the counted rows, summed in double in row order.
+float mean_loss(const float* losses, std::int64_t rows, std::int64_t counted) {
+  double sum = 0.0;
+  for (std::int64_t row = 0; row < rows; ++row) sum += losses[row];
+  return counted > 0 ? static_cast<float>(sum / static_cast<double>(counted)) : 0.0f;
 }
-
-// Gradient vectors of 16-bit units go to zeroed fp32 `staging`, added by finish_block_grads.
-BlockGrads block_grads(const UnitData& unit, const GPT2Config& config, float* staging) {
-  if (unit.dtype == DType::kFloat32) {
-    const BlockTensors<float> g(static_cast<float*>(unit.data), config);
-    return {g.ln1_weight, g.ln1_bias,       g.qkv_bias,  g.attproj_bias,
-            g.ln2_weight, g.ln2_bias,       g.fc_bias,   g.fcproj_bias,
-            g.qkv_weight, g.attproj_weight, g.fc_weight, g.fcproj_weight};
-  }
-  const BlockTensors<std::uint16_t> g(static_cast<std::uint16_t*>(unit.data), config);
-  const std::int64_t C = config.n_embd, H = config.hidden_size();
-  std::memset(staging, 0, static_cast<std::size_t>(block_vector_elements(config)) * sizeof(float));
-  return {staging,         staging + C,      staging + 2 * C, staging + 5 * C,
-          staging + 6 * C, staging + 7 * C,  staging + 8 * C, staging + 8 * C + H,
-          g.qkv_weight,    g.attproj_weight, g.fc_weight,     g.fcproj_weight};
-}
-
-void finish_block_grads(const UnitData& unit, const GPT2Config& config, const float* staging) {
-  if (unit.dtype == DType::kFloat32) return;
-  const BlockTensors<std::uint16_t> g(static_cast<std::uint16_t*>(unit.data), config);
-  const std::int64_t C = config.n_embd, H = config.hidden_size();
-  const struct {
-    std::uint16_t* to;
-    std::int64_t offset, count;
-  } vectors[] = {{g.ln1_weight, 0, C},       {g.ln1_bias, C, C},
-                 {g.qkv_bias, 2 * C, 3 * C}, {g.attproj_bias, 5 * C, C},
-                 {g.ln2_weight, 6 * C, C},   {g.ln2_bias, 7 * C, C},
-                 {g.fc_bias, 8 * C, H},      {g.fcproj_bias, 8 * C + H, C}};
-  for (const auto& v : vectors) cpu::accumulate(v.to, unit.dtype, staging + v.offset, v.count);
-}
-
 }  // namespace
+
+// The head's loss: summed now on the host, or once the losses' copy to pinned memory has run.
+void GPT2Compute::finish_loss(const float* losses) {
+  if (!on_host_) {
+    context_.copy(stream(), losses, pinned_losses_.data(),
+                  static_cast<std::size_t>(B_ * T_) * sizeof(float));
+    losses_copied_ = stream().record();
+    loss_pending_ = true;
+    return;
+  }
+  loss_ = mean_loss(losses, B_ * T_, counted_);
+}
+
+float GPT2Compute::loss() const {
+  if (loss_pending_) {
+    losses_copied_.synchronize();
+    loss_ = mean_loss(pinned_losses_.data_as<const float>(), B_ * T_, counted_);
+    loss_pending_ = false;
+  }
+  return loss_;
+}
 
 void GPT2Compute::check_params(const ConstUnitData& params, const char* what) const {
   ZERO_CHECK(params.data != nullptr, "GPT-2 ", what, ": null parameters");
@@ -297,297 +300,10 @@ void GPT2Compute::check_grads(const UnitData& grads, const char* what) const {
              name_of(options_.param_dtype));
 }
 
-void GPT2Compute::weight_gemm(bool trans_w, std::int64_t M, std::int64_t N, std::int64_t K,
-                              const float* A, Matrix W, std::int64_t ldw, float beta, float* C) {
-  if (W.dtype == DType::kFloat32) {
-    cpu::gemm(false, trans_w, M, N, K, 1.0f, A, K, static_cast<const float*>(W.data), ldw, beta, C,
-              N);
-  } else if (W.dtype == DType::kBFloat16 && cpu::gemm_bf16_native()) {
-    auto* a16 = reinterpret_cast<BFloat16*>(workspace("act16_a"));
-    cpu::to_bf16(a16, A, M * K);
-    cpu::gemm_bf16(false, trans_w, M, N, K, a16, K, static_cast<const BFloat16*>(W.data), ldw, beta,
-                   C, N);
-  } else {
-    cpu::gemm_widen_b(false, trans_w, M, N, K, A, K, W.data, W.dtype, ldw, beta, C, N);
-  }
-}
-
-void GPT2Compute::grad_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
-                            std::int64_t lda, const float* B, GradMatrix G, bool a_is_staged) {
-  // bf16 parameters with native kernels: both activations rounded to bf16 (as autocast does).
-  const bool bf16 = options_.param_dtype == DType::kBFloat16 && cpu::gemm_bf16_native();
-  BFloat16 *a16 = nullptr, *b16 = nullptr;
-  if (bf16) {
-    a16 = reinterpret_cast<BFloat16*>(workspace("act16_a"));
-    b16 = reinterpret_cast<BFloat16*>(workspace("act16_b"));
-    if (!a_is_staged) cpu::to_bf16(a16, A, K * lda);
-    cpu::to_bf16(b16, B, K * N);
-  }
-  auto product = [&](std::int64_t m0, std::int64_t rows, float beta, float* C) {
-    if (bf16)
-      cpu::gemm_bf16(true, false, rows, N, K, a16 + m0, lda, b16, N, beta, C, N);
-    else
-      cpu::gemm(true, false, rows, N, K, 1.0f, A + m0, lda, B, N, beta, C, N);
-  };
-  if (G.dtype == DType::kFloat32) {
-    product(0, M, 1.0f, static_cast<float*>(G.data));
-    return;
-  }
-  // 16-bit gradients: fp32 products of a bounded number of rows, each added with one rounding.
-  float* staged = workspace("grad32");
-  const std::int64_t rows = std::max<std::int64_t>(
-      1, static_cast<std::int64_t>(workspace_layout_.slot("grad32").num_elements) / N);
-  for (std::int64_t m0 = 0; m0 < M; m0 += rows) {
-    const std::int64_t count = std::min(rows, M - m0);
-    product(m0, count, 0.0f, staged);
-    cpu::accumulate(static_cast<char*>(G.data) + m0 * N * std::int64_t(size_of(G.dtype)), G.dtype,
-                    staged, count * N);
-  }
-}
-
-void GPT2Compute::linear_forward(float* out, const float* inp, Matrix weight, const float* bias,
-                                 std::int64_t N, std::int64_t C, std::int64_t OC) {
-  if (weight.dtype == DType::kFloat32) {
-    cpu::matmul_forward(out, inp, static_cast<const float*>(weight.data), bias, N, C, OC);
-    return;
-  }
-  if (bias != nullptr) {
-#pragma omp parallel for schedule(static)
-    for (std::int64_t row = 0; row < N; ++row)
-      std::memcpy(out + row * OC, bias, OC * sizeof(float));
-  }
-  weight_gemm(false, N, OC, C, inp, weight, OC, bias != nullptr ? 1.0f : 0.0f, out);
-}
-
-void GPT2Compute::linear_backward(float* dinp, GradMatrix dweight, float* dbias, const float* dout,
-                                  const float* inp, Matrix weight, std::int64_t N, std::int64_t C,
-                                  std::int64_t OC) {
-  if (weight.dtype == DType::kFloat32 && dweight.dtype == DType::kFloat32) {
-    cpu::matmul_backward(dinp, static_cast<float*>(dweight.data), dbias, dout, inp,
-                         static_cast<const float*>(weight.data), N, C, OC);
-    return;
-  }
-  if (dinp != nullptr) weight_gemm(true, N, C, OC, dout, weight, OC, 0.0f, dinp);
-  grad_gemm(C, OC, N, inp, C, dout, dweight);
-  if (dbias != nullptr) cpu::bias_backward(dbias, dout, N, OC);
-}
-
-void GPT2Compute::forward_embeddings(ConstUnitData params) {
-  if (planning_) return;  // a plan has no memory to compute in
-  ZERO_CHECK(!tokens_.empty(), "GPT-2 forward: set_inputs was not called");
-  check_params(params, "forward_embeddings");
-  const std::int64_t C = config_.n_embd;
-  const DropoutSite dropout = dropout_site(0, config_.embd_pdrop);
-  if (params.dtype == DType::kFloat32) {
-    const EmbeddingTensors<const float> p(static_cast<const float*>(params.data), config_);
-    cpu::encoder_forward(activation("encoded"), tokens_.data(), p.wte, p.wpe, B_, T_, C, dropout);
-    return;
-  }
-  // The batch's distinct wte rows and wpe[0, T) widened to fp32; rows addressed by slot.
-  const EmbeddingTensors<const std::uint16_t> p(static_cast<const std::uint16_t*>(params.data),
-                                                config_);
-  const std::int64_t U = static_cast<std::int64_t>(unique_tokens_.size());
-  float* wte = workspace("param32");
-  float* wpe = wte + U * C;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t slot = 0; slot < U; ++slot)
-    cpu::widen(wte + slot * C, p.wte + std::int64_t(unique_tokens_[slot]) * C, params.dtype, C);
-  cpu::widen(wpe, p.wpe, params.dtype, T_ * C);
-  cpu::encoder_forward(activation("encoded"), token_slots_.data(), wte, wpe, B_, T_, C, dropout);
-}
-
-void GPT2Compute::forward_block(int layer, ConstUnitData params) {
-  ZERO_CHECK(layer >= 0 && layer < config_.n_layer, "GPT-2 forward: no block ", layer);
-  if (planning_) return;  // a plan has no memory to compute in
-  check_params(params, "forward_block");
-  forward_block_impl(layer, params);
-}
-
-void GPT2Compute::forward_block_impl(int layer, const ConstUnitData& params) {
-  const DType dtype = params.dtype;
-  const BlockParams p = block_params(params, config_, workspace_or_null("param32"));
-  const BlockActivations& a = blocks_[layer];
-  const std::int64_t N = B_ * T_, C = config_.n_embd, H = config_.hidden_size();
-  const float epsilon = static_cast<float>(config_.layer_norm_epsilon);
-  const std::uint32_t site = 3 * static_cast<std::uint32_t>(layer);
-  float* proj = workspace("proj");
-  cpu::layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, block_input(layer), p.ln1_weight,
-                         p.ln1_bias, N, C, epsilon);
-  linear_forward(a.qkv, a.ln1, {p.qkv_weight, dtype}, p.qkv_bias, N, C, 3 * C);
-  cpu::attention_forward(a.atty, a.att, a.qkv, B_, T_, C, config_.n_head,
-                         dropout_site(site + 1, config_.attn_pdrop));
-  linear_forward(proj, a.atty, {p.attproj_weight, dtype}, p.attproj_bias, N, C, C);
-  cpu::residual_dropout_forward(a.residual2, block_input(layer), proj, B_, T_, C,
-                                dropout_site(site + 2, config_.resid_pdrop));
-  cpu::layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, p.ln2_weight, p.ln2_bias, N, C,
-                         epsilon);
-  linear_forward(a.fch, a.ln2, {p.fc_weight, dtype}, p.fc_bias, N, C, H);
-  cpu::gelu_forward(a.fch_gelu, a.fch, N * H);
-  linear_forward(proj, a.fch_gelu, {p.fcproj_weight, dtype}, p.fcproj_bias, N, H, C);
-  cpu::residual_dropout_forward(a.residual3, a.residual2, proj, B_, T_, C,
-                                dropout_site(site + 3, config_.resid_pdrop));
-}
-
-void GPT2Compute::forward_head(ConstUnitData final_norm_params, ConstUnitData embedding_params) {
-  if (planning_) return;  // a plan has no memory to compute in
-  check_params(final_norm_params, "forward_head (final norm)");
-  check_params(embedding_params, "forward_head (embeddings)");
-  const std::int64_t N = B_ * T_, C = config_.n_embd, Vp = config_.padded_vocab_size();
-  const float *weight, *bias;
-  if (final_norm_params.dtype == DType::kFloat32) {
-    const FinalNormTensors<const float> norm(static_cast<const float*>(final_norm_params.data),
-                                             config_);
-    weight = norm.weight;
-    bias = norm.bias;
-  } else {
-    float* staged = workspace("param32");
-    cpu::widen(staged, final_norm_params.data, final_norm_params.dtype, 2 * C);
-    weight = staged;
-    bias = staged + C;
-  }
-  float* ln_f = activation("ln_f");
-  float* logits = activation("logits");
-  cpu::layernorm_forward(ln_f, activation("ln_f.mean"), activation("ln_f.rstd"),
-                         blocks_.back().residual3, weight, bias, N, C,
-                         static_cast<float>(config_.layer_norm_epsilon));
-  // logits (N, Vp) = ln_f (N, C) · wteᵀ (wte is the unit's first tensor)
-  weight_gemm(true, N, Vp, C, ln_f, {embedding_params.data, embedding_params.dtype}, C, 0.0f,
-              logits);
-  loss_ = 0.0f;
-  counted_ = 0;
-  if (targets_.empty()) return;
-  float* losses = activation("losses");
-  counted_ = cpu::crossentropy_forward(losses, activation("logsumexp"), logits, targets_.data(), N,
-                                       config_.vocab_size, Vp);
-  double sum = 0.0;
-  for (std::int64_t row = 0; row < N; ++row) sum += losses[row];
-  loss_ = counted_ > 0 ? static_cast<float>(sum / static_cast<double>(counted_)) : 0.0f;
-}
-
-void GPT2Compute::backward_head(ConstUnitData final_norm_params, ConstUnitData embedding_params,
-                                UnitData final_norm_grads, UnitData embedding_grads,
-                                float loss_scale) {
-  if (planning_) return;  // a plan has no memory to compute in
-  ZERO_CHECK(!targets_.empty(), "GPT-2 backward: no targets were given to set_inputs");
-  check_params(final_norm_params, "backward_head (final norm)");
-  check_params(embedding_params, "backward_head (embeddings)");
-  check_grads(final_norm_grads, "backward_head (final norm)");
-  check_grads(embedding_grads, "backward_head (embeddings)");
-  const std::int64_t N = B_ * T_, C = config_.n_embd, Vp = config_.padded_vocab_size();
-  const float scale =
-      loss_scale >= 0.0f ? loss_scale : (counted_ > 0 ? 1.0f / static_cast<float>(counted_) : 0.0f);
-  const float* weight;
-  if (final_norm_params.dtype == DType::kFloat32) {
-    weight =
-        FinalNormTensors<const float>(static_cast<const float*>(final_norm_params.data), config_)
-            .weight;
-  } else {
-    float* staged = workspace("param32");
-    cpu::widen(staged, final_norm_params.data, final_norm_params.dtype, C);
-    weight = staged;
-  }
-  float *dweight, *dbias;
-  if (final_norm_grads.dtype == DType::kFloat32) {
-    const FinalNormTensors<float> norm_grads(static_cast<float*>(final_norm_grads.data), config_);
-    dweight = norm_grads.weight;
-    dbias = norm_grads.bias;
-  } else {
-    dweight = workspace("gradvec32");
-    dbias = dweight + C;
-    std::memset(dweight, 0, static_cast<std::size_t>(2 * C) * sizeof(float));
-  }
-  float* dlogits = activation("logits");
-  cpu::crossentropy_backward(dlogits, activation("logsumexp"), targets_.data(), N,
-                             config_.vocab_size, Vp, scale);
-  float* dln = workspace("dln");
-  float* dresidual = workspace("dresidual");
-  // dln (N, C) = dlogits (N, Vp) · wte (Vp, C); dwte (Vp, C) += dlogitsᵀ · ln_f
-  weight_gemm(false, N, C, Vp, dlogits, {embedding_params.data, embedding_params.dtype}, C, 0.0f,
-              dln);
-  // dlogits (N, Vp) is contiguous: the bf16 copy weight_gemm just made is grad_gemm's A.
-  grad_gemm(Vp, C, N, dlogits, Vp, activation("ln_f"),
-            {embedding_grads.data, embedding_grads.dtype}, /*a_is_staged=*/true);
-  std::memset(dresidual, 0, static_cast<std::size_t>(N * C) * sizeof(float));
-  cpu::layernorm_backward(dresidual, dweight, dbias, dln, blocks_.back().residual3, weight,
-                          activation("ln_f.mean"), activation("ln_f.rstd"), N, C);
-  if (final_norm_grads.dtype != DType::kFloat32)
-    cpu::accumulate(final_norm_grads.data, final_norm_grads.dtype, dweight, 2 * C);
-}
-
-void GPT2Compute::backward_block(int layer, ConstUnitData params, UnitData grads) {
-  ZERO_CHECK(layer >= 0 && layer < config_.n_layer, "GPT-2 backward: no block ", layer);
-  if (planning_) return;  // a plan has no memory to compute in
-  check_params(params, "backward_block");
-  check_grads(grads, "backward_block");
-  if (options_.activation_checkpointing) forward_block_impl(layer, params);
-  const DType dtype = params.dtype;
-  const BlockParams p = block_params(params, config_, workspace_or_null("param32"));
-  const BlockGrads g = block_grads(grads, config_, workspace_or_null("gradvec32"));
-  const BlockActivations& a = blocks_[layer];
-  const std::int64_t N = B_ * T_, C = config_.n_embd, H = config_.hidden_size();
-  const std::uint32_t site = 3 * static_cast<std::uint32_t>(layer);
-  float* dresidual = workspace("dresidual");
-  float* dproj = workspace("dproj");
-  float* dhidden = workspace("dhidden");
-  float* dln = workspace("dln");
-  float* datty = workspace("datty");
-
-  const DropoutSite mlp_dropout = dropout_site(site + 3, config_.resid_pdrop);
-  const float* dfcproj = dresidual;
-  if (mlp_dropout.active()) {
-    cpu::dropout_backward(dproj, dresidual, B_, T_, C, mlp_dropout);
-    dfcproj = dproj;
-  }
-  linear_backward(dhidden, {g.fcproj_weight, grads.dtype}, g.fcproj_bias, dfcproj, a.fch_gelu,
-                  {p.fcproj_weight, dtype}, N, H, C);
-  cpu::gelu_backward(dhidden, a.fch, dhidden, N * H);
-  linear_backward(dln, {g.fc_weight, grads.dtype}, g.fc_bias, dhidden, a.ln2, {p.fc_weight, dtype},
-                  N, C, H);
-  cpu::layernorm_backward(dresidual, g.ln2_weight, g.ln2_bias, dln, a.residual2, p.ln2_weight,
-                          a.ln2_mean, a.ln2_rstd, N, C);
-
-  const DropoutSite attention_out_dropout = dropout_site(site + 2, config_.resid_pdrop);
-  const float* dattproj = dresidual;
-  if (attention_out_dropout.active()) {
-    cpu::dropout_backward(dproj, dresidual, B_, T_, C, attention_out_dropout);
-    dattproj = dproj;
-  }
-  linear_backward(datty, {g.attproj_weight, grads.dtype}, g.attproj_bias, dattproj, a.atty,
-                  {p.attproj_weight, dtype}, N, C, C);
-  float* dqkv = workspace("dqkv");
-  cpu::attention_backward(dqkv, workspace("datt"), datty, a.qkv, a.att, B_, T_, C, config_.n_head,
-                          dropout_site(site + 1, config_.attn_pdrop));
-  linear_backward(dln, {g.qkv_weight, grads.dtype}, g.qkv_bias, dqkv, a.ln1, {p.qkv_weight, dtype},
-                  N, C, 3 * C);
-  cpu::layernorm_backward(dresidual, g.ln1_weight, g.ln1_bias, dln, block_input(layer),
-                          p.ln1_weight, a.ln1_mean, a.ln1_rstd, N, C);
-  finish_block_grads(grads, config_, workspace_or_null("gradvec32"));
-}
-
-void GPT2Compute::backward_embeddings(ConstUnitData params, UnitData grads) {
-  if (planning_) return;  // a plan has no memory to compute in
-  check_params(params, "backward_embeddings");
-  check_grads(grads, "backward_embeddings");
-  const std::int64_t C = config_.n_embd;
-  const DropoutSite dropout = dropout_site(0, config_.embd_pdrop);
-  if (grads.dtype == DType::kFloat32) {
-    const EmbeddingTensors<float> g(static_cast<float*>(grads.data), config_);
-    cpu::encoder_backward(g.wte, g.wpe, workspace("dresidual"), tokens_.data(), B_, T_, C, dropout);
-    return;
-  }
-  // 16-bit: the batch's distinct wte rows and wpe[0, T) summed in fp32, then added once each.
-  const EmbeddingTensors<std::uint16_t> g(static_cast<std::uint16_t*>(grads.data), config_);
-  const std::int64_t U = static_cast<std::int64_t>(unique_tokens_.size());
-  float* dwte = workspace("grad32");
-  float* dwpe = dwte + U * C;
-  std::memset(dwte, 0, static_cast<std::size_t>((U + T_) * C) * sizeof(float));
-  cpu::encoder_backward(dwte, dwpe, workspace("dresidual"), token_slots_.data(), B_, T_, C,
-                        dropout);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t slot = 0; slot < U; ++slot)
-    cpu::accumulate(g.wte + std::int64_t(unique_tokens_[slot]) * C, grads.dtype, dwte + slot * C,
-                    C);
-  cpu::accumulate(g.wpe, grads.dtype, dwpe, T_ * C);
+GemmScratch GPT2Compute::gemm_scratch() const {
+  if (options_.param_dtype == DType::kFloat32) return {};
+  return {workspace("act16_a"), workspace("act16_b"), workspace("grad32"),
+          static_cast<std::int64_t>(workspace_layout_.slot("grad32").num_elements)};
 }
 
 }  // namespace zero::gpt2

@@ -34,7 +34,8 @@ EngineClassifier::EngineClassifier(Engine& engine, const GPT2Config& config,
       head_config_(head),
       specs_(gpt2_units(config)),
       units_(register_units(engine, config_, head_config_, specs_, seed)),
-      compute_(config_, rows, seq_len, activations, with_engine_dtype(options, engine)),
+      compute_(config_, rows, seq_len, engine.context(), activations,
+               with_engine_dtype(options, engine)),
       head_(config_, head_config_, rows, seq_len, activations, engine.param_dtype()) {}
 
 void EngineClassifier::forward_body() {

@@ -26,7 +26,8 @@ EngineModel::EngineModel(Engine& engine, const GPT2Config& config, std::int64_t 
       config_(config),
       specs_(gpt2_units(config)),
       units_(register_units(engine, config_, specs_, seed)),
-      compute_(config_, rows, seq_len, activations, with_engine_dtype(options, engine)) {}
+      compute_(config_, rows, seq_len, engine.context(), activations,
+               with_engine_dtype(options, engine)) {}
 
 void EngineModel::forward(GatheredUnit& norm, GatheredUnit& wte) {
   const UnitId embeddings = units_[embeddings_unit()];

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 
+#include "zero/core/device_context.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/rng.h"
 
@@ -44,7 +46,9 @@ std::vector<int> generate(const GPT2Model& model, Allocator& allocator, std::spa
   std::vector<int> tokens(prompt.begin(), prompt.end());
   const std::int64_t window = std::min<std::int64_t>(
       config.n_positions, static_cast<std::int64_t>(tokens.size()) + max_new_tokens);
-  GPT2Compute compute(config, 1, window, allocator);
+  // GPT2Model's parameters are host memory: the CPU backend's kernels, on this thread.
+  const std::unique_ptr<DeviceContext> context = make_cpu_context();
+  GPT2Compute compute(config, 1, window, *context, allocator);
   std::vector<int> input(static_cast<std::size_t>(window));
   const std::int64_t Vp = config.padded_vocab_size();
   for (int i = 0; i < max_new_tokens; ++i) {

@@ -10,7 +10,14 @@
 
 namespace zero {
 
+class Stream;  // zero/core/stream.h
+
 using CudaStreamHandle = void*;  // a cudaStream_t
+
+// The cudaStream_t behind a stream of a CUDA DeviceContext, for code above the core that enqueues
+// its own CUDA work on the device layer's streams (the GPT-2 CUDA kernels). Throws zero::Error
+// naming the stream when it is not a CUDA stream.
+CudaStreamHandle cuda_stream_handle(Stream& stream);
 
 // Converts `count` elements between dtypes on the device, enqueued on `stream` (asynchronous).
 // Pointers are device pointers. Same rounding as zero::convert on the host.

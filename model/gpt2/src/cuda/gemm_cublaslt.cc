@@ -3,9 +3,12 @@
 // 32 MiB workspace per stream (two streams never share one while running), and the matrix layouts
 // and the heuristic's algorithm cached per problem (shape, dtypes, epilogue, operand alignments):
 // a training step repeats a few dozen problems, and the heuristic query costs more host time
-// than the launch.
+// than the launch. cuBLASLt is loaded with dlopen at the first GEMM, not linked: its 0.5 GiB of
+// mappings would otherwise sit in every process of the `zero` binary, CPU runs and
+// `zero train --dry_run` (whose 70B plan must fit in 1 GiB of address space) included.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <array>
@@ -23,11 +26,49 @@
 namespace zero::gpt2::cuda {
 namespace {
 
+// The cuBLASLt functions this file calls, resolved once from libcublasLt.so.<major>.
+#define ZERO_LT_FUNCTIONS(X)              \
+  X(cublasLtCreate)                       \
+  X(cublasLtGetStatusString)              \
+  X(cublasLtGetVersion)                   \
+  X(cublasLtMatmul)                       \
+  X(cublasLtMatmulAlgoGetHeuristic)       \
+  X(cublasLtMatmulDescCreate)             \
+  X(cublasLtMatmulDescDestroy)            \
+  X(cublasLtMatmulDescSetAttribute)       \
+  X(cublasLtMatmulPreferenceCreate)       \
+  X(cublasLtMatmulPreferenceDestroy)      \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatrixLayoutCreate)           \
+  X(cublasLtMatrixLayoutDestroy)
+
+struct LtApi {
+#define ZERO_LT_MEMBER(name) decltype(&::name) name = nullptr;
+  ZERO_LT_FUNCTIONS(ZERO_LT_MEMBER)
+#undef ZERO_LT_MEMBER
+};
+
+const LtApi& lt() {
+  static const LtApi api = [] {
+    const std::string soname = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+    void* library = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);  // kept for the process
+    ZERO_CHECK(library != nullptr, "gemm: cannot load cuBLASLt (", soname, "): ", dlerror());
+    LtApi loaded;
+#define ZERO_LT_LOAD(name)                                                  \
+  loaded.name = reinterpret_cast<decltype(&::name)>(dlsym(library, #name)); \
+  ZERO_CHECK(loaded.name != nullptr, "gemm: ", soname, " has no ", #name);
+    ZERO_LT_FUNCTIONS(ZERO_LT_LOAD)
+#undef ZERO_LT_LOAD
+    return loaded;
+  }();
+  return api;
+}
+
 #define ZERO_CUBLAS_CHECK(call)                                                      \
   do {                                                                               \
     const cublasStatus_t zero_cublas_status = (call);                                \
     ZERO_CHECK(zero_cublas_status == CUBLAS_STATUS_SUCCESS, "cuBLASLt call ", #call, \
-               " failed: ", cublasLtGetStatusString(zero_cublas_status));            \
+               " failed: ", lt().cublasLtGetStatusString(zero_cublas_status));       \
   } while (false)
 
 constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
@@ -51,8 +92,8 @@ struct PlanKey {
   std::int64_t aux_ld = 0;
   std::array<std::uint32_t, 4> alignments{};  // B, A, C, D
   auto tie() const {
-    return std::tie(device, first_transposed, second_transposed, dims, ab_dtype, c_dtype,
-                    epilogue, aux_ld, alignments);
+    return std::tie(device, first_transposed, second_transposed, dims, ab_dtype, c_dtype, epilogue,
+                    aux_ld, alignments);
   }
   bool operator<(const PlanKey& other) const { return tie() < other.tie(); }
 };
@@ -64,7 +105,7 @@ struct Plan {
   cublasLtMatmulAlgo_t algorithm{};
   ~Plan() {
     for (cublasLtMatrixLayout_t layout : {first, second, output})
-      if (layout != nullptr) cublasLtMatrixLayoutDestroy(layout);
+      if (layout != nullptr) lt().cublasLtMatrixLayoutDestroy(layout);
   }
 };
 
@@ -85,7 +126,7 @@ Library& library() {
 std::pair<cublasLtHandle_t, void*> handle_and_workspace(int device, cudaStream_t stream) {
   Library& lib = library();
   std::lock_guard lock(lib.mutex);
-  if (lib.handle == nullptr) ZERO_CUBLAS_CHECK(cublasLtCreate(&lib.handle));
+  if (lib.handle == nullptr) ZERO_CUBLAS_CHECK(lt().cublasLtCreate(&lib.handle));
   void*& workspace = lib.workspaces[{device, stream}];
   if (workspace == nullptr) ZERO_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
   return {lib.handle, workspace};
@@ -103,20 +144,19 @@ std::uint32_t alignment_of(const void* data) {
 struct MatmulDesc {
   cublasLtMatmulDesc_t desc = nullptr;
   ~MatmulDesc() {
-    if (desc != nullptr) cublasLtMatmulDescDestroy(desc);
+    if (desc != nullptr) lt().cublasLtMatmulDescDestroy(desc);
   }
 };
 struct Preference {
   cublasLtMatmulPreference_t preference = nullptr;
   ~Preference() {
-    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
+    if (preference != nullptr) lt().cublasLtMatmulPreferenceDestroy(preference);
   }
 };
 
 // The cached plan of `key`, made on first use: layouts and the heuristic's first algorithm for
 // `operation` (whose attributes besides the bias and aux pointers the key determines).
-const Plan& plan_for(const PlanKey& key, cublasLtHandle_t handle,
-                     cublasLtMatmulDesc_t operation) {
+const Plan& plan_for(const PlanKey& key, cublasLtHandle_t handle, cublasLtMatmulDesc_t operation) {
   Library& lib = library();
   std::lock_guard lock(lib.mutex);
   std::unique_ptr<Plan>& slot = lib.plans[key];
@@ -124,28 +164,26 @@ const Plan& plan_for(const PlanKey& key, cublasLtHandle_t handle,
   auto plan = std::make_unique<Plan>();
   const cudaDataType_t ab_type = cuda_type(key.ab_dtype), c_type = cuda_type(key.c_dtype);
   const auto& d = key.dims;
-  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first, ab_type, d[0], d[1], d[2]));
-  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, ab_type, d[3], d[4], d[5]));
-  ZERO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->output, c_type, d[6], d[7], d[8]));
+  ZERO_CUBLAS_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->first, ab_type, d[0], d[1], d[2]));
+  ZERO_CUBLAS_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->second, ab_type, d[3], d[4], d[5]));
+  ZERO_CUBLAS_CHECK(lt().cublasLtMatrixLayoutCreate(&plan->output, c_type, d[6], d[7], d[8]));
   Preference preference;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference.preference));
+  ZERO_CUBLAS_CHECK(lt().cublasLtMatmulPreferenceCreate(&preference.preference));
   const std::size_t workspace_bytes = kWorkspaceBytes;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+  ZERO_CUBLAS_CHECK(lt().cublasLtMatmulPreferenceSetAttribute(
       preference.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
       sizeof(workspace_bytes)));
   const cublasLtMatmulPreferenceAttributes_t alignment_attributes[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
   for (int k = 0; k < 4; ++k)
-    ZERO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference.preference,
-                                                           alignment_attributes[k],
-                                                           &key.alignments[k],
-                                                           sizeof(std::uint32_t)));
+    ZERO_CUBLAS_CHECK(lt().cublasLtMatmulPreferenceSetAttribute(
+        preference.preference, alignment_attributes[k], &key.alignments[k], sizeof(std::uint32_t)));
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, operation, plan->first, plan->second,
-                                                   plan->output, plan->output,
-                                                   preference.preference, 1, &heuristic, &found));
+  ZERO_CUBLAS_CHECK(lt().cublasLtMatmulAlgoGetHeuristic(
+      handle, operation, plan->first, plan->second, plan->output, plan->output,
+      preference.preference, 1, &heuristic, &found));
   ZERO_CHECK(found > 0, "gemm: cuBLASLt has no algorithm for the column-major problem (", d[6],
              " x ", d[7], ", inner ", key.first_transposed ? d[0] : d[1], ") ",
              name_of(key.ab_dtype), " -> ", name_of(key.c_dtype), " epilogue ",
@@ -192,15 +230,15 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
   if (M == 0 || N == 0) return;
 
   MatmulDesc operation;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&operation.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  ZERO_CUBLAS_CHECK(lt().cublasLtMatmulDescCreate(&operation.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   // Column-major view (lt_problem): Cᵀ (N, M) = op(B)ᵀ (N, K) · op(A)ᵀ (K, M), B first.
   const LtProblem shape = lt_problem(trans_a, trans_b, M, N, K, lda, ldb, ldc);
   const cublasOperation_t op_first = shape.first_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = shape.second_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation.desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                   &op_first, sizeof(op_first)));
-  ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation.desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                   &op_second, sizeof(op_second)));
+  ZERO_CUBLAS_CHECK(lt().cublasLtMatmulDescSetAttribute(operation.desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                        &op_first, sizeof(op_first)));
+  ZERO_CUBLAS_CHECK(lt().cublasLtMatmulDescSetAttribute(operation.desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                        &op_second, sizeof(op_second)));
   cublasLtEpilogue_t mode = CUBLASLT_EPILOGUE_DEFAULT;
   if (epilogue.gelu && epilogue.pre_gelu != nullptr)
     mode = epilogue.bias != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
@@ -208,17 +246,17 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
     mode = epilogue.bias != nullptr ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
   else if (epilogue.bias != nullptr)
     mode = CUBLASLT_EPILOGUE_BIAS;
-  ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                   &mode, sizeof(mode)));
+  ZERO_CUBLAS_CHECK(lt().cublasLtMatmulDescSetAttribute(
+      operation.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &mode, sizeof(mode)));
   if (epilogue.bias != nullptr)
-    ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+    ZERO_CUBLAS_CHECK(lt().cublasLtMatmulDescSetAttribute(
         operation.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epilogue.bias, sizeof(void*)));
   if (epilogue.pre_gelu != nullptr) {
-    ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(operation.desc,
-                                                     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-                                                     &epilogue.pre_gelu, sizeof(void*)));
+    ZERO_CUBLAS_CHECK(lt().cublasLtMatmulDescSetAttribute(operation.desc,
+                                                          CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                          &epilogue.pre_gelu, sizeof(void*)));
     const std::int64_t aux_ld = ldc;
-    ZERO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+    ZERO_CUBLAS_CHECK(lt().cublasLtMatmulDescSetAttribute(
         operation.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
   }
 
@@ -237,9 +275,9 @@ void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64
   auto [handle, workspace] = handle_and_workspace(key.device, stream);
   const Plan& plan = plan_for(key, handle, operation.desc);
   const float alpha = 1.0f;
-  ZERO_CUBLAS_CHECK(cublasLtMatmul(handle, operation.desc, &alpha, B, plan.first, A, plan.second,
-                                   &beta, C, plan.output, C, plan.output, &plan.algorithm,
-                                   workspace, kWorkspaceBytes, stream));
+  ZERO_CUBLAS_CHECK(lt().cublasLtMatmul(handle, operation.desc, &alpha, B, plan.first, A,
+                                        plan.second, &beta, C, plan.output, C, plan.output,
+                                        &plan.algorithm, workspace, kWorkspaceBytes, stream));
 }
 
 std::size_t gemm_plans_cached() {
@@ -269,7 +307,7 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 
 const char* cublaslt_version() {
   static const std::string version = [] {
-    const std::size_t v = cublasLtGetVersion();  // major·10000 + minor·100 + patch
+    const std::size_t v = lt().cublasLtGetVersion();  // major·10000 + minor·100 + patch
     return "cuBLASLt " + std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
            std::to_string(v % 100);
   }();

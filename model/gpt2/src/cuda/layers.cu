@@ -248,6 +248,33 @@ void column_sums(float* target0, float* target1, const Terms& terms, std::int64_
   ZERO_CUDA_CHECK(cudaFreeAsync(partial, stream));
 }
 
+// ---- residual + dropout, dropout's backward ----
+
+// Element `index` of residual + dropout(inp) (residual null: dropout(inp) alone, which is also
+// dropout's backward, mask · scale · dout), as layers_cpu.cc computes it.
+__host__ __device__ inline float residual_dropout_element(const float* residual, const float* inp,
+                                                          std::int64_t index, std::int64_t T,
+                                                          std::int64_t C,
+                                                          const DropoutSite& dropout) {
+  const float x = inp[index];
+  float kept = x;
+  if (dropout.active()) {
+    const std::int64_t row = index / C;
+    kept = dropout.keep(dropout.row_key(row / T, row % T), static_cast<std::uint64_t>(index % C))
+               ? x * dropout.scale()
+               : 0.0f;
+  }
+  return residual != nullptr ? residual[index] + kept : kept;
+}
+
+__global__ void residual_dropout_kernel(float* out, const float* residual, const float* inp,
+                                        std::int64_t n, std::int64_t T, std::int64_t C,
+                                        DropoutSite dropout) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  out[i] = residual_dropout_element(residual, inp, i, T, C, dropout);
+}
+
 // ---- GELU ----
 
 __global__ void gelu_forward_kernel(float* out, const float* inp, std::int64_t n) {
@@ -418,6 +445,21 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
 void bias_backward(float* dbias, const float* dout, std::int64_t N, std::int64_t OC,
                    cudaStream_t stream) {
   column_sums(dbias, nullptr, BiasTerms{dout}, N, OC, stream);
+}
+
+void residual_dropout_forward(float* out, const float* residual, const float* inp, std::int64_t B,
+                              std::int64_t T, std::int64_t C, const DropoutSite& dropout,
+                              cudaStream_t stream) {
+  const std::int64_t n = B * T * C;
+  if (n == 0) return;
+  residual_dropout_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, residual, inp, n, T, C,
+                                                                dropout);
+  ZERO_CUDA_CHECK(cudaGetLastError());
+}
+
+void dropout_backward(float* dinp, const float* dout, std::int64_t B, std::int64_t T,
+                      std::int64_t C, const DropoutSite& dropout, cudaStream_t stream) {
+  residual_dropout_forward(dinp, nullptr, dout, B, T, C, dropout, stream);
 }
 
 void gelu_forward(float* out, const float* inp, std::int64_t n, cudaStream_t stream) {

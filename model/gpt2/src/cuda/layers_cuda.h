@@ -44,6 +44,15 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                         const float* inp, const float* weight, const float* mean, const float* rstd,
                         std::int64_t N, std::int64_t C, cudaStream_t stream);
 
+// out (B, T, C) = residual + dropout(inp) (cpu::residual_dropout_forward); residual may be null
+// (out = dropout(inp)).
+void residual_dropout_forward(float* out, const float* residual, const float* inp, std::int64_t B,
+                              std::int64_t T, std::int64_t C, const DropoutSite& dropout,
+                              cudaStream_t stream);
+// dinp (B, T, C) = mask · scale · dout (cpu::dropout_backward), overwritten.
+void dropout_backward(float* dinp, const float* dout, std::int64_t B, std::int64_t T,
+                      std::int64_t C, const DropoutSite& dropout, cudaStream_t stream);
+
 // GELU, tanh approximation. dinp = dout · gelu'(inp) (may alias dout).
 void gelu_forward(float* out, const float* inp, std::int64_t n, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_t n,

@@ -66,9 +66,11 @@ class ClassifierHead {
   void backward(GPT2Compute& body, ConstUnitData final_norm_params, ConstUnitData score_params,
                 UnitData final_norm_grads, UnitData score_grads, float loss_scale = -1.0f);
 
-  float loss() const { return loss_; }  // mean over counted rows (0 when none)
+  // Mean over counted rows (0 when none). Where the body's model does not run on the host,
+  // loss(), logits() and predictions() wait for the copy of the outputs forward enqueued.
+  float loss() const;
   std::int64_t num_counted() const { return counted_; }
-  const float* logits() const;  // (B, K), valid after forward
+  const float* logits() const;  // (B, K) host memory, valid after forward
   // argmax over K of each row's logits (the first maximum, as torch.argmax).
   std::vector<int> predictions() const;
   const std::vector<std::int64_t>& positions() const { return positions_; }
@@ -76,6 +78,9 @@ class ClassifierHead {
  private:
   float* view(const std::string& name) const;
   float* scratch(const std::string& name) const;
+  const int* kernel_labels(const GPT2Compute& body);
+  void copy_outputs(const GPT2Compute& body);
+  void wait_for_outputs() const;
   GPT2Config body_;
   ClassifierConfig head_;
   std::int64_t B_, T_;
@@ -84,7 +89,16 @@ class ClassifierHead {
   Buffer buffer_;
   std::vector<std::int64_t> positions_;
   std::vector<int> labels_;
-  float loss_ = 0.0f;
+  std::vector<std::int64_t> hidden_rows_;  // b·T + positions_[b]: the body's rows read
+  Allocator* buffer_allocator_ = nullptr;
+  bool on_host_ = true;  // the body's kernels run on the calling thread
+  // Off the host only: the labels' upload, the outputs' pinned copy [logits (B, K) | losses (B)],
+  // the event of that copy, and the event after which the host vectors may be rewritten.
+  Buffer pinned_labels_, device_labels_, pinned_outputs_;
+  mutable Event outputs_copied_;
+  Event inputs_released_;
+  mutable bool outputs_pending_ = false;
+  mutable float loss_ = 0.0f;
   std::int64_t counted_ = 0;
 };
 

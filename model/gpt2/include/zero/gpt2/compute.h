@@ -3,13 +3,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "zero/core/allocator.h"
+#include "zero/core/device_context.h"
 #include "zero/core/dtype.h"
 #include "zero/core/flat_buffer.h"
+#include "zero/core/stream.h"
 #include "zero/gpt2/config.h"
+#include "zero/gpt2/kernels.h"
 #include "zero/gpt2/rng.h"
 
 namespace zero::gpt2 {
@@ -63,12 +67,22 @@ struct ActivationPlan {
   std::size_t total_bytes() const;
 };
 
-// One micro-batch's forward and backward over parameter units. All activations are one
-// allocation (MemoryCategory::kActivations), all scratch another (kWorkspace), each with named
-// views. Parameters arrive per unit as the unit's flat elements in options.param_dtype (layout of
-// gpt2_units(config)[u].tensors, offset 0 = first tensor); gradients likewise (fp32 or the
-// parameters' dtype), accumulated (+=). The fp32 path is the reference: 16-bit storage changes
-// nothing in it.
+// One micro-batch's forward and backward over parameter units, on one rank's DeviceContext:
+// every operation goes through the context's model kernels (make_kernels, kernels.h) on its
+// compute stream. All activations are one allocation (MemoryCategory::kActivations), all scratch
+// another (kWorkspace), each with named views, from the context's device allocator (in its ledger)
+// or the allocator given. Parameters arrive per unit as the unit's flat elements in
+// options.param_dtype (layout of gpt2_units(config)[u].tensors, offset 0 = first tensor), in the
+// context's device space; gradients likewise (fp32 or the parameters' dtype), accumulated (+=).
+// The fp32 path is the reference: 16-bit storage changes nothing in it.
+//
+// Where the context's model runs on the host (model_runs_on_host(): today's CPU backend) every
+// call computes on the calling thread and returns with its results written. Otherwise (CUDA)
+// every call enqueues on context.compute_stream() and returns: set_inputs uploads the tokens
+// through pinned host memory (kHostPinned) on the compute stream, forward_head enqueues the
+// per-row losses' copy to pinned memory, and loss() waits for that copy (the only host wait of
+// a step, where the caller needs the value); logits(), losses(), final_hidden_input() and
+// final_hidden_grad() are then device memory, valid in the compute stream's order.
 //
 // Call order for one micro-step (what the engine does, gathering each unit around its call):
 //   set_inputs(...)
@@ -77,19 +91,29 @@ struct ActivationPlan {
 //   G[h.l]); backward_embeddings(P[emb], G[emb])
 // The head uses the tied wte, so the embeddings unit is needed again there (gather it twice, or
 // keep it resident); its gradient is complete only after backward_embeddings.
-// With a planning allocator (Allocator::planning(), the planner's device context) the buffers are
-// recorded, not allocated, and every forward/backward call returns at once (loss() stays 0): the
-// model runs its allocation sequence, proportional to the number of tensors, not their size.
+// With a planning context (the planner's) or a planning allocator the buffers are recorded, not
+// allocated, and every forward/backward call returns at once (loss() stays 0): the model runs its
+// allocation sequence, proportional to the number of tensors, not their size.
 class GPT2Compute {
  public:
+  // Activations and scratch from context.allocator(MemorySpace::kDevice).
   GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std::int64_t seq_len,
-              Allocator& allocator, ComputeOptions options = {});
+              DeviceContext& context, ComputeOptions options = {});
+  // Activations and scratch from `activations` (a ledger of their own), which must allocate
+  // memory the context's kernels address: its device space, or any host memory where the model
+  // runs on the host. The context (and the allocator) must outlive this object.
+  GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std::int64_t seq_len,
+              DeviceContext& context, Allocator& activations, ComputeOptions options = {});
+  ~GPT2Compute();
+  GPT2Compute(const GPT2Compute&) = delete;
+  GPT2Compute& operator=(const GPT2Compute&) = delete;
 
   static ActivationPlan plan(const GPT2Config& config, std::int64_t batch_size,
                              std::int64_t seq_len, ComputeOptions options = {});
 
   // tokens (B, T) in [0, V); targets (B, T) in [0, V) or -100 (ignored; any negative is
-  // ignored), or empty for no loss. Copies both. Throws zero::Error for sizes or ids out of range.
+  // ignored), or empty for no loss. Copies both (host memory; uploaded to the device when the
+  // model does not run on the host). Throws zero::Error for sizes or ids out of range.
   void set_inputs(std::span<const int> tokens, std::span<const int> targets,
                   DropoutKey dropout = {});
 
@@ -106,7 +130,9 @@ class GPT2Compute {
   void backward_block(int layer, ConstUnitData params, UnitData grads);
   void backward_embeddings(ConstUnitData params, UnitData grads);
 
-  float loss() const { return loss_; }  // mean over counted targets
+  // Mean over counted targets; where the model does not run on the host, waits for the copy of
+  // the losses forward_head enqueued (the step's one host wait).
+  float loss() const;
   std::int64_t num_counted_targets() const { return counted_; }
   const float* logits() const;  // (B, T, Vp), valid after forward_head
   const float* losses() const;  // (B, T) per-row losses
@@ -120,31 +146,25 @@ class GPT2Compute {
   std::int64_t seq_len() const { return T_; }
   const GPT2Config& config() const { return config_; }
   DType param_dtype() const { return options_.param_dtype; }
+  // The seam this model computes through (a head of its own, classifier.h, uses it too).
+  DeviceContext& context() const { return context_; }
+  Kernels& kernels() const { return *kernels_; }
+  Stream& stream() const { return context_.compute_stream(); }
+  // True when the kernels run on the calling thread (host-readable results at return).
+  bool runs_on_host() const { return on_host_; }
 
  private:
-  struct Matrix {  // a parameter matrix in the parameters' dtype
-    const void* data;
-    DType dtype;
-  };
-  struct GradMatrix {
-    void* data;
-    DType dtype;
-  };
   void check_params(const ConstUnitData& params, const char* what) const;
   void check_grads(const UnitData& grads, const char* what) const;
-  // C (M, N) = A (M, K) · op(W) + beta · C; W stored (K, N), or (N, K) when trans_w, row stride
-  // ldw.
-  void weight_gemm(bool trans_w, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
-                   Matrix W, std::int64_t ldw, float beta, float* C);
-  // G (M, N) += Aᵀ · B with A stored (K, M) of row stride lda and B (K, N). a_is_staged: the
-  // previous weight_gemm already rounded this A into act16_a (bf16 path), so it is not redone.
-  void grad_gemm(std::int64_t M, std::int64_t N, std::int64_t K, const float* A, std::int64_t lda,
-                 const float* B, GradMatrix G, bool a_is_staged = false);
-  void linear_forward(float* out, const float* inp, Matrix weight, const float* bias,
-                      std::int64_t N, std::int64_t C, std::int64_t OC);
-  void linear_backward(float* dinp, GradMatrix dweight, float* dbias, const float* dout,
-                       const float* inp, Matrix weight, std::int64_t N, std::int64_t C,
-                       std::int64_t OC);
+  // The 16-bit GEMMs' staging (views of the workspace; empty with fp32 parameters).
+  GemmScratch gemm_scratch() const;
+  // The tokens, targets and rows' slots (see unique_tokens_) as the kernels read them: the
+  // uploaded device copies, or the host vectors where the model runs on the host.
+  const int* kernel_tokens() const;
+  const int* kernel_targets() const;
+  const int* kernel_slots() const;
+  void upload_inputs();
+  void finish_loss(const float* losses);
   void forward_block_impl(int layer, const ConstUnitData& params);
   struct BlockActivations {
     float* ln1;
@@ -171,7 +191,10 @@ class GPT2Compute {
   GPT2Config config_;
   std::int64_t B_, T_;
   ComputeOptions options_;
+  DeviceContext& context_;
+  std::unique_ptr<Kernels> kernels_;
   bool planning_ = false;  // the allocator records without memory: compute nothing
+  bool on_host_ = true;    // the kernels run on the calling thread
   FlatLayout activation_layout_, workspace_layout_;
   Buffer activation_buffer_, workspace_buffer_;
   std::vector<BlockActivations> blocks_;
@@ -180,7 +203,14 @@ class GPT2Compute {
   // embeddings are widened (and their gradients staged) for these rows only.
   std::vector<int> unique_tokens_, token_slots_;
   DropoutKey dropout_;
-  float loss_ = 0.0f;
+  std::int64_t targets_in_range_ = 0;  // targets in [0, V), counted by set_inputs
+  // Off the host only: [tokens | targets | slots] (3 N ints) in pinned memory and on the device,
+  // the event of their upload, and the per-row losses' pinned copy with its event.
+  Buffer pinned_inputs_, device_inputs_, pinned_losses_;
+  Event inputs_released_;  // recorded after the last call of a step that reads the inputs
+  mutable Event losses_copied_;
+  mutable bool loss_pending_ = false;
+  mutable float loss_ = 0.0f;
   std::int64_t counted_ = 0;
 };
 

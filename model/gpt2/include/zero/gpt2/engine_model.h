@@ -30,10 +30,12 @@ inline ComputeOptions with_engine_dtype(ComputeOptions options, const Engine& en
 // init_unit_range(config, unit, seed, ...): the same values whatever the stage, world size or
 // sharding), initialises the engine (Engine::initialize) and then allocates one micro-batch's
 // activations and scratch, (B = rows, T = seq_len), from `activations`: pass engine.allocator()
-// to count them in the engine's ledger, or an allocator over another ledger to keep them out.
-// The engine and the allocator must outlive the model. The compute runs in the engine's parameter
-// dtype (Engine::param_dtype(), whatever options.param_dtype says): fp32, or bf16/fp16 storage
-// under the engine's mixed precision, with gradients in Engine::grad_dtype().
+// to count them in the engine's ledger, or an allocator over another ledger to keep them out
+// (memory of the engine context's device space, or host memory where its model runs on the
+// host). The kernels are the engine context's (make_kernels(engine.context())), on its compute
+// stream. The engine and the allocator must outlive the model. The compute runs in the engine's
+// parameter dtype (Engine::param_dtype(), whatever options.param_dtype says): fp32, or bf16/fp16
+// storage under the engine's mixed precision, with gradients in Engine::grad_dtype().
 class EngineModel {
  public:
   EngineModel(Engine& engine, const GPT2Config& config, std::int64_t rows, std::int64_t seq_len,

@@ -1,0 +1,209 @@
+// The model's kernel seam: every operation GPT-2 (GPT2Compute, ClassifierHead) runs on its
+// activations, behind one interface with CPU and CUDA implementations as peers, chosen in one
+// place (make_kernels) from the rank's DeviceContext, as the engine's operations are
+// (zero/core/device_context.h; ggml's ggml_backend_i is the model).
+//   cpu   the kernels of layers_cpu.h (the oracle); on the calling thread when the context's
+//         model_runs_on_host() (today's CPU backend), else submitted to the stream
+//   cuda  the kernels of src/cuda/ (layers.cu, attention.cu, cuBLASLt), enqueued on the stream's
+//         cudaStream_t; compiled only in a build with CUDA
+// Both implement the same fusion boundaries (a GEMM with its bias and GELU epilogues, residual +
+// layer norm, softmax + cross-entropy), so a model written against this header runs the same
+// sequence of operations on either. Pointers are memory of the context's device space (host
+// memory on the CPU backend) unless named host_*; counts are elements; row-major; N = B·T rows.
+// Every call is asynchronous on `stream` (the context's compute stream): a pointer must stay valid
+// until the stream has run the call. Backward kernels accumulate (+=) into parameter gradients.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "zero/core/device_context.h"
+#include "zero/core/dtype.h"
+#include "zero/core/stream.h"
+#include "zero/gpt2/rng.h"
+
+namespace zero::gpt2 {
+
+// A parameter matrix in the parameters' dtype (fp32, bf16, fp16), and a gradient one (fp32 or
+// the parameters' dtype; 16-bit gradients get one rounding per element per call).
+struct Matrix {
+  const void* data = nullptr;
+  DType dtype = DType::kFloat32;
+};
+struct GradMatrix {
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+};
+
+// Scratch a GEMM with 16-bit parameters uses (views of GPT2Compute's workspace, unused with fp32
+// parameters): activations rounded to 16 bits (staged_a, staged_b) and fp32 products of 16-bit
+// gradients before they are added (staged_grad, staged_grad_elements floats).
+struct GemmScratch {
+  void* staged_a = nullptr;
+  void* staged_b = nullptr;
+  float* staged_grad = nullptr;
+  std::int64_t staged_grad_elements = 0;
+};
+
+// out (N, OC) = inp (N, C) · weight (C, OC) + bias (OC); with gelu_out, gelu_out = gelu(out) as
+// well (the GELU epilogue; out keeps the pre-activation for the backward). bias may be null.
+struct LinearForward {
+  float* out = nullptr;
+  float* gelu_out = nullptr;
+  const float* inp = nullptr;
+  Matrix weight;
+  const float* bias = nullptr;
+  std::int64_t N = 0, C = 0, OC = 0;
+};
+
+// dinp (N, C) = dout · weightᵀ (overwritten; skipped when null), then, with gelu_input,
+// dinp *= gelu'(gelu_input) (the GELU's backward, gelu_input (N, C) its pre-activation);
+// dweight (C, OC) += inpᵀ · dout; dbias (OC) += column sums of dout (skipped when null).
+struct LinearBackward {
+  float* dinp = nullptr;
+  const float* gelu_input = nullptr;
+  GradMatrix dweight;
+  float* dbias = nullptr;
+  const float* dout = nullptr;
+  const float* inp = nullptr;
+  Matrix weight;
+  std::int64_t N = 0, C = 0, OC = 0;
+};
+
+// out (M, N) = A (M, K) · op(W) + beta · out, W stored (K, N), or (N, K) when trans_w, row
+// stride ldw; beta 0 or 1. The tied LM head's products (logits, and d(ln_f) from dlogits).
+struct WeightGemm {
+  bool trans_w = false;
+  std::int64_t M = 0, N = 0, K = 0;
+  const float* A = nullptr;
+  Matrix W;
+  std::int64_t ldw = 0;
+  float beta = 0.0f;
+  float* out = nullptr;
+};
+
+// G (M, N) += Aᵀ · B, A stored (K, M) with row stride lda, B (K, N). a_is_staged: the previous
+// weight_gemm on this stream already staged this same A (K · lda elements) in
+// GemmScratch::staged_a, so it is not rounded again. param_dtype: the parameters' dtype (the
+// precision the product takes its operands in).
+struct GradGemm {
+  std::int64_t M = 0, N = 0, K = 0;
+  const float* A = nullptr;
+  std::int64_t lda = 0;
+  const float* B = nullptr;
+  GradMatrix G;
+  DType param_dtype = DType::kFloat32;
+  bool a_is_staged = false;
+};
+
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+  Kernels(const Kernels&) = delete;
+  Kernels& operator=(const Kernels&) = delete;
+
+  virtual std::string_view backend() const = 0;  // "cpu", "cuda"
+
+  // ---- embeddings ----
+  // out (B, T, C) = dropout(wte[tokens[b, t]] + wpe[t]).
+  virtual void encoder_forward(Stream& stream, float* out, const int* tokens, const float* wte,
+                               const float* wpe, std::int64_t B, std::int64_t T, std::int64_t C,
+                               const DropoutSite& dropout) = 0;
+  // dwte[tokens] += mask · dout, dwpe[t] += mask · dout, summed in row order. host_tokens holds
+  // the values of tokens in host memory (the CUDA kernel groups rows by token on the host).
+  virtual void encoder_backward(Stream& stream, float* dwte, float* dwpe, const float* dout,
+                                const int* tokens, const int* host_tokens, std::int64_t B,
+                                std::int64_t T, std::int64_t C, const DropoutSite& dropout) = 0;
+
+  // ---- layer norm and residual ----
+  // out (N, C) = (inp - mean) · rstd · weight + bias; mean, rstd (N) kept for backward.
+  virtual void layernorm_forward(Stream& stream, float* out, float* mean, float* rstd,
+                                 const float* inp, const float* weight, const float* bias,
+                                 std::int64_t N, std::int64_t C, float epsilon) = 0;
+  // residual_out (B, T, C) = residual + dropout(inp), then out = layernorm(residual_out).
+  virtual void residual_layernorm_forward(Stream& stream, float* residual_out, float* out,
+                                          float* mean, float* rstd, const float* residual,
+                                          const float* inp, const float* weight, const float* bias,
+                                          std::int64_t B, std::int64_t T, std::int64_t C,
+                                          float epsilon, const DropoutSite& dropout) = 0;
+  // out (B, T, C) = residual + dropout(inp) (a block's output).
+  virtual void residual_forward(Stream& stream, float* out, const float* residual, const float* inp,
+                                std::int64_t B, std::int64_t T, std::int64_t C,
+                                const DropoutSite& dropout) = 0;
+  // dinp += ..., dweight += ..., dbias += ... (dinp is the residual stream's gradient).
+  virtual void layernorm_backward(Stream& stream, float* dinp, float* dweight, float* dbias,
+                                  const float* dout, const float* inp, const float* weight,
+                                  const float* mean, const float* rstd, std::int64_t N,
+                                  std::int64_t C) = 0;
+  // dinp (B, T, C) = mask · scale · dout (overwritten).
+  virtual void dropout_backward(Stream& stream, float* dinp, const float* dout, std::int64_t B,
+                                std::int64_t T, std::int64_t C, const DropoutSite& dropout) = 0;
+
+  // ---- GEMMs (fp32 activations, parameters in their storage dtype, fp32 accumulation) ----
+  virtual void linear_forward(Stream& stream, const LinearForward& call,
+                              const GemmScratch& scratch) = 0;
+  virtual void linear_backward(Stream& stream, const LinearBackward& call,
+                               const GemmScratch& scratch) = 0;
+  virtual void weight_gemm(Stream& stream, const WeightGemm& call, const GemmScratch& scratch) = 0;
+  virtual void grad_gemm(Stream& stream, const GradGemm& call, const GemmScratch& scratch) = 0;
+  // fp32 C (M, N) = op(A) · op(B) + beta · C (layers_cpu.h gemm with alpha 1), beta 0 or 1.
+  virtual void gemm(Stream& stream, bool trans_a, bool trans_b, std::int64_t M, std::int64_t N,
+                    std::int64_t K, const float* A, std::int64_t lda, const float* B,
+                    std::int64_t ldb, float beta, float* C, std::int64_t ldc) = 0;
+
+  // ---- attention ----
+  // qkv (B, T, 3C) = [q | k | v]; att (B, NH, T, T) softmax kept (0 past t); out (B, T, C).
+  virtual void attention_forward(Stream& stream, float* out, float* att, const float* qkv,
+                                 std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                                 const DropoutSite& dropout) = 0;
+  // dqkv (B, T, 3C) overwritten; datt (B, NH, T, T) scratch.
+  virtual void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
+                                  const float* qkv, const float* att, std::int64_t B,
+                                  std::int64_t T, std::int64_t C, std::int64_t NH,
+                                  const DropoutSite& dropout) = 0;
+
+  // ---- softmax + cross-entropy (fused) ----
+  // Over the first V of Vp logit columns (N, Vp): losses[row] = logsumexp - logit[target] for
+  // target in [0, V), 0 for other rows; logsumexp (N) kept. The host counts the rows (it has the
+  // targets).
+  virtual void crossentropy_forward(Stream& stream, float* losses, float* logsumexp,
+                                    const float* logits, const int* targets, std::int64_t N,
+                                    std::int64_t V, std::int64_t Vp) = 0;
+  // In place: logits becomes scale · (softmax - onehot(target)) for counted rows, 0 elsewhere.
+  virtual void crossentropy_backward(Stream& stream, float* logits, const float* logsumexp,
+                                     const int* targets, std::int64_t N, std::int64_t V,
+                                     std::int64_t Vp, float scale) = 0;
+
+  // ---- storage: 16-bit parameters widened, fp32 gradients added, rows moved ----
+  // out (fp32) = in (of `dtype`).
+  virtual void widen(Stream& stream, float* out, const void* in, DType dtype, std::int64_t n) = 0;
+  // out (of `dtype`) += in (fp32), one rounding per element.
+  virtual void accumulate(Stream& stream, void* out, DType dtype, const float* in,
+                          std::int64_t n) = 0;
+  // out[i] (C fp32) = table[host_rows[i]] widened, i < count.
+  virtual void widen_rows(Stream& stream, float* out, const void* table, DType dtype,
+                          const int* host_rows, std::int64_t count, std::int64_t C) = 0;
+  // table[host_rows[i]] (of `dtype`) += in[i] (C fp32), i < count; the rows are distinct.
+  virtual void accumulate_rows(Stream& stream, void* table, DType dtype, const float* in,
+                               const int* host_rows, std::int64_t count, std::int64_t C) = 0;
+  // out[0, n) = 0.
+  virtual void zero(Stream& stream, float* out, std::int64_t n) = 0;
+  // out[0, n) = in[0, n) (the buffers do not overlap).
+  virtual void copy(Stream& stream, float* out, const float* in, std::int64_t n) = 0;
+  // out[i] (C) = in[host_rows[i]] (C), i < count (gather), or out[host_rows[i]] = in[i]
+  // (scatter, `scatter` true); host_rows must stay valid until the stream has run the call.
+  virtual void copy_rows(Stream& stream, float* out, const float* in, const std::int64_t* host_rows,
+                         std::int64_t count, std::int64_t C, bool scatter) = 0;
+
+ protected:
+  Kernels() = default;
+};
+
+// The kernels for `context`, decided here and nowhere else: CUDA kernels on the CUDA backend,
+// the CPU kernels on the CPU backend (on the calling thread when context.model_runs_on_host())
+// and on the planning backend (where GPT2Compute calls none: a plan has no memory to compute in).
+// The kernels keep a reference to `context`, which must outlive them.
+std::unique_ptr<Kernels> make_kernels(DeviceContext& context);
+
+}  // namespace zero::gpt2

@@ -1,0 +1,218 @@
+// The model's kernels on the CUDA backend (kernels.h): layers_cuda.h's kernels and cuBLASLt
+// GEMMs, enqueued on the stream's cudaStream_t; dtype conversions, fills and copies through the
+// device context's own operations on the same stream. With 16-bit parameters the GEMMs take their
+// activations rounded to the parameters' dtype (GemmScratch) and accumulate in fp32.
+#include <cstddef>
+#include <cstdint>
+
+#include "../kernels_internal.h"
+#include "layers_cuda.h"
+#include "zero/core/cuda_ops.h"
+#include "zero/core/error.h"
+
+namespace zero::gpt2 {
+namespace {
+
+cudaStream_t native(Stream& stream) {
+  return static_cast<cudaStream_t>(cuda_stream_handle(stream));
+}
+
+class CudaKernels final : public Kernels {
+ public:
+  explicit CudaKernels(DeviceContext& context) : context_(context) {}
+  std::string_view backend() const override { return "cuda"; }
+
+  void encoder_forward(Stream& stream, float* out, const int* tokens, const float* wte,
+                       const float* wpe, std::int64_t B, std::int64_t T, std::int64_t C,
+                       const DropoutSite& dropout) override {
+    cuda::encoder_forward(out, tokens, wte, wpe, B, T, C, dropout, native(stream));
+  }
+  void encoder_backward(Stream& stream, float* dwte, float* dwpe, const float* dout, const int*,
+                        const int* host_tokens, std::int64_t B, std::int64_t T, std::int64_t C,
+                        const DropoutSite& dropout) override {
+    cuda::encoder_backward(dwte, dwpe, dout, host_tokens, B, T, C, dropout, native(stream));
+  }
+
+  void layernorm_forward(Stream& stream, float* out, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, std::int64_t N, std::int64_t C,
+                         float epsilon) override {
+    cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, epsilon, native(stream));
+  }
+  void residual_layernorm_forward(Stream& stream, float* residual_out, float* out, float* mean,
+                                  float* rstd, const float* residual, const float* inp,
+                                  const float* weight, const float* bias, std::int64_t B,
+                                  std::int64_t T, std::int64_t C, float epsilon,
+                                  const DropoutSite& dropout) override {
+    cuda::residual_layernorm_forward(residual_out, out, mean, rstd, residual, inp, weight, bias, B,
+                                     T, C, epsilon, dropout, native(stream));
+  }
+  void residual_forward(Stream& stream, float* out, const float* residual, const float* inp,
+                        std::int64_t B, std::int64_t T, std::int64_t C,
+                        const DropoutSite& dropout) override {
+    cuda::residual_dropout_forward(out, residual, inp, B, T, C, dropout, native(stream));
+  }
+  void layernorm_backward(Stream& stream, float* dinp, float* dweight, float* dbias,
+                          const float* dout, const float* inp, const float* weight,
+                          const float* mean, const float* rstd, std::int64_t N,
+                          std::int64_t C) override {
+    cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C,
+                             native(stream));
+  }
+  void dropout_backward(Stream& stream, float* dinp, const float* dout, std::int64_t B,
+                        std::int64_t T, std::int64_t C, const DropoutSite& dropout) override {
+    cuda::dropout_backward(dinp, dout, B, T, C, dropout, native(stream));
+  }
+
+  void linear_forward(Stream& stream, const LinearForward& call,
+                      const GemmScratch& scratch) override;
+  void linear_backward(Stream& stream, const LinearBackward& call,
+                       const GemmScratch& scratch) override;
+  void weight_gemm(Stream& stream, const WeightGemm& call, const GemmScratch& scratch) override;
+  void grad_gemm(Stream& stream, const GradGemm& call, const GemmScratch& scratch) override;
+  void gemm(Stream& stream, bool trans_a, bool trans_b, std::int64_t M, std::int64_t N,
+            std::int64_t K, const float* A, std::int64_t lda, const float* B, std::int64_t ldb,
+            float beta, float* C, std::int64_t ldc) override {
+    cuda::gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, DType::kFloat32, beta, C, ldc,
+               DType::kFloat32, {}, native(stream));
+  }
+
+  void attention_forward(Stream& stream, float* out, float* att, const float* qkv, std::int64_t B,
+                         std::int64_t T, std::int64_t C, std::int64_t NH,
+                         const DropoutSite& dropout) override {
+    cuda::attention_forward(out, att, qkv, B, T, C, NH, dropout, native(stream));
+  }
+  void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
+                          const float* qkv, const float* att, std::int64_t B, std::int64_t T,
+                          std::int64_t C, std::int64_t NH, const DropoutSite& dropout) override {
+    cuda::attention_backward(dqkv, datt, dout, qkv, att, B, T, C, NH, dropout, native(stream));
+  }
+
+  void crossentropy_forward(Stream& stream, float* losses, float* logsumexp, const float* logits,
+                            const int* targets, std::int64_t N, std::int64_t V,
+                            std::int64_t Vp) override {
+    cuda::crossentropy_forward(losses, logsumexp, logits, targets, N, V, Vp, native(stream));
+  }
+  void crossentropy_backward(Stream& stream, float* logits, const float* logsumexp,
+                             const int* targets, std::int64_t N, std::int64_t V, std::int64_t Vp,
+                             float scale) override {
+    cuda::crossentropy_backward(logits, logsumexp, targets, N, V, Vp, scale, native(stream));
+  }
+
+  void widen(Stream& stream, float* out, const void* in, DType dtype, std::int64_t n) override {
+    context_.convert(stream, in, dtype, out, DType::kFloat32, static_cast<std::size_t>(n));
+  }
+  void accumulate(Stream& stream, void* out, DType dtype, const float* in,
+                  std::int64_t n) override {
+    context_.axpy(stream, in, DType::kFloat32, out, dtype, static_cast<std::size_t>(n), 1.0f);
+  }
+  // One conversion per row (a gather kernel would make it one launch).
+  void widen_rows(Stream& stream, float* out, const void* table, DType dtype, const int* host_rows,
+                  std::int64_t count, std::int64_t C) override {
+    const std::size_t row_bytes = static_cast<std::size_t>(C) * size_of(dtype);
+    for (std::int64_t i = 0; i < count; ++i)
+      widen(stream, out + i * C, static_cast<const char*>(table) + host_rows[i] * row_bytes, dtype,
+            C);
+  }
+  void accumulate_rows(Stream& stream, void* table, DType dtype, const float* in,
+                       const int* host_rows, std::int64_t count, std::int64_t C) override {
+    const std::size_t row_bytes = static_cast<std::size_t>(C) * size_of(dtype);
+    for (std::int64_t i = 0; i < count; ++i)
+      accumulate(stream, static_cast<char*>(table) + host_rows[i] * row_bytes, dtype, in + i * C,
+                 C);
+  }
+  void zero(Stream& stream, float* out, std::int64_t n) override {
+    context_.fill(stream, out, DType::kFloat32, static_cast<std::size_t>(n), 0.0f);
+  }
+  void copy(Stream& stream, float* out, const float* in, std::int64_t n) override {
+    context_.copy(stream, in, out, static_cast<std::size_t>(n) * sizeof(float));
+  }
+  void copy_rows(Stream& stream, float* out, const float* in, const std::int64_t* host_rows,
+                 std::int64_t count, std::int64_t C, bool scatter) override {
+    for (std::int64_t i = 0; i < count; ++i) {
+      if (scatter)
+        copy(stream, out + host_rows[i] * C, in + i * C, C);
+      else
+        copy(stream, out + i * C, in + host_rows[i] * C, C);
+    }
+  }
+
+ private:
+  // `source` (n fp32) as a GEMM operand of `dtype`: itself for fp32, else rounded into `staged`.
+  const void* operand(Stream& stream, const float* source, std::int64_t n, DType dtype,
+                      void* staged) {
+    if (dtype == DType::kFloat32) return source;
+    ZERO_CHECK(staged != nullptr, "GPT-2 CUDA kernels: a ", name_of(dtype),
+               " GEMM without staging scratch");
+    context_.convert(stream, source, DType::kFloat32, staged, dtype, static_cast<std::size_t>(n));
+    return staged;
+  }
+
+  DeviceContext& context_;
+};
+
+void CudaKernels::linear_forward(Stream& stream, const LinearForward& c,
+                                 const GemmScratch& scratch) {
+  const DType dtype = c.weight.dtype;
+  if (dtype == DType::kFloat32 && c.gelu_out == nullptr) {
+    cuda::matmul_forward(c.out, c.inp, static_cast<const float*>(c.weight.data), c.bias, c.N, c.C,
+                         c.OC, native(stream));
+    return;
+  }
+  // out (N, OC) = inp · weight + bias, through cuBLASLt's bias (and GELU_AUX) epilogues.
+  const void* A = operand(stream, c.inp, c.N * c.C, dtype, scratch.staged_a);
+  cuda::GemmEpilogue epilogue;
+  epilogue.bias = c.bias;
+  float* destination = c.out;
+  // cuBLASLt's GELU_AUX wants the aux matrix's leading dimension a multiple of 8.
+  const bool fused_gelu = c.gelu_out != nullptr && c.OC % 8 == 0;
+  if (fused_gelu) {
+    epilogue.gelu = true;
+    epilogue.pre_gelu = c.out;
+    destination = c.gelu_out;
+  }
+  cuda::gemm(false, false, c.N, c.OC, c.C, A, c.C, c.weight.data, c.OC, dtype, 0.0f, destination,
+             c.OC, DType::kFloat32, epilogue, native(stream));
+  if (c.gelu_out != nullptr && !fused_gelu)
+    cuda::gelu_forward(c.gelu_out, c.out, c.N * c.OC, native(stream));
+}
+
+void CudaKernels::linear_backward(Stream& stream, const LinearBackward& c,
+                                  const GemmScratch& scratch) {
+  const DType dtype = c.weight.dtype;
+  if (dtype == DType::kFloat32 && c.dweight.dtype == DType::kFloat32) {
+    cuda::matmul_backward(c.dinp, static_cast<float*>(c.dweight.data), c.dbias, c.dout, c.inp,
+                          static_cast<const float*>(c.weight.data), c.N, c.C, c.OC, native(stream));
+  } else {
+    if (c.dinp != nullptr)
+      weight_gemm(stream, {true, c.N, c.C, c.OC, c.dout, c.weight, c.OC, 0.0f, c.dinp}, scratch);
+    grad_gemm(stream, {c.C, c.OC, c.N, c.inp, c.C, c.dout, c.dweight, dtype}, scratch);
+    if (c.dbias != nullptr) cuda::bias_backward(c.dbias, c.dout, c.N, c.OC, native(stream));
+  }
+  if (c.gelu_input != nullptr && c.dinp != nullptr)
+    cuda::gelu_backward(c.dinp, c.gelu_input, c.dinp, c.N * c.C, native(stream));
+}
+
+void CudaKernels::weight_gemm(Stream& stream, const WeightGemm& c, const GemmScratch& scratch) {
+  const void* A = operand(stream, c.A, c.M * c.K, c.W.dtype, scratch.staged_a);
+  cuda::gemm(false, c.trans_w, c.M, c.N, c.K, A, c.K, c.W.data, c.ldw, c.W.dtype, c.beta, c.out,
+             c.N, DType::kFloat32, {}, native(stream));
+}
+
+void CudaKernels::grad_gemm(Stream& stream, const GradGemm& c, const GemmScratch& scratch) {
+  const DType dtype = c.param_dtype;
+  const void* A = c.a_is_staged && dtype != DType::kFloat32
+                      ? scratch.staged_a
+                      : operand(stream, c.A, c.K * c.lda, dtype, scratch.staged_a);
+  const void* B = operand(stream, c.B, c.K * c.N, dtype, scratch.staged_b);
+  // G += Aᵀ · B with one rounding into G's dtype (fp32, or the parameters' 16 bits).
+  cuda::gemm(true, false, c.M, c.N, c.K, A, c.lda, B, c.N, dtype, 1.0f, c.G.data, c.N, c.G.dtype,
+             {}, native(stream));
+}
+
+}  // namespace
+
+std::unique_ptr<Kernels> make_cuda_kernels(DeviceContext& context) {
+  return std::make_unique<CudaKernels>(context);
+}
+
+}  // namespace zero::gpt2

@@ -1,0 +1,253 @@
+// The model's kernels on the CPU backend (kernels.h): layers_cpu.h's kernels, on the calling
+// thread when the context's model runs on the host, else as tasks of the stream.
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <utility>
+
+#include "kernels_internal.h"
+#include "zero/core/error.h"
+#include "zero/gpt2/layers_cpu.h"
+
+namespace zero::gpt2 {
+namespace {
+
+class CpuKernels final : public Kernels {
+ public:
+  explicit CpuKernels(bool on_host) : on_host_(on_host) {}
+  std::string_view backend() const override { return "cpu"; }
+
+  void encoder_forward(Stream& stream, float* out, const int* tokens, const float* wte,
+                       const float* wpe, std::int64_t B, std::int64_t T, std::int64_t C,
+                       const DropoutSite& dropout) override {
+    run(stream, [=] { cpu::encoder_forward(out, tokens, wte, wpe, B, T, C, dropout); });
+  }
+  void encoder_backward(Stream& stream, float* dwte, float* dwpe, const float* dout,
+                        const int* tokens, const int*, std::int64_t B, std::int64_t T,
+                        std::int64_t C, const DropoutSite& dropout) override {
+    run(stream, [=] { cpu::encoder_backward(dwte, dwpe, dout, tokens, B, T, C, dropout); });
+  }
+
+  void layernorm_forward(Stream& stream, float* out, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, std::int64_t N, std::int64_t C,
+                         float epsilon) override {
+    run(stream, [=] { cpu::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, epsilon); });
+  }
+  void residual_layernorm_forward(Stream& stream, float* residual_out, float* out, float* mean,
+                                  float* rstd, const float* residual, const float* inp,
+                                  const float* weight, const float* bias, std::int64_t B,
+                                  std::int64_t T, std::int64_t C, float epsilon,
+                                  const DropoutSite& dropout) override {
+    run(stream, [=] {
+      cpu::residual_dropout_forward(residual_out, residual, inp, B, T, C, dropout);
+      cpu::layernorm_forward(out, mean, rstd, residual_out, weight, bias, B * T, C, epsilon);
+    });
+  }
+  void residual_forward(Stream& stream, float* out, const float* residual, const float* inp,
+                        std::int64_t B, std::int64_t T, std::int64_t C,
+                        const DropoutSite& dropout) override {
+    run(stream, [=] { cpu::residual_dropout_forward(out, residual, inp, B, T, C, dropout); });
+  }
+  void layernorm_backward(Stream& stream, float* dinp, float* dweight, float* dbias,
+                          const float* dout, const float* inp, const float* weight,
+                          const float* mean, const float* rstd, std::int64_t N,
+                          std::int64_t C) override {
+    run(stream, [=] {
+      cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+    });
+  }
+  void dropout_backward(Stream& stream, float* dinp, const float* dout, std::int64_t B,
+                        std::int64_t T, std::int64_t C, const DropoutSite& dropout) override {
+    run(stream, [=] { cpu::dropout_backward(dinp, dout, B, T, C, dropout); });
+  }
+
+  void linear_forward(Stream& stream, const LinearForward& call,
+                      const GemmScratch& scratch) override {
+    run(stream, [=] { linear_forward_now(call, scratch); });
+  }
+  void linear_backward(Stream& stream, const LinearBackward& call,
+                       const GemmScratch& scratch) override {
+    run(stream, [=] { linear_backward_now(call, scratch); });
+  }
+  void weight_gemm(Stream& stream, const WeightGemm& call, const GemmScratch& scratch) override {
+    run(stream, [=] { weight_gemm_now(call, scratch); });
+  }
+  void grad_gemm(Stream& stream, const GradGemm& call, const GemmScratch& scratch) override {
+    run(stream, [=] { grad_gemm_now(call, scratch); });
+  }
+  void gemm(Stream& stream, bool trans_a, bool trans_b, std::int64_t M, std::int64_t N,
+            std::int64_t K, const float* A, std::int64_t lda, const float* B, std::int64_t ldb,
+            float beta, float* C, std::int64_t ldc) override {
+    run(stream, [=] { cpu::gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc); });
+  }
+
+  void attention_forward(Stream& stream, float* out, float* att, const float* qkv, std::int64_t B,
+                         std::int64_t T, std::int64_t C, std::int64_t NH,
+                         const DropoutSite& dropout) override {
+    run(stream, [=] { cpu::attention_forward(out, att, qkv, B, T, C, NH, dropout); });
+  }
+  void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
+                          const float* qkv, const float* att, std::int64_t B, std::int64_t T,
+                          std::int64_t C, std::int64_t NH, const DropoutSite& dropout) override {
+    run(stream, [=] { cpu::attention_backward(dqkv, datt, dout, qkv, att, B, T, C, NH, dropout); });
+  }
+
+  void crossentropy_forward(Stream& stream, float* losses, float* logsumexp, const float* logits,
+                            const int* targets, std::int64_t N, std::int64_t V,
+                            std::int64_t Vp) override {
+    run(stream, [=] { cpu::crossentropy_forward(losses, logsumexp, logits, targets, N, V, Vp); });
+  }
+  void crossentropy_backward(Stream& stream, float* logits, const float* logsumexp,
+                             const int* targets, std::int64_t N, std::int64_t V, std::int64_t Vp,
+                             float scale) override {
+    run(stream, [=] { cpu::crossentropy_backward(logits, logsumexp, targets, N, V, Vp, scale); });
+  }
+
+  void widen(Stream& stream, float* out, const void* in, DType dtype, std::int64_t n) override {
+    run(stream, [=] { cpu::widen(out, in, dtype, n); });
+  }
+  void accumulate(Stream& stream, void* out, DType dtype, const float* in,
+                  std::int64_t n) override {
+    run(stream, [=] { cpu::accumulate(out, dtype, in, n); });
+  }
+  void widen_rows(Stream& stream, float* out, const void* table, DType dtype, const int* host_rows,
+                  std::int64_t count, std::int64_t C) override {
+    run(stream, [=] {
+      const std::size_t row_bytes = static_cast<std::size_t>(C) * size_of(dtype);
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < count; ++i)
+        cpu::widen(out + i * C, static_cast<const char*>(table) + host_rows[i] * row_bytes, dtype,
+                   C);
+    });
+  }
+  void accumulate_rows(Stream& stream, void* table, DType dtype, const float* in,
+                       const int* host_rows, std::int64_t count, std::int64_t C) override {
+    run(stream, [=] {
+      const std::size_t row_bytes = static_cast<std::size_t>(C) * size_of(dtype);
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < count; ++i)
+        cpu::accumulate(static_cast<char*>(table) + host_rows[i] * row_bytes, dtype, in + i * C, C);
+    });
+  }
+  void zero(Stream& stream, float* out, std::int64_t n) override {
+    run(stream, [=] { std::memset(out, 0, static_cast<std::size_t>(n) * sizeof(float)); });
+  }
+  void copy(Stream& stream, float* out, const float* in, std::int64_t n) override {
+    run(stream, [=] { std::memcpy(out, in, static_cast<std::size_t>(n) * sizeof(float)); });
+  }
+  void copy_rows(Stream& stream, float* out, const float* in, const std::int64_t* host_rows,
+                 std::int64_t count, std::int64_t C, bool scatter) override {
+    run(stream, [=] {
+      const std::size_t row_bytes = static_cast<std::size_t>(C) * sizeof(float);
+      for (std::int64_t i = 0; i < count; ++i) {
+        if (scatter)
+          std::memcpy(out + host_rows[i] * C, in + i * C, row_bytes);
+        else
+          std::memcpy(out + i * C, in + host_rows[i] * C, row_bytes);
+      }
+    });
+  }
+
+ private:
+  // Runs `task` now on the host (the context's model runs there) or in `stream`'s order.
+  template <typename Task>
+  void run(Stream& stream, Task&& task) {
+    if (on_host_)
+      task();
+    else
+      stream.submit(std::function<void()>(std::forward<Task>(task)));
+  }
+
+  static void weight_gemm_now(const WeightGemm& call, const GemmScratch& scratch);
+  static void grad_gemm_now(const GradGemm& call, const GemmScratch& scratch);
+  static void linear_forward_now(const LinearForward& call, const GemmScratch& scratch);
+  static void linear_backward_now(const LinearBackward& call, const GemmScratch& scratch);
+
+  bool on_host_;
+};
+
+void CpuKernels::weight_gemm_now(const WeightGemm& c, const GemmScratch& scratch) {
+  const float* A = c.A;
+  if (c.W.dtype == DType::kFloat32) {
+    cpu::gemm(false, c.trans_w, c.M, c.N, c.K, 1.0f, A, c.K, static_cast<const float*>(c.W.data),
+              c.ldw, c.beta, c.out, c.N);
+  } else if (c.W.dtype == DType::kBFloat16 && cpu::gemm_bf16_native()) {
+    auto* a16 = static_cast<BFloat16*>(scratch.staged_a);
+    cpu::to_bf16(a16, A, c.M * c.K);
+    cpu::gemm_bf16(false, c.trans_w, c.M, c.N, c.K, a16, c.K,
+                   static_cast<const BFloat16*>(c.W.data), c.ldw, c.beta, c.out, c.N);
+  } else {
+    cpu::gemm_widen_b(false, c.trans_w, c.M, c.N, c.K, A, c.K, c.W.data, c.W.dtype, c.ldw, c.beta,
+                      c.out, c.N);
+  }
+}
+
+void CpuKernels::grad_gemm_now(const GradGemm& c, const GemmScratch& scratch) {
+  const std::int64_t M = c.M, N = c.N, K = c.K, lda = c.lda;
+  // bf16 parameters with native kernels: both activations rounded to bf16 (as autocast does).
+  const bool bf16 = c.param_dtype == DType::kBFloat16 && cpu::gemm_bf16_native();
+  BFloat16 *a16 = nullptr, *b16 = nullptr;
+  if (bf16) {
+    a16 = static_cast<BFloat16*>(scratch.staged_a);
+    b16 = static_cast<BFloat16*>(scratch.staged_b);
+    if (!c.a_is_staged) cpu::to_bf16(a16, c.A, K * lda);
+    cpu::to_bf16(b16, c.B, K * N);
+  }
+  auto product = [&](std::int64_t m0, std::int64_t rows, float beta, float* C) {
+    if (bf16)
+      cpu::gemm_bf16(true, false, rows, N, K, a16 + m0, lda, b16, N, beta, C, N);
+    else
+      cpu::gemm(true, false, rows, N, K, 1.0f, c.A + m0, lda, c.B, N, beta, C, N);
+  };
+  if (c.G.dtype == DType::kFloat32) {
+    product(0, M, 1.0f, static_cast<float*>(c.G.data));
+    return;
+  }
+  // 16-bit gradients: fp32 products of a bounded number of rows, each added with one rounding.
+  const std::int64_t rows = std::max<std::int64_t>(1, scratch.staged_grad_elements / N);
+  for (std::int64_t m0 = 0; m0 < M; m0 += rows) {
+    const std::int64_t count = std::min(rows, M - m0);
+    product(m0, count, 0.0f, scratch.staged_grad);
+    cpu::accumulate(static_cast<char*>(c.G.data) + m0 * N * std::int64_t(size_of(c.G.dtype)),
+                    c.G.dtype, scratch.staged_grad, count * N);
+  }
+}
+
+void CpuKernels::linear_forward_now(const LinearForward& c, const GemmScratch& scratch) {
+  if (c.weight.dtype == DType::kFloat32) {
+    cpu::matmul_forward(c.out, c.inp, static_cast<const float*>(c.weight.data), c.bias, c.N, c.C,
+                        c.OC);
+  } else {
+    if (c.bias != nullptr) {
+#pragma omp parallel for schedule(static)
+      for (std::int64_t row = 0; row < c.N; ++row)
+        std::memcpy(c.out + row * c.OC, c.bias, c.OC * sizeof(float));
+    }
+    weight_gemm_now(
+        {false, c.N, c.OC, c.C, c.inp, c.weight, c.OC, c.bias != nullptr ? 1.0f : 0.0f, c.out},
+        scratch);
+  }
+  if (c.gelu_out != nullptr) cpu::gelu_forward(c.gelu_out, c.out, c.N * c.OC);
+}
+
+void CpuKernels::linear_backward_now(const LinearBackward& c, const GemmScratch& scratch) {
+  if (c.weight.dtype == DType::kFloat32 && c.dweight.dtype == DType::kFloat32) {
+    cpu::matmul_backward(c.dinp, static_cast<float*>(c.dweight.data), c.dbias, c.dout, c.inp,
+                         static_cast<const float*>(c.weight.data), c.N, c.C, c.OC);
+  } else {
+    if (c.dinp != nullptr)
+      weight_gemm_now({true, c.N, c.C, c.OC, c.dout, c.weight, c.OC, 0.0f, c.dinp}, scratch);
+    grad_gemm_now({c.C, c.OC, c.N, c.inp, c.C, c.dout, c.dweight, c.weight.dtype}, scratch);
+    if (c.dbias != nullptr) cpu::bias_backward(c.dbias, c.dout, c.N, c.OC);
+  }
+  if (c.gelu_input != nullptr && c.dinp != nullptr)
+    cpu::gelu_backward(c.dinp, c.gelu_input, c.dinp, c.N * c.C);
+}
+
+}  // namespace
+
+std::unique_ptr<Kernels> make_cpu_kernels(DeviceContext& context) {
+  return std::make_unique<CpuKernels>(context.model_runs_on_host() || context.planning());
+}
+
+}  // namespace zero::gpt2

@@ -1,0 +1,18 @@
+// The backends of the model's kernel seam (kernels.h), each defined beside its kernels and
+// chosen by make_kernels (kernels.cc) alone.
+#pragma once
+
+#include <memory>
+
+#include "zero/gpt2/kernels.h"
+
+namespace zero::gpt2 {
+
+// layers_cpu.h's kernels (kernels_cpu.cc): on the calling thread when context.model_runs_on_host()
+// (or context.planning()), else as tasks of the stream each call names.
+std::unique_ptr<Kernels> make_cpu_kernels(DeviceContext& context);
+
+// src/cuda/'s kernels on the stream's cudaStream_t (cuda/kernels_cuda.cc; builds with CUDA only).
+std::unique_ptr<Kernels> make_cuda_kernels(DeviceContext& context);
+
+}  // namespace zero::gpt2
