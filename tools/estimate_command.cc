@@ -15,6 +15,7 @@
 #include "zero/core/error.h"
 #include "zero/train/arguments.h"
 #include "zero/train/command_arguments.h"
+#include "zero/train/config_precedence.h"
 #include "zero/train/plan.h"
 #include "zero/train/trainer.h"
 
@@ -348,11 +349,16 @@ int run_estimate(std::span<char* const> args) {
   train::TrainingArguments& a =
       flags.values().training;  // Hugging Face's defaults, as `zero train`
   a.dry_run = true;
+  a.given_flags = flags.given_names();
   const train::EstimateArguments& e = flags.values().estimate;
   check_flags(a, e);
   const train::Hardware hardware = hardware_of(e);
   Estimate estimate;
   try {
+    // The config precedence rule (zero/train/config_precedence.h), as `zero train` applies it.
+    for (const std::string& line :
+         train::apply_config_precedence(a, std::int64_t{e.num_gpus_per_node} * e.num_nodes))
+      std::cerr << "zero estimate: from the DeepSpeed config: " << line << "\n";
     estimate = estimate_of(a, e, hardware);
   } catch (const train::InputError& error) {
     std::cerr << "zero estimate: error: " << error.what() << "\n";
