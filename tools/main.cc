@@ -34,6 +34,8 @@ constexpr Command kCommands[] = {
      zero::cli::run_checkpoint},
     {"estimate", "will it fit? the run's memory plan per GPU and node, ranked configurations",
      zero::cli::run_estimate},
+    {"flags", "every flag of train/estimate/config as Markdown (docs/flags.md)",
+     zero::cli::run_flags},
 };
 
 void print_help() {

@@ -168,6 +168,9 @@ std::string default_text(const Flag& flag);
 // The FlagType a field of this C++ type has.
 FlagType type_of(const FlagField& field);
 
+// docs/flags.md: the table as Markdown, one table per --help section (`zero flags` prints it).
+std::string flags_markdown();
+
 namespace detail {
 // flags_hugging_face.cc's rows: the TrainingArguments fields and run_clm/run_classification
 // arguments added for issue 23, most accepted without effect or refused with a reason.
