@@ -16,6 +16,7 @@
 #include "zero/core/logging.h"
 #include "zero/train/arguments.h"
 #include "zero/train/config_precedence.h"
+#include "zero/train/hub_cache.h"
 #include "zero/train/launch_flags.h"
 #include "zero/train/trainer.h"
 
@@ -46,6 +47,8 @@ int run_train_command(std::span<char* const> args) {
   std::vector<std::string> notes;
   try {
     notes = train::apply_flag_equivalents(a);
+    for (const std::string& line : train::resolve_hub_names(a, process_environment()))
+      notes.push_back("from the Hugging Face cache: " + line);
     process = train::process_settings(a, process_environment(), detect_launch().rank);
   } catch (const train::InputError& error) {
     std::cerr << "zero train: error: " << error.what() << "\n";

@@ -77,7 +77,9 @@ TEST(CommandFlags, TrainAndEstimateReadTheFlagsTheyShareAlike) {
     train::FlagValues defaults;
     EXPECT_FALSE(same_field(flag, train_flags.values(), defaults)) << "the value did not land";
   }
-  EXPECT_EQ(shared, 10);  // the model, batch, precision, checkpointing and config flags
+  // the model (with the Hub cache's --cache_dir and --model_revision), batch, precision,
+  // checkpointing and config flags
+  EXPECT_EQ(shared, 12);
 }
 
 TEST(CommandFlags, BoolFlagsTakeTrueAndFalseInEveryCommand) {

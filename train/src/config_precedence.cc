@@ -153,52 +153,62 @@ config::TrainerValues trainer_values_by_precedence(const TrainingArguments& argu
   return values;
 }
 
-std::vector<std::string> apply_config_precedence(TrainingArguments& arguments,
-                                                 std::int64_t world_size) {
-  std::vector<std::string> from_file;
-  if (arguments.deepspeed.empty()) return from_file;
-  const std::string text = with_batch_from_flags(read_deepspeed_file(arguments.deepspeed));
-  const json root = parse(text);
-  if (!root.is_object()) return from_file;  // resolve_config reports it when the engine is set up
-  const config::TrainerValues values =
-      trainer_values_by_precedence(arguments, text, world_size, std::nullopt, std::nullopt);
-  // DeepSpeed's batch rule on the keys that set the batch; the rest of the file is resolved
-  // (and its contradictions reported) when the engine is set up, under the same rule.
-  config::DeepSpeedConfig resolved;
-  if (!values.per_device_train_batch_size || !values.gradient_accumulation_steps) {
-    json subset = json::object();
-    for (const char* key :
-         {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"})
-      if (root.contains(key)) subset[key] = root[key];
-    try {
-      resolved = config::resolve_config(subset.dump(), values, arguments.deepspeed).config;
-    } catch (const std::exception& error) {
-      throw InputError("--deepspeed " + arguments.deepspeed + ": " + error.what());
-    }
+namespace {
+
+// The lines apply_config_precedence returns: "--flag value (key in file)".
+class FromFile {
+ public:
+  explicit FromFile(std::string file) : file_(std::move(file)) {}
+  void took(std::string_view flag, const std::string& value, std::string_view key) {
+    lines_.push_back("--" + std::string(flag) + " " + value + " (" + std::string(key) + " in " +
+                     file_ + ")");
   }
-  const std::string file = arguments.deepspeed;
-  auto took = [&](std::string_view flag, const std::string& value, std::string_view key) {
-    from_file.push_back("--" + std::string(flag) + " " + value + " (" + std::string(key) + " in " +
-                        file + ")");
-  };
+  std::vector<std::string>& lines() { return lines_; }
+
+ private:
+  std::string file_;
+  std::vector<std::string> lines_;
+};
+
+// The batch flags `values` leaves to the file, as DeepSpeed's batch rule resolves the file's
+// batch keys for the world size (the rest of the file is resolved, and its contradictions
+// reported, when the engine is set up, under the same rule).
+void take_batch(TrainingArguments& arguments, const json& root, const config::TrainerValues& values,
+                FromFile& from_file) {
+  if (values.per_device_train_batch_size && values.gradient_accumulation_steps) return;
+  json subset = json::object();
+  for (const char* key :
+       {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"})
+    if (root.contains(key)) subset[key] = root[key];
+  config::DeepSpeedConfig resolved;
+  try {
+    resolved = config::resolve_config(subset.dump(), values, arguments.deepspeed).config;
+  } catch (const std::exception& error) {
+    throw InputError("--deepspeed " + arguments.deepspeed + ": " + error.what());
+  }
   if (!values.per_device_train_batch_size) {
     arguments.per_device_train_batch_size = resolved.train_micro_batch_size_per_gpu;
-    took("per_device_train_batch_size", std::to_string(resolved.train_micro_batch_size_per_gpu),
-         written(root, "train_micro_batch_size_per_gpu") ? "train_micro_batch_size_per_gpu"
-                                                         : "train_batch_size");
+    from_file.took(
+        "per_device_train_batch_size", std::to_string(resolved.train_micro_batch_size_per_gpu),
+        written(root, "train_micro_batch_size_per_gpu") ? "train_micro_batch_size_per_gpu"
+                                                        : "train_batch_size");
   }
   if (!values.gradient_accumulation_steps) {
     arguments.gradient_accumulation_steps = resolved.gradient_accumulation_steps;
-    took("gradient_accumulation_steps", std::to_string(resolved.gradient_accumulation_steps),
-         written(root, "gradient_accumulation_steps") ? "gradient_accumulation_steps"
-                                                      : "train_batch_size");
+    from_file.took("gradient_accumulation_steps",
+                   std::to_string(resolved.gradient_accumulation_steps),
+                   written(root, "gradient_accumulation_steps") ? "gradient_accumulation_steps"
+                                                                : "train_batch_size");
   }
+}
+
+// The scalar flags not given whose keys the file writes take the file's values.
+void take_scalars(TrainingArguments& arguments, const json& root, FromFile& from_file) {
   auto number = [&](const char* flag, const char* path, double& field) {
-    if (!config_wins(arguments, root, flag)) return;
     const json* node = find_path(root, path);
-    if (node == nullptr || !node->is_number()) return;  // resolve_config reported a bad type
-    field = node->get<double>();
-    took(flag, number_text(field), path);
+    if (!config_wins(arguments, root, flag) || node == nullptr || !node->is_number()) return;
+    field = node->get<double>();  // (a bad type is resolve_config's to report)
+    from_file.took(flag, number_text(field), path);
   };
   number("max_grad_norm", "gradient_clipping", arguments.max_grad_norm);
   number("learning_rate", "optimizer.params.lr", arguments.learning_rate);
@@ -206,25 +216,38 @@ std::vector<std::string> apply_config_precedence(TrainingArguments& arguments,
   number("adam_beta2", "optimizer.params.betas.1", arguments.adam_beta2);
   number("adam_epsilon", "optimizer.params.eps", arguments.adam_epsilon);
   number("weight_decay", "optimizer.params.weight_decay", arguments.weight_decay);
-  if (config_wins(arguments, root, "warmup_steps")) {
-    if (const json* node = find_path(root, "scheduler.params.warmup_num_steps");
-        node != nullptr && node->is_number_integer()) {
-      arguments.warmup_steps = node->get<std::int64_t>();
-      took("warmup_steps", std::to_string(arguments.warmup_steps),
-           "scheduler.params.warmup_num_steps");
-    }
+  const json* warmup = find_path(root, "scheduler.params.warmup_num_steps");
+  if (config_wins(arguments, root, "warmup_steps") && warmup != nullptr &&
+      warmup->is_number_integer()) {
+    arguments.warmup_steps = warmup->get<std::int64_t>();
+    from_file.took("warmup_steps", std::to_string(arguments.warmup_steps),
+                   "scheduler.params.warmup_num_steps");
   }
   auto flag = [&](const char* name, const char* path, bool& field) {
     const json* node = find_path(root, path);
     if (!config_wins(arguments, root, name) || node == nullptr || !node->is_boolean()) return;
-    if (field == node->get<bool>()) return;
     field = node->get<bool>();
-    took(name, field ? "True" : "False", path);
+    from_file.took(name, field ? "True" : "False", path);
   };
   flag("fp16", "fp16.enabled", arguments.fp16);
   flag("bf16", "bf16.enabled", arguments.bf16);
   flag("bf16", "bfloat16.enabled", arguments.bf16);
-  return from_file;
+}
+
+}  // namespace
+
+std::vector<std::string> apply_config_precedence(TrainingArguments& arguments,
+                                                 std::int64_t world_size) {
+  if (arguments.deepspeed.empty()) return {};
+  const std::string text = with_batch_from_flags(read_deepspeed_file(arguments.deepspeed));
+  const json root = parse(text);
+  if (!root.is_object()) return {};  // resolve_config reports it when the engine is set up
+  const config::TrainerValues values =
+      trainer_values_by_precedence(arguments, text, world_size, std::nullopt, std::nullopt);
+  FromFile from_file(arguments.deepspeed);
+  take_batch(arguments, root, values, from_file);
+  take_scalars(arguments, root, from_file);
+  return std::move(from_file.lines());
 }
 
 }  // namespace zero::train

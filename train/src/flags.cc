@@ -25,7 +25,8 @@ const Flag kFlags[] = {
     // run_clm's ModelArguments.
     {.name = "model_name_or_path", .field = &T::model_name_or_path, .commands = kTrain | kEstimate,
      .origin = kModelArguments, .section = Section::kModel, .hf_default = kNone,
-     .help = "Hugging Face checkpoint folder (config.json + model.safetensors) to start from",
+     .help = "Hugging Face checkpoint folder (config.json + model.safetensors) to start from, or "
+             "a Hub id in the local Hugging Face cache (gpt2, openai-community/gpt2)",
      .estimate_help = "a folder with a Hugging Face GPT-2 config.json (weights are not read)"},
     {.name = "config_name", .field = &T::config_name, .commands = kTrain,
      .origin = kModelArguments, .section = Section::kModel, .hf_default = kNone,
@@ -36,7 +37,8 @@ const Flag kFlags[] = {
      .estimate_help = "GPT-2 124M's shape changed: \"n_embd=4096,n_layer=32,n_head=32,n_positions=2048\""},
     {.name = "tokenizer_name", .field = &T::tokenizer_name, .commands = kTrain | kEstimate,
      .origin = kModelArguments, .section = Section::kModel, .hf_default = kNone,
-     .help = "tokenizer folder (tokenizer.json or vocab.json + merges.txt); default: the model's",
+     .help = "tokenizer folder (tokenizer.json or vocab.json + merges.txt) or Hub id; default: "
+             "the model's",
      .estimate_help = "from scratch: the vocabulary of this tokenizer"},
     {.name = "tokenizer_vocab_size", .type = kInt, .field = &T::tokenizer_vocab_size,
      .commands = kTrain, .section = Section::kModel, .show_default = true,

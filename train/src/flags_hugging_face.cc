@@ -94,13 +94,16 @@ const Flag kRows[] = {
     // ignore_mismatched_sizes).
     refused("model_type", kString, kNone, "'gpt2'", "zero trains GPT-2 only (--model_type gpt2)",
             kModelArguments),
-    inert("cache_dir", kString, kNone, "zero downloads nothing, so it caches nothing",
-          kModelArguments),
+    {.name = "cache_dir", .field = &T::cache_dir, .commands = kTrain | kEstimate,
+     .origin = kModelArguments, .section = Section::kModel, .hf_default = kNone,
+     .help = "the Hugging Face Hub cache Hub ids are read from, offline (default: HF_HUB_CACHE, "
+             "HF_HOME/hub or ~/.cache/huggingface/hub)"},
     inert("use_fast_tokenizer", kBool, both("True"),
           "zero has one tokenizer (byte-level BPE, as the fast one)", kModelArguments),
-    refused("model_revision", kString, both("'main'"), "'main'",
-            "Hub revisions need the local Hub cache reader, not implemented yet (issue 23): give "
-            "the snapshot folder as --model_name_or_path", kModelArguments),
+    {.name = "model_revision", .field = &T::model_revision, .commands = kTrain | kEstimate,
+     .origin = kModelArguments, .section = Section::kModel, .hf_default = both("'main'"),
+     .show_default = true,
+     .help = "the branch, tag or commit hash of Hub ids in the cache (refs/<revision>)"},
     inert("token", kString, kNone, "zero downloads nothing", kModelArguments),
     refused("trust_remote_code", kBool, both("False"), "False",
             "zero runs no Python code from the Hub (it trains GPT-2 only)", kModelArguments),

@@ -22,6 +22,18 @@ std::string environment_value(const std::map<std::string, std::string>& environm
   return found == environment.end() ? "" : found->second;
 }
 
+// --log_level on rank 0 (the main process), --log_level_replica on the others, when given.
+void log_level_environment(const TrainingArguments& arguments, int rank,
+                           std::map<std::string, std::string>& environment) {
+  const bool main_process = rank == 0;
+  const std::string& level = main_process ? arguments.log_level : arguments.log_level_replica;
+  const std::string word = zero_log_level(level);
+  if (word.empty() || !arguments.was_given(main_process ? "log_level" : "log_level_replica"))
+    return;
+  environment["ZERO_LOG_LEVEL"] = word;
+  if (!main_process && (word == "info" || word == "debug")) environment["ZERO_LOG_ALL_RANKS"] = "1";
+}
+
 }  // namespace
 
 ProcessSettings process_settings(const TrainingArguments& arguments,
@@ -49,14 +61,7 @@ ProcessSettings process_settings(const TrainingArguments& arguments,
                      std::to_string(arguments.ddp_timeout));
   if (environment_value(environment, "ZERO_COMM_TIMEOUT_S").empty())
     settings.timeout = std::chrono::seconds(arguments.ddp_timeout);
-  const bool main_process = rank == 0;
-  const std::string& level = main_process ? arguments.log_level : arguments.log_level_replica;
-  const std::string word = zero_log_level(level);
-  if (!word.empty() && arguments.was_given(main_process ? "log_level" : "log_level_replica")) {
-    settings.environment["ZERO_LOG_LEVEL"] = word;
-    if (!main_process && (word == "info" || word == "debug"))
-      settings.environment["ZERO_LOG_ALL_RANKS"] = "1";
-  }
+  log_level_environment(arguments, rank, settings.environment);
   if (!arguments.run_name.empty()) settings.notes.push_back("run: " + arguments.run_name);
   return settings;
 }

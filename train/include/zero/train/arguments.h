@@ -30,6 +30,11 @@ struct TrainingArguments {
   // zero's own: with no tokenizer given or found, learn a byte-level BPE of this many tokens on
   // the training files (run_clm refuses to build a tokenizer from scratch).
   std::int64_t tokenizer_vocab_size = 2048;
+  // Hub ids in the three flags above resolve offline through the local Hugging Face cache
+  // (zero/train/hub_cache.h): --cache_dir (default: HF_HUB_CACHE, HF_HOME/hub, ...) at
+  // --model_revision (a branch, tag or commit hash).
+  std::string cache_dir;
+  std::string model_revision = "main";
 
   // DataTrainingArguments. Text (.txt, .tokens, ...: one example per line), JSON Lines
   // (.json/.jsonl: the "text" field) or CSV (.csv: the "text" column, else the first), as run_clm.
