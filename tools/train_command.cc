@@ -46,7 +46,8 @@ int run_train_command(std::span<char* const> args) {
   train::ProcessSettings process;
   std::vector<std::string> notes;
   try {
-    notes = train::apply_flag_equivalents(a);
+    notes = train::apply_accelerate_environment(a, process_environment());
+    for (std::string& line : train::apply_flag_equivalents(a)) notes.push_back(std::move(line));
     for (const std::string& line : train::resolve_hub_names(a, process_environment()))
       notes.push_back("from the Hugging Face cache: " + line);
     process = train::process_settings(a, process_environment(), detect_launch().rank);

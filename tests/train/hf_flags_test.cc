@@ -189,5 +189,46 @@ TEST(ProcessFlags, DataloaderNumWorkersSetsTheTokenizerThreads) {
   EXPECT_EQ(both.preprocessing_num_workers, 2) << "the flag given for it wins";
 }
 
+// `accelerate launch --no_python zero train`: accelerate's variables as the matching flags.
+TEST(AccelerateEnvironment, BecomesTheMatchingFlags) {
+  TrainingArguments a;
+  a.given_flags = std::vector<std::string>{};
+  const std::vector<std::string> notes =
+      apply_accelerate_environment(a, {{"ACCELERATE_MIXED_PRECISION", "bf16"},
+                                       {"ACCELERATE_DEEPSPEED_CONFIG_FILE", "/x/ds.json"},
+                                       {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4"},
+                                       {"ACCELERATE_GRADIENT_CLIPPING", "0.5"},
+                                       {"ACCELERATE_USE_CPU", "True"}});
+  EXPECT_TRUE(a.bf16);
+  EXPECT_FALSE(a.fp16);
+  EXPECT_EQ(a.deepspeed, "/x/ds.json");
+  EXPECT_EQ(a.gradient_accumulation_steps, 4);
+  EXPECT_DOUBLE_EQ(a.max_grad_norm, 0.5);
+  EXPECT_TRUE(a.use_cpu);
+  EXPECT_EQ(notes.size(), 5u);
+  EXPECT_TRUE(a.was_given("bf16")) << "checked against the DeepSpeed file as a given flag";
+  EXPECT_EQ(notes[0], "--bf16 from accelerate's ACCELERATE_MIXED_PRECISION=bf16");
+
+  TrainingArguments given;
+  given.given_flags = std::vector<std::string>{"gradient_accumulation_steps"};
+  given.gradient_accumulation_steps = 2;
+  try {
+    apply_accelerate_environment(given, {{"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4"}});
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& error) {
+    EXPECT_STREQ(error.what(),
+                 "--gradient_accumulation_steps 2 contradicts "
+                 "ACCELERATE_GRADIENT_ACCUMULATION_STEPS=4 (accelerate's launch config)");
+  }
+  TrainingArguments fp8;
+  EXPECT_THROW(apply_accelerate_environment(fp8, {{"ACCELERATE_MIXED_PRECISION", "fp8"}}),
+               InputError);
+  TrainingArguments plugin;
+  EXPECT_THROW(apply_accelerate_environment(plugin, {{"ACCELERATE_DEEPSPEED_ZERO_STAGE", "2"}}),
+               InputError);
+  TrainingArguments none;
+  EXPECT_TRUE(apply_accelerate_environment(none, {{"ACCELERATE_MIXED_PRECISION", "no"}}).empty());
+}
+
 }  // namespace
 }  // namespace zero::train

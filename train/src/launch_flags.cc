@@ -1,6 +1,9 @@
 // Hugging Face's process flags as zero's environment, and flags that stand for others.
 #include "zero/train/launch_flags.h"
 
+#include <optional>
+#include <sstream>
+
 #include "zero/core/error.h"
 #include "zero/train/trainer.h"
 
@@ -77,6 +80,83 @@ std::vector<std::string> apply_flag_equivalents(TrainingArguments& arguments) {
     notes.push_back("--dataloader_num_workers " + std::to_string(arguments.dataloader_num_workers) +
                     ": the tokenizer threads (zero has no data loader workers)");
   }
+  return notes;
+}
+
+namespace {
+
+// Sets `field` from accelerate's variable `name` (text `value`, the flag's `text`), counted as
+// given; a given flag that differs is the error.
+template <typename Value>
+void take(TrainingArguments& arguments, const std::string& flag, const std::string& name,
+          const std::string& value, Value from_environment, Value& field, const std::string& text,
+          std::vector<std::string>& notes) {
+  if (arguments.given_flags && arguments.was_given(flag)) {
+    if (field != from_environment)
+      throw InputError("--" + flag + " " + text + " contradicts " + name + "=" + value +
+                       " (accelerate's launch config)");
+    return;
+  }
+  field = from_environment;
+  if (arguments.given_flags) arguments.given_flags->push_back(flag);
+  notes.push_back("--" + flag + " from accelerate's " + name + "=" + value);
+}
+
+}  // namespace
+
+std::vector<std::string> apply_accelerate_environment(
+    TrainingArguments& arguments, const std::map<std::string, std::string>& environment) {
+  std::vector<std::string> notes;
+  auto text_of = [](bool value) { return std::string(value ? "True" : "False"); };
+  const std::string precision = environment_value(environment, "ACCELERATE_MIXED_PRECISION");
+  if (precision == "fp16" || precision == "bf16") {
+    const bool fp16 = precision == "fp16";
+    take(arguments, fp16 ? "fp16" : "bf16", "ACCELERATE_MIXED_PRECISION", precision, true,
+         fp16 ? arguments.fp16 : arguments.bf16, text_of(fp16 ? arguments.fp16 : arguments.bf16),
+         notes);
+  } else if (!precision.empty() && precision != "no") {
+    throw InputError("ACCELERATE_MIXED_PRECISION=" + precision +
+                     ": zero trains in fp32, fp16 or bf16 (no, fp16 or bf16)");
+  }
+  const std::string file = environment_value(environment, "ACCELERATE_DEEPSPEED_CONFIG_FILE");
+  if (!file.empty() && file != "none") {
+    take(arguments, "deepspeed", "ACCELERATE_DEEPSPEED_CONFIG_FILE", file, file,
+         arguments.deepspeed, arguments.deepspeed, notes);
+  } else if (!environment_value(environment, "ACCELERATE_DEEPSPEED_ZERO_STAGE").empty() &&
+             arguments.deepspeed.empty()) {
+    throw InputError(
+        "ACCELERATE_DEEPSPEED_ZERO_STAGE: accelerate's DeepSpeed plugin without a config file is "
+        "not read by zero; give --deepspeed FILE (or deepspeed_config_file in accelerate's "
+        "config)");
+  }
+  auto number = [&](const char* name) -> std::optional<double> {
+    const std::string value = environment_value(environment, name);
+    if (value.empty() || value == "none" || value == "auto") return std::nullopt;
+    try {
+      std::size_t used = 0;
+      const double parsed = std::stod(value, &used);
+      if (used == value.size()) return parsed;
+    } catch (const std::exception&) {
+    }
+    throw InputError(std::string(name) + "=" + value + " is not a number");
+  };
+  if (const auto steps = number("ACCELERATE_GRADIENT_ACCUMULATION_STEPS")) {
+    const auto value = static_cast<std::int64_t>(*steps);
+    take(arguments, "gradient_accumulation_steps", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS",
+         std::to_string(value), value, arguments.gradient_accumulation_steps,
+         std::to_string(arguments.gradient_accumulation_steps), notes);
+  }
+  if (const auto clipping = number("ACCELERATE_GRADIENT_CLIPPING")) {
+    std::ostringstream text;
+    text << arguments.max_grad_norm;
+    take(arguments, "max_grad_norm", "ACCELERATE_GRADIENT_CLIPPING",
+         environment_value(environment, "ACCELERATE_GRADIENT_CLIPPING"), *clipping,
+         arguments.max_grad_norm, text.str(), notes);
+  }
+  const std::string cpu = environment_value(environment, "ACCELERATE_USE_CPU");
+  if (cpu == "true" || cpu == "True" || cpu == "1")
+    take(arguments, "use_cpu", "ACCELERATE_USE_CPU", cpu, true, arguments.use_cpu,
+         text_of(arguments.use_cpu), notes);
   return notes;
 }
 

@@ -33,4 +33,15 @@ ProcessSettings process_settings(const TrainingArguments& arguments,
 // tokenizer threads). Returns a note for each.
 std::vector<std::string> apply_flag_equivalents(TrainingArguments& arguments);
 
+// `accelerate launch --no_python zero train ...`: the variables accelerate sets for its launch
+// config become the matching flags, counted as given: ACCELERATE_MIXED_PRECISION (fp16, bf16, no)
+// as --fp16/--bf16, ACCELERATE_DEEPSPEED_CONFIG_FILE as --deepspeed,
+// ACCELERATE_GRADIENT_ACCUMULATION_STEPS, ACCELERATE_GRADIENT_CLIPPING as
+// --gradient_accumulation_steps and --max_grad_norm, ACCELERATE_USE_CPU as --use_cpu. A flag
+// given with another value is an InputError naming both, as are fp8 and accelerate's DeepSpeed
+// plugin without a config file (ACCELERATE_DEEPSPEED_ZERO_STAGE: give --deepspeed FILE).
+// Returns a start-log line for each value taken.
+std::vector<std::string> apply_accelerate_environment(
+    TrainingArguments& arguments, const std::map<std::string, std::string>& environment);
+
 }  // namespace zero::train
