@@ -87,8 +87,11 @@ void add_rows(Command command, const train::FlagValues& defaults, Pick pick) {
     if (!flag.commands.has(command)) continue;
     const bool with_default = flag.show_default && command != Command::kConfig;
     po::options_description& group = pick(flag);
-    add(group, std::string(flag.name), semantic(flag, defaults, with_default),
-        std::string(train::help_in(flag, command)));
+    std::string help(train::help_in(flag, command));
+    if (flag.disposition != train::Disposition::kImplemented)
+      help = (flag.disposition == train::Disposition::kRefused ? "refused: " : "no effect: ") +
+             std::string(flag.reason);
+    add(group, std::string(flag.name), semantic(flag, defaults, with_default), help);
     for (std::string_view alias : flag.aliases)
       if (!alias.empty())
         add(group, std::string(alias), semantic(flag, defaults, with_default),

@@ -127,7 +127,7 @@ TEST(FlagTable, HuggingFacesCommandLinesAreRows) {
                            "max_predict_samples",
                            "metric_name",
                            "test_file",
-                           "local-rank",
+
                            "local_rank",
                            "no_cuda",
                            "fp16_backend",

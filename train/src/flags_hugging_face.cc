@@ -190,10 +190,11 @@ const Flag kRows[] = {
      .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
      .hf_default = both("0"), .show_default = true,
      .help = "tokenizer threads when --preprocessing_num_workers is not given (0: all cores)"},
-    {.name = "local_rank", .aliases = {"local-rank"}, .type = kInt, .field = &T::local_rank,
+    {.name = "local_rank", .type = kInt, .field = &T::local_rank,
      .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
      .hf_default = both("-1"), .show_default = true,
-     .help = "torch.distributed.launch's: this process's rank on its node (LOCAL_RANK)"},
+     .help = "torch.distributed.launch's --local-rank=N / --local_rank=N: this process's rank "
+             "on its node (LOCAL_RANK)"},
     {.name = "use_cpu", .aliases = {"no_cuda"}, .type = kBool, .field = &T::use_cpu,
      .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
      .hf_default = both("False"), .disposition = kAcceptedWithoutEffect, .reason = kCpuOnly,
