@@ -13,5 +13,6 @@ int run_generate(std::span<char* const> args);
 int run_train_command(std::span<char* const> args);
 int run_checkpoint(std::span<char* const> args);
 int run_estimate(std::span<char* const> args);
+int run_flags(std::span<char* const> args);
 
 }  // namespace zero::cli

@@ -1,4 +1,5 @@
 // `zero config FILE`: resolves a DeepSpeed JSON config as training would and prints the result.
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 #include "zero/config/ds_config.h"
 #include "zero/core/error.h"
 #include "zero/train/arguments.h"
+#include "zero/train/config_precedence.h"
 
 namespace zero::cli {
 
@@ -20,6 +22,22 @@ template <typename Value>
 std::optional<Value> if_given(const CommandFlags& flags, std::string_view name, Value value) {
   if (!flags.given(name)) return std::nullopt;
   return value;
+}
+
+// Whether the rule leaves the flag `name` (a with_hf_defaults name) to the file.
+bool yields_to_file(const config::TrainerValues& values, const std::string& name) {
+  if (name == "per_device_train_batch_size") return !values.per_device_train_batch_size;
+  if (name == "gradient_accumulation_steps") return !values.gradient_accumulation_steps;
+  if (name == "learning_rate") return !values.learning_rate;
+  if (name == "adam_beta1") return !values.adam_beta1;
+  if (name == "adam_beta2") return !values.adam_beta2;
+  if (name == "adam_epsilon") return !values.adam_epsilon;
+  if (name == "weight_decay") return !values.weight_decay;
+  if (name == "warmup_steps") return !values.warmup_steps;
+  if (name == "max_grad_norm") return !values.max_grad_norm;
+  if (name == "fp16") return !values.fp16;
+  if (name == "bf16") return !values.bf16;
+  return false;
 }
 
 }  // namespace
@@ -66,17 +84,41 @@ int run_config(std::span<char* const> args) {
   trainer.bf16 = if_given(flags, "bf16", a.bf16);
   trainer.hidden_size = if_given(flags, "hidden_size", own.hidden_size);
 
+  // The config precedence rule (zero/train/config_precedence.h), as `zero train` applies it: a
+  // flag not given yields to a value the file writes; else "auto" takes Hugging Face's default.
+  std::string text;
+  try {
+    text = train::with_batch_from_flags(train::read_deepspeed_file(own.file));
+  } catch (const Error& error) {
+    std::cerr << "zero config: error: " << error.what() << "\n";
+    return 2;
+  }
+  train::TrainingArguments with_given = a;
+  with_given.given_flags = flags.given_names();
+  const config::TrainerValues by_precedence = train::trainer_values_by_precedence(
+      with_given, text, trainer.world_size.value_or(1), trainer.total_steps, trainer.hidden_size);
   if (!own.no_defaults) {
-    const train::DefaultedValues filled = train::with_hf_defaults(trainer);
-    trainer = filled.values;
-    if (!filled.defaulted.empty()) {
-      std::cerr << "zero config: flags not given take Hugging Face's defaults:";
-      for (const std::string& flag : filled.defaulted) std::cerr << " " << flag;
-      std::cerr << "\n";
+    const std::vector<std::string> lines = train::with_hf_defaults(trainer).defaulted;
+    const std::optional<std::int64_t> world_size = trainer.world_size;
+    trainer = by_precedence;
+    trainer.world_size = world_size;
+    std::string defaulted, from_file;
+    for (const std::string& line : lines) {
+      const std::string flag = line.substr(0, line.find(' '));
+      if (yields_to_file(by_precedence, flag.substr(2)))
+        from_file += " " + flag;
+      else
+        defaulted += " " + line;
     }
+    if (!defaulted.empty())
+      std::cerr << "zero config: flags not given take Hugging Face's defaults:" << defaulted
+                << "\n";
+    if (!from_file.empty())
+      std::cerr << "zero config: flags not given take the values the file writes:" << from_file
+                << "\n";
   }
   try {
-    const config::ConfigResult result = config::load_config_file(own.file, trainer);
+    const config::ConfigResult result = config::resolve_config(text, trainer, own.file);
     for (const std::string& warning : result.warnings)
       std::cerr << "zero config: warning: " << warning << "\n";
     std::cout << config::to_json(result.config) << "\n";

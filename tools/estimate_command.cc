@@ -13,8 +13,11 @@
 #include "commands.h"
 #include "flag_options.h"
 #include "zero/core/error.h"
+#include "zero/core/launch.h"
 #include "zero/train/arguments.h"
 #include "zero/train/command_arguments.h"
+#include "zero/train/config_precedence.h"
+#include "zero/train/hub_cache.h"
 #include "zero/train/plan.h"
 #include "zero/train/trainer.h"
 
@@ -348,11 +351,18 @@ int run_estimate(std::span<char* const> args) {
   train::TrainingArguments& a =
       flags.values().training;  // Hugging Face's defaults, as `zero train`
   a.dry_run = true;
+  a.given_flags = flags.given_names();
   const train::EstimateArguments& e = flags.values().estimate;
   check_flags(a, e);
   const train::Hardware hardware = hardware_of(e);
   Estimate estimate;
   try {
+    for (const std::string& line : train::resolve_hub_names(a, process_environment()))
+      std::cerr << "zero estimate: from the Hugging Face cache: " << line << "\n";
+    // The config precedence rule (zero/train/config_precedence.h), as `zero train` applies it.
+    for (const std::string& line :
+         train::apply_config_precedence(a, std::int64_t{e.num_gpus_per_node} * e.num_nodes))
+      std::cerr << "zero estimate: from the DeepSpeed config: " << line << "\n";
     estimate = estimate_of(a, e, hardware);
   } catch (const train::InputError& error) {
     std::cerr << "zero estimate: error: " << error.what() << "\n";

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <boost/make_shared.hpp>
 #include <cctype>
+#include <charconv>
 #include <optional>
 
 #include "zero/core/error.h"
@@ -86,13 +87,48 @@ void add_rows(Command command, const train::FlagValues& defaults, Pick pick) {
     if (!flag.commands.has(command)) continue;
     const bool with_default = flag.show_default && command != Command::kConfig;
     po::options_description& group = pick(flag);
-    add(group, std::string(flag.name), semantic(flag, defaults, with_default),
-        std::string(train::help_in(flag, command)));
+    std::string help(train::help_in(flag, command));
+    if (flag.disposition != train::Disposition::kImplemented)
+      help = (flag.disposition == train::Disposition::kRefused ? "refused: " : "no effect: ") +
+             std::string(flag.reason);
+    add(group, std::string(flag.name), semantic(flag, defaults, with_default), help);
     for (std::string_view alias : flag.aliases)
       if (!alias.empty())
         add(group, std::string(alias), semantic(flag, defaults, with_default),
             "the old name of --" + std::string(flag.name));
   }
+}
+
+// "--a-b" spelled "--a_b" when the table knows the latter for `command`: Hugging Face's parser
+// takes both spellings of every flag (torch.distributed.launch passes --local-rank=N).
+std::string underscored(std::string word, Command command) {
+  if (!word.starts_with("--")) return word;
+  const std::size_t end = std::min(word.find('='), word.size());
+  std::string name = word.substr(2, end - 2);
+  if (name.find('-') == std::string::npos) return word;
+  std::replace(name.begin(), name.end(), '-', '_');
+  const Flag* flag = train::find_flag(name);
+  if (flag == nullptr || !flag->commands.has(command)) return word;
+  return "--" + name + word.substr(end);
+}
+
+// A given value as Python's repr writes it ("True", "8", "5e-05", "'steps'"), for the row's
+// `accepts` check.
+std::string given_text(const Flag& flag, const po::variable_value& value,
+                       const std::string& spelling) {
+  const boost::any& any = value.value();
+  if (const auto* text = boost::any_cast<std::string>(&any)) {
+    if (flag.type == FlagType::kBool) return parse_boolean(spelling, *text) ? "True" : "False";
+    return "'" + *text + "'";
+  }
+  if (const auto* number = boost::any_cast<std::int64_t>(&any)) return std::to_string(*number);
+  if (const auto* number = boost::any_cast<std::uint64_t>(&any)) return std::to_string(*number);
+  if (const auto* number = boost::any_cast<int>(&any)) return std::to_string(*number);
+  if (const auto* number = boost::any_cast<double>(&any)) {
+    char text[32];
+    return std::string(text, std::to_chars(text, text + sizeof(text), *number).ptr);
+  }
+  return "?";
 }
 
 // The "--flag True" words of bool flags joined into "--flag=True".
@@ -104,7 +140,7 @@ std::vector<std::string> joined_boolean_values(std::span<char* const> args, Comm
   };
   std::vector<std::string> words;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string word = args[i];
+    std::string word = underscored(args[i], command);
     if (is_boolean_flag(word) && i + 1 < args.size() && is_boolean_word(args[i + 1]))
       word += "=" + std::string(args[++i]);
     words.push_back(word);
@@ -164,12 +200,25 @@ bool CommandFlags::given(std::string_view name) const {
                      [&](std::string_view alias) { return !alias.empty() && on_line(alias); });
 }
 
+std::vector<std::string> CommandFlags::given_names() const {
+  std::vector<std::string> names;
+  for (const Flag& flag : train::flag_table())
+    if (flag.commands.has(command_) && given(flag.name)) names.emplace_back(flag.name);
+  return names;
+}
+
 void CommandFlags::read(const Flag& flag, const std::string& spelling) {
   const po::variable_value& value = variables_[spelling];
-  if (!value.defaulted() && flag.disposition == train::Disposition::kRefused)
-    throw UsageError{"--" + spelling + ": " + std::string(flag.reason)};
-  if (!value.defaulted() && flag.disposition == train::Disposition::kAcceptedWithoutEffect)
-    notes_.push_back("--" + spelling + " has no effect: " + std::string(flag.reason));
+  if (!value.defaulted()) {
+    const std::string text = given_text(flag, value, spelling);
+    if (!train::accepts_value(flag, text)) {
+      const std::string_view why =
+          flag.disposition == train::Disposition::kRefused ? flag.reason : flag.refusal;
+      throw UsageError{"--" + spelling + " " + text + ": " + std::string(why)};
+    }
+    if (flag.disposition == train::Disposition::kAcceptedWithoutEffect)
+      notes_.push_back("--" + spelling + " has no effect: " + std::string(flag.reason));
+  }
   std::visit(
       [&](auto member) {
         using Member = decltype(member);

@@ -35,6 +35,9 @@ class CommandFlags {
   // Whether `name` (or one of its aliases) was on the command line, not defaulted.
   bool given(std::string_view name) const;
 
+  // The names of the rows given on the command line (under their name or an alias).
+  std::vector<std::string> given_names() const;
+
   train::FlagValues& values() { return values_; }
   const std::vector<std::string>& notes() const { return notes_; }
 

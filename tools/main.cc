@@ -3,6 +3,7 @@
 #include <iostream>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cli.h"
@@ -34,6 +35,8 @@ constexpr Command kCommands[] = {
      zero::cli::run_checkpoint},
     {"estimate", "will it fit? the run's memory plan per GPU and node, ranked configurations",
      zero::cli::run_estimate},
+    {"flags", "every flag of train/estimate/config as Markdown (docs/flags.md)",
+     zero::cli::run_flags},
 };
 
 void print_help() {
@@ -50,6 +53,12 @@ void print_help() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `python -m torch.distributed.launch --no-python zero train ...` runs
+  // `zero --local-rank=N train ...` (torch < 2: --local_rank=N): the launcher's flag goes to the
+  // command, as the first of its own.
+  if (argc >= 3 && (std::string_view(argv[1]).starts_with("--local-rank=") ||
+                    std::string_view(argv[1]).starts_with("--local_rank=")))
+    std::swap(argv[1], argv[2]);
   if (argc < 2) {
     print_help();
     return 2;

@@ -89,6 +89,43 @@ TEST_F(ZeroConfigCommand, FillsAutoFromHuggingFaceDefaultsAndSaysWhich) {
   EXPECT_NE(run.output.find("--weight_decay 0"), std::string::npos) << run.output;
 }
 
+// Issue 23's rule: a value the file writes wins over a flag not given (named on stderr); a given
+// flag that contradicts it is the error, naming both.
+TEST_F(ZeroConfigCommand, AValueTheFileWritesWinsOverAFlagNotGiven) {
+  const std::string file = write("native.json", R"({"train_batch_size": 24,
+      "fp16": {"enabled": true}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}})");
+  const CommandResult run = run_zero("config " + file, true);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("\"train_micro_batch_size_per_gpu\": 24"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("take the values the file writes: --per_device_train_batch_size "
+                            "--learning_rate"),
+            std::string::npos)
+      << run.output;
+  const CommandResult given = run_zero("config " + file + " --per_device_train_batch_size 8", true);
+  EXPECT_EQ(given.exit_code, 2);
+  EXPECT_NE(given.output.find("train_batch_size: 24 in the config contradicts "
+                              "--per_device_train_batch_size 8"),
+            std::string::npos)
+      << given.output;
+}
+
+// Every real config of the shared data: with no flags no value is a contradiction (errors left
+// are the file's own, or "auto" with nothing to fill it).
+TEST_F(ZeroConfigCommand, RealConfigsWithoutFlagsHaveNoContradiction) {
+  const std::filesystem::path folder = zero::testing::shared_data_dir() / "ds_configs";
+  if (zero::testing::shared_data_dir().empty() || !std::filesystem::is_directory(folder))
+    GTEST_SKIP() << "no ZERO_SHARED_DATA/ds_configs";
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    if (entry.path().extension() != ".json") continue;
+    ++files;
+    const CommandResult run = run_zero("config " + entry.path().string(), true);
+    EXPECT_EQ(run.output.find("contradicts"), std::string::npos) << run.output;
+  }
+  EXPECT_GT(files, 0);
+}
+
 TEST_F(ZeroConfigCommand, MissingFileAndBadFlagsExitTwo) {
   EXPECT_EQ(run_zero("config " + (folder_ / "absent.json").string(), true).exit_code, 2);
   const CommandResult typo = run_zero("config x.json --learning_rat 1", true);

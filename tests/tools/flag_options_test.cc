@@ -77,7 +77,9 @@ TEST(CommandFlags, TrainAndEstimateReadTheFlagsTheyShareAlike) {
     train::FlagValues defaults;
     EXPECT_FALSE(same_field(flag, train_flags.values(), defaults)) << "the value did not land";
   }
-  EXPECT_EQ(shared, 10);  // the model, batch, precision, checkpointing and config flags
+  // the model (with the Hub cache's --cache_dir and --model_revision), batch, precision,
+  // checkpointing and config flags
+  EXPECT_EQ(shared, 12);
 }
 
 TEST(CommandFlags, BoolFlagsTakeTrueAndFalseInEveryCommand) {
@@ -134,6 +136,77 @@ TEST(CommandFlags, ConfigShowsNoDefaultsWhereTrainDoes) {
             "arg (=8)");
   EXPECT_EQ(config_flags.options().find("per_device_train_batch_size", false).format_parameter(),
             "arg");
+}
+
+// The message of the UsageError parsing `words` as `zero train`'s arguments throws ("" if none).
+std::string usage_error_of(std::vector<std::string> words) {
+  CommandFlags flags(Command::kTrain);
+  try {
+    parse_words(flags, std::move(words));
+  } catch (const UsageError& error) {
+    return error.message;
+  }
+  return "";
+}
+
+// torch.distributed.launch passes --local-rank=N (torch >= 2) or --local_rank=N (older); Hugging
+// Face's parser takes the dashed spelling of every flag.
+TEST(CommandFlags, LocalRankAndDashedSpellings) {
+  for (const char* word : {"--local-rank=3", "--local_rank=3"}) {
+    CommandFlags flags(Command::kTrain);
+    parse_words(flags, {word});
+    EXPECT_EQ(flags.values().training.local_rank, 3) << word;
+    EXPECT_TRUE(flags.given("local_rank"));
+  }
+  CommandFlags dashed(Command::kTrain);
+  parse_words(dashed, {"--per-device-train-batch-size", "4", "--do-train"});
+  EXPECT_EQ(dashed.values().training.per_device_train_batch_size, 4);
+  EXPECT_TRUE(dashed.values().training.do_train);
+  const std::vector<std::string> given = dashed.given_names();
+  EXPECT_EQ(given, (std::vector<std::string>{"do_train", "per_device_train_batch_size"}));
+}
+
+// A row's `accepts`: HF's default value of a refused flag passes silently, another value is
+// refused with the reason; an accepted-without-effect flag is noted; an implemented flag refuses
+// the values zero cannot honour.
+TEST(CommandFlags, ValuesOutsideARowsAcceptsAreRefusedWithTheReason) {
+  CommandFlags flags(Command::kTrain);
+  parse_words(flags, {"--push_to_hub", "False", "--fsdp", "", "--eval_on_start", "False",
+                      "--dataloader_pin_memory", "--optim", "sgd", "--report_to", "none"});
+  ASSERT_EQ(flags.notes().size(), 2u);
+  EXPECT_EQ(flags.notes()[0], "--push_to_hub has no effect: nothing is uploaded");
+  EXPECT_EQ(flags.notes()[1].rfind("--dataloader_pin_memory has no effect: ", 0), 0u)
+      << flags.notes()[1];
+  EXPECT_EQ(flags.values().training.optim, "sgd");
+  EXPECT_NE(
+      usage_error_of({"--push_to_hub", "True"}).find("--push_to_hub True: zero uploads nothing"),
+      std::string::npos);
+  EXPECT_NE(usage_error_of({"--fsdp", "full_shard"}).find("use --deepspeed"), std::string::npos);
+  EXPECT_NE(usage_error_of({"--eval_on_start"}).find("needs zero's training loop"),
+            std::string::npos);
+  EXPECT_EQ(usage_error_of({"--optim", "adafactor"}),
+            "--optim 'adafactor': zero supports adamw_torch, adamw_torch_fused, adamw_hf (AdamW) "
+            "and sgd; or give the DeepSpeed config an \"optimizer\" section");
+  EXPECT_NE(usage_error_of({"--report_to", "wandb"}).find("TensorBoard only"), std::string::npos);
+  EXPECT_NE(usage_error_of({"--save_safetensors", "False"}).find("safetensors only"),
+            std::string::npos);
+  EXPECT_NE(usage_error_of({"--torch_dtype", "int8"}).find("not a dtype"), std::string::npos);
+  EXPECT_EQ(usage_error_of({"--torch_dtype", "bfloat16", "--label_smoothing_factor", "0.0",
+                            "--model_type", "gpt2", "--no_cuda"}),
+            "");
+  EXPECT_NE(usage_error_of({"--dataset_name", "wikitext"}).find("--train_file"), std::string::npos);
+}
+
+// Every name of the table is an option of `zero train`: Hugging Face's command lines start.
+TEST(CommandFlags, EveryHuggingFaceRowIsAcceptedByTrain) {
+  int rows = 0;
+  for (const Flag& flag : train::flag_table()) {
+    if (flag.origin == train::Origin::kZero || flag.origin == train::Origin::kDeepSpeedLauncher)
+      continue;
+    EXPECT_TRUE(flag.commands.has(Command::kTrain)) << "--" << flag.name;
+    ++rows;
+  }
+  EXPECT_GE(rows, 150);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The flag table's Hugging Face defaults against transformers itself: for each TrainingArguments
 // row, the default recorded for the installed version (4.46.x or 5.x) is the dataclass field's
-// default as Python writes it, and a row recorded as absent in that version is no field of it.
+// default as Python writes it, and a row recorded as absent in that version is no field of it;
+// then every field of the installed TrainingArguments is a row (or an alias) of `zero train`.
 // tests/golden/training_arguments_defaults.py reads them; skips when ZERO_PYTHON lacks
 // transformers or has another version.
 #include <gtest/gtest.h>
@@ -48,6 +49,20 @@ TEST(FlagTableGolden, TrainingArgumentsDefaultsMatchTransformers) {
     ++compared;
   }
   EXPECT_GT(compared, 20);
+  // Every field the parser offers (init fields; _n_gpu is none) is a row or an alias: accepted,
+  // with the row's disposition.
+  int walked = 0;
+  for (const auto& [name, value] : defaults.items()) {
+    if (name.starts_with("_")) continue;
+    const Flag* flag = find_flag(name);
+    ASSERT_NE(flag, nullptr) << "--" << name << " of transformers " << version << " is no flag";
+    EXPECT_TRUE(flag->commands.has(Command::kTrain)) << "--" << name;
+    if (flag->disposition != Disposition::kImplemented) {
+      EXPECT_FALSE(flag->reason.empty()) << "--" << name;
+    }
+    ++walked;
+  }
+  EXPECT_GE(walked, 131);
 }
 
 }  // namespace

@@ -83,6 +83,79 @@ TEST(FlagTable, DefaultsReadAsPythonWritesThem) {
   EXPECT_EQ(default_text(*find_flag("gpu_memory")), "'80GiB'");
 }
 
+// Issue 23: run_clm's 24 and run_classification's model/data arguments, TrainingArguments' 4.46 and
+// 5.x fields (deprecated spellings as aliases) and torch.distributed.launch's --local-rank.
+TEST(FlagTable, HuggingFacesCommandLinesAreRows) {
+  for (const char* name : {"model_name_or_path",
+                           "model_type",
+                           "config_overrides",
+                           "config_name",
+                           "tokenizer_name",
+                           "cache_dir",
+                           "use_fast_tokenizer",
+                           "model_revision",
+                           "token",
+                           "trust_remote_code",
+                           "torch_dtype",
+                           "low_cpu_mem_usage",
+                           "dataset_name",
+                           "dataset_config_name",
+                           "train_file",
+                           "validation_file",
+                           "max_train_samples",
+                           "max_eval_samples",
+                           "streaming",
+                           "block_size",
+                           "overwrite_cache",
+                           "validation_split_percentage",
+                           "preprocessing_num_workers",
+                           "keep_linebreaks",
+                           "ignore_mismatched_sizes",
+                           "do_regression",
+                           "text_column_names",
+                           "text_column_delimiter",
+                           "train_split_name",
+                           "validation_split_name",
+                           "test_split_name",
+                           "remove_splits",
+                           "remove_columns",
+                           "label_column_name",
+                           "max_seq_length",
+                           "pad_to_max_length",
+                           "shuffle_train_dataset",
+                           "shuffle_seed",
+                           "max_predict_samples",
+                           "metric_name",
+                           "test_file",
+
+                           "local_rank",
+                           "no_cuda",
+                           "fp16_backend",
+                           "per_gpu_train_batch_size",
+                           "per_gpu_eval_batch_size",
+                           "evaluation_strategy",
+                           "hub_revision",
+                           "project",
+                           "trackio_space_id",
+                           "parallelism_config"}) {
+    EXPECT_NE(find_flag(name), nullptr) << "--" << name;
+  }
+}
+
+TEST(FlagTable, AcceptsComparesAsPythonWritesValues) {
+  const Flag& push = *find_flag("push_to_hub");
+  EXPECT_TRUE(accepts_value(push, "False"));
+  EXPECT_FALSE(accepts_value(push, "True"));
+  const Flag& smoothing = *find_flag("label_smoothing_factor");
+  EXPECT_TRUE(accepts_value(smoothing, "0"));
+  EXPECT_TRUE(accepts_value(smoothing, "0.0"));
+  EXPECT_FALSE(accepts_value(smoothing, "0.1"));
+  EXPECT_FALSE(accepts_value(*find_flag("data_seed"), "42")) << "refused with no accepted value";
+  EXPECT_TRUE(accepts_value(*find_flag("learning_rate"), "1"));
+  EXPECT_TRUE(accepts_value(*find_flag("optim"), "'sgd'"));
+  EXPECT_FALSE(accepts_value(*find_flag("optim"), "'adafactor'"));
+}
+
 TEST(FlagTable, HelpInACommandFallsBackToTheFlagsHelp) {
   const Flag& block_size = *find_flag("block_size");
   EXPECT_EQ(help_in(block_size, Command::kTrain), block_size.help);

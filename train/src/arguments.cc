@@ -1,6 +1,7 @@
 // TrainingArguments: checks, warmup, and the values that fill a DeepSpeed config's "auto".
 #include "zero/train/arguments.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -39,6 +40,11 @@ std::string_view name_of(IntervalStrategy strategy) {
     case IntervalStrategy::kEpoch: return "epoch";
   }
   return "?";
+}
+
+bool TrainingArguments::was_given(std::string_view flag) const {
+  if (!given_flags) return true;
+  return std::find(given_flags->begin(), given_flags->end(), flag) != given_flags->end();
 }
 
 void check_arguments(const TrainingArguments& arguments) {

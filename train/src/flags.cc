@@ -3,6 +3,8 @@
 #include "zero/train/flags.h"
 
 #include <charconv>
+#include <iterator>
+#include <system_error>
 
 namespace zero::train {
 
@@ -23,7 +25,8 @@ const Flag kFlags[] = {
     // run_clm's ModelArguments.
     {.name = "model_name_or_path", .field = &T::model_name_or_path, .commands = kTrain | kEstimate,
      .origin = kModelArguments, .section = Section::kModel, .hf_default = kNone,
-     .help = "Hugging Face checkpoint folder (config.json + model.safetensors) to start from",
+     .help = "Hugging Face checkpoint folder (config.json + model.safetensors) to start from, or "
+             "a Hub id in the local Hugging Face cache (gpt2, openai-community/gpt2)",
      .estimate_help = "a folder with a Hugging Face GPT-2 config.json (weights are not read)"},
     {.name = "config_name", .field = &T::config_name, .commands = kTrain,
      .origin = kModelArguments, .section = Section::kModel, .hf_default = kNone,
@@ -34,7 +37,8 @@ const Flag kFlags[] = {
      .estimate_help = "GPT-2 124M's shape changed: \"n_embd=4096,n_layer=32,n_head=32,n_positions=2048\""},
     {.name = "tokenizer_name", .field = &T::tokenizer_name, .commands = kTrain | kEstimate,
      .origin = kModelArguments, .section = Section::kModel, .hf_default = kNone,
-     .help = "tokenizer folder (tokenizer.json or vocab.json + merges.txt); default: the model's",
+     .help = "tokenizer folder (tokenizer.json or vocab.json + merges.txt) or Hub id; default: "
+             "the model's",
      .estimate_help = "from scratch: the vocabulary of this tokenizer"},
     {.name = "tokenizer_vocab_size", .type = kInt, .field = &T::tokenizer_vocab_size,
      .commands = kTrain, .section = Section::kModel, .show_default = true,
@@ -111,11 +115,11 @@ const Flag kFlags[] = {
     {.name = "do_eval", .type = kBool, .field = &T::do_eval, .commands = kTrain,
      .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("False"),
      .help = "evaluate"},
-    {.name = "per_device_train_batch_size", .type = kInt, .field = &T::per_device_train_batch_size,
+    {.name = "per_device_train_batch_size", .aliases = {"per_gpu_train_batch_size"}, .type = kInt, .field = &T::per_device_train_batch_size,
      .commands = kTrain | kEstimate | kConfig, .origin = kTrainingArguments,
      .section = Section::kTraining, .hf_default = both("8"), .show_default = true, .help = "",
      .config_help = "fills train_micro_batch_size_per_gpu \"auto\""},
-    {.name = "per_device_eval_batch_size", .type = kInt, .field = &T::per_device_eval_batch_size,
+    {.name = "per_device_eval_batch_size", .aliases = {"per_gpu_eval_batch_size"}, .type = kInt, .field = &T::per_device_eval_batch_size,
      .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
      .hf_default = both("8"), .show_default = true, .help = ""},
     {.name = "gradient_accumulation_steps", .type = kInt, .field = &T::gradient_accumulation_steps,
@@ -359,15 +363,43 @@ std::string_view title_of(Section section) {
   return "?";
 }
 
-std::span<const Flag> flag_table() { return kFlags; }
+std::span<const Flag> flag_table() {
+  static const std::vector<Flag> table = [] {
+    std::vector<Flag> rows(std::begin(kFlags), std::end(kFlags));
+    const std::span<const Flag> more = detail::hugging_face_flags();
+    rows.insert(rows.end(), more.begin(), more.end());
+    return rows;
+  }();
+  return table;
+}
 
 const Flag* find_flag(std::string_view name) {
-  for (const Flag& flag : kFlags) {
+  for (const Flag& flag : flag_table()) {
     if (flag.name == name) return &flag;
     for (std::string_view alias : flag.aliases)
       if (!alias.empty() && alias == name) return &flag;
   }
   return nullptr;
+}
+
+bool accepts_value(const Flag& flag, std::string_view value) {
+  if (flag.accepts.empty()) return flag.disposition != Disposition::kRefused;
+  std::string_view rest = flag.accepts;
+  while (true) {
+    const std::size_t bar = rest.find('|');
+    const std::string_view accepted = rest.substr(0, bar);
+    if (accepted == value) return true;
+    if (flag.type == kFloat || flag.type == kInt) {
+      double a = 0, b = 0;
+      const auto [a_end, a_error] = std::from_chars(accepted.begin(), accepted.end(), a);
+      const auto [b_end, b_error] = std::from_chars(value.begin(), value.end(), b);
+      if (a_error == std::errc() && b_error == std::errc() && a_end == accepted.end() &&
+          b_end == value.end() && a == b)
+        return true;
+    }
+    if (bar == std::string_view::npos) return false;
+    rest.remove_prefix(bar + 1);
+  }
 }
 
 std::string_view help_in(const Flag& flag, Command command) {

@@ -66,8 +66,8 @@ class Filler {
     diagnostics_.errors.push_back(
         std::string(path) + ": " + describe(config_value) + " in the config contradicts " +
         trainer_text +
-        "; set it to \"auto\" to take the trainer's value, or pass the flag with the config's value"
-        " (a flag not given holds Hugging Face's default, as in the HF Trainer)");
+        " given on the command line; drop the flag to take the config's value, or set the key to "
+        "\"auto\" to take the flag's");
   }
 
   Json& root() { return root_; }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,11 @@ struct TrainingArguments {
   // zero's own: with no tokenizer given or found, learn a byte-level BPE of this many tokens on
   // the training files (run_clm refuses to build a tokenizer from scratch).
   std::int64_t tokenizer_vocab_size = 2048;
+  // Hub ids in the three flags above resolve offline through the local Hugging Face cache
+  // (zero/train/hub_cache.h): --cache_dir (default: HF_HUB_CACHE, HF_HOME/hub, ...) at
+  // --model_revision (a branch, tag or commit hash).
+  std::string cache_dir;
+  std::string model_revision = "main";
 
   // DataTrainingArguments. Text (.txt, .tokens, ...: one example per line), JSON Lines
   // (.json/.jsonl: the "text" field) or CSV (.csv: the "text" column, else the first), as run_clm.
@@ -99,6 +105,29 @@ struct TrainingArguments {
   // model memory and reading no data; --world_size plans that many ranks (default: the launch's).
   bool dry_run = false;
   std::int64_t world_size = -1;
+
+  // The TrainingArguments flags of issue 23 that change the run (docs/flags.md). --optim: the
+  // optimizer when the DeepSpeed config has no "optimizer" section (adamw_torch,
+  // adamw_torch_fused, adamw_hf: AdamW; sgd: SGD). --report_to tensorboard (or all): TensorBoard
+  // event files in logging_dir (default output_dir/runs/<time>_<host>), as HF's callback writes.
+  std::string optim = "adamw_torch";
+  std::string report_to = "none";
+  std::string logging_dir;
+  std::string run_name;                       // named in the start log
+  std::string log_level = "passive";          // rank 0's: debug, info, warning, error, critical
+  std::string log_level_replica = "warning";  // the other ranks'
+  std::string ddp_backend;                    // mpi, gloo or nccl; empty: chosen by the launch
+  std::int64_t ddp_timeout = 1800;            // seconds one collective waits for its peers
+  int dataloader_num_workers = 0;             // tokenizer threads when no preprocessing_num_workers
+  std::int64_t local_rank = -1;               // torch.distributed.launch's --local-rank
+  bool use_cpu = false;                       // the model runs on the CPU in any case
+  bool save_safetensors = true;               // zero writes safetensors only
+
+  // The flags the command line gave (names without "--"), as `zero train`/`estimate` record
+  // them: a value written in the DeepSpeed config wins over a flag not given
+  // (apply_config_precedence). Unset (library callers): every value counts as given.
+  std::optional<std::vector<std::string>> given_flags;
+  bool was_given(std::string_view flag) const;
 };
 
 // Throws zero::Error naming the flag for a value out of range (batch sizes < 1, ...).

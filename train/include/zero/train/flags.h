@@ -134,14 +134,26 @@ struct Flag {
   std::string_view reason = {};  // for kAcceptedWithoutEffect and kRefused
   // --help prints "(=default)"; false where the default is a sentinel the help text explains.
   bool show_default = false;
+  // The values zero honours, '|'-separated as Python's repr writes them ("False", "'steps'",
+  // "0", "''"). Empty: every value (a kRefused row: none). For kImplemented and
+  // kAcceptedWithoutEffect rows another value is refused with `refusal`; for a kRefused row these
+  // values are accepted silently (they ask for what zero does anyway, usually Hugging Face's
+  // default) and the others get `reason`.
+  std::string_view accepts = {};
+  std::string_view refusal = {};  // why a value outside `accepts` is refused, and the alternative
   std::string_view help = {};
   // The help in `zero estimate` / `zero config` where it differs from `help` there ("": `help`).
   std::string_view estimate_help = {};
   std::string_view config_help = {};
 };
 
-// The table, in the order `--help` lists the flags.
+// The table, in the order `--help` lists the flags: flags.cc's rows (the flags zero had first),
+// then flags_hugging_face.cc's (the rest of TrainingArguments, run_clm and run_classification).
 std::span<const Flag> flag_table();
+
+// Whether `value` (as Python's repr writes it: "True", "0", "'steps'") is one of `flag.accepts`;
+// true when the row accepts every value. Numbers compare by value ("0" is "0.0").
+bool accepts_value(const Flag& flag, std::string_view value);
 
 // The row whose name or alias is `name`; nullptr if none.
 const Flag* find_flag(std::string_view name);
@@ -155,5 +167,14 @@ std::string default_text(const Flag& flag);
 
 // The FlagType a field of this C++ type has.
 FlagType type_of(const FlagField& field);
+
+// docs/flags.md: the table as Markdown, one table per --help section (`zero flags` prints it).
+std::string flags_markdown();
+
+namespace detail {
+// flags_hugging_face.cc's rows: the TrainingArguments fields and run_clm/run_classification
+// arguments added for issue 23, most accepted without effect or refused with a reason.
+std::span<const Flag> hugging_face_flags();
+}  // namespace detail
 
 }  // namespace zero::train
