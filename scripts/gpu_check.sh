@@ -12,8 +12,9 @@
 #       On the GPU machine (or here, where the GPU steps report that no device is visible): runs
 #       the named steps, all by default, in this order, each under its own time limit:
 #         env        zero env, nvidia-smi, zero env --check_comm (NCCL over device buffers)
-#         tests      every cuda-labelled test executable (kernels against their CPU oracle, the
-#                    CUDA device context and allocators, NCCL at world 1, the fused optimizers)
+#         tests      every cuda-labelled test executable (kernels against their CPU oracle,
+#                    GPT2Compute on CUDA against the CPU one, the CUDA device context and
+#                    allocators, NCCL at world 1, the fused optimizers)
 #         memcheck   compute-sanitizer --tool memcheck over the kernel tests (small shapes)
 #         racecheck  compute-sanitizer --tool racecheck over the kernel tests
 #         kernels    gpt2_cuda_bench: every GPT-2 CUDA kernel of today at 124M shapes (B 16,
@@ -29,8 +30,9 @@
 #       until GPT2Compute has a device path, issue 21); the kernels step times its parts.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-programs=(zero core_cuda_test comm_nccl_test gpt2_cuda_test optim_cuda_test gpt2_cuda_bench)
-kernel_tests=(gpt2_cuda_test optim_cuda_test core_cuda_test)
+programs=(zero core_cuda_test comm_nccl_test gpt2_cuda_test gpt2_compute_cuda_test optim_cuda_test
+          gpt2_cuda_bench)
+kernel_tests=(gpt2_cuda_test gpt2_compute_cuda_test optim_cuda_test core_cuda_test)
 all_steps=(env tests memcheck racecheck kernels torch)
 max_bundle_bytes=$((60 * 1024 * 1024))
 
@@ -148,7 +150,7 @@ step_env() {
 
 step_tests() {
   local test failed=0 status
-  for test in core_cuda_test gpt2_cuda_test optim_cuda_test comm_nccl_test; do
+  for test in core_cuda_test gpt2_cuda_test gpt2_compute_cuda_test optim_cuda_test comm_nccl_test; do
     echo "==== $test"
     "$BIN/$test" --gtest_color=no && status=0 || status=$?
     # 77: every case skipped itself (tests/common/skip_status.h), as they do without a device.
@@ -159,7 +161,7 @@ step_tests() {
   done
   [[ $failed -eq 0 ]] || { echo "NOTE: $failed test program(s) failed"; return 1; }
   if [[ $GPU_COUNT -gt 0 ]]; then
-    echo "NOTE: 4 test programs passed"
+    echo "NOTE: 5 test programs passed"
   else
     echo "SKIPPED: no CUDA device (the tests skipped themselves)"
   fi
