@@ -117,6 +117,8 @@ TEST_P(GPT2ComputeCudaTest, MatchesTheCpuComputeOnLossLogitsAndGradients) {
   EXPECT_FALSE(gpu.runs_on_host());
   EXPECT_GT(cuda_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kActivations).current_bytes,
             0);
+  const std::int64_t resident_workspace =  // GPT2Compute's own; the kernels' scratch comes on top
+      cuda_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kWorkspace).current_bytes;
   const float gpu_loss = run(
       gpu,
       [&](int u) -> ConstUnitData {
@@ -128,6 +130,13 @@ TEST_P(GPT2ComputeCudaTest, MatchesTheCpuComputeOnLossLogitsAndGradients) {
   const double tolerance = dtype == DType::kFloat32 ? 1e-3 : 5e-2;
   EXPECT_NEAR(gpu_loss, cpu_loss, tolerance * std::abs(cpu_loss));
   EXPECT_EQ(gpu.num_counted_targets(), cpu.num_counted_targets());
+  // The backward's device scratch (gradient partial sums, the token table) came from the
+  // context's allocator, so it is in the ledger, and all of it was released.
+  stream.synchronize();
+  const LedgerEntry workspace =
+      cuda_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kWorkspace);
+  EXPECT_GT(workspace.peak_bytes, resident_workspace);
+  EXPECT_EQ(workspace.current_bytes, resident_workspace);
 
   std::vector<float> logits(static_cast<std::size_t>(N * Vp));
   // backward_head overwrote the logits with dlogits on both: compare those.

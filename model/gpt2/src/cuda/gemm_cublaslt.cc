@@ -296,13 +296,13 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, std::int64_t N, std::int64_t C, std::int64_t OC,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, const Scratch& scratch) {
   if (dinp != nullptr)
     gemm(false, true, N, C, OC, dout, OC, weight, OC, DType::kFloat32, 0.0f, dinp, C,
          DType::kFloat32, {}, stream);
   gemm(true, false, C, OC, N, inp, C, dout, OC, DType::kFloat32, 1.0f, dweight, OC, DType::kFloat32,
        {}, stream);
-  if (dbias != nullptr) bias_backward(dbias, dout, N, OC, stream);
+  if (dbias != nullptr) bias_backward(dbias, dout, N, OC, stream, scratch);
 }
 
 const char* cublaslt_version() {

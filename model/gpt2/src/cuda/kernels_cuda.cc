@@ -4,6 +4,8 @@
 // activations rounded to the parameters' dtype (GemmScratch) and accumulate in fp32.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "../kernels_internal.h"
 #include "layers_cuda.h"
@@ -30,7 +32,10 @@ class CudaKernels final : public Kernels {
   void encoder_backward(Stream& stream, float* dwte, float* dwpe, const float* dout, const int*,
                         const int* host_tokens, std::int64_t B, std::int64_t T, std::int64_t C,
                         const DropoutSite& dropout) override {
-    cuda::encoder_backward(dwte, dwpe, dout, host_tokens, B, T, C, dropout, native(stream));
+    with_scratch(stream, [&](const cuda::Scratch& scratch) {
+      cuda::encoder_backward(dwte, dwpe, dout, host_tokens, B, T, C, dropout, native(stream),
+                             scratch);
+    });
   }
 
   void layernorm_forward(Stream& stream, float* out, float* mean, float* rstd, const float* inp,
@@ -55,8 +60,10 @@ class CudaKernels final : public Kernels {
                           const float* dout, const float* inp, const float* weight,
                           const float* mean, const float* rstd, std::int64_t N,
                           std::int64_t C) override {
-    cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C,
-                             native(stream));
+    with_scratch(stream, [&](const cuda::Scratch& scratch) {
+      cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C,
+                               native(stream), scratch);
+    });
   }
   void dropout_backward(Stream& stream, float* dinp, const float* dout, std::int64_t B,
                         std::int64_t T, std::int64_t C, const DropoutSite& dropout) override {
@@ -147,6 +154,21 @@ class CudaKernels final : public Kernels {
     return staged;
   }
 
+  // Runs `call` with device scratch from the context's device allocator (workspace, in the
+  // ledger), each buffer released with release_after once `call` has enqueued its work on
+  // `stream`, so no later allocation reuses it before that work has run.
+  template <typename Call>
+  void with_scratch(Stream& stream, Call&& call) {
+    std::vector<std::shared_ptr<Buffer>> held;
+    const cuda::Scratch scratch{[&](std::size_t bytes) {
+      held.push_back(std::make_shared<Buffer>(
+          context_.allocator(MemorySpace::kDevice).allocate(bytes, MemoryCategory::kWorkspace)));
+      return held.back()->data();
+    }};
+    call(scratch);
+    for (std::shared_ptr<Buffer>& buffer : held) context_.release_after(stream, std::move(buffer));
+  }
+
   DeviceContext& context_;
 };
 
@@ -180,13 +202,19 @@ void CudaKernels::linear_backward(Stream& stream, const LinearBackward& c,
                                   const GemmScratch& scratch) {
   const DType dtype = c.weight.dtype;
   if (dtype == DType::kFloat32 && c.dweight.dtype == DType::kFloat32) {
-    cuda::matmul_backward(c.dinp, static_cast<float*>(c.dweight.data), c.dbias, c.dout, c.inp,
-                          static_cast<const float*>(c.weight.data), c.N, c.C, c.OC, native(stream));
+    with_scratch(stream, [&](const cuda::Scratch& sums) {
+      cuda::matmul_backward(c.dinp, static_cast<float*>(c.dweight.data), c.dbias, c.dout, c.inp,
+                            static_cast<const float*>(c.weight.data), c.N, c.C, c.OC,
+                            native(stream), sums);
+    });
   } else {
     if (c.dinp != nullptr)
       weight_gemm(stream, {true, c.N, c.C, c.OC, c.dout, c.weight, c.OC, 0.0f, c.dinp}, scratch);
     grad_gemm(stream, {c.C, c.OC, c.N, c.inp, c.C, c.dout, c.dweight, dtype}, scratch);
-    if (c.dbias != nullptr) cuda::bias_backward(c.dbias, c.dout, c.N, c.OC, native(stream));
+    if (c.dbias != nullptr)
+      with_scratch(stream, [&](const cuda::Scratch& sums) {
+        cuda::bias_backward(c.dbias, c.dout, c.N, c.OC, native(stream), sums);
+      });
   }
   if (c.gelu_input != nullptr && c.dinp != nullptr)
     cuda::gelu_backward(c.dinp, c.gelu_input, c.dinp, c.N * c.C, native(stream));

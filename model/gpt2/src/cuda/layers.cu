@@ -231,21 +231,32 @@ __global__ void add_partials_kernel(float* target0, float* target1, const float*
   }
 }
 
+// `bytes` of device scratch for work enqueued on `stream`: from scratch.allocate (the caller frees
+// it), else cudaMallocAsync (free_scratch frees it on the stream).
+void* take_scratch(const Scratch& scratch, std::size_t bytes, cudaStream_t stream) {
+  if (scratch.allocate) return scratch.allocate(bytes);
+  void* data = nullptr;
+  ZERO_CUDA_CHECK(cudaMallocAsync(&data, bytes, stream));
+  return data;
+}
+void free_scratch(const Scratch& scratch, void* data, cudaStream_t stream) {
+  if (!scratch.allocate) ZERO_CUDA_CHECK(cudaFreeAsync(data, stream));
+}
+
 template <typename Terms>
 void column_sums(float* target0, float* target1, const Terms& terms, std::int64_t N, std::int64_t C,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, const Scratch& scratch) {
   if (N == 0 || C == 0) return;
   const std::int64_t chunks = (N + kRowChunk - 1) / kRowChunk;
-  float* partial = nullptr;
   const std::size_t bytes = static_cast<std::size_t>(chunks * Terms::kOutputs * C) * sizeof(float);
-  ZERO_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), bytes, stream));
+  float* partial = static_cast<float*>(take_scratch(scratch, bytes, stream));
   const dim3 grid(static_cast<unsigned>((C + kColumnLanes - 1) / kColumnLanes),
                   static_cast<unsigned>(chunks));
   column_partials_kernel<<<grid, dim3(kColumnLanes, kRowLanes), 0, stream>>>(partial, terms, N, C);
   add_partials_kernel<<<grid_for(C), kThreads, 0, stream>>>(target0, target1, partial, chunks,
                                                             Terms::kOutputs, C);
   ZERO_CUDA_CHECK(cudaGetLastError());
-  ZERO_CUDA_CHECK(cudaFreeAsync(partial, stream));
+  free_scratch(scratch, partial, stream);
 }
 
 // ---- residual + dropout, dropout's backward ----
@@ -391,15 +402,14 @@ void encoder_forward(float* out, const int* tokens, const float* wte, const floa
 
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* host_tokens,
                       std::int64_t B, std::int64_t T, std::int64_t C, const DropoutSite& dropout,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, const Scratch& scratch) {
   const std::int64_t N = B * T;
   if (N == 0 || C == 0) return;
   const TokenBuckets grouped = token_buckets(host_tokens, N);
   const std::int64_t buckets = grouped.buckets;
   const std::vector<int>& table = grouped.table;
-  int* device_table = nullptr;
   const std::size_t bytes = table.size() * sizeof(int);
-  ZERO_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&device_table), bytes, stream));
+  int* device_table = static_cast<int*>(take_scratch(scratch, bytes, stream));
   // From pageable memory: returns once `table` is staged, so it may go out of scope.
   ZERO_CUDA_CHECK(
       cudaMemcpyAsync(device_table, table.data(), bytes, cudaMemcpyHostToDevice, stream));
@@ -409,7 +419,7 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* ho
   encoder_wpe_backward_kernel<<<grid_for(T * C), kThreads, 0, stream>>>(dwpe, dout, B, T, C,
                                                                         dropout);
   ZERO_CUDA_CHECK(cudaGetLastError());
-  ZERO_CUDA_CHECK(cudaFreeAsync(device_table, stream));
+  free_scratch(scratch, device_table, stream);
 }
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
@@ -434,17 +444,18 @@ void residual_layernorm_forward(float* residual_out, float* out, float* mean, fl
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean, const float* rstd,
-                        std::int64_t N, std::int64_t C, cudaStream_t stream) {
+                        std::int64_t N, std::int64_t C, cudaStream_t stream,
+                        const Scratch& scratch) {
   if (N == 0) return;
   layernorm_backward_input_kernel<<<grid_for(N, kRowsPerBlock), kThreads, 0, stream>>>(
       dinp, dout, inp, weight, mean, rstd, N, C);
   ZERO_CUDA_CHECK(cudaGetLastError());
-  column_sums(dweight, dbias, LayernormTerms{dout, inp, mean, rstd}, N, C, stream);
+  column_sums(dweight, dbias, LayernormTerms{dout, inp, mean, rstd}, N, C, stream, scratch);
 }
 
 void bias_backward(float* dbias, const float* dout, std::int64_t N, std::int64_t OC,
-                   cudaStream_t stream) {
-  column_sums(dbias, nullptr, BiasTerms{dout}, N, OC, stream);
+                   cudaStream_t stream, const Scratch& scratch) {
+  column_sums(dbias, nullptr, BiasTerms{dout}, N, OC, stream, scratch);
 }
 
 void residual_dropout_forward(float* out, const float* residual, const float* inp, std::int64_t B,

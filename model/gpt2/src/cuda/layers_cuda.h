@@ -9,12 +9,22 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "zero/core/dtype.h"
 #include "zero/gpt2/rng.h"
 
 namespace zero::gpt2::cuda {
+
+// Device scratch for one call (parameter-gradient partial sums, encoder_backward's token table):
+// `allocate` returns `bytes` of device memory that the caller keeps alive until the call's stream
+// has run the work the call enqueued (the CUDA Kernels take it from the context's device allocator
+// under `workspace`, so it is in the ledger, and release it with release_after once the call has
+// returned). Without `allocate`: cudaMallocAsync/cudaFreeAsync on the stream (kernel tests).
+struct Scratch {
+  std::function<void*(std::size_t bytes)> allocate;
+};
 
 // out (B, T, C) = dropout(wte[tokens[b, t]] + wpe[t]).
 void encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe,
@@ -25,7 +35,7 @@ void encoder_forward(float* out, const int* tokens, const float* wte, const floa
 // `tokens`) groups the rows by token on the host, as llm.c's encoder_backward does.
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* host_tokens,
                       std::int64_t B, std::int64_t T, std::int64_t C, const DropoutSite& dropout,
-                      cudaStream_t stream);
+                      cudaStream_t stream, const Scratch& scratch = {});
 
 // out (N, C) = (inp - mean) · rstd · weight + bias; mean, rstd (N) kept for backward.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
@@ -42,7 +52,8 @@ void residual_layernorm_forward(float* residual_out, float* out, float* mean, fl
 // (deterministic run to run).
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                         const float* inp, const float* weight, const float* mean, const float* rstd,
-                        std::int64_t N, std::int64_t C, cudaStream_t stream);
+                        std::int64_t N, std::int64_t C, cudaStream_t stream,
+                        const Scratch& scratch = {});
 
 // out (B, T, C) = residual + dropout(inp) (cpu::residual_dropout_forward); residual may be null
 // (out = dropout(inp)).
@@ -102,10 +113,10 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 // column sums of dout (skipped when null), fp32 (cpu::matmul_backward).
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, std::int64_t N, std::int64_t C, std::int64_t OC,
-                     cudaStream_t stream);
+                     cudaStream_t stream, const Scratch& scratch = {});
 // dbias (OC) += column sums of dout (N, OC), summed over rows in a fixed order.
 void bias_backward(float* dbias, const float* dout, std::int64_t N, std::int64_t OC,
-                   cudaStream_t stream);
+                   cudaStream_t stream, const Scratch& scratch = {});
 
 // The column-major problem gemm() hands cuBLASLt for its row-major call: Cᵀ (N, M) =
 // op(B)ᵀ · op(A)ᵀ, B's storage first. rows/cols/ld describe each stored matrix as cuBLASLt's
