@@ -1,4 +1,5 @@
-// Where tests find their inputs: the shared data folder (skip when absent) and scratch space.
+// Where tests find their inputs: the shared data folder (skip when absent) and scratch space; a
+// file's bytes and an action's error message, as tests compare them.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -6,7 +7,12 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
 #include <string>
+
+#include "zero/core/error.h"
 
 namespace zero::testing {
 
@@ -24,6 +30,22 @@ inline std::filesystem::path scratch_dir(const std::string& name) {
   std::filesystem::remove_all(path);
   std::filesystem::create_directories(path);
   return path;
+}
+
+// Every byte of `path` ("" when it cannot be read).
+inline std::string read_bytes(const std::filesystem::path& path) {
+  std::ifstream stream(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>()};
+}
+
+// The zero::Error `action` throws, its message; "" when it throws none.
+inline std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
 }
 
 }  // namespace zero::testing

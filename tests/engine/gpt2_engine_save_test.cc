@@ -21,11 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_bytes(const fs::path& path) {
-  std::ifstream stream(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>()};
-}
-
 // The whole model on rank 0 as the trainer builds it before saving (train/src/prepare.h).
 template <typename Model>
 std::unique_ptr<gpt2::GPT2Model> gather_whole(Model& model, Allocator& allocator) {

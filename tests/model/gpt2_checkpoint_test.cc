@@ -16,21 +16,10 @@
 namespace zero::gpt2 {
 namespace {
 
+using testing::error_of;
+using testing::read_bytes;
+
 namespace fs = std::filesystem;
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream stream(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>()};
-}
 
 void write_bytes(const fs::path& path, const std::string& bytes) {
   std::ofstream stream(path, std::ios::binary | std::ios::trunc);

@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "../common/test_data.h"
 #include "../common/tiny_gpt2.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/config.h"
@@ -13,14 +14,7 @@
 namespace zero::gpt2 {
 namespace {
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(GPT2Config, DefaultsAreGPT2Small) {
   const GPT2Config config = GPT2Config::gpt2_124m();

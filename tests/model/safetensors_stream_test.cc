@@ -21,21 +21,10 @@
 namespace zero::gpt2 {
 namespace {
 
+using testing::error_of;
+using testing::read_bytes;
+
 namespace fs = std::filesystem;
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream stream(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>()};
-}
 
 std::string in_memory_bytes(const SafetensorsWriter& writer) {
   const std::vector<std::byte>& data = writer.data_bytes();
