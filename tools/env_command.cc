@@ -27,8 +27,8 @@ void check_comm(Communicator& communicator, DeviceContext* context) {
     communicator.all_reduce(&value, &value, 1, DType::kFloat32, ReduceOp::kSum, "check_comm");
     communicator.synchronize();
   } else {
-    Buffer host = context->allocator(MemorySpace::kHost).allocate(sizeof value,
-                                                                   MemoryCategory::kCommBuffers);
+    Buffer host =
+        context->allocator(MemorySpace::kHost).allocate(sizeof value, MemoryCategory::kCommBuffers);
     Buffer device = context->allocator(MemorySpace::kDevice)
                         .allocate(sizeof value, MemoryCategory::kCommBuffers);
     std::memcpy(host.data(), &value, sizeof value);
@@ -58,7 +58,8 @@ int run_env(std::span<char* const> args) {
       "also run an all_reduce over every rank and print the result: over NCCL with device "
       "buffers when CUDA devices are visible (rank r on device local_rank mod the count), "
       "otherwise over the host communicator (mpi, gloo or local)")(
-      "use_cpu", "with --check_comm: check the host-memory communicator even when GPUs are visible");
+      "use_cpu",
+      "with --check_comm: check the host-memory communicator even when GPUs are visible");
   const auto variables = parse(args, options);
   if (variables.count("help")) {
     std::cout << usage(

@@ -42,7 +42,8 @@ TEST(GlooCommunicator, ManySmallCollectivesKeepOrder) {
 }
 
 TEST(GlooCommunicator, LabelsTellSameShapedCallsApartOnEveryRank) {
-  testing::check_labels_tell_calls_apart([] { return make_communicator(DeviceKind::kCpu); }, world());
+  testing::check_labels_tell_calls_apart([] { return make_communicator(DeviceKind::kCpu); },
+                                         world());
 }
 
 }  // namespace

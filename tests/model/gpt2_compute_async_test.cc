@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/forwarding_context.h"
 #include "../common/tiny_gpt2.h"
 #include "zero/core/allocator.h"
 #include "zero/core/cpu_stream.h"
@@ -24,52 +25,12 @@
 namespace zero::gpt2 {
 namespace {
 
-// The CPU backend with the model's kernels on its compute stream: every call forwards to `inner`.
-class OffHostCpuContext final : public DeviceContext {
+// The CPU backend with the model's kernels on its compute stream (the CUDA path's ordering).
+class OffHostCpuContext final : public testing::ForwardingContext {
  public:
-  explicit OffHostCpuContext(StreamStress stress)
-      : DeviceContext(std::make_unique<MemoryLedger>()), inner_(make_cpu_context(stress)) {}
-  std::string_view backend() const override { return inner_->backend(); }
-  Device device() const override { return inner_->device(); }
+  explicit OffHostCpuContext(StreamStress stress) : ForwardingContext(make_cpu_context(stress)) {}
   bool model_runs_on_host() const override { return false; }
-  Allocator& allocator(MemorySpace space) override { return inner_->allocator(space); }
-  Stream& compute_stream() override { return inner_->compute_stream(); }
-  Stream& copy_stream() override { return inner_->copy_stream(); }
-  std::unique_ptr<Stream> make_stream(std::string name) override {
-    return inner_->make_stream(std::move(name));
-  }
-  void fill(Stream& stream, void* destination, DType dtype, std::size_t count,
-            float value) override {
-    inner_->fill(stream, destination, dtype, count, value);
-  }
-  void copy(Stream& stream, const void* source, void* destination,
-            std::size_t size_bytes) override {
-    inner_->copy(stream, source, destination, size_bytes);
-  }
-  void convert(Stream& stream, const void* source, DType source_dtype, void* destination,
-               DType destination_dtype, std::size_t count) override {
-    inner_->convert(stream, source, source_dtype, destination, destination_dtype, count);
-  }
-  void scale(Stream& stream, const void* source, DType source_dtype, void* destination,
-             DType destination_dtype, std::size_t count, float alpha) override {
-    inner_->scale(stream, source, source_dtype, destination, destination_dtype, count, alpha);
-  }
-  void axpy(Stream& stream, const void* x, DType x_dtype, void* y, DType y_dtype, std::size_t count,
-            float alpha) override {
-    inner_->axpy(stream, x, x_dtype, y, y_dtype, count, alpha);
-  }
-  void sum_of_squares(Stream& stream, const void* x, DType dtype, std::size_t count,
-                      SquaresResult* result) override {
-    inner_->sum_of_squares(stream, x, dtype, count, result);
-  }
-  void optimizer_step(Stream& stream, Optimizer& optimizer, std::span<ShardChunk> chunks,
-                      const OptimizerStep& step) override {
-    inner_->optimizer_step(stream, optimizer, chunks, step);
-  }
-  MemoryLedger& inner_ledger() { return inner_->ledger(); }
-
- private:
-  std::unique_ptr<DeviceContext> inner_;
+  MemoryLedger& inner_ledger() { return inner().ledger(); }
 };
 
 struct StepResult {

@@ -319,8 +319,8 @@ TEST_F(Gpt2CudaTest, CublasLtPlansAreCachedPerProblem) {
   const auto A = random_vector(M * K + 1, 1), B = random_vector(K * N, 2);
   std::vector<float> expected(M * N), expected_offset(M * N);
   cpu::gemm(false, false, M, N, K, 1.0f, A.data(), K, B.data(), N, 0.0f, expected.data(), N);
-  cpu::gemm(false, false, M, N, K, 1.0f, A.data() + 1, K, B.data(), N, 0.0f,
-            expected_offset.data(), N);
+  cpu::gemm(false, false, M, N, K, 1.0f, A.data() + 1, K, B.data(), N, 0.0f, expected_offset.data(),
+            N);
   DeviceArray<float> d_A(A), d_B(B), d_C(M * N);
   auto run = [&](const float* a) {
     cuda::gemm(false, false, M, N, K, a, K, d_B.get(), N, DType::kFloat32, 0.0f, d_C.get(), N,

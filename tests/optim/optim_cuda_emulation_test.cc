@@ -5,6 +5,7 @@
 // optim_cuda_test): the kernels' indexing, vector loads and reductions.
 #include <gtest/gtest.h>
 
+#include "../common/forwarding_context.h"
 #include "cuda_optimizer.h"
 #include "device_optimizer_checks.h"
 #include "zero/core/error.h"
@@ -13,51 +14,15 @@ namespace zero {
 namespace {
 
 // The CPU context with the CUDA backend's optimizer step, emulated on the host.
-class EmulatedCudaOptimizerContext final : public DeviceContext {
+class EmulatedCudaOptimizerContext final : public testing::ForwardingContext {
  public:
-  EmulatedCudaOptimizerContext()
-      : DeviceContext(std::make_unique<MemoryLedger>()), cpu_(make_cpu_context(StreamStress{})) {}
+  EmulatedCudaOptimizerContext() : ForwardingContext(make_cpu_context(StreamStress{})) {}
   std::string_view backend() const override { return "cuda-emulated-optimizer"; }
-  Device device() const override { return cpu_->device(); }
-  bool model_runs_on_host() const override { return true; }
-  Allocator& allocator(MemorySpace space) override { return cpu_->allocator(space); }
-  Stream& compute_stream() override { return cpu_->compute_stream(); }
-  Stream& copy_stream() override { return cpu_->copy_stream(); }
-  std::unique_ptr<Stream> make_stream(std::string name) override {
-    return cpu_->make_stream(std::move(name));
-  }
-  void fill(Stream& stream, void* destination, DType dtype, std::size_t count,
-            float value) override {
-    cpu_->fill(stream, destination, dtype, count, value);
-  }
-  void copy(Stream& stream, const void* source, void* destination,
-            std::size_t size_bytes) override {
-    cpu_->copy(stream, source, destination, size_bytes);
-  }
-  void convert(Stream& stream, const void* source, DType source_dtype, void* destination,
-               DType destination_dtype, std::size_t count) override {
-    cpu_->convert(stream, source, source_dtype, destination, destination_dtype, count);
-  }
-  void scale(Stream& stream, const void* source, DType source_dtype, void* destination,
-             DType destination_dtype, std::size_t count, float alpha) override {
-    cpu_->scale(stream, source, source_dtype, destination, destination_dtype, count, alpha);
-  }
-  void axpy(Stream& stream, const void* x, DType x_dtype, void* y, DType y_dtype, std::size_t count,
-            float alpha) override {
-    cpu_->axpy(stream, x, x_dtype, y, y_dtype, count, alpha);
-  }
-  void sum_of_squares(Stream& stream, const void* x, DType dtype, std::size_t count,
-                      SquaresResult* result) override {
-    cpu_->sum_of_squares(stream, x, dtype, count, result);
-  }
   void optimizer_step(Stream& stream, Optimizer& optimizer, std::span<ShardChunk> chunks,
                       const OptimizerStep& step) override {
     stream.synchronize();  // earlier copies into the chunks have landed
     cuda::optimizer_step_on_host(optimizer, chunks, step);
   }
-
- private:
-  std::unique_ptr<DeviceContext> cpu_;
 };
 
 TEST(OptimizerCudaEmulation, DeviceStepArithmeticMatchesTheCpuKernels) {

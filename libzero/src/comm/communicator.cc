@@ -177,8 +177,7 @@ class LocalCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_local_communicator(CommOptions options,
-                                                      DeviceContext* context) {
+std::unique_ptr<Communicator> make_local_communicator(CommOptions options, DeviceContext* context) {
   return std::make_unique<LocalCommunicator>(options, context);
 }
 
@@ -224,9 +223,10 @@ std::string choose_backend(const LaunchInfo& launch,
                "ZERO_COMM_BACKEND=nccl, but this run's collective buffers are in host memory "
                "(the model runs on the CPU): NCCL takes device buffers only; use mpi, gloo or "
                "local");
-    ZERO_CHECK(!on_cuda || name == "nccl",
-               "ZERO_COMM_BACKEND=", name, ", but this run's collective buffers are on a CUDA "
-               "device: ", name, " takes host buffers here; use nccl");
+    ZERO_CHECK(!on_cuda || name == "nccl", "ZERO_COMM_BACKEND=", name,
+               ", but this run's collective buffers are on a CUDA "
+               "device: ",
+               name, " takes host buffers here; use nccl");
     return name;
   }
   if (on_cuda) return "nccl";
@@ -272,8 +272,7 @@ std::unique_ptr<Communicator> make_communicator(DeviceKind buffers, CommOptions 
            ", world size ", communicator->world_size(), ", ", launch.local_world_size,
            " rank(s) per node, devices: ",
            devices > 0 ? std::to_string(devices) + " CUDA" : std::string("cpu"),
-           ", collective buffers in ", buffers == DeviceKind::kCuda ? "device" : "host",
-           " memory");
+           ", collective buffers in ", buffers == DeviceKind::kCuda ? "device" : "host", " memory");
   return communicator;
 }
 

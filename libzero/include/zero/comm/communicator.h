@@ -24,7 +24,7 @@
 
 namespace zero {
 
-struct LaunchInfo;  // zero/core/launch.h
+struct LaunchInfo;    // zero/core/launch.h
 class DeviceContext;  // zero/core/device_context.h
 
 enum class ReduceOp : std::uint8_t { kSum, kAvg, kMax };
