@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "zero/comm/communicator.h"
+#include "zero/core/cpu_context.h"
 #include "zero/core/device.h"
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
@@ -56,10 +57,11 @@ int run_env(std::span<char* const> args) {
   options.add_options()("help,h", "print this help")(
       "check_comm",
       "also run an all_reduce over every rank and print the result: over NCCL with device "
-      "buffers when CUDA devices are visible (rank r on device local_rank mod the count), "
-      "otherwise over the host communicator (mpi, gloo or local)")(
+      "buffers on this rank's device (cuda:LOCAL_RANK mod the visible devices) when CUDA "
+      "devices are visible, otherwise over the host communicator (mpi, gloo or local)")(
       "use_cpu",
-      "with --check_comm: check the host-memory communicator even when GPUs are visible");
+      "choose the CPU even when GPUs are visible (as zero train --use_cpu): --check_comm "
+      "then checks the host-memory communicator");
   const auto variables = parse(args, options);
   if (variables.count("help")) {
     std::cout << usage(
@@ -76,12 +78,13 @@ int run_env(std::span<char* const> args) {
             << "cuda libraries: " << cuda_library_versions() << "\n";
   for (const CudaDeviceInfo& device : cuda_devices()) std::cout << device.describe() << "\n";
 #endif
+  const DeviceChoice device = choose_device(variables.count("use_cpu") > 0);
+  std::cout << "device: " << device.describe() << "\n";
   if (variables.count("check_comm")) {
-    const int devices = cuda_device_count();
-    const bool on_cuda = cuda_compiled() && devices > 0 && !variables.count("use_cpu");
+    const bool on_cuda = device.device.kind == DeviceKind::kCuda;
     std::unique_ptr<DeviceContext> context;
-    if (on_cuda) context = make_cuda_context(launch.local_rank % devices);
-    auto communicator = make_communicator(on_cuda ? DeviceKind::kCuda : DeviceKind::kCpu);
+    if (on_cuda) context = make_device_context(device.device);
+    auto communicator = make_communicator(device.device.kind);
     check_comm(*communicator, context.get());
   }
   return 0;

@@ -1,5 +1,7 @@
 // `zero generate`: continue a prompt of token ids with a Hugging Face GPT-2 checkpoint (greedy or
-// top-k), on CPU. Token ids in and out until the tokenizer is wired in.
+// top-k). Token ids in and out until the tokenizer is wired in. The device is chosen as for `zero
+// train` (zero/core/launch.h); generation itself runs on the CPU until gpt2::generate takes a
+// device context, and the log line says so when a GPU was chosen.
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -8,6 +10,8 @@
 #include "cli.h"
 #include "commands.h"
 #include "zero/core/allocator.h"
+#include "zero/core/launch.h"
+#include "zero/core/logging.h"
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/sampling.h"
@@ -47,16 +51,25 @@ int run_generate(std::span<char* const> args) {
       "0 or 1: greedy; k > 1: sample among the k most likely")(
       "temperature", po::value<float>()->default_value(1.0f), "softmax temperature for top-k")(
       "seed", po::value<std::uint64_t>()->default_value(0), "sampling seed")(
-      "stop_at_eos", "stop at the config's eos_token_id");
+      "stop_at_eos", "stop at the config's eos_token_id")(
+      "use_cpu", "choose the CPU even when CUDA devices are visible")("no_cuda",
+                                                                      "the old name of --use_cpu");
   for (char* const word : args)
     if (std::string(word) == "--help" || std::string(word) == "-h") {
-      std::cout << usage("generate",
-                         "Continues a prompt of token ids with a GPT-2 checkpoint (CPU).", options);
+      std::cout << usage("generate", "Continues a prompt of token ids with a GPT-2 checkpoint.",
+                         options);
       return 0;
     }
   const auto variables = parse(args, options);
   const std::vector<int> prompt = parse_ids(variables["prompt_ids"].as<std::string>());
   if (prompt.empty()) throw UsageError{"--prompt_ids is empty"};
+  const DeviceChoice device =
+      choose_device(variables.count("use_cpu") + variables.count("no_cuda") > 0);
+  if (device.device.kind == DeviceKind::kCpu)
+    log_info("zero generate: device ", device.describe());
+  else
+    log_info("zero generate: device ", device.describe(),
+             " chosen, but generation runs on the CPU (gpt2::generate has no device path yet)");
   MemoryLedger ledger;
   HostAllocator allocator(ledger);
   const gpt2::GPT2Model model =

@@ -65,11 +65,13 @@ int run_train_command(std::span<char* const> args) {
     for (std::size_t i = 0; i < cpus.size(); ++i) text << (i ? "," : "") << cpus[i];
     bound_cpus = text.str();
   }
-  // The model runs on the CPU (its device path is issue 21's), so the trainer's collectives take
-  // host buffers: never NCCL, whatever GPUs are visible.
+  // The trainer's collectives take buffers where the model runs: this local rank's device
+  // (cuda:LOCAL_RANK mod the visible devices, or the CPU with --use_cpu or no GPU), which
+  // zero::train's Trainer chooses by the same rule.
   CommOptions comm_options = CommOptions::from_environment();
   if (process.timeout) comm_options.timeout = *process.timeout;
-  std::unique_ptr<Communicator> communicator = make_communicator(DeviceKind::kCpu, comm_options);
+  std::unique_ptr<Communicator> communicator =
+      make_communicator(choose_device(a.use_cpu).device.kind, comm_options);
   set_log_rank(communicator->rank(), communicator->world_size());
   if (!bound_cpus.empty()) log_info("bound to CPUs ", bound_cpus, " (--bind_cores_to_rank)");
   for (const std::string& note : flags.notes()) log_info(note);

@@ -208,5 +208,48 @@ TEST(Launch, BindCoresToRankSplitsTheAllowedCpus) {
   EXPECT_NE(bound(2, 2).second.find("outside 2 local ranks"), std::string::npos);
 }
 
+// The device of each local rank from an injected count of visible devices (no GPU needed).
+TEST(DeviceChoice, LocalRankRModTheVisibleDevicesOrTheCpu) {
+  LaunchInfo launch;
+  launch.local_world_size = 4;
+  auto device_of = [&](int local_rank, int visible, bool use_cpu) {
+    launch.local_rank = local_rank;
+    return choose_device(launch, visible, use_cpu, {}).device;
+  };
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(device_of(r, 4, false), Device::cuda(r));
+    EXPECT_EQ(device_of(r, 2, false), Device::cuda(r % 2));  // two ranks per GPU
+    EXPECT_EQ(device_of(r, 0, false), Device::cpu());        // no GPU: the CPU, as today
+    EXPECT_EQ(device_of(r, 4, true), Device::cpu());         // --use_cpu / --no_cuda
+  }
+  EXPECT_EQ(device_of(3, 8, false), Device::cuda(3));
+}
+
+TEST(DeviceChoice, SaysWhyAndNamesTheCudaVisibleDevicesEntry) {
+  LaunchInfo launch;
+  launch.local_rank = 1;
+  launch.local_world_size = 2;
+  const DeviceChoice gpu = choose_device(launch, 2, false, {{"CUDA_VISIBLE_DEVICES", "2,5"}});
+  EXPECT_EQ(gpu.device, Device::cuda(1));
+  EXPECT_EQ(gpu.describe(),
+            "cuda:1 (local rank 1 of 2, 2 visible CUDA devices, entry 5 of "
+            "CUDA_VISIBLE_DEVICES=2,5)");
+  launch.local_world_size = 3;
+  EXPECT_NE(choose_device(launch, 2, false, {}).reason.find("shared by 3 local ranks"),
+            std::string::npos);
+  EXPECT_EQ(choose_device(launch, 2, true, {}).describe(), "cpu (--use_cpu)");
+  EXPECT_EQ(choose_device(launch, 0, false, {}).describe(), "cpu (no CUDA device visible)");
+}
+
+// This process: a build without CUDA or a machine without a GPU runs on the CPU, as before.
+TEST(DeviceChoice, ThisProcessFollowsTheVisibleDevices) {
+  const DeviceChoice choice = choose_device(false);
+  if (cuda_device_count() == 0)
+    EXPECT_EQ(choice.device, Device::cpu());
+  else
+    EXPECT_EQ(choice.device, Device::cuda(detect_launch().local_rank % cuda_device_count()));
+  EXPECT_EQ(choose_device(true).device, Device::cpu());
+}
+
 }  // namespace
 }  // namespace zero

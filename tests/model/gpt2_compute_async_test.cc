@@ -1,5 +1,5 @@
-// GPT2Compute's off-host path on the CPU: a CPU context whose model does not run on the host
-// (model_runs_on_host() false), so the CPU kernels are tasks of the compute stream and the model
+// GPT2Compute's off-host path on the CPU: the CPU backend's asynchronous mode (model_runs_on_host()
+// false), so the CPU kernels are tasks of the compute stream and the model
 // takes the path the CUDA backend takes (inputs uploaded through pinned memory on the stream,
 // losses copied back and awaited by loss(), the inputs' reuse ordered by an event). The same
 // kernels run in the same order, so losses, logits and gradients equal the host path's bit for
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "../common/forwarding_context.h"
 #include "../common/tiny_gpt2.h"
 #include "zero/core/allocator.h"
+#include "zero/core/cpu_context.h"
 #include "zero/core/cpu_stream.h"
 #include "zero/core/device_context.h"
 #include "zero/core/memory_ledger.h"
@@ -26,12 +26,12 @@ namespace zero::gpt2 {
 namespace {
 
 // The CPU backend with the model's kernels on its compute stream (the CUDA path's ordering).
-class OffHostCpuContext final : public testing::ForwardingContext {
- public:
-  explicit OffHostCpuContext(StreamStress stress) : ForwardingContext(make_cpu_context(stress)) {}
-  bool model_runs_on_host() const override { return false; }
-  MemoryLedger& inner_ledger() { return inner().ledger(); }
-};
+std::unique_ptr<DeviceContext> make_async_context(std::uint64_t stress_seed) {
+  auto context = make_cpu_context(
+      {.stress = {stress_seed, std::chrono::microseconds(50)}, .asynchronous = true});
+  EXPECT_FALSE(context->model_runs_on_host());
+  return context;
+}
 
 struct StepResult {
   std::vector<float> losses;              // per micro-step
@@ -104,21 +104,20 @@ TEST_P(GPT2ComputeOffHostTest, EqualsTheHostPathBitwiseUnderStreamStress) {
   HostAllocator host(ledger);
   GPT2Model model(config, host);
   model.init(5);
-  const std::unique_ptr<DeviceContext> on_host = make_cpu_context(StreamStress{});
+  const std::unique_ptr<DeviceContext> on_host = make_cpu_context(CpuContextOptions{});
   const StepResult expected = run_steps(*on_host, model, dtype);
   for (std::uint64_t seed : {0, 7}) {
-    OffHostCpuContext off_host(StreamStress{seed, std::chrono::microseconds(50)});
-    const StepResult got = run_steps(off_host, model, dtype);
+    const std::unique_ptr<DeviceContext> off_host = make_async_context(seed);
+    const StepResult got = run_steps(*off_host, model, dtype);
     const std::string what = "stress seed " + std::to_string(seed);
     EXPECT_EQ(got.losses, expected.losses) << what;
     EXPECT_EQ(got.dlogits, expected.dlogits) << what;
     for (std::size_t u = 0; u < expected.grads.size(); ++u)
       EXPECT_EQ(got.grads[u], expected.grads[u]) << what << " unit " << u;
     // The upload and read-back buffers are the context's pinned memory, in its ledger.
-    EXPECT_GT(off_host.inner_ledger()
-                  .entry(MemorySpace::kHostPinned, MemoryCategory::kActivations)
-                  .peak_bytes,
-              0);
+    EXPECT_GT(
+        off_host->ledger().entry(MemorySpace::kHostPinned, MemoryCategory::kActivations).peak_bytes,
+        0);
   }
 }
 
@@ -164,10 +163,10 @@ TEST(ClassifierHeadOffHost, EqualsTheHostPathBitwise) {
     result.dnorm.assign(model.grad_data(norm), model.grad_data(norm) + 2 * C);
     return result;
   };
-  const std::unique_ptr<DeviceContext> on_host = make_cpu_context(StreamStress{});
+  const std::unique_ptr<DeviceContext> on_host = make_cpu_context(CpuContextOptions{});
   const Result expected = run(*on_host);
-  OffHostCpuContext off_host(StreamStress{11, std::chrono::microseconds(50)});
-  const Result got = run(off_host);
+  const std::unique_ptr<DeviceContext> off_host = make_async_context(11);
+  const Result got = run(*off_host);
   EXPECT_EQ(got.loss, expected.loss);
   EXPECT_EQ(got.logits, expected.logits);
   EXPECT_EQ(got.predictions, expected.predictions);

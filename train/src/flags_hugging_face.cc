@@ -36,7 +36,6 @@ constexpr std::string_view kNeedsLoop =
     "default";
 constexpr std::string_view kTorchOnly =
     "a PyTorch option; zero's kernels are its own C++ and have no counterpart";
-constexpr std::string_view kCpuOnly = "the model runs on the CPU (the device path is issue 21's)";
 constexpr std::string_view kHubOnly =
     "zero uploads nothing (--push_to_hub is refused), so no Hub option applies";
 constexpr std::string_view kNoUpload =
@@ -197,8 +196,9 @@ const Flag kRows[] = {
              "on its node (LOCAL_RANK)"},
     {.name = "use_cpu", .aliases = {"no_cuda"}, .type = kBool, .field = &T::use_cpu,
      .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
-     .hf_default = both("False"), .disposition = kAcceptedWithoutEffect, .reason = kCpuOnly,
-     .help = "run on the CPU"},
+     .hf_default = both("False"), .show_default = true,
+     .help = "run on the CPU even when CUDA devices are visible (without it, local rank r runs on "
+             "cuda:r mod the visible devices, CUDA_VISIBLE_DEVICES honoured)"},
     {.name = "save_safetensors", .type = kBool, .field = &T::save_safetensors, .commands = kTrain,
      .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("True"),
      .show_default = true, .accepts = "True",

@@ -24,7 +24,9 @@
 #include "task.h"
 #include "zero/config/ds_config.h"
 #include "zero/core/allocator.h"
+#include "zero/core/cpu_context.h"
 #include "zero/core/device_context.h"
+#include "zero/core/launch.h"
 #include "zero/core/memory_ledger.h"
 #include "zero/engine/engine.h"
 #include "zero/engine/memory_formula.h"
@@ -146,7 +148,7 @@ Trainer::Trainer(const TrainingArguments& arguments, Communicator& communicator,
 }
 
 TrainResult Trainer::run() {
-  device_ = make_cpu_context();  // the rank's device: chosen here and nowhere else
+  device_ = make_device_context(choose_device(arguments_.use_cpu).device);  // here, nowhere else
   // Every collective of the run (the engine's, the grad norm, the preemption flag) takes buffers
   // of this device: the communicator must take them where they live.
   ZERO_CHECK(communicator_.buffers() == device_->device().kind, "zero::train: the model runs on ",

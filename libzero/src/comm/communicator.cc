@@ -249,14 +249,21 @@ std::unique_ptr<Communicator> make_communicator(DeviceKind buffers, CommOptions 
   const LaunchInfo launch = detect_launch(environment);
   const int devices = cuda_device_count();
   const std::string backend = choose_backend(launch, environment, devices, buffers);
+  // The buffers' device: this local rank's CUDA device (zero/core/launch.h), or the host.
+  const DeviceChoice device =
+      buffers == DeviceKind::kCuda
+          ? choose_device(launch, devices, /*use_cpu=*/false, environment)
+          : DeviceChoice{Device::cpu(), devices > 0 ? std::to_string(devices) +
+                                                          " CUDA device(s) visible, host buffers "
+                                                          "asked for"
+                                                    : "no CUDA device visible"};
   std::unique_ptr<Communicator> communicator;
   if (backend == "nccl") {
-    // One GPU per rank of a node: local rank r drives device r (mod the visible devices).
     const bool mpi_launch =
         launch.launcher == Launcher::kOpenMpi || launch.launcher == Launcher::kPmi ||
         (launch.launcher == Launcher::kSlurm &&
          (environment.contains("PMIX_RANK") || environment.contains("PMI_RANK")));
-    communicator = make_nccl_communicator(launch.local_rank % devices,
+    communicator = make_nccl_communicator(device.device.index,
                                           mpi_launch ? NcclBootstrap::kMpi : NcclBootstrap::kStore,
                                           GlooRendezvous::from_environment(), options);
   } else if (backend == "mpi") {
@@ -269,9 +276,8 @@ std::unique_ptr<Communicator> make_communicator(DeviceKind buffers, CommOptions 
   set_log_rank(communicator->rank(), communicator->world_size());
   log_info("launch: ", name_of(launch.launcher), ", backend ", communicator->backend(),
            ", world size ", communicator->world_size(), ", ", launch.local_world_size,
-           " rank(s) per node, devices: ",
-           devices > 0 ? std::to_string(devices) + " CUDA" : std::string("cpu"),
-           ", collective buffers in ", buffers == DeviceKind::kCuda ? "device" : "host", " memory");
+           " rank(s) per node, device ", device.describe(), ", collective buffers in ",
+           buffers == DeviceKind::kCuda ? "device" : "host", " memory");
   return communicator;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "zero/core/device.h"
 #include "zero/core/error.h"
 
 extern char** environ;
@@ -31,6 +32,32 @@ std::string LaunchInfo::describe() const {
       << "/" << local_world_size << ")";
   if (!master_addr.empty()) out << " master " << master_addr << ":" << master_port;
   return out.str();
+}
+
+std::string DeviceChoice::describe() const { return device.to_string() + " (" + reason + ")"; }
+
+DeviceChoice choose_device(const LaunchInfo& launch, int visible_cuda_devices, bool use_cpu,
+                           const std::map<std::string, std::string>& environment) {
+  if (use_cpu) return {Device::cpu(), "--use_cpu"};
+  if (visible_cuda_devices <= 0) return {Device::cpu(), "no CUDA device visible"};
+  const int index = launch.local_rank % visible_cuda_devices;
+  std::ostringstream reason;
+  reason << "local rank " << launch.local_rank << " of " << launch.local_world_size << ", "
+         << visible_cuda_devices << " visible CUDA device" << (visible_cuda_devices > 1 ? "s" : "");
+  if (launch.local_world_size > visible_cuda_devices)
+    reason << ", shared by " << launch.local_world_size << " local ranks round-robin";
+  if (auto visible = environment.find("CUDA_VISIBLE_DEVICES"); visible != environment.end()) {
+    std::vector<std::string> entries;
+    std::stringstream list(visible->second);
+    for (std::string entry; std::getline(list, entry, ',');) entries.push_back(entry);
+    if (index < static_cast<int>(entries.size())) reason << ", entry " << entries[index] << " of";
+    reason << " CUDA_VISIBLE_DEVICES=" << visible->second;
+  }
+  return {Device::cuda(index), reason.str()};
+}
+
+DeviceChoice choose_device(bool use_cpu) {
+  return choose_device(detect_launch(), cuda_device_count(), use_cpu, process_environment());
 }
 
 namespace {

@@ -1,5 +1,7 @@
 // The CPU backend of the device layer: worker-thread streams over host memory. Its operations are
 // the engine's reference arithmetic (fp32 results are the oracle the other backends match).
+#include "zero/core/cpu_context.h"
+
 #include <sys/mman.h>
 
 #include <atomic>
@@ -8,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -69,14 +72,15 @@ class LockedHostAllocator final : public Allocator {
 // Host memory for every space; kDevice stands for the GPU's memory, kHostPinned is page-locked.
 class CpuContext final : public DeviceContext {
  public:
-  explicit CpuContext(StreamStress stress)
+  explicit CpuContext(const CpuContextOptions& options)
       : DeviceContext(std::make_unique<MemoryLedger>()),
         device_(ledger(), MemorySpace::kDevice),
         pinned_(ledger()),
         host_(ledger(), MemorySpace::kHost),
-        stress_(stress),
-        compute_("compute", stress),
-        copy_("copy", stress) {}
+        stress_(options.stress),
+        asynchronous_(options.asynchronous),
+        compute_("compute", options.stress),
+        copy_("copy", options.stress) {}
   ~CpuContext() override {
     // Queued work may still free buffers into the allocators: drain the streams first.
     try {
@@ -91,7 +95,7 @@ class CpuContext final : public DeviceContext {
 
   std::string_view backend() const override { return "cpu"; }
   Device device() const override { return Device::cpu(); }
-  bool model_runs_on_host() const override { return true; }
+  bool model_runs_on_host() const override { return !asynchronous_; }
   Allocator& allocator(MemorySpace space) override {
     switch (space) {
       case MemorySpace::kDevice: return device_;
@@ -166,6 +170,7 @@ class CpuContext final : public DeviceContext {
   LockedHostAllocator pinned_;
   HostAllocator host_;
   StreamStress stress_;
+  bool asynchronous_;
   CpuStream compute_;
   CpuStream copy_;
 };
@@ -238,8 +243,31 @@ void DeviceContext::release_after(Stream& stream, std::shared_ptr<void> object) 
   stream.submit([object = std::move(object)]() mutable { object.reset(); });
 }
 
+CpuContextOptions CpuContextOptions::from_environment() {
+  CpuContextOptions options;
+  options.stress = StreamStress::from_environment();
+  if (const char* mode = std::getenv("ZERO_CPU_ASYNC"); mode != nullptr && *mode != '\0') {
+    const std::string_view text(mode);
+    ZERO_CHECK(text == "0" || text == "1", "ZERO_CPU_ASYNC='", text,
+               "' must be 1 (the model's CPU kernels on the compute stream) or 0 (on the host)");
+    options.asynchronous = text == "1";
+  }
+  return options;
+}
+
+std::unique_ptr<DeviceContext> make_cpu_context(const CpuContextOptions& options) {
+  return std::make_unique<CpuContext>(options);
+}
+
 std::unique_ptr<DeviceContext> make_cpu_context(StreamStress stress) {
-  return std::make_unique<CpuContext>(stress);
+  CpuContextOptions options = CpuContextOptions::from_environment();
+  options.stress = stress;
+  return std::make_unique<CpuContext>(options);
+}
+
+std::unique_ptr<DeviceContext> make_device_context(Device device) {
+  if (device.kind == DeviceKind::kCuda) return make_cuda_context(device.index);
+  return make_cpu_context();
 }
 
 std::unique_ptr<DeviceContext> make_planning_context() {

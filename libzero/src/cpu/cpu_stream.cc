@@ -5,10 +5,13 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "zero/core/cpu_context.h"
 #include "zero/core/error.h"
 
 namespace zero {
 namespace {
+
+thread_local std::uint64_t host_waits = 0;  // cpu_host_waits_on_this_thread()
 
 class CpuEvent final : public EventImpl {
  public:
@@ -17,6 +20,7 @@ class CpuEvent final : public EventImpl {
     return done;
   }
   void synchronize() const override {
+    ++host_waits;
     std::unique_lock lock(mutex);
     done_changed.wait(lock, [&] { return done; });
     if (error) std::rethrow_exception(error);
@@ -43,6 +47,8 @@ std::uint64_t parse_unsigned(const char* name, const char* text) {
 }
 
 }  // namespace
+
+std::uint64_t cpu_host_waits_on_this_thread() { return host_waits; }
 
 StreamStress StreamStress::from_environment() {
   StreamStress stress;
@@ -101,6 +107,7 @@ void CpuStream::wait(const Event& event) {
 }
 
 void CpuStream::synchronize() {
+  ++host_waits;
   std::unique_lock lock(mutex_);
   idle_.wait(lock, [&] { return tasks_.empty() && !busy_; });
   if (error_) std::rethrow_exception(error_);

@@ -198,8 +198,8 @@ std::string choose_backend(const LaunchInfo& launch,
                            int visible_cuda_devices, DeviceKind buffers);
 
 // The communicator the launch calls for with collective buffers on `buffers` (choose_backend), with
-// one log line naming the launcher, backend, world size, ranks per node, devices and where the
-// buffers live. NCCL drives CUDA device local_rank mod the visible devices.
+// one log line naming the launcher, backend, world size, ranks per node, the device and where the
+// buffers live. NCCL drives this local rank's device, choose_device (zero/core/launch.h).
 std::unique_ptr<Communicator> make_communicator(
     DeviceKind buffers, CommOptions options = CommOptions::from_environment());
 

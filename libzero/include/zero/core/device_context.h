@@ -46,9 +46,9 @@ class DeviceContext {
   virtual Device device() const = 0;
   // True when buffers are only recorded (no memory, operations do nothing).
   virtual bool planning() const { return false; }
-  // True when the model's kernels run on the calling host thread (the CPU backend): the engine
-  // then waits on the host for the compute stream before handing a buffer to the model. False
-  // when the model enqueues its kernels on compute_stream() (CUDA).
+  // True when the model's kernels run on the calling host thread (CPU backend, host mode): the
+  // engine then waits on the host for the compute stream before handing a buffer to the model.
+  // False when the model enqueues its kernels on compute_stream() (CUDA, CPU asynchronous mode).
   virtual bool model_runs_on_host() const = 0;
 
   // Every allocation of this rank, in every space.
@@ -95,8 +95,8 @@ class DeviceContext {
   std::unique_ptr<MemoryLedger> ledger_;
 };
 
-// The CPU backend: three worker-thread streams (CpuStream; stress from the environment unless
-// given), caching host allocators for every space (kDevice stands for device memory).
+// The CPU backend (stress from the environment unless given; mode from ZERO_CPU_ASYNC, options
+// in zero/core/cpu_context.h), caching host allocators for every space (kDevice: device memory).
 std::unique_ptr<DeviceContext> make_cpu_context(
     StreamStress stress = StreamStress::from_environment());
 

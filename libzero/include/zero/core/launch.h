@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "zero/core/device.h"
+
 namespace zero {
 
 enum class Launcher { kNone, kOpenMpi, kPmi, kSlurm, kTorchrun };
@@ -34,6 +36,25 @@ LaunchInfo detect_launch();  // from this process's environment
 
 // This process's environment as a map.
 std::map<std::string, std::string> process_environment();
+
+// The device this process computes on, and why.
+struct DeviceChoice {
+  Device device;
+  std::string reason;            // "local rank 1 of 2, 2 visible CUDA devices", "--use_cpu"
+  std::string describe() const;  // "cuda:1 (local rank 1 of 2, ...)", for the launch line
+};
+
+// The device of this local rank, as torchrun and Hugging Face's Trainer choose it:
+// cuda:(local_rank mod visible_cuda_devices) when CUDA devices are visible (more local ranks than
+// devices share them round-robin, and the reason says so); the CPU when none is visible or
+// `use_cpu` (--use_cpu, --no_cuda). `visible_cuda_devices` is the CUDA runtime's count, which
+// already honours CUDA_VISIBLE_DEVICES: cuda:i is its i-th entry, which the reason names from
+// `environment`.
+DeviceChoice choose_device(const LaunchInfo& launch, int visible_cuda_devices, bool use_cpu,
+                           const std::map<std::string, std::string>& environment);
+// This process's: detect_launch(), cuda_device_count() (0 in a build without CUDA),
+// process_environment().
+DeviceChoice choose_device(bool use_cpu);
 
 // Pins the calling process (every thread started after) to its share of the CPUs it may run on:
 // the allowed CPUs split into `local_world_size` contiguous groups, group `local_rank` (as

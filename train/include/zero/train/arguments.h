@@ -120,7 +120,7 @@ struct TrainingArguments {
   std::int64_t ddp_timeout = 1800;            // seconds one collective waits for its peers
   int dataloader_num_workers = 0;             // tokenizer threads when no preprocessing_num_workers
   std::int64_t local_rank = -1;               // torch.distributed.launch's --local-rank
-  bool use_cpu = false;                       // the model runs on the CPU in any case
+  bool use_cpu = false;                       // the CPU even when CUDA devices are visible
   bool save_safetensors = true;               // zero writes safetensors only
 
   // The flags the command line gave (names without "--"), as `zero train`/`estimate` record
