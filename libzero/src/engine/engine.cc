@@ -164,6 +164,23 @@ void Engine::Impl::note_comm_work() { comm_done = comm.stream().record(); }
 
 void Engine::Impl::compute_after_comm() { ctx.compute_stream().wait(comm.stream().record()); }
 
+void Engine::Impl::all_reduce_host_values(std::span<float> values, ReduceOp op,
+                                          const std::string& label) {
+  const std::size_t bytes = values.size_bytes();
+  ZERO_CHECK(bucket.size_bytes() >= bytes, "engine: ", label, " needs ", bytes,
+             " bytes of the reduce bucket, which has ", bucket.size_bytes());
+  // The bucket is packed only inside a flush on the communication stream: once the compute
+  // stream has waited for that stream's queued work it is free until the next flush.
+  Stream& compute = ctx.compute_stream();
+  compute_after_comm();
+  ctx.copy(compute, values.data(), bucket.data(), bytes);
+  comm_after_compute();
+  comm.all_reduce(bucket.data(), bucket.data(), values.size(), DType::kFloat32, op, label);
+  compute_after_comm();
+  ctx.copy(compute, bucket.data(), values.data(), bytes);
+  synchronize_compute("all-reducing " + label);  // `values` is host memory the copy writes
+}
+
 void Engine::Impl::allocate() {
   const EngineOptions& options = engine.options_;
   std::vector<std::size_t> sizes;
@@ -520,11 +537,9 @@ void Engine::zero_grad() {
 double Engine::average_across_ranks(double value) {
   Impl& d = *impl_;
   if (d.world == 1) return value;
-  std::vector<float> values = {static_cast<float>(value)};
-  d.comm.all_reduce(values.data(), values.data(), 1, DType::kFloat32, ReduceOp::kAvg,
-                    "average_across_ranks");
-  d.synchronize("averaging a value across ranks");
-  return values[0];
+  float average = static_cast<float>(value);
+  d.all_reduce_host_values({&average, 1}, ReduceOp::kAvg, "average_across_ranks");
+  return average;
 }
 
 }  // namespace zero

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -245,6 +246,11 @@ class Engine::Impl {
   void compute_after_comm();
   // Records comm_done after work just queued on the communication stream.
   void note_comm_work();
+  // all_reduce of host values through this context's device memory (NCCL takes device buffers
+  // only): copied into the reduce bucket and back on the compute stream, ordered against the
+  // communication stream by events; waits for the result. No allocation, so plans are unchanged;
+  // planning records the collective and leaves `values` as they are.
+  void all_reduce_host_values(std::span<float> values, ReduceOp op, const std::string& label);
 };
 
 }  // namespace zero

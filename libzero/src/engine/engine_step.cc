@@ -36,8 +36,8 @@ bool Engine::step() {
       fp32_grads_workspace();   // recorded: allocated and freed as in a taken step
     if (!d.skip_collectives) {  // the collectives of a taken step, on no data
       if (policy.partitioned && d.world > 1) {
-        d.comm.all_reduce(nullptr, nullptr, 1, DType::kFloat32, ReduceOp::kSum, "grad norm");
-        d.synchronize("all-reducing the gradient norm");
+        float total = 0.0f;
+        d.all_reduce_host_values({&total, 1}, ReduceOp::kSum, "grad norm");
       }
       refresh_params();
     }
@@ -67,10 +67,9 @@ bool Engine::step() {
   }
   if (nonfinite) squares = std::numeric_limits<double>::infinity();
   if (policy.partitioned && d.world > 1) {
-    std::vector<float> total = {static_cast<float>(squares)};
-    d.comm.all_reduce(total.data(), total.data(), 1, DType::kFloat32, ReduceOp::kSum, "grad norm");
-    d.synchronize("all-reducing the gradient norm");
-    squares = total[0];
+    float total = static_cast<float>(squares);
+    d.all_reduce_host_values({&total, 1}, ReduceOp::kSum, "grad norm");
+    squares = total;
   }
   const double scale = loss_scaler_.scale();
   overflow_ = !std::isfinite(squares);
