@@ -115,7 +115,9 @@ AsyncRun run(int stage, int world, DType dtype, Offload offload, bool asynchrono
           {gpt2.seed, static_cast<std::uint64_t>(step), first, /*training=*/true});
       engine->step();
       mine.host_waits.push_back(cpu_host_waits_on_this_thread() - waits_before);
-      mine.result.losses.push_back(engine->average_across_ranks(loss));
+      // This rank's loss: averaging here would order the compute stream after the communication
+      // stream every step, hiding a missing event wait of the next forward.
+      mine.result.losses.push_back(loss);
       mine.result.grad_norms.push_back(engine->global_grad_norm());
     }
     mine.result.params = parameters_of(*engine);
