@@ -4,11 +4,29 @@
 #include <exception>
 #include <vector>
 
+#include "zero/core/allocator.h"
+#include "zero/core/device_context.h"
 #include "zero/gpt2/classifier.h"
 
 namespace zero::gpt2 {
 
 namespace {
+
+// Where the model does not run on the host (CUDA, the CPU backend's asynchronous mode) a gathered
+// unit is device memory the gather may still be writing: its values are copied to host memory on
+// the compute stream and awaited. On the host the unit is read in place (empty Buffer).
+Buffer host_copy(Engine& engine, const GatheredUnit& unit) {
+  DeviceContext& context = engine.context();
+  if (context.model_runs_on_host()) return {};
+  const std::size_t bytes = unit.layout().num_elements() * size_of(unit.dtype());
+  Buffer host = context.allocator(MemorySpace::kHost).allocate(bytes, MemoryCategory::kWorkspace);
+  context.copy(context.compute_stream(), unit.raw(), host.data(), bytes);
+  context.compute_stream().synchronize();
+  return host;
+}
+const void* host_values(const GatheredUnit& unit, const Buffer& copy) {
+  return copy.allocated() ? copy.data() : unit.raw();
+}
 
 // Runs `save` on rank 0 with a UnitSource that gathers `units` in order; other ranks gather the
 // same units. Should rank 0 fail part-way, it gathers the rest before rethrowing, so every rank
@@ -24,7 +42,8 @@ void save_gathered(Engine& engine, const std::vector<UnitId>& units, Save save) 
     save([&](int unit, const UnitSink& sink) {
       const GatheredUnit values = engine.gather(units[static_cast<std::size_t>(unit)]);
       gathered = static_cast<std::size_t>(unit) + 1;
-      sink(values.raw(), values.dtype());
+      const Buffer copy = host_copy(engine, values);
+      sink(host_values(values, copy), values.dtype());
     });
   } catch (...) {
     const std::exception_ptr failure = std::current_exception();
@@ -50,7 +69,9 @@ void save_classifier_checkpoint(EngineClassifier& model, const std::filesystem::
     if (engine.rank() == 0) {
       score.resize(
           static_cast<std::size_t>(model.head_config().num_labels * model.config().n_embd));
-      convert(gathered.raw(), gathered.dtype(), score.data(), DType::kFloat32, score.size());
+      const Buffer copy = host_copy(engine, gathered);
+      convert(host_values(gathered, copy), gathered.dtype(), score.data(), DType::kFloat32,
+              score.size());
     }
   }
   const std::vector<UnitId> body(model.units().begin(), model.units().end() - 1);
