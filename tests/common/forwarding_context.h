@@ -1,5 +1,6 @@
 // A DeviceContext that forwards every call to another one, for tests that change one behaviour of
-// a real backend (the model's kernels off the host, the optimizer step emulated) and keep the rest.
+// a real backend (the optimizer step emulated, a device allocator that tracks its blocks) and keep
+// the rest. (The model's kernels off the host are the CPU backend's own asynchronous mode.)
 #pragma once
 
 #include <memory>
