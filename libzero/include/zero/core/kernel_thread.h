@@ -12,12 +12,20 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "zero/core/error.h"
+
 #if defined(__CUDACC__)
 #define ZERO_HOST_DEVICE __host__ __device__
 #define ZERO_HOST_DEVICE_INLINE __host__ __device__ __forceinline__
 #else
 #define ZERO_HOST_DEVICE
 #define ZERO_HOST_DEVICE_INLINE inline
+#endif
+// `#pragma unroll` in device code only (the host compiler does not know it).
+#if defined(__CUDA_ARCH__)
+#define ZERO_UNROLL _Pragma("unroll")
+#else
+#define ZERO_UNROLL
 #endif
 
 namespace zero::kernels {
@@ -65,6 +73,25 @@ template <typename Thread>
 ZERO_HOST_DEVICE_INLINE int lane_of(const Thread& thread) {
   return static_cast<int>(linear_thread(thread) % kWarpSize);
 }
+
+// A grid-stride loop's first index and stride (x dimension).
+template <typename Thread>
+ZERO_HOST_DEVICE_INLINE std::size_t grid_stride_first(const Thread& thread) {
+  return static_cast<std::size_t>(thread.block_index().x) * thread.block_dim().x +
+         thread.thread_index().x;
+}
+template <typename Thread>
+ZERO_HOST_DEVICE_INLINE std::size_t grid_stride(const Thread& thread) {
+  return static_cast<std::size_t>(thread.grid_dim().x) * thread.block_dim().x;
+}
+
+#if !defined(__CUDA_ARCH__)
+// Emulation's check of a vector access (`bytes` wide) that the device would fault on or misread.
+inline void require_aligned(const void* data, std::size_t bytes, const char* what) {
+  ZERO_CHECK(reinterpret_cast<std::uintptr_t>(data) % bytes == 0, "kernel emulation: ", what,
+             " at ", data, " is not aligned to its ", bytes, "-byte access");
+}
+#endif
 
 // Butterfly reductions over the 32 lanes of a warp (every lane ends with the result).
 template <typename Thread>
