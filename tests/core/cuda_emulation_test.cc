@@ -218,16 +218,31 @@ TEST_P(CudaEmulation, AdamAndSgdBodiesMatchTheCpuReference) {
       for (std::size_t i = 0; i < a.count; ++i)
         ASSERT_EQ(to_float(copy[i]), to_float(to_bf16(actual.params[offset + i]))) << i;
 
+      // Again from the updated state with bf16 gradients, read through the vector path's 8-byte
+      // loads.
+      std::vector<BFloat16> grads16(count);
+      convert(actual.grads.data(), DType::kFloat32, grads16.data(), DType::kBFloat16, count);
+      convert(grads16.data(), DType::kBFloat16, expected.grads.data(), DType::kFloat32, count);
+      emulate(cuda::optimizer_launch(a.count, vectorized), [&](EmulatedThread& thread, NoShared&) {
+        cuda::update_body(thread, a.params, grads16.data() + offset, a.state0, a.state1,
+                          static_cast<BFloat16*>(nullptr), a.count, adam, vectorized);
+      });
+      optim::adam_step_reference(expected.params.data() + offset, expected.grads.data() + offset,
+                                 expected.exp_avg.data() + offset,
+                                 expected.exp_avg_sq.data() + offset, a.count, hyper);
+      EXPECT_LT(relative_difference(actual.params, expected.params), 1e-5);
+      EXPECT_LT(relative_difference(actual.exp_avg_sq, expected.exp_avg_sq), 1e-5);
+
       // SGD with Nesterov momentum, past its first step, fp16 gradients.
       optim::SgdHyperparams sgd;
       sgd.lr = 0.1, sgd.momentum = 0.9, sgd.dampening = 0.1, sgd.weight_decay = 0.01;
       sgd.nesterov = true, sgd.first_step = false;
-      std::vector<Float16> grads16(count);
-      convert(actual.grads.data(), DType::kFloat32, grads16.data(), DType::kFloat16, count);
-      convert(grads16.data(), DType::kFloat16, expected.grads.data(), DType::kFloat32, count);
+      std::vector<Float16> half_grads(count);
+      convert(actual.grads.data(), DType::kFloat32, half_grads.data(), DType::kFloat16, count);
+      convert(half_grads.data(), DType::kFloat16, expected.grads.data(), DType::kFloat32, count);
       const cuda::SgdMomentumRule momentum{{0.1f, 0.9f, 0.9f, 0.01f, 1.0f, true, false, true}};
       emulate(cuda::optimizer_launch(a.count, vectorized), [&](EmulatedThread& thread, NoShared&) {
-        cuda::update_body(thread, a.params, grads16.data() + offset, a.state0, a.state1,
+        cuda::update_body(thread, a.params, half_grads.data() + offset, a.state0, a.state1,
                           static_cast<BFloat16*>(nullptr), a.count, momentum, vectorized);
       });
       optim::sgd_step_reference(expected.params.data() + offset, expected.grads.data() + offset,

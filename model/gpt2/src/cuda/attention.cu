@@ -1,9 +1,7 @@
 // Plain causal self-attention on CUDA, forward and backward, with the CPU kernel's materialised
 // (B, NH, T, T) probabilities and dropout masks: the fallback beside cuDNN's fused attention and
-// the reference it is tested against on the device. O(B·NH·T²·HS) work with no tiling.
-#include <algorithm>
-#include <cmath>
-
+// the reference it is tested against on the device. O(B·NH·T²·HS) work with no tiling. The
+// kernels' bodies are attention_body.h's.
 #include "attention_body.h"
 #include "layers_cuda.h"
 #include "zero/core/cuda_check.h"
