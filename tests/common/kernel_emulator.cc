@@ -206,9 +206,13 @@ void run_grid(const LaunchConfig& config, Order order, std::size_t shared_bytes,
              "; test at a smaller shape (grid ", describe(config.grid), ", block ",
              describe(config.block), ")");
   BlockRun run(config, order, shared_bytes + config.dynamic_shared_bytes, body);
-  for (unsigned z = 0; z < config.grid.z; ++z)
-    for (unsigned y = 0; y < config.grid.y; ++y)
-      for (unsigned x = 0; x < config.grid.x; ++x) run.run_block({x, y, z});
+  const KernelDim grid = config.grid;
+  const std::uint64_t blocks = grid.count();
+  for (std::uint64_t k = 0; k < blocks; ++k) {
+    const std::uint64_t b = order == Order::kForward ? k : blocks - 1 - k;
+    run.run_block({static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
+                   static_cast<unsigned>(b / (std::uint64_t{grid.x} * grid.y))});
+  }
 }
 
 }  // namespace zero::kernels::emulation

@@ -7,7 +7,8 @@
 // Divergence the hardware does not allow is an error: a full-mask shuffle that not every lane of
 // the warp reaches, lanes at different primitives, a barrier some threads exited before, a warp
 // primitive in a block that is not whole warps. Threads run in linear order or in reverse within
-// each phase (Order), so a missing barrier shows as a difference between the two orders.
+// each phase, and blocks one after another in linear order or in reverse (Order), so a missing
+// barrier or a dependence between blocks shows as a difference between the two orders.
 #pragma once
 
 #include <cstdint>
@@ -73,7 +74,7 @@ class EmulatedThread {
   KernelDim block_index_, thread_index_, block_dim_, grid_dim_;
 };
 
-// body(thread, shared_bytes) for every thread of every block of `config`, blocks in order.
+// body(thread, shared_bytes) for every thread of every block of `config`, one block at a time.
 // Throws zero::Error on divergence (above) or a grid past `max_threads` threads.
 void run_grid(const LaunchConfig& config, Order order, std::size_t shared_bytes,
               const std::function<void(EmulatedThread&, void*)>& body,
