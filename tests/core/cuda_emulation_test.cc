@@ -326,6 +326,42 @@ TEST_P(CudaEmulation, LambPassesMatchTheCpuKernels) {
   }
 }
 
+// At real sizes the grid stops at 65535 blocks and each thread strides over more elements than
+// the test sizes reach; here a grid of 3 blocks takes every loop round more than once.
+TEST_P(CudaEmulation, GridStrideLoopsCoverEveryElementOnASmallGrid) {
+  const LaunchConfig small = kernels::linear_launch(3, kernels::kElementwiseThreads);
+  const std::size_t count = 4099;  // 1024 groups of 4 and a tail of 3: two rounds of 768 threads
+  const auto values = random_floats(count, 9);
+  std::vector<BFloat16> narrowed(count), expected(count);
+  convert(values.data(), DType::kFloat32, expected.data(), DType::kBFloat16, count);
+  emulate(small, [&](EmulatedThread& thread, NoShared&) {
+    kernels::convert_body(thread, values.data(), narrowed.data(), count);
+  });
+  for (std::size_t i = 0; i < count; ++i) ASSERT_EQ(narrowed[i].bits, expected[i].bits) << i;
+  double sums[2] = {0.0, 0.0};
+  emulate<kernels::SquaresShared>(small, [&](EmulatedThread& thread, kernels::SquaresShared& s) {
+    kernels::squares_body<EmulatedTypes>(thread, s, values.data(), DType::kFloat32, count, sums);
+  });
+  double expected_sum = 0.0;
+  for (float v : values) expected_sum += static_cast<double>(v) * v;
+  EXPECT_NEAR(sums[0], expected_sum, 1e-12 * expected_sum);
+  for (bool vectorized : {false, true}) {
+    OptimizerState actual(count), expected_state(count);
+    cuda::OptimizerArrays a = arrays_of(actual, 0, nullptr);
+    const cuda::SgdMomentumRule rule{{0.1f, 0.9f, 1.0f, 0.0f, 1.0f, true, false, false}};
+    emulate(small, [&](EmulatedThread& thread, NoShared&) {
+      cuda::update_body(thread, a.params, static_cast<const float*>(a.grads), a.state0, a.state1,
+                        static_cast<BFloat16*>(nullptr), count, rule, vectorized);
+    });
+    optim::SgdHyperparams sgd;
+    sgd.lr = 0.1, sgd.momentum = 0.9, sgd.first_step = false;
+    optim::sgd_step_reference(expected_state.params.data(), expected_state.grads.data(),
+                              expected_state.exp_avg.data(), count, sgd);
+    EXPECT_LT(relative_difference(actual.params, expected_state.params), 1e-5) << vectorized;
+    EXPECT_LT(relative_difference(actual.exp_avg, expected_state.exp_avg), 1e-5) << vectorized;
+  }
+}
+
 TEST_P(CudaEmulation, ShufflesExchangeAsTheHardwareAndDivergenceIsAnError) {
   // Lane i receives lane i ^ mask's value; a butterfly sum gives every lane the total.
   std::vector<float> received(64), sums(64);

@@ -260,8 +260,10 @@ TEST_P(Gpt2CudaEmulation, AttentionMatchesTheCpuKernels) {
   struct Case {
     std::int64_t B, T, C, NH;
   };
-  // T = 1; T past a warp's 32 lanes; head size 3 and 7 (C not a multiple of 4).
-  for (const Case& k : {Case{1, 1, 6, 2}, Case{2, 5, 21, 3}, Case{1, 37, 12, 4}}) {
+  // T = 1; T past a warp's 32 lanes; head sizes 3 and 7 (C not a multiple of 4) and 65 (past two
+  // rounds of a warp's lanes).
+  for (const Case& k :
+       {Case{1, 1, 6, 2}, Case{2, 5, 21, 3}, Case{1, 37, 12, 4}, Case{1, 6, 130, 2}}) {
     for (bool drop : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "B " << k.B << " T " << k.T << " C " << k.C << " NH "
                                         << k.NH << " dropout " << drop);
