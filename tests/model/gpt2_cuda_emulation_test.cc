@@ -68,7 +68,7 @@ class Gpt2CudaEmulation : public ::testing::TestWithParam<Order> {
                    std::int64_t C) {
     if (N == 0 || C == 0) return;
     const std::int64_t chunks = cuda::row_chunks(N);
-    auto partial = nan_vector(chunks * Terms::kOutputs * C);
+    auto partial = nan_vector(cuda::column_partials_elements(N, C, Terms::kOutputs));
     emulate<cuda::ColumnPartialsShared<Terms::kOutputs>>(
         cuda::column_partials_launch(N, C), [&](auto& thread, auto& shared) {
           cuda::column_partials_body(thread, shared, partial.data(), terms, N, C);
@@ -103,11 +103,11 @@ TEST_P(Gpt2CudaEmulation, EncoderMatchesTheCpuKernels) {
       cpu::encoder_backward(dwte_expected.data(), dwpe_expected.data(), dout.data(), tokens.data(),
                             B, T, C, dropout);
       const cuda::TokenBuckets grouped = cuda::token_buckets(tokens.data(), N);
-      const int* table = grouped.table.data();
       const std::int64_t K = grouped.buckets;
+      const cuda::TokenTable parts = cuda::token_table(grouped.table.data(), K);
       emulate(cuda::elementwise_launch(K * C), [&](auto& thread, auto&) {
-        cuda::encoder_wte_backward_body(thread, dwte.data(), dout.data(), table, table + K,
-                                        table + 2 * K + 1, K, T, C, dropout);
+        cuda::encoder_wte_backward_body(thread, dwte.data(), dout.data(), parts.bucket_token,
+                                        parts.bucket_begin, parts.rows, K, T, C, dropout);
       });
       emulate(cuda::elementwise_launch(T * C), [&](auto& thread, auto&) {
         cuda::encoder_wpe_backward_body(thread, dwpe.data(), dout.data(), B, T, C, dropout);

@@ -110,7 +110,8 @@ void column_sums(float* target0, float* target1, const Terms& terms, std::int64_
                  cudaStream_t stream, const Scratch& scratch) {
   if (N == 0 || C == 0) return;
   const std::int64_t chunks = row_chunks(N);
-  const std::size_t bytes = static_cast<std::size_t>(chunks * Terms::kOutputs * C) * sizeof(float);
+  const std::size_t bytes =
+      static_cast<std::size_t>(column_partials_elements(N, C, Terms::kOutputs)) * sizeof(float);
   float* partial = static_cast<float*>(take_scratch(scratch, bytes, stream));
   launch_kernel(column_partials_kernel<Terms>, column_partials_launch(N, C), stream, partial, terms,
                 N, C);
@@ -144,9 +145,9 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* ho
   // From pageable memory: returns once `table` is staged, so it may go out of scope.
   ZERO_CUDA_CHECK(
       cudaMemcpyAsync(device_table, table.data(), bytes, cudaMemcpyHostToDevice, stream));
+  const TokenTable parts = token_table(device_table, buckets);
   launch_kernel(encoder_wte_backward_kernel, elementwise_launch(buckets * C), stream, dwte, dout,
-                device_table, device_table + buckets, device_table + 2 * buckets + 1, buckets, T, C,
-                dropout);
+                parts.bucket_token, parts.bucket_begin, parts.rows, buckets, T, C, dropout);
   launch_kernel(encoder_wpe_backward_kernel, elementwise_launch(T * C), stream, dwpe, dout, B, T, C,
                 dropout);
   ZERO_CUDA_CHECK(cudaGetLastError());

@@ -43,6 +43,11 @@ constexpr LaunchConfig row_block_launch(std::int64_t rows) {
   return kernels::linear_launch(static_cast<unsigned>(rows), kLayerThreads);
 }
 constexpr std::int64_t row_chunks(std::int64_t N) { return (N + kRowChunk - 1) / kRowChunk; }
+// The scratch column_partials writes for `outputs` sums of C columns over N rows: (chunks,
+// outputs, C) floats.
+constexpr std::int64_t column_partials_elements(std::int64_t N, std::int64_t C, int outputs) {
+  return row_chunks(N) * outputs * C;
+}
 // column_partials: blocks of 32 columns × 8 row lanes, one per (column group, row chunk).
 constexpr LaunchConfig column_partials_launch(std::int64_t N, std::int64_t C) {
   LaunchConfig config;

@@ -15,4 +15,14 @@ struct TokenBuckets {
 };
 TokenBuckets token_buckets(const int* host_tokens, std::int64_t N);
 
+// The three parts of a table of `buckets` buckets (a copy of TokenBuckets::table, on either side).
+struct TokenTable {
+  const int* bucket_token;  // (K)
+  const int* bucket_begin;  // (K + 1)
+  const int* rows;          // (N)
+};
+constexpr TokenTable token_table(const int* table, std::int64_t buckets) {
+  return {table, table + buckets, table + 2 * buckets + 1};
+}
+
 }  // namespace zero::gpt2::cuda
