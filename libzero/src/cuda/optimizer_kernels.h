@@ -10,48 +10,10 @@
 
 #include <cstddef>
 
+#include "optimizer_body.h"
 #include "zero/core/dtype.h"
 
 namespace zero::cuda {
-
-// g = grad·grad_scale + l2·p; m = β1 m + (1-β1) g; v = β2 v + (1-β2) g²;
-// p = p·decay - step_size · m / (sqrt(v)·inv_sqrt_bc2 + eps)
-struct AdamCoefficients {
-  float beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
-  float step_size;     // lr / bc1
-  float inv_sqrt_bc2;  // 1 / sqrt(bc2)
-  float decay;         // 1 - lr·wd (AdamW) or 1
-  float l2;            // wd (Adam) or 0
-  float grad_scale;
-};
-
-// torch.optim.SGD: g = grad·grad_scale + wd·p; buf = g (first) or μ buf + (1-dampening) g;
-// p -= lr · (nesterov ? g + μ buf : buf); without momentum p -= lr · g.
-struct SgdCoefficients {
-  float lr, momentum, one_minus_dampening, weight_decay, grad_scale;
-  bool has_momentum;
-  bool first_step;
-  bool nesterov;
-};
-
-// Lamb pass 1: moments as Adam (no bias correction inside), u = m / (sqrt(v) + eps) + wd·p.
-struct LambCoefficients {
-  float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, grad_scale;
-};
-
-// The arrays of one pass over `count` elements, all device memory (or mapped pinned memory).
-// state0/state1: the optimizer's state slices (Adam/Lamb: exp_avg, exp_avg_sq; SGD: the
-// momentum buffer in state0). params_16bit may be null (no copy).
-struct OptimizerArrays {
-  float* params = nullptr;
-  const void* grads = nullptr;
-  DType grads_dtype = DType::kFloat32;
-  float* state0 = nullptr;
-  float* state1 = nullptr;
-  void* params_16bit = nullptr;
-  DType params_16bit_dtype = DType::kBFloat16;
-  std::size_t count = 0;
-};
 
 // Each launch checks cudaGetLastError and throws zero::Error on a launch failure.
 void launch_adam(const OptimizerArrays& arrays, const AdamCoefficients& coefficients,

@@ -12,6 +12,7 @@
 #include <functional>
 #include <vector>
 
+#include "token_buckets.h"
 #include "zero/core/dtype.h"
 #include "zero/gpt2/rng.h"
 
@@ -129,14 +130,6 @@ struct LtProblem {
 };
 LtProblem lt_problem(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
                      std::int64_t lda, std::int64_t ldb, std::int64_t ldc);
-
-// encoder_backward's grouping of rows by token (host): [bucket_token (K) | bucket_begin (K + 1) |
-// rows (N)], tokens ascending, each bucket's rows ascending; throws on a negative token.
-struct TokenBuckets {
-  std::int64_t buckets = 0;
-  std::vector<int> table;
-};
-TokenBuckets token_buckets(const int* host_tokens, std::int64_t N);
 
 // How many cuBLASLt problems (shape, dtypes, epilogue, operand alignments, device) gemm() has
 // planned: layouts and algorithm are cached per problem, for the process's life.

@@ -1,0 +1,310 @@
+// The GPT-2 CUDA kernel bodies (model/gpt2/src/cuda/layers_body.h, attention_body.h) run on the
+// CPU by the kernel emulator (tests/common/kernel_emulator.h) over the launch grids their
+// launchers compute, against the CPU kernels (zero/gpt2/layers_cpu.h): random inputs, odd sizes
+// (C not a multiple of 32 or 4, T = 1, rows past a chunk of 256), dropout on and off, threads in
+// forward and reverse order within each phase; fp32 within 1e-5 relative L2.
+// Exempt (library calls, not our kernels): cuBLASLt's GEMMs behind cuda::gemm, matmul_forward and
+// matmul_backward's products (gemm_cublaslt.cc); its host logic is gpt2_cuda_host_test's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attention_body.h"
+#include "kernel_emulator.h"
+#include "layers_body.h"
+#include "random_inputs.h"
+#include "relative_difference.h"
+#include "token_buckets.h"
+#include "zero/gpt2/layers_cpu.h"
+
+namespace zero::gpt2 {
+namespace {
+
+using kernels::LaunchConfig;
+using kernels::emulation::Order;
+using testing::random_tokens;
+using testing::random_vector;
+using zero::testing::relative_difference;
+
+constexpr double kTolerance = 1e-5;
+constexpr float kEpsilon = 1e-5f;
+
+struct Shape {
+  std::int64_t B, T, C;
+};
+// C = 37 and 70: neither a multiple of 32 nor of 4; 3 × 100 rows span two row chunks of 256.
+const Shape kShapes[] = {{2, 5, 37}, {1, 1, 3}, {3, 100, 70}};
+
+DropoutSite dropout_site(bool active) {
+  DropoutSite site;
+  if (active) {
+    site.probability = 0.25f;
+    site.key = derive_key(7, 3);
+    site.sample_offset = 5;
+  }
+  return site;
+}
+
+std::vector<float> nan_vector(std::int64_t count) {
+  return std::vector<float>(static_cast<std::size_t>(count),
+                            std::numeric_limits<float>::quiet_NaN());
+}
+
+#define EXPECT_CLOSE(actual, expected) \
+  EXPECT_LT(relative_difference(actual, expected), kTolerance) << #actual
+
+class Gpt2CudaEmulation : public ::testing::TestWithParam<Order> {
+ protected:
+  // body(thread, shared) over `config`, in this test's thread order.
+  template <typename Shared = kernels::emulation::NoShared, typename Body>
+  void emulate(const LaunchConfig& config, Body&& body) {
+    kernels::emulation::run<Shared>(config, GetParam(), body);
+  }
+
+  template <typename Terms>
+  void column_sums(float* target0, float* target1, const Terms& terms, std::int64_t N,
+                   std::int64_t C) {
+    if (N == 0 || C == 0) return;
+    const std::int64_t chunks = cuda::row_chunks(N);
+    auto partial = nan_vector(cuda::column_partials_elements(N, C, Terms::kOutputs));
+    emulate<cuda::ColumnPartialsShared<Terms::kOutputs>>(
+        cuda::column_partials_launch(N, C), [&](auto& thread, auto& shared) {
+          cuda::column_partials_body(thread, shared, partial.data(), terms, N, C);
+        });
+    emulate(cuda::elementwise_launch(C), [&](auto& thread, auto&) {
+      cuda::add_partials_body(thread, target0, target1, partial.data(), chunks, Terms::kOutputs, C);
+    });
+  }
+};
+
+TEST_P(Gpt2CudaEmulation, EncoderMatchesTheCpuKernels) {
+  for (const Shape& s : kShapes) {
+    for (bool drop : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "B " << s.B << " T " << s.T << " C " << s.C << " dropout " << drop);
+      const std::int64_t B = s.B, T = s.T, C = s.C, V = 11, N = B * T;
+      const DropoutSite dropout = dropout_site(drop);
+      const auto tokens = random_tokens(N, static_cast<int>(V), 1);
+      const auto wte = random_vector(V * C, 2), wpe = random_vector(T * C, 3);
+      auto expected = nan_vector(N * C), actual = expected;
+      cpu::encoder_forward(expected.data(), tokens.data(), wte.data(), wpe.data(), B, T, C,
+                           dropout);
+      emulate(cuda::elementwise_launch(N * C), [&](auto& thread, auto&) {
+        cuda::encoder_forward_body(thread, actual.data(), tokens.data(), wte.data(), wpe.data(), B,
+                                   T, C, dropout);
+      });
+      EXPECT_CLOSE(actual, expected);
+
+      const auto dout = random_vector(N * C, 4);
+      auto dwte = random_vector(V * C, 5), dwpe = random_vector(T * C, 6);
+      auto dwte_expected = dwte, dwpe_expected = dwpe;
+      cpu::encoder_backward(dwte_expected.data(), dwpe_expected.data(), dout.data(), tokens.data(),
+                            B, T, C, dropout);
+      const cuda::TokenBuckets grouped = cuda::token_buckets(tokens.data(), N);
+      const std::int64_t K = grouped.buckets;
+      const cuda::TokenTable parts = cuda::token_table(grouped.table.data(), K);
+      emulate(cuda::elementwise_launch(K * C), [&](auto& thread, auto&) {
+        cuda::encoder_wte_backward_body(thread, dwte.data(), dout.data(), parts.bucket_token,
+                                        parts.bucket_begin, parts.rows, K, T, C, dropout);
+      });
+      emulate(cuda::elementwise_launch(T * C), [&](auto& thread, auto&) {
+        cuda::encoder_wpe_backward_body(thread, dwpe.data(), dout.data(), B, T, C, dropout);
+      });
+      EXPECT_CLOSE(dwte, dwte_expected);
+      EXPECT_CLOSE(dwpe, dwpe_expected);
+    }
+  }
+}
+
+TEST_P(Gpt2CudaEmulation, LayernormMatchesTheCpuKernels) {
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(::testing::Message() << "B " << s.B << " T " << s.T << " C " << s.C);
+    const std::int64_t N = s.B * s.T, C = s.C;
+    const auto inp = random_vector(N * C, 1, 2.0), weight = random_vector(C, 2),
+               bias = random_vector(C, 3);
+    auto out = nan_vector(N * C), mean = nan_vector(N), rstd = nan_vector(N);
+    auto out_expected = out, mean_expected = mean, rstd_expected = rstd;
+    cpu::layernorm_forward(out_expected.data(), mean_expected.data(), rstd_expected.data(),
+                           inp.data(), weight.data(), bias.data(), N, C, kEpsilon);
+    emulate(cuda::row_warp_launch(N), [&](auto& thread, auto&) {
+      cuda::layernorm_forward_body(thread, out.data(), mean.data(), rstd.data(), inp.data(),
+                                   weight.data(), bias.data(), N, C, kEpsilon);
+    });
+    EXPECT_CLOSE(out, out_expected);
+    EXPECT_CLOSE(mean, mean_expected);
+    EXPECT_CLOSE(rstd, rstd_expected);
+
+    const auto dout = random_vector(N * C, 4);
+    auto dinp = random_vector(N * C, 5), dweight = random_vector(C, 6), dbias = random_vector(C, 7);
+    auto dinp_expected = dinp, dweight_expected = dweight, dbias_expected = dbias;
+    cpu::layernorm_backward(dinp_expected.data(), dweight_expected.data(), dbias_expected.data(),
+                            dout.data(), inp.data(), weight.data(), mean.data(), rstd.data(), N, C);
+    emulate(cuda::row_warp_launch(N), [&](auto& thread, auto&) {
+      cuda::layernorm_backward_input_body(thread, dinp.data(), dout.data(), inp.data(),
+                                          weight.data(), mean.data(), rstd.data(), N, C);
+    });
+    column_sums(dweight.data(), dbias.data(),
+                cuda::LayernormTerms{dout.data(), inp.data(), mean.data(), rstd.data()}, N, C);
+    EXPECT_CLOSE(dinp, dinp_expected);
+    EXPECT_CLOSE(dweight, dweight_expected);
+    EXPECT_CLOSE(dbias, dbias_expected);
+
+    auto bias_grad = random_vector(C, 8), bias_grad_expected = bias_grad;
+    cpu::bias_backward(bias_grad_expected.data(), dout.data(), N, C);
+    column_sums(bias_grad.data(), static_cast<float*>(nullptr), cuda::BiasTerms{dout.data()}, N, C);
+    EXPECT_CLOSE(bias_grad, bias_grad_expected);
+  }
+}
+
+TEST_P(Gpt2CudaEmulation, ResidualLayernormAndDropoutMatchTheCpuKernels) {
+  for (const Shape& s : kShapes) {
+    for (bool drop : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "B " << s.B << " T " << s.T << " C " << s.C << " dropout " << drop);
+      const std::int64_t B = s.B, T = s.T, C = s.C, N = B * T;
+      const DropoutSite dropout = dropout_site(drop);
+      const auto residual = random_vector(N * C, 1), inp = random_vector(N * C, 2),
+                 weight = random_vector(C, 3), bias = random_vector(C, 4);
+      auto sum_expected = nan_vector(N * C), out_expected = nan_vector(N * C),
+           mean_expected = nan_vector(N), rstd_expected = nan_vector(N);
+      cpu::residual_dropout_forward(sum_expected.data(), residual.data(), inp.data(), B, T, C,
+                                    dropout);
+      cpu::layernorm_forward(out_expected.data(), mean_expected.data(), rstd_expected.data(),
+                             sum_expected.data(), weight.data(), bias.data(), N, C, kEpsilon);
+      auto sum = nan_vector(N * C), out = nan_vector(N * C), mean = nan_vector(N),
+           rstd = nan_vector(N);
+      emulate(cuda::row_warp_launch(N), [&](auto& thread, auto&) {
+        cuda::residual_layernorm_forward_body(
+            thread, sum.data(), out.data(), mean.data(), rstd.data(), residual.data(), inp.data(),
+            weight.data(), bias.data(), N, T, C, kEpsilon, dropout);
+      });
+      EXPECT_CLOSE(sum, sum_expected);
+      EXPECT_CLOSE(out, out_expected);
+      EXPECT_CLOSE(mean, mean_expected);
+      EXPECT_CLOSE(rstd, rstd_expected);
+
+      auto plain = nan_vector(N * C), plain_expected = plain;
+      cpu::residual_dropout_forward(plain_expected.data(), residual.data(), inp.data(), B, T, C,
+                                    dropout);
+      emulate(cuda::elementwise_launch(N * C), [&](auto& thread, auto&) {
+        cuda::residual_dropout_body(thread, plain.data(), residual.data(), inp.data(), N * C, T, C,
+                                    dropout);
+      });
+      EXPECT_CLOSE(plain, plain_expected);
+      auto dinp = nan_vector(N * C), dinp_expected = dinp;
+      cpu::dropout_backward(dinp_expected.data(), inp.data(), B, T, C, dropout);
+      emulate(cuda::elementwise_launch(N * C), [&](auto& thread, auto&) {
+        cuda::residual_dropout_body(thread, dinp.data(), static_cast<const float*>(nullptr),
+                                    inp.data(), N * C, T, C, dropout);
+      });
+      EXPECT_CLOSE(dinp, dinp_expected);
+    }
+  }
+}
+
+TEST_P(Gpt2CudaEmulation, GeluMatchesTheCpuKernels) {
+  for (std::int64_t n : {1, 22, 1023}) {
+    SCOPED_TRACE(n);
+    const auto inp = random_vector(n, 1, 3.0), dout = random_vector(n, 2);
+    auto out = nan_vector(n), out_expected = out;
+    cpu::gelu_forward(out_expected.data(), inp.data(), n);
+    emulate(cuda::elementwise_launch(n), [&](auto& thread, auto&) {
+      cuda::gelu_forward_body(thread, out.data(), inp.data(), n);
+    });
+    EXPECT_CLOSE(out, out_expected);
+    auto dinp = nan_vector(n), dinp_expected = dinp;
+    cpu::gelu_backward(dinp_expected.data(), inp.data(), dout.data(), n);
+    emulate(cuda::elementwise_launch(n), [&](auto& thread, auto&) {
+      cuda::gelu_backward_body(thread, dinp.data(), inp.data(), dout.data(), n);
+    });
+    EXPECT_CLOSE(dinp, dinp_expected);
+  }
+}
+
+TEST_P(Gpt2CudaEmulation, CrossentropyMatchesTheCpuKernels) {
+  struct Case {
+    std::int64_t N, V, Vp;
+  };
+  // V below and above a block's 256 threads, padded columns, a row of one column.
+  for (const Case& k : {Case{7, 75, 80}, Case{3, 301, 320}, Case{2, 1, 1}}) {
+    SCOPED_TRACE(::testing::Message() << "N " << k.N << " V " << k.V << " Vp " << k.Vp);
+    const std::int64_t N = k.N, V = k.V, Vp = k.Vp;
+    const auto logits = random_vector(N * Vp, 1, 4.0);
+    auto targets = random_tokens(N, static_cast<int>(V), 2);
+    targets[0] = -100;  // ignored
+    auto losses = nan_vector(N), lse = nan_vector(N), losses_expected = losses, lse_expected = lse;
+    cpu::crossentropy_forward(losses_expected.data(), lse_expected.data(), logits.data(),
+                              targets.data(), N, V, Vp);
+    emulate<cuda::CrossentropyShared>(cuda::row_block_launch(N), [&](auto& thread, auto& shared) {
+      cuda::crossentropy_forward_body(thread, shared, losses.data(), lse.data(), logits.data(),
+                                      targets.data(), V, Vp);
+    });
+    EXPECT_CLOSE(losses, losses_expected);
+    EXPECT_CLOSE(lse, lse_expected);
+
+    const float scale = 1.0f / 3.0f;
+    auto dlogits = logits, dlogits_expected = logits;
+    cpu::crossentropy_backward(dlogits_expected.data(), lse_expected.data(), targets.data(), N, V,
+                               Vp, scale);
+    emulate(cuda::row_block_launch(N), [&](auto& thread, auto&) {
+      cuda::crossentropy_backward_body(thread, dlogits.data(), lse.data(), targets.data(), V, Vp,
+                                       scale);
+    });
+    EXPECT_CLOSE(dlogits, dlogits_expected);
+  }
+}
+
+TEST_P(Gpt2CudaEmulation, AttentionMatchesTheCpuKernels) {
+  struct Case {
+    std::int64_t B, T, C, NH;
+  };
+  // T = 1; T past a warp's 32 lanes; head sizes 3 and 7 (C not a multiple of 4) and 65 (past two
+  // rounds of a warp's lanes).
+  for (const Case& k :
+       {Case{1, 1, 6, 2}, Case{2, 5, 21, 3}, Case{1, 37, 12, 4}, Case{1, 6, 130, 2}}) {
+    for (bool drop : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "B " << k.B << " T " << k.T << " C " << k.C << " NH "
+                                        << k.NH << " dropout " << drop);
+      const std::int64_t B = k.B, T = k.T, C = k.C, NH = k.NH;
+      const DropoutSite dropout = dropout_site(drop);
+      const auto qkv = random_vector(B * T * 3 * C, 1);
+      auto out = nan_vector(B * T * C), att = nan_vector(B * NH * T * T);
+      auto out_expected = out, att_expected = att;
+      cpu::attention_forward(out_expected.data(), att_expected.data(), qkv.data(), B, T, C, NH,
+                             dropout);
+      emulate(cuda::row_warp_launch(B * NH * T), [&](auto& thread, auto&) {
+        cuda::attention_forward_body(thread, out.data(), att.data(), qkv.data(), B, T, C, NH,
+                                     dropout);
+      });
+      EXPECT_CLOSE(out, out_expected);
+      EXPECT_CLOSE(att, att_expected);
+
+      const auto dout = random_vector(B * T * C, 2);
+      auto dqkv = nan_vector(B * T * 3 * C), datt = nan_vector(B * NH * T * T);
+      auto dqkv_expected = dqkv, datt_expected = datt;
+      cpu::attention_backward(dqkv_expected.data(), datt_expected.data(), dout.data(), qkv.data(),
+                              att_expected.data(), B, T, C, NH, dropout);
+      emulate(cuda::row_warp_launch(B * NH * T), [&](auto& thread, auto&) {
+        cuda::attention_dpre_body(thread, datt.data(), dout.data(), qkv.data(), att.data(), B, T, C,
+                                  NH, dropout);
+      });
+      emulate(cuda::elementwise_launch(B * T * C), [&](auto& thread, auto&) {
+        cuda::attention_dqkv_body(thread, dqkv.data(), datt.data(), dout.data(), qkv.data(),
+                                  att.data(), B, T, C, NH, dropout);
+      });
+      EXPECT_CLOSE(dqkv, dqkv_expected);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Orders, Gpt2CudaEmulation,
+                         ::testing::Values(Order::kForward, Order::kReverse),
+                         [](const ::testing::TestParamInfo<Order>& param) {
+                           return param.param == Order::kForward ? "ForwardThreadOrder"
+                                                                 : "ReverseThreadOrder";
+                         });
+
+}  // namespace
+}  // namespace zero::gpt2

@@ -1,0 +1,170 @@
+// Every CUDA kernel's launch at real shapes (GPT-2 124M and 1.5B, B = 16, T = 1024), computed by
+// the launch-configuration functions the launchers call (layers_body.h, elementwise_body.h,
+// optimizer_body.h), within an H100's limits: block at most 1024 threads and (1024, 1024, 64),
+// grid at most (2³¹ - 1, 65535, 65535), static shared memory at most 48 KiB (no kernel opts in),
+// whole warps where a body shuffles, and a grid that covers the work of every kernel that is not
+// a grid-stride loop. And the optimizer's vector loads: for the shard chunks the engine hands the
+// CUDA step (GPT-2's unit layouts, worlds 1 to 64, shard alignment 16 elements, device bases
+// 256-byte aligned as cudaMalloc's), every array is aligned for the 4-wide path.
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "elementwise_body.h"
+#include "layers_body.h"
+#include "optimizer_body.h"
+#include "zero/core/flat_buffer.h"
+#include "zero/gpt2/config.h"
+#include "zero/gpt2/units.h"
+
+namespace zero::gpt2 {
+namespace {
+
+using kernels::LaunchConfig;
+
+// H100 (sm_90) limits, cudaDeviceProp's names.
+constexpr std::uint64_t kMaxThreadsPerBlock = 1024;
+constexpr kernels::KernelDim kMaxBlockDim{1024, 1024, 64};
+constexpr kernels::KernelDim kMaxGridSize{2147483647u, 65535, 65535};
+constexpr std::size_t kSharedMemoryPerBlock = 48 * 1024;  // without cudaFuncSetAttribute opt-in
+
+struct Launch {
+  std::string name;
+  LaunchConfig config;
+  std::size_t static_shared_bytes = 0;
+  bool shuffles = false;        // the body uses warp primitives
+  std::uint64_t covers = 0;     // work items the grid must reach (0: a grid-stride loop)
+  std::uint64_t per_block = 0;  // work items per block (0: one per thread)
+};
+
+void check(const Launch& launch) {
+  SCOPED_TRACE(launch.name);
+  const LaunchConfig& c = launch.config;
+  EXPECT_LE(c.block.count(), kMaxThreadsPerBlock);
+  EXPECT_GE(c.block.count(), 1u);
+  EXPECT_LE(c.block.x, kMaxBlockDim.x);
+  EXPECT_LE(c.block.y, kMaxBlockDim.y);
+  EXPECT_LE(c.block.z, kMaxBlockDim.z);
+  EXPECT_GE(c.grid.x, 1u);
+  EXPECT_LE(c.grid.x, kMaxGridSize.x);
+  EXPECT_LE(c.grid.y, kMaxGridSize.y);
+  EXPECT_LE(c.grid.z, kMaxGridSize.z);
+  EXPECT_LE(launch.static_shared_bytes + c.dynamic_shared_bytes, kSharedMemoryPerBlock);
+  if (launch.shuffles) {
+    EXPECT_EQ(c.block.count() % kernels::kWarpSize, 0u) << "a shuffling body needs whole warps";
+  }
+  if (launch.covers > 0) {
+    const std::uint64_t per_block = launch.per_block > 0 ? launch.per_block : c.block.count();
+    EXPECT_GE(c.grid.count() * per_block, launch.covers) << "the grid drops work";
+  }
+}
+
+std::vector<Launch> gpt2_launches(const GPT2Config& config, std::int64_t B, std::int64_t T) {
+  const std::int64_t C = config.n_embd, NH = config.n_head, H = config.hidden_size();
+  const std::int64_t Vp = config.padded_vocab_size(), N = B * T;
+  const auto u = [](std::int64_t value) { return static_cast<std::uint64_t>(value); };
+  std::vector<Launch> launches = {
+      {"encoder_forward", cuda::elementwise_launch(N * C), 0, false, u(N * C)},
+      // At most one bucket per row: N·C work items.
+      {"encoder_wte_backward", cuda::elementwise_launch(N * C), 0, false, u(N * C)},
+      {"encoder_wpe_backward", cuda::elementwise_launch(T * C), 0, false, u(T * C)},
+      {"layernorm_forward", cuda::row_warp_launch(N), 0, true, u(N), cuda::kRowsPerBlock},
+      {"layernorm_backward_input", cuda::row_warp_launch(N), 0, true, u(N), cuda::kRowsPerBlock},
+      {"residual_dropout", cuda::elementwise_launch(N * C), 0, false, u(N * C)},
+      {"gelu", cuda::elementwise_launch(N * H), 0, false, u(N * H)},
+      {"crossentropy", cuda::row_block_launch(N), sizeof(cuda::CrossentropyShared), true, u(N), 1},
+      {"attention_forward", cuda::row_warp_launch(B * NH * T), 0, true, u(B * NH * T),
+       cuda::kRowsPerBlock},
+      {"attention_dqkv", cuda::elementwise_launch(N * C), 0, false, u(N * C)},
+  };
+  // Column sums of every parameter gradient's bias / layer norm: OC columns over N rows.
+  for (std::int64_t OC : {C, 3 * C, H, Vp}) {
+    const LaunchConfig partials = cuda::column_partials_launch(N, OC);
+    launches.push_back({"column_partials OC " + std::to_string(OC), partials,
+                        sizeof(cuda::ColumnPartialsShared<2>), false, 0});
+    EXPECT_GE(std::uint64_t{partials.grid.x} * cuda::kColumnLanes, u(OC));
+    EXPECT_GE(std::uint64_t{partials.grid.y} * cuda::kRowChunk, u(N));
+    launches.push_back(
+        {"add_partials OC " + std::to_string(OC), cuda::elementwise_launch(OC), 0, false, u(OC)});
+  }
+  // The engine's elementwise operations and optimizer passes over a whole model's parameters.
+  std::size_t params = 0;
+  for (const UnitSpec& unit : gpt2_units(config)) params += unit.num_elements();
+  for (bool vectorized : {false, true}) {
+    launches.push_back({"optimizer", zero::cuda::optimizer_launch(params, vectorized),
+                        sizeof(zero::cuda::LambSumsShared), false, 0});
+  }
+  launches.push_back({"elementwise and convert", kernels::grid_stride_launch(params),
+                      sizeof(kernels::SquaresShared), false, 0});
+  return launches;
+}
+
+GPT2Config gpt2_124m() { return GPT2Config{}; }
+GPT2Config gpt2_1558m() {
+  GPT2Config config;
+  config.n_embd = 1600, config.n_layer = 48, config.n_head = 25;
+  return config;
+}
+
+TEST(Gpt2CudaLaunch, EveryKernelFitsAnH100AtRealShapes) {
+  for (const GPT2Config& config : {gpt2_124m(), gpt2_1558m()}) {
+    SCOPED_TRACE(::testing::Message() << "C " << config.n_embd << " L " << config.n_layer);
+    for (const Launch& launch : gpt2_launches(config, 16, 1024)) check(launch);
+  }
+}
+
+// A launch past the hardware's limits is caught (the check above is not vacuous).
+TEST(Gpt2CudaLaunch, TheLimitsCatchAnOversizedLaunch) {
+  // 2^26 rows: 2^18 row chunks in grid.y.
+  const Launch rows{"rows", cuda::column_partials_launch(std::int64_t{1} << 26, 768), 0, false, 0};
+  EXPECT_NONFATAL_FAILURE(check(rows), "kMaxGridSize.y");
+  const Launch shared{"shared", kernels::linear_launch(1, 256), 64 * 1024, false, 0};
+  EXPECT_NONFATAL_FAILURE(check(shared), "kSharedMemoryPerBlock");
+  const Launch capped{"capped", cuda::elementwise_launch(std::int64_t{1} << 40), 0, false,
+                      std::uint64_t{1} << 40};
+  EXPECT_NONFATAL_FAILURE(check(capped), "the grid drops work");
+}
+
+TEST(Gpt2CudaLaunch, OptimizerArraysOfEveryShardTakeTheVectorPath) {
+  constexpr std::size_t kAlignmentElements = 16;    // EngineOptions::alignment_elements
+  constexpr std::uintptr_t kBase = 0x7f0000000000;  // 256-byte aligned, as cudaMalloc's
+  for (const GPT2Config& config : {gpt2_124m(), gpt2_1558m()}) {
+    const std::vector<UnitSpec> units = gpt2_units(config);
+    for (int world : {1, 2, 3, 4, 8, 64}) {
+      for (const UnitSpec& unit : {units.front(), units[1], units.back()}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "C " << config.n_embd << " world " << world << " " << unit.name);
+        const FlatLayout layout(unit.tensors, world, kAlignmentElements);
+        for (int rank = 0; rank < world; ++rank) {
+          const ElementRange shard = layout.shard(rank);
+          // The shard chunk: params, grads (fp32 or bf16), state = [exp_avg | exp_avg_sq] and
+          // the 16-bit copy, each from its own device buffer at the shard's offset.
+          zero::cuda::OptimizerArrays a;
+          a.params = reinterpret_cast<float*>(kBase) + shard.begin;
+          a.state0 = reinterpret_cast<float*>(kBase);
+          a.state1 = a.state0 + shard.size();
+          a.params_16bit = reinterpret_cast<std::uint16_t*>(kBase) + shard.begin;
+          a.count = shard.size();
+          for (DType grads : {DType::kFloat32, DType::kBFloat16}) {
+            a.grads_dtype = grads;
+            a.grads = grads == DType::kFloat32
+                          ? static_cast<const void*>(reinterpret_cast<float*>(kBase) + shard.begin)
+                          : reinterpret_cast<std::uint16_t*>(kBase) + shard.begin;
+            ASSERT_TRUE(zero::cuda::vectorizable(a)) << "rank " << rank;
+          }
+          // Lamb's passes start at every tensor boundary inside the shard.
+          for (const TensorSlot& slot : layout.slots()) {
+            if (slot.offset_elements <= shard.begin || slot.offset_elements >= shard.end) continue;
+            EXPECT_EQ((slot.offset_elements - shard.begin) % zero::cuda::kVector, 0u) << slot.name;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zero::gpt2
