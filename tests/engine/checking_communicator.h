@@ -89,14 +89,21 @@ class TrackingDeviceContext final : public ForwardingContext {
 // Wraps `inner` (same rank, world and call order): each collective runs as inner's, to completion,
 // on this communicator's stream, after its buffers were checked against `device`. Buffers that are
 // not the device allocator's are recorded, with the collective's label, in violations().
+// `buffers` is the memory kind it says it takes (kCuda: as NCCL, so callers that stage host values
+// by buffers() stage them).
 class CheckingCommunicator final : public Communicator {
  public:
-  CheckingCommunicator(Communicator& inner, const TrackingDeviceAllocator& device)
-      : Communicator(CommOptions{inner.timeout()}), inner_(inner), device_(device) {}
+  CheckingCommunicator(Communicator& inner, const TrackingDeviceAllocator& device,
+                       DeviceKind buffers = DeviceKind::kCpu)
+      : Communicator(CommOptions{inner.timeout()}),
+        inner_(inner),
+        device_(device),
+        buffers_(buffers) {}
 
   int rank() const override { return inner_.rank(); }
   int world_size() const override { return inner_.world_size(); }
   std::string_view backend() const override { return "checking"; }
+  DeviceKind buffers() const override { return buffers_; }
 
   std::vector<std::string> violations() const {
     std::lock_guard lock(mutex_);
@@ -157,6 +164,7 @@ class CheckingCommunicator final : public Communicator {
 
   Communicator& inner_;
   const TrackingDeviceAllocator& device_;
+  DeviceKind buffers_;
   mutable std::mutex mutex_;
   std::vector<std::string> violations_;
   std::int64_t checked_ = 0;

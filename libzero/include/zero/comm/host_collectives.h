@@ -1,0 +1,27 @@
+// Collectives over host values for callers outside the engine (the trainer's preemption flag,
+// its memory-peak gather, the classification task's predictions). A communicator that takes host
+// buffers (local, thread, mpi, gloo) gets the host pointers; one that takes device buffers (nccl)
+// gets a staging buffer from `context`'s device allocator (workspace, in the ledger), filled and
+// read back on the context's compute stream. Either way the call returns with the result in host
+// memory (it waits for the collective). The engine stages its own scalars through its reduce
+// bucket instead (Engine::Impl::all_reduce_host_values), so its plans hold no extra buffer.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+#include "zero/comm/communicator.h"
+
+namespace zero {
+
+class DeviceContext;
+
+// values[i] = op over ranks of values[i], in place.
+void all_reduce_host(Communicator& communicator, DeviceContext& context, std::span<float> values,
+                     ReduceOp op, std::string_view label);
+
+// recv (world_size × send.size() values) gets every rank's `send` in rank order.
+void all_gather_host(Communicator& communicator, DeviceContext& context,
+                     std::span<const float> send, std::span<float> recv, std::string_view label);
+
+}  // namespace zero
