@@ -219,6 +219,58 @@ std::vector<ShardState> Engine::shard_states() {
   return shards;
 }
 
+void Engine::visit_shard_states(const std::function<void(const ShardState&)>& visit) {
+  initialize();
+  Impl& d = *impl_;
+  // Resident states, or regions a load has already read into the host copy: its spans.
+  if (!d.policy.swap_optimizer() || d.checkpoint_view.allocated()) {
+    for (const ShardState& shard : shard_states()) visit(shard);
+    return;
+  }
+  d.synchronize("reading shard state");
+  d.synchronize_compute("reading shard state");
+  try {
+    context_->copy_stream().synchronize();  // the step's copies read its slots
+  } catch (const Error& error) {
+    ZERO_THROW("reading shard state: ", error.what());
+  }
+  SwapSlot slot = d.make_swap_slot();  // one sub-group's master and state
+  if (d.planning) return;
+  const std::vector<std::string> names = d.optimizer->state_names();
+  const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());
+  for (std::size_t g = 0; g < d.sub_groups.size(); ++g) {
+    const SubGroup& group = d.sub_groups[g];
+    const SwapTicket master = d.optimizer_swap->read(d.master_regions[g], slot.master);
+    const SwapTicket state = d.state_regions[g] >= 0
+                                 ? d.optimizer_swap->read(d.state_regions[g], slot.state)
+                                 : SwapTicket{};
+    d.optimizer_swap->wait(master);
+    d.optimizer_swap->wait(state);
+    for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
+      const EngineUnit& unit = d.units[u];
+      const ElementRange owned =
+          d.policy.partitioned ? unit.layout.shard(d.rank) : ElementRange{0, unit.padded};
+      const ElementRange range = intersect(owned, {0, unit.layout.num_elements()});
+      const std::size_t offset = unit.owned_offset - group.owned_offset;
+      const std::size_t skip = range.begin - owned.begin;
+      ShardState shard;
+      shard.unit = unit.name;
+      shard.range = range;
+      shard.params = {slot.master + offset + skip, range.size()};
+      for (std::size_t k = 0; k < states; ++k)
+        shard.optimizer_state.emplace_back(
+            names.at(k),
+            std::span<float>(slot.state + states * offset + k * unit.owned_count + skip,
+                             range.size()));
+      visit(shard);
+    }
+  }
+}
+
+std::vector<std::string> Engine::optimizer_state_names() const {
+  return impl_->optimizer->state_names();
+}
+
 TrainingState Engine::training_state() const { return state_; }
 
 void Engine::set_training_state(const TrainingState& state) {
