@@ -66,7 +66,8 @@ class RecordingOptimizer final : public Optimizer {
 struct SwapRun {
   TrainResult result;
   LedgerEntry host_grads, nvme_grads, host_workspace;
-  std::int64_t save_workspace = 0;  // host workspace the checkpoint save added at its peak
+  std::int64_t save_workspace = 0;      // host workspace the checkpoint save added at its peak
+  std::int64_t backward_workspace = 0;  // host workspace after the last backward, before step()
 };
 
 // Trains kSteps; with `checkpoint`, saves the engine there (tag "saved") afterwards.
@@ -84,8 +85,12 @@ SwapRun run(const EngineOptions& options, int world, SwapStoreCounters* counters
     TinyStack model;
     model.register_units(engine);
     const int rows = 24 / (world * options.gradient_accumulation_steps);
+    std::int64_t backward_workspace = 0;
     TrainResult mine = train_steps(comm, engine, kSteps, rows, [&](int step, int first) {
-      return model.micro_step(engine, make_batch({}, step, first, rows));
+      const double loss = model.micro_step(engine, make_batch({}, step, first, rows));
+      backward_workspace =
+          engine.ledger().entry(MemorySpace::kHost, MemoryCategory::kWorkspace).current_bytes;
+      return loss;
     });
     std::int64_t save_workspace = 0;
     if (!checkpoint.empty()) {
@@ -103,6 +108,7 @@ SwapRun run(const EngineOptions& options, int world, SwapStoreCounters* counters
     std::lock_guard lock(mutex);
     out.result = std::move(mine);
     out.save_workspace = save_workspace;
+    out.backward_workspace = backward_workspace;
     out.host_grads = engine.ledger().entry(MemorySpace::kHost, MemoryCategory::kGradShard);
     out.nvme_grads = engine.ledger().entry(MemorySpace::kNvme, MemoryCategory::kGradShard);
     out.host_workspace = engine.ledger().entry(MemorySpace::kHost, MemoryCategory::kWorkspace);
@@ -140,9 +146,12 @@ TEST(EngineGradSwap, TheHostHoldsTwoSubGroupWindowsNotThePartition) {
   const SwapRun swapped = run(offload_options(2, 1, true), 1, &counters);
   EXPECT_EQ(swapped.host_grads.peak_bytes, 0);
   EXPECT_EQ(swapped.nvme_grads.current_bytes, 4 * kOwned);
-  // Between steps the host workspace is the two windows: the largest sub-group (1200 fp32
-  // elements) rounded to the 4096-byte alignment, plus the alignment slack, each.
-  EXPECT_EQ(swapped.host_workspace.current_bytes, 2 * (8192 + 4096));
+  // After the backward the host workspace is the two windows, each as large as one of the step's
+  // swap slots so the slots reuse their memory (1200 elements: master 8192, moments 12288,
+  // gradients 8192 bytes at the 4096-byte alignment, plus the alignment slack). They are
+  // released before the step's slots are allocated.
+  EXPECT_EQ(swapped.backward_workspace, 2 * (8192 + 12288 + 8192 + 4096));
+  EXPECT_EQ(swapped.host_workspace.current_bytes, 0);
   // Every step reads each sub-group's master, moments and gradients once (16 bytes per owned
   // element) and writes master, moments and the accumulated gradients (16), plus the initial
   // master and moments: the blocks of a sub-group arrive together, so none is read back during

@@ -237,7 +237,6 @@ void Engine::Impl::allocate() {
       allocate_in(policy.optimizer_state_space, states * (owned_total - owned_split) * kFloat,
                   MemoryCategory::kOptimizerState);
   create_swap_stores();
-  allocate_gradient_windows();
   Allocator& allocator = ctx.allocator(MemorySpace::kDevice);
   const BucketSize bucket_size = reduce_bucket_elements(options, sizes, world);
   bucket_capacity = bucket_size.bucket_elements;

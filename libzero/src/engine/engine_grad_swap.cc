@@ -44,15 +44,19 @@ void Engine::Impl::create_gradient_regions(SwapStore& store) {
 }
 
 void Engine::Impl::allocate_gradient_windows() {
-  if (!policy.swap_grads()) return;
+  if (!policy.swap_grads() || grad_swap.windows[0].buffer.allocated()) return;
   std::size_t largest = 0;
   for (const SubGroup& group : sub_groups) largest = std::max(largest, group.num_elements);
   const std::size_t alignment = optimizer_swap->io_alignment();
-  // Workspace in the staging space: what the host holds of the gradients between steps.
-  for (AlignedHostBuffer& window : grad_swap.windows) {
-    const std::size_t bytes = round_up(largest * sizeof(float), alignment);
-    window.buffer =
-        ctx.allocator(policy.staging_space).allocate(bytes + alignment, MemoryCategory::kWorkspace);
+  // Workspace in the staging space, as large as the step's first two swap slots where those are
+  // larger: the host allocator caches freed blocks by size, so the slots then reuse the windows'
+  // memory instead of adding to the process's resident memory.
+  for (std::size_t w = 0; w < 2; ++w) {
+    AlignedHostBuffer& window = grad_swap.windows[w];
+    std::size_t bytes = round_up(largest * sizeof(float), alignment) + alignment;
+    if (w < step_slot_count() && step_slot_elements(w) > 0)
+      bytes = std::max(bytes, swap_slot_bytes(step_slot_elements(w)));
+    window.buffer = ctx.allocator(policy.staging_space).allocate(bytes, MemoryCategory::kWorkspace);
     if (window.buffer.data() != nullptr)
       window.data = reinterpret_cast<void*>(
           round_up(reinterpret_cast<std::uintptr_t>(window.buffer.data()), alignment));
@@ -116,6 +120,10 @@ void Engine::Impl::flush_gradient_windows() {
     }
     swap.window_group[w] = -1;
   }
+}
+
+void Engine::Impl::release_gradient_windows() {
+  for (AlignedHostBuffer& window : grad_swap.windows) window = AlignedHostBuffer();
 }
 
 void Engine::Impl::reset_gradient_swap() {

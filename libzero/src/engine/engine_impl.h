@@ -162,7 +162,11 @@ class Engine::Impl {
   // The next step's gradients start from zero: drops the windows and the regions' contents.
   void reset_gradient_swap();
   void create_gradient_regions(SwapStore& store);
+  // The windows live from the first reduction of a step to the flush before it (host thread):
+  // allocated by flush_bucket when missing, released once the flush has written them out, so
+  // the step's swap slots and the windows are never held together.
   void allocate_gradient_windows();
+  void release_gradient_windows();
   // offload_optimizer nvme: shard_states() reads every sub-group's master and state into this
   // host copy (the resident layout: master, then k states, at the units' owned offsets); the next
   // step() or refresh_params() writes it back to the regions and frees it.
@@ -251,9 +255,16 @@ class Engine::Impl {
   // is zero. Writes swap regions when a sub-group is complete.
   void host_initialize_unit(UnitId u, const float* master, SwapSlot& slot,
                             AlignedHostBuffer& param_io);
-  // Host buffers: a swap slot for the largest sub-group, a buffer for the largest swapped
-  // parameter shard (both workspace in policy.staging_space; empty when nothing is swapped).
-  SwapSlot make_swap_slot();
+  // Host buffers: a swap slot for sub-groups of up to `elements` owned elements (0: the largest
+  // sub-group), a buffer for the largest swapped parameter shard (both workspace in
+  // policy.staging_space; empty when nothing is swapped).
+  SwapSlot make_swap_slot(std::size_t elements = 0);
+  // The bytes make_swap_slot(elements) asks the allocator for (alignment slack included).
+  std::size_t swap_slot_bytes(std::size_t elements) const;
+  // The step's swap slots: how many (pipeline_read / pipeline_write), and the owned elements slot
+  // i is sized for (the largest sub-group g with g % slots == i; 0: unused).
+  std::size_t step_slot_count() const;
+  std::size_t step_slot_elements(std::size_t slot) const;
   AlignedHostBuffer make_param_io_buffer();
   SwapStore* param_store = nullptr;  // optimizer_swap when the paths agree, else param_swap
   // Stage 3 offload_param: copies the unit's shard to its slot in the gathered buffer on the

@@ -144,19 +144,20 @@ AlignedHostBuffer allocate_aligned(Allocator& allocator, std::size_t size_bytes,
 
 }  // namespace
 
-SwapSlot Engine::Impl::make_swap_slot() {
+SwapSlot Engine::Impl::make_swap_slot(std::size_t elements) {
   SwapSlot slot;
   if (!policy.swap_optimizer()) return slot;
-  std::size_t largest = 0;
-  for (const SubGroup& group : sub_groups) largest = std::max(largest, group.num_elements);
+  std::size_t largest = elements;
+  if (largest == 0)
+    for (const SubGroup& group : sub_groups) largest = std::max(largest, group.num_elements);
   const std::size_t alignment = optimizer_swap->io_alignment();
   const auto states = static_cast<std::size_t>(optimizer->states_per_element());
   const std::size_t master_bytes = round_up(largest * sizeof(float), alignment);
   const std::size_t state_bytes = round_up(states * largest * sizeof(float), alignment);
   const std::size_t grads_bytes = policy.swap_grads() ? master_bytes : 0;
-  slot.memory = allocate_aligned(ctx.allocator(policy.staging_space),
-                                 master_bytes + state_bytes + grads_bytes, alignment,
-                                 MemoryCategory::kWorkspace);
+  slot.memory =
+      allocate_aligned(ctx.allocator(policy.staging_space), swap_slot_bytes(largest) - alignment,
+                       alignment, MemoryCategory::kWorkspace);
   if (slot.memory.data != nullptr) {
     char* base = static_cast<char*>(slot.memory.data);
     slot.master = reinterpret_cast<float*>(base);
@@ -164,6 +165,29 @@ SwapSlot Engine::Impl::make_swap_slot() {
     if (grads_bytes > 0) slot.grads = reinterpret_cast<float*>(base + master_bytes + state_bytes);
   }
   return slot;
+}
+
+std::size_t Engine::Impl::swap_slot_bytes(std::size_t elements) const {
+  const std::size_t alignment = optimizer_swap->io_alignment();
+  const auto states = static_cast<std::size_t>(optimizer->states_per_element());
+  const std::size_t master_bytes = round_up(elements * sizeof(float), alignment);
+  const std::size_t state_bytes = round_up(states * elements * sizeof(float), alignment);
+  const std::size_t grads_bytes = policy.swap_grads() ? master_bytes : 0;
+  return master_bytes + state_bytes + grads_bytes + alignment;
+}
+
+std::size_t Engine::Impl::step_slot_count() const {
+  const bool pipeline_read = engine.options_.offload_optimizer.pipeline_read;
+  const bool pipeline_write = engine.options_.offload_optimizer.pipeline_write;
+  return pipeline_read && pipeline_write ? 3 : (pipeline_read || pipeline_write ? 2 : 1);
+}
+
+std::size_t Engine::Impl::step_slot_elements(std::size_t slot) const {
+  const std::size_t count = step_slot_count();
+  std::size_t elements = 0;
+  for (std::size_t g = device_groups; g < sub_groups.size(); ++g)
+    if (g % count == slot) elements = std::max(elements, sub_groups[g].num_elements);
+  return elements;
 }
 
 AlignedHostBuffer Engine::Impl::make_param_io_buffer() {
@@ -268,6 +292,7 @@ void Engine::Impl::host_squares(std::vector<SquaresResult>& partial) {
   }
   if (policy.swap_grads()) {  // every window out: the regions hold the step's gradients
     flush_gradient_windows();
+    release_gradient_windows();  // the copy stream is drained: no task uses them
     for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
       partial[u] = grad_swap.squares[u];
     return;
@@ -336,11 +361,13 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
   // write of k-1 (k+1's slot is k-2's, whose write had k-1's step to finish).
   const bool pipeline_read = engine.options_.offload_optimizer.pipeline_read;
   const bool pipeline_write = engine.options_.offload_optimizer.pipeline_write;
-  const std::size_t num_slots =
-      pipeline_read && pipeline_write ? 3 : (pipeline_read || pipeline_write ? 2 : 1);
+  const std::size_t num_slots = step_slot_count();
   SwapSlot slots[3];
+  // Slot i holds the sub-groups g with g % num_slots == i, sized for the largest of those (a
+  // large embedding sub-group then enlarges one slot, not all).
   if (policy.swap_optimizer())
-    for (std::size_t i = 0; i < num_slots; ++i) slots[i] = make_swap_slot();
+    for (std::size_t i = 0; i < num_slots; ++i)
+      if (step_slot_elements(i) > 0) slots[i] = make_swap_slot(step_slot_elements(i));
   ParamStaging staging;
   const bool device_params = !policy.offload_params();
   const bool convert_on_host = device_params && policy.compute != DType::kFloat32;
@@ -437,55 +464,6 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
   // The staging buffers are read by queued copies: freed behind them.
   for (AlignedHostBuffer& buffer : staging.buffers)
     ctx.release_after(copy, std::make_shared<Buffer>(std::move(buffer.buffer)));
-}
-
-void Engine::Impl::read_checkpoint_view() {
-  if (checkpoint_view.allocated()) return;
-  std::size_t owned_total = 0;
-  for (const EngineUnit& unit : units) owned_total += unit.owned_count;
-  const auto states = static_cast<std::size_t>(optimizer->states_per_element());
-  checkpoint_view =
-      ctx.allocator(policy.staging_space)
-          .allocate((1 + states) * owned_total * sizeof(float), MemoryCategory::kWorkspace);
-  SwapSlot slot = make_swap_slot();
-  if (planning) return;
-  float* master = view_master();
-  float* state = master + owned_total;
-  for (std::size_t g = 0; g < sub_groups.size(); ++g) {
-    const SubGroup& group = sub_groups[g];
-    optimizer_swap->wait(optimizer_swap->read(master_regions[g], slot.master));
-    std::memcpy(master + group.owned_offset, slot.master, group.num_elements * sizeof(float));
-    if (state_regions[g] < 0) continue;
-    optimizer_swap->wait(optimizer_swap->read(state_regions[g], slot.state));
-    std::memcpy(state + states * group.owned_offset, slot.state,
-                states * group.num_elements * sizeof(float));
-  }
-}
-
-void Engine::Impl::write_back_checkpoint_view() {
-  if (!checkpoint_view.allocated()) return;
-  if (!planning) {
-    std::size_t owned_total = 0;
-    for (const EngineUnit& unit : units) owned_total += unit.owned_count;
-    const auto states = static_cast<std::size_t>(optimizer->states_per_element());
-    SwapSlot slot = make_swap_slot();
-    const float* master = view_master();
-    const float* state = master + owned_total;
-    for (std::size_t g = 0; g < sub_groups.size(); ++g) {
-      const SubGroup& group = sub_groups[g];
-      std::memcpy(slot.master, master + group.owned_offset, group.num_elements * sizeof(float));
-      const SwapTicket master_write = optimizer_swap->write(master_regions[g], slot.master);
-      SwapTicket state_write;
-      if (state_regions[g] >= 0) {
-        std::memcpy(slot.state, state + states * group.owned_offset,
-                    states * group.num_elements * sizeof(float));
-        state_write = optimizer_swap->write(state_regions[g], slot.state);
-      }
-      optimizer_swap->wait(master_write);
-      optimizer_swap->wait(state_write);
-    }
-  }
-  checkpoint_view.reset();
 }
 
 void Engine::Impl::send_group_params(const SubGroup& group, const float* master, const void* staged,

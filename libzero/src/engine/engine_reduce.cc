@@ -42,6 +42,7 @@ void Engine::Impl::flush_bucket() {
   pending.clear();
   const std::size_t block = pending_elements;
   pending_elements = 0;
+  allocate_gradient_windows();  // swapped gradients: from the step's first reduction on
   if (skip_collectives) return;
 
   const bool blocked = policy.partitioned;

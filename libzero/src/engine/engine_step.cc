@@ -1,6 +1,8 @@
 // Engine::step (overflow check, global norm, clipping, optimizer and schedule) and the
-// checkpoint state accessors.
+// checkpoint state accessors (with nvme: the host copy of the regions shard_states() spans, and
+// the one-sub-group-at-a-time visit that checkpoint saves stream from).
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -30,9 +32,10 @@ bool Engine::step() {
   };
   if (d.planning) {
     d.synchronize("reducing gradients before the optimizer step");
-    if (policy.host_step)
+    if (policy.host_step) {
+      d.release_gradient_windows();  // as host_squares does after the flush
       d.host_step(OptimizerStep{});  // recorded: the step's host buffers
-    else
+    } else
       fp32_grads_workspace();   // recorded: allocated and freed as in a taken step
     if (!d.skip_collectives) {  // the collectives of a taken step, on no data
       if (policy.partitioned && d.world > 1) {
@@ -269,6 +272,55 @@ void Engine::visit_shard_states(const std::function<void(const ShardState&)>& vi
 
 std::vector<std::string> Engine::optimizer_state_names() const {
   return impl_->optimizer->state_names();
+}
+
+void Engine::Impl::read_checkpoint_view() {
+  if (checkpoint_view.allocated()) return;
+  std::size_t owned_total = 0;
+  for (const EngineUnit& unit : units) owned_total += unit.owned_count;
+  const auto states = static_cast<std::size_t>(optimizer->states_per_element());
+  checkpoint_view =
+      ctx.allocator(policy.staging_space)
+          .allocate((1 + states) * owned_total * sizeof(float), MemoryCategory::kWorkspace);
+  SwapSlot slot = make_swap_slot();
+  if (planning) return;
+  float* master = view_master();
+  float* state = master + owned_total;
+  for (std::size_t g = 0; g < sub_groups.size(); ++g) {
+    const SubGroup& group = sub_groups[g];
+    optimizer_swap->wait(optimizer_swap->read(master_regions[g], slot.master));
+    std::memcpy(master + group.owned_offset, slot.master, group.num_elements * sizeof(float));
+    if (state_regions[g] < 0) continue;
+    optimizer_swap->wait(optimizer_swap->read(state_regions[g], slot.state));
+    std::memcpy(state + states * group.owned_offset, slot.state,
+                states * group.num_elements * sizeof(float));
+  }
+}
+
+void Engine::Impl::write_back_checkpoint_view() {
+  if (!checkpoint_view.allocated()) return;
+  if (!planning) {
+    std::size_t owned_total = 0;
+    for (const EngineUnit& unit : units) owned_total += unit.owned_count;
+    const auto states = static_cast<std::size_t>(optimizer->states_per_element());
+    SwapSlot slot = make_swap_slot();
+    const float* master = view_master();
+    const float* state = master + owned_total;
+    for (std::size_t g = 0; g < sub_groups.size(); ++g) {
+      const SubGroup& group = sub_groups[g];
+      std::memcpy(slot.master, master + group.owned_offset, group.num_elements * sizeof(float));
+      const SwapTicket master_write = optimizer_swap->write(master_regions[g], slot.master);
+      SwapTicket state_write;
+      if (state_regions[g] >= 0) {
+        std::memcpy(slot.state, state + states * group.owned_offset,
+                    states * group.num_elements * sizeof(float));
+        state_write = optimizer_swap->write(state_regions[g], slot.state);
+      }
+      optimizer_swap->wait(master_write);
+      optimizer_swap->wait(state_write);
+    }
+  }
+  checkpoint_view.reset();
 }
 
 TrainingState Engine::training_state() const { return state_; }
