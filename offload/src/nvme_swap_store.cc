@@ -85,6 +85,7 @@ class NvmeSwapStore final : public SwapStore, public RingOwner {
   std::size_t io_alignment() const override { return directory_.alignment(); }
   std::size_t padded_bytes(int region) const override;
   const fs::path& directory() const override { return directory_.path(); }
+  SwapTraffic traffic() const override;
 
   // RingOwner: called by the workers.
   bool failed() const override { return failed_.load(std::memory_order_acquire); }
@@ -110,6 +111,14 @@ class NvmeSwapStore final : public SwapStore, public RingOwner {
   std::uint64_t next_ticket_ = 1;
   std::atomic<bool> failed_{false};
   std::string error_;  // the first failure, rethrown by every later call
+
+  // Traffic per direction (0 read, 1 write): transfers in flight, since when the direction has
+  // been busy, and the bytes and busy seconds of the finished transfers.
+  void begin_traffic_locked(bool is_write);
+  void end_traffic_locked(const Transfer& transfer);
+  int in_flight_[2] = {0, 0};
+  std::chrono::steady_clock::time_point busy_since_[2];
+  SwapTraffic traffic_;
 
   std::vector<std::unique_ptr<RingWorker>> workers_;
 };
@@ -219,10 +228,36 @@ void NvmeSwapStore::finish_part(Part& part) {
     if (--transfer.parts_left == 0) {
       check_file_locked(*transfer.region, transfer.is_write);
       (transfer.is_write ? transfer.region->writes_in_flight : transfer.region->reads_in_flight)--;
+      end_traffic_locked(transfer);
       transfer.done = true;
     }
   }
   done_.notify_all();
+}
+
+void NvmeSwapStore::begin_traffic_locked(bool is_write) {
+  if (in_flight_[is_write]++ == 0) busy_since_[is_write] = std::chrono::steady_clock::now();
+}
+
+void NvmeSwapStore::end_traffic_locked(const Transfer& transfer) {
+  const bool is_write = transfer.is_write;
+  const auto bytes = static_cast<std::int64_t>(transfer.region->padded_bytes);
+  (is_write ? traffic_.bytes_written : traffic_.bytes_read) += bytes;
+  if (--in_flight_[is_write] > 0) return;
+  const std::chrono::duration<double> busy =
+      std::chrono::steady_clock::now() - busy_since_[is_write];
+  (is_write ? traffic_.write_seconds : traffic_.read_seconds) += busy.count();
+}
+
+SwapTraffic NvmeSwapStore::traffic() const {
+  std::lock_guard lock(mutex_);
+  SwapTraffic traffic = traffic_;
+  const auto now = std::chrono::steady_clock::now();
+  for (const bool is_write : {false, true})
+    if (in_flight_[is_write] > 0)  // the busy time so far of the transfers in flight
+      (is_write ? traffic.write_seconds : traffic.read_seconds) +=
+          std::chrono::duration<double>(now - busy_since_[is_write]).count();
+  return traffic;
 }
 
 Region& NvmeSwapStore::region_locked(int region, const char* operation) const {
@@ -314,6 +349,7 @@ SwapTicket NvmeSwapStore::start(int region_index, char* buffer, bool is_write) {
     return SwapTicket{id};
   }
   (is_write ? region.writes_in_flight : region.reads_in_flight)++;
+  begin_traffic_locked(is_write);
 
   // Contiguous runs of whole blocks, one per ring (fewer when there are fewer blocks).
   const std::size_t block = static_cast<std::size_t>(options_.aio.block_size);

@@ -172,13 +172,14 @@ TEST(EngineOffload, AccumulationAndSwapTraffic) {
                    "accumulation 3, stage " + std::to_string(stage));
   }
   // nvme: every step reads and writes each sub-group's master and moments once (12 bytes per
-  // owned element per direction), plus the initial write.
+  // owned element per direction), writes its accumulated fp32 gradients once and reads them for
+  // the step (4 each way), plus the initial write of master and moments.
   SwapStoreCounters counters;
   run_stack(2, 1, Mode::kNvme, 1, &counters);
   const std::int64_t owned = 320 + 3 * 1200 + 128;
   EXPECT_EQ(counters.stores, 1);
-  EXPECT_EQ(counters.bytes_read, 12 * owned * kStackSteps);
-  EXPECT_EQ(counters.bytes_written, 12 * owned * (kStackSteps + 1));
+  EXPECT_EQ(counters.bytes_read, 16 * owned * kStackSteps);
+  EXPECT_EQ(counters.bytes_written, 16 * owned * kStackSteps + 12 * owned);
 }
 
 // GPT-2 in bf16 and fp32. bf16: the device keeps bf16 parameters, the host the fp32 master, moments
@@ -373,15 +374,16 @@ TEST(EngineOffload, FormulaPlacesEachStateByMode) {
   options.offload_optimizer.device = config::OffloadDevice::kNvme;
   options.offload_optimizer.nvme_path = "/x";
   bytes = model_state_bytes(options, sizes, 4, 2);
-  EXPECT_EQ(bytes.in(MemorySpace::kHostPinned).grad_shard, 4 * 256);
-  EXPECT_EQ(bytes.in(MemorySpace::kNvme).total(), (4 + 8) * 256);
+  // nvme: the fp32 gradient partition is swapped too (ZeRO-Infinity).
+  EXPECT_EQ(bytes.in(MemorySpace::kHostPinned).grad_shard, 0);
+  EXPECT_EQ(bytes.in(MemorySpace::kNvme).total(), (4 + 4 + 8) * 256);
   options.stage = 3;
   options.offload_param.device = config::OffloadDevice::kNvme;
   options.offload_param.nvme_path = "/x";
   options.offload_param.max_in_cpu = 0;
   bytes = model_state_bytes(options, sizes, 4, 2);
   EXPECT_EQ(bytes.in(MemorySpace::kDevice).total(), 0);
-  EXPECT_EQ(bytes.in(MemorySpace::kNvme).total(), (2 + 4 + 8) * 256);
+  EXPECT_EQ(bytes.in(MemorySpace::kNvme).total(), (2 + 4 + 4 + 8) * 256);
   options.offload_param.max_in_cpu = 256;  // the one unit's shard fits in host memory
   bytes = model_state_bytes(options, sizes, 4, 2);
   EXPECT_EQ(bytes.in(MemorySpace::kHost).param_shard, 2 * 256);
@@ -560,7 +562,7 @@ TEST(EngineOffload, SwapErrorStopsTheStepNamingRankStepAndFile) {
   EngineOptions options = parity_options(2, 1);
   apply_offload(options, Mode::kNvme, 1300, 0);
   SwapStoreCounters counters;
-  counters.fail_read = 13;  // in the second step (5 sub-groups × master and state per step)
+  counters.fail_read = 18;  // in the second step (5 sub-groups × master, state, gradients)
   run_ranks(1, [&](Communicator& comm) {
     std::unique_ptr<Engine> engine = make_engine(options, comm);
     engine->set_swap_store_factory(memory_swap_store_factory(&counters));

@@ -2,7 +2,11 @@
 // under the ledger's nvme space as the real store records its files. Transfers are deferred to
 // wait(), so an engine that reads a buffer before waiting for its read, or changes a buffer
 // before its write was waited for, sees wrong values (and fails parity); host buffers must be
-// aligned to io_alignment(), and a read of a region with a write in flight is an error.
+// aligned to io_alignment(), and a read of a region with a write in flight is an error. Any
+// thread may call it (the engine's copy stream swaps gradient windows while the host thread swaps
+// parameter shards). With `record_events`, every call is logged in order ("read <label>",
+// "write <label>", "wait read <label>", "wait write <label>"), so a test can check what overlaps
+// what without timing.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +33,12 @@ struct SwapStoreCounters {
   std::int64_t bytes_written = 0;
   int stores = 0;
   std::vector<std::string> paths;  // nvme_path of each store made
+  bool record_events = false;
+  std::vector<std::string> events;
+  void record(std::string event) {
+    std::lock_guard lock(mutex);
+    if (record_events) events.push_back(std::move(event));
+  }
 };
 
 class MemorySwapStore final : public SwapStore {
@@ -41,20 +51,24 @@ class MemorySwapStore final : public SwapStore {
   }
 
   int add_region(std::string label, std::size_t bytes, MemoryCategory category) override {
+    std::lock_guard lock(mutex_);
     if (ledger_) ledger_->record_allocation(MemorySpace::kNvme, category, bytes);
     regions_.push_back({std::move(label), bytes, category, std::vector<char>(bytes, 0)});
     return static_cast<int>(regions_.size() - 1);
   }
   SwapTicket write(int region, const void* source) override {
+    std::lock_guard lock(mutex_);
     return start(region, const_cast<void*>(source), true);
   }
   SwapTicket read(int region, void* destination) override {
+    std::lock_guard lock(mutex_);
     for (const auto& [id, pending] : pending_)
       ZERO_CHECK(!(pending.region == region && pending.write), "read of '",
                  regions_.at(region).label, "' while a write to it is in flight");
     return start(region, destination, false);
   }
   void wait(SwapTicket ticket) override {
+    std::lock_guard lock(mutex_);
     check_sticky();
     if (ticket.id == 0) return;
     auto it = pending_.find(ticket.id);
@@ -63,6 +77,7 @@ class MemorySwapStore final : public SwapStore {
     pending_.erase(it);
   }
   void wait_all() override {
+    std::lock_guard lock(mutex_);
     for (auto& [id, pending] : pending_) run(pending);
     pending_.clear();
   }
@@ -91,6 +106,7 @@ class MemorySwapStore final : public SwapStore {
     ZERO_CHECK(reinterpret_cast<std::uintptr_t>(buffer) % io_alignment() == 0, "swap buffer for '",
                regions_[region].label, "' is not aligned to ", io_alignment(), " bytes");
     pending_[++next_] = {region, buffer, write};
+    if (counters_) counters_->record((write ? "write " : "read ") + regions_[region].label);
     return {next_};
   }
   void check_sticky() const {
@@ -98,6 +114,7 @@ class MemorySwapStore final : public SwapStore {
   }
   void run(const Pending& pending) {
     Region& region = regions_.at(pending.region);
+    if (counters_) counters_->record((pending.write ? "wait write " : "wait read ") + region.label);
     if (!pending.write && counters_) {
       std::lock_guard lock(counters_->mutex);
       if (++counters_->reads == counters_->fail_read)
@@ -123,6 +140,7 @@ class MemorySwapStore final : public SwapStore {
   std::map<std::uint64_t, Pending> pending_;
   std::uint64_t next_ = 0;
   std::string error_;
+  std::mutex mutex_;
 };
 
 inline SwapStoreFactory memory_swap_store_factory(SwapStoreCounters* counters = nullptr) {

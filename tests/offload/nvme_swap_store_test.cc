@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <random>
@@ -125,6 +126,44 @@ TEST(NvmeSwapStore, RoundTripsOddSizesAndRecordsTheLedger) {
   EXPECT_FALSE(fs::exists(folder)) << folder << " should be removed with the store";
   EXPECT_EQ(ledger.space_total(MemorySpace::kNvme).current_bytes, 0);
   EXPECT_GT(ledger.space_total(MemorySpace::kNvme).peak_bytes, 0);
+}
+
+// traffic(): the padded bytes of each finished transfer per direction, and the busy time of each
+// direction (two writes in flight together count their common time once).
+TEST(NvmeSwapStore, CountsTrafficPerDirection) {
+  SwapTestDir dir;
+  REQUIRE_DIRECT_IO_DIR(dir);
+  auto store = make_nvme_swap_store(options_for(dir.path()));
+  EXPECT_EQ(store->traffic().bytes_read + store->traffic().bytes_written, 0);
+  const std::size_t size = 3 * 1048576 + 17;
+  const int first = store->add_region("first", size, MemoryCategory::kGradShard);
+  const int second = store->add_region("second", size, MemoryCategory::kGradShard);
+  const std::size_t padded = store->padded_bytes(first);
+  AlignedBuffer a = make_aligned(store->io_alignment(), padded);
+  AlignedBuffer b = make_aligned(store->io_alignment(), padded);
+  fill_random(a.get(), padded, 1);
+  fill_random(b.get(), padded, 2);
+  const auto before_writes = std::chrono::steady_clock::now();
+  const SwapTicket w1 = store->write(first, a.get());
+  const SwapTicket w2 = store->write(second, b.get());
+  store->wait(w1);
+  store->wait(w2);
+  const double write_wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - before_writes).count();
+  SwapTraffic traffic = store->traffic();
+  EXPECT_EQ(traffic.bytes_written, static_cast<std::int64_t>(2 * padded));
+  EXPECT_EQ(traffic.bytes_read, 0);
+  EXPECT_GT(traffic.write_seconds, 0.0);
+  EXPECT_LE(traffic.write_seconds, write_wall);  // the overlap counted once
+  EXPECT_EQ(traffic.read_seconds, 0.0);
+  store->wait(store->read(first, b.get()));
+  const SwapTraffic after = store->traffic();
+  const SwapTraffic read = after - traffic;
+  EXPECT_EQ(read.bytes_read, static_cast<std::int64_t>(padded));
+  EXPECT_EQ(read.bytes_written, 0);
+  EXPECT_GT(read.read_seconds, 0.0);
+  EXPECT_GT(read.read_gb_per_s(), 0.0);
+  EXPECT_EQ(read.write_gb_per_s(), 0.0);
 }
 
 struct AioCase {

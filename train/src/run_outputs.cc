@@ -2,6 +2,7 @@
 #include "run_outputs.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -67,6 +68,14 @@ nlohmann::json hf_trainer_state(const TrainingArguments& arguments, std::int64_t
           {"is_world_process_zero", true},
           {"is_hyper_param_search", false},
           {"log_history", log_history}};
+}
+
+std::string swap_rates(const SwapTraffic& traffic) {
+  if (traffic.bytes_read == 0 && traffic.bytes_written == 0) return "";
+  char text[96];
+  std::snprintf(text, sizeof(text), " | swap read %.2f GB/s, write %.2f GB/s",
+                traffic.read_gb_per_s(), traffic.write_gb_per_s());
+  return text;
 }
 
 double perplexity_of(double loss) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "zero/core/allocator.h"
+#include "zero/core/swap_store.h"
 #include "zero/gpt2/model.h"
 #include "zero/text/tokenizer.h"
 #include "zero/train/arguments.h"
@@ -25,6 +26,10 @@ LogEntry entry_from_json(const nlohmann::json& line);
 nlohmann::json hf_trainer_state(const TrainingArguments& arguments, std::int64_t step,
                                 std::int64_t steps_per_epoch, std::int64_t max_steps,
                                 std::int64_t train_batch_size, const nlohmann::json& log_history);
+
+// The log line's swap rates of a window's traffic (" | swap read 1.23 GB/s, write 0.98 GB/s"),
+// empty when nothing was swapped.
+std::string swap_rates(const SwapTraffic& traffic);
 
 // exp(loss), inf where that overflows (run_clm catches math.exp's OverflowError as inf).
 double perplexity_of(double loss);

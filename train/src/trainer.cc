@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpointing.h"
@@ -114,6 +115,7 @@ class Trainer {
   std::optional<text::DistributedSampler> sampler_;
   MicroBatch batch_;
   Clock::time_point window_start_;  // of the current logging window
+  SwapTraffic window_traffic_;      // the engine's swap traffic at its start
   std::optional<LogEntry> last_evaluation_;
   std::int64_t last_eval_step_ = -1;
   double eval_runtime_ = 0.0, train_runtime_ = 0.0;
@@ -308,6 +310,7 @@ bool Trainer::train() {
       std::string(name_of(arguments_.save_strategy)).c_str());
   const std::int64_t first_step = resume_ ? resume_training() : 1;
   window_start_ = Clock::now();
+  window_traffic_ = engine_->swap_traffic();
   const Clock::time_point train_start = Clock::now();
   text::ProgressBar bar("train", static_cast<std::uint64_t>(total_steps_), "steps",
                         console_.enabled());
@@ -401,6 +404,8 @@ void Trainer::log_step(std::int64_t step) {
   entry.tokens_per_second = static_cast<double>(progress_.window_steps * samples_per_step_ * T_) /
                             std::max(seconds, 1e-9);
   record(entry);
+  const SwapTraffic swapped =
+      engine_->swap_traffic() - std::exchange(window_traffic_, engine_->swap_traffic());
   std::string peak_text;
   for (const float peak : peaks) {
     char piece[32];
@@ -409,10 +414,10 @@ void Trainer::log_step(std::int64_t step) {
   }
   console_.say(
       "step %lld/%lld | epoch %.3f | loss %.4f | lr %.3e | grad_norm %.3f | loss_scale %g "
-      "| %.0f tokens/s | memory peak MiB per rank %s\n",
+      "| %.0f tokens/s | memory peak MiB per rank %s%s\n",
       static_cast<long long>(step), static_cast<long long>(total_steps_), entry.epoch, *entry.loss,
       *entry.learning_rate, *entry.grad_norm, *entry.loss_scale, *entry.tokens_per_second,
-      peak_text.c_str());
+      peak_text.c_str(), swap_rates(swapped).c_str());
   progress_.window_loss = 0.0;
   progress_.window_steps = 0;
   window_start_ = Clock::now();

@@ -74,45 +74,54 @@ class StreamChecksum {
 };
 
 // The range of a unit this rank writes: its shard when the optimizer state is partitioned, else
-// (every rank holds everything) its even share, so each element is written once.
-ElementRange written_range(const ShardState& shard, std::size_t num_elements, bool partitioned,
-                           int world, int rank) {
-  if (partitioned) return shard.range;
+// (every rank holds everything) its even share, so each element is written once. `held` is the
+// part of the unit the rank holds (ShardState::range).
+ElementRange written_range(ElementRange held, std::size_t num_elements, bool partitioned, int world,
+                           int rank) {
+  if (partitioned) return held;
   const ElementRange share = shard_range(padded_num_elements(num_elements, world, 1), world, rank);
-  return intersect(share, intersect(shard.range, {0, num_elements}));
+  return intersect(share, intersect(held, {0, num_elements}));
 }
 
-// Streams one shard file (`pieces[i]` the values of `entries[i]`) through
-// SafetensorsStreamWriter into `path`; returns its size and checksum. ZERO_TEST_SLOW_SAVE_MS (a
-// test hook) sleeps that long with half the data written.
-std::pair<std::uint64_t, std::uint64_t> write_shard_file(
-    const fs::path& path, const std::vector<SafetensorsEntry>& entries,
-    const std::vector<std::span<const float>>& pieces,
-    const std::map<std::string, std::string>& metadata) {
-  SafetensorsStreamWriter file(path, entries, metadata);
-  StreamChecksum checksum;
-  const std::string header = safetensors_header(file.tensors(), metadata);
-  checksum.add(header.data(), header.size());
-  const std::size_t half = (file.file_size_bytes() - header.size()) / 2;
-  std::size_t written = 0;
-  bool slept = false;
-  auto pause_at_half = [&] {
-    if (slept || written < half) return;
-    slept = true;
-    if (const char* slow = std::getenv("ZERO_TEST_SLOW_SAVE_MS"); slow && *slow)
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(slow)));
-  };
-  pause_at_half();
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    const std::size_t bytes = pieces[i].size() * sizeof(float);
-    file.write(entries[i].name, pieces[i].data(), bytes);
-    checksum.add(pieces[i].data(), bytes);
-    written += bytes;
+// One shard file streamed through SafetensorsStreamWriter: the header from the entries, then each
+// tensor's bytes in entry order, checksummed on the way. ZERO_TEST_SLOW_SAVE_MS (a test hook)
+// sleeps that long with half the data written.
+class ShardFileStream {
+ public:
+  ShardFileStream(const fs::path& path, const std::vector<SafetensorsEntry>& entries,
+                  const std::map<std::string, std::string>& metadata)
+      : file_(path, entries, metadata) {
+    const std::string header = safetensors_header(file_.tensors(), metadata);
+    checksum_.add(header.data(), header.size());
+    half_ = (file_.file_size_bytes() - header.size()) / 2;
     pause_at_half();
   }
-  file.finish();
-  return {file.file_size_bytes(), checksum.value()};
-}
+  void write(const std::string& name, std::span<const float> values) {
+    const std::size_t bytes = values.size() * sizeof(float);
+    file_.write(name, values.data(), bytes);
+    checksum_.add(values.data(), bytes);
+    written_ += bytes;
+    pause_at_half();
+  }
+  // Size and checksum of the finished file.
+  std::pair<std::uint64_t, std::uint64_t> finish() {
+    file_.finish();
+    return {file_.file_size_bytes(), checksum_.value()};
+  }
+
+ private:
+  void pause_at_half() {
+    if (slept_ || written_ < half_) return;
+    slept_ = true;
+    if (const char* slow = std::getenv("ZERO_TEST_SLOW_SAVE_MS"); slow && *slow)
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(slow)));
+  }
+  SafetensorsStreamWriter file_;
+  StreamChecksum checksum_;
+  std::size_t half_ = 0;
+  std::size_t written_ = 0;
+  bool slept_ = false;
+};
 
 }  // namespace
 
@@ -128,6 +137,7 @@ CheckpointSave::CheckpointSave(Communicator& communicator, fs::path root, std::s
     fs::create_directories(staging_);
   }
   communicator_.barrier("checkpoint staging folder");
+  communicator_.synchronize();  // the barrier is stream-ordered: the host waits for it
 }
 
 void CheckpointSave::write_engine(Engine& engine) {
@@ -135,36 +145,55 @@ void CheckpointSave::write_engine(Engine& engine) {
   ZERO_CHECK(engine.world_size() == world, "checkpoint: the engine's world (", engine.world_size(),
              ") is not the communicator's (", world, ")");
   const bool partitioned = state_policy(engine.options()).partitioned;
-  std::vector<ShardState> shards = engine.shard_states();
+  const std::vector<std::string> states = engine.optimizer_state_names();
 
-  // The file streams from the shard spans (no copy of the whole shard): entries and metadata
-  // first (the header), then each tensor's bytes, checksummed on the way.
+  // The header first, from the layouts (what the rank holds of each unit), then the values
+  // streamed from where the states live (Engine::visit_shard_states: the resident spans, or one
+  // sub-group at a time from NVMe), never a copy of the rank's whole shard.
   std::vector<SafetensorsEntry> entries;
-  std::vector<std::span<const float>> pieces;  // each entry's values
   std::map<std::string, std::string> metadata{{"format", "zero-shard"},
                                               {"version", std::to_string(kFormatVersion)},
                                               {"rank", std::to_string(rank)},
                                               {"world_size", std::to_string(world)}};
   std::vector<std::uint64_t> ranges;  // (begin, end) per unit in engine order
-  for (const ShardState& shard : shards) {
-    const std::size_t count = engine.layout(engine.unit(shard.unit)).num_elements();
-    const ElementRange range = written_range(shard, count, partitioned, world, rank);
+  for (UnitId u = 0; u < static_cast<UnitId>(engine.num_units()); ++u) {
+    const FlatLayout& layout = engine.layout(u);
+    const ElementRange owned =
+        partitioned ? layout.shard(rank) : ElementRange{0, layout.padded_num_elements()};
+    const ElementRange held = intersect(owned, {0, layout.num_elements()});
+    const ElementRange range = written_range(held, layout.num_elements(), partitioned, world, rank);
     ranges.push_back(range.begin);
     ranges.push_back(range.end);
     if (range.empty()) continue;
-    metadata[range_key(shard.unit)] = std::to_string(range.begin) + ":" + std::to_string(range.end);
-    const std::size_t skip = range.begin - shard.range.begin;
+    const std::string& unit = engine.unit_name(u);
+    metadata[range_key(unit)] = std::to_string(range.begin) + ":" + std::to_string(range.end);
     const std::vector<std::int64_t> shape{static_cast<std::int64_t>(range.size())};
-    entries.push_back({tensor_name(shard.unit, "params"), SafetensorsDType::kF32, shape});
-    pieces.push_back(shard.params.subspan(skip, range.size()));
-    for (const auto& [name, values] : shard.optimizer_state) {
-      entries.push_back({tensor_name(shard.unit, name), SafetensorsDType::kF32, shape});
-      pieces.push_back(values.subspan(skip, range.size()));
-    }
+    entries.push_back({tensor_name(unit, "params"), SafetensorsDType::kF32, shape});
+    for (const std::string& name : states)
+      entries.push_back({tensor_name(unit, name), SafetensorsDType::kF32, shape});
   }
 
-  const auto [size_bytes, checksum] =
-      write_shard_file(staging_ / shard_file_name(rank, world), entries, pieces, metadata);
+  ShardFileStream stream(staging_ / shard_file_name(rank, world), entries, metadata);
+  std::size_t next = 0;  // the unit the visitor should hand next
+  engine.visit_shard_states([&](const ShardState& shard) {
+    const UnitId u = engine.unit(shard.unit);
+    ZERO_CHECK(u == static_cast<UnitId>(next), "checkpoint: the engine handed unit '", shard.unit,
+               "' out of order");
+    ++next;
+    const auto at = 2 * static_cast<std::size_t>(u);
+    const ElementRange range{ranges[at], ranges[at + 1]};
+    if (range.empty()) return;
+    ZERO_CHECK(range.begin >= shard.range.begin && range.end <= shard.range.end,
+               "checkpoint: unit '", shard.unit, "' holds ", shard.range.begin, ":",
+               shard.range.end, ", not the range ", range.begin, ":", range.end, " to write");
+    const std::size_t skip = range.begin - shard.range.begin;
+    stream.write(tensor_name(shard.unit, "params"), shard.params.subspan(skip, range.size()));
+    for (const auto& [name, values] : shard.optimizer_state)
+      stream.write(tensor_name(shard.unit, name), values.subspan(skip, range.size()));
+  });
+  ZERO_CHECK(next == engine.num_units(), "checkpoint: the engine handed ", next, " of ",
+             engine.num_units(), " units");
+  const auto [size_bytes, checksum] = stream.finish();
 
   std::vector<std::uint64_t> mine{size_bytes, checksum};
   mine.insert(mine.end(), ranges.begin(), ranges.end());
@@ -175,12 +204,10 @@ void CheckpointSave::write_engine(Engine& engine) {
   index.stage = engine.options().stage;
   index.param_dtype = std::string(name_of(engine.param_dtype()));
   index.optimizer = std::string(config::name_of(engine.options().optimizer.type));
-  if (!shards.empty())
-    for (const auto& [state, values] : shards.front().optimizer_state)
-      index.optimizer_states.push_back(state);
+  if (engine.num_units() > 0) index.optimizer_states = states;
   index.training = engine.training_state();
-  for (const ShardState& shard : shards)
-    index.units.push_back({shard.unit, engine.layout(engine.unit(shard.unit)).num_elements()});
+  for (UnitId u = 0; u < static_cast<UnitId>(engine.num_units()); ++u)
+    index.units.push_back({engine.unit_name(u), engine.layout(u).num_elements()});
   for (int r = 0; r < world; ++r) {
     const std::uint64_t* values = all.data() + static_cast<std::size_t>(r) * mine.size();
     ShardFileInfo file;
@@ -188,9 +215,10 @@ void CheckpointSave::write_engine(Engine& engine) {
     file.rank = r;
     file.size_bytes = values[0];
     file.checksum = values[1];
-    for (std::size_t u = 0; u < shards.size(); ++u) {
-      const ElementRange range{values[2 + 2 * u], values[3 + 2 * u]};
-      if (!range.empty()) file.ranges[shards[u].unit] = range;
+    for (UnitId u = 0; u < static_cast<UnitId>(engine.num_units()); ++u) {
+      const auto at = 2 + 2 * static_cast<std::size_t>(u);
+      const ElementRange range{values[at], values[at + 1]};
+      if (!range.empty()) file.ranges[engine.unit_name(u)] = range;
     }
     index.files.push_back(std::move(file));
   }
@@ -199,6 +227,7 @@ void CheckpointSave::write_engine(Engine& engine) {
 
 fs::path CheckpointSave::commit() {
   communicator_.barrier("checkpoint files written");
+  communicator_.synchronize();  // the barrier is stream-ordered: the host waits for it
   const fs::path final_path = root_ / tag_;
   if (communicator_.rank() == 0) {
     for (const fs::directory_entry& entry : fs::recursive_directory_iterator(staging_))
@@ -217,6 +246,7 @@ fs::path CheckpointSave::commit() {
     write_file_atomically(root_ / kLatestFileName, tag_ + "\n");
   }
   communicator_.barrier("checkpoint committed");
+  communicator_.synchronize();  // the barrier is stream-ordered: the host waits for it
   return final_path;
 }
 

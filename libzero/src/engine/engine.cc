@@ -116,6 +116,7 @@ void* Engine::Impl::owned_compute_params(UnitId u) const {
 void* Engine::Impl::owned_grads(UnitId u) const {
   const EngineUnit& unit = units[u];
   if (policy.grad_shard) {
+    if (policy.swap_grads()) return nullptr;  // in swap regions (engine_grad_swap.cc)
     if (on_device(u)) return element(device_grads, policy.grad_shard_dtype, unit.owned_offset);
     return element(grad_shard, policy.grad_shard_dtype, unit.owned_offset - owned_split);
   }

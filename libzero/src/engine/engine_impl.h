@@ -47,16 +47,38 @@ struct AlignedHostBuffer {
   Buffer buffer;
   void* data = nullptr;
 };
-// One sub-group's master and optimizer state in host memory while it is swapped in (nvme), with
-// the tickets of its pending writes and the event after the last copy that reads its master.
+// One sub-group's master, optimizer state and (gradients swapped) fp32 gradients in host memory
+// while it is swapped in (nvme), with the tickets of its pending writes and the event after the
+// last copy that reads its master. The gradients are read, never written back (DeepSpeed).
 struct SwapSlot {
   AlignedHostBuffer memory;
   float* master = nullptr;
   float* state = nullptr;
+  float* grads = nullptr;  // null unless the gradient partition is swapped
   SwapTicket master_write, state_write;
   Event copied;
   int group = -1;  // the sub-group it holds (read or being read)
-  SwapTicket master_read, state_read;
+  SwapTicket master_read, state_read, grads_read;
+};
+
+// offload_optimizer nvme: the fp32 gradient partition in swap regions, one per host sub-group, as
+// DeepSpeed's ZeRO-Infinity swaps gradients with the optimizer state; the host holds two
+// sub-group windows, not the partition. Reduced blocks are accumulated into the current window;
+// a block of another sub-group writes that window out (the write runs behind, the other window
+// takes the block) and reads the sub-group in, or zeroes it when its region holds nothing of this
+// step yet. Touched by the copy stream's host tasks during micro-steps and by the host thread
+// once the copy stream has drained (flush, step, zero_grad): never both at once.
+struct GradientSwap {
+  std::vector<int> regions;  // per sub-group; -1 for the device sub-groups of a partial offload
+  std::vector<char> holds;   // per sub-group: its region holds this step's gradients
+  std::vector<std::size_t> group_of;  // per unit: its sub-group
+  AlignedHostBuffer windows[2];
+  int window_group[2] = {-1, -1};
+  SwapTicket window_write[2];
+  int current = 0;
+  // Per unit: the squared norm of its gradients when its sub-group was last written out (the
+  // flush before the step writes every window out, so these are the step's).
+  std::vector<SquaresResult> squares;
 };
 
 // A piece of one unit's gradients in a bucket. Rank-blocked buckets (stages 1-3): shard-local
@@ -131,6 +153,21 @@ class Engine::Impl {
   std::unique_ptr<SwapStore> param_swap;
   std::vector<int> master_regions;  // per sub-group
   std::vector<int> state_regions;   // per sub-group
+  GradientSwap grad_swap;           // policy.swap_grads() (engine_grad_swap.cc)
+  // The window holding sub-group g's gradients (copy stream's host tasks), written out and read
+  // in as described at GradientSwap; null in a plan.
+  float* gradient_window(std::size_t g);
+  // Writes both windows out, waits for the writes, and leaves them empty (host thread, copy
+  // stream drained): the regions then hold the step's gradients and grad_swap.squares their norms.
+  void flush_gradient_windows();
+  // The next step's gradients start from zero: drops the windows and the regions' contents.
+  void reset_gradient_swap();
+  void create_gradient_regions(SwapStore& store);
+  // The windows live from the first reduction of a step to the flush before it (host thread):
+  // allocated by flush_bucket when missing, released once the flush has written them out, so
+  // the step's swap slots and the windows are never held together.
+  void allocate_gradient_windows();
+  void release_gradient_windows();
   // offload_optimizer nvme: shard_states() reads every sub-group's master and state into this
   // host copy (the resident layout: master, then k states, at the units' owned offsets); the next
   // step() or refresh_params() writes it back to the regions and frees it.
@@ -192,10 +229,14 @@ class Engine::Impl {
   // After a collective on the communication stream: copies the reduced block (`count` elements
   // of policy.model_grads at `reduced`) to host_receive on the copy stream and unpacks it there
   // into the host gradient partition, `post` × (added to, when `accumulate`) the destination.
+  // The destination is unit `unit`'s owned gradients from element `offset`: `destination` in
+  // host memory, or its sub-group's window when the gradient partition is swapped (null then).
   struct HostPiece {
     float* destination;
     std::size_t count;
     std::size_t bucket_offset;
+    UnitId unit;
+    std::size_t offset;
   };
   void unpack_on_host(const void* reduced, std::size_t count, std::vector<HostPiece> pieces,
                       bool accumulate, float post);
@@ -215,9 +256,16 @@ class Engine::Impl {
   // is zero. Writes swap regions when a sub-group is complete.
   void host_initialize_unit(UnitId u, const float* master, SwapSlot& slot,
                             AlignedHostBuffer& param_io);
-  // Host buffers: a swap slot for the largest sub-group, a buffer for the largest swapped
-  // parameter shard (both workspace in policy.staging_space; empty when nothing is swapped).
-  SwapSlot make_swap_slot();
+  // Host buffers: a swap slot for sub-groups of up to `elements` owned elements (0: the largest
+  // sub-group), a buffer for the largest swapped parameter shard (both workspace in
+  // policy.staging_space; empty when nothing is swapped).
+  SwapSlot make_swap_slot(std::size_t elements = 0);
+  // The bytes make_swap_slot(elements) asks the allocator for (alignment slack included).
+  std::size_t swap_slot_bytes(std::size_t elements) const;
+  // The step's swap slots: how many (pipeline_read / pipeline_write), and the owned elements slot
+  // i is sized for (the largest sub-group g with g % slots == i; 0: unused).
+  std::size_t step_slot_count() const;
+  std::size_t step_slot_elements(std::size_t slot) const;
   AlignedHostBuffer make_param_io_buffer();
   SwapStore* param_store = nullptr;  // optimizer_swap when the paths agree, else param_swap
   // Stage 3 offload_param: copies the unit's shard to its slot in the gathered buffer on the

@@ -64,6 +64,13 @@ void Engine::set_swap_store_factory(SwapStoreFactory factory) {
   impl_->swap_factory = std::move(factory);
 }
 
+SwapTraffic Engine::swap_traffic() const {
+  SwapTraffic traffic;
+  if (impl_->optimizer_swap) traffic += impl_->optimizer_swap->traffic();
+  if (impl_->param_swap) traffic += impl_->param_swap->traffic();
+  return traffic;
+}
+
 void Engine::Impl::create_swap_stores() {
   const EngineOptions& options = engine.options_;
   if (!policy.swap_optimizer() && !policy.swap_params()) return;
@@ -102,6 +109,7 @@ void Engine::Impl::create_swap_stores() {
                                                    states * count * sizeof(float),
                                                    MemoryCategory::kOptimizerState));
     }
+    if (policy.swap_grads()) create_gradient_regions(*optimizer_swap);
   }
   if (policy.swap_params()) {
     std::vector<std::size_t> sizes;
@@ -136,22 +144,50 @@ AlignedHostBuffer allocate_aligned(Allocator& allocator, std::size_t size_bytes,
 
 }  // namespace
 
-SwapSlot Engine::Impl::make_swap_slot() {
+SwapSlot Engine::Impl::make_swap_slot(std::size_t elements) {
   SwapSlot slot;
   if (!policy.swap_optimizer()) return slot;
-  std::size_t largest = 0;
-  for (const SubGroup& group : sub_groups) largest = std::max(largest, group.num_elements);
+  std::size_t largest = elements;
+  if (largest == 0)
+    for (const SubGroup& group : sub_groups) largest = std::max(largest, group.num_elements);
   const std::size_t alignment = optimizer_swap->io_alignment();
   const auto states = static_cast<std::size_t>(optimizer->states_per_element());
   const std::size_t master_bytes = round_up(largest * sizeof(float), alignment);
   const std::size_t state_bytes = round_up(states * largest * sizeof(float), alignment);
-  slot.memory = allocate_aligned(ctx.allocator(policy.staging_space), master_bytes + state_bytes,
-                                 alignment, MemoryCategory::kWorkspace);
+  const std::size_t grads_bytes = policy.swap_grads() ? master_bytes : 0;
+  slot.memory =
+      allocate_aligned(ctx.allocator(policy.staging_space), swap_slot_bytes(largest) - alignment,
+                       alignment, MemoryCategory::kWorkspace);
   if (slot.memory.data != nullptr) {
-    slot.master = static_cast<float*>(slot.memory.data);
-    slot.state = reinterpret_cast<float*>(static_cast<char*>(slot.memory.data) + master_bytes);
+    char* base = static_cast<char*>(slot.memory.data);
+    slot.master = reinterpret_cast<float*>(base);
+    slot.state = reinterpret_cast<float*>(base + master_bytes);
+    if (grads_bytes > 0) slot.grads = reinterpret_cast<float*>(base + master_bytes + state_bytes);
   }
   return slot;
+}
+
+std::size_t Engine::Impl::swap_slot_bytes(std::size_t elements) const {
+  const std::size_t alignment = optimizer_swap->io_alignment();
+  const auto states = static_cast<std::size_t>(optimizer->states_per_element());
+  const std::size_t master_bytes = round_up(elements * sizeof(float), alignment);
+  const std::size_t state_bytes = round_up(states * elements * sizeof(float), alignment);
+  const std::size_t grads_bytes = policy.swap_grads() ? master_bytes : 0;
+  return master_bytes + state_bytes + grads_bytes + alignment;
+}
+
+std::size_t Engine::Impl::step_slot_count() const {
+  const bool pipeline_read = engine.options_.offload_optimizer.pipeline_read;
+  const bool pipeline_write = engine.options_.offload_optimizer.pipeline_write;
+  return pipeline_read && pipeline_write ? 3 : (pipeline_read || pipeline_write ? 2 : 1);
+}
+
+std::size_t Engine::Impl::step_slot_elements(std::size_t slot) const {
+  const std::size_t count = step_slot_count();
+  std::size_t elements = 0;
+  for (std::size_t g = device_groups; g < sub_groups.size(); ++g)
+    if (g % count == slot) elements = std::max(elements, sub_groups[g].num_elements);
+  return elements;
 }
 
 AlignedHostBuffer Engine::Impl::make_param_io_buffer() {
@@ -208,19 +244,31 @@ void Engine::Impl::unpack_on_host(const void* reduced, std::size_t count,
   void* host = host_receive.data();
   const DType dtype = policy.model_grads;
   const std::size_t bytes = size_of(dtype);
-  copy.submit([host, dtype, bytes, pieces = std::move(pieces), accumulate, post] {
+  const bool swapped = policy.swap_grads();
+  copy.submit([this, host, dtype, bytes, pieces = std::move(pieces), accumulate, post, swapped] {
     for (const HostPiece& piece : pieces) {
       const void* source = static_cast<const char*>(host) + piece.bucket_offset * bytes;
+      float* destination = piece.destination;
+      if (swapped) {  // into its sub-group's window (swapped in or out here, on this stream)
+        const std::size_t g = grad_swap.group_of[piece.unit];
+        destination = gradient_window(g) +
+                      (units[piece.unit].owned_offset - sub_groups[g].owned_offset + piece.offset);
+      }
       if (accumulate)
-        host::axpy_values(source, dtype, piece.destination, DType::kFloat32, piece.count, post);
+        host::axpy_values(source, dtype, destination, DType::kFloat32, piece.count, post);
       else
-        host::scale_values(source, dtype, piece.destination, DType::kFloat32, piece.count, post);
+        host::scale_values(source, dtype, destination, DType::kFloat32, piece.count, post);
     }
   });
 }
 
 void Engine::Impl::zero_host_grads() {
-  if (planning || grad_shard.data() == nullptr) return;
+  if (planning) return;
+  if (policy.swap_grads()) {  // on the copy stream too: after the queued accumulations
+    ctx.copy_stream().submit([this] { reset_gradient_swap(); });
+    return;
+  }
+  if (grad_shard.data() == nullptr) return;
   // On the copy stream: after every queued accumulation, before the next.
   void* data = grad_shard.data();
   const std::size_t bytes = grad_shard.size_bytes();
@@ -241,6 +289,13 @@ void Engine::Impl::host_squares(std::vector<SquaresResult>& partial) {
       ctx.sum_of_squares(ctx.compute_stream(), owned_grads(u), policy.grad_shard_dtype,
                          units[u].owned_count, &partial[u]);
     synchronize_compute("reducing gradients before the optimizer step");
+  }
+  if (policy.swap_grads()) {  // every window out: the regions hold the step's gradients
+    flush_gradient_windows();
+    release_gradient_windows();  // the copy stream is drained: no task uses them
+    for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
+      partial[u] = grad_swap.squares[u];
+    return;
   }
   for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
     if (!on_device(u))
@@ -301,14 +356,18 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
   for (const SubGroup& group : sub_groups) largest = std::max(largest, group.num_elements);
   // Transient host buffers of the step (workspace): swap slots, 16-bit staging, swapped
   // parameter shards. Allocated in a plan too, so the plan's peaks are the run's.
-  // pipeline_read / pipeline_write: two slots, so one sub-group's I/O runs during the other's
-  // step.
+  // pipeline_read / pipeline_write: a second slot, so one sub-group's read (or write) runs during
+  // another's step; both: three, so the step of sub-group k overlaps the read of k+1 and the
+  // write of k-1 (k+1's slot is k-2's, whose write had k-1's step to finish).
   const bool pipeline_read = engine.options_.offload_optimizer.pipeline_read;
   const bool pipeline_write = engine.options_.offload_optimizer.pipeline_write;
-  const int num_slots = pipeline_read || pipeline_write ? 2 : 1;
-  SwapSlot slots[2];
+  const std::size_t num_slots = step_slot_count();
+  SwapSlot slots[3];
+  // Slot i holds the sub-groups g with g % num_slots == i, sized for the largest of those (a
+  // large embedding sub-group then enlarges one slot, not all).
   if (policy.swap_optimizer())
-    for (int i = 0; i < num_slots; ++i) slots[i] = make_swap_slot();
+    for (std::size_t i = 0; i < num_slots; ++i)
+      if (step_slot_elements(i) > 0) slots[i] = make_swap_slot(step_slot_elements(i));
   ParamStaging staging;
   const bool device_params = !policy.offload_params();
   const bool convert_on_host = device_params && policy.compute != DType::kFloat32;
@@ -335,6 +394,12 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
     slot.master_read = optimizer_swap->read(master_regions[g], slot.master);
     slot.state_read =
         state_regions[g] >= 0 ? optimizer_swap->read(state_regions[g], slot.state) : SwapTicket{};
+    slot.grads_read = policy.swap_grads() && grad_swap.holds[g] != 0
+                          ? optimizer_swap->read(grad_swap.regions[g], slot.grads)
+                          : SwapTicket{};
+    // A sub-group no block reached this step (no gradients): zeros, as the partition would hold.
+    if (policy.swap_grads() && grad_swap.holds[g] == 0)
+      std::memset(slot.grads, 0, sub_groups[g].num_elements * sizeof(float));
   };
 
   // Partial offload: the device sub-groups step on the compute stream meanwhile.
@@ -345,12 +410,13 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
     float* state = nullptr;
     SwapSlot* slot = nullptr;
     if (policy.swap_optimizer()) {
-      slot = &slots[g % static_cast<std::size_t>(num_slots)];
+      slot = &slots[g % num_slots];
       if (slot->group != static_cast<int>(g)) start_read(*slot, g);
       optimizer_swap->wait(slot->master_read);
       optimizer_swap->wait(slot->state_read);
+      optimizer_swap->wait(slot->grads_read);
       // pipeline_read: the next sub-group's read runs during this one's step.
-      if (pipeline_read && g + 1 < sub_groups.size()) start_read(slots[(g + 1) % 2], g + 1);
+      if (pipeline_read && g + 1 < sub_groups.size()) start_read(slots[(g + 1) % num_slots], g + 1);
       master = slot->master;
       state = slot->state;
     } else {
@@ -360,9 +426,11 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
     std::vector<ShardChunk> chunks;
     for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
       const std::size_t offset = units[u].owned_offset - group.owned_offset;
-      chunks.push_back(shard_chunk(static_cast<UnitId>(u), master + offset,
-                                   static_cast<const float*>(owned_grads(static_cast<UnitId>(u))),
-                                   state + states * offset));
+      const float* grads = policy.swap_grads()
+                               ? slot->grads + offset
+                               : static_cast<const float*>(owned_grads(static_cast<UnitId>(u)));
+      chunks.push_back(
+          shard_chunk(static_cast<UnitId>(u), master + offset, grads, state + states * offset));
     }
     optimizer->step(chunks, args);
 
@@ -396,55 +464,6 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
   // The staging buffers are read by queued copies: freed behind them.
   for (AlignedHostBuffer& buffer : staging.buffers)
     ctx.release_after(copy, std::make_shared<Buffer>(std::move(buffer.buffer)));
-}
-
-void Engine::Impl::read_checkpoint_view() {
-  if (checkpoint_view.allocated()) return;
-  std::size_t owned_total = 0;
-  for (const EngineUnit& unit : units) owned_total += unit.owned_count;
-  const auto states = static_cast<std::size_t>(optimizer->states_per_element());
-  checkpoint_view =
-      ctx.allocator(policy.staging_space)
-          .allocate((1 + states) * owned_total * sizeof(float), MemoryCategory::kWorkspace);
-  SwapSlot slot = make_swap_slot();
-  if (planning) return;
-  float* master = view_master();
-  float* state = master + owned_total;
-  for (std::size_t g = 0; g < sub_groups.size(); ++g) {
-    const SubGroup& group = sub_groups[g];
-    optimizer_swap->wait(optimizer_swap->read(master_regions[g], slot.master));
-    std::memcpy(master + group.owned_offset, slot.master, group.num_elements * sizeof(float));
-    if (state_regions[g] < 0) continue;
-    optimizer_swap->wait(optimizer_swap->read(state_regions[g], slot.state));
-    std::memcpy(state + states * group.owned_offset, slot.state,
-                states * group.num_elements * sizeof(float));
-  }
-}
-
-void Engine::Impl::write_back_checkpoint_view() {
-  if (!checkpoint_view.allocated()) return;
-  if (!planning) {
-    std::size_t owned_total = 0;
-    for (const EngineUnit& unit : units) owned_total += unit.owned_count;
-    const auto states = static_cast<std::size_t>(optimizer->states_per_element());
-    SwapSlot slot = make_swap_slot();
-    const float* master = view_master();
-    const float* state = master + owned_total;
-    for (std::size_t g = 0; g < sub_groups.size(); ++g) {
-      const SubGroup& group = sub_groups[g];
-      std::memcpy(slot.master, master + group.owned_offset, group.num_elements * sizeof(float));
-      const SwapTicket master_write = optimizer_swap->write(master_regions[g], slot.master);
-      SwapTicket state_write;
-      if (state_regions[g] >= 0) {
-        std::memcpy(slot.state, state + states * group.owned_offset,
-                    states * group.num_elements * sizeof(float));
-        state_write = optimizer_swap->write(state_regions[g], slot.state);
-      }
-      optimizer_swap->wait(master_write);
-      optimizer_swap->wait(state_write);
-    }
-  }
-  checkpoint_view.reset();
 }
 
 void Engine::Impl::send_group_params(const SubGroup& group, const float* master, const void* staged,

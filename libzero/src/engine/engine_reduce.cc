@@ -42,6 +42,7 @@ void Engine::Impl::flush_bucket() {
   pending.clear();
   const std::size_t block = pending_elements;
   pending_elements = 0;
+  allocate_gradient_windows();  // swapped gradients: from the step's first reduction on
   if (skip_collectives) return;
 
   const bool blocked = policy.partitioned;
@@ -76,6 +77,8 @@ void Engine::Impl::flush_bucket() {
     std::size_t count;
     std::size_t bucket_offset;  // within a block
     bool host;                  // into the host gradient partition (offload_optimizer)
+    UnitId unit;
+    std::size_t begin;  // within the unit's owned gradients
   };
   std::vector<Piece> pieces;
   std::size_t offset = 0;
@@ -89,9 +92,10 @@ void Engine::Impl::flush_bucket() {
       ctx.scale(stream, in_bucket(base, item.begin + static_cast<std::size_t>(r) * unit.shard),
                 bucket_dtype, in_bucket(send, static_cast<std::size_t>(r) * block + offset),
                 bucket_dtype, count, pre);
-    pieces.push_back(
-        {in_destination(blocked ? owned_grads(item.unit) : full_grads_of(item.unit), item.begin),
-         count, offset, policy.host_step && !on_device(item.unit)});
+    // Null for a swapped gradient partition: the host task finds the sub-group's window.
+    void* owned = blocked ? owned_grads(item.unit) : full_grads_of(item.unit);
+    pieces.push_back({owned ? in_destination(owned, item.begin) : nullptr, count, offset,
+                      policy.host_step && !on_device(item.unit), item.unit, item.begin});
     offset += count;
     // Transient gradient buffers are free once packed.
     if (item.source) ctx.release_after(stream, std::move(item.source));
@@ -115,8 +119,8 @@ void Engine::Impl::flush_bucket() {
   std::vector<HostPiece> host_pieces;
   for (const Piece& piece : pieces) {
     if (piece.host) {
-      host_pieces.push_back(
-          {static_cast<float*>(piece.destination), piece.count, piece.bucket_offset});
+      host_pieces.push_back({static_cast<float*>(piece.destination), piece.count,
+                             piece.bucket_offset, piece.unit, piece.begin});
       continue;
     }
     if (accumulate)

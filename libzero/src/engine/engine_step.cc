@@ -1,6 +1,8 @@
 // Engine::step (overflow check, global norm, clipping, optimizer and schedule) and the
-// checkpoint state accessors.
+// checkpoint state accessors (with nvme: the host copy of the regions shard_states() spans, and
+// the one-sub-group-at-a-time visit that checkpoint saves stream from).
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -30,9 +32,10 @@ bool Engine::step() {
   };
   if (d.planning) {
     d.synchronize("reducing gradients before the optimizer step");
-    if (policy.host_step)
+    if (policy.host_step) {
+      d.release_gradient_windows();  // as host_squares does after the flush
       d.host_step(OptimizerStep{});  // recorded: the step's host buffers
-    else
+    } else
       fp32_grads_workspace();   // recorded: allocated and freed as in a taken step
     if (!d.skip_collectives) {  // the collectives of a taken step, on no data
       if (policy.partitioned && d.world > 1) {
@@ -216,6 +219,107 @@ std::vector<ShardState> Engine::shard_states() {
     shards.push_back(std::move(shard));
   }
   return shards;
+}
+
+void Engine::visit_shard_states(const std::function<void(const ShardState&)>& visit) {
+  initialize();
+  Impl& d = *impl_;
+  // Resident states, or regions a load has already read into the host copy: its spans.
+  if (!d.policy.swap_optimizer() || d.checkpoint_view.allocated()) {
+    for (const ShardState& shard : shard_states()) visit(shard);
+    return;
+  }
+  d.synchronize("reading shard state");
+  d.synchronize_compute("reading shard state");
+  try {
+    context_->copy_stream().synchronize();  // the step's copies read its slots
+  } catch (const Error& error) {
+    ZERO_THROW("reading shard state: ", error.what());
+  }
+  SwapSlot slot = d.make_swap_slot();  // one sub-group's master and state
+  if (d.planning) return;
+  const std::vector<std::string> names = d.optimizer->state_names();
+  const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());
+  for (std::size_t g = 0; g < d.sub_groups.size(); ++g) {
+    const SubGroup& group = d.sub_groups[g];
+    const SwapTicket master = d.optimizer_swap->read(d.master_regions[g], slot.master);
+    const SwapTicket state = d.state_regions[g] >= 0
+                                 ? d.optimizer_swap->read(d.state_regions[g], slot.state)
+                                 : SwapTicket{};
+    d.optimizer_swap->wait(master);
+    d.optimizer_swap->wait(state);
+    for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
+      const EngineUnit& unit = d.units[u];
+      const ElementRange owned =
+          d.policy.partitioned ? unit.layout.shard(d.rank) : ElementRange{0, unit.padded};
+      const ElementRange range = intersect(owned, {0, unit.layout.num_elements()});
+      const std::size_t offset = unit.owned_offset - group.owned_offset;
+      const std::size_t skip = range.begin - owned.begin;
+      ShardState shard;
+      shard.unit = unit.name;
+      shard.range = range;
+      shard.params = {slot.master + offset + skip, range.size()};
+      for (std::size_t k = 0; k < states; ++k)
+        shard.optimizer_state.emplace_back(
+            names.at(k),
+            std::span<float>(slot.state + states * offset + k * unit.owned_count + skip,
+                             range.size()));
+      visit(shard);
+    }
+  }
+}
+
+std::vector<std::string> Engine::optimizer_state_names() const {
+  return impl_->optimizer->state_names();
+}
+
+void Engine::Impl::read_checkpoint_view() {
+  if (checkpoint_view.allocated()) return;
+  std::size_t owned_total = 0;
+  for (const EngineUnit& unit : units) owned_total += unit.owned_count;
+  const auto states = static_cast<std::size_t>(optimizer->states_per_element());
+  checkpoint_view =
+      ctx.allocator(policy.staging_space)
+          .allocate((1 + states) * owned_total * sizeof(float), MemoryCategory::kWorkspace);
+  SwapSlot slot = make_swap_slot();
+  if (planning) return;
+  float* master = view_master();
+  float* state = master + owned_total;
+  for (std::size_t g = 0; g < sub_groups.size(); ++g) {
+    const SubGroup& group = sub_groups[g];
+    optimizer_swap->wait(optimizer_swap->read(master_regions[g], slot.master));
+    std::memcpy(master + group.owned_offset, slot.master, group.num_elements * sizeof(float));
+    if (state_regions[g] < 0) continue;
+    optimizer_swap->wait(optimizer_swap->read(state_regions[g], slot.state));
+    std::memcpy(state + states * group.owned_offset, slot.state,
+                states * group.num_elements * sizeof(float));
+  }
+}
+
+void Engine::Impl::write_back_checkpoint_view() {
+  if (!checkpoint_view.allocated()) return;
+  if (!planning) {
+    std::size_t owned_total = 0;
+    for (const EngineUnit& unit : units) owned_total += unit.owned_count;
+    const auto states = static_cast<std::size_t>(optimizer->states_per_element());
+    SwapSlot slot = make_swap_slot();
+    const float* master = view_master();
+    const float* state = master + owned_total;
+    for (std::size_t g = 0; g < sub_groups.size(); ++g) {
+      const SubGroup& group = sub_groups[g];
+      std::memcpy(slot.master, master + group.owned_offset, group.num_elements * sizeof(float));
+      const SwapTicket master_write = optimizer_swap->write(master_regions[g], slot.master);
+      SwapTicket state_write;
+      if (state_regions[g] >= 0) {
+        std::memcpy(slot.state, state + states * group.owned_offset,
+                    states * group.num_elements * sizeof(float));
+        state_write = optimizer_swap->write(state_regions[g], slot.state);
+      }
+      optimizer_swap->wait(master_write);
+      optimizer_swap->wait(state_write);
+    }
+  }
+  checkpoint_view.reset();
 }
 
 TrainingState Engine::training_state() const { return state_; }

@@ -47,6 +47,9 @@ StatePolicy state_policy(const EngineOptions& options) {
     const bool nvme = optimizer.device == OffloadDevice::kNvme;
     policy.master_space = nvme ? MemorySpace::kNvme : host;
     policy.optimizer_state_space = nvme ? MemorySpace::kNvme : host;
+    // DeepSpeed's ZeRO-Infinity swaps the fp32 gradient partition with the optimizer state
+    // (partitioned_optimizer_swapper.py: swap_out_gradients, then swapped in with the sub-group).
+    if (nvme) policy.grad_shard_space = MemorySpace::kNvme;
     policy.offload_ratio = optimizer.ratio;
   }
   if (param.device != OffloadDevice::kNone && policy.param_shard) {

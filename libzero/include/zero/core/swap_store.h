@@ -33,6 +33,35 @@ struct SwapTicket {
   std::uint64_t id = 0;  // 0: nothing to wait for
 };
 
+// What a store has moved since it was made, per direction: bytes (padded to io_alignment()) and
+// the wall time with at least one transfer of that direction in flight, so bytes / seconds is the
+// rate the transfers ran at, however many were in flight together.
+struct SwapTraffic {
+  std::int64_t bytes_read = 0;
+  std::int64_t bytes_written = 0;
+  double read_seconds = 0.0;
+  double write_seconds = 0.0;
+  SwapTraffic& operator+=(const SwapTraffic& other) {
+    bytes_read += other.bytes_read;
+    bytes_written += other.bytes_written;
+    read_seconds += other.read_seconds;
+    write_seconds += other.write_seconds;
+    return *this;
+  }
+  SwapTraffic operator-(const SwapTraffic& earlier) const {
+    return {bytes_read - earlier.bytes_read, bytes_written - earlier.bytes_written,
+            read_seconds - earlier.read_seconds, write_seconds - earlier.write_seconds};
+  }
+  // 10^9 bytes per second of busy time; 0 when nothing moved.
+  double read_gb_per_s() const { return rate(bytes_read, read_seconds); }
+  double write_gb_per_s() const { return rate(bytes_written, write_seconds); }
+
+ private:
+  static double rate(std::int64_t bytes, double seconds) {
+    return bytes > 0 && seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
+  }
+};
+
 class SwapStore {
  public:
   virtual ~SwapStore() = default;
@@ -50,6 +79,8 @@ class SwapStore {
   virtual std::size_t padded_bytes(int region) const = 0;
   // The folder holding this rank's swap files.
   virtual const std::filesystem::path& directory() const = 0;
+  // The traffic so far (a store that does not count returns zeros). Any thread.
+  virtual SwapTraffic traffic() const { return {}; }
 };
 
 // The I/O settings of a store (DeepSpeed's "aio" section, mapped from the config where it is read:

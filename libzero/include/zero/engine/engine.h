@@ -141,6 +141,9 @@ class Engine {
   // with nvme offload and no factory throws at initialize(), saying so. A planning context
   // records the regions without a store (and needs no factory).
   void set_swap_store_factory(SwapStoreFactory factory);
+  // What this rank's swap stores have moved so far (nvme offload; zeros without): the trainer
+  // logs the read and write rates of each logging window from the difference of two calls.
+  SwapTraffic swap_traffic() const;
 
   // All ranks, same order (stage 3 all-gathers; other stages return the resident parameters).
   GatheredUnit gather(UnitId unit);
@@ -186,6 +189,13 @@ class Engine {
 
   // Checkpoint state: this rank's shards (writable: load, then call refresh_params()).
   std::vector<ShardState> shard_states();
+  // The same shards for reading only, handed to `visit` one unit at a time in unit order, each
+  // valid during its call: with offload_optimizer nvme one sub-group is read from the swap
+  // regions at a time (host memory: one sub-group's master and state, not the rank's shard),
+  // otherwise the resident spans. Checkpoint writers stream shard files from it.
+  void visit_shard_states(const std::function<void(const ShardState&)>& visit);
+  // The optimizer state names of ShardState::optimizer_state, in order ("exp_avg", ...).
+  std::vector<std::string> optimizer_state_names() const;
   TrainingState training_state() const;
   void set_training_state(const TrainingState& state);
   // Makes the compute copies agree with the (possibly rewritten) shards: stage 1/2 all-gather,

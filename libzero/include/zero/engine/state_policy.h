@@ -37,11 +37,11 @@ struct StatePolicy {
   // ZeRO-Infinity as DeepSpeed does them. offload_optimizer (stages 1-3): the fp32 master weights
   // (also with fp32 compute), the optimizer state and an fp32 partition of the reduced gradients
   // (grad_shard, also at stage 1) live in host memory, and the optimizer step runs on the host,
-  // one sub-group of whole units (sub_group_size) at a time; `nvme` puts master and state in
-  // swap regions, read into host buffers around each sub-group's step. offload_param (stage 3):
-  // the parameter shard rests in host memory (nvme: beyond the first max_in_cpu elements, in swap
-  // regions) and is copied to the device for each gather; without offload_optimizer the step
-  // stays on the device, over an fp32 master of the owned shard there.
+  // one sub-group of whole units (sub_group_size) at a time; `nvme` puts master, state and the
+  // fp32 gradient partition in swap regions, read into host buffers around each sub-group's step.
+  // offload_param (stage 3): the parameter shard rests in host memory (nvme: beyond the first
+  // max_in_cpu elements, in swap regions) and is copied to the device for each gather; without
+  // offload_optimizer the step stays on the device, over an fp32 master of the owned shard there.
   bool host_step = false;                    // the optimizer runs on the host (offload_optimizer)
   DType grad_shard_dtype = DType::kFloat32;  // the owned accumulated gradients (grad_shard)
   // Where each persistent state lives. kNvme: swap regions (optimizer: master and state of each
@@ -61,6 +61,8 @@ struct StatePolicy {
   double offload_ratio = 1.0;
   bool swap_optimizer() const { return optimizer_state_space == MemorySpace::kNvme; }
   bool swap_params() const { return params_space == MemorySpace::kNvme; }
+  // offload_optimizer nvme: the fp32 gradient partition is swapped too (ZeRO-Infinity).
+  bool swap_grads() const { return grad_shard_space == MemorySpace::kNvme; }
   bool offload_params() const { return param_shard && params_space != MemorySpace::kDevice; }
   // The dtype of the owned gradients the optimizer reads (grad_shard, else the full gradients).
   DType owned_grads_dtype() const { return grad_shard ? grad_shard_dtype : accumulate; }
