@@ -2,6 +2,7 @@
 #include "zero/checkpoint/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -148,6 +149,7 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path, bool loa
                ": inconsistent data_offsets: tensors '", sorted[i - 1]->name, "' and '",
                sorted[i]->name, "' overlap");
   data_start_ = 8 + header_size;
+  file_size_ = file_size;
   if (!load_data) return;
   data_.resize(data_size);
   stream.read(reinterpret_cast<char*>(data_.data()), static_cast<std::streamsize>(data_size));
@@ -203,29 +205,83 @@ const SafetensorsTensor& SafetensorsReader::tensor(const std::string& name) cons
              tensors_.size(), " tensors)");
 }
 
+const std::byte* SafetensorsReader::map_bytes(std::size_t begin, std::size_t end) const {
+  if (loaded_) return data_.data() + begin;
+  if (begin == end) return nullptr;
+  if (!mapping_) {
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    ZERO_CHECK(fd >= 0, "cannot open safetensors file ", path_.string(), ": ",
+               std::strerror(errno));
+    void* address = ::mmap(nullptr, file_size_, PROT_READ, MAP_SHARED, fd, 0);
+    const int saved = errno;
+    ::close(fd);  // the mapping keeps the file
+    ZERO_CHECK(address != MAP_FAILED, "cannot map safetensors file ", path_.string(), " (",
+               file_size_, " bytes): ", std::strerror(saved));
+    const std::size_t size = file_size_;
+    mapping_ = std::shared_ptr<const std::byte>(
+        static_cast<const std::byte*>(address),
+        [size](const std::byte* mapped) { ::munmap(const_cast<std::byte*>(mapped), size); });
+  }
+  // The header was checked against the file's size at opening: a file that shrank since then
+  // would fault here (SIGBUS), so check it is still whole.
+  std::error_code error;
+  const std::uintmax_t now = std::filesystem::file_size(path_, error);
+  ZERO_CHECK(!error && now >= data_start_ + end, "safetensors file ", path_.string(),
+             " is truncated: it had ", file_size_, " bytes when opened, now ",
+             error ? std::string("cannot stat: ") + error.message() : std::to_string(now));
+  return mapping_.get() + data_start_ + begin;
+}
+
+void SafetensorsReader::release(std::size_t begin, std::size_t end) const {
+  if (loaded_ || !mapping_ || begin == end) return;
+  // Whole pages around [begin, end): dropping a clean shared file page is always safe (it is
+  // read again from the file when touched).
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t first = (data_start_ + begin) / page * page;
+  const std::size_t last = std::min(file_size_, (data_start_ + end + page - 1) / page * page);
+  ::madvise(const_cast<std::byte*>(mapping_.get()) + first, last - first, MADV_DONTNEED);
+}
+
+void SafetensorsReader::read_float(const SafetensorsTensor& tensor, std::size_t first,
+                                   std::size_t count, float* out) const {
+  const std::size_t width = size_of(tensor.dtype);
+  ZERO_CHECK(first <= tensor.num_elements() && count <= tensor.num_elements() - first,
+             "safetensors file ", path_.string(), ": values [", first, ", ", first + count,
+             ") are outside tensor '", tensor.name, "' of ", tensor.num_elements(), " values");
+  const bool floating =
+      tensor.dtype == SafetensorsDType::kF32 || tensor.dtype == SafetensorsDType::kF16 ||
+      tensor.dtype == SafetensorsDType::kBF16 || tensor.dtype == SafetensorsDType::kF64;
+  ZERO_CHECK(floating, "safetensors file ", path_.string(), ": tensor '", tensor.name,
+             "' has dtype ", name_of(tensor.dtype), ", not a floating-point type");
+  const std::size_t chunk = kStreamChunkBytes / width;
+  for (std::size_t done = 0; done < count;) {
+    const std::size_t n = std::min(chunk, count - done);
+    const std::size_t begin = tensor.begin + (first + done) * width;
+    const std::byte* bytes = map_bytes(begin, begin + n * width);
+    float* destination = out + done;
+    switch (tensor.dtype) {
+      case SafetensorsDType::kF32: std::memcpy(destination, bytes, n * 4); break;
+      case SafetensorsDType::kF16:
+        convert(bytes, DType::kFloat16, destination, DType::kFloat32, n);
+        break;
+      case SafetensorsDType::kBF16:
+        convert(bytes, DType::kBFloat16, destination, DType::kFloat32, n);
+        break;
+      default:
+        for (std::size_t i = 0; i < n; ++i) {
+          double value;
+          std::memcpy(&value, bytes + 8 * i, 8);
+          destination[i] = static_cast<float>(value);
+        }
+    }
+    release(begin, begin + n * width);
+    done += n;
+  }
+}
+
 void SafetensorsReader::read_float(const std::string& name, float* out) const {
   const SafetensorsTensor& entry = tensor(name);
-  const std::byte* bytes = data(entry);
-  const std::size_t count = entry.num_elements();
-  switch (entry.dtype) {
-    case SafetensorsDType::kF32: std::memcpy(out, bytes, count * 4); return;
-    case SafetensorsDType::kF16:
-      convert(bytes, DType::kFloat16, out, DType::kFloat32, count);
-      return;
-    case SafetensorsDType::kBF16:
-      convert(bytes, DType::kBFloat16, out, DType::kFloat32, count);
-      return;
-    case SafetensorsDType::kF64:
-      for (std::size_t i = 0; i < count; ++i) {
-        double value;
-        std::memcpy(&value, bytes + 8 * i, 8);
-        out[i] = static_cast<float>(value);
-      }
-      return;
-    default:
-      ZERO_THROW("safetensors file ", path_.string(), ": tensor '", name, "' has dtype ",
-                 name_of(entry.dtype), ", not a floating-point type");
-  }
+  read_float(entry, 0, entry.num_elements(), out);
 }
 
 std::vector<float> SafetensorsReader::read_float(const std::string& name) const {
@@ -237,7 +293,8 @@ std::vector<float> SafetensorsReader::read_float(const std::string& name) const 
 std::vector<std::int64_t> SafetensorsReader::read_int(const std::string& name) const {
   const SafetensorsTensor& entry = tensor(name);
   std::vector<std::int64_t> out(entry.num_elements());
-  const std::byte* bytes = data(entry);
+  if (out.empty()) return out;
+  const std::byte* bytes = map_bytes(entry.begin, entry.end);
   if (entry.dtype == SafetensorsDType::kI64) {
     std::memcpy(out.data(), bytes, out.size() * 8);
   } else {
@@ -249,6 +306,7 @@ std::vector<std::int64_t> SafetensorsReader::read_int(const std::string& name) c
       out[i] = value;
     }
   }
+  release(entry.begin, entry.end);
   return out;
 }
 
