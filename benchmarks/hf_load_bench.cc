@@ -99,6 +99,7 @@ int run(zero::Communicator& comm, const fs::path& folder, int stage, const std::
                    static_cast<float>(peak - before), static_cast<float>(seconds)};
   std::vector<float> all(4 * static_cast<std::size_t>(comm.world_size()));
   comm.all_gather(mine, all.data(), 4, zero::DType::kFloat32, "load peaks");
+  comm.synchronize();  // the collective runs on the communicator's stream
   if (comm.rank() == 0) {
     std::printf("%s, stage %d, %d ranks, %s:\n", folder.string().c_str(), stage, comm.world_size(),
                 method.c_str());
