@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -205,41 +206,38 @@ const SafetensorsTensor& SafetensorsReader::tensor(const std::string& name) cons
              tensors_.size(), " tensors)");
 }
 
-const std::byte* SafetensorsReader::map_bytes(std::size_t begin, std::size_t end) const {
-  if (loaded_) return data_.data() + begin;
-  if (begin == end) return nullptr;
-  if (!mapping_) {
-    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    ZERO_CHECK(fd >= 0, "cannot open safetensors file ", path_.string(), ": ",
-               std::strerror(errno));
-    void* address = ::mmap(nullptr, file_size_, PROT_READ, MAP_SHARED, fd, 0);
-    const int saved = errno;
-    ::close(fd);  // the mapping keeps the file
-    ZERO_CHECK(address != MAP_FAILED, "cannot map safetensors file ", path_.string(), " (",
-               file_size_, " bytes): ", std::strerror(saved));
-    const std::size_t size = file_size_;
-    mapping_ = std::shared_ptr<const std::byte>(
-        static_cast<const std::byte*>(address),
-        [size](const std::byte* mapped) { ::munmap(const_cast<std::byte*>(mapped), size); });
+void SafetensorsReader::with_bytes(std::size_t begin, std::size_t end,
+                                   const std::function<void(const std::byte*)>& use) const {
+  if (loaded_ || begin == end) {
+    use(loaded_ ? data_.data() + begin : nullptr);
+    return;
   }
-  // The header was checked against the file's size at opening: a file that shrank since then
-  // would fault here (SIGBUS), so check it is still whole.
-  std::error_code error;
-  const std::uintmax_t now = std::filesystem::file_size(path_, error);
-  ZERO_CHECK(!error && now >= data_start_ + end, "safetensors file ", path_.string(),
-             " is truncated: it had ", file_size_, " bytes when opened, now ",
-             error ? std::string("cannot stat: ") + error.message() : std::to_string(now));
-  return mapping_.get() + data_start_ + begin;
-}
-
-void SafetensorsReader::release(std::size_t begin, std::size_t end) const {
-  if (loaded_ || !mapping_ || begin == end) return;
-  // Whole pages around [begin, end): dropping a clean shared file page is always safe (it is
-  // read again from the file when touched).
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  ZERO_CHECK(fd >= 0, "cannot open safetensors file ", path_.string(), ": ", std::strerror(errno));
+  // The header was checked against the file's size at opening; touching a mapped page past the
+  // end of a file that shrank since would fault (SIGBUS), so check it is still whole.
+  struct stat status {};
+  if (::fstat(fd, &status) != 0 || static_cast<std::size_t>(status.st_size) < data_start_ + end) {
+    const long long now = ::fstat(fd, &status) == 0 ? static_cast<long long>(status.st_size) : -1;
+    ::close(fd);
+    ZERO_THROW("safetensors file ", path_.string(), " is truncated: it had ", file_size_,
+               " bytes when opened, now ", now);
+  }
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   const std::size_t first = (data_start_ + begin) / page * page;
-  const std::size_t last = std::min(file_size_, (data_start_ + end + page - 1) / page * page);
-  ::madvise(const_cast<std::byte*>(mapping_.get()) + first, last - first, MADV_DONTNEED);
+  const std::size_t length = data_start_ + end - first;
+  void* address = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(first));
+  const int saved = errno;
+  ::close(fd);  // the mapping keeps the file
+  ZERO_CHECK(address != MAP_FAILED, "cannot map bytes [", first, ", ", first + length, ") of ",
+             path_.string(), ": ", std::strerror(saved));
+  try {
+    use(static_cast<const std::byte*>(address) + (data_start_ + begin - first));
+  } catch (...) {
+    ::munmap(address, length);
+    throw;
+  }
+  ::munmap(address, length);
 }
 
 void SafetensorsReader::read_float(const SafetensorsTensor& tensor, std::size_t first,
@@ -257,24 +255,24 @@ void SafetensorsReader::read_float(const SafetensorsTensor& tensor, std::size_t 
   for (std::size_t done = 0; done < count;) {
     const std::size_t n = std::min(chunk, count - done);
     const std::size_t begin = tensor.begin + (first + done) * width;
-    const std::byte* bytes = map_bytes(begin, begin + n * width);
     float* destination = out + done;
-    switch (tensor.dtype) {
-      case SafetensorsDType::kF32: std::memcpy(destination, bytes, n * 4); break;
-      case SafetensorsDType::kF16:
-        convert(bytes, DType::kFloat16, destination, DType::kFloat32, n);
-        break;
-      case SafetensorsDType::kBF16:
-        convert(bytes, DType::kBFloat16, destination, DType::kFloat32, n);
-        break;
-      default:
-        for (std::size_t i = 0; i < n; ++i) {
-          double value;
-          std::memcpy(&value, bytes + 8 * i, 8);
-          destination[i] = static_cast<float>(value);
-        }
-    }
-    release(begin, begin + n * width);
+    with_bytes(begin, begin + n * width, [&](const std::byte* bytes) {
+      switch (tensor.dtype) {
+        case SafetensorsDType::kF32: std::memcpy(destination, bytes, n * 4); return;
+        case SafetensorsDType::kF16:
+          convert(bytes, DType::kFloat16, destination, DType::kFloat32, n);
+          return;
+        case SafetensorsDType::kBF16:
+          convert(bytes, DType::kBFloat16, destination, DType::kFloat32, n);
+          return;
+        default:
+          for (std::size_t i = 0; i < n; ++i) {
+            double value;
+            std::memcpy(&value, bytes + 8 * i, 8);
+            destination[i] = static_cast<float>(value);
+          }
+      }
+    });
     done += n;
   }
 }
@@ -294,19 +292,20 @@ std::vector<std::int64_t> SafetensorsReader::read_int(const std::string& name) c
   const SafetensorsTensor& entry = tensor(name);
   std::vector<std::int64_t> out(entry.num_elements());
   if (out.empty()) return out;
-  const std::byte* bytes = map_bytes(entry.begin, entry.end);
-  if (entry.dtype == SafetensorsDType::kI64) {
-    std::memcpy(out.data(), bytes, out.size() * 8);
-  } else {
-    ZERO_CHECK(entry.dtype == SafetensorsDType::kI32, "safetensors file ", path_.string(),
-               ": tensor '", name, "' has dtype ", name_of(entry.dtype), ", not I32 or I64");
+  ZERO_CHECK(entry.dtype == SafetensorsDType::kI64 || entry.dtype == SafetensorsDType::kI32,
+             "safetensors file ", path_.string(), ": tensor '", name, "' has dtype ",
+             name_of(entry.dtype), ", not I32 or I64");
+  with_bytes(entry.begin, entry.end, [&](const std::byte* bytes) {
+    if (entry.dtype == SafetensorsDType::kI64) {
+      std::memcpy(out.data(), bytes, out.size() * 8);
+      return;
+    }
     for (std::size_t i = 0; i < out.size(); ++i) {
       std::int32_t value;
       std::memcpy(&value, bytes + 4 * i, 4);
       out[i] = value;
     }
-  }
-  release(entry.begin, entry.end);
+  });
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,8 +43,8 @@ class SafetensorsReader {
   // ranges inside the data section and not overlapping. Any failure throws zero::Error naming
   // the file and what is wrong.
   // With load_data false only the header is read (checked against the file's size); tensors are
-  // then read piece by piece (read_bytes, or read_float through a mapping whose pages are
-  // released as they are converted), never the whole data section at once.
+  // then read piece by piece (read_bytes, or read_float through mappings of one chunk at a
+  // time), never the whole data section at once.
   explicit SafetensorsReader(const std::filesystem::path& path, bool load_data = true);
 
   const std::filesystem::path& path() const { return path_; }
@@ -62,9 +63,9 @@ class SafetensorsReader {
   // Converts a floating-point tensor (F32, F16, BF16, F64) to fp32 into `out` (num_elements).
   void read_float(const std::string& name, float* out) const;
   // Converts values [first, first + count) of a floating-point tensor to fp32 into `out` (count
-  // values). A reader without its data maps the file read-only (once, on first use) and releases
-  // each kStreamChunkBytes of mapped pages (MADV_DONTNEED) once converted: the resident size grows
-  // by `out` alone, plus at most one chunk while converting. Throws zero::Error naming the file
+  // values). A reader without its data maps kStreamChunkBytes of the file at a time, read-only,
+  // and unmaps each chunk once converted: the resident size grows by `out` alone, plus at most one
+  // chunk while converting (and the address space by one chunk). Throws zero::Error naming the file
   // and tensor when the range is outside it or its dtype is not floating-point. Not thread-safe.
   void read_float(const SafetensorsTensor& tensor, std::size_t first, std::size_t count,
                   float* out) const;
@@ -77,17 +78,15 @@ class SafetensorsReader {
   std::filesystem::path path_;
   std::vector<SafetensorsTensor> tensors_;
   std::map<std::string, std::string> metadata_;
-  // The stored bytes [begin, end) of the data section, readable until release(begin, end).
-  const std::byte* map_bytes(std::size_t begin, std::size_t end) const;
-  void release(std::size_t begin, std::size_t end) const;
+  // Calls `use` with the stored bytes [begin, end) of the data section: in memory when loaded,
+  // else a read-only mapping of just their pages, unmapped when `use` returns.
+  void with_bytes(std::size_t begin, std::size_t end,
+                  const std::function<void(const std::byte*)>& use) const;
 
   std::vector<std::byte> data_;  // the data section, when loaded
   std::size_t data_start_ = 0;   // the data section's offset in the file
-  std::size_t file_size_ = 0;
+  std::size_t file_size_ = 0;    // when opened
   bool loaded_ = false;
-  // The whole file mapped read-only (PROT_READ, MAP_SHARED), made on first use when not loaded;
-  // unmapped by the last copy of the reader.
-  mutable std::shared_ptr<const std::byte> mapping_;
 };
 
 // A tensor as a header lists it before its bytes exist: name, stored dtype, shape.
