@@ -18,6 +18,7 @@
 
 #include "../common/test_data.h"
 #include "gpt2_engine_driver.h"
+#include "memory_swap_store.h"
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/classifier.h"
 #include "zero/gpt2/engine_classifier.h"
@@ -139,11 +140,34 @@ INSTANTIATE_TEST_SUITE_P(
                       std::tuple{1, 2, DType::kBFloat16}, std::tuple{2, 3, DType::kFloat32},
                       std::tuple{3, 2, DType::kFloat32}, std::tuple{3, 3, DType::kBFloat16}));
 
+// An engine at `stage`, its optimizer (and at stage 3 its parameters) offloaded to host memory
+// (`offload` cpu), to an in-memory swap store (nvme), or not at all (none).
+std::unique_ptr<Engine> offload_engine(Communicator& comm, int stage, const std::string& offload) {
+  EngineOptions options = options_for(stage, DType::kFloat32);
+  if (offload == "cpu") {
+    options.offload_optimizer.device = config::OffloadDevice::kCpu;
+    if (stage == 3) options.offload_param.device = config::OffloadDevice::kCpu;
+  } else if (offload == "nvme") {
+    options.offload_optimizer.device = config::OffloadDevice::kNvme;
+    options.offload_optimizer.nvme_path = "/gpt2-engine-load/optimizer";
+  }
+  std::unique_ptr<Engine> engine = make_engine(options, comm);
+  if (offload == "nvme") engine->set_swap_store_factory(memory_swap_store_factory());
+  return engine;
+}
+
+struct InitCase {
+  int stage;
+  int world;
+  std::string offload;  // none, cpu, nvme
+};
+constexpr const char* kNone = "none";
+
 // GPT-2's units registered as before range initialisers: rank 0 generates every tensor whole,
 // the engine broadcasts it.
-std::vector<std::vector<float>> broadcast_init_shards(Communicator& comm, int stage,
+std::vector<std::vector<float>> broadcast_init_shards(Communicator& comm, const InitCase& c,
                                                       const gpt2::GPT2Config& config) {
-  std::unique_ptr<Engine> engine = make_engine(options_for(stage, DType::kFloat32), comm);
+  std::unique_ptr<Engine> engine = offload_engine(comm, c.stage, c.offload);
   for (const gpt2::UnitSpec& spec : gpt2::gpt2_units(config))
     engine->register_unit(spec.name, spec.tensors,
                           InitFunction([config, spec](const TensorSlot& slot, std::span<float> v) {
@@ -160,19 +184,28 @@ TEST(EngineInit, EachRankGeneratesWhatItHoldsBitIdenticalToTheBroadcastInit) {
   const gpt2::GPT2Config config = tiny_gpt2_config();
   std::size_t unit_elements = 0;
   for (const gpt2::UnitSpec& spec : gpt2::gpt2_units(config)) unit_elements += spec.num_elements();
-  for (const auto& [stage, world] :
-       {std::pair{0, 2}, std::pair{1, 2}, std::pair{3, 2}, std::pair{3, 3}}) {
+  MemoryLedger reference_ledger;
+  HostAllocator reference_allocator(reference_ledger);
+  gpt2::GPT2Model reference(config, reference_allocator);
+  reference.init(7);
+  const std::vector<std::vector<float>> initial = units_of(reference);
+  for (const InitCase& c :
+       {InitCase{0, 2, kNone}, InitCase{1, 2, kNone}, InitCase{3, 2, kNone}, InitCase{3, 3, kNone},
+        InitCase{2, 2, "cpu"}, InitCase{3, 2, "cpu"}, InitCase{3, 2, "nvme"}}) {
+    const std::string what =
+        "stage " + std::to_string(c.stage) + " world " + std::to_string(c.world) + " " + c.offload;
     std::atomic<std::size_t> differences{0};
-    std::vector<std::size_t> generated(static_cast<std::size_t>(world), 0);
-    std::vector<std::size_t> owned(static_cast<std::size_t>(world), 0);
-    run_ranks(world, [&](Communicator& comm) {
+    std::vector<std::size_t> generated(static_cast<std::size_t>(c.world), 0);
+    std::vector<std::size_t> owned(static_cast<std::size_t>(c.world), 0);
+    run_ranks(c.world, [&](Communicator& comm) {
       omp_set_num_threads(1);
       const auto rank = static_cast<std::size_t>(comm.rank());
-      const std::vector<std::vector<float>> expected = broadcast_init_shards(comm, stage, config);
-      std::unique_ptr<Engine> engine = make_engine(options_for(stage, DType::kFloat32), comm);
+      const std::vector<std::vector<float>> expected = broadcast_init_shards(comm, c, config);
+      std::unique_ptr<Engine> engine = offload_engine(comm, c.stage, c.offload);
       MemoryLedger ledger;
       HostAllocator allocator(ledger);
-      const gpt2::EngineModel model(*engine, config, 2, 16, 7, allocator);
+      gpt2::EngineModel model(*engine, config, 2, 16, 7, allocator);
+      differences += count_differences(model, initial);  // the compute copies too
       const std::vector<ShardState> shards = engine->shard_states();
       for (std::size_t u = 0; u < shards.size(); ++u) {
         differences += std::memcmp(shards[u].params.data(), expected[u].data(),
@@ -180,7 +213,7 @@ TEST(EngineInit, EachRankGeneratesWhatItHoldsBitIdenticalToTheBroadcastInit) {
         owned[rank] += shards[u].range.size();
       }
       // A counting engine: the elements each rank's initialiser is asked for.
-      std::unique_ptr<Engine> counting = make_engine(options_for(stage, DType::kFloat32), comm);
+      std::unique_ptr<Engine> counting = offload_engine(comm, c.stage, c.offload);
       for (const gpt2::UnitSpec& spec : gpt2::gpt2_units(config))
         counting->register_unit(spec.name, spec.tensors,
                                 RangeInitFunction([&](ElementRange range, std::span<float> v) {
@@ -189,11 +222,37 @@ TEST(EngineInit, EachRankGeneratesWhatItHoldsBitIdenticalToTheBroadcastInit) {
                                 }));
       counting->initialize();
     });
-    EXPECT_EQ(differences.load(), 0u) << "stage " << stage << " world " << world;
-    for (int r = 0; r < world; ++r)  // stage 3: the partition; stages 0-2: the whole model
-      EXPECT_EQ(generated[r], stage == 3 ? owned[r] : unit_elements)
-          << "stage " << stage << " world " << world << " rank " << r;
+    EXPECT_EQ(differences.load(), 0u) << what;
+    for (int r = 0; r < c.world; ++r)  // stage 3: the partition; stages 0-2: the whole model
+      EXPECT_EQ(generated[r], c.stage == 3 ? owned[r] : unit_elements) << what << " rank " << r;
   }
+}
+
+// The load into offloaded states: shard_states() of host memory (cpu) or of the swap regions
+// (nvme, written back by refresh_params).
+TEST(EngineLoadOffload, ShardsAndGatheredUnitsEqualTheWholeLoad) {
+  const fs::path folder = scratch_dir("gpt2_engine_load_offload");
+  const gpt2::GPT2Config config = tiny_gpt2_config();
+  MemoryLedger ledger;
+  HostAllocator allocator(ledger);
+  gpt2::GPT2Model source(config, allocator);
+  source.init(5);
+  gpt2::save_hf_checkpoint(source, folder, {.max_shard_bytes = 20'000});
+  const std::vector<std::vector<float>> whole = units_of(source);
+  for (const InitCase& c : {InitCase{2, 2, "cpu"}, InitCase{3, 2, "cpu"}, InitCase{3, 2, "nvme"}}) {
+    std::atomic<std::size_t> differences{0};
+    run_ranks(c.world, [&](Communicator& comm) {
+      omp_set_num_threads(1);
+      std::unique_ptr<Engine> engine = offload_engine(comm, c.stage, c.offload);
+      MemoryLedger rank_ledger;
+      HostAllocator rank_allocator(rank_ledger);
+      gpt2::EngineModel model(*engine, config, 2, 16, 7, rank_allocator);
+      gpt2::load_hf_partitions(*engine, model.units(), gpt2::HFWeights(folder, config));
+      differences += count_differences(model, whole);
+    });
+    EXPECT_EQ(differences.load(), 0u) << "stage " << c.stage << " " << c.offload;
+  }
+  fs::remove_all(folder);
 }
 
 std::size_t status_kib(const char* field) {
