@@ -102,7 +102,7 @@ TEST_F(HFWeightsTest, ShardedLoadEqualsTheSingleFileBitForBit) {
 TEST_F(HFWeightsTest, AnyRangeReadsAsTheWholeLoadsSlice) {
   const GPT2Model whole = load_hf_model(folder_ / "single", allocator_);
   const HFWeights weights(folder_ / "sharded", whole.config());
-  for (int world : {1, 2, 3, 7}) {
+  for (int world : {1, 2, 3, 7, 64}) {  // at 64 ranks some shards hold only wte's padded rows
     for (int u = 0; u < whole.num_units(); ++u) {
       const FlatLayout layout(whole.units()[u].tensors, world, 16);
       for (int rank = 0; rank < world; ++rank) {

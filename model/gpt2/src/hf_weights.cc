@@ -161,7 +161,7 @@ void HFWeights::read(const std::string& name, ElementRange range, float* out) co
   // Values past the stored ones (wte's padded rows) are zero.
   const std::size_t stored_end = std::min(range.end, tensor.num_elements());
   const std::size_t from_file = stored_end > range.begin ? stored_end - range.begin : 0;
-  reader.read_float(tensor, range.begin, from_file, out);
+  if (from_file > 0) reader.read_float(tensor, range.begin, from_file, out);
   std::fill(out + from_file, out + range.size(), 0.0f);
 }
 
