@@ -1,14 +1,22 @@
 // GPT-2 through the engine under mpirun (2 and 4 ranks): stages 1 and 3 with and without
 // accumulation reproduce, for 10 steps, the single-process stage-0 run each rank computes itself;
-// in bf16 and fp16 too (16-bit reductions through MPI's bf16/fp16 types and sum ops).
+// in bf16 and fp16 too (16-bit reductions through MPI's bf16/fp16 types and sum ops). A sharded
+// Hugging Face checkpoint streamed into each process's partitions (stages 1 and 3) equals the
+// whole-model load bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <string>
 
+#include "../common/test_data.h"
 #include "gpt2_engine_driver.h"
+#include "zero/gpt2/checkpoint_hf.h"
+#include "zero/gpt2/hf_weights.h"
+#include "zero/gpt2/model.h"
 
 namespace zero::testing {
 namespace {
@@ -101,6 +109,41 @@ TEST_P(MpiMixedPrecision, MatchesSingleProcessStageZeroInThatPrecision) {
 INSTANTIATE_TEST_SUITE_P(All, MpiMixedPrecision,
                          ::testing::Combine(::testing::Values(DType::kBFloat16, DType::kFloat16),
                                             ::testing::Values(1, 3)));
+
+class MpiLoad : public ::testing::TestWithParam<int> {};
+
+TEST_P(MpiLoad, StreamedPartitionsEqualTheWholeLoad) {
+  const int stage = GetParam();
+  const gpt2::GPT2Config config = tiny_gpt2_config();
+  // Each process writes the same checkpoint into its own folder (no shared file system assumed).
+  const std::filesystem::path folder = scratch_dir("gpt2_engine_mpi_load");
+  MemoryLedger ledger;
+  HostAllocator allocator(ledger);
+  gpt2::GPT2Model source(config, allocator);
+  source.init(5);
+  gpt2::save_hf_checkpoint(source, folder, {.max_shard_bytes = 20'000});
+  std::unique_ptr<Communicator> comm = make_mpi_communicator();
+  std::unique_ptr<Engine> engine = make_engine(gpt2_parity_options(stage, 1), *comm);
+  gpt2::EngineModel model(*engine, config, 2, 16, 7, allocator);
+  gpt2::load_hf_partitions(*engine, model.units(), gpt2::HFWeights(folder, config));
+  std::size_t differences = 0;
+  for (const ShardState& shard : engine->shard_states()) {
+    const int u = static_cast<int>(
+        std::find(model.units().begin(), model.units().end(), engine->unit(shard.unit)) -
+        model.units().begin());
+    differences += std::memcmp(shard.params.data(), source.param_data(u) + shard.range.begin,
+                               shard.range.size() * sizeof(float)) != 0;
+  }
+  for (std::size_t u = 0; u < model.units().size(); ++u) {
+    const GatheredUnit gathered = engine->gather(model.units()[u]);
+    differences += std::memcmp(gathered.data(), source.param_data(static_cast<int>(u)),
+                               model.unit_specs()[u].num_elements() * sizeof(float)) != 0;
+  }
+  EXPECT_EQ(differences, 0u) << "rank " << comm->rank();
+  std::filesystem::remove_all(folder);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, MpiLoad, ::testing::Values(1, 3));
 
 }  // namespace
 }  // namespace zero::testing

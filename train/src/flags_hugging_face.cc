@@ -112,7 +112,9 @@ const Flag kRows[] = {
                  "'auto'|'bfloat16'|'float16'|'float32'",
                  "not a dtype run_clm takes (auto, bfloat16, float16, float32)", kModelArguments),
     inert("low_cpu_mem_usage", kBool, both("False"),
-          "zero's checkpoint load is its own (its streaming load is the beyond-memory issue's)", kModelArguments),
+          "zero always loads as True does, and more frugally: each rank streams its partition of "
+          "each tensor from the mapped safetensors files, never the whole model or file",
+          kModelArguments),
     refused("ignore_mismatched_sizes", kBool, both("False"), "False",
             "zero loads a classifier head only when its labels match the training labels",
             kClassificationArguments),

@@ -6,10 +6,13 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <sstream>
+#include <string>
 #include <string_view>
 #include <system_error>
 #include <type_traits>
@@ -25,6 +28,7 @@
 #include "zero/gpt2/config.h"
 #include "zero/gpt2/engine_classifier.h"
 #include "zero/gpt2/engine_model.h"
+#include "zero/gpt2/hf_weights.h"
 #include "zero/gpt2/model.h"
 #include "zero/text/bpe_trainer.h"
 #include "zero/text/lm_dataset.h"
@@ -123,40 +127,21 @@ void write_json(const fs::path& path, const nlohmann::json& value);
 // tokenizer_config.json when there is none.
 void save_tokenizer(const Prepared& prepared, const fs::path& folder);
 
-// Copies a Hugging Face checkpoint's weights into this rank's shards: the body, and for the
-// classifier score.weight when the checkpoint has it (else its initialisation stays).
+// Streams a Hugging Face checkpoint's weights into this rank's shards, each rank reading only its
+// partition (gpt2::load_hf_partitions): the body, and for the classifier score.weight when the
+// checkpoint has it (else its initialisation stays).
 template <typename Model>
 void load_pretrained(Model& model, const fs::path& folder) {
-  Engine& engine = model.engine();
-  MemoryLedger ledger;
-  HostAllocator allocator(ledger);
-  gpt2::GPT2Model loaded(model.config(), allocator);
-  std::vector<float> score;
-  bool has_score = false;
+  std::span<const UnitId> body(model.units());
+  std::vector<UnitId> extra;
+  std::map<std::string, std::vector<std::int64_t>> optional;
   if constexpr (std::is_same_v<Model, gpt2::EngineClassifier>) {
-    score.resize(static_cast<std::size_t>(model.head_config().num_labels * model.config().n_embd));
-    has_score =
-        gpt2::load_classifier_weights(loaded, score, model.head_config().num_labels, folder);
-  } else {
-    gpt2::load_hf_weights(loaded, folder);
+    body = body.first(body.size() - 1);
+    extra.push_back(model.score_unit());
+    optional[gpt2::kScoreTensorName] = {model.head_config().num_labels, model.config().n_embd};
   }
-  const std::size_t body_units = loaded.units().size();
-  for (ShardState& shard : engine.shard_states()) {
-    const UnitId id = engine.unit(shard.unit);
-    const auto found = std::find(model.units().begin(), model.units().end(), id);
-    ZERO_CHECK(found != model.units().end(), "unit ", shard.unit, " is not GPT-2's");
-    const auto index = static_cast<std::size_t>(found - model.units().begin());
-    if (index >= body_units) {  // the classifier's score unit
-      if (!has_score) continue;
-      const std::size_t end = std::min(shard.range.end, score.size());
-      for (std::size_t i = shard.range.begin; i < shard.range.end; ++i)
-        shard.params[i - shard.range.begin] = i < end ? score[i] : 0.0f;
-      continue;
-    }
-    const float* source = loaded.param_data(static_cast<int>(index));
-    std::copy(source + shard.range.begin, source + shard.range.end, shard.params.begin());
-  }
-  engine.refresh_params();
+  const gpt2::HFWeights weights(folder, model.config(), optional);
+  gpt2::load_hf_partitions(model.engine(), body, weights, extra);
 }
 
 }  // namespace zero::train::detail

@@ -2,6 +2,8 @@
 #include "zero/checkpoint/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -148,6 +150,7 @@ SafetensorsReader::SafetensorsReader(const std::filesystem::path& path, bool loa
                ": inconsistent data_offsets: tensors '", sorted[i - 1]->name, "' and '",
                sorted[i]->name, "' overlap");
   data_start_ = 8 + header_size;
+  file_size_ = file_size;
   if (!load_data) return;
   data_.resize(data_size);
   stream.read(reinterpret_cast<char*>(data_.data()), static_cast<std::streamsize>(data_size));
@@ -203,29 +206,80 @@ const SafetensorsTensor& SafetensorsReader::tensor(const std::string& name) cons
              tensors_.size(), " tensors)");
 }
 
+void SafetensorsReader::with_bytes(std::size_t begin, std::size_t end,
+                                   const std::function<void(const std::byte*)>& use) const {
+  if (loaded_ || begin == end) {
+    use(loaded_ ? data_.data() + begin : nullptr);
+    return;
+  }
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  ZERO_CHECK(fd >= 0, "cannot open safetensors file ", path_.string(), ": ", std::strerror(errno));
+  // The header was checked against the file's size at opening; touching a mapped page past the
+  // end of a file that shrank since would fault (SIGBUS), so check it is still whole.
+  struct stat status {};
+  if (::fstat(fd, &status) != 0 || static_cast<std::size_t>(status.st_size) < data_start_ + end) {
+    const long long now = ::fstat(fd, &status) == 0 ? static_cast<long long>(status.st_size) : -1;
+    ::close(fd);
+    ZERO_THROW("safetensors file ", path_.string(), " is truncated: it had ", file_size_,
+               " bytes when opened, now ", now);
+  }
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t first = (data_start_ + begin) / page * page;
+  const std::size_t length = data_start_ + end - first;
+  void* address = ::mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(first));
+  const int saved = errno;
+  ::close(fd);  // the mapping keeps the file
+  ZERO_CHECK(address != MAP_FAILED, "cannot map bytes [", first, ", ", first + length, ") of ",
+             path_.string(), ": ", std::strerror(saved));
+  try {
+    use(static_cast<const std::byte*>(address) + (data_start_ + begin - first));
+  } catch (...) {
+    ::munmap(address, length);
+    throw;
+  }
+  ::munmap(address, length);
+}
+
+void SafetensorsReader::read_float(const SafetensorsTensor& tensor, std::size_t first,
+                                   std::size_t count, float* out) const {
+  const std::size_t width = size_of(tensor.dtype);
+  ZERO_CHECK(first <= tensor.num_elements() && count <= tensor.num_elements() - first,
+             "safetensors file ", path_.string(), ": values [", first, ", ", first + count,
+             ") are outside tensor '", tensor.name, "' of ", tensor.num_elements(), " values");
+  const bool floating =
+      tensor.dtype == SafetensorsDType::kF32 || tensor.dtype == SafetensorsDType::kF16 ||
+      tensor.dtype == SafetensorsDType::kBF16 || tensor.dtype == SafetensorsDType::kF64;
+  ZERO_CHECK(floating, "safetensors file ", path_.string(), ": tensor '", tensor.name,
+             "' has dtype ", name_of(tensor.dtype), ", not a floating-point type");
+  const std::size_t chunk = kStreamChunkBytes / width;
+  for (std::size_t done = 0; done < count;) {
+    const std::size_t n = std::min(chunk, count - done);
+    const std::size_t begin = tensor.begin + (first + done) * width;
+    float* destination = out + done;
+    with_bytes(begin, begin + n * width, [&](const std::byte* bytes) {
+      switch (tensor.dtype) {
+        case SafetensorsDType::kF32: std::memcpy(destination, bytes, n * 4); return;
+        case SafetensorsDType::kF16:
+          convert(bytes, DType::kFloat16, destination, DType::kFloat32, n);
+          return;
+        case SafetensorsDType::kBF16:
+          convert(bytes, DType::kBFloat16, destination, DType::kFloat32, n);
+          return;
+        default:
+          for (std::size_t i = 0; i < n; ++i) {
+            double value;
+            std::memcpy(&value, bytes + 8 * i, 8);
+            destination[i] = static_cast<float>(value);
+          }
+      }
+    });
+    done += n;
+  }
+}
+
 void SafetensorsReader::read_float(const std::string& name, float* out) const {
   const SafetensorsTensor& entry = tensor(name);
-  const std::byte* bytes = data(entry);
-  const std::size_t count = entry.num_elements();
-  switch (entry.dtype) {
-    case SafetensorsDType::kF32: std::memcpy(out, bytes, count * 4); return;
-    case SafetensorsDType::kF16:
-      convert(bytes, DType::kFloat16, out, DType::kFloat32, count);
-      return;
-    case SafetensorsDType::kBF16:
-      convert(bytes, DType::kBFloat16, out, DType::kFloat32, count);
-      return;
-    case SafetensorsDType::kF64:
-      for (std::size_t i = 0; i < count; ++i) {
-        double value;
-        std::memcpy(&value, bytes + 8 * i, 8);
-        out[i] = static_cast<float>(value);
-      }
-      return;
-    default:
-      ZERO_THROW("safetensors file ", path_.string(), ": tensor '", name, "' has dtype ",
-                 name_of(entry.dtype), ", not a floating-point type");
-  }
+  read_float(entry, 0, entry.num_elements(), out);
 }
 
 std::vector<float> SafetensorsReader::read_float(const std::string& name) const {
@@ -237,18 +291,21 @@ std::vector<float> SafetensorsReader::read_float(const std::string& name) const 
 std::vector<std::int64_t> SafetensorsReader::read_int(const std::string& name) const {
   const SafetensorsTensor& entry = tensor(name);
   std::vector<std::int64_t> out(entry.num_elements());
-  const std::byte* bytes = data(entry);
-  if (entry.dtype == SafetensorsDType::kI64) {
-    std::memcpy(out.data(), bytes, out.size() * 8);
-  } else {
-    ZERO_CHECK(entry.dtype == SafetensorsDType::kI32, "safetensors file ", path_.string(),
-               ": tensor '", name, "' has dtype ", name_of(entry.dtype), ", not I32 or I64");
+  if (out.empty()) return out;
+  ZERO_CHECK(entry.dtype == SafetensorsDType::kI64 || entry.dtype == SafetensorsDType::kI32,
+             "safetensors file ", path_.string(), ": tensor '", name, "' has dtype ",
+             name_of(entry.dtype), ", not I32 or I64");
+  with_bytes(entry.begin, entry.end, [&](const std::byte* bytes) {
+    if (entry.dtype == SafetensorsDType::kI64) {
+      std::memcpy(out.data(), bytes, out.size() * 8);
+      return;
+    }
     for (std::size_t i = 0; i < out.size(); ++i) {
       std::int32_t value;
       std::memcpy(&value, bytes + 4 * i, 4);
       out[i] = value;
     }
-  }
+  });
   return out;
 }
 

@@ -308,8 +308,9 @@ void Engine::Impl::initialize_values() {
   if (planning) {  // the plan records the staging buffers (and the broadcasts), computes nothing
     if (!skip_collectives && world > 1)
       for (const EngineUnit& unit : units)
-        comm.broadcast(nullptr, nullptr, unit.layout.num_elements(), DType::kFloat32, 0,
-                       "init " + unit.name);
+        if (!unit.range_init)
+          comm.broadcast(nullptr, nullptr, unit.layout.num_elements(), DType::kFloat32, 0,
+                         "init " + unit.name);
     synchronize("broadcasting the initial parameters");
     return;
   }
@@ -318,7 +319,15 @@ void Engine::Impl::initialize_values() {
     EngineUnit& unit = units[u];
     float* host = staging.data_as<float>();
     std::fill(host, host + unit.padded, 0.0f);
-    if (rank == 0) {
+    const std::size_t own = policy.partitioned ? static_cast<std::size_t>(rank) * unit.shard : 0;
+    if (unit.range_init) {
+      // What this rank reads below: the whole unit where it keeps it, else its owned part.
+      const ElementRange held =
+          intersect(policy.full_params ? ElementRange{0, unit.padded}
+                                       : ElementRange{own, own + unit.owned_count},
+                    {0, unit.layout.num_elements()});
+      if (!held.empty()) unit.range_init(held, std::span<float>(host + held.begin, held.size()));
+    } else if (rank == 0) {
       if (unit.init) {
         for (const TensorSlot& slot : unit.layout.slots())
           unit.init(slot, std::span<float>(host + slot.offset_elements, slot.num_elements));
@@ -328,14 +337,14 @@ void Engine::Impl::initialize_values() {
     }
     float* full = direct ? static_cast<float*>(full_params_of(u)) : workspace.data_as<float>();
     ctx.copy(compute, host, full, unit.padded * sizeof(float));
-    // Rank 0's values are the model (DeepSpeed broadcasts the module at initialisation).
+    // Rank 0's values are the model (DeepSpeed broadcasts the module at initialisation), unless
+    // every rank generated what it holds.
     comm_after_compute();
-    if (world > 1)
+    if (world > 1 && !unit.range_init)
       comm.broadcast(full, full, unit.layout.num_elements(), DType::kFloat32, 0,
                      "init " + unit.name);
     if (!direct) {
       compute_after_comm();
-      const std::size_t own = policy.partitioned ? static_cast<std::size_t>(rank) * unit.shard : 0;
       // Offloaded master: through the host staging buffer (its copy to the device ran before, in
       // stream order), from where host_initialize_unit takes it.
       float* master = policy.host_step && !on_device(u) ? host : owned_params(u);
@@ -359,6 +368,7 @@ void Engine::Impl::initialize_values() {
     unit.initial_values.clear();
     unit.initial_values.shrink_to_fit();
     unit.init = nullptr;
+    unit.range_init = nullptr;
   }
   synchronize("broadcasting the initial parameters");
 }
@@ -413,6 +423,14 @@ UnitId Engine::register_unit(std::string name, std::vector<TensorSpec> tensors, 
   unit.init = std::move(init);
   d.units.push_back(std::move(unit));
   return static_cast<UnitId>(d.units.size() - 1);
+}
+
+UnitId Engine::register_unit(std::string name, std::vector<TensorSpec> tensors,
+                             RangeInitFunction init) {
+  ZERO_CHECK(init, "unit '", name, "': the range initialiser is empty");
+  const UnitId id = register_unit(std::move(name), std::move(tensors), InitFunction{});
+  impl_->units[id].range_init = std::move(init);
+  return id;
 }
 
 UnitId Engine::register_unit(std::string name, std::vector<TensorSpec> tensors,

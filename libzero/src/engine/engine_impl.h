@@ -18,6 +18,7 @@ struct EngineUnit {
   std::string name;
   FlatLayout layout;
   InitFunction init;
+  RangeInitFunction range_init;  // when set, each rank generates what it holds (no broadcast)
   std::vector<float> initial_values;
   std::size_t padded = 0;        // P_u: padded elements
   std::size_t shard = 0;         // S_u = P_u / W

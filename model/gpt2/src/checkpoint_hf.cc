@@ -13,6 +13,7 @@
 #include "zero/checkpoint/durable_write.h"
 #include "zero/checkpoint/safetensors.h"
 #include "zero/core/error.h"
+#include "zero/gpt2/hf_weights.h"
 
 namespace zero::gpt2 {
 namespace {
@@ -20,73 +21,12 @@ namespace {
 constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleName = "model.safetensors";
 
-// Where one Hugging Face tensor lives in the model: unit, slot, and its HF shape (wte unpadded).
-struct TensorPlace {
-  int unit;
-  const TensorSlot* slot;
-  std::vector<std::int64_t> hf_shape;
-};
-
-std::map<std::string, TensorPlace> tensor_places(const GPT2Model& model) {
-  std::map<std::string, TensorPlace> places;
-  for (int u = 0; u < model.num_units(); ++u) {
-    const UnitSpec& unit = model.units()[u];
-    for (const TensorSlot& slot : model.params(u).layout().slots()) {
-      std::vector<std::int64_t> shape = slot.shape;
-      if (slot.name == "wte.weight") shape[0] = model.config().vocab_size;
-      places[hf_tensor_name(unit, slot.name)] = {u, &slot, shape};
-    }
-  }
-  return places;
-}
-
-// The model's name for a stored name, or empty when the tensor is one to skip.
-std::string canonical_name(const std::string& stored) {
-  if (stored == "lm_head.weight" || stored.ends_with(".attn.bias") ||
-      stored.ends_with(".attn.masked_bias"))
-    return {};
-  if (stored.starts_with("transformer.")) return stored;
-  return "transformer." + stored;
-}
-
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::ostringstream text;
   text << "(";
   for (std::size_t i = 0; i < shape.size(); ++i) text << (i ? ", " : "") << shape[i];
   text << ")";
   return text.str();
-}
-
-std::vector<std::filesystem::path> weight_files(const std::filesystem::path& folder) {
-  const std::filesystem::path index = folder / kIndexName;
-  if (std::filesystem::exists(index)) {
-    std::ifstream stream(index);
-    nlohmann::json json;
-    try {
-      json = nlohmann::json::parse(stream);
-    } catch (const nlohmann::json::exception& error) {
-      ZERO_THROW(index.string(), " is not valid JSON: ", error.what());
-    }
-    ZERO_CHECK(json.contains("weight_map") && json["weight_map"].is_object(), index.string(),
-               " has no weight_map object");
-    std::set<std::string> files;
-    for (auto& [name, file] : json["weight_map"].items()) {
-      ZERO_CHECK(file.is_string(), index.string(), ": weight_map entry '", name,
-                 "' is not a file name");
-      files.insert(file.get<std::string>());
-    }
-    std::vector<std::filesystem::path> paths;
-    for (const std::string& file : files) {
-      ZERO_CHECK(file.find('/') == std::string::npos, index.string(), ": shard name '", file,
-                 "' must be a plain file name");
-      paths.push_back(folder / file);
-    }
-    return paths;
-  }
-  const std::filesystem::path single = folder / kSingleName;
-  ZERO_CHECK(std::filesystem::exists(single), "no ", kSingleName, " or ", kIndexName, " in ",
-             folder.string());
-  return {single};
 }
 
 // One tensor of a saved file: where its values come from (unit, or extra tensor -1 - k) and
@@ -196,32 +136,11 @@ GPT2Config load_hf_config(const std::filesystem::path& folder) {
 }
 
 void load_hf_weights(GPT2Model& model, const std::filesystem::path& folder) {
-  const std::map<std::string, TensorPlace> places = tensor_places(model);
-  std::set<std::string> loaded;
-  for (const std::filesystem::path& file : weight_files(folder)) {
-    const SafetensorsReader reader(file);
-    for (const SafetensorsTensor& tensor : reader.tensors()) {
-      const std::string name = canonical_name(tensor.name);
-      if (name.empty()) continue;
-      auto place = places.find(name);
-      ZERO_CHECK(place != places.end(), file.string(), ": unexpected tensor '", tensor.name,
-                 "' for a GPT-2 of ", model.config().n_layer, " layers");
-      ZERO_CHECK(tensor.shape == place->second.hf_shape, file.string(), ": tensor '", tensor.name,
-                 "' has shape ", shape_text(tensor.shape), ", the config needs ",
-                 shape_text(place->second.hf_shape));
-      ZERO_CHECK(loaded.insert(name).second, "tensor '", tensor.name, "' appears twice in ",
-                 folder.string());
-      float* destination =
-          model.param_data(place->second.unit) + place->second.slot->offset_elements;
-      reader.read_float(tensor.name, destination);
-      // Rows of wte past the real vocabulary are zero.
-      const std::size_t stored = tensor.num_elements();
-      std::memset(destination + stored, 0,
-                  (place->second.slot->num_elements - stored) * sizeof(float));
-    }
+  const HFWeights weights(folder, model.config());
+  for (int u = 0; u < model.num_units(); ++u) {
+    const FlatLayout& layout = model.params(u).layout();
+    weights.read_unit(model.units()[u], layout, {0, layout.num_elements()}, model.param_data(u));
   }
-  for (const auto& [name, place] : places)
-    ZERO_CHECK(loaded.contains(name), "checkpoint ", folder.string(), " lacks tensor '", name, "'");
 }
 
 GPT2Model load_hf_model(const std::filesystem::path& folder, Allocator& allocator) {

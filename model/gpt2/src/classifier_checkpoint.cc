@@ -3,12 +3,11 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
-#include <sstream>
 
 #include "zero/checkpoint/safetensors.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/classifier.h"
+#include "zero/gpt2/hf_weights.h"
 
 namespace zero::gpt2 {
 namespace {
@@ -23,35 +22,6 @@ nlohmann::json read_json(const fs::path& path) {
   } catch (const nlohmann::json::exception& error) {
     ZERO_THROW(path.string(), " is not valid JSON: ", error.what());
   }
-}
-
-std::vector<fs::path> weight_files(const fs::path& folder) {
-  const fs::path index = folder / "model.safetensors.index.json";
-  if (!fs::exists(index)) {
-    ZERO_CHECK(fs::exists(folder / "model.safetensors"), "no model.safetensors or ",
-               "model.safetensors.index.json in ", folder.string());
-    return {folder / "model.safetensors"};
-  }
-  const nlohmann::json json = read_json(index);
-  ZERO_CHECK(json.contains("weight_map") && json["weight_map"].is_object(), index.string(),
-             " has no weight_map object");
-  std::set<std::string> files;
-  for (const auto& [name, file] : json["weight_map"].items()) {
-    ZERO_CHECK(file.is_string() && file.get<std::string>().find('/') == std::string::npos,
-               index.string(), ": weight_map entry '", name, "' is not a plain file name");
-    files.insert(file.get<std::string>());
-  }
-  std::vector<fs::path> paths;
-  for (const std::string& file : files) paths.push_back(folder / file);
-  return paths;
-}
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::ostringstream text;
-  text << "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) text << (i ? ", " : "") << shape[i];
-  text << ")";
-  return text.str();
 }
 
 }  // namespace
@@ -102,51 +72,17 @@ ClassifierCheckpoint load_classifier_config(const fs::path& folder) {
 bool load_classifier_weights(GPT2Model& body, std::span<float> score, std::int64_t num_labels,
                              const fs::path& folder) {
   const GPT2Config& config = body.config();
-  struct Place {
-    float* data;
-    std::size_t capacity;
-    std::vector<std::int64_t> shape;
-  };
-  std::map<std::string, Place> places;
-  for (int u = 0; u < body.num_units(); ++u)
-    for (const TensorSlot& slot : body.params(u).layout().slots()) {
-      std::vector<std::int64_t> shape = slot.shape;
-      if (slot.name == "wte.weight") shape[0] = config.vocab_size;
-      places[hf_tensor_name(body.units()[u], slot.name)] = {
-          body.param_data(u) + slot.offset_elements, slot.num_elements, shape};
-    }
   ZERO_CHECK(static_cast<std::int64_t>(score.size()) == num_labels * config.n_embd,
              "classifier: score buffer of ", score.size(), " elements for (", num_labels, ", ",
              config.n_embd, ")");
-  places[kScoreTensorName] = {score.data(), score.size(), {num_labels, config.n_embd}};
-  std::set<std::string> loaded;
-  for (const fs::path& file : weight_files(folder)) {
-    const SafetensorsReader reader(file);
-    for (const SafetensorsTensor& tensor : reader.tensors()) {
-      const std::string& stored = tensor.name;
-      if (stored == "lm_head.weight" || stored.ends_with(".attn.bias") ||
-          stored.ends_with(".attn.masked_bias"))
-        continue;
-      const std::string name = stored == kScoreTensorName || stored.starts_with("transformer.")
-                                   ? stored
-                                   : "transformer." + stored;
-      const auto place = places.find(name);
-      ZERO_CHECK(place != places.end(), file.string(), ": unexpected tensor '", stored,
-                 "' for a GPT-2 classifier of ", config.n_layer, " layers");
-      ZERO_CHECK(tensor.shape == place->second.shape, file.string(), ": tensor '", stored,
-                 "' has shape ", shape_text(tensor.shape), ", the config needs ",
-                 shape_text(place->second.shape));
-      ZERO_CHECK(loaded.insert(name).second, "tensor '", stored, "' appears twice in ",
-                 folder.string());
-      reader.read_float(stored, place->second.data);
-      std::fill(place->second.data + tensor.num_elements(),
-                place->second.data + place->second.capacity, 0.0f);
-    }
+  const HFWeights weights(folder, config, {{kScoreTensorName, {num_labels, config.n_embd}}});
+  for (int u = 0; u < body.num_units(); ++u) {
+    const FlatLayout& layout = body.params(u).layout();
+    weights.read_unit(body.units()[u], layout, {0, layout.num_elements()}, body.param_data(u));
   }
-  for (const auto& [name, place] : places)
-    ZERO_CHECK(name == kScoreTensorName || loaded.contains(name), "checkpoint ", folder.string(),
-               " lacks tensor '", name, "'");
-  return loaded.contains(kScoreTensorName);
+  if (!weights.contains(kScoreTensorName)) return false;
+  weights.read(kScoreTensorName, {0, score.size()}, score.data());
+  return true;
 }
 
 void save_classifier_checkpoint(const GPT2Model& body, const ClassifierConfig& head,

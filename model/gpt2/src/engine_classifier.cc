@@ -10,17 +10,18 @@ std::vector<UnitId> EngineClassifier::register_units(Engine& engine, const GPT2C
                                                      const std::vector<UnitSpec>& specs,
                                                      std::uint64_t seed) {
   std::vector<UnitId> units;
-  for (const UnitSpec& spec : specs)
-    units.push_back(
-        engine.register_unit(spec.name, spec.tensors,
-                             [config, spec, seed](const TensorSlot& slot, std::span<float> values) {
-                               init_unit_range(config, spec, seed, slot.range(), values.data());
-                             }));
-  units.push_back(
-      engine.register_unit(kScoreUnitName, score_tensors(config, head),
-                           [config, seed](const TensorSlot& slot, std::span<float> values) {
-                             init_score_range(config, seed, slot.range(), values.data());
-                           }));
+  // Any range of a unit: each rank generates only what it holds.
+  for (const UnitSpec& spec : specs) {
+    const RangeInitFunction init = [config, spec, seed](ElementRange range,
+                                                        std::span<float> values) {
+      init_unit_range(config, spec, seed, range, values.data());
+    };
+    units.push_back(engine.register_unit(spec.name, spec.tensors, init));
+  }
+  const RangeInitFunction score = [config, seed](ElementRange range, std::span<float> values) {
+    init_score_range(config, seed, range, values.data());
+  };
+  units.push_back(engine.register_unit(kScoreUnitName, score_tensors(config, head), score));
   engine.initialize();
   return units;
 }

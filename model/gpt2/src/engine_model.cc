@@ -1,6 +1,10 @@
 // EngineModel: GPT-2's units registered with zero::Engine and one micro-step over them.
 #include "zero/gpt2/engine_model.h"
 
+#include <algorithm>
+
+#include "zero/core/error.h"
+
 namespace zero::gpt2 {
 std::vector<UnitId> EngineModel::register_units(Engine& engine, const GPT2Config& config,
                                                 const std::vector<UnitSpec>& specs,
@@ -9,11 +13,12 @@ std::vector<UnitId> EngineModel::register_units(Engine& engine, const GPT2Config
   units.reserve(specs.size());
   for (const UnitSpec& spec : specs) {
     // The initialiser owns copies: the engine keeps it and may outlive this model.
-    units.push_back(
-        engine.register_unit(spec.name, spec.tensors,
-                             [config, spec, seed](const TensorSlot& slot, std::span<float> values) {
-                               init_unit_range(config, spec, seed, slot.range(), values.data());
-                             }));
+    // Any range of the unit: each rank generates only what it holds.
+    const RangeInitFunction init = [config, spec, seed](ElementRange range,
+                                                        std::span<float> values) {
+      init_unit_range(config, spec, seed, range, values.data());
+    };
+    units.push_back(engine.register_unit(spec.name, spec.tensors, init));
   }
   engine.initialize();
   return units;
@@ -84,6 +89,33 @@ double EngineModel::eval_loss(std::span<const int> tokens, std::span<const int> 
   wte.release();
   norm.release();
   return compute_.loss();
+}
+
+void load_hf_partitions(Engine& engine, std::span<const UnitId> body_units,
+                        const HFWeights& weights, std::span<const UnitId> extra_units) {
+  const std::vector<UnitSpec> specs = gpt2_units(weights.config());
+  ZERO_CHECK(body_units.size() == specs.size(), "loading ", weights.folder().string(), ": ",
+             body_units.size(), " body units given, a GPT-2 of ", weights.config().n_layer,
+             " layers has ", specs.size());
+  for (ShardState& shard : engine.shard_states()) {
+    const UnitId id = engine.unit(shard.unit);
+    const FlatLayout& layout = engine.layout(id);
+    const auto body = std::find(body_units.begin(), body_units.end(), id);
+    if (body != body_units.end()) {
+      weights.read_unit(specs[static_cast<std::size_t>(body - body_units.begin())], layout,
+                        shard.range, shard.params.data());
+      continue;
+    }
+    if (std::find(extra_units.begin(), extra_units.end(), id) == extra_units.end()) continue;
+    for (const TensorSlot& slot : layout.slots()) {
+      const ElementRange overlap = intersect(slot.range(), shard.range);
+      if (overlap.empty() || !weights.contains(slot.name)) continue;
+      weights.read(slot.name,
+                   {overlap.begin - slot.offset_elements, overlap.end - slot.offset_elements},
+                   shard.params.data() + (overlap.begin - shard.range.begin));
+    }
+  }
+  engine.refresh_params();
 }
 
 }  // namespace zero::gpt2

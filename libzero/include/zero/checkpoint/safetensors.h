@@ -9,7 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,7 +43,8 @@ class SafetensorsReader {
   // ranges inside the data section and not overlapping. Any failure throws zero::Error naming
   // the file and what is wrong.
   // With load_data false only the header is read (checked against the file's size); tensors are
-  // then read piece by piece with read_bytes, never the whole data section at once.
+  // then read piece by piece (read_bytes, or read_float through mappings of one chunk at a
+  // time), never the whole data section at once.
   explicit SafetensorsReader(const std::filesystem::path& path, bool load_data = true);
 
   const std::filesystem::path& path() const { return path_; }
@@ -59,6 +62,14 @@ class SafetensorsReader {
 
   // Converts a floating-point tensor (F32, F16, BF16, F64) to fp32 into `out` (num_elements).
   void read_float(const std::string& name, float* out) const;
+  // Converts values [first, first + count) of a floating-point tensor to fp32 into `out` (count
+  // values). A reader without its data maps kStreamChunkBytes of the file at a time, read-only,
+  // and unmaps each chunk once converted: the resident size grows by `out` alone, plus at most one
+  // chunk while converting (and the address space by one chunk). Throws zero::Error naming the file
+  // and tensor when the range is outside it or its dtype is not floating-point. Not thread-safe.
+  void read_float(const SafetensorsTensor& tensor, std::size_t first, std::size_t count,
+                  float* out) const;
+  static constexpr std::size_t kStreamChunkBytes = 8u << 20;
   std::vector<float> read_float(const std::string& name) const;
   // Reads an integer tensor (I32 or I64) as int64.
   std::vector<std::int64_t> read_int(const std::string& name) const;
@@ -67,8 +78,14 @@ class SafetensorsReader {
   std::filesystem::path path_;
   std::vector<SafetensorsTensor> tensors_;
   std::map<std::string, std::string> metadata_;
+  // Calls `use` with the stored bytes [begin, end) of the data section: in memory when loaded,
+  // else a read-only mapping of just their pages, unmapped when `use` returns.
+  void with_bytes(std::size_t begin, std::size_t end,
+                  const std::function<void(const std::byte*)>& use) const;
+
   std::vector<std::byte> data_;  // the data section, when loaded
   std::size_t data_start_ = 0;   // the data section's offset in the file
+  std::size_t file_size_ = 0;    // when opened
   bool loaded_ = false;
 };
 

@@ -40,6 +40,11 @@ class Engine;
 // Fills a unit's tensors with initial values: called once per tensor with its slot and its
 // (num_elements) values. Must give the same values on every rank (rank 0's are broadcast).
 using InitFunction = std::function<void(const TensorSlot& slot, std::span<float> values)>;
+// Fills elements [range) of a unit's flat parameters (within [0, num_elements()), any range, in
+// layout order) with their initial values, the same value for an element whatever range covers
+// it: each rank then generates only the elements it holds (its partition at stage 3, the whole
+// unit where it holds it all) and nothing is broadcast.
+using RangeInitFunction = std::function<void(ElementRange range, std::span<float> values)>;
 
 // The full parameters of a gathered unit, valid until release() or destruction (RAII). They are
 // in the engine's parameter dtype (Engine::param_dtype(): fp32, or bf16/fp16 in mixed precision)
@@ -133,6 +138,7 @@ class Engine {
   UnitId register_unit(std::string name, std::vector<TensorSpec> tensors, InitFunction init);
   UnitId register_unit(std::string name, std::vector<TensorSpec> tensors,
                        std::vector<float> initial_values);  // num_elements() values
+  UnitId register_unit(std::string name, std::vector<TensorSpec> tensors, RangeInitFunction init);
   // Allocates every buffer and initialises the parameters; runs on first use if not called.
   void initialize();
   // The swap stores for `device: nvme` offload come from `factory` (SwapStoreFactory,
