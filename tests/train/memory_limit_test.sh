@@ -2,13 +2,13 @@
 # The whole-run memory plan under a real memory limit (issue 24's acceptance), one rank, a GPT-2
 # of 24 layers x 320 (29.7M parameters, fp32 + AdamW model states 16 x 29.7M = 476 MB), ZeRO-3
 # with optimizer and parameters on NVMe (a folder of the work dir):
-#   A  without a limit: 4 steps, checkpoint-2 and checkpoint-4, the final model.
+#   A  without a limit: 2 steps, checkpoint-1 and checkpoint-2, the final model.
 #   B  in a memory cgroup whose limit is half the model states: refused before anything is
 #      allocated, naming the checkpoint phase (saving reads the NVMe optimizer state into one
 #      host copy: Engine::shard_states); without checkpoints the same run trains, and its model
 #      equals A's bit for bit.
-#   C  the limit the refusal named: trains with checkpoints, consolidates checkpoint-4 (= A's
-#      model), and resumes checkpoint-2 to step 4 (= A's model).
+#   C  the limit the refusal named: trains with checkpoints, consolidates checkpoint-2 (= A's
+#      model), and resumes checkpoint-1 to step 2 (= A's model).
 # Every limited run's phases (load, train, checkpoint, final save) peak, measured by VmHWM, at
 # most 5% above their plan (baseline included). Skips (77) when no memory cgroup can be made.
 #   memory_limit_test.sh ZERO WORK_DIR
@@ -59,7 +59,7 @@ EOF
 common=(--train_file "$work/corpus.txt" --tokenizer_vocab_size 300 --block_size 32
   --config_overrides n_layer=24,n_embd=320,n_head=5,n_positions=32 --do_train True
   --per_device_train_batch_size 1 --learning_rate 1e-3 --logging_steps 1 --no_plot
-  --max_steps 4 --deepspeed z3nvme.json --seed 7)
+  --max_steps 2 --deepspeed z3nvme.json --seed 7)
 
 # limited BYTES LOG COMMAND...: COMMAND in the cgroup with BYTES as its limit; its exit status.
 limited() {
@@ -80,7 +80,7 @@ phases_within() {
 same() { cmp "$1" "$2" || fail "$1 and $2 differ"; }
 
 # A: no limit.
-"$zero" train "${common[@]}" --output_dir A --save_steps 2 >A.log 2>&1 || { cat A.log; fail "A"; }
+"$zero" train "${common[@]}" --output_dir A --save_steps 1 >A.log 2>&1 || { cat A.log; fail "A"; }
 states=$(sed -n 's/.*model states per rank \([0-9.]*\) MiB.*/\1/p' A.log | head -1)
 [ -n "$states" ] || fail "A.log: no model-state line"
 limit=$(python3 -c "print(int($states * 1048576 / 2))")
@@ -88,7 +88,7 @@ echo "model states ${states} MiB; limit $limit bytes"
 
 # B: half the model states. With checkpoints the plan refuses the run before it allocates.
 status=0
-limited "$limit" B1.log "$zero" train "${common[@]}" --output_dir B1 --save_steps 2 || status=$?
+limited "$limit" B1.log "$zero" train "${common[@]}" --output_dir B1 --save_steps 1 || status=$?
 cat B1.log
 [ "$status" = 2 ] || fail "B1: exit $status, not the refusal (2)"
 grep -q "does not fit: checkpoint needs .*, the node has .*memory cgroup's limit" B1.log ||
@@ -103,17 +103,17 @@ same A/model.safetensors B2/model.safetensors
 # C: the limit the refusal named.
 needed=$(sed -n 's/.*does not fit: checkpoint needs \([0-9.]*\) MiB.*/\1/p' B1.log | head -1)
 limit=$(python3 -c "print(int($needed * 1048576 * 1.02))")
-limited "$limit" C.log "$zero" train "${common[@]}" --output_dir C --save_steps 2 ||
+limited "$limit" C.log "$zero" train "${common[@]}" --output_dir C --save_steps 1 ||
   { cat C.log; fail "C under $limit bytes"; }
 cat C.log
 phases_within C.log
 same A/model.safetensors C/model.safetensors
-limited "$limit" consolidate.log "$zero" checkpoint consolidate C/checkpoint-4 consolidated ||
+limited "$limit" consolidate.log "$zero" checkpoint consolidate C/checkpoint-2 consolidated ||
   { cat consolidate.log; fail "consolidate under $limit bytes"; }
 same A/model.safetensors consolidated/model.safetensors
-rm -rf D && mkdir D && cp -r C/checkpoint-2 D/
-limited "$limit" D.log "$zero" train "${common[@]}" --output_dir D --save_steps 2 \
-  --resume_from_checkpoint D/checkpoint-2 || { cat D.log; fail "D (resumed) under $limit bytes"; }
+rm -rf D && mkdir D && cp -r C/checkpoint-1 D/
+limited "$limit" D.log "$zero" train "${common[@]}" --output_dir D --save_steps 1 \
+  --resume_from_checkpoint D/checkpoint-1 || { cat D.log; fail "D (resumed) under $limit bytes"; }
 cat D.log
 grep -q "resumed from" D.log || fail "D.log: not resumed"
 phases_within D.log
