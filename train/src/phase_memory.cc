@@ -49,7 +49,13 @@ RunMemory::RunMemory(const TrainingArguments& arguments, const Prepared& prepare
     return;
   }
   const PlanSetup setup = setup_of(arguments, prepared, resumes);
-  RankPlan plan = as_input_error("memory plan", [&] { return plan_rank(setup, world, 0); });
+  RankPlan plan;
+  try {
+    plan = plan_rank(setup, world, 0);
+  } catch (const Error& error) {  // the run itself will say what its engine refuses
+    console_.say("memory plan: not planned (%s); no phase is checked\n", error.what());
+    return;
+  }
   measure_baseline(plan, "VmRSS of this rank before the engine allocates");
   const int ranks = ranks_on_this_node(world);
   console_.say("memory plan (rank 0 of %d, %d on this node):\n%s", world, ranks,

@@ -48,6 +48,18 @@ bool same_bytes(const RankPlan& a, const RankPlan& b) {
          a.peaks.reserved == b.peaks.reserved;
 }
 
+// The phases a dry run plans: the flags' (plan_phases; the run's length is --max_steps, else
+// unknown), and training when neither --do_train nor --do_eval is given (what a dry run is for).
+PhaseSchedule dry_run_phases(const TrainingArguments& arguments,
+                             std::vector<std::string>& warnings) {
+  if (arguments.do_train || arguments.do_eval)
+    return plan_phases(arguments, arguments.max_steps, 0);
+  TrainingArguments training = arguments;
+  training.do_train = true;
+  warnings.push_back("neither --do_train nor --do_eval: planned as --do_train");
+  return plan_phases(training, arguments.max_steps, 0);
+}
+
 }  // namespace
 
 MemoryPeaks MemoryPeaks::of(const MemoryLedger& ledger) {
@@ -115,7 +127,7 @@ PlanSetup plan_setup(const TrainingArguments& arguments, int world_size,
   setup.gradient_checkpointing = arguments.gradient_checkpointing;
   setup.seed = arguments.seed;
   const std::int64_t total_steps = arguments.max_steps > 0 ? arguments.max_steps : 1;
-  setup.phases = plan_phases(arguments, arguments.max_steps, 0);
+  setup.phases = dry_run_phases(arguments, setup.warnings);
   detail::EngineSetup engine =
       detail::resolve_engine(arguments, world_size, total_steps, config.n_embd, deepspeed_json);
   setup.engine = std::move(engine.engine.options);
@@ -140,7 +152,7 @@ PlanSetup plan_setup_from_counts(const TrainingArguments& arguments, std::int64_
   setup.generates_samples = arguments.num_samples > 0;
   setup.seed = arguments.seed;
   const std::int64_t total_steps = arguments.max_steps > 0 ? arguments.max_steps : 1;
-  setup.phases = plan_phases(arguments, arguments.max_steps, 0);
+  setup.phases = dry_run_phases(arguments, setup.warnings);
   detail::EngineSetup engine =
       detail::resolve_engine(arguments, world_size, total_steps, std::nullopt, deepspeed_json);
   setup.engine = std::move(engine.engine.options);
