@@ -2,11 +2,13 @@
 // fit against it with settings found by re-planning, the NVMe free-space check, and zero::train
 // refusing a run whose plan cannot finish before anything is allocated.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "../offload/swap_test_dir.h"
 #include "train_test_util.h"
 #include "zero/comm/communicator.h"
 #include "zero/core/error.h"
@@ -212,6 +214,41 @@ TEST(RunPlan, ZeroTrainRefusesARunWhosePlanCannotFinishBeforeAllocating) {
   }
   EXPECT_FALSE(fs::exists(folder.path() / "out"));
   EXPECT_LT(read_process_memory().resident_bytes - before, 1ll << 30);
+}
+
+// zero train with its NVMe swap folder on a 1 MiB tmpfs (a private mount namespace): refused
+// before anything is allocated, naming the folder, the bytes the plan swaps there and the free
+// bytes.
+TEST(RunPlan, ZeroTrainRefusesAnNvmePathWithoutRoomForThePlan) {
+  TempFolder folder("nvme_room");
+  const fs::path swap = folder.path() / "small";
+  if (const std::string why = testing::mount_filesystem(swap, "tmpfs", "size=1m"); !why.empty())
+    GTEST_SKIP() << why;
+  struct Unmount {  // before the folder is removed, however the test ends
+    fs::path path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{swap};
+  const fs::path corpus = folder.path() / "corpus.txt";
+  testing::write_corpus(corpus, 200);
+  TrainingArguments arguments = testing::tiny_arguments(corpus, folder.path() / "out");
+  arguments.config_overrides = "n_layer=2,n_embd=256,n_head=4,n_positions=16";
+  const fs::path config = folder.path() / "nvme.json";
+  std::ofstream(config) << R"({"train_micro_batch_size_per_gpu": "auto", "zero_optimization": {
+      "stage": 3, "offload_optimizer": {"device": "nvme", "nvme_path": ")"
+                        << swap.string() << R"("}}})";
+  arguments.deepspeed = config.string();
+  const std::unique_ptr<Communicator> communicator = make_local_communicator();
+  try {
+    train(arguments, *communicator, {.print = false});
+    FAIL() << "a swap folder of 1 MiB was accepted";
+  } catch (const InputError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("nvme_path " + swap.string() + ": the plan swaps "), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("the filesystem has 1048576 bytes (1.0 MiB) free"), std::string::npos)
+        << message;
+  }
+  EXPECT_FALSE(fs::exists(folder.path() / "out"));
 }
 
 }  // namespace
