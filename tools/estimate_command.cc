@@ -349,13 +349,12 @@ void print_plan(const Estimate& estimate, const train::Hardware& hardware) {
               train::format_phases(plan, false).c_str());
   std::printf("  node: %s\n", estimate.node_fit.message().c_str());
   if (estimate.node_fit.fits) return;
-  if (!estimate.proposal.found) {
+  if (!estimate.proposal.found)
     std::printf(
         "  no setting tried makes it fit (smaller sub_group_size, "
         "stage3_max_live_parameters, bucket sizes; offload to host memory, then NVMe)\n");
-    return;
-  }
-  std::printf("  it fits with (planned again):\n");
+  if (estimate.proposal.settings.empty()) return;
+  std::printf(estimate.proposal.found ? "  it fits with (planned again):\n" : "  the closest:\n");
   for (const std::string& setting : estimate.proposal.settings)
     std::printf("    %s\n", setting.c_str());
   std::printf("    -> %s\n", estimate.proposal.fit.message().c_str());

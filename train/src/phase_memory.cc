@@ -78,8 +78,8 @@ RunMemory::RunMemory(const TrainingArguments& arguments, const Prepared& prepare
       std::string advice =
           "no setting tried (smaller sub_group_size, stage3_max_live_parameters, "
           "bucket sizes; offload to host memory or NVMe) makes it fit";
-      if (proposal.found) {
-        advice = "it fits with";
+      if (!proposal.settings.empty()) {
+        advice = proposal.found ? "it fits with" : advice + "; the closest,";
         for (const std::string& setting : proposal.settings) advice += " " + setting + ";";
         advice += " " + proposal.fit.message();
       }

@@ -235,6 +235,7 @@ NodeFit node_fit(const RankPlan& plan, int ranks_per_node, const NodeMemory& nod
 FitProposal propose_fit(const PlanSetup& setup, int world_size, int ranks_per_node,
                         const NodeMemory& node, bool device_is_host, std::int64_t baseline_bytes) {
   FitProposal proposal;
+  std::int64_t closest_bytes = 0;
   const int from = offload_level(setup.engine);
   for (int offload = from; offload <= 4; ++offload) {
     for (int buffers = 0; buffers <= 3; ++buffers) {
@@ -252,7 +253,16 @@ FitProposal propose_fit(const PlanSetup& setup, int world_size, int ranks_per_no
       }
       plan.baseline_bytes = baseline_bytes;
       const NodeFit fit = node_fit(plan, ranks_per_node, node, device_is_host);
-      if (!fit.fits) continue;
+      if (!fit.fits) {  // the closest so far, to say what still does not fit
+        const std::int64_t largest =
+            planned_resident_bytes(plan, largest_phase(plan, device_is_host), device_is_host);
+        if (proposal.settings.empty() || largest < closest_bytes) {
+          closest_bytes = largest;
+          proposal.settings = std::move(settings);
+          proposal.fit = fit;
+        }
+        continue;
+      }
       proposal.found = true;
       proposal.settings = std::move(settings);
       proposal.fit = fit;
@@ -327,6 +337,11 @@ std::string check_against_this_node(const PlanSetup& setup, RankPlan& plan, int 
       out +=
           "  no setting tried makes it fit (smaller sub_group_size, stage3_max_live_parameters, "
           "bucket sizes; offload to host memory, then NVMe)\n";
+      if (!proposal.settings.empty()) {
+        out += "  the closest:";
+        for (const std::string& setting : proposal.settings) out += "\n    " + setting;
+        out += "\n    -> " + proposal.fit.message() + "\n";
+      }
     }
   }
   for (const NvmeNeed& need : nvme_needs(plan, setup.engine, ranks_per_node)) {

@@ -223,7 +223,8 @@ NodeFit node_fit(const RankPlan& plan, int ranks_per_node, const NodeMemory& nod
 
 // Settings that make a run fit, found by planning it again with each in turn (smaller
 // sub_group_size, stage3_max_live_parameters, prefetch and bucket sizes; then offload to host
-// memory, then to NVMe), the cheapest that fits first. `found` false: none of them fits.
+// memory, then to NVMe), the cheapest that fits first. `found` false: none of them fits, and
+// `settings` and `fit` are the closest (the smallest largest phase), saying what still does not.
 struct FitProposal {
   bool found = false;
   std::vector<std::string> settings;  // "zero_optimization.sub_group_size 1e+07", ...
