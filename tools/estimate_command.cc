@@ -14,6 +14,7 @@
 #include "flag_options.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
+#include "zero/core/node_memory.h"
 #include "zero/train/arguments.h"
 #include "zero/train/command_arguments.h"
 #include "zero/train/config_precedence.h"
@@ -165,6 +166,11 @@ struct Estimate {
   std::vector<train::Candidate> ranked;
   std::int64_t max_batch = 0;
   train::Fit fit;
+  // The whole run's phases against a node of --cpu_memory, else this node: GPU ranks' resident
+  // host bytes (the device's memory is the GPU's), and what makes it fit when it does not.
+  NodeMemory node;
+  train::NodeFit node_fit;
+  train::FitProposal proposal;
 };
 
 // Throws train::InputError for a model or config the planner cannot read.
@@ -190,6 +196,19 @@ Estimate estimate_of(const train::TrainingArguments& a, const train::EstimateArg
       std::max<std::int64_t>(1, (std::int64_t{1} << 22) / estimate.setup.seq_len));
   estimate.ranked = train::rank_configurations(estimate.setup, hardware);
   estimate.fit = train::fit_of(estimate.plan, hardware);
+  train::measure_baseline(estimate.plan,
+                          "VmRSS of this planning process: the libraries, no data, no peers; "
+                          "zero train measures its own before the engine allocates");
+  if (hardware.cpu_memory > 0) {
+    estimate.node.total_bytes = hardware.cpu_memory;
+    estimate.node.total_source = "--cpu_memory";
+  } else {
+    estimate.node = read_node_memory();
+  }
+  estimate.node_fit = train::node_fit(estimate.plan, hardware.gpus_per_node, estimate.node, false);
+  if (!estimate.node_fit.fits)
+    estimate.proposal = train::propose_fit(estimate.setup, world, hardware.gpus_per_node,
+                                           estimate.node, false, estimate.plan.baseline_bytes);
   return estimate;
 }
 
@@ -228,6 +247,25 @@ void print_json(const Estimate& estimate, const train::Hardware& hardware,
       {"spaces", peaks_json(plan.peaks)}, {"total_bytes", fit.gpu_bytes}, {"fits", fit.gpu_fits}};
   out["host_per_node"] = {{"bytes", fit.node_host_bytes}, {"fits", fit.host_fits}};
   out["model_states_formula_bytes"] = plan.model_states.total();
+  json phases = json::object();
+  for (std::size_t p = 0; p < train::kNumPhases; ++p) {
+    const auto phase = static_cast<train::Phase>(p);
+    const train::RankPlan::PhasePeak& peak = plan.phase(phase);
+    if (!peak.runs) continue;
+    json spaces = json::object();
+    for (std::size_t space = 0; space < kNumMemorySpaces; ++space)
+      spaces[std::string(name_of(static_cast<MemorySpace>(space)))] = peak.reserved[space];
+    phases[std::string(train::name_of(phase))] = {
+        {"reserved", spaces},
+        {"outside_ledger_host_bytes", peak.outside_host_bytes},
+        {"resident_host_bytes", train::planned_resident_bytes(plan, phase, false)}};
+  }
+  out["phases"] = phases;
+  out["baseline_bytes"] = plan.baseline_bytes;
+  out["node"] = {{"bytes", estimate.node_fit.node_bytes},
+                 {"fits", estimate.node_fit.fits},
+                 {"message", estimate.node_fit.message()}};
+  if (estimate.proposal.found) out["node"]["fits_with"] = estimate.proposal.settings;
   out["fits"] = fit.fits();
   out["largest_micro_batch"] = estimate.max_batch;
   out["ranking_rule"] = kRankingRule;
@@ -307,6 +345,19 @@ void print_plan(const Estimate& estimate, const train::Hardware& hardware) {
   if (estimate.max_batch >= 0)
     std::printf("largest micro-batch that fits: %lld (of %lld tokens)\n",
                 static_cast<long long>(estimate.max_batch), static_cast<long long>(setup.seq_len));
+  std::printf("\nthe whole run, rank 0 (GPU ranks: the device's bytes are the GPU's):\n%s",
+              train::format_phases(plan, false).c_str());
+  std::printf("  node: %s\n", estimate.node_fit.message().c_str());
+  if (estimate.node_fit.fits) return;
+  if (!estimate.proposal.found)
+    std::printf(
+        "  no setting tried makes it fit (smaller sub_group_size, "
+        "stage3_max_live_parameters, bucket sizes; offload to host memory, then NVMe)\n");
+  if (estimate.proposal.settings.empty()) return;
+  std::printf(estimate.proposal.found ? "  it fits with (planned again):\n" : "  the closest:\n");
+  for (const std::string& setting : estimate.proposal.settings)
+    std::printf("    %s\n", setting.c_str());
+  std::printf("    -> %s\n", estimate.proposal.fit.message().c_str());
 }
 
 // The ranked configurations and, with --deepspeed_compat, DeepSpeed's tables.

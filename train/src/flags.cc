@@ -228,6 +228,11 @@ const Flag kFlags[] = {
     {.name = "dry_run", .type = kBool, .field = &T::dry_run, .commands = kTrain,
      .help = "print this run's memory plan per rank (docs/planner.md) and exit; allocates no model "
              "memory, reads no data"},
+    {.name = "ignore_memory_plan", .type = kBool, .field = &T::ignore_memory_plan,
+     .commands = kTrain,
+     .help = "run even when the memory plan says a phase (load, train, evaluation, checkpoint, "
+             "final save) does not fit this node's memory; without it such a run is refused "
+             "before anything is allocated"},
     {.name = "world_size", .type = kInt, .field = &T::world_size, .commands = kTrain | kConfig,
      .help = "--dry_run: plan this many ranks (default: the launch's world size)",
      .config_help = "data-parallel ranks the batch sizes are resolved for (default 1)"},
@@ -244,7 +249,9 @@ const Flag kFlags[] = {
     {.name = "gpu_memory", .field = &E::gpu_memory, .commands = kEstimate, .show_default = true,
      .help = "per GPU: GiB, or with a unit (GiB, GB, MiB, MB, TiB, TB)"},
     {.name = "cpu_memory", .field = &E::cpu_memory, .commands = kEstimate, .show_default = true,
-     .help = "per node, as --gpu_memory; 0: not checked"},
+     .help = "per node, as --gpu_memory; 0: the table's host column is not checked and the "
+             "whole run's phases are checked against this node (MemTotal or its memory cgroup's "
+             "limit)"},
     {.name = "zero_stage", .type = kInt, .field = &E::zero_stage, .commands = kEstimate,
      .help = "without --deepspeed: the ZeRO stage (default 0)"},
     {.name = "offload_optimizer", .field = &E::offload_optimizer, .commands = kEstimate,

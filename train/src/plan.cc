@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <sstream>
 #include <string_view>
-#include <tuple>
 
 #include "prepare.h"
 #include "zero/comm/planning_communicator.h"
@@ -47,6 +46,18 @@ std::string bytes_cell(std::int64_t bytes) {
 bool same_bytes(const RankPlan& a, const RankPlan& b) {
   return a.peaks.categories == b.peaks.categories && a.peaks.total == b.peaks.total &&
          a.peaks.reserved == b.peaks.reserved;
+}
+
+// The phases a dry run plans: the flags' (plan_phases; the run's length is --max_steps, else
+// unknown), and training when neither --do_train nor --do_eval is given (what a dry run is for).
+PhaseSchedule dry_run_phases(const TrainingArguments& arguments,
+                             std::vector<std::string>& warnings) {
+  if (arguments.do_train || arguments.do_eval)
+    return plan_phases(arguments, arguments.max_steps, 0);
+  TrainingArguments training = arguments;
+  training.do_train = true;
+  warnings.push_back("neither --do_train nor --do_eval: planned as --do_train");
+  return plan_phases(training, arguments.max_steps, 0);
 }
 
 }  // namespace
@@ -116,6 +127,7 @@ PlanSetup plan_setup(const TrainingArguments& arguments, int world_size,
   setup.gradient_checkpointing = arguments.gradient_checkpointing;
   setup.seed = arguments.seed;
   const std::int64_t total_steps = arguments.max_steps > 0 ? arguments.max_steps : 1;
+  setup.phases = dry_run_phases(arguments, setup.warnings);
   detail::EngineSetup engine =
       detail::resolve_engine(arguments, world_size, total_steps, config.n_embd, deepspeed_json);
   setup.engine = std::move(engine.engine.options);
@@ -140,6 +152,7 @@ PlanSetup plan_setup_from_counts(const TrainingArguments& arguments, std::int64_
   setup.generates_samples = arguments.num_samples > 0;
   setup.seed = arguments.seed;
   const std::int64_t total_steps = arguments.max_steps > 0 ? arguments.max_steps : 1;
+  setup.phases = dry_run_phases(arguments, setup.warnings);
   detail::EngineSetup engine =
       detail::resolve_engine(arguments, world_size, total_steps, std::nullopt, deepspeed_json);
   setup.engine = std::move(engine.engine.options);
@@ -153,6 +166,176 @@ std::int64_t deepspeed_largest_layer_params(const gpt2::GPT2Config& config) {
   return std::max(
       {config.vocab_size * C, config.n_positions * C, C * H + H, H * C + C, 3 * C * C + 3 * C});
 }
+
+namespace {
+
+// Closes phases: each phase's peaks are the ledger's since the previous phase ended (max'ed over
+// the phase's visits), the run's peaks the largest over all phases.
+class PhaseRecorder {
+ public:
+  PhaseRecorder(MemoryLedger& ledger, RankPlan& plan) : ledger_(ledger), plan_(plan) {
+    ledger_.reset_peaks();
+  }
+  void end(Phase phase, std::int64_t outside_host_bytes = 0) {
+    const MemoryPeaks peaks = MemoryPeaks::of(ledger_);
+    RankPlan::PhasePeak visit{
+        .runs = true, .reserved = peaks.reserved, .outside_host_bytes = outside_host_bytes};
+    plan_.visits.emplace_back(phase, visit);
+    RankPlan::PhasePeak& peak = plan_.phases[static_cast<std::size_t>(phase)];
+    peak.runs = true;
+    for (std::size_t s = 0; s < kNumMemorySpaces; ++s)
+      peak.reserved[s] = std::max(peak.reserved[s], peaks.reserved[s]);
+    peak.outside_host_bytes = std::max(peak.outside_host_bytes, outside_host_bytes);
+    MemoryPeaks& run = plan_.peaks;
+    for (std::size_t s = 0; s < kNumMemorySpaces; ++s) {
+      run.total[s] = std::max(run.total[s], peaks.total[s]);
+      run.reserved[s] = std::max(run.reserved[s], peaks.reserved[s]);
+      for (std::size_t c = 0; c < kNumMemoryCategories; ++c)
+        run.categories[s][c] = std::max(run.categories[s][c], peaks.categories[s][c]);
+    }
+    ledger_.reset_peaks();
+  }
+
+ private:
+  MemoryLedger& ledger_;
+  RankPlan& plan_;
+};
+
+// The phases after loading, in the trainer's order (trainer.cc): training steps, an evaluation,
+// checkpoints (the engine's shard states read, a step after one), the final evaluation and save.
+// `steps(n)` runs n optimizer steps, `evaluate()` one evaluation micro-batch, `gather_all()`
+// gathers every unit in turn as the final save does.
+template <typename Steps, typename Evaluate, typename GatherAll>
+void plan_phases_after_load(const PlanSetup& setup, Engine& engine, PhaseRecorder& recorder,
+                            std::int64_t checkpoint_outside, std::int64_t save_outside, Steps steps,
+                            Evaluate evaluate, GatherAll gather_all) {
+  const PhaseSchedule& phases = setup.phases;
+  if (phases.train) {
+    steps(setup.steps);
+    recorder.end(Phase::kTrain);
+  }
+  if (phases.evaluate && phases.train) {
+    evaluate();
+    recorder.end(Phase::kEvaluation);
+  }
+  if (phases.checkpoint) {
+    engine.shard_states();
+    recorder.end(Phase::kCheckpoint, checkpoint_outside);
+    if (phases.step_after_checkpoint) {
+      steps(1);
+      recorder.end(Phase::kTrain);
+      if (phases.checkpoint_at_last_step) {
+        engine.shard_states();
+        recorder.end(Phase::kCheckpoint, checkpoint_outside);
+      }
+    }
+  }
+  if (phases.evaluate) {
+    evaluate();
+    recorder.end(Phase::kEvaluation);
+  }
+  if (phases.train) {
+    gather_all();
+    recorder.end(Phase::kFinalSave, save_outside);
+  }
+}
+
+void plan_gpt2(const PlanSetup& setup, Engine& engine, int rank, RankPlan& plan,
+               PhaseRecorder& recorder) {
+  const gpt2::GPT2Config& config = *setup.model;
+  ZERO_CHECK(setup.batch_size >= 1 && setup.seq_len >= 1,
+             "a plan needs a positive micro-batch, got B=", setup.batch_size, " T=", setup.seq_len);
+  gpt2::EngineModel model(engine, config, setup.batch_size, setup.seq_len, setup.seed,
+                          engine.allocator(),
+                          {.activation_checkpointing = setup.gradient_checkpointing});
+  plan.parameters = config.num_parameters();
+  // The whole model load_pretrained builds outside the engine's ledger on every rank, recorded
+  // in a ledger of its own.
+  auto whole_model_bytes = [&config] {
+    MemoryLedger ledger;
+    PlanningAllocator allocator(ledger, MemorySpace::kHost);
+    const gpt2::GPT2Model whole(config, allocator);
+    return ledger.space_total(MemorySpace::kHost).peak_bytes;
+  };
+  if (setup.pretrained) plan.load_host_bytes = whole_model_bytes();
+  // The final save streams one unit at a time (gpt2/engine_save.h): outside the engine's ledger
+  // only the writer's buffers and a header (the gathered unit is the engine's). Samples
+  // (--num_samples) need the whole model on rank 0 after it.
+  const auto writer = static_cast<std::int64_t>(gpt2::hf_save_buffer_bytes(config));
+  if (rank == 0)
+    plan.save_host_bytes = writer + (setup.generates_samples ? whole_model_bytes() : 0);
+  if (setup.phases.resume) {  // the checkpoint's shards read into the engine's states
+    engine.shard_states();
+    engine.refresh_params();
+  }
+  recorder.end(Phase::kLoad, plan.load_host_bytes);
+  // The tokens are never read in a plan; only their count is checked.
+  const std::vector<int> tokens(static_cast<std::size_t>(setup.batch_size * setup.seq_len), 0);
+  int step = 0;
+  auto steps = [&](int count) {
+    for (int end = step + count; step < end; ++step)
+      for (int micro = 0; micro < setup.engine.gradient_accumulation_steps; ++micro) {
+        model.train_micro_step(tokens, tokens,
+                               {.seed = setup.seed,
+                                .step = static_cast<std::uint64_t>(step),
+                                .sample_offset = rank * setup.batch_size,
+                                .training = true});
+        engine.step();
+      }
+  };
+  plan_phases_after_load(
+      setup, engine, recorder, writer, plan.save_host_bytes, steps,
+      [&] { model.eval_loss(tokens, tokens); },
+      [&] {
+        for (UnitId unit : model.units()) engine.gather(unit).release();
+      });
+  plan.activation_parts =
+      gpt2::GPT2Compute::plan(config, setup.batch_size, setup.seq_len,
+                              {.activation_checkpointing = setup.gradient_checkpointing,
+                               .param_dtype = engine.param_dtype()});
+}
+
+// Units of the largest layer's size, the remainder last: the engine's unit protocol (engine.h)
+// with no model between the calls.
+void plan_counts(const PlanSetup& setup, Engine& engine, RankPlan& plan, PhaseRecorder& recorder) {
+  ZERO_CHECK(setup.total_params >= 1 && setup.largest_layer_params >= 1,
+             "a plan from parameter counts needs --params and --largest_layer_params >= 1");
+  ZERO_CHECK(setup.largest_layer_params <= setup.total_params, "--largest_layer_params ",
+             setup.largest_layer_params, " exceeds --params ", setup.total_params);
+  std::vector<UnitId> units;
+  for (std::int64_t done = 0; done < setup.total_params;) {
+    const std::int64_t count = std::min(setup.largest_layer_params, setup.total_params - done);
+    units.push_back(engine.register_unit("layer." + std::to_string(units.size()),
+                                         {{"weight", {count}}},
+                                         [](const TensorSlot&, std::span<float>) {}));
+    done += count;
+  }
+  engine.initialize();
+  recorder.end(Phase::kLoad);
+  auto steps = [&](int count) {
+    for (int step = 0; step < count; ++step)
+      for (int micro = 0; micro < setup.engine.gradient_accumulation_steps; ++micro) {
+        for (UnitId unit : units) engine.gather(unit).release();
+        for (auto it = units.rbegin(); it != units.rend(); ++it) {
+          GatheredUnit params = engine.gather(*it);
+          engine.grads(*it);
+          params.release();
+          engine.reduce_grads(*it);
+        }
+        engine.step();
+      }
+  };
+  auto gather_all = [&] {
+    for (UnitId unit : units) engine.gather(unit).release();
+  };
+  PlanSetup without_evaluation = setup;  // no activations to evaluate with
+  without_evaluation.phases.evaluate = false;
+  plan_phases_after_load(
+      without_evaluation, engine, recorder, 0, 0, steps, [] {}, gather_all);
+  plan.parameters = setup.total_params;
+}
+
+}  // namespace
 
 RankPlan plan_rank(const PlanSetup& setup, int world_size, int rank) {
   RankPlan plan;
@@ -168,74 +351,11 @@ RankPlan plan_rank(const PlanSetup& setup, int world_size, int rank) {
     const std::unique_ptr<Engine> engine_owner =
         make_engine(setup.engine, communicator, {.context = context.get()});
     Engine& engine = *engine_owner;
-    const int accumulation = setup.engine.gradient_accumulation_steps;
+    PhaseRecorder recorder(context->ledger(), plan);
     if (setup.model) {
-      const gpt2::GPT2Config& config = *setup.model;
-      ZERO_CHECK(setup.batch_size >= 1 && setup.seq_len >= 1,
-                 "a plan needs a positive micro-batch, got B=", setup.batch_size,
-                 " T=", setup.seq_len);
-      gpt2::EngineModel model(engine, config, setup.batch_size, setup.seq_len, setup.seed,
-                              engine.allocator(),
-                              {.activation_checkpointing = setup.gradient_checkpointing});
-      // The tokens are never read in a plan; only their count is checked.
-      const std::vector<int> tokens(static_cast<std::size_t>(setup.batch_size * setup.seq_len), 0);
-      for (int step = 0; step < setup.steps; ++step)
-        for (int micro = 0; micro < accumulation; ++micro) {
-          model.train_micro_step(tokens, tokens,
-                                 {.seed = setup.seed,
-                                  .step = static_cast<std::uint64_t>(step),
-                                  .sample_offset = rank * setup.batch_size,
-                                  .training = true});
-          engine.step();
-        }
-      plan.parameters = config.num_parameters();
-      // The whole model load_pretrained builds outside the engine's ledger on every rank,
-      // recorded in a ledger of its own.
-      auto whole_model_bytes = [&config] {
-        MemoryLedger ledger;
-        PlanningAllocator allocator(ledger, MemorySpace::kHost);
-        const gpt2::GPT2Model whole(config, allocator);
-        return ledger.space_total(MemorySpace::kHost).peak_bytes;
-      };
-      if (setup.pretrained) plan.load_host_bytes = whole_model_bytes();
-      // The final save streams one unit at a time (gpt2/engine_save.h): outside the engine's
-      // ledger only the writer's buffers and a header (the gathered unit is the engine's, within
-      // its training peak). Samples (--num_samples) need the whole model on rank 0 after it.
-      if (rank == 0)
-        plan.save_host_bytes = static_cast<std::int64_t>(gpt2::hf_save_buffer_bytes(config)) +
-                               (setup.generates_samples ? whole_model_bytes() : 0);
-      plan.activation_parts =
-          gpt2::GPT2Compute::plan(config, setup.batch_size, setup.seq_len,
-                                  {.activation_checkpointing = setup.gradient_checkpointing,
-                                   .param_dtype = engine.param_dtype()});
+      plan_gpt2(setup, engine, rank, plan, recorder);
     } else {
-      ZERO_CHECK(setup.total_params >= 1 && setup.largest_layer_params >= 1,
-                 "a plan from parameter counts needs --params and --largest_layer_params >= 1");
-      ZERO_CHECK(setup.largest_layer_params <= setup.total_params, "--largest_layer_params ",
-                 setup.largest_layer_params, " exceeds --params ", setup.total_params);
-      // Units of the largest layer's size, the remainder last: the engine's unit protocol
-      // (engine.h) with no model between the calls.
-      std::vector<UnitId> units;
-      for (std::int64_t done = 0; done < setup.total_params;) {
-        const std::int64_t count = std::min(setup.largest_layer_params, setup.total_params - done);
-        units.push_back(engine.register_unit("layer." + std::to_string(units.size()),
-                                             {{"weight", {count}}},
-                                             [](const TensorSlot&, std::span<float>) {}));
-        done += count;
-      }
-      engine.initialize();
-      for (int step = 0; step < setup.steps; ++step)
-        for (int micro = 0; micro < accumulation; ++micro) {
-          for (UnitId unit : units) engine.gather(unit).release();
-          for (auto it = units.rbegin(); it != units.rend(); ++it) {
-            GatheredUnit params = engine.gather(*it);
-            engine.grads(*it);
-            params.release();
-            engine.reduce_grads(*it);
-          }
-          engine.step();
-        }
-      plan.parameters = setup.total_params;
+      plan_counts(setup, engine, plan, recorder);
     }
     for (UnitId unit = 0; unit < static_cast<UnitId>(engine.num_units()); ++unit) {
       sizes.push_back(engine.layout(unit).num_elements());
@@ -244,7 +364,6 @@ RankPlan plan_rank(const PlanSetup& setup, int world_size, int rank) {
     }
     communicator.synchronize();
     plan.collectives = communicator.sequence();
-    plan.peaks = MemoryPeaks::of(context->ledger());
   }
   const StatePolicy policy = state_policy(setup.engine);
   const int states_per_element =
@@ -405,101 +524,15 @@ std::vector<RankPlan> dry_run(const TrainingArguments& arguments, int world_size
     std::printf("ranks %d..%d: the same bytes as rank 0 (%zu planned%s)\n", ranks[1], ranks.back(),
                 same.size(),
                 world_size > 64 ? "; above 64 ranks, ranks 0 and N-1 are planned" : "");
+  RankPlan first = plans.front();
+  std::printf("memory plan of the whole run (rank 0):\n%s",
+              check_against_this_node(setup, first, world_size).c_str());
   std::printf("planned %zu rank(s) in %.2f s, %llu collectives per rank; nothing allocated\n",
               plans.size(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
               static_cast<unsigned long long>(plans.front().collectives));
   std::fflush(stdout);
   return plans;
-}
-
-Fit fit_of(const RankPlan& plan, const Hardware& hardware) {
-  Fit fit;
-  fit.gpu_bytes = plan.peaks.reserved_peak(MemorySpace::kDevice) + hardware.allowance.total();
-  fit.node_host_bytes =
-      hardware.gpus_per_node * (plan.peaks.reserved_peak(MemorySpace::kHost) +
-                                plan.peaks.reserved_peak(MemorySpace::kHostPinned)) +
-      std::max(hardware.gpus_per_node * plan.load_host_bytes, plan.save_host_bytes);
-  fit.gpu_fits = fit.gpu_bytes <= hardware.gpu_memory;
-  fit.host_fits = hardware.cpu_memory <= 0 || fit.node_host_bytes <= hardware.cpu_memory;
-  return fit;
-}
-
-std::int64_t largest_fitting_batch(PlanSetup setup, const Hardware& hardware, std::int64_t limit) {
-  if (!setup.model) return -1;
-  const int world = hardware.world_size();
-  auto fits = [&](std::int64_t batch) {
-    setup.batch_size = batch;
-    return fit_of(plan_rank(setup, world, 0), hardware).fits();
-  };
-  if (!fits(1)) return 0;
-  std::int64_t good = 1, bad = 0;
-  while (bad == 0) {
-    const std::int64_t next = good * 2;
-    if (next > limit) return good;
-    if (fits(next)) {
-      good = next;
-    } else {
-      bad = next;
-    }
-  }
-  while (bad - good > 1) {
-    const std::int64_t middle = good + (bad - good) / 2;
-    (fits(middle) ? good : bad) = middle;
-  }
-  return good;
-}
-
-std::vector<Candidate> rank_configurations(const PlanSetup& setup, const Hardware& hardware) {
-  // The offload modes planned (the engine places the states; the plan records where).
-  static constexpr std::string_view kPlannedOffloads[] = {"none", "cpu", "nvme"};
-  auto device_of = [](std::string_view offload) {
-    return offload == "cpu"    ? config::OffloadDevice::kCpu
-           : offload == "nvme" ? config::OffloadDevice::kNvme
-                               : config::OffloadDevice::kNone;
-  };
-  std::vector<Candidate> candidates;
-  const int world = hardware.world_size();
-  for (const std::string_view offload : kPlannedOffloads)
-    for (int stage = 0; stage <= 3; ++stage)
-      for (bool checkpointing : {false, true}) {
-        if (checkpointing && !setup.model) continue;
-        if (offload != "none" && stage == 0) continue;  // DeepSpeed offloads at stages 1-3
-        PlanSetup variant = setup;
-        variant.engine.stage = stage;
-        variant.engine.offload_optimizer.device = device_of(offload);
-        variant.engine.offload_param.device =
-            stage == 3 ? device_of(offload) : config::OffloadDevice::kNone;
-        // A plan touches no disk: NVMe candidates need a path only to be valid options.
-        for (std::string* path :
-             {&variant.engine.offload_optimizer.nvme_path, &variant.engine.offload_param.nvme_path})
-          if (offload == "nvme" && path->empty()) *path = "(nvme_path)";
-        variant.gradient_checkpointing = checkpointing;
-        Candidate candidate;
-        candidate.stage = stage;
-        candidate.offload = std::string(offload);
-        candidate.gradient_checkpointing = checkpointing;
-        candidate.plan = plan_rank(variant, world, 0);
-        candidate.fit = fit_of(candidate.plan, hardware);
-        // The search is bounded to 4M tokens per rank (the plan's token vector).
-        candidate.max_batch_size = largest_fitting_batch(
-            variant, hardware, std::max<std::int64_t>(1, (std::int64_t{1} << 22) / setup.seq_len));
-        candidates.push_back(std::move(candidate));
-      }
-  // Fastest first: no recomputation before recomputation (+1 forward per step), then the
-  // communication volume (stages 0-2 move 2Ψ per step, stage 3 3Ψ), then the lower stage; the
-  // configurations that fit before those that do not.
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const Candidate& a, const Candidate& b) {
-                     auto key = [](const Candidate& c) {
-                       // none, then host memory, then NVMe (slower than host memory)
-                       const int offload = c.offload == "none" ? 0 : c.offload == "cpu" ? 1 : 2;
-                       return std::tuple(!c.fit.fits(), offload, c.gradient_checkpointing,
-                                         c.stage == 3, c.stage);
-                     };
-                     return key(a) < key(b);
-                   });
-  return candidates;
 }
 
 }  // namespace zero::train

@@ -19,6 +19,7 @@
 #include "checkpointing.h"
 #include "console.h"
 #include "micro_batch.h"
+#include "phase_memory.h"
 #include "preemption.h"
 #include "prepare.h"
 #include "run_outputs.h"
@@ -102,6 +103,10 @@ class Trainer {
   std::string schedule_name_;
   std::unique_ptr<Task> task_;
 
+  // The run's memory plan and each phase's measured peak; Scope(memory(), phase) marks a phase.
+  std::optional<RunMemory> memory_;
+  RunMemory* memory() { return memory_ ? &*memory_ : nullptr; }
+
   TrainResult result_;
   json log_history_ = json::array();  // rank 0: trainer_state.json's
   std::ofstream metrics_;             // rank 0: metrics.jsonl
@@ -150,6 +155,8 @@ Trainer::Trainer(const TrainingArguments& arguments, Communicator& communicator,
 }
 
 TrainResult Trainer::run() {
+  // Planned, checked against the node and refused if a phase cannot fit, before any allocation.
+  memory_.emplace(arguments_, prepared_, resume_.has_value(), world_, console_);
   device_ = make_device_context(choose_device(arguments_.use_cpu).device);  // here, nowhere else
   // Every collective of the run (the engine's, the grad norm, the preemption flag) takes buffers
   // of this device: the communicator must take them where they live.
@@ -272,6 +279,7 @@ void Trainer::record(const LogEntry& entry) {
 }
 
 void Trainer::evaluate(std::int64_t step) {
+  const RunMemory::Scope phase(memory(), Phase::kEvaluation);
   const Evaluation evaluation = task_->evaluate(step);
   record(evaluation.entry);
   last_evaluation_ = evaluation.entry;
@@ -309,6 +317,7 @@ bool Trainer::train() {
           : std::string(name_of(arguments_.eval_strategy)).c_str(),
       std::string(name_of(arguments_.save_strategy)).c_str());
   const std::int64_t first_step = resume_ ? resume_training() : 1;
+  memory_->enter(Phase::kTrain);
   window_start_ = Clock::now();
   window_traffic_ = engine_->swap_traffic();
   const Clock::time_point train_start = Clock::now();
@@ -443,6 +452,7 @@ bool Trainer::saves_at(std::int64_t step) const {
 void Trainer::save_resumable(std::int64_t step) {
   progress_.sampler_position = sampler_->position().step;
   progress_.stream_position = task_->train_data_position();
+  const RunMemory::Scope phase(memory(), Phase::kCheckpoint);
   const Clock::time_point start = Clock::now();
   const fs::path folder =
       save_checkpoint(communicator_, *engine_, output_dir_, step, arguments_.save_total_limit,
@@ -480,6 +490,7 @@ TrainResult Trainer::finish() {
   json test_results;
   if (arguments_.do_predict) test_results = task_->predict(result_);
   if (arguments_.do_train) {
+    memory_->enter(Phase::kFinalSave);  // to the end: the samples read the saved model
     save(output_dir_, step);
     console_.say("saved %s/{config.json,model.safetensors,tokenizer files} (Hugging Face %s)\n",
                  output_dir_.c_str(), task_->model_class());
@@ -487,6 +498,7 @@ TrainResult Trainer::finish() {
   if (rank_ == 0) write_results(test_results);
   if (arguments_.do_train && console_.enabled() && arguments_.num_samples > 0)
     task_->print_samples(output_dir_, save_allocator_);  // from the saved model
+  result_.phase_memory = memory_->finish(communicator_);
   console_.say("done in %.1f s\n", seconds_since(run_start_));
   return std::move(result_);
 }

@@ -105,6 +105,9 @@ struct TrainingArguments {
   // model memory and reading no data; --world_size plans that many ranks (default: the launch's).
   bool dry_run = false;
   std::int64_t world_size = -1;
+  // Run even when the memory plan says a phase does not fit the node (zero::train refuses it
+  // otherwise, before anything is allocated, naming the phase).
+  bool ignore_memory_plan = false;
 
   // The TrainingArguments flags of issue 23 that change the run (docs/flags.md). --optim: the
   // optimizer when the DeepSpeed config has no "optimizer" section (adamw_torch,

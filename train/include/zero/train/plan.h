@@ -13,9 +13,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "zero/core/memory_ledger.h"
+#include "zero/core/node_memory.h"
 #include "zero/engine/memory_formula.h"
 #include "zero/engine/options.h"
 #include "zero/gpt2/compute.h"
@@ -60,6 +63,26 @@ struct GpuAllowance {
   std::int64_t total() const { return cuda_context + cublas_workspace + cudnn_workspace + nccl; }
 };
 
+// The phases of a run, in the order the trainer enters them; each has its own peak.
+enum class Phase : std::uint8_t { kLoad, kTrain, kEvaluation, kCheckpoint, kFinalSave };
+inline constexpr std::size_t kNumPhases = 5;
+std::string_view name_of(Phase phase);  // "load", "train", "evaluation", "checkpoint", "final save"
+
+// Which phases a run enters and in what order they overlap the training steps (plan_phases()).
+struct PhaseSchedule {
+  bool train = true;
+  bool evaluate = false;                 // --do_eval
+  bool checkpoint = false;               // some step saves checkpoint-N
+  bool step_after_checkpoint = false;    // a training step follows a checkpoint
+  bool checkpoint_at_last_step = false;  // the final evaluation and save follow a checkpoint
+  bool resume = false;                   // the load phase reads a checkpoint's shards
+};
+// The schedule of `arguments` over `total_steps` optimizer steps of `steps_per_epoch` each; a
+// count <= 0 is unknown (it needs the data): the run is then planned long enough to save a
+// checkpoint, train after it and save one at its last step.
+PhaseSchedule plan_phases(const TrainingArguments& arguments, std::int64_t total_steps,
+                          std::int64_t steps_per_epoch);
+
 // What a plan runs: the model, one rank's micro-batch and the engine's options for a world size.
 struct PlanSetup {
   // GPT-2 by its config; or, when unset, `total_params` parameters in units of at most
@@ -79,6 +102,7 @@ struct PlanSetup {
   // Optimizer steps planned (each of engine.gradient_accumulation_steps micro-steps). Two: the
   // first step and a steady one, so anything the first step leaves allocated is seen.
   int steps = 2;
+  PhaseSchedule phases;
 };
 
 // The dry run's preparation of `arguments` for `world_size` ranks, reading no data: arguments
@@ -124,7 +148,39 @@ struct RankPlan {
   // GPT-2: what its activations and workspace hold, by part (GPT2Compute::plan: unpadded bytes;
   // the ledger's allocations pad each tensor to 16 elements).
   std::optional<gpt2::ActivationPlan> activation_parts;
+  // Each phase's peak: the ledger's reserved bytes per space while in it (its peaks reset at each
+  // phase's start, so a phase also holds what the previous one left allocated, as the run does)
+  // and the host bytes outside the ledger it adds (the whole model loading builds, the checkpoint
+  // and final save writers' buffers). `peaks` above is the largest over the phases.
+  struct PhasePeak {
+    bool runs = false;
+    std::array<std::int64_t, kNumMemorySpaces> reserved{};
+    std::int64_t outside_host_bytes = 0;
+    std::int64_t in(MemorySpace space) const { return reserved[static_cast<std::size_t>(space)]; }
+  };
+  std::array<PhasePeak, kNumPhases> phases{};
+  const PhasePeak& phase(Phase p) const { return phases[static_cast<std::size_t>(p)]; }
+  // Every visit of a phase in the run's order, each with its own peak (phases[] holds the
+  // largest per phase): the node check names the first visit that does not fit.
+  std::vector<std::pair<Phase, PhasePeak>> visits;
+  // What the process holds outside the ledger before the engine allocates (libraries, MPI,
+  // thread stacks, the tokenizer, the data): VmRSS measured (baseline_source says where and
+  // when); 0 until set by measure_baseline() or the caller.
+  std::int64_t baseline_bytes = 0;
+  std::string baseline_source;
 };
+
+// The resident bytes a phase plans for the process of this rank: host + host_pinned (+ device
+// when the device's memory is host memory, the CPU backend's), the bytes outside the ledger and
+// the baseline.
+std::int64_t planned_resident_bytes(const RankPlan& plan, Phase phase, bool device_is_host);
+std::int64_t planned_resident_bytes(const RankPlan& plan, const RankPlan::PhasePeak& peak,
+                                    bool device_is_host);
+// The phase with the largest planned resident bytes among those the run enters.
+Phase largest_phase(const RankPlan& plan, bool device_is_host);
+
+// This process's VmRSS now, as a plan's baseline (`where` says when it was read).
+void measure_baseline(RankPlan& plan, const std::string& where);
 
 // Plans rank `rank` of `world_size` (setup made for that world size). Throws zero::Error for
 // what the engine refuses, and for offload until the engine offloads (docs/planner.md).
@@ -139,6 +195,65 @@ std::string format_plan(const RankPlan& plan, const GpuAllowance* allowance);
 // by construction, padded shards being equal; every rank is planned anyway up to 64, then ranks
 // 0 and N-1), prints the plan of rank 0 and the ranks that differ from it, and returns the plans.
 std::vector<RankPlan> dry_run(const TrainingArguments& arguments, int world_size, bool print);
+
+// The phases' resident peaks, one line each, with the baseline on its own line.
+std::string format_phases(const RankPlan& plan, bool device_is_host);
+
+// ---- whether a run fits the node it runs on ----
+
+// The trainer's device is host memory (make_cpu_context() is the device it makes).
+inline constexpr bool kTrainerDeviceIsHost = true;
+
+// A plan against the node's memory: every phase's resident bytes times the ranks on the node,
+// visit by visit in the run's order.
+struct NodeFit {
+  bool fits = true;
+  Phase phase = Phase::kTrain;  // the first phase that does not fit, else the largest
+  int ranks_per_node = 1;
+  std::int64_t rank_bytes = 0;    // that phase's planned resident bytes for one rank
+  std::int64_t needed_bytes = 0;  // ranks_per_node x rank_bytes
+  std::int64_t node_bytes = 0;
+  std::string node;  // NodeMemory::describe()
+  // "does not fit: checkpoint needs 1.234 GiB (2 ranks x 0.617 GiB), the node has 1.000 GiB
+  // (the memory cgroup's limit, ...)", or "fits: ..." naming the largest phase.
+  std::string message() const;
+};
+NodeFit node_fit(const RankPlan& plan, int ranks_per_node, const NodeMemory& node,
+                 bool device_is_host);
+
+// Settings that make a run fit, found by planning it again with each in turn (smaller
+// sub_group_size, stage3_max_live_parameters, prefetch and bucket sizes; then offload to host
+// memory, then to NVMe), the cheapest that fits first. `found` false: none of them fits, and
+// `settings` and `fit` are the closest (the smallest largest phase), saying what still does not.
+struct FitProposal {
+  bool found = false;
+  std::vector<std::string> settings;  // "zero_optimization.sub_group_size 1e+07", ...
+  NodeFit fit;                        // the plan with them
+};
+FitProposal propose_fit(const PlanSetup& setup, int world_size, int ranks_per_node,
+                        const NodeMemory& node, bool device_is_host, std::int64_t baseline_bytes);
+
+// NVMe swap bytes a node's ranks write under each nvme_path (offload_param's parameter shards
+// under its path, the rest under offload_optimizer's; one entry when both are the same folder).
+struct NvmeNeed {
+  std::string path;
+  std::int64_t bytes = 0;
+};
+std::vector<NvmeNeed> nvme_needs(const RankPlan& plan, const EngineOptions& options,
+                                 int ranks_per_node);
+// statvfs(path) against each need, before anything is allocated: throws zero::Error naming the
+// path, the bytes needed and the bytes free. A path that does not exist is left to the swap
+// store's own check (which names it).
+void check_nvme_free_space(const std::vector<NvmeNeed>& needs);
+
+// `zero train --dry_run`'s and `zero estimate`'s check of rank 0's `plan` against this node
+// (`ranks_per_node` ranks here; <= 0: the launcher's local world size, else `world_size`): the
+// baseline measured in this process (libraries; no data or peers), the phases, "fits" or "does
+// not fit: PHASE needs X, the node has Y" with the settings that make it fit, and each
+// nvme_path's bytes against its free space. Lines of text; throws nothing for a run that does
+// not fit.
+std::string check_against_this_node(const PlanSetup& setup, RankPlan& plan, int world_size,
+                                    int ranks_per_node = 0);
 
 // ---- zero estimate ----
 

@@ -62,6 +62,15 @@ struct TrainResult {
   std::optional<MemoryPeaks> memory;
   // --dry_run: the plans (dry_run() in plan.h); nothing else ran.
   std::vector<RankPlan> plan;
+  // Each phase the run entered: the process's measured resident peak (VmHWM, reset at each
+  // phase's start; the largest over the ranks) beside the plan's resident bytes for it (rank 0's
+  // plan, baseline included). Empty for a preempted run or where the run was not planned.
+  struct PhaseMemory {
+    Phase phase = Phase::kLoad;
+    std::int64_t measured_peak_bytes = 0;
+    std::int64_t planned_bytes = 0;
+  };
+  std::vector<PhaseMemory> phase_memory;
 };
 
 struct RunOptions {

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The whole-run memory plan under a real memory limit (issue 24's acceptance), one rank, a GPT-2
+# of 24 layers x 320 (29.7M parameters, fp32 + AdamW model states 16 x 29.7M = 476 MB), ZeRO-3
+# with optimizer and parameters on NVMe (a folder of the work dir):
+#   A  without a limit: 2 steps, checkpoint-1 and checkpoint-2, the final model.
+#   B  in a memory cgroup whose limit is half the model states: refused before anything is
+#      allocated, naming the checkpoint phase (saving reads the NVMe optimizer state into one
+#      host copy: Engine::shard_states); without checkpoints the same run trains, and its model
+#      equals A's bit for bit.
+#   C  the limit the refusal named: trains with checkpoints, consolidates checkpoint-2 (= A's
+#      model), and resumes checkpoint-1 to step 2 (= A's model).
+# Every limited run's phases (load, train, checkpoint, final save) peak, measured by VmHWM, at
+# most 5% above their plan (baseline included). Skips (77) when no memory cgroup can be made.
+#   memory_limit_test.sh ZERO WORK_DIR
+set -euo pipefail
+zero=$1 work=$2
+rm -rf "$work" && mkdir -p "$work/nvme" && cd "$work"
+export OMP_NUM_THREADS=1
+fail() { echo "FAIL: $*"; exit 1; }
+skip() { echo "SKIP: $*"; exit 77; }
+
+# A child of this process's memory cgroup (v1 memory.limit_in_bytes, or v2 memory.max).
+[ "$(id -u)" = 0 ] || skip "not root: no memory cgroup can be made"
+if v1=$(grep -E '^[0-9]+:([^:]*,)?memory(,[^:]*)?:' /proc/self/cgroup | cut -d: -f3-) &&
+  [ -w "/sys/fs/cgroup/memory$v1" ]; then
+  parent=/sys/fs/cgroup/memory$v1 limit_file=memory.limit_in_bytes
+elif v2=$(grep '^0::' /proc/self/cgroup | cut -d: -f3-) &&
+  grep -qw memory "/sys/fs/cgroup$v2/cgroup.subtree_control" 2>/dev/null; then
+  parent=/sys/fs/cgroup$v2 limit_file=memory.max
+else
+  skip "no writable memory cgroup (v1 memory controller or v2 memory in subtree_control)"
+fi
+group=$parent/zero_memory_limit_$$
+mkdir "$group" 2>/dev/null || skip "cannot make $group"
+trap 'rmdir "$group" 2>/dev/null || true' EXIT
+[ -f "$group/$limit_file" ] || skip "$group has no $limit_file"
+
+python3 - <<'EOF'
+words = ("the king queen speaks of a night sword crown and dark sea fair lord my heart doth love "
+         "thee to battle wind star gold is not where home").split()
+state = 12345
+def draw():
+    global state
+    state = (state * 6364136223846793005 + 1442695040888963407) % 2**64
+    return state >> 33
+with open("corpus.txt", "w") as out:
+    for _ in range(400):
+        out.write(" ".join(words[draw() % len(words)] for _ in range(4 + draw() % 8)) + ".\n")
+EOF
+cat >z3nvme.json <<EOF
+{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+ "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+ "zero_optimization": {"stage": 3, "sub_group_size": 1000000,
+   "stage3_max_live_parameters": 2000000, "stage3_prefetch_bucket_size": 1000000,
+   "reduce_bucket_size": 1000000, "stage3_param_persistence_threshold": 0,
+   "offload_optimizer": {"device": "nvme", "nvme_path": "$work/nvme"},
+   "offload_param": {"device": "nvme", "nvme_path": "$work/nvme", "max_in_cpu": 0}}}
+EOF
+common=(--train_file "$work/corpus.txt" --tokenizer_vocab_size 300 --block_size 32
+  --config_overrides n_layer=24,n_embd=320,n_head=5,n_positions=32 --do_train True
+  --per_device_train_batch_size 1 --learning_rate 1e-3 --logging_steps 1 --no_plot
+  --max_steps 2 --deepspeed z3nvme.json --seed 7)
+
+# limited BYTES LOG COMMAND...: COMMAND in the cgroup with BYTES as its limit; its exit status.
+limited() {
+  local bytes=$1 log=$2
+  shift 2
+  echo "$bytes" >"$group/$limit_file"
+  local status=0
+  sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$group" "$@" >"$log" 2>&1 || status=$?
+  return $status
+}
+# phases_within LOG: every "memory phase" line of LOG at most 105% of its plan.
+phases_within() {
+  grep "^memory phase" "$1" || fail "$1: no measured phases"
+  awk '/^memory phase/ { n++; if ($0 !~ /: [0-9.]+% of plan$/) bad = 1;
+         split($NF, f, "%"); pct = $(NF-2); sub("%", "", pct); if (pct + 0 > 105) bad = 1 }
+       END { exit (n == 0 || bad) }' "$1" || fail "$1: a phase peaked above its plan + 5%"
+}
+same() { cmp "$1" "$2" || fail "$1 and $2 differ"; }
+
+# A: no limit.
+"$zero" train "${common[@]}" --output_dir A --save_steps 1 >A.log 2>&1 || { cat A.log; fail "A"; }
+states=$(sed -n 's/.*model states per rank \([0-9.]*\) MiB.*/\1/p' A.log | head -1)
+[ -n "$states" ] || fail "A.log: no model-state line"
+limit=$(python3 -c "print(int($states * 1048576 / 2))")
+echo "model states ${states} MiB; limit $limit bytes"
+
+# B: half the model states. With checkpoints the plan refuses the run before it allocates.
+status=0
+limited "$limit" B1.log "$zero" train "${common[@]}" --output_dir B1 --save_steps 1 || status=$?
+cat B1.log
+[ "$status" = 2 ] || fail "B1: exit $status, not the refusal (2)"
+grep -q "does not fit: checkpoint needs .*, the node has .*memory cgroup's limit" B1.log ||
+  fail "B1.log does not name the checkpoint phase and the cgroup's limit"
+[ ! -e B1/model.safetensors ] || fail "B1 wrote a model"
+limited "$limit" B2.log "$zero" train "${common[@]}" --output_dir B2 --save_strategy no ||
+  { cat B2.log; fail "B2 under $limit bytes"; }
+cat B2.log
+phases_within B2.log
+same A/model.safetensors B2/model.safetensors
+
+# C: the limit the refusal named.
+needed=$(sed -n 's/.*does not fit: checkpoint needs \([0-9.]*\) MiB.*/\1/p' B1.log | head -1)
+limit=$(python3 -c "print(int($needed * 1048576 * 1.02))")
+limited "$limit" C.log "$zero" train "${common[@]}" --output_dir C --save_steps 1 ||
+  { cat C.log; fail "C under $limit bytes"; }
+cat C.log
+phases_within C.log
+same A/model.safetensors C/model.safetensors
+limited "$limit" consolidate.log "$zero" checkpoint consolidate C/checkpoint-2 consolidated ||
+  { cat consolidate.log; fail "consolidate under $limit bytes"; }
+same A/model.safetensors consolidated/model.safetensors
+rm -rf D && mkdir D && cp -r C/checkpoint-1 D/
+limited "$limit" D.log "$zero" train "${common[@]}" --output_dir D --save_steps 1 \
+  --resume_from_checkpoint D/checkpoint-1 || { cat D.log; fail "D (resumed) under $limit bytes"; }
+cat D.log
+grep -q "resumed from" D.log || fail "D.log: not resumed"
+phases_within D.log
+same A/model.safetensors D/model.safetensors
+echo "memory limit ok"

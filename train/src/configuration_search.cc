@@ -1,0 +1,103 @@
+// `zero estimate`'s search (zero/train/plan.h): whether a plan fits the hardware, the largest
+// micro-batch that fits, and the stage x offload x checkpointing configurations ranked.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "zero/train/plan.h"
+
+namespace zero::train {
+
+Fit fit_of(const RankPlan& plan, const Hardware& hardware) {
+  Fit fit;
+  fit.gpu_bytes = plan.peaks.reserved_peak(MemorySpace::kDevice) + hardware.allowance.total();
+  fit.node_host_bytes =
+      hardware.gpus_per_node * (plan.peaks.reserved_peak(MemorySpace::kHost) +
+                                plan.peaks.reserved_peak(MemorySpace::kHostPinned)) +
+      std::max(hardware.gpus_per_node * plan.load_host_bytes, plan.save_host_bytes);
+  fit.gpu_fits = fit.gpu_bytes <= hardware.gpu_memory;
+  fit.host_fits = hardware.cpu_memory <= 0 || fit.node_host_bytes <= hardware.cpu_memory;
+  return fit;
+}
+
+std::int64_t largest_fitting_batch(PlanSetup setup, const Hardware& hardware, std::int64_t limit) {
+  if (!setup.model) return -1;
+  const int world = hardware.world_size();
+  auto fits = [&](std::int64_t batch) {
+    setup.batch_size = batch;
+    return fit_of(plan_rank(setup, world, 0), hardware).fits();
+  };
+  if (!fits(1)) return 0;
+  std::int64_t good = 1, bad = 0;
+  while (bad == 0) {
+    const std::int64_t next = good * 2;
+    if (next > limit) return good;
+    if (fits(next)) {
+      good = next;
+    } else {
+      bad = next;
+    }
+  }
+  while (bad - good > 1) {
+    const std::int64_t middle = good + (bad - good) / 2;
+    (fits(middle) ? good : bad) = middle;
+  }
+  return good;
+}
+
+std::vector<Candidate> rank_configurations(const PlanSetup& setup, const Hardware& hardware) {
+  // The offload modes planned (the engine places the states; the plan records where).
+  static constexpr std::string_view kPlannedOffloads[] = {"none", "cpu", "nvme"};
+  auto device_of = [](std::string_view offload) {
+    return offload == "cpu"    ? config::OffloadDevice::kCpu
+           : offload == "nvme" ? config::OffloadDevice::kNvme
+                               : config::OffloadDevice::kNone;
+  };
+  std::vector<Candidate> candidates;
+  const int world = hardware.world_size();
+  for (const std::string_view offload : kPlannedOffloads)
+    for (int stage = 0; stage <= 3; ++stage)
+      for (bool checkpointing : {false, true}) {
+        if (checkpointing && !setup.model) continue;
+        if (offload != "none" && stage == 0) continue;  // DeepSpeed offloads at stages 1-3
+        PlanSetup variant = setup;
+        variant.engine.stage = stage;
+        variant.engine.offload_optimizer.device = device_of(offload);
+        variant.engine.offload_param.device =
+            stage == 3 ? device_of(offload) : config::OffloadDevice::kNone;
+        // A plan touches no disk: NVMe candidates need a path only to be valid options.
+        for (std::string* path :
+             {&variant.engine.offload_optimizer.nvme_path, &variant.engine.offload_param.nvme_path})
+          if (offload == "nvme" && path->empty()) *path = "(nvme_path)";
+        variant.gradient_checkpointing = checkpointing;
+        Candidate candidate;
+        candidate.stage = stage;
+        candidate.offload = std::string(offload);
+        candidate.gradient_checkpointing = checkpointing;
+        candidate.plan = plan_rank(variant, world, 0);
+        candidate.fit = fit_of(candidate.plan, hardware);
+        // The search is bounded to 4M tokens per rank (the plan's token vector).
+        candidate.max_batch_size = largest_fitting_batch(
+            variant, hardware, std::max<std::int64_t>(1, (std::int64_t{1} << 22) / setup.seq_len));
+        candidates.push_back(std::move(candidate));
+      }
+  // Fastest first: no recomputation before recomputation (+1 forward per step), then the
+  // communication volume (stages 0-2 move 2Ψ per step, stage 3 3Ψ), then the lower stage; the
+  // configurations that fit before those that do not.
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) {
+                     auto key = [](const Candidate& c) {
+                       // none, then host memory, then NVMe (slower than host memory)
+                       const int offload = c.offload == "none" ? 0 : c.offload == "cpu" ? 1 : 2;
+                       return std::tuple(!c.fit.fits(), offload, c.gradient_checkpointing,
+                                         c.stage == 3, c.stage);
+                     };
+                     return key(a) < key(b);
+                   });
+  return candidates;
+}
+
+}  // namespace zero::train
