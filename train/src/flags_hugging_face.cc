@@ -31,9 +31,6 @@ constexpr HfDefaults only_5(std::string_view value) { return {kAbsent, value}; }
 constexpr HfDefaults kNone = both("None");
 
 // Reasons shared by several rows.
-constexpr std::string_view kNeedsLoop =
-    "not implemented yet: it needs zero's training loop (issue 23); leave it at Hugging Face's "
-    "default";
 constexpr std::string_view kTorchOnly =
     "a PyTorch option; zero's kernels are its own C++ and have no counterpart";
 constexpr std::string_view kCpuOnly = "the model runs on the CPU (the device path is issue 21's)";
@@ -47,9 +44,10 @@ constexpr std::string_view kNoFsdp =
     "is 3";
 constexpr std::string_view kNoDataLoader =
     "zero tokenizes the data in memory before training; it has no data loader workers";
-constexpr std::string_view kNoHubData =
-    "reading datasets by name is not implemented yet (issue 23): give --train_file / "
-    "--validation_file (text, .json/.jsonl or .csv)";
+constexpr std::string_view kNoSplitNames =
+    "zero names the splits of --dataset_name by their file names (train, validation, test), as "
+    "load_dataset(folder) does: name the files so, or give --train_file / --validation_file / "
+    "--test_file";
 
 // A row zero accepts without effect: `reason` is noted at start when it is given.
 constexpr Flag inert(std::string_view name, FlagType type, HfDefaults hf, std::string_view reason,
@@ -119,28 +117,39 @@ const Flag kRows[] = {
             kClassificationArguments),
 
     // run_clm's DataTrainingArguments.
-    refused("dataset_name", kString, kNone, "", kNoHubData, kDataArguments),
-    refused("dataset_config_name", kString, kNone, "", kNoHubData, kDataArguments),
+    {.name = "dataset_name", .field = &T::dataset_name, .commands = kTrain,
+     .origin = kDataArguments, .section = Section::kData, .hf_default = kNone,
+     .help = "a folder of .txt, .json/.jsonl or .csv files (splits by file name, as "
+             "load_dataset(folder)), or a dataset in the local Hugging Face cache stored so"},
+    {.name = "dataset_config_name", .field = &T::dataset_config_name, .commands = kTrain,
+     .origin = kDataArguments, .section = Section::kData, .hf_default = kNone,
+     .help = "the dataset's configuration: its subfolder of that name"},
     inert("overwrite_cache", kBool, both("False"),
           "zero keeps no datasets cache: the data is tokenized on every run", kDataArguments),
-    refused("keep_linebreaks", kBool, both("True"), "True",
-            "not implemented yet (issue 23): zero reads text files as keep_linebreaks=True does",
-            kDataArguments),
+    {.name = "keep_linebreaks", .type = kBool, .field = &T::keep_linebreaks, .commands = kTrain,
+     .origin = kDataArguments, .section = Section::kData, .hf_default = both("True"),
+     .show_default = true,
+     .help = "text files: each line keeps its line break (False: stripped, as "
+             "load_dataset(\"text\", keep_linebreaks=False))"},
 
     // run_classification's DataTrainingArguments.
     refused("do_regression", kBool, kNone, "False",
             "zero's classifier predicts labels (cross-entropy), not regression targets",
             kClassificationArguments),
-    refused("train_split_name", kString, kNone, "", kNoHubData, kClassificationArguments),
-    refused("validation_split_name", kString, kNone, "", kNoHubData, kClassificationArguments),
-    refused("test_split_name", kString, kNone, "", kNoHubData, kClassificationArguments),
-    refused("remove_splits", kString, kNone, "", kNoHubData, kClassificationArguments),
-    refused("remove_columns", kString, kNone, "", kNoHubData, kClassificationArguments),
+    refused("train_split_name", kString, kNone, "", kNoSplitNames, kClassificationArguments),
+    refused("validation_split_name", kString, kNone, "", kNoSplitNames, kClassificationArguments),
+    refused("test_split_name", kString, kNone, "", kNoSplitNames, kClassificationArguments),
+    refused("remove_splits", kString, kNone, "", kNoSplitNames, kClassificationArguments),
+    refused("remove_columns", kString, kNone, "",
+            "zero reads only the text and label columns: the others are ignored already",
+            kClassificationArguments),
     refused("pad_to_max_length", kBool, both("True"), "True",
             "zero pads every example to --max_seq_length (dynamic padding is not implemented)",
             kClassificationArguments),
-    refused("shuffle_train_dataset", kBool, both("False"), "False", kNeedsLoop,
-            kClassificationArguments),
+    inert("shuffle_train_dataset", kBool, both("False"),
+          "zero's sampler shuffles the training examples every epoch (by --data_seed, else "
+          "--seed) whatever their order in the files",
+          kClassificationArguments),
     inert("shuffle_seed", kInt, both("42"), "only with --shuffle_train_dataset, which zero refuses",
           kClassificationArguments),
     inert("metric_name", kString, kNone,
@@ -205,24 +214,69 @@ const Flag kRows[] = {
      .refusal = "zero writes model.safetensors only (pytorch_model.bin is torch's pickle format)",
      .help = "write model.safetensors"},
 
-    // TrainingArguments: needing the training loop (not implemented yet).
-    refused("eval_on_start", kBool, both("False"), "False", kNeedsLoop),
-    refused("load_best_model_at_end", kBool, both("False"), "False", kNeedsLoop),
-    refused("metric_for_best_model", kString, kNone, "", kNeedsLoop),
-    refused("greater_is_better", kBool, kNone, "", kNeedsLoop),
-    refused("save_only_model", kBool, both("False"), "False", kNeedsLoop),
-    refused("logging_first_step", kBool, both("False"), "False", kNeedsLoop),
-    refused("logging_strategy", kString, both("'steps'"), "'steps'", kNeedsLoop),
-    refused("include_tokens_per_second", kBool, both("False"), "False", kNeedsLoop),
-    refused("include_num_input_tokens_seen", kBool, both("False"), "False", kNeedsLoop),
-    refused("data_seed", kInt, kNone, "", kNeedsLoop),
-    refused("auto_find_batch_size", kBool, both("False"), "False", kNeedsLoop),
-    refused("eval_delay", kFloat, both("0"), "0", kNeedsLoop),
-    refused("dataloader_drop_last", kBool, both("False"), "False", kNeedsLoop),
-    refused("ignore_data_skip", kBool, both("False"), "False", kNeedsLoop),
-    refused("label_smoothing_factor", kFloat, both("0.0"), "0", kNeedsLoop),
-    refused("bf16_full_eval", kBool, both("False"), "False", kNeedsLoop),
-    refused("fp16_full_eval", kBool, both("False"), "False", kNeedsLoop),
+    // TrainingArguments: the training loop's (Hugging Face Trainer's meaning).
+    {.name = "eval_on_start", .type = kBool, .field = &T::eval_on_start, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("False"),
+     .help = "evaluate before the first step (logged at step 0; needs --do_eval)"},
+    {.name = "load_best_model_at_end", .type = kBool, .field = &T::load_best_model_at_end,
+     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .hf_default = both("False"),
+     .help = "keep the best checkpoint by --metric_for_best_model from rotation and end with its "
+             "model (eval and save strategies must match)"},
+    {.name = "metric_for_best_model", .field = &T::metric_for_best_model, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = kNone,
+     .help = "loss (eval_loss), or accuracy for text-classification (default: loss with "
+             "--load_best_model_at_end); trainer_state.json's best_metric"},
+    {.name = "greater_is_better", .type = kBool, .field = &T::greater_is_better,
+     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .hf_default = kNone,
+     .help = "default: True unless --metric_for_best_model ends in \"loss\""},
+    {.name = "save_only_model", .type = kBool, .field = &T::save_only_model, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("False"),
+     .help = "checkpoints hold the model files only, no engine or optimizer state (they can't "
+             "be resumed)"},
+    {.name = "logging_first_step", .type = kBool, .field = &T::logging_first_step,
+     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .hf_default = both("False"), .help = "log step 1 too"},
+    {.name = "logging_strategy", .field = &T::logging_strategy, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("'steps'"),
+     .show_default = true, .help = "no, steps (every --logging_steps) or epoch"},
+    {.name = "include_tokens_per_second", .type = kBool, .field = &T::include_tokens_per_second,
+     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .hf_default = both("False"),
+     .help = "train_tokens_per_second (one rank's tokens, as Hugging Face counts) in "
+             "train_results.json"},
+    {.name = "include_num_input_tokens_seen", .type = kBool,
+     .field = &T::include_num_input_tokens_seen, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("False"),
+     .help = "num_input_tokens_seen (all ranks') in every log entry and trainer_state.json"},
+    {.name = "data_seed", .type = kInt, .field = &T::data_seed, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = kNone,
+     .help = "the data order's shuffle seed (default: --seed)"},
+    {.name = "auto_find_batch_size", .type = kBool, .field = &T::auto_find_batch_size,
+     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .hf_default = both("False"),
+     .help = "halve --per_device_train_batch_size until the run's memory plan fits the node "
+             "(MemAvailable and the cgroup's limit, or ZERO_NODE_MEMORY_BYTES), before anything "
+             "is allocated"},
+    {.name = "eval_delay", .type = kFloat, .field = &T::eval_delay, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("0"),
+     .help = "no evaluation before this step (epoch strategy: this epoch)"},
+    {.name = "dataloader_drop_last", .type = kBool, .field = &T::dataloader_drop_last,
+     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .hf_default = both("False"),
+     .help = "drop each epoch's last incomplete global batch (fewer steps per epoch)"},
+    {.name = "ignore_data_skip", .type = kBool, .field = &T::ignore_data_skip,
+     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .hf_default = both("False"),
+     .help = "on resume, start the epoch reached from its first batch instead of where the "
+             "checkpoint stopped"},
+    refused("label_smoothing_factor", kFloat, both("0.0"), "0",
+            "not implemented: zero's GPT-2 loss kernels compute plain cross-entropy"),
+    refused("bf16_full_eval", kBool, both("False"), "False",
+            "not implemented: evaluation runs in the training precision (--bf16/--fp16)"),
+    refused("fp16_full_eval", kBool, both("False"), "False",
+            "not implemented: evaluation runs in the training precision (--bf16/--fp16)"),
 
     // TrainingArguments: refused.
     inert_unless("push_to_hub", kBool, both("False"), "nothing is uploaded", "False", kNoUpload),
