@@ -14,6 +14,7 @@
 #include "auto_batch_size.h"
 #include "train_test_util.h"
 #include "zero/comm/communicator.h"
+#include "zero/comm/thread_communicator.h"
 #include "zero/train/trainer.h"
 
 namespace zero::testing {
@@ -225,6 +226,28 @@ TEST_F(LoopFlags, LoadBestModelAtEndEndsWithTheBestCheckpoint) {
             std::string::npos);
 }
 
+// At world 2 (threads) every rank agrees on the best and loads it: the same final model as world 1.
+TEST_F(LoopFlags, LoadBestModelAtEndAtWorldTwo) {
+  auto best_run = [&](const std::string& out, int world) {
+    train::TrainingArguments a = arguments(out, 4);
+    a.per_device_train_batch_size = 8 / world;
+    a.do_eval = true;
+    a.eval_strategy = a.save_strategy = train::IntervalStrategy::kSteps;
+    a.eval_steps = a.save_steps = 2;
+    a.load_best_model_at_end = true;
+    a.given_flags = std::vector<std::string>{"greater_is_better"};
+    a.greater_is_better = true;
+    run_ranks(world, [&](Communicator& comm) { train::train(a, comm, {.print = false}); });
+    return read_json(folder_.path() / out / "trainer_state.json");
+  };
+  const json one = best_run("world1", 1);
+  const json two = best_run("world2", 2);
+  EXPECT_EQ(two["best_global_step"], 2);
+  EXPECT_NEAR(two["best_metric"].get<double>(), one["best_metric"].get<double>(), 1e-5);
+  EXPECT_EQ(read_bytes(folder_.path() / "world2" / "model.safetensors"),
+            read_bytes(folder_.path() / "world2" / "checkpoint-2" / "model.safetensors"));
+}
+
 // The data order follows --data_seed: from one pretrained model without dropout, --seed alone
 // changes nothing else, so the losses show the order.
 TEST_F(LoopFlags, DataSeedOrdersTheDataApartFromTheSeed) {
@@ -244,6 +267,19 @@ TEST_F(LoopFlags, DataSeedOrdersTheDataApartFromTheSeed) {
   EXPECT_EQ(losses("b", 2, 7), reference) << "another --seed, the same --data_seed";
   EXPECT_EQ(losses("c", 7, -1), reference) << "--seed 7 alone orders the data as --data_seed 7";
   EXPECT_NE(losses("d", 1, 8), reference) << "another --data_seed, another order";
+  // 5.x's --train_sampling_strategy sequential: the data's own order, whatever the seeds.
+  auto sequential = [&](const std::string& out, std::int64_t data_seed) {
+    train::TrainingArguments a = arguments(out, 6);
+    a.config_overrides.clear();
+    a.model_name_or_path = (folder_.path() / "pretrained").string();
+    a.logging_steps = 1;
+    a.data_seed = data_seed;
+    a.train_sampling_strategy = "sequential";
+    return logged_losses(run_one(a).log_history);
+  };
+  const std::vector<double> in_order = sequential("e", 1);
+  EXPECT_EQ(sequential("f", 2), in_order);
+  EXPECT_NE(in_order, reference);
 }
 
 TEST_F(LoopFlags, DataloaderDropLastDropsTheIncompleteBatch) {

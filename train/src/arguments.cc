@@ -118,6 +118,10 @@ namespace {
 void check_loop_arguments(const TrainingArguments& arguments) {
   if (arguments.data_seed < -1) fail("--data_seed must not be negative, got ", arguments.data_seed);
   if (!(arguments.eval_delay >= 0.0)) fail("--eval_delay must not be negative");
+  const std::string& sampling = arguments.train_sampling_strategy;
+  if (sampling != "random" && sampling != "sequential" && sampling != "group_by_length")
+    fail("--train_sampling_strategy '", sampling,
+         "' is not a sampling strategy (random, sequential or group_by_length)");
   // Trainer.train() evaluates before the first step and needs the validation split.
   if (arguments.eval_on_start && arguments.do_train && !arguments.do_eval)
     fail("--eval_on_start needs --do_eval (the validation split it evaluates)");

@@ -4,15 +4,17 @@
 // that change a run land in a field; the others are accepted without effect (a note at start saying
 // why) or refused with the reason and the alternative.
 //
-// The 4.46 names and defaults are transformers 4.46.3's
-// (tests/golden/training_arguments_defaults.py checks them against the installed version). The 5.x
-// column follows transformers 5.0's training_args.py as its release notes describe it: per_gpu_*,
-// evaluation_strategy, fp16_backend, push_to_hub_{model_id,organization,token}, use_mps_device,
-// no_cuda, jit_mode_eval, use_ipex, torchdynamo, include_inputs_for_metrics, dispatch_batches,
-// split_batches and overwrite_output_dir removed; hub_revision, liger_kernel_config, project,
-// trackio_space_id and parallelism_config added (from 4.49-4.56); report_to "none" and
-// average_tokens_across_devices True by default. No 5.x is installed here: flags_golden_test checks
-// this column where one is.
+// The 4.46 names and defaults are transformers 4.46.3's, the 5.x column transformers 5.24.0's
+// (tests/golden/training_arguments_defaults.py checks them against the installed versions:
+// flags_golden_test, through ZERO_PYTHON and ZERO_PYTHON_TF5). 5.x removed per_gpu_*,
+// evaluation_strategy, fp16_backend, fp16_opt_level, half_precision_backend, no_cuda,
+// overwrite_output_dir, logging_dir, save_safetensors, include_tokens_per_second, warmup_ratio
+// (warmup_steps takes a fraction), group_by_length (train_sampling_strategy), past_index and the
+// TPU, IPEX, apex and push_to_hub_* fields; added activation_checkpointing
+// (gradient_checkpointing's new name, an alias here), dataloader_in_order, train_sampling_strategy,
+// enable_jit_checkpoint, use_cache, the trackio fields and more; report_to "none",
+// average_tokens_across_devices True and include_num_input_tokens_seen "no" (a string: all,
+// non_padding or no) by default.
 #include "zero/train/flags.h"
 
 namespace zero::train::detail {
@@ -158,19 +160,20 @@ const Flag kRows[] = {
 
     // TrainingArguments: implemented.
     {.name = "optim", .field = &T::optim, .commands = kTrain, .origin = kTrainingArguments,
-     .section = Section::kTraining, .hf_default = both("'adamw_torch'"), .show_default = true,
+     .section = Section::kTraining, .hf_default = {"'adamw_torch'", "'adamw_torch_fused'"},
+     .show_default = true,
      .accepts = "'adamw_torch'|'adamw_torch_fused'|'adamw_hf'|'sgd'",
      .refusal = "zero supports adamw_torch, adamw_torch_fused, adamw_hf (AdamW) and sgd; or give "
                 "the DeepSpeed config an \"optimizer\" section",
      .help = "the optimizer when the DeepSpeed config has none: adamw_torch, adamw_torch_fused, "
-             "adamw_hf (AdamW) or sgd"},
+             "adamw_hf (AdamW) or sgd (5.x's default is adamw_torch_fused with torch >= 2.8)"},
     {.name = "report_to", .field = &T::report_to, .commands = kTrain, .origin = kTrainingArguments,
      .section = Section::kTraining, .hf_default = {"None", "'none'"}, .show_default = true,
      .accepts = "'none'|'tensorboard'|'all'",
      .refusal = "zero reports to TensorBoard only (tensorboard, all or none)",
      .help = "tensorboard (or all): TensorBoard event files in --logging_dir"},
     {.name = "logging_dir", .field = &T::logging_dir, .commands = kTrain,
-     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = kNone,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = only_4_46("None"),
      .help = "--report_to tensorboard's folder (default output_dir/runs/<time>_<host>)"},
     {.name = "run_name", .field = &T::run_name, .commands = kTrain, .origin = kTrainingArguments,
      .section = Section::kTraining, .hf_default = kNone, .help = "named in the start log"},
@@ -209,7 +212,7 @@ const Flag kRows[] = {
      .hf_default = both("False"), .disposition = kAcceptedWithoutEffect, .reason = kCpuOnly,
      .help = "run on the CPU"},
     {.name = "save_safetensors", .type = kBool, .field = &T::save_safetensors, .commands = kTrain,
-     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("True"),
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = only_4_46("True"),
      .show_default = true, .accepts = "True",
      .refusal = "zero writes model.safetensors only (pytorch_model.bin is torch's pickle format)",
      .help = "write model.safetensors"},
@@ -243,12 +246,12 @@ const Flag kRows[] = {
      .show_default = true, .help = "no, steps (every --logging_steps) or epoch"},
     {.name = "include_tokens_per_second", .type = kBool, .field = &T::include_tokens_per_second,
      .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
-     .hf_default = both("False"),
+     .hf_default = only_4_46("False"),
      .help = "train_tokens_per_second (one rank's tokens, as Hugging Face counts) in "
              "train_results.json"},
     {.name = "include_num_input_tokens_seen", .type = kBool,
      .field = &T::include_num_input_tokens_seen, .commands = kTrain,
-     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("False"),
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = {"False", "'no'"},
      .help = "num_input_tokens_seen (all ranks') in every log entry and trainer_state.json"},
     {.name = "data_seed", .type = kInt, .field = &T::data_seed, .commands = kTrain,
      .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = kNone,
@@ -280,13 +283,13 @@ const Flag kRows[] = {
 
     // TrainingArguments: refused.
     inert_unless("push_to_hub", kBool, both("False"), "nothing is uploaded", "False", kNoUpload),
-    refused("fsdp", kString, both("''"), "''", kNoFsdp),
+    refused("fsdp", kString, {"''", "None"}, "''", kNoFsdp),
     refused("fsdp_min_num_params", kInt, only_4_46("0"), "0", kNoFsdp),
     refused("fsdp_config", kString, kNone, "", kNoFsdp),
     refused("fsdp_transformer_layer_cls_to_wrap", kString, only_4_46("None"), "", kNoFsdp),
     refused("parallelism_config", kString, only_5("None"), "",
             "zero is data-parallel ZeRO; it has no tensor, context or sequence parallelism"),
-    refused("lr_scheduler_kwargs", kString, both("{}"), "{}",
+    refused("lr_scheduler_kwargs", kString, {"{}", "None"}, "{}",
             "zero's schedules take no extra arguments: give the DeepSpeed config a \"scheduler\" "
             "section"),
     refused("optim_args", kString, kNone, "",
@@ -316,22 +319,24 @@ const Flag kRows[] = {
           "zero has no trainer callbacks"),
     inert("jit_mode_eval", kBool, only_4_46("False"), kTorchOnly),
     inert("use_ipex", kBool, only_4_46("False"), kTorchOnly),
-    inert("fp16_opt_level", kString, both("'O1'"),
+    inert("fp16_opt_level", kString, only_4_46("'O1'"),
           "an apex AMP level; zero's fp16 is DeepSpeed's (the config's loss scaling)"),
     {.name = "half_precision_backend", .aliases = {"fp16_backend"}, .type = kString,
      .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
-     .hf_default = both("'auto'"), .disposition = kAcceptedWithoutEffect,
+     .hf_default = only_4_46("'auto'"), .disposition = kAcceptedWithoutEffect,
      .reason = "zero's mixed precision is its own (DeepSpeed's fp16/bf16 sections)"},
     inert("tf32", kBool, kNone, "TF32 is a CUDA matmul mode and the model runs on the CPU"),
-    inert("tpu_num_cores", kInt, kNone, "zero has no TPU backend"),
+    inert("tpu_num_cores", kInt, only_4_46("None"), "zero has no TPU backend"),
     inert("tpu_metrics_debug", kBool, only_4_46("False"), "zero has no TPU backend"),
     inert("debug", kString, both("''"),
           "Hugging Face's debug options hook PyTorch modules; zero has no counterpart"),
-    inert("dataloader_prefetch_factor", kInt, both("2"), kNoDataLoader),
+    inert("dataloader_prefetch_factor", kInt, {"2", "None"}, kNoDataLoader),
+    inert("dataloader_in_order", kBool, only_5("True"), kNoDataLoader),
+    inert("dataloader_multiprocessing_context", kString, only_5("None"), kNoDataLoader),
     inert("dataloader_pin_memory", kBool, both("True"),
           "pinned host memory is a CUDA option and the model runs on the CPU"),
     inert("dataloader_persistent_workers", kBool, both("False"), kNoDataLoader),
-    inert("past_index", kInt, both("-1"), "for Transformer-XL/XLNet memories; GPT-2 has none"),
+    inert("past_index", kInt, only_4_46("-1"), "for Transformer-XL/XLNet memories; GPT-2 has none"),
     inert("disable_tqdm", kBool, kNone, "zero's progress bars show on a terminal only"),
     inert("remove_unused_columns", kBool, both("True"),
           "zero reads only the text (and label) columns"),
@@ -339,7 +344,7 @@ const Flag kRows[] = {
           "GPT-2's labels are its inputs (causal LM) or --label_column_name"),
     inert("accelerator_config", kString, kNone,
           "accelerate's data loader options; each zero rank reads its own rows"),
-    inert("group_by_length", kBool, both("False"),
+    inert("group_by_length", kBool, only_4_46("False"),
           "run_clm's blocks all have --block_size tokens and classification pads every example "
           "to --max_seq_length: grouping by length changes nothing"),
     inert("length_column_name", kString, both("'length'"), "only with --group_by_length"),
@@ -361,8 +366,11 @@ const Flag kRows[] = {
     inert("push_to_hub_model_id", kString, only_4_46("None"), kHubOnly),
     inert("push_to_hub_organization", kString, only_4_46("None"), kHubOnly),
     inert("push_to_hub_token", kString, only_4_46("None"), kHubOnly),
-    inert("gradient_checkpointing_kwargs", kString, kNone,
-          "zero's --gradient_checkpointing recomputes each block; it takes no options"),
+    {.name = "gradient_checkpointing_kwargs", .aliases = {"activation_checkpointing_kwargs"},
+     .type = kString, .commands = kTrain, .origin = kTrainingArguments,
+     .section = Section::kTraining, .hf_default = kNone,
+     .disposition = kAcceptedWithoutEffect,
+     .reason = "zero's --gradient_checkpointing recomputes each block; it takes no options"},
     inert("include_inputs_for_metrics", kBool, only_4_46("False"),
           "zero computes its metrics itself; it has no compute_metrics hook"),
     inert("include_for_metrics", kString, both("[]"),
@@ -381,7 +389,7 @@ const Flag kRows[] = {
     inert("torch_compile", kBool, both("False"), kTorchOnly),
     inert("torch_compile_backend", kString, kNone, kTorchOnly),
     inert("torch_compile_mode", kString, kNone, kTorchOnly),
-    inert("ray_scope", kString, both("'last'"), "Ray Tune's hyperparameter search; no counterpart"),
+    inert("ray_scope", kString, only_4_46("'last'"), "Ray Tune's hyperparameter search; no counterpart"),
     inert("dispatch_batches", kBool, only_4_46("None"),
           "accelerate's data loader option; each zero rank reads its own rows"),
     inert("split_batches", kBool, only_4_46("None"),
@@ -393,8 +401,24 @@ const Flag kRows[] = {
     inert("average_tokens_across_devices", kBool, {"False", "True"},
           "zero's loss averaging over ranks is its own and not configurable"),
     inert("project", kString, only_5("'huggingface'"), "trackio's; zero reports to TensorBoard"),
-    inert("trackio_space_id", kString, only_5("'trackio'"),
+    inert("trackio_space_id", kString, only_5("None"),
           "trackio's; zero reports to TensorBoard"),
+    inert("trackio_bucket_id", kString, only_5("None"), "trackio's; zero reports to TensorBoard"),
+    inert("trackio_static_space_id", kString, only_5("None"),
+          "trackio's; zero reports to TensorBoard"),
+    inert("ddp_static_graph", kBool, only_5("None"),
+          "a torch DDP option; ZeRO reduces every gradient"),
+    inert("enable_jit_checkpoint", kBool, only_5("False"),
+          "zero always saves a checkpoint on SIGTERM or SIGUSR1 and stops (resume with "
+          "--resume_from_checkpoint latest)"),
+    inert("use_cache", kBool, only_5("False"),
+          "GPT-2's key/value cache serves generation; zero's training keeps none"),
+    {.name = "train_sampling_strategy", .field = &T::train_sampling_strategy, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = only_5("'random'"),
+     .show_default = true, .accepts = "'random'|'sequential'|'group_by_length'",
+     .refusal = "the sampling strategies are random, sequential and group_by_length",
+     .help = "random (shuffled every epoch), sequential (the data's order) or group_by_length "
+             "(as random: every block and padded example has the same length)"},
 };
 // clang-format on
 

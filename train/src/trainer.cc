@@ -282,6 +282,7 @@ bool Trainer::train() {
       .rank = rank_,
       .seed = arguments_.data_seed >= 0 ? static_cast<std::uint64_t>(arguments_.data_seed)
                                         : arguments_.seed,
+      .shuffle = arguments_.train_sampling_strategy != "sequential",
       .drop_last = arguments_.dataloader_drop_last});
   console_.say(
       "training: %lld steps of %lld samples; logging every %lld, %s evaluation, %s saves\n",

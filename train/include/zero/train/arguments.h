@@ -110,7 +110,7 @@ struct TrainingArguments {
   // optimizer when the DeepSpeed config has no "optimizer" section (adamw_torch,
   // adamw_torch_fused, adamw_hf: AdamW; sgd: SGD). --report_to tensorboard (or all): TensorBoard
   // event files in logging_dir (default output_dir/runs/<time>_<host>), as HF's callback writes.
-  std::string optim = "adamw_torch";
+  std::string optim = "adamw_torch_fused";  // 5.x's default (torch >= 2.8); AdamW as adamw_torch
   std::string report_to = "none";
   std::string logging_dir;
   std::string run_name;                       // named in the start log
@@ -142,6 +142,9 @@ struct TrainingArguments {
   bool dataloader_drop_last = false;           // drop each epoch's last incomplete global batch
   double eval_delay = 0.0;                     // no evaluation before this step (epoch: this epoch)
   bool ignore_data_skip = false;  // a resumed run starts its epoch's data from the start
+  // 5.x: random (the sampler's shuffle), sequential (no shuffle) or group_by_length (random: the
+  // blocks all have the same length).
+  std::string train_sampling_strategy = "random";
   // run_clm's data: text files split into lines keep their line breaks (False: stripped, as
   // load_dataset("text", keep_linebreaks=False)); --dataset_name: a folder of text/json/csv files,
   // or a dataset in the Hub cache (zero/train/dataset_folder.h), in place of the files.
