@@ -339,6 +339,12 @@ TEST_F(LoopFlags, AutoFindBatchSizeHalvesUntilThePlanFits) {
   ::unsetenv("ZERO_NODE_MEMORY_BYTES");
   EXPECT_EQ(read_json(folder_.path() / "auto" / "trainer_state.json")["train_batch_size"], 4);
 
+  train::TrainingArguments written = a;
+  std::ofstream(folder_.path() / "ds_micro.json") << R"({"train_micro_batch_size_per_gpu": 8})";
+  written.deepspeed = (folder_.path() / "ds_micro.json").string();
+  written.output_dir = (folder_.path() / "written").string();
+  EXPECT_NE(error_of(written).find("writes train_micro_batch_size_per_gpu 8"), std::string::npos);
+
   train::TrainingArguments none = a;
   none.output_dir = (folder_.path() / "none").string();
   ::setenv("ZERO_NODE_MEMORY_BYTES", "1000", 1);

@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "prepare.h"
 #include "zero/core/launch.h"
+#include "zero/train/config_precedence.h"
 #include "zero/train/plan.h"
 
 namespace zero::train::detail {
@@ -88,6 +90,14 @@ std::int64_t fitting_batch_size(const TrainingArguments& arguments, int world, i
     input_error(
         "--auto_find_batch_size: the planner plans --task causal-lm runs only; give "
         "--per_device_train_batch_size");
+  if (!arguments.deepspeed.empty()) {  // the batch must be the flag's to halve it
+    const nlohmann::json config =
+        nlohmann::json::parse(read_deepspeed_file(arguments.deepspeed), nullptr, false);
+    for (const char* key : {"train_micro_batch_size_per_gpu", "train_batch_size"})
+      if (config.is_object() && config.contains(key) && config[key].is_number())
+        input_error("--auto_find_batch_size: ", arguments.deepspeed, " writes ", key, " ",
+                    config[key].dump(), "; give it \"auto\" so the batch found is the run's");
+  }
   TrainingArguments trial = arguments;
   std::ostringstream tried;
   for (std::int64_t batch = arguments.per_device_train_batch_size; batch >= 1; batch /= 2) {

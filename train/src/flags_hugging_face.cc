@@ -148,10 +148,10 @@ const Flag kRows[] = {
     refused("pad_to_max_length", kBool, both("True"), "True",
             "zero pads every example to --max_seq_length (dynamic padding is not implemented)",
             kClassificationArguments),
-    inert("shuffle_train_dataset", kBool, both("False"),
-          "zero's sampler shuffles the training examples every epoch (by --data_seed, else "
-          "--seed) whatever their order in the files",
-          kClassificationArguments),
+    refused("shuffle_train_dataset", kBool, both("False"), "False",
+            "not implemented: zero keeps the files' order before --max_train_samples (its "
+            "sampler then shuffles the training examples every epoch by --data_seed)",
+            kClassificationArguments),
     inert("shuffle_seed", kInt, both("42"), "only with --shuffle_train_dataset, which zero refuses",
           kClassificationArguments),
     inert("metric_name", kString, kNone,

@@ -339,10 +339,10 @@ std::int64_t Trainer::resume_training() {
   progress_ = resumed.progress;
   // --ignore_data_skip: the epoch reached starts over from its first batch (Hugging Face skips
   // no batch, only the epochs done).
-  const std::uint64_t position =
-      arguments_.ignore_data_skip ? static_cast<std::uint64_t>(progress_.step / steps_per_epoch_ *
-                                                               steps_per_epoch_ * accumulation_)
-                                  : static_cast<std::uint64_t>(progress_.step * accumulation_);
+  const std::uint64_t reached = static_cast<std::uint64_t>(progress_.step * accumulation_);
+  const std::uint64_t position = arguments_.ignore_data_skip
+                                     ? sampler_->epoch_of(reached) * sampler_->batches_per_epoch()
+                                     : reached;
   sampler_->set_position({position});
   task_->seek_train_data(arguments_.ignore_data_skip ? 0 : progress_.stream_position);
   if (resumed.best.value("best_metric", json()).is_number()) {
