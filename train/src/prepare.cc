@@ -140,12 +140,16 @@ struct DataFiles {
   std::vector<std::string> train, validation, test;
 };
 
-DataFiles check_data_files(const TrainingArguments& arguments) {
+DataFiles check_data_files(const TrainingArguments& arguments, bool console) {
   DataFiles files{split_files(arguments.train_files), split_files(arguments.validation_files),
                   split_files(arguments.test_files)};
   if (!arguments.dataset_name.empty()) {  // run_clm's load_dataset(name, config_name)
     DatasetSplits splits = dataset_splits(arguments.dataset_name, arguments.dataset_name,
                                           arguments.dataset_config_name);
+    if (console)
+      std::printf("data: --dataset_name %s as %s files: %zu train, %zu validation, %zu test\n",
+                  arguments.dataset_name.c_str(), splits.format.c_str(), splits.train.size(),
+                  splits.validation.size(), splits.test.size());
     files = {std::move(splits.train), std::move(splits.validation), std::move(splits.test)};
   }
   for (const auto* split : {&files.train, &files.validation, &files.test})
@@ -421,7 +425,7 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
   const bool console = print && rank == 0;
   check_run_arguments(arguments);
   Prepared prepared;
-  const DataFiles files = check_data_files(arguments);
+  const DataFiles files = check_data_files(arguments, console);
   prepared.classification = arguments.task == "text-classification";
   LabelledSplits labelled;
   if (prepared.classification) labelled = read_labelled_splits(arguments, files);
