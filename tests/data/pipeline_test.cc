@@ -96,6 +96,40 @@ TEST_F(Pipeline, ParallelTokenizationEqualsPerExampleEncoding) {
   }
 }
 
+// run_clm --keep_linebreaks False (datasets' text builder: line.rstrip("\n")): the same examples,
+// each text line without its break; JSON Lines texts unchanged; another cache file.
+TEST_F(Pipeline, KeepLinebreaksFalseStripsEachTextLinesBreak) {
+  TokenizeOptions stripped = options_;
+  stripped.keep_linebreaks = false;
+  const TokenStream kept = tokenize_files(files_, small_tokenizer(), options_);
+  const TokenStream lines = tokenize_files(files_, small_tokenizer(), stripped);
+  ASSERT_EQ(lines.num_examples(), kept.num_examples());
+  EXPECT_LT(lines.tokens().size(), kept.tokens().size());
+  std::size_t e = 0;
+  for (const fs::path& path : files_) {
+    const MappedFile file = open_text_file(path);
+    for_each_example(file.bytes(), format_of(path), path, [&](std::string_view example) {
+      std::string_view expected = example;
+      if (format_of(path) == TextFormat::kLines) {
+        ASSERT_TRUE(expected.ends_with("\n"));
+        expected.remove_suffix(1);
+      }
+      const auto offsets = lines.example_offsets();
+      const auto ids = lines.tokens().subspan(offsets[e], offsets[e + 1] - offsets[e]);
+      ASSERT_EQ(std::vector<TokenId>(ids.begin(), ids.end()),
+                small_tokenizer().encode(expected, SpecialTokens::kRecognize))
+          << "example " << e;
+      EXPECT_EQ(small_tokenizer().decode(ids).find('\n'), std::string::npos);
+      ++e;
+    });
+  }
+  const fs::path cache_dir = folder_ / "cache";
+  EXPECT_NE(load_token_stream(files_, small_tokenizer(), cache_dir, stripped).cache_path(),
+            load_token_stream(files_, small_tokenizer(), cache_dir, options_).cache_path());
+  EXPECT_EQ(without_linebreak("a line\n", TextFormat::kLines, true), "a line\n");
+  EXPECT_EQ(without_linebreak("a line\n", TextFormat::kJsonLines, false), "a line\n");
+}
+
 TEST_F(Pipeline, CacheIsWrittenThenMemoryMapped) {
   const fs::path cache_dir = folder_ / "cache";
   const TokenStream first = load_token_stream(files_, small_tokenizer(), cache_dir, options_);

@@ -24,6 +24,8 @@ std::string format_number(double value) {
   return out.str();
 }
 
+void check_loop_arguments(const TrainingArguments& arguments);
+
 }  // namespace
 
 IntervalStrategy interval_strategy_from_name(std::string_view name) {
@@ -87,18 +89,75 @@ void check_arguments(const TrainingArguments& arguments) {
     fail("--task '", arguments.task, "' is not a task (causal-lm or text-classification)");
   if (!classification && (arguments.do_predict || !arguments.test_files.empty()))
     fail("--do_predict and --test_file need --task text-classification");
+  if (arguments.streaming && !arguments.keep_linebreaks)
+    fail("--keep_linebreaks False is not implemented with --streaming (the stream keeps them)");
   if (classification && arguments.streaming)
     fail("--streaming is for --task causal-lm (run_clm), not text-classification");
   if (classification) at_least("max_seq_length", arguments.max_seq_length, 1);
   if (arguments.do_predict && arguments.test_files.empty()) fail("--do_predict needs --test_file");
   if (!arguments.do_train && !arguments.do_eval && !arguments.do_predict && !arguments.dry_run)
     fail("nothing to do: give --do_train, --do_eval and/or --do_predict");
-  if (arguments.do_train && arguments.train_files.empty()) fail("--do_train needs --train_file");
-  if (arguments.do_eval && arguments.validation_files.empty() && arguments.train_files.empty())
+  const bool named = !arguments.dataset_name.empty();
+  if (named && !(arguments.train_files.empty() && arguments.validation_files.empty()))
+    fail("give --dataset_name or --train_file/--validation_file, not both");
+  if (!named && !arguments.dataset_config_name.empty())
+    fail("--dataset_config_name needs --dataset_name");
+  if (arguments.do_train && arguments.train_files.empty() && !named)
+    fail("--do_train needs --train_file (or --dataset_name)");
+  if (arguments.do_eval && arguments.validation_files.empty() && arguments.train_files.empty() &&
+      !named)
     fail("--do_eval needs --validation_file (or --train_file to split one off)");
   if (arguments.do_eval && arguments.validation_files.empty() &&
-      arguments.validation_split_percentage == 0)
+      arguments.validation_split_percentage == 0 && !named)
     fail("--do_eval without --validation_file needs --validation_split_percentage > 0");
+  check_loop_arguments(arguments);
+}
+
+namespace {
+
+void check_loop_arguments(const TrainingArguments& arguments) {
+  if (arguments.data_seed < -1) fail("--data_seed must not be negative, got ", arguments.data_seed);
+  if (!(arguments.eval_delay >= 0.0)) fail("--eval_delay must not be negative");
+  const std::string& sampling = arguments.train_sampling_strategy;
+  if (sampling != "random" && sampling != "sequential" && sampling != "group_by_length")
+    fail("--train_sampling_strategy '", sampling,
+         "' is not a sampling strategy (random, sequential or group_by_length)");
+  // Trainer.train() evaluates before the first step and needs the validation split.
+  if (arguments.eval_on_start && arguments.do_train && !arguments.do_eval)
+    fail("--eval_on_start needs --do_eval (the validation split it evaluates)");
+  if (!arguments.load_best_model_at_end) return;
+  // TrainingArguments.__post_init__'s rules.
+  if (arguments.eval_strategy != arguments.save_strategy)
+    fail(
+        "--load_best_model_at_end requires the save and eval strategy to match, but found "
+        "eval_strategy ",
+        name_of(arguments.eval_strategy), " and save_strategy ", name_of(arguments.save_strategy));
+  const std::int64_t eval_steps =
+      arguments.eval_steps > 0 ? arguments.eval_steps : arguments.logging_steps;
+  if (arguments.eval_strategy == IntervalStrategy::kSteps && arguments.save_steps % eval_steps != 0)
+    fail(
+        "--load_best_model_at_end requires the saving steps to be a round multiple of the "
+        "evaluation steps, but found ",
+        arguments.save_steps, ", which is not a round multiple of ", eval_steps);
+  if (arguments.eval_strategy == IntervalStrategy::kNo)
+    fail(
+        "--load_best_model_at_end needs evaluations and checkpoints: give --eval_strategy and "
+        "--save_strategy steps or epoch");
+  if (arguments.do_train && !arguments.do_eval)
+    fail("--load_best_model_at_end needs --do_eval (the evaluations that choose the best model)");
+}
+
+}  // namespace
+
+std::string metric_for_best_model_of(const TrainingArguments& arguments) {
+  if (!arguments.metric_for_best_model.empty()) return arguments.metric_for_best_model;
+  return arguments.load_best_model_at_end ? "loss" : "";
+}
+
+bool greater_is_better_for(const TrainingArguments& arguments) {
+  if (arguments.given_flags && !arguments.was_given("greater_is_better"))
+    return !metric_for_best_model_of(arguments).ends_with("loss");
+  return arguments.greater_is_better;
 }
 
 std::int64_t warmup_steps_for(const TrainingArguments& arguments, std::int64_t total_steps) {

@@ -1,9 +1,11 @@
 // The trainer's resumable checkpoints: save (crash-safe, rotated) and resume (checked).
 #include "checkpointing.h"
 
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
+#include "best_model.h"
 #include "prepare.h"
 #include "zero/core/error.h"
 #include "zero/train/trainer.h"
@@ -51,6 +53,29 @@ json read_json(const fs::path& path) {
   }
 }
 
+[[noreturn]] void refuse_model_only(const fs::path& folder) {
+  input_error("--resume_from_checkpoint ", folder.string(),
+              ": saved with --save_only_model, it holds the model only (no optimizer, scheduler or "
+              "RNG state), so training can't resume from it (as in Hugging Face); start a new run "
+              "from its weights with --model_name_or_path ",
+              folder.string());
+}
+
+// `path`, or the checkpoint its `latest` names, when it was saved with --save_only_model.
+void refuse_model_only_at(const fs::path& path) {
+  fs::path folder = path;
+  if (std::ifstream latest(path / "latest"); latest) {
+    std::string tag;
+    std::getline(latest, tag);
+    while (!tag.empty() && std::isspace(static_cast<unsigned char>(tag.back()))) tag.pop_back();
+    folder = path / tag;
+  }
+  std::ifstream stream(folder / kTrainerStateFile);
+  if (!stream.good()) return;
+  const json state = json::parse(stream, nullptr, false);
+  if (state.is_object() && state.value("save_only_model", false)) refuse_model_only(folder);
+}
+
 bool holds_checkpoint(const fs::path& output_dir) {
   try {
     checkpoint::resolve(output_dir);
@@ -75,6 +100,7 @@ std::optional<fs::path> resume_folder(const TrainingArguments& arguments) {
   }
   const fs::path path =
       given == "latest" || given == "True" || given == "true" ? output_dir : fs::path(given);
+  refuse_model_only_at(path);
   try {
     return checkpoint::resolve(path);
   } catch (const Error& error) {
@@ -83,21 +109,29 @@ std::optional<fs::path> resume_folder(const TrainingArguments& arguments) {
 }
 
 fs::path save_checkpoint(Communicator& communicator, Engine& engine, const fs::path& output_dir,
-                         std::int64_t step, std::int64_t save_total_limit, const RunShape& shape,
+                         std::int64_t step, const SaveOptions& options, const RunShape& shape,
                          const TrainerProgress& progress,
                          const std::function<void(const fs::path&)>& write_hf_files) {
   checkpoint::CheckpointSave save(communicator, output_dir, "checkpoint-" + std::to_string(step));
   write_hf_files(save.staging());
-  save.write_engine(engine);
+  if (!options.model_only) save.write_engine(engine);
   if (communicator.rank() == 0) {
-    const json state = {{"format", "zero-trainer-state"},
-                        {"version", 1},
-                        {"progress", progress_to_json(progress)},
-                        {"run", shape_to_json(shape)}};
+    json state = {{"format", "zero-trainer-state"},
+                  {"version", 1},
+                  {"progress", progress_to_json(progress)},
+                  {"run", shape_to_json(shape)}};
+    if (options.model_only) state["save_only_model"] = true;
     checkpoint::write_file_atomically(save.staging() / kTrainerStateFile, state.dump(1) + "\n");
   }
   const fs::path folder = save.commit();
-  if (communicator.rank() == 0) checkpoint::rotate(output_dir, "checkpoint-", save_total_limit);
+  if (communicator.rank() == 0) {
+    if (options.best_checkpoint.empty()) {
+      checkpoint::rotate(output_dir, "checkpoint-", options.save_total_limit);
+    } else {
+      checkpoint::rotate(output_dir, "checkpoint-", 0);  // staging folders only
+      rotate_keeping_best(output_dir, options.save_total_limit, options.best_checkpoint);
+    }
+  }
   communicator.barrier("checkpoint rotated");
   return folder;
 }
@@ -137,6 +171,7 @@ Resumed check_resume(const fs::path& folder, const gpt2::GPT2Config& model_confi
                   values.second, "; resume with the model config it was trained with");
 
   const json state = read_json(folder / kTrainerStateFile);
+  if (state.value("save_only_model", false)) refuse_model_only(folder);
   try {
     const json& run = state.at("run");
     resumed.written.task = run.at("task").get<std::string>();
@@ -189,6 +224,8 @@ Resumed check_resume(const fs::path& folder, const gpt2::GPT2Config& model_confi
   if (const fs::path hf_state = folder / "trainer_state.json"; fs::exists(hf_state)) {
     const json hf = read_json(hf_state);
     resumed.log_history = hf.value("log_history", json::array());
+    for (const char* key : {"best_metric", "best_model_checkpoint", "best_global_step"})
+      if (hf.contains(key)) resumed.best[key] = hf[key];
   } else {
     resumed.log_history = json::array();
   }

@@ -53,12 +53,21 @@ struct RunShape {
 // --overwrite_output_dir is off. Throws InputError naming the path when it holds none.
 std::optional<std::filesystem::path> resume_folder(const TrainingArguments& arguments);
 
+// How a checkpoint is saved and rotated: --save_only_model leaves the engine's shards out (the
+// checkpoint holds the model files and can't be resumed); rotation by save_total_limit keeps
+// best_checkpoint (best_model.h) when there is one.
+struct SaveOptions {
+  std::int64_t save_total_limit = -1;
+  bool model_only = false;
+  std::string best_checkpoint;
+};
+
 // Saves output_dir/checkpoint-<step> (all ranks): `write_hf_files(staging)` (a collective: it
 // gathers the model; rank 0 writes), the engine's shards, zero_trainer_state.json; commits
-// (fsync, rename, `latest`), then rotates by save_total_limit. Returns the folder.
+// (fsync, rename, `latest`), then rotates. Returns the folder.
 std::filesystem::path save_checkpoint(
     Communicator& communicator, Engine& engine, const std::filesystem::path& output_dir,
-    std::int64_t step, std::int64_t save_total_limit, const RunShape& shape,
+    std::int64_t step, const SaveOptions& options, const RunShape& shape,
     const TrainerProgress& progress,
     const std::function<void(const std::filesystem::path&)>& write_hf_files);
 
@@ -73,13 +82,15 @@ struct Resumed {
   TrainerProgress progress;
   RunShape written;                // the run that wrote it
   nlohmann::json log_history;      // trainer_state.json's
+  nlohmann::json best;             // trainer_state.json's best_metric, best_model_checkpoint, ...
   std::vector<std::string> notes;  // what changed (world, stage, precision), for the log
 };
 
 // Before anything is written (every rank): `folder` is complete (index, every shard file
 // present with its size) and was written for this model (config.json's shape against
 // `model_config`) and this run's shape; reads the trainer state and the log history. Throws
-// InputError naming the mismatch or the missing or truncated file.
+// InputError naming the mismatch or the missing or truncated file, or a --save_only_model
+// checkpoint (it has no optimizer state to continue from).
 Resumed check_resume(const std::filesystem::path& folder, const gpt2::GPT2Config& model_config,
                      const RunShape& shape);
 // Loads the shards into the engine (all ranks; checksums of the files this rank reads) and notes

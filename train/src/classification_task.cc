@@ -203,4 +203,8 @@ void ClassificationTask::save_model(const std::filesystem::path& folder) {
   gpt2::save_classifier_checkpoint(model_, folder);
 }
 
+void ClassificationTask::load_model(const std::filesystem::path& folder) {
+  load_pretrained(model_, folder);
+}
+
 }  // namespace zero::train::detail

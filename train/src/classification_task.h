@@ -35,6 +35,7 @@ class ClassificationTask final : public Task {
   nlohmann::json predict(TrainResult& result) override;
 
   void save_model(const std::filesystem::path& folder) override;
+  void load_model(const std::filesystem::path& folder) override;
 
  private:
   // The first `count` examples of `data`, evaluated (all ranks): global batches of eval_B × W,

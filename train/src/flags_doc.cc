@@ -96,8 +96,8 @@ std::string flags_markdown() {
          "yes/no) after a space or `=`. Dispositions: *implemented* (the value changes the run), "
          "*accepted without effect* (noted at start, with the reason), *refused* (a usage error "
          "naming the reason and the alternative; the values listed as accepted ask for what zero "
-         "does anyway). Hugging Face's defaults are transformers 4.46's and 5.x's where they "
-         "differ; zero takes the newer.\n\n"
+         "does anyway). Hugging Face's defaults are transformers 4.46.3's and 5.x's (checked "
+         "against 5.24.0) where they differ; zero takes the newer.\n\n"
       << "A value written in the `--deepspeed` config wins over a flag that was not given (the "
          "start log names it); a given flag that contradicts it is an error naming both; "
          "\"auto\" takes the flag, given or defaulted.\n";

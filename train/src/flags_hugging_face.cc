@@ -4,15 +4,17 @@
 // that change a run land in a field; the others are accepted without effect (a note at start saying
 // why) or refused with the reason and the alternative.
 //
-// The 4.46 names and defaults are transformers 4.46.3's
-// (tests/golden/training_arguments_defaults.py checks them against the installed version). The 5.x
-// column follows transformers 5.0's training_args.py as its release notes describe it: per_gpu_*,
-// evaluation_strategy, fp16_backend, push_to_hub_{model_id,organization,token}, use_mps_device,
-// no_cuda, jit_mode_eval, use_ipex, torchdynamo, include_inputs_for_metrics, dispatch_batches,
-// split_batches and overwrite_output_dir removed; hub_revision, liger_kernel_config, project,
-// trackio_space_id and parallelism_config added (from 4.49-4.56); report_to "none" and
-// average_tokens_across_devices True by default. No 5.x is installed here: flags_golden_test checks
-// this column where one is.
+// The 4.46 names and defaults are transformers 4.46.3's, the 5.x column transformers 5.24.0's
+// (tests/golden/training_arguments_defaults.py checks them against the installed versions:
+// flags_golden_test, through ZERO_PYTHON and ZERO_PYTHON_TF5). 5.x removed per_gpu_*,
+// evaluation_strategy, fp16_backend, fp16_opt_level, half_precision_backend, no_cuda,
+// overwrite_output_dir, logging_dir, save_safetensors, include_tokens_per_second, warmup_ratio
+// (warmup_steps takes a fraction), group_by_length (train_sampling_strategy), past_index and the
+// TPU, IPEX, apex and push_to_hub_* fields; added activation_checkpointing
+// (gradient_checkpointing's new name, an alias here), dataloader_in_order, train_sampling_strategy,
+// enable_jit_checkpoint, use_cache, the trackio fields and more; report_to "none",
+// average_tokens_across_devices True and include_num_input_tokens_seen "no" (a string: all,
+// non_padding or no) by default.
 #include "zero/train/flags.h"
 
 namespace zero::train::detail {
@@ -31,9 +33,6 @@ constexpr HfDefaults only_5(std::string_view value) { return {kAbsent, value}; }
 constexpr HfDefaults kNone = both("None");
 
 // Reasons shared by several rows.
-constexpr std::string_view kNeedsLoop =
-    "not implemented yet: it needs zero's training loop (issue 23); leave it at Hugging Face's "
-    "default";
 constexpr std::string_view kTorchOnly =
     "a PyTorch option; zero's kernels are its own C++ and have no counterpart";
 constexpr std::string_view kHubOnly =
@@ -46,9 +45,10 @@ constexpr std::string_view kNoFsdp =
     "is 3";
 constexpr std::string_view kNoDataLoader =
     "zero tokenizes the data in memory before training; it has no data loader workers";
-constexpr std::string_view kNoHubData =
-    "reading datasets by name is not implemented yet (issue 23): give --train_file / "
-    "--validation_file (text, .json/.jsonl or .csv)";
+constexpr std::string_view kNoSplitNames =
+    "zero names the splits of --dataset_name by their file names (train, validation, test), as "
+    "load_dataset(folder) does: name the files so, or give --train_file / --validation_file / "
+    "--test_file";
 
 // A row zero accepts without effect: `reason` is noted at start when it is given.
 constexpr Flag inert(std::string_view name, FlagType type, HfDefaults hf, std::string_view reason,
@@ -120,27 +120,38 @@ const Flag kRows[] = {
             kClassificationArguments),
 
     // run_clm's DataTrainingArguments.
-    refused("dataset_name", kString, kNone, "", kNoHubData, kDataArguments),
-    refused("dataset_config_name", kString, kNone, "", kNoHubData, kDataArguments),
+    {.name = "dataset_name", .field = &T::dataset_name, .commands = kTrain,
+     .origin = kDataArguments, .section = Section::kData, .hf_default = kNone,
+     .help = "a folder of .txt, .json/.jsonl or .csv files (splits by file name, as "
+             "load_dataset(folder)), or a dataset in the local Hugging Face cache stored so"},
+    {.name = "dataset_config_name", .field = &T::dataset_config_name, .commands = kTrain,
+     .origin = kDataArguments, .section = Section::kData, .hf_default = kNone,
+     .help = "the dataset's configuration: its subfolder of that name"},
     inert("overwrite_cache", kBool, both("False"),
           "zero keeps no datasets cache: the data is tokenized on every run", kDataArguments),
-    refused("keep_linebreaks", kBool, both("True"), "True",
-            "not implemented yet (issue 23): zero reads text files as keep_linebreaks=True does",
-            kDataArguments),
+    {.name = "keep_linebreaks", .type = kBool, .field = &T::keep_linebreaks, .commands = kTrain,
+     .origin = kDataArguments, .section = Section::kData, .hf_default = both("True"),
+     .show_default = true,
+     .help = "text files: each line keeps its line break (False: stripped, as "
+             "load_dataset(\"text\", keep_linebreaks=False))"},
 
     // run_classification's DataTrainingArguments.
     refused("do_regression", kBool, kNone, "False",
             "zero's classifier predicts labels (cross-entropy), not regression targets",
             kClassificationArguments),
-    refused("train_split_name", kString, kNone, "", kNoHubData, kClassificationArguments),
-    refused("validation_split_name", kString, kNone, "", kNoHubData, kClassificationArguments),
-    refused("test_split_name", kString, kNone, "", kNoHubData, kClassificationArguments),
-    refused("remove_splits", kString, kNone, "", kNoHubData, kClassificationArguments),
-    refused("remove_columns", kString, kNone, "", kNoHubData, kClassificationArguments),
+    refused("train_split_name", kString, kNone, "", kNoSplitNames, kClassificationArguments),
+    refused("validation_split_name", kString, kNone, "", kNoSplitNames, kClassificationArguments),
+    refused("test_split_name", kString, kNone, "", kNoSplitNames, kClassificationArguments),
+    refused("remove_splits", kString, kNone, "", kNoSplitNames, kClassificationArguments),
+    refused("remove_columns", kString, kNone, "",
+            "zero reads only the text and label columns: the others are ignored already",
+            kClassificationArguments),
     refused("pad_to_max_length", kBool, both("True"), "True",
             "zero pads every example to --max_seq_length (dynamic padding is not implemented)",
             kClassificationArguments),
-    refused("shuffle_train_dataset", kBool, both("False"), "False", kNeedsLoop,
+    refused("shuffle_train_dataset", kBool, both("False"), "False",
+            "not implemented: zero keeps the files' order before --max_train_samples (its "
+            "sampler then shuffles the training examples every epoch by --data_seed)",
             kClassificationArguments),
     inert("shuffle_seed", kInt, both("42"), "only with --shuffle_train_dataset, which zero refuses",
           kClassificationArguments),
@@ -150,19 +161,20 @@ const Flag kRows[] = {
 
     // TrainingArguments: implemented.
     {.name = "optim", .field = &T::optim, .commands = kTrain, .origin = kTrainingArguments,
-     .section = Section::kTraining, .hf_default = both("'adamw_torch'"), .show_default = true,
+     .section = Section::kTraining, .hf_default = {"'adamw_torch'", "'adamw_torch_fused'"},
+     .show_default = true,
      .accepts = "'adamw_torch'|'adamw_torch_fused'|'adamw_hf'|'sgd'",
      .refusal = "zero supports adamw_torch, adamw_torch_fused, adamw_hf (AdamW) and sgd; or give "
                 "the DeepSpeed config an \"optimizer\" section",
      .help = "the optimizer when the DeepSpeed config has none: adamw_torch, adamw_torch_fused, "
-             "adamw_hf (AdamW) or sgd"},
+             "adamw_hf (AdamW) or sgd (5.x's default is adamw_torch_fused with torch >= 2.8)"},
     {.name = "report_to", .field = &T::report_to, .commands = kTrain, .origin = kTrainingArguments,
      .section = Section::kTraining, .hf_default = {"None", "'none'"}, .show_default = true,
      .accepts = "'none'|'tensorboard'|'all'",
      .refusal = "zero reports to TensorBoard only (tensorboard, all or none)",
      .help = "tensorboard (or all): TensorBoard event files in --logging_dir"},
     {.name = "logging_dir", .field = &T::logging_dir, .commands = kTrain,
-     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = kNone,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = only_4_46("None"),
      .help = "--report_to tensorboard's folder (default output_dir/runs/<time>_<host>)"},
     {.name = "run_name", .field = &T::run_name, .commands = kTrain, .origin = kTrainingArguments,
      .section = Section::kTraining, .hf_default = kNone, .help = "named in the start log"},
@@ -202,39 +214,84 @@ const Flag kRows[] = {
      .help = "run on the CPU even when CUDA devices are visible (without it, local rank r runs on "
              "cuda:r mod the visible devices, CUDA_VISIBLE_DEVICES honoured)"},
     {.name = "save_safetensors", .type = kBool, .field = &T::save_safetensors, .commands = kTrain,
-     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("True"),
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = only_4_46("True"),
      .show_default = true, .accepts = "True",
      .refusal = "zero writes model.safetensors only (pytorch_model.bin is torch's pickle format)",
      .help = "write model.safetensors"},
 
-    // TrainingArguments: needing the training loop (not implemented yet).
-    refused("eval_on_start", kBool, both("False"), "False", kNeedsLoop),
-    refused("load_best_model_at_end", kBool, both("False"), "False", kNeedsLoop),
-    refused("metric_for_best_model", kString, kNone, "", kNeedsLoop),
-    refused("greater_is_better", kBool, kNone, "", kNeedsLoop),
-    refused("save_only_model", kBool, both("False"), "False", kNeedsLoop),
-    refused("logging_first_step", kBool, both("False"), "False", kNeedsLoop),
-    refused("logging_strategy", kString, both("'steps'"), "'steps'", kNeedsLoop),
-    refused("include_tokens_per_second", kBool, both("False"), "False", kNeedsLoop),
-    refused("include_num_input_tokens_seen", kBool, both("False"), "False", kNeedsLoop),
-    refused("data_seed", kInt, kNone, "", kNeedsLoop),
-    refused("auto_find_batch_size", kBool, both("False"), "False", kNeedsLoop),
-    refused("eval_delay", kFloat, both("0"), "0", kNeedsLoop),
-    refused("dataloader_drop_last", kBool, both("False"), "False", kNeedsLoop),
-    refused("ignore_data_skip", kBool, both("False"), "False", kNeedsLoop),
-    refused("label_smoothing_factor", kFloat, both("0.0"), "0", kNeedsLoop),
-    refused("bf16_full_eval", kBool, both("False"), "False", kNeedsLoop),
-    refused("fp16_full_eval", kBool, both("False"), "False", kNeedsLoop),
+    // TrainingArguments: the training loop's (Hugging Face Trainer's meaning).
+    {.name = "eval_on_start", .type = kBool, .field = &T::eval_on_start, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("False"),
+     .help = "evaluate before the first step (logged at step 0; needs --do_eval)"},
+    {.name = "load_best_model_at_end", .type = kBool, .field = &T::load_best_model_at_end,
+     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .hf_default = both("False"),
+     .help = "keep the best checkpoint by --metric_for_best_model from rotation and end with its "
+             "model (eval and save strategies must match)"},
+    {.name = "metric_for_best_model", .field = &T::metric_for_best_model, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = kNone,
+     .help = "loss (eval_loss), or accuracy for text-classification (default: loss with "
+             "--load_best_model_at_end); trainer_state.json's best_metric"},
+    {.name = "greater_is_better", .type = kBool, .field = &T::greater_is_better,
+     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .hf_default = kNone,
+     .help = "default: True unless --metric_for_best_model ends in \"loss\""},
+    {.name = "save_only_model", .type = kBool, .field = &T::save_only_model, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("False"),
+     .help = "checkpoints hold the model files only, no engine or optimizer state (they can't "
+             "be resumed)"},
+    {.name = "logging_first_step", .type = kBool, .field = &T::logging_first_step,
+     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .hf_default = both("False"), .help = "log step 1 too"},
+    {.name = "logging_strategy", .field = &T::logging_strategy, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("'steps'"),
+     .show_default = true, .help = "no, steps (every --logging_steps) or epoch"},
+    {.name = "include_tokens_per_second", .type = kBool, .field = &T::include_tokens_per_second,
+     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .hf_default = only_4_46("False"),
+     .help = "train_tokens_per_second (one rank's tokens, as Hugging Face counts) in "
+             "train_results.json"},
+    {.name = "include_num_input_tokens_seen", .type = kBool,
+     .field = &T::include_num_input_tokens_seen, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = {"False", "'no'"},
+     .help = "num_input_tokens_seen (all ranks') in every log entry and trainer_state.json"},
+    {.name = "data_seed", .type = kInt, .field = &T::data_seed, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = kNone,
+     .help = "the data order's shuffle seed (default: --seed)"},
+    {.name = "auto_find_batch_size", .type = kBool, .field = &T::auto_find_batch_size,
+     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .hf_default = both("False"),
+     .help = "halve --per_device_train_batch_size until the run's memory plan fits the node "
+             "(MemAvailable and the cgroup's limit, or ZERO_NODE_MEMORY_BYTES), before anything "
+             "is allocated"},
+    {.name = "eval_delay", .type = kFloat, .field = &T::eval_delay, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("0"),
+     .help = "no evaluation before this step (epoch strategy: this epoch)"},
+    {.name = "dataloader_drop_last", .type = kBool, .field = &T::dataloader_drop_last,
+     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .hf_default = both("False"),
+     .help = "drop each epoch's last incomplete global batch (fewer steps per epoch)"},
+    {.name = "ignore_data_skip", .type = kBool, .field = &T::ignore_data_skip,
+     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .hf_default = both("False"),
+     .help = "on resume, start the epoch reached from its first batch instead of where the "
+             "checkpoint stopped"},
+    refused("label_smoothing_factor", kFloat, both("0.0"), "0",
+            "not implemented: zero's GPT-2 loss kernels compute plain cross-entropy"),
+    refused("bf16_full_eval", kBool, both("False"), "False",
+            "not implemented: evaluation runs in the training precision (--bf16/--fp16)"),
+    refused("fp16_full_eval", kBool, both("False"), "False",
+            "not implemented: evaluation runs in the training precision (--bf16/--fp16)"),
 
     // TrainingArguments: refused.
     inert_unless("push_to_hub", kBool, both("False"), "nothing is uploaded", "False", kNoUpload),
-    refused("fsdp", kString, both("''"), "''", kNoFsdp),
+    refused("fsdp", kString, {"''", "None"}, "''", kNoFsdp),
     refused("fsdp_min_num_params", kInt, only_4_46("0"), "0", kNoFsdp),
     refused("fsdp_config", kString, kNone, "", kNoFsdp),
     refused("fsdp_transformer_layer_cls_to_wrap", kString, only_4_46("None"), "", kNoFsdp),
     refused("parallelism_config", kString, only_5("None"), "",
             "zero is data-parallel ZeRO; it has no tensor, context or sequence parallelism"),
-    refused("lr_scheduler_kwargs", kString, both("{}"), "{}",
+    refused("lr_scheduler_kwargs", kString, {"{}", "None"}, "{}",
             "zero's schedules take no extra arguments: give the DeepSpeed config a \"scheduler\" "
             "section"),
     refused("optim_args", kString, kNone, "",
@@ -264,22 +321,24 @@ const Flag kRows[] = {
           "zero has no trainer callbacks"),
     inert("jit_mode_eval", kBool, only_4_46("False"), kTorchOnly),
     inert("use_ipex", kBool, only_4_46("False"), kTorchOnly),
-    inert("fp16_opt_level", kString, both("'O1'"),
+    inert("fp16_opt_level", kString, only_4_46("'O1'"),
           "an apex AMP level; zero's fp16 is DeepSpeed's (the config's loss scaling)"),
     {.name = "half_precision_backend", .aliases = {"fp16_backend"}, .type = kString,
      .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
-     .hf_default = both("'auto'"), .disposition = kAcceptedWithoutEffect,
+     .hf_default = only_4_46("'auto'"), .disposition = kAcceptedWithoutEffect,
      .reason = "zero's mixed precision is its own (DeepSpeed's fp16/bf16 sections)"},
     inert("tf32", kBool, kNone, "TF32 is a CUDA matmul mode and the model runs on the CPU"),
-    inert("tpu_num_cores", kInt, kNone, "zero has no TPU backend"),
+    inert("tpu_num_cores", kInt, only_4_46("None"), "zero has no TPU backend"),
     inert("tpu_metrics_debug", kBool, only_4_46("False"), "zero has no TPU backend"),
     inert("debug", kString, both("''"),
           "Hugging Face's debug options hook PyTorch modules; zero has no counterpart"),
-    inert("dataloader_prefetch_factor", kInt, both("2"), kNoDataLoader),
+    inert("dataloader_prefetch_factor", kInt, {"2", "None"}, kNoDataLoader),
+    inert("dataloader_in_order", kBool, only_5("True"), kNoDataLoader),
+    inert("dataloader_multiprocessing_context", kString, only_5("None"), kNoDataLoader),
     inert("dataloader_pin_memory", kBool, both("True"),
           "pinned host memory is a CUDA option and the model runs on the CPU"),
     inert("dataloader_persistent_workers", kBool, both("False"), kNoDataLoader),
-    inert("past_index", kInt, both("-1"), "for Transformer-XL/XLNet memories; GPT-2 has none"),
+    inert("past_index", kInt, only_4_46("-1"), "for Transformer-XL/XLNet memories; GPT-2 has none"),
     inert("disable_tqdm", kBool, kNone, "zero's progress bars show on a terminal only"),
     inert("remove_unused_columns", kBool, both("True"),
           "zero reads only the text (and label) columns"),
@@ -287,7 +346,7 @@ const Flag kRows[] = {
           "GPT-2's labels are its inputs (causal LM) or --label_column_name"),
     inert("accelerator_config", kString, kNone,
           "accelerate's data loader options; each zero rank reads its own rows"),
-    inert("group_by_length", kBool, both("False"),
+    inert("group_by_length", kBool, only_4_46("False"),
           "run_clm's blocks all have --block_size tokens and classification pads every example "
           "to --max_seq_length: grouping by length changes nothing"),
     inert("length_column_name", kString, both("'length'"), "only with --group_by_length"),
@@ -309,8 +368,11 @@ const Flag kRows[] = {
     inert("push_to_hub_model_id", kString, only_4_46("None"), kHubOnly),
     inert("push_to_hub_organization", kString, only_4_46("None"), kHubOnly),
     inert("push_to_hub_token", kString, only_4_46("None"), kHubOnly),
-    inert("gradient_checkpointing_kwargs", kString, kNone,
-          "zero's --gradient_checkpointing recomputes each block; it takes no options"),
+    {.name = "gradient_checkpointing_kwargs", .aliases = {"activation_checkpointing_kwargs"},
+     .type = kString, .commands = kTrain, .origin = kTrainingArguments,
+     .section = Section::kTraining, .hf_default = kNone,
+     .disposition = kAcceptedWithoutEffect,
+     .reason = "zero's --gradient_checkpointing recomputes each block; it takes no options"},
     inert("include_inputs_for_metrics", kBool, only_4_46("False"),
           "zero computes its metrics itself; it has no compute_metrics hook"),
     inert("include_for_metrics", kString, both("[]"),
@@ -329,7 +391,7 @@ const Flag kRows[] = {
     inert("torch_compile", kBool, both("False"), kTorchOnly),
     inert("torch_compile_backend", kString, kNone, kTorchOnly),
     inert("torch_compile_mode", kString, kNone, kTorchOnly),
-    inert("ray_scope", kString, both("'last'"), "Ray Tune's hyperparameter search; no counterpart"),
+    inert("ray_scope", kString, only_4_46("'last'"), "Ray Tune's hyperparameter search; no counterpart"),
     inert("dispatch_batches", kBool, only_4_46("None"),
           "accelerate's data loader option; each zero rank reads its own rows"),
     inert("split_batches", kBool, only_4_46("None"),
@@ -341,8 +403,24 @@ const Flag kRows[] = {
     inert("average_tokens_across_devices", kBool, {"False", "True"},
           "zero's loss averaging over ranks is its own and not configurable"),
     inert("project", kString, only_5("'huggingface'"), "trackio's; zero reports to TensorBoard"),
-    inert("trackio_space_id", kString, only_5("'trackio'"),
+    inert("trackio_space_id", kString, only_5("None"),
           "trackio's; zero reports to TensorBoard"),
+    inert("trackio_bucket_id", kString, only_5("None"), "trackio's; zero reports to TensorBoard"),
+    inert("trackio_static_space_id", kString, only_5("None"),
+          "trackio's; zero reports to TensorBoard"),
+    inert("ddp_static_graph", kBool, only_5("None"),
+          "a torch DDP option; ZeRO reduces every gradient"),
+    inert("enable_jit_checkpoint", kBool, only_5("False"),
+          "zero always saves a checkpoint on SIGTERM or SIGUSR1 and stops (resume with "
+          "--resume_from_checkpoint latest)"),
+    inert("use_cache", kBool, only_5("False"),
+          "GPT-2's key/value cache serves generation; zero's training keeps none"),
+    {.name = "train_sampling_strategy", .field = &T::train_sampling_strategy, .commands = kTrain,
+     .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = only_5("'random'"),
+     .show_default = true, .accepts = "'random'|'sequential'|'group_by_length'",
+     .refusal = "the sampling strategies are random, sequential and group_by_length",
+     .help = "random (shuffled every epoch), sequential (the data's order) or group_by_length "
+             "(as random: every block and padded example has the same length)"},
 };
 // clang-format on
 

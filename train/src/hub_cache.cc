@@ -40,15 +40,16 @@ bool is_commit_hash(const std::string& revision) {
 }
 
 // The repo ids to try for `name`: itself, and openai-community/<name> for the moved GPT models.
-std::vector<std::string> candidates(const std::string& name) {
+std::vector<std::string> candidates(const std::string& name, RepoType type) {
   std::vector<std::string> ids = {name};
+  if (type == RepoType::kDataset) return ids;
   for (const char* moved : {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "openai-gpt"})
     if (name == moved) ids.push_back("openai-community/" + name);
   return ids;
 }
 
-std::string folder_name(const std::string& id) {
-  std::string folder = "models--" + id;
+std::string folder_name(const std::string& id, RepoType type) {
+  std::string folder = (type == RepoType::kDataset ? "datasets--" : "models--") + id;
   for (std::size_t at = folder.find('/'); at != std::string::npos; at = folder.find('/'))
     folder.replace(at, 1, "--");
   return folder;
@@ -69,15 +70,15 @@ fs::path hub_cache_folder(const std::string& cache_dir,
 }
 
 fs::path resolve_hub_folder(const std::string& flag, const std::string& name,
-                            const std::string& revision, const fs::path& cache) {
+                            const std::string& revision, const fs::path& cache, RepoType type) {
   std::error_code error;
   if (fs::is_directory(name, error)) return name;
   if (!is_hub_id(name))
     throw InputError("--" + flag + " " + name + ": no such folder (and not a Hub id)");
   const std::string wanted = revision.empty() ? "main" : revision;
   std::vector<std::string> tried;
-  for (const std::string& id : candidates(name)) {
-    const fs::path repo = cache / folder_name(id);
+  for (const std::string& id : candidates(name, type)) {
+    const fs::path repo = cache / folder_name(id, type);
     std::string commit = wanted;
     if (!is_commit_hash(wanted)) {
       const fs::path ref = repo / "refs" / wanted;
@@ -96,9 +97,11 @@ fs::path resolve_hub_folder(const std::string& flag, const std::string& name,
           << " is not in the Hugging Face cache (zero reads it offline); looked for:";
   for (const std::string& path : tried) message << "\n  " << path;
   message << "\nfetch it on a machine with network access with `huggingface-cli download "
-          << candidates(name).back() << (wanted == "main" ? std::string() : " --revision " + wanted)
+          << candidates(name, type).back()
+          << (type == RepoType::kDataset ? " --repo-type dataset" : "")
+          << (wanted == "main" ? std::string() : " --revision " + wanted)
           << "` and copy the cache folder here (or set HF_HUB_CACHE / HF_HOME), or give a "
-             "checkpoint folder";
+          << (type == RepoType::kDataset ? "folder of data files" : "checkpoint folder");
   throw InputError(message.str());
 }
 
@@ -117,6 +120,14 @@ std::vector<std::string> resolve_hub_names(TrainingArguments& arguments,
   resolve("model_name_or_path", arguments.model_name_or_path);
   resolve("tokenizer_name", arguments.tokenizer_name);
   resolve("config_name", arguments.config_name);
+  if (!arguments.dataset_name.empty()) {
+    std::error_code error;
+    if (fs::is_directory(arguments.dataset_name, error)) return lines;
+    const fs::path folder = resolve_hub_folder("dataset_name", arguments.dataset_name, "main",
+                                               cache, RepoType::kDataset);
+    lines.push_back("--dataset_name " + arguments.dataset_name + ": " + folder.string());
+    arguments.dataset_name = folder.string();
+  }
   return lines;
 }
 

@@ -115,6 +115,8 @@ void LmTask::save_model(const std::filesystem::path& folder) {
   gpt2::save_hf_checkpoint(model_, folder);
 }
 
+void LmTask::load_model(const std::filesystem::path& folder) { load_pretrained(model_, folder); }
+
 void LmTask::print_samples(const std::filesystem::path& folder, Allocator& allocator) const {
   const TrainingArguments& arguments = context_.arguments;
   const gpt2::GPT2Model model = gpt2::load_hf_model(folder, allocator);

@@ -31,6 +31,7 @@ class LmTask final : public Task {
   Evaluation evaluate(std::int64_t step) override;
 
   void save_model(const std::filesystem::path& folder) override;
+  void load_model(const std::filesystem::path& folder) override;
   void print_samples(const std::filesystem::path& folder, Allocator& allocator) const override;
 
  private:

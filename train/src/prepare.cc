@@ -21,6 +21,7 @@
 #include "zero/text/streaming.h"
 #include "zero/text/text_files.h"
 #include "zero/train/config_precedence.h"
+#include "zero/train/dataset_folder.h"
 #include "zero/train/trainer.h"
 
 namespace zero::train::detail {
@@ -139,9 +140,18 @@ struct DataFiles {
   std::vector<std::string> train, validation, test;
 };
 
-DataFiles check_data_files(const TrainingArguments& arguments) {
+DataFiles check_data_files(const TrainingArguments& arguments, bool console) {
   DataFiles files{split_files(arguments.train_files), split_files(arguments.validation_files),
                   split_files(arguments.test_files)};
+  if (!arguments.dataset_name.empty()) {  // run_clm's load_dataset(name, config_name)
+    DatasetSplits splits = dataset_splits(arguments.dataset_name, arguments.dataset_name,
+                                          arguments.dataset_config_name);
+    if (console)
+      std::printf("data: --dataset_name %s as %s files: %zu train, %zu validation, %zu test\n",
+                  arguments.dataset_name.c_str(), splits.format.c_str(), splits.train.size(),
+                  splits.validation.size(), splits.test.size());
+    files = {std::move(splits.train), std::move(splits.validation), std::move(splits.test)};
+  }
   for (const auto* split : {&files.train, &files.validation, &files.test})
     for (const std::string& file : *split) {
       as_input_error(split == &files.train        ? "--train_file"
@@ -342,6 +352,7 @@ void prepare_streaming(const TrainingArguments& arguments, int world, int rank, 
     text::TokenizeOptions tokenize;
     tokenize.num_threads = arguments.preprocessing_num_workers;
     tokenize.show_progress = console;
+    tokenize.keep_linebreaks = arguments.keep_linebreaks;
     const auto stream =
         std::make_shared<const text::TokenStream>(as_input_error("--validation_file", [&] {
           return text::load_token_stream(validation_paths, *prepared.tokenizer, {}, tokenize);
@@ -375,6 +386,7 @@ void prepare_blocks(const TrainingArguments& arguments, bool console,
   data_arguments.block_size = static_cast<std::size_t>(prepared.block_size);
   data_arguments.tokenize.num_threads = arguments.preprocessing_num_workers;
   data_arguments.tokenize.show_progress = console;
+  data_arguments.tokenize.keep_linebreaks = arguments.keep_linebreaks;
   prepared.data = as_input_error(
       "data", [&] { return text::load_lm_datasets(*prepared.tokenizer, data_arguments); });
   prepared.train_blocks = prepared.data.train.size();
@@ -389,9 +401,14 @@ void count_steps(const TrainingArguments& arguments, int world, Prepared& prepar
   const std::int64_t accumulation = arguments.gradient_accumulation_steps;
   const std::size_t global_batch = static_cast<std::size_t>(B * world);
   // (With --streaming the length is unknown: an "epoch" is the max_steps run.)
-  prepared.batches_per_epoch = arguments.streaming
-                                   ? static_cast<std::uint64_t>(arguments.max_steps * accumulation)
-                                   : (prepared.train_blocks + global_batch - 1) / global_batch;
+  // --dataloader_drop_last: an epoch's last incomplete global batch is not one.
+  prepared.batches_per_epoch =
+      arguments.streaming ? static_cast<std::uint64_t>(arguments.max_steps * accumulation)
+      : arguments.dataloader_drop_last ? prepared.train_blocks / global_batch
+                                       : (prepared.train_blocks + global_batch - 1) / global_batch;
+  if (arguments.do_train && !arguments.streaming && prepared.batches_per_epoch == 0)
+    input_error("--dataloader_drop_last: the ", prepared.train_blocks,
+                " train blocks make no whole global batch of ", global_batch);
   prepared.steps_per_epoch = std::max<std::int64_t>(
       1, static_cast<std::int64_t>(prepared.batches_per_epoch) / accumulation);
   prepared.total_steps =
@@ -408,7 +425,7 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
   const bool console = print && rank == 0;
   check_run_arguments(arguments);
   Prepared prepared;
-  const DataFiles files = check_data_files(arguments);
+  const DataFiles files = check_data_files(arguments, console);
   prepared.classification = arguments.task == "text-classification";
   LabelledSplits labelled;
   if (prepared.classification) labelled = read_labelled_splits(arguments, files);

@@ -7,7 +7,9 @@
 #include <optional>
 #include <utility>
 
+#include "zero/engine/memory_formula.h"
 #include "zero/gpt2/sampling.h"
+#include "zero/optim/optimizers.h"
 #include "zero/train/monitors.h"
 
 namespace zero::train::detail {
@@ -25,7 +27,8 @@ constexpr std::pair<const char*, std::optional<double> LogEntry::*> kOptionalFie
     {"perplexity", &LogEntry::perplexity},
     {"eval_accuracy", &LogEntry::eval_accuracy},
     {"epoch_train_loss", &LogEntry::epoch_train_loss},
-    {"train_accuracy", &LogEntry::train_accuracy}};
+    {"train_accuracy", &LogEntry::train_accuracy},
+    {"num_input_tokens_seen", &LogEntry::num_input_tokens_seen}};
 
 }  // namespace
 
@@ -33,6 +36,8 @@ nlohmann::json entry_to_json(const LogEntry& entry) {
   nlohmann::json out;
   for (const auto& [key, field] : kOptionalFields)
     if (entry.*field) out[key] = *(entry.*field);
+  if (entry.num_input_tokens_seen)  // a count, as Hugging Face writes it
+    out["num_input_tokens_seen"] = static_cast<std::int64_t>(*entry.num_input_tokens_seen);
   out["epoch"] = entry.epoch;
   out["step"] = entry.step;
   return out;
@@ -52,22 +57,64 @@ LogEntry entry_from_json(const nlohmann::json& line) {
 
 nlohmann::json hf_trainer_state(const TrainingArguments& arguments, std::int64_t step,
                                 std::int64_t steps_per_epoch, std::int64_t max_steps,
-                                std::int64_t train_batch_size, const nlohmann::json& log_history) {
-  return {{"global_step", step},
-          {"epoch", static_cast<double>(step) / static_cast<double>(steps_per_epoch)},
-          {"max_steps", max_steps},
-          {"num_train_epochs", arguments.num_train_epochs},
-          {"logging_steps", arguments.logging_steps},
-          {"eval_steps", arguments.eval_steps > 0 ? arguments.eval_steps : arguments.logging_steps},
-          {"save_steps", arguments.save_steps},
-          {"train_batch_size", train_batch_size},
-          {"total_flos", 0},
-          {"best_metric", nullptr},
-          {"best_model_checkpoint", nullptr},
-          {"is_local_process_zero", true},
-          {"is_world_process_zero", true},
-          {"is_hyper_param_search", false},
-          {"log_history", log_history}};
+                                std::int64_t train_batch_size, const nlohmann::json& log_history,
+                                const nlohmann::json& state) {
+  nlohmann::json out = {
+      {"global_step", step},
+      {"epoch", static_cast<double>(step) / static_cast<double>(steps_per_epoch)},
+      {"max_steps", max_steps},
+      {"num_train_epochs", arguments.num_train_epochs},
+      {"logging_steps", arguments.logging_steps},
+      {"eval_steps", arguments.eval_steps > 0 ? arguments.eval_steps : arguments.logging_steps},
+      {"save_steps", arguments.save_steps},
+      {"train_batch_size", train_batch_size},
+      {"num_input_tokens_seen", 0},
+      {"total_flos", 0},
+      {"best_metric", nullptr},
+      {"best_global_step", nullptr},
+      {"best_model_checkpoint", nullptr},
+      {"is_local_process_zero", true},
+      {"is_world_process_zero", true},
+      {"is_hyper_param_search", false},
+      {"log_history", log_history}};
+  if (state.is_object()) out.update(state);
+  return out;
+}
+
+// The ZeRO memory formula for this run, beside what one rank would hold unsharded, and where the
+// states are placed (offload: docs/engine.md).
+std::string memory_line(const EngineOptions& options, const Engine& engine, int world) {
+  std::vector<std::size_t> sizes;
+  for (UnitId unit = 0; unit < static_cast<UnitId>(engine.num_units()); ++unit)
+    sizes.push_back(engine.layout(unit).num_elements());  // every unit the engine holds
+  const StatePolicy policy = state_policy(options);
+  const int states = optim::make_optimizer(options.optimizer)->states_per_element();
+  auto mib = [&](int stage, int ranks) {
+    return static_cast<double>(model_state_bytes(stage, sizes, ranks, options.alignment_elements,
+                                                 policy.compute, states, policy.accumulate)
+                                   .total()) /
+           (1024.0 * 1024.0);
+  };
+  const ModelStateBytesBySpace placed = model_state_bytes(options, sizes, world, states);
+  std::string where;
+  for (std::size_t s = 0; s < kNumMemorySpaces; ++s) {
+    const auto space = static_cast<MemorySpace>(s);
+    const std::int64_t bytes = placed.in(space).total();
+    if (bytes == 0) continue;
+    char part[64];
+    std::snprintf(part, sizeof(part), "%s%s %.1f MiB", where.empty() ? "" : ", ",
+                  std::string(name_of(space)).c_str(),
+                  static_cast<double>(bytes) / (1024.0 * 1024.0));
+    where += part;
+  }
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "memory: model states per rank %.1f MiB (stage %d, %s parameters, %s gradient "
+                "accumulation), %.1f MiB unsharded; placed: %s",
+                mib(options.stage, world), options.stage,
+                std::string(name_of(policy.compute)).c_str(),
+                std::string(name_of(policy.accumulate)).c_str(), mib(0, 1), where.c_str());
+  return line;
 }
 
 std::string swap_rates(const SwapTraffic& traffic) {

@@ -9,6 +9,7 @@
 
 #include "zero/core/allocator.h"
 #include "zero/core/swap_store.h"
+#include "zero/engine/engine.h"
 #include "zero/gpt2/model.h"
 #include "zero/text/tokenizer.h"
 #include "zero/train/arguments.h"
@@ -22,10 +23,17 @@ nlohmann::json entry_to_json(const LogEntry& entry);
 LogEntry entry_from_json(const nlohmann::json& line);
 
 // trainer_state.json as Hugging Face's Trainer writes it at `step` (epoch = step /
-// steps_per_epoch), with `log_history` (entry_to_json lines and the final train summary).
+// steps_per_epoch), with `log_history` (entry_to_json lines and the final train summary) and the
+// fields of `state` (best_metric, best_global_step, best_model_checkpoint,
+// num_input_tokens_seen) over their defaults.
 nlohmann::json hf_trainer_state(const TrainingArguments& arguments, std::int64_t step,
                                 std::int64_t steps_per_epoch, std::int64_t max_steps,
-                                std::int64_t train_batch_size, const nlohmann::json& log_history);
+                                std::int64_t train_batch_size, const nlohmann::json& log_history,
+                                const nlohmann::json& state = nullptr);
+
+// The start log's memory line: the ZeRO memory formula for this run, beside what one rank would
+// hold unsharded, and where the states are placed (offload: docs/engine.md).
+std::string memory_line(const EngineOptions& options, const Engine& engine, int world);
 
 // The log line's swap rates of a window's traffic (" | swap read 1.23 GB/s, write 0.98 GB/s"),
 // empty when nothing was swapped.

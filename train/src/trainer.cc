@@ -16,8 +16,11 @@
 #include <utility>
 #include <vector>
 
+#include "auto_batch_size.h"
+#include "best_model.h"
 #include "checkpointing.h"
 #include "console.h"
+#include "loop_schedule.h"
 #include "micro_batch.h"
 #include "phase_memory.h"
 #include "preemption.h"
@@ -63,7 +66,7 @@ class Trainer {
   void print_run() const;
   void print_memory() const;
   void open_logs();
-  void record(const LogEntry& entry);
+  void record(const LogEntry& logged);
   void evaluate(std::int64_t step);
   void save(const fs::path& folder, std::int64_t step);
   json trainer_state(std::int64_t step) const;
@@ -72,8 +75,7 @@ class Trainer {
   std::int64_t resume_training();
   double train_step(std::int64_t step);
   void log_step(std::int64_t step);
-  bool evaluates_at(std::int64_t step) const;
-  bool saves_at(std::int64_t step) const;
+  void load_best_model();
   void save_resumable(std::int64_t step);
   void stop_preempted(std::int64_t step);
 
@@ -95,13 +97,14 @@ class Trainer {
   std::int64_t preempt_test_step_ = -1;
   const fs::path output_dir_;
   const std::int64_t B_, T_, accumulation_, total_steps_, steps_per_epoch_, warmup_;
-  const std::int64_t samples_per_step_, eval_steps_;
+  const std::int64_t samples_per_step_;
 
   // The rank's device, the engine on it, the task's model on the engine (destroyed in reverse).
   std::unique_ptr<DeviceContext> device_;
   std::unique_ptr<Engine> engine_;
   std::string schedule_name_;
   std::unique_ptr<Task> task_;
+  std::optional<LoopSchedule> schedule_;
 
   // The run's memory plan and each phase's measured peak; Scope(memory(), phase) marks a phase.
   std::optional<RunMemory> memory_;
@@ -123,6 +126,7 @@ class Trainer {
   SwapTraffic window_traffic_;      // the engine's swap traffic at its start
   std::optional<LogEntry> last_evaluation_;
   std::int64_t last_eval_step_ = -1;
+  BestModel best_;  // --metric_for_best_model / --load_best_model_at_end
   double eval_runtime_ = 0.0, train_runtime_ = 0.0;
 };
 
@@ -144,8 +148,8 @@ Trainer::Trainer(const TrainingArguments& arguments, Communicator& communicator,
       total_steps_(prepared_.total_steps),
       steps_per_epoch_(prepared_.steps_per_epoch),
       warmup_(warmup_steps_for(arguments, total_steps_)),
-      samples_per_step_(B_ * world_ * accumulation_),
-      eval_steps_(arguments.eval_steps > 0 ? arguments.eval_steps : arguments.logging_steps) {
+      samples_per_step_(B_ * world_ * accumulation_) {
+  checked_best_metric_key(arguments);
   if (const std::optional<fs::path> folder = resume_folder(arguments))  // checked, nothing written
     resume_ = check_resume(*folder, prepared_.model_config, shape_);
   if (arguments.do_train) preemption_.emplace();
@@ -174,6 +178,7 @@ TrainResult Trainer::run() {
     console_.say("config: %s\n", warning.c_str());
   build_engine();
   task_ = make_task({arguments_, prepared_, *engine_, communicator_, console_});
+  schedule_.emplace(arguments_, steps_per_epoch_, total_steps_, task_->evaluates_every_epoch());
   // The checkpoint's shards and engine state, before rank 0 rewrites any log file.
   if (resume_) load_resume(*resume_, *engine_);
   print_run();
@@ -220,38 +225,8 @@ void Trainer::print_run() const {
       static_cast<long long>(total_steps_), epoch_at(total_steps_, steps_per_epoch_));
 }
 
-// The ZeRO memory formula for this run, beside what one rank would hold unsharded, and where the
-// states are placed (offload: docs/engine.md).
 void Trainer::print_memory() const {
-  const EngineOptions& options = prepared_.engine.options;
-  std::vector<std::size_t> sizes;
-  for (UnitId unit = 0; unit < static_cast<UnitId>(engine_->num_units()); ++unit)
-    sizes.push_back(engine_->layout(unit).num_elements());  // every unit the engine holds
-  const StatePolicy policy = state_policy(options);
-  const int states = optim::make_optimizer(options.optimizer)->states_per_element();
-  auto mib = [&](int stage, int ranks) {
-    return static_cast<double>(model_state_bytes(stage, sizes, ranks, options.alignment_elements,
-                                                 policy.compute, states, policy.accumulate)
-                                   .total()) /
-           (1024.0 * 1024.0);
-  };
-  const ModelStateBytesBySpace placed = model_state_bytes(options, sizes, world_, states);
-  std::string where;
-  for (std::size_t s = 0; s < kNumMemorySpaces; ++s) {
-    const auto space = static_cast<MemorySpace>(s);
-    const std::int64_t bytes = placed.in(space).total();
-    if (bytes == 0) continue;
-    char part[64];
-    std::snprintf(part, sizeof(part), "%s%s %.1f MiB", where.empty() ? "" : ", ",
-                  std::string(name_of(space)).c_str(),
-                  static_cast<double>(bytes) / (1024.0 * 1024.0));
-    where += part;
-  }
-  console_.say(
-      "memory: model states per rank %.1f MiB (stage %d, %s parameters, %s gradient "
-      "accumulation), %.1f MiB unsharded; placed: %s\n",
-      mib(options.stage, world_), options.stage, std::string(name_of(policy.compute)).c_str(),
-      std::string(name_of(policy.accumulate)).c_str(), mib(0, 1), where.c_str());
+  console_.say("%s\n", memory_line(prepared_.engine.options, *engine_, world_).c_str());
 }
 
 void Trainer::open_logs() {
@@ -263,7 +238,10 @@ void Trainer::open_logs() {
 
 // Into the result's log history on every rank; on rank 0 also metrics.jsonl, trainer_state.json's
 // log history and the DeepSpeed monitors (by samples seen).
-void Trainer::record(const LogEntry& entry) {
+void Trainer::record(const LogEntry& logged) {
+  LogEntry entry = logged;
+  if (arguments_.include_num_input_tokens_seen && !entry.num_input_tokens_seen)
+    entry.num_input_tokens_seen = static_cast<double>(entry.step * samples_per_step_ * T_);
   result_.log_history.push_back(entry);
   if (rank_ != 0) return;
   const json line = entry_to_json(entry);
@@ -288,7 +266,15 @@ void Trainer::evaluate(std::int64_t step) {
 }
 
 json Trainer::trainer_state(std::int64_t step) const {
-  return hf_trainer_state(arguments_, step, steps_per_epoch_, total_steps_, B_, log_history_);
+  json state = {{"num_input_tokens_seen",
+                 arguments_.include_num_input_tokens_seen ? step * samples_per_step_ * T_ : 0}};
+  if (best_.metric) {
+    state["best_metric"] = *best_.metric;
+    state["best_global_step"] = best_.step;
+    state["best_model_checkpoint"] = best_.checkpoint;
+  }
+  return hf_trainer_state(arguments_, step, steps_per_epoch_, total_steps_, B_, log_history_,
+                          state);
 }
 
 // The Hugging Face folder (all ranks): the task's model files, streamed one unit at a time; rank 0
@@ -301,12 +287,15 @@ void Trainer::save(const fs::path& folder, std::int64_t step) {
 }
 
 bool Trainer::train() {
-  sampler_.emplace(
-      text::SamplerOptions{.num_blocks = std::max<std::size_t>(prepared_.train_blocks, 1),
-                           .global_batch_size = static_cast<std::size_t>(B_ * world_),
-                           .world_size = world_,
-                           .rank = rank_,
-                           .seed = arguments_.seed});
+  sampler_.emplace(text::SamplerOptions{
+      .num_blocks = std::max<std::size_t>(prepared_.train_blocks, 1),
+      .global_batch_size = static_cast<std::size_t>(B_ * world_),
+      .world_size = world_,
+      .rank = rank_,
+      .seed = arguments_.data_seed >= 0 ? static_cast<std::uint64_t>(arguments_.data_seed)
+                                        : arguments_.seed,
+      .shuffle = arguments_.train_sampling_strategy != "sequential",
+      .drop_last = arguments_.dataloader_drop_last});
   console_.say(
       "training: %lld steps of %lld samples; logging every %lld, %s evaluation, %s saves\n",
       static_cast<long long>(total_steps_), static_cast<long long>(samples_per_step_),
@@ -318,6 +307,8 @@ bool Trainer::train() {
       std::string(name_of(arguments_.save_strategy)).c_str());
   const std::int64_t first_step = resume_ ? resume_training() : 1;
   memory_->enter(Phase::kTrain);
+  // Trainer.train(): --eval_on_start evaluates before the first step (logged at the step reached).
+  if (arguments_.eval_on_start) evaluate(first_step - 1);
   window_start_ = Clock::now();
   window_traffic_ = engine_->swap_traffic();
   const Clock::time_point train_start = Clock::now();
@@ -330,17 +321,17 @@ bool Trainer::train() {
     progress_.train_loss_sum += loss;
     ++progress_.window_steps;
     bar.add(1);
-    if (step % arguments_.logging_steps == 0 || step == total_steps_) log_step(step);
+    if (schedule_->logs_at(step)) log_step(step);
     progress_.epoch_loss += loss;
     ++progress_.epoch_steps;
-    if (evaluates_at(step)) evaluate(step);
+    if (schedule_->evaluates_at(step)) evaluate(step);
     const LogEntry* evaluation = last_eval_step_ == step ? &*last_evaluation_ : nullptr;
     if (const std::optional<LogEntry> entry = task_->end_step(step, evaluation, progress_))
       record(*entry);
     // Preemption: every rank agrees at this boundary, saves and leaves the loop.
     if (step == preempt_test_step_ && rank_ == 0) std::raise(SIGUSR1);
     const bool preempted = preemption_->agreed(communicator_);
-    if (saves_at(step) || preempted) save_resumable(step);
+    if (schedule_->saves_at(step) || preempted) save_resumable(step);
     if (preempted) {
       stop_preempted(step);
       return false;
@@ -349,6 +340,7 @@ bool Trainer::train() {
   progress_.step = total_steps_;
   bar.finish();
   train_runtime_ = seconds_since(train_start);
+  if (arguments_.load_best_model_at_end && best_.metric) load_best_model();
   result_.train_loss =
       progress_.train_loss_sum / static_cast<double>(std::max<std::int64_t>(total_steps_, 1));
   return true;
@@ -359,8 +351,19 @@ bool Trainer::train() {
 std::int64_t Trainer::resume_training() {
   const Resumed& resumed = *resume_;
   progress_ = resumed.progress;
-  sampler_->set_position({static_cast<std::uint64_t>(progress_.step * accumulation_)});
-  task_->seek_train_data(progress_.stream_position);
+  // --ignore_data_skip: the epoch reached starts over from its first batch (Hugging Face skips
+  // no batch, only the epochs done).
+  const std::uint64_t reached = static_cast<std::uint64_t>(progress_.step * accumulation_);
+  const std::uint64_t position = arguments_.ignore_data_skip
+                                     ? sampler_->epoch_of(reached) * sampler_->batches_per_epoch()
+                                     : reached;
+  sampler_->set_position({position});
+  task_->seek_train_data(arguments_.ignore_data_skip ? 0 : progress_.stream_position);
+  if (resumed.best.value("best_metric", json()).is_number()) {
+    best_.metric = resumed.best["best_metric"].get<double>();
+    best_.checkpoint = resumed.best.value("best_model_checkpoint", std::string());
+    best_.step = resumed.best.value("best_global_step", std::int64_t{0});
+  }
   for (const json& line : resumed.log_history)
     if (line.contains("step") && line.value("step", std::int64_t{0}) <= progress_.step)
       record(entry_from_json(line));
@@ -432,21 +435,6 @@ void Trainer::log_step(std::int64_t step) {
   window_start_ = Clock::now();
 }
 
-bool Trainer::evaluates_at(std::int64_t step) const {
-  const bool epoch_end = step % steps_per_epoch_ == 0;
-  return arguments_.do_eval &&
-         ((arguments_.eval_strategy == IntervalStrategy::kSteps && step % eval_steps_ == 0) ||
-          ((arguments_.eval_strategy == IntervalStrategy::kEpoch ||
-            task_->evaluates_every_epoch()) &&
-           epoch_end));
-}
-
-bool Trainer::saves_at(std::int64_t step) const {
-  return (arguments_.save_strategy == IntervalStrategy::kSteps &&
-          step % arguments_.save_steps == 0) ||
-         (arguments_.save_strategy == IntervalStrategy::kEpoch && step % steps_per_epoch_ == 0);
-}
-
 // checkpoint-<step> (all ranks), with the progress after `step` and where the sampler and the
 // task's reader stand.
 void Trainer::save_resumable(std::int64_t step) {
@@ -454,10 +442,35 @@ void Trainer::save_resumable(std::int64_t step) {
   progress_.stream_position = task_->train_data_position();
   const RunMemory::Scope phase(memory(), Phase::kCheckpoint);
   const Clock::time_point start = Clock::now();
+  // Trainer._save_checkpoint: the evaluation of this step may make this checkpoint the best,
+  // before its trainer_state.json is written.
+  if (last_eval_step_ == step)
+    update_best(best_, arguments_, *last_evaluation_,
+                output_dir_ / ("checkpoint-" + std::to_string(step)), step);
+  const SaveOptions options{.save_total_limit = arguments_.save_total_limit,
+                            .model_only = arguments_.save_only_model,
+                            .best_checkpoint = best_.checkpoint};
   const fs::path folder =
-      save_checkpoint(communicator_, *engine_, output_dir_, step, arguments_.save_total_limit,
-                      shape_, progress_, [&](const fs::path& staging) { save(staging, step); });
+      save_checkpoint(communicator_, *engine_, output_dir_, step, options, shape_, progress_,
+                      [&](const fs::path& staging) { save(staging, step); });
   console_.say("saved %s in %.2f s\n", folder.c_str(), seconds_since(start));
+}
+
+// Trainer._load_best_model: the best checkpoint's weights into the engine (all ranks), so the
+// final evaluation and the saved model are the best one's; with save_total_limit 1 the other
+// checkpoints go (rank 0), as after Hugging Face's training.
+void Trainer::load_best_model() {
+  communicator_.barrier("best checkpoint saved");
+  console_.say("loading the best model from %s (score: %g)\n", best_.checkpoint.c_str(),
+               *best_.metric);
+  task_->load_model(best_.checkpoint);
+  last_eval_step_ = -1;  // the final evaluation is the best model's
+  if (rank_ == 0 && arguments_.save_total_limit == 1)
+    for (const fs::directory_entry& entry : fs::directory_iterator(output_dir_))
+      if (entry.is_directory() && entry.path().filename().string().starts_with("checkpoint-") &&
+          entry.path().filename() != fs::path(best_.checkpoint).filename())
+        fs::remove_all(entry.path());
+  communicator_.barrier("best model loaded");
 }
 
 void Trainer::stop_preempted(std::int64_t step) {
@@ -518,6 +531,10 @@ void Trainer::write_results(const json& test_results) {
         {"train_samples", prepared_.train_blocks},
         {"train_samples_per_second", samples / std::max(train_runtime_, 1e-9)},
         {"train_steps_per_second", static_cast<double>(step) / std::max(train_runtime_, 1e-9)}};
+    // Hugging Face counts one process's tokens (num_tokens of its data loader): per device.
+    if (arguments_.include_tokens_per_second)
+      train_results["train_tokens_per_second"] =
+          static_cast<double>(step * accumulation_ * B_ * T_) / std::max(train_runtime_, 1e-9);
     write_json(output_dir_ / "train_results.json", train_results);
     all.update(train_results);
     log_history_.push_back({{"epoch", epoch},
@@ -566,6 +583,12 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
                                                     : communicator.world_size(),
                            options.print && communicator.rank() == 0);
     return planned;
+  }
+  if (arguments.auto_find_batch_size) {  // before anything is allocated
+    TrainingArguments fitted = arguments;
+    const std::string note = apply_auto_find_batch_size(fitted, communicator);
+    if (options.print && communicator.rank() == 0) std::printf("%s\n", note.c_str());
+    return Trainer(fitted, communicator, options).run();
   }
   return Trainer(arguments, communicator, options).run();
 }

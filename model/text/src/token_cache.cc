@@ -189,10 +189,12 @@ TokenStream load_token_stream(std::span<const fs::path> files, const Tokenizer& 
     ZERO_CHECK(fs::exists(file), "data file ", file, " does not exist");
   const std::uint64_t content_hash = hash_files(files);
   const TokenCache cache(cache_dir);
-  // The ids depend on the tokenizer and on whether special tokens are recognised.
-  const std::uint64_t tokenizer_key = options.special == SpecialTokens::kRecognize
-                                          ? tokenizer.fingerprint()
-                                          : detail::hash_combine(tokenizer.fingerprint(), 1);
+  // The ids depend on the tokenizer, on whether special tokens are recognised and on whether
+  // lines keep their line breaks.
+  std::uint64_t tokenizer_key = options.special == SpecialTokens::kRecognize
+                                    ? tokenizer.fingerprint()
+                                    : detail::hash_combine(tokenizer.fingerprint(), 1);
+  if (!options.keep_linebreaks) tokenizer_key = detail::hash_combine(tokenizer_key, 2);
   const fs::path path = cache.path_for(content_hash, tokenizer_key);
   std::string why;
   if (auto cached = cache.read(path, content_hash, tokenizer_key, why)) {

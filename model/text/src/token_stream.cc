@@ -99,12 +99,13 @@ TokenStream tokenize_files(std::span<const fs::path> paths, const Tokenizer& tok
         const MappedFile& file = files[chunk.file];
         ChunkResult& result = results[c];
         result.tokens.reserve((chunk.end - chunk.begin) / 3);
+        const TextFormat format = format_of(file.path());
         for_each_example(
-            file.bytes().substr(chunk.begin, chunk.end - chunk.begin), format_of(file.path()),
-            file.path(),
+            file.bytes().substr(chunk.begin, chunk.end - chunk.begin), format, file.path(),
             [&](std::string_view example) {
               const std::size_t before = result.tokens.size();
-              tokenizer.encode_append(example, result.tokens, options.special);
+              tokenizer.encode_append(without_linebreak(example, format, options.keep_linebreaks),
+                                      result.tokens, options.special);
               result.example_sizes.push_back(result.tokens.size() - before);
             },
             chunk.first_line_number);

@@ -113,7 +113,7 @@ struct TrainingArguments {
   // optimizer when the DeepSpeed config has no "optimizer" section (adamw_torch,
   // adamw_torch_fused, adamw_hf: AdamW; sgd: SGD). --report_to tensorboard (or all): TensorBoard
   // event files in logging_dir (default output_dir/runs/<time>_<host>), as HF's callback writes.
-  std::string optim = "adamw_torch";
+  std::string optim = "adamw_torch_fused";  // 5.x's default (torch >= 2.8); AdamW as adamw_torch
   std::string report_to = "none";
   std::string logging_dir;
   std::string run_name;                       // named in the start log
@@ -126,6 +126,35 @@ struct TrainingArguments {
   bool use_cpu = false;                       // the CPU even when CUDA devices are visible
   bool save_safetensors = true;               // zero writes safetensors only
 
+  // The TrainingArguments flags of issue 23 that need the training loop, with Hugging Face
+  // Trainer's meaning (docs/flags.md).
+  bool eval_on_start = false;  // an evaluation before the first step, logged at step 0
+  // The best checkpoint by metric_for_best_model (empty: "loss" with load_best_model_at_end, else
+  // none tracked) is kept from rotation and loaded at the end. greater_is_better: when not given,
+  // true unless the metric ends in "loss" (greater_is_better_for()).
+  bool load_best_model_at_end = false;
+  std::string metric_for_best_model;
+  bool greater_is_better = false;
+  bool save_only_model = false;  // checkpoint-N holds the model files only (not resumable)
+  IntervalStrategy logging_strategy = IntervalStrategy::kSteps;
+  bool logging_first_step = false;
+  bool include_tokens_per_second = false;      // train_tokens_per_second in train_results.json
+  bool include_num_input_tokens_seen = false;  // num_input_tokens_seen in every log entry
+  std::int64_t data_seed = -1;                 // the sampler's shuffle seed; -1 (None): --seed
+  bool auto_find_batch_size = false;           // halve the micro-batch until the plan fits the node
+  bool dataloader_drop_last = false;           // drop each epoch's last incomplete global batch
+  double eval_delay = 0.0;                     // no evaluation before this step (epoch: this epoch)
+  bool ignore_data_skip = false;  // a resumed run starts its epoch's data from the start
+  // 5.x: random (the sampler's shuffle), sequential (no shuffle) or group_by_length (random: the
+  // blocks all have the same length).
+  std::string train_sampling_strategy = "random";
+  // run_clm's data: text files split into lines keep their line breaks (False: stripped, as
+  // load_dataset("text", keep_linebreaks=False)); --dataset_name: a folder of text/json/csv files,
+  // or a dataset in the Hub cache (zero/train/dataset_folder.h), in place of the files.
+  bool keep_linebreaks = true;
+  std::string dataset_name;
+  std::string dataset_config_name;
+
   // The flags the command line gave (names without "--"), as `zero train`/`estimate` record
   // them: a value written in the DeepSpeed config wins over a flag not given
   // (apply_config_precedence). Unset (library callers): every value counts as given.
@@ -135,6 +164,12 @@ struct TrainingArguments {
 
 // Throws zero::Error naming the flag for a value out of range (batch sizes < 1, ...).
 void check_arguments(const TrainingArguments& arguments);
+
+// The metric --load_best_model_at_end compares ("" when none is tracked) and whether greater is
+// better, by Hugging Face's rules: metric_for_best_model, else "loss" with load_best_model_at_end;
+// greater_is_better as given, else true unless the metric ends in "loss".
+std::string metric_for_best_model_of(const TrainingArguments& arguments);
+bool greater_is_better_for(const TrainingArguments& arguments);
 
 // The steps of warmup Hugging Face runs for `total_steps`: warmup_steps when > 0, else
 // ceil(warmup_ratio × total_steps).

@@ -24,12 +24,16 @@ std::filesystem::path hub_cache_folder(const std::string& cache_dir,
 // "gpt2-large", "gpt2-xl" and "openai-gpt" are also looked up under openai-community/, where the
 // Hub moved them. Throws InputError naming `flag`, every path it tried and how to fetch the model
 // elsewhere (`huggingface-cli download NAME`) when none is there.
+// A dataset (repo_type "dataset") is looked up under datasets--<org>--<name> instead.
+enum class RepoType { kModel, kDataset };
 std::filesystem::path resolve_hub_folder(const std::string& flag, const std::string& name,
                                          const std::string& revision,
-                                         const std::filesystem::path& cache);
+                                         const std::filesystem::path& cache,
+                                         RepoType type = RepoType::kModel);
 
 // --model_name_or_path, --tokenizer_name and --config_name resolved in place (those that are Hub
-// ids); returns a start-log line for each ("--model_name_or_path gpt2: <snapshot folder>").
+// ids), and --dataset_name (a dataset repo, at main as run_clm loads it); returns a start-log line
+// for each ("--model_name_or_path gpt2: <snapshot folder>").
 std::vector<std::string> resolve_hub_names(TrainingArguments& arguments,
                                            const std::map<std::string, std::string>& environment);
 

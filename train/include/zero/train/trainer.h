@@ -43,6 +43,9 @@ struct LogEntry {
   // text-classification, at an epoch's end: the epoch's mean training loss and accuracy.
   std::optional<double> epoch_train_loss;
   std::optional<double> train_accuracy;
+  // --include_num_input_tokens_seen: the tokens every rank has trained on so far, padding
+  // included (Hugging Face's count of input_ids).
+  std::optional<double> num_input_tokens_seen;
 };
 
 struct TrainResult {

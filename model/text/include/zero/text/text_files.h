@@ -55,6 +55,15 @@ std::size_t for_each_example(std::string_view bytes, TextFormat format,
                              const std::function<void(std::string_view)>& on_example,
                              std::size_t first_line_number = 1);
 
+// An example of `format` as datasets' "text" builder gives it with keep_linebreaks=False: a line
+// without its "\n" (line.rstrip("\n")); with keep_linebreaks, or for JSON Lines, unchanged.
+inline std::string_view without_linebreak(std::string_view example, TextFormat format,
+                                          bool keep_linebreaks) {
+  if (keep_linebreaks || format != TextFormat::kLines) return example;
+  while (!example.empty() && example.back() == '\n') example.remove_suffix(1);
+  return example;
+}
+
 // JSON Lines: calls on_object(object, line number) for each non-blank line of `bytes`, in order.
 // Throws zero::Error "file:line: not a JSON object: ..." for a line that does not parse or is not
 // an object. Returns the number of objects. Shared by run_clm's "text" examples (for_each_example)

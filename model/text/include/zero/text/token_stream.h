@@ -19,6 +19,8 @@ struct TokenizeOptions {
   bool show_progress = true;  // progress bar on rank 0 (stderr)
   // GPT2TokenizerFast (and so run_clm) turns "<|endoftext|>" in the text into the special id.
   SpecialTokens special = SpecialTokens::kRecognize;
+  // run_clm's --keep_linebreaks: false tokenizes the lines of text files without their "\n".
+  bool keep_linebreaks = true;
 };
 
 // Every example's ids back to back: example e is tokens()[offsets[e], offsets[e+1]). Either owns
