@@ -2,7 +2,7 @@
 #include <cstring>
 #include <iostream>
 
-#include "cli.h"
+#include "zero/train/cli.h"
 #include "commands.h"
 #include "zero/comm/communicator.h"
 #include "zero/core/device.h"

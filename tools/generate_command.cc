@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
+#include "zero/train/cli.h"
 #include "commands.h"
 #include "zero/core/allocator.h"
 #include "zero/core/memory_ledger.h"

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "cli.h"
+#include "zero/train/cli.h"
 #include "commands.h"
 #include "zero/comm/communicator.h"
 #include "zero/core/error.h"

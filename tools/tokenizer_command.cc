@@ -6,7 +6,7 @@
 #include <sstream>
 #include <vector>
 
-#include "cli.h"
+#include "zero/train/cli.h"
 #include "commands.h"
 #include "zero/core/error.h"
 #include "zero/core/suggest.h"

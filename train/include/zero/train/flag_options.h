@@ -1,4 +1,5 @@
-// A command's options built from the flag table (zero/train/flags.h), and the values read back.
+// A command's options built from the flag table (zero/train/flags.h), and the values read back:
+// the `zero` CLI parses its words with it, and the Python module (bindings/) its keyword arguments.
 #pragma once
 
 #include <span>
@@ -6,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cli.h"
+#include "zero/train/cli.h"
 #include "zero/train/flags.h"
 
 namespace zero::cli {
