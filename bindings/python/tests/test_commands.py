@@ -111,7 +111,7 @@ def test_config_input_errors(tmp_path):
     broken.write_text('{"zero_optimization": ')
     errors = zero.config.validate(broken)
     assert len(errors) == 1 and str(broken) in errors[0]
-    with pytest.raises(zero.InputError, match="no such DeepSpeed config file|cannot be read"):
+    with pytest.raises(zero.InputError, match="ds.json: no such file"):
         zero.config.resolve("/nonexistent/ds.json")
     with pytest.raises(zero.InputError, match="give --max_steps or --total_steps, not both"):
         zero.config.resolve(GOOD, max_steps=10, total_steps=10)

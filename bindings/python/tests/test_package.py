@@ -16,5 +16,6 @@ def test_stubs_are_generated_beside_the_extension():
 
 def test_words_from_keywords():
     from zero._flags import words
-    assert words({"a": True, "b": False, "c": [1, 2], "d": None, "e": 5e-05, "f": "x y"}) == [
-        "--a=True", "--b=False", "--c=1,2", "--e=5e-05", "--f=x y"]
+    assert words({"a": True, "b": False, "c": [1, 2], "d": None, "e": 5e-05, "f": "x y",
+                  "g": -1}) == ["--a", "True", "--b", "False", "--c", "1,2", "--e", "5e-05",
+                                "--f", "x y", "--g=-1"]

@@ -36,7 +36,7 @@ def test_train_takes_command_line_words(corpus, tmp_path):
 def test_train_input_errors(corpus, tmp_path):
     with pytest.raises(zero.InputError, match="unknown option '--max_step'; did you mean"):
         zero.train({"max_step": 3})
-    with pytest.raises(zero.InputError, match="missing|empty|no such|cannot"):
+    with pytest.raises(zero.InputError, match=r"--train_file: data file .*absent.txt\" does not exist"):
         zero.train(tiny_train_flags(tmp_path / "absent.txt", tmp_path / "out"), verbose=False)
     with pytest.raises(TypeError):
         zero.train("--max_steps 3")
@@ -61,7 +61,7 @@ def test_checkpoint_info_and_consolidate_match_the_cli(trained, cli, tmp_path):
 
 CHILD = """
 import json, sys, zero
-result = zero.train(json.loads(sys.argv[1]), verbose=False)
+result = zero.train(json.loads(sys.argv[1]), verbose=True)
 print("RESULT " + json.dumps({k: result[k] for k in ("global_step", "preempted", "train_loss")
                               if k in result}), flush=True)
 """
@@ -91,7 +91,7 @@ def test_sigint_stops_after_the_step_with_a_checkpoint(corpus, tmp_path):
 
 MPI_CHILD = """
 import json, sys, zero
-result = zero.train(json.loads(sys.argv[1]), verbose=False)
+result = zero.train(json.loads(sys.argv[1]), verbose=True)
 info = zero.checkpoint.info(sys.argv[2]) if result["global_step"] else None
 print("RESULT " + json.dumps({"step": result["global_step"], "loss": result["train_loss"],
                               "world": info["world_size"]}), flush=True)

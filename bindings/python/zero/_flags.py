@@ -4,8 +4,8 @@ import os
 
 
 def words(flags):
-    """Keyword arguments as `--name=value` words: bools True/False, lists comma-separated, None
-    left out (the flag's default)."""
+    """Keyword arguments as `--name value` words (`--name=value` for a value that starts with
+    "-"): bools True/False, lists comma-separated, None left out (the flag's default)."""
     out = []
     for name, value in flags.items():
         if value is None:
@@ -16,5 +16,5 @@ def words(flags):
             text = ",".join(str(item) for item in value)
         else:
             text = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
-        out.append(f"--{name}={text}")
+        out.extend([f"--{name}={text}"] if text.startswith("-") else [f"--{name}", text])
     return out
