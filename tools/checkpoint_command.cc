@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "zero/train/cli.h"
 #include "commands.h"
 #include "zero/checkpoint/zero_checkpoint.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/consolidate.h"
+#include "zero/train/cli.h"
 
 namespace zero::cli {
 namespace {
@@ -66,8 +66,8 @@ int run_consolidate(const fs::path& given, const fs::path& out) {
   const gpt2::ConsolidateSummary summary = gpt2::consolidate_checkpoint(given, out);
   std::cout << "wrote " << summary.model.string() << " + config.json ("
             << (summary.classifier ? "GPT2ForSequenceClassification" : "GPT2LMHeadModel")
-            << ", fp32 master weights of step " << summary.global_steps << ", "
-            << summary.num_files << " shard files of world " << summary.world_size << ")";
+            << ", fp32 master weights of step " << summary.global_steps << ", " << summary.num_files
+            << " shard files of world " << summary.world_size << ")";
   for (const std::string& name : summary.copied)
     std::cout << (name == summary.copied.front() ? "; " : ", ") << name;
   std::cout << "\n";

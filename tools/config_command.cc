@@ -1,14 +1,15 @@
 // `zero config FILE`: resolves a DeepSpeed JSON config as training would and prints the result.
+#include "zero/train/config_command.h"
+
 #include <iostream>
 #include <string>
 #include <vector>
 
-#include "zero/train/cli.h"
 #include "commands.h"
-#include "zero/train/flag_options.h"
 #include "zero/core/error.h"
-#include "zero/train/config_command.h"
+#include "zero/train/cli.h"
 #include "zero/train/config_precedence.h"
+#include "zero/train/flag_options.h"
 
 namespace zero::cli {
 

@@ -2,13 +2,13 @@
 #include <cstring>
 #include <iostream>
 
-#include "zero/train/cli.h"
 #include "commands.h"
 #include "zero/comm/communicator.h"
 #include "zero/core/device.h"
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
+#include "zero/train/cli.h"
 #include "zero/version.h"
 #ifdef ZERO_WITH_CUDA
 #include "zero/core/cuda_ops.h"

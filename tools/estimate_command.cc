@@ -4,16 +4,16 @@
 // --deepspeed_compat, DeepSpeed 0.19's model-state estimator tables beside it.
 #include <cstdio>
 #include <iostream>
-#include <vector>
 #include <string>
+#include <vector>
 
-#include "zero/train/cli.h"
 #include "commands.h"
-#include "zero/train/flag_options.h"
 #include "zero/core/error.h"
 #include "zero/train/arguments.h"
+#include "zero/train/cli.h"
 #include "zero/train/command_arguments.h"
 #include "zero/train/estimate.h"
+#include "zero/train/flag_options.h"
 #include "zero/train/plan.h"
 #include "zero/train/trainer.h"
 

@@ -5,12 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "zero/train/cli.h"
 #include "commands.h"
 #include "zero/core/allocator.h"
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/sampling.h"
+#include "zero/train/cli.h"
 
 namespace zero::cli {
 namespace {

@@ -1,11 +1,12 @@
 // `zero train`: Hugging Face run_clm's command line on zero::train (train/), under mpirun or alone.
+#include "zero/train/train_command.h"
+
 #include <iostream>
 
-#include "zero/train/cli.h"
 #include "commands.h"
-#include "zero/train/flag_options.h"
 #include "zero/core/launch.h"
-#include "zero/train/train_command.h"
+#include "zero/train/cli.h"
+#include "zero/train/flag_options.h"
 
 namespace zero::cli {
 

@@ -64,8 +64,7 @@ config::TrainerValues given_trainer_values(const cli::CommandFlags& flags) {
 }  // namespace
 
 ResolvedConfig resolve_config_flags(const cli::CommandFlags& flags, const std::string& text,
-                                    std::string_view source_name,
-                                    std::vector<std::string>& notes) {
+                                    std::string_view source_name, std::vector<std::string>& notes) {
   if (flags.given("max_steps") && flags.given("total_steps"))
     throw cli::UsageError{"give --max_steps or --total_steps, not both"};
   const FlagValues& values = const_cast<cli::CommandFlags&>(flags).values();
@@ -75,9 +74,9 @@ ResolvedConfig resolve_config_flags(const cli::CommandFlags& flags, const std::s
   const std::string with_batch = with_batch_from_flags(text);
   TrainingArguments with_given = values.training;
   with_given.given_flags = flags.given_names();
-  const config::TrainerValues by_precedence = trainer_values_by_precedence(
-      with_given, with_batch, trainer.world_size.value_or(1), trainer.total_steps,
-      trainer.hidden_size);
+  const config::TrainerValues by_precedence =
+      trainer_values_by_precedence(with_given, with_batch, trainer.world_size.value_or(1),
+                                   trainer.total_steps, trainer.hidden_size);
   if (!values.config.no_defaults) {
     const std::vector<std::string> lines = with_hf_defaults(trainer).defaulted;
     const std::optional<std::int64_t> world_size = trainer.world_size;

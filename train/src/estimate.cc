@@ -149,8 +149,8 @@ Estimate estimate_of(const TrainingArguments& a, const EstimateArguments& e,
   if (estimate.by_counts) {
     estimate.total_params = parse_count("params", e.params);
     estimate.largest = parse_count("largest_layer_params", e.largest_layer_params);
-    estimate.setup = plan_setup_from_counts(a, estimate.total_params, estimate.largest, world,
-                                            deepspeed_json);
+    estimate.setup =
+        plan_setup_from_counts(a, estimate.total_params, estimate.largest, world, deepspeed_json);
   } else {
     estimate.setup = plan_setup(a, world, deepspeed_json);
     estimate.total_params = estimate.setup.model->num_parameters();

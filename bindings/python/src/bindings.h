@@ -7,11 +7,11 @@ namespace zero::python {
 
 // module.cc: zero.Error, zero.ConfigError, zero.InputError and the translator of C++ errors.
 void add_errors(nanobind::module_& m);
-// flags.cc: estimate, plan, config resolve/validate and train over the flag table.
+// commands_binding.cc: estimate, plan, config resolve/validate and train over the flag table.
 void add_commands(nanobind::module_& m);
-// results.cc: checkpoint info/consolidate.
+// checkpoint_binding.cc: checkpoint info/consolidate.
 void add_checkpoint(nanobind::module_& m);
-// tokenizer.cc: Tokenizer, TokenBatch.
+// tokenizer_binding.cc: Tokenizer, TokenBatch.
 void add_tokenizer(nanobind::module_& m);
 
 }  // namespace zero::python

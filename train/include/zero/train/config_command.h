@@ -23,7 +23,6 @@ struct ResolvedConfig {
 // writes: ..."). Throws cli::UsageError for contradictory flags, config::ConfigError listing
 // every error in the config, and zero::Error for other bad input.
 ResolvedConfig resolve_config_flags(const cli::CommandFlags& flags, const std::string& text,
-                                    std::string_view source_name,
-                                    std::vector<std::string>& notes);
+                                    std::string_view source_name, std::vector<std::string>& notes);
 
 }  // namespace zero::train

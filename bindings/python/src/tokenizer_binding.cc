@@ -55,8 +55,8 @@ void ensure_numpy() {
 nb::object int32_view(const TokenId* data, std::size_t count, nb::handle owner) {
   ensure_numpy();
   npy_intp dims[1] = {static_cast<npy_intp>(count)};
-  PyObject* array = PyArray_SimpleNewFromData(
-      1, dims, NPY_INT32, const_cast<void*>(static_cast<const void*>(data)));
+  PyObject* array = PyArray_SimpleNewFromData(1, dims, NPY_INT32,
+                                              const_cast<void*>(static_cast<const void*>(data)));
   if (array == nullptr) throw nb::python_error();
   if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(array), owner.inc_ref().ptr()) < 0) {
     Py_DECREF(array);

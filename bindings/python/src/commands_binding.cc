@@ -75,8 +75,7 @@ nb::tuple resolve(const std::vector<std::string>& words, const std::optional<std
   {
     nb::gil_scoped_release release;
     const std::string contents = path ? train::read_deepspeed_file(*path) : text.value_or("");
-    resolved =
-        train::resolve_config_flags(flags, contents, path ? *path : source_name, notes);
+    resolved = train::resolve_config_flags(flags, contents, path ? *path : source_name, notes);
   }
   return nb::make_tuple(resolved.json, resolved.warnings, notes);
 }

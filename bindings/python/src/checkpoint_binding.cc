@@ -1,6 +1,4 @@
 // The trainer's results and checkpoints as dicts; checkpoint info and consolidate.
-#include "results.h"
-
 #include <nanobind/stl/string.h>
 
 #include <filesystem>
@@ -8,6 +6,7 @@
 #include <string>
 
 #include "bindings.h"
+#include "results.h"
 #include "zero/checkpoint/zero_checkpoint.h"
 #include "zero/gpt2/consolidate.h"
 #include "zero/train/estimate.h"
