@@ -121,6 +121,8 @@ def main():
                              capture_output=True, text=True, check=True, env=env).stdout
         results.append(json.loads(out.strip().splitlines()[-1]))
     first = results[0]
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (thread scaling needs "
+          f"idle cores)")
     print(f"tiny shakespeare: {first['lines']} lines, {first['bytes'] / 1e6:.2f} MB, "
           f"{first['tokens']} tokens; best of {args.repeats}")
     print(f"{'threads':>7} {'tokenizer':<11} {'ms':>8} {'MB/s':>8} {'vs tiktoken':>11} ids")
