@@ -42,7 +42,7 @@ static_assert(sizeof(TokenId) == sizeof(std::int32_t));
 // than encoding a few tokens.
 constexpr std::size_t kReleaseGilBytes = 4096;
 // encode_batch hands out lines in blocks of this many, in order, to whichever thread is free.
-constexpr std::size_t kLinesPerBlock = 256;
+constexpr std::size_t kLinesPerBlock = 64;
 
 void ensure_numpy() {
   static bool imported = false;
