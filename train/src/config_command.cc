@@ -37,7 +37,7 @@ bool yields_to_file(const config::TrainerValues& values, const std::string& name
 }
 
 config::TrainerValues given_trainer_values(const cli::CommandFlags& flags) {
-  const FlagValues& values = const_cast<cli::CommandFlags&>(flags).values();
+  const FlagValues& values = flags.values();
   const TrainingArguments& a = values.training;
   const ConfigArguments& own = values.config;
   config::TrainerValues trainer;
@@ -67,7 +67,7 @@ ResolvedConfig resolve_config_flags(const cli::CommandFlags& flags, const std::s
                                     std::string_view source_name, std::vector<std::string>& notes) {
   if (flags.given("max_steps") && flags.given("total_steps"))
     throw cli::UsageError{"give --max_steps or --total_steps, not both"};
-  const FlagValues& values = const_cast<cli::CommandFlags&>(flags).values();
+  const FlagValues& values = flags.values();
   config::TrainerValues trainer = given_trainer_values(flags);
   // The config precedence rule (zero/train/config_precedence.h), as `zero train` applies it: a
   // flag not given yields to a value the file writes; else "auto" takes Hugging Face's default.

@@ -40,6 +40,7 @@ class CommandFlags {
   std::vector<std::string> given_names() const;
 
   train::FlagValues& values() { return values_; }
+  const train::FlagValues& values() const { return values_; }
   const std::vector<std::string>& notes() const { return notes_; }
 
  private:
