@@ -42,7 +42,7 @@ def best_seconds(call, repeats):
     return best
 
 
-def child(threads, repeats):
+def child(threads, repeats, timed_names):
     """One thread count: the three tokenizers timed in this process; prints one JSON line."""
     import numpy as np
     import tiktoken
@@ -72,7 +72,8 @@ def child(threads, repeats):
     per_line = all(batch[i].tolist() == ids for i, ids in
                    enumerate(runs["tiktoken"]()))
     size = sum(len(line.encode("utf-8")) for line in lines)
-    timed = {name: best_seconds(run, repeats) for name, run in runs.items()}
+    timed = {name: best_seconds(run, repeats) for name, run in runs.items()
+             if name in timed_names}
     print(json.dumps({"threads": threads, "lines": len(lines), "bytes": size,
                       "tokens": int(len(batch.ids)), "identical": identical and per_line,
                       "seconds": {name: wall for name, (wall, _) in timed.items()},
@@ -106,10 +107,12 @@ def main():
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--cpp", default=str(SOURCE_DIR / "build" / "benchmarks" /
                                              "tokenizer_bench"))
+    parser.add_argument("--time", default="zero,tiktoken,tokenizers",
+                        help="the tokenizers to time (the ids of all three are compared)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.repeats)
+        child(args.child, args.repeats, args.time.split(","))
         return
     if not (data_dir() / "gpt2").exists():
         print(f"skipped: the GPT-2 BPE files are not in {data_dir()}")
@@ -119,7 +122,7 @@ def main():
         env = {**os.environ, "RAYON_NUM_THREADS": str(threads),
                "TOKENIZERS_PARALLELISM": "true" if threads > 1 else "false"}
         out = subprocess.run([sys.executable, __file__, "--child", str(threads),
-                              "--repeats", str(args.repeats)],
+                              "--repeats", str(args.repeats), "--time", args.time],
                              capture_output=True, text=True, check=True, env=env).stdout
         results.append(json.loads(out.strip().splitlines()[-1]))
     first = results[0]
@@ -131,10 +134,11 @@ def main():
           f"{'vs tiktoken':>11} ids")
     for result in results:
         for name, seconds in result["seconds"].items():
+            versus = result["seconds"].get("tiktoken")
             print(f"{result['threads']:>7} {name:<11} {seconds * 1e3:8.1f} "
                   f"{result['cpu_seconds'][name] * 1e3:8.1f} "
                   f"{result['bytes'] / seconds / 1e6:8.1f} "
-                  f"{result['seconds']['tiktoken'] / seconds:10.2f}x "
+                  f"{versus / seconds if versus else float('nan'):10.2f}x "
                   f"{'identical' if result['identical'] else 'DIFFER'}")
     for result in results[1:]:
         print(f"zero scaling {first['threads']} -> {result['threads']} threads: "
