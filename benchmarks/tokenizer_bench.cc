@@ -76,6 +76,21 @@ BENCHMARK(BM_EncodeTinyShakespeareWarmCache)
     ->MinTime(2.0)
     ->UseRealTime();
 
+// One 1-token text: the fixed cost of a call (zero.Tokenizer.encode is compared with it,
+// benchmarks/tokenizer_binding_bench.py).
+void BM_EncodeOneToken(benchmark::State& state) {
+  const Fixture& data = fixture();
+  if (!data.tokenizer) {
+    state.SkipWithError("tiny shakespeare not found: set ZERO_SHARED_DATA");
+    return;
+  }
+  for (auto _ : state) {
+    std::vector<zero::text::TokenId> ids = data.tokenizer->encode("hello");
+    benchmark::DoNotOptimize(ids.data());
+  }
+}
+BENCHMARK(BM_EncodeOneToken)->Unit(benchmark::kNanosecond)->UseRealTime();
+
 // Cold: a fresh tokenizer (and so an empty piece cache) for every pass over the text.
 void BM_EncodeTinyShakespeareColdCache(benchmark::State& state) {
   const Fixture& data = fixture();

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, idempotently, the Debian packages zero builds and tests with, then the golden tests'
-# private Python venv (scripts/setup_venv.sh; ZERO_SETUP_VENV=0 skips it).
+# private Python venv (scripts/setup_venv.sh; ZERO_SETUP_VENV=0 skips it) and the Python module's
+# build venv (below; ZERO_SETUP_PY_VENV=0 skips it).
 # Only installs what is missing; needs root (or sudo) only when something is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev
   python3 python3-venv python3-numpy python3-regex  # python3-regex: tests/golden/gpt2_tokenizer_reference.py
+  python3-dev  # the Python module (bindings/python): Python.h
   fortunes  # the demo corpus: /usr/share/games/fortunes (scripts/demo.sh, `zero train`)
   gnuplot-nox  # `zero train`: output_dir/loss.svg (skipped with a warning without it)
   universal-ctags  # scripts/check_lengths.sh (ctest code_lengths): function spans
@@ -31,8 +33,30 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+# The Python module's build venv, ${ZERO_PY_VENV:-$HOME/.cache/zero/py-venv}: Debian's python3
+# (whose python3-dev the module compiles against) with its numpy (--system-site-packages), plus
+# nanobind and scikit-build-core (the build, bindings/python/find_nanobind.cmake finds it) and
+# pytest (scripts/test.sh runs bindings/python/tests with it). Versions pinned. A few seconds when
+# it is there already.
+py_venv_packages=(nanobind==3.1.0 scikit-build-core==1.1.2 pytest==9.2.0)
+setup_py_venv() {
+  [ "${ZERO_SETUP_PY_VENV:-1}" = 1 ] || return 0
+  local venv=${ZERO_PY_VENV:-${HOME:-$(cd ~ && pwd)}/.cache/zero/py-venv}
+  local check='import nanobind, scikit_build_core, pytest, numpy'
+  if [ -x "$venv/bin/python3" ] && "$venv/bin/python3" -c "$check" 2>/dev/null; then
+    echo "setup: Python module build venv ready ($venv)"
+    return 0
+  fi
+  echo "setup: creating the Python module build venv in $venv"
+  mkdir -p "$(dirname "$venv")"
+  /usr/bin/python3 -m venv --clear --system-site-packages "$venv"
+  "$venv/bin/python3" -m pip --disable-pip-version-check --no-input -q install "${py_venv_packages[@]}"
+  "$venv/bin/python3" -c "$check"
+  echo "setup: Python module build venv ready ($venv)"
+}
 setup_venv() {
   if [ "${ZERO_SETUP_VENV:-1}" = 1 ]; then bash scripts/setup_venv.sh; fi
+  setup_py_venv
 }
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"

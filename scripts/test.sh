@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test (unit, mpi at 2 and 4 ranks, cuda tests
-# skip without a GPU, golden tests skip without their Python reference). ctest prints the summary
-# line; then this script lists the skipped tests. Under CI=true (what the CI runner sets) a
-# skipped test that is not labelled cuda fails the run: only GPU tests may skip in CI.
+# skip without a GPU, golden tests skip without their Python reference), then the Python module's
+# pytest suite (bindings/python/tests) on the module the build made. ctest prints its summary
+# line; then this script lists the skipped tests, and its closing line counts both suites. Under
+# CI=true (what the CI runner sets) a skipped test that is not labelled cuda fails the run: only
+# GPU tests may skip in CI (and tests missing the shared data folder, both suites).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One venv path for setup (scripts/setup_venv.sh) and cmake (cmake/ZeroTesting.cmake), even where
@@ -10,19 +12,64 @@ cd "$(dirname "$0")/.."
 export ZERO_VENV=${ZERO_VENV:-${HOME:-$(cd ~ && pwd)}/.cache/zero/venv}
 bash scripts/setup.sh
 bash scripts/build.sh "$@"
+source_dir=$(pwd)
 cd "${ZERO_BUILD_DIR:-build}"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+py_report=$(mktemp)
+trap 'rm -f "$log" "$py_report"' EXIT
 status=0
 read -ra extra <<<"${ZERO_CTEST_ARGS:-}"  # e.g. ZERO_CTEST_ARGS="-L golden"
 ctest --output-on-failure -j "$(nproc)" --timeout 900 "${extra[@]}" 2>&1 | tee "$log" || status=$?
 # ctest's "did not run" list: "  12 - name (Skipped)".
 mapfile -t skipped < <(sed -n 's/^[[:space:]]*[0-9]\+ - \([^ ]*\) (Skipped)$/\1/p' "$log")
-# The closing line counts skipped tests apart from passed ones (ctest's own line does not).
+# The Python module's tests, with the interpreter the module was built for. Prints "passed failed
+# skipped not_allowed" into $py_report (not_allowed: skipped for another reason than an absent
+# shared data folder); the module not built counts as one failed test under CI.
+run_pytest() {
+  if [ ! -f bindings/python/python_executable ] || [ ! -d bindings/python/zero ]; then
+    echo "test.sh: the Python module was not built (nanobind or python3-dev missing): its tests did not run"
+    if [ "${CI:-}" = true ]; then echo "0 1 0 0" >"$py_report"; else echo "0 0 0 0" >"$py_report"; fi
+    return
+  fi
+  local python junit
+  python=$(cat bindings/python/python_executable)
+  junit=$(mktemp)
+  echo "test.sh: bindings/python/tests (pytest, $python)"
+  PYTHONPATH="$(pwd)/bindings/python${PYTHONPATH:+:$PYTHONPATH}" ZERO_CLI="$(pwd)/tools/zero" \
+    ZERO_SHARED_DATA="${ZERO_SHARED_DATA:-$source_dir/../shared/data}" \
+    "$python" -m pytest -q -rs -p no:cacheprovider --junitxml="$junit" \
+    "$source_dir/bindings/python/tests" || true
+  "$python" - "$junit" >"$py_report" <<'PY' || echo "0 1 0 0" >"$py_report"
+import sys
+import xml.etree.ElementTree as ElementTree
+cases = ElementTree.parse(sys.argv[1]).getroot().iter("testcase")
+passed = failed = skipped = not_allowed = 0
+for case in cases:
+    if case.find("failure") is not None or case.find("error") is not None:
+        failed += 1
+    elif case.find("skipped") is not None:
+        skipped += 1
+        message = case.find("skipped").get("message", "")
+        not_allowed += not ("shared data" in message and "not present" in message)
+    else:
+        passed += 1
+print(passed, failed, skipped, not_allowed)
+PY
+  rm -f "$junit"
+}
+run_pytest
+read -r py_passed py_failed py_skipped py_not_allowed <"$py_report"
+if [ "$py_failed" -gt 0 ]; then status=1; fi
+if [ "${CI:-}" = true ] && [ "$py_not_allowed" -gt 0 ]; then
+  echo "test.sh: FAILED: in CI pytest may skip only for absent shared data; $py_not_allowed other skip(s) (listed above)" >&2
+  status=1
+fi
+# The closing line counts skipped tests apart from passed ones (ctest's own line does not), ctest's
+# and pytest's together.
 summary() {
   local total failed
   read -r failed total < <(sed -n 's/.* tests passed, \([0-9]*\) tests\? failed out of \([0-9]*\).*/\1 \2/p' "$log")
-  echo "test.sh: $((${total:-0} - ${failed:-0} - ${#skipped[@]})) passed, ${failed:-0} failed, ${#skipped[@]} skipped"
+  echo "test.sh: $((${total:-0} - ${failed:-0} - ${#skipped[@]} + py_passed)) passed, $((${failed:-0} + py_failed)) failed, $((${#skipped[@]} + py_skipped)) skipped"
 }
 if [ ${#skipped[@]} -eq 0 ]; then
   summary

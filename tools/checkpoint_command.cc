@@ -4,17 +4,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "cli.h"
 #include "commands.h"
 #include "zero/checkpoint/zero_checkpoint.h"
 #include "zero/core/error.h"
-#include "zero/gpt2/checkpoint_hf.h"
-#include "zero/gpt2/classifier.h"
-#include "zero/gpt2/units.h"
+#include "zero/gpt2/consolidate.h"
+#include "zero/train/cli.h"
 
 namespace zero::cli {
 namespace {
@@ -65,51 +62,14 @@ int run_info(const fs::path& given, bool checksums) {
   return 0;
 }
 
-// Streams: each unit is read from the shard files (only its pieces) and written before the next,
-// so memory is the largest unit plus the writer's buffers, whatever the model's size.
 int run_consolidate(const fs::path& given, const fs::path& out) {
-  const fs::path folder = checkpoint::resolve(given);
-  checkpoint::CheckpointIndex index = checkpoint::read_index(folder);
-  checkpoint::check_complete(folder, index);
-  const gpt2::ClassifierCheckpoint config = gpt2::load_classifier_config(folder);
-  const std::vector<gpt2::UnitSpec> specs = gpt2::gpt2_units(config.body);
-  for (const gpt2::UnitSpec& spec : specs) {  // every unit checked before anything is written
-    const checkpoint::UnitInfo* unit = index.find_unit(spec.name);
-    ZERO_CHECK(unit != nullptr, "checkpoint ", folder.string(), " has no unit '", spec.name,
-               "', which config.json's model has");
-    ZERO_CHECK(unit->num_elements == spec.num_elements(), "checkpoint ", folder.string(),
-               ": unit '", spec.name, "' has ", unit->num_elements,
-               " elements, config.json's model needs ", spec.num_elements());
-  }
-  const bool classifier = index.find_unit("score") != nullptr;
-  checkpoint::UnitReader reader(folder, std::move(index));
-  std::vector<float> values;  // one unit at a time
-  const gpt2::UnitSource source = [&](int unit, const gpt2::UnitSink& sink) {
-    const gpt2::UnitSpec& spec = specs[static_cast<std::size_t>(unit)];
-    values.resize(spec.num_elements());
-    reader.read(spec.name, "params", values);
-    sink(values.data(), DType::kFloat32);
-  };
-  if (classifier) {
-    const std::vector<float> score = reader.read("score");
-    gpt2::save_classifier_checkpoint(config.body, config.head, source, score, out);
-  } else {
-    gpt2::save_hf_checkpoint(config.body, source, out);
-  }
-  const checkpoint::CheckpointIndex& read = reader.index();
-  std::vector<std::string> copied;
-  for (const char* name : {"tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json",
-                           "special_tokens_map.json"})
-    if (fs::exists(folder / name)) {
-      fs::copy_file(folder / name, out / name, fs::copy_options::overwrite_existing);
-      copied.push_back(name);
-    }
-  std::cout << "wrote " << (out / "model.safetensors").string() << " + config.json ("
-            << (classifier ? "GPT2ForSequenceClassification" : "GPT2LMHeadModel")
-            << ", fp32 master weights of step " << read.training.global_steps << ", "
-            << read.files.size() << " shard files of world " << read.world_size << ")";
-  for (const std::string& name : copied)
-    std::cout << (name == copied.front() ? "; " : ", ") << name;
+  const gpt2::ConsolidateSummary summary = gpt2::consolidate_checkpoint(given, out);
+  std::cout << "wrote " << summary.model.string() << " + config.json ("
+            << (summary.classifier ? "GPT2ForSequenceClassification" : "GPT2LMHeadModel")
+            << ", fp32 master weights of step " << summary.global_steps << ", " << summary.num_files
+            << " shard files of world " << summary.world_size << ")";
+  for (const std::string& name : summary.copied)
+    std::cout << (name == summary.copied.front() ? "; " : ", ") << name;
   std::cout << "\n";
   return 0;
 }

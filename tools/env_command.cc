@@ -2,7 +2,6 @@
 #include <cstring>
 #include <iostream>
 
-#include "cli.h"
 #include "commands.h"
 #include "zero/comm/communicator.h"
 #include "zero/core/cpu_context.h"
@@ -10,6 +9,7 @@
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
+#include "zero/train/cli.h"
 #include "zero/version.h"
 #ifdef ZERO_WITH_CUDA
 #include "zero/core/cuda_ops.h"

@@ -1,8 +1,8 @@
 // `zero flags`: the flag table as Markdown (docs/flags.md is this command's output).
 #include <iostream>
 
-#include "cli.h"
 #include "commands.h"
+#include "zero/train/cli.h"
 #include "zero/train/flags.h"
 
 namespace zero::cli {

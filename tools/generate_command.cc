@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
 #include "commands.h"
 #include "zero/core/allocator.h"
 #include "zero/core/launch.h"
@@ -15,6 +14,7 @@
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/sampling.h"
+#include "zero/train/cli.h"
 
 namespace zero::cli {
 namespace {

@@ -6,12 +6,12 @@
 #include <utility>
 #include <vector>
 
-#include "cli.h"
 #include "commands.h"
 #include "zero/comm/communicator.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
 #include "zero/core/suggest.h"
+#include "zero/train/cli.h"
 #include "zero/version.h"
 
 namespace {

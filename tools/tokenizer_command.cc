@@ -6,12 +6,12 @@
 #include <sstream>
 #include <vector>
 
-#include "cli.h"
 #include "commands.h"
 #include "zero/core/error.h"
 #include "zero/core/suggest.h"
 #include "zero/text/bpe_trainer.h"
 #include "zero/text/tokenizer.h"
+#include "zero/train/cli.h"
 
 namespace zero::cli {
 namespace {

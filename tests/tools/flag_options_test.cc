@@ -1,7 +1,7 @@
-// The commands' options from the flag table (tools/flag_options.h): every row an option of the
+// The commands' options from the flag table (zero/train/flag_options.h): every row an option of the
 // commands it names, the flags `zero train` and `zero estimate` share read the same way, bools,
 // aliases, "given", and the usage errors.
-#include "flag_options.h"
+#include "zero/train/flag_options.h"
 
 #include <gtest/gtest.h>
 

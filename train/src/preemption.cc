@@ -18,6 +18,8 @@ std::mutex g_mutex;
 int g_users = 0;
 struct sigaction g_previous_term {};
 struct sigaction g_previous_usr1 {};
+struct sigaction g_previous_int {};
+bool g_with_interrupt = false;
 
 extern "C" void on_preemption_signal(int signal) {
   if (g_signal != 0) _exit(128 + signal);  // the second one: now (async-signal-safe)
@@ -26,7 +28,7 @@ extern "C" void on_preemption_signal(int signal) {
 
 }  // namespace
 
-PreemptionHandlers::PreemptionHandlers() {
+PreemptionHandlers::PreemptionHandlers(bool with_interrupt) {
   std::lock_guard lock(g_mutex);
   if (g_users++ > 0) return;
   g_signal = 0;
@@ -35,10 +37,12 @@ PreemptionHandlers::PreemptionHandlers() {
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
   if (sigaction(SIGTERM, &action, &g_previous_term) != 0 ||
-      sigaction(SIGUSR1, &action, &g_previous_usr1) != 0) {
+      sigaction(SIGUSR1, &action, &g_previous_usr1) != 0 ||
+      (with_interrupt && sigaction(SIGINT, &action, &g_previous_int) != 0)) {
     g_users = 0;
     ZERO_THROW("cannot install the SIGTERM/SIGUSR1 handlers: ", std::strerror(errno));
   }
+  g_with_interrupt = with_interrupt;
 }
 
 PreemptionHandlers::~PreemptionHandlers() {
@@ -46,6 +50,7 @@ PreemptionHandlers::~PreemptionHandlers() {
   if (--g_users > 0) return;
   sigaction(SIGTERM, &g_previous_term, nullptr);
   sigaction(SIGUSR1, &g_previous_usr1, nullptr);
+  if (g_with_interrupt) sigaction(SIGINT, &g_previous_int, nullptr);
   g_signal = 0;
 }
 int PreemptionHandlers::received() { return g_signal; }

@@ -1,5 +1,6 @@
-// Preemption (internal to zero::train): SIGTERM and SIGUSR1 (Slurm's --signal) ask the run to
-// stop at the next step boundary with a checkpoint; a second one exits at once with 128 + signal.
+// Preemption (internal to zero::train): SIGTERM and SIGUSR1 (Slurm's --signal), and SIGINT when
+// asked (RunOptions::stop_on_interrupt: Ctrl-C in the Python module), ask the run to stop at the
+// next step boundary with a checkpoint; a second one exits at once with 128 + signal.
 #pragma once
 
 #include <csignal>
@@ -13,7 +14,7 @@ namespace zero::train::detail {
 // restores.
 class PreemptionHandlers {
  public:
-  PreemptionHandlers();
+  explicit PreemptionHandlers(bool with_interrupt = false);
   ~PreemptionHandlers();
   PreemptionHandlers(const PreemptionHandlers&) = delete;
   PreemptionHandlers& operator=(const PreemptionHandlers&) = delete;

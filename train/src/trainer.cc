@@ -152,7 +152,7 @@ Trainer::Trainer(const TrainingArguments& arguments, Communicator& communicator,
   checked_best_metric_key(arguments);
   if (const std::optional<fs::path> folder = resume_folder(arguments))  // checked, nothing written
     resume_ = check_resume(*folder, prepared_.model_config, shape_);
-  if (arguments.do_train) preemption_.emplace();
+  if (arguments.do_train) preemption_.emplace(options.stop_on_interrupt);
   // Test hook: rank 0 signals itself (SIGUSR1) after this step, as Slurm's --signal would.
   if (const char* preempt_test = std::getenv("ZERO_TEST_PREEMPT_AT_STEP"))
     preempt_test_step_ = std::atoll(preempt_test);
@@ -480,6 +480,7 @@ void Trainer::stop_preempted(std::int64_t step) {
       "--resume_from_checkpoint latest\n",
       signal == SIGTERM   ? "SIGTERM"
       : signal == SIGUSR1 ? "SIGUSR1"
+      : signal == SIGINT  ? "SIGINT"
                           : "a signal to another rank",
       static_cast<long long>(step));
   result_.preempted = true;

@@ -94,7 +94,8 @@ ConfigResult resolve_config(std::string_view json_text, const TrainerValues& tra
   ignore_top_level(top);
   top.finish();
   validate(config, diagnostics);
-  if (!diagnostics.errors.empty()) throw Error(error_report(source_name, diagnostics.errors));
+  if (!diagnostics.errors.empty())
+    throw ConfigError(error_report(source_name, diagnostics.errors), diagnostics.errors);
   return ConfigResult{std::move(config), std::move(diagnostics.warnings)};
 }
 

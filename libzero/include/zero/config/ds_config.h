@@ -8,9 +8,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "zero/core/dtype.h"
+#include "zero/core/error.h"
 
 namespace zero::config {
 
@@ -239,6 +241,19 @@ struct TrainerValues {
   std::optional<std::int64_t> hidden_size;  // the model's; fills bucket sizes and thresholds
 };
 
+// Thrown by resolve_config for a config with errors: what() lists them all (as `zero config`
+// prints them), errors() holds each one ("zero_optimization.stage: expected ...; did you mean
+// ...?"), naming its JSON path. Other bad input (not JSON, not an object) is a plain zero::Error.
+class ConfigError : public Error {
+ public:
+  ConfigError(const std::string& message, std::vector<std::string> errors)
+      : Error(message), errors_(std::move(errors)) {}
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  std::vector<std::string> errors_;
+};
+
 struct ConfigResult {
   DeepSpeedConfig config;
   std::vector<std::string> warnings;  // one line each, naming the JSON path
@@ -246,7 +261,7 @@ struct ConfigResult {
 
 // Parses `json_text` (strict JSON; duplicate keys are errors), fills "auto" from `trainer`,
 // maps deprecated aliases, applies defaults and DeepSpeed's batch rule for the world size.
-// Throws zero::Error listing every error found, each naming `source_name`, the JSON path, the
+// Throws ConfigError listing every error found, each naming `source_name`, the JSON path, the
 // value, what was expected and, for unknown keys, the nearest known key.
 ConfigResult resolve_config(std::string_view json_text, const TrainerValues& trainer,
                             std::string_view source_name);

@@ -1,7 +1,7 @@
 // The flag table: every command-line flag of `zero train`, `zero estimate` and `zero config`, one
 // row each: its name and other spellings, type, where its value lands, Hugging Face's default per
 // transformers version, what zero does with it, which commands take it, and its help. The
-// commands build their options from it (tools/flag_options.h) and docs/flags.md is generated
+// commands build their options from it (zero/train/flag_options.h) and docs/flags.md is generated
 // from it; a new flag is one row in train/src/flags.cc (plus its field, when it has one).
 #pragma once
 

@@ -58,8 +58,8 @@ struct TrainResult {
   // text-classification with do_predict: the test split's report (also in test_results.json).
   std::optional<ClassificationReport> test_report;
   std::optional<double> test_loss;
-  // SIGTERM/SIGUSR1 stopped the run at global_step: a checkpoint was saved there; the final
-  // evaluation, model and result files were skipped.
+  // SIGTERM/SIGUSR1 (or SIGINT with RunOptions::stop_on_interrupt) stopped the run at global_step:
+  // a checkpoint was saved there; the final evaluation, model and result files were skipped.
   bool preempted = false;
   // This rank's ledger peaks over training (what the planner's plan is checked against).
   std::optional<MemoryPeaks> memory;
@@ -78,13 +78,15 @@ struct TrainResult {
 
 struct RunOptions {
   bool print = true;  // log lines on stdout and progress bars on stderr (rank 0)
+  // SIGINT (Ctrl-C) stops the run as SIGTERM does (the Python module, `zero.train`).
+  bool stop_on_interrupt = false;
 };
 
 // Runs on every rank of `communicator` (all ranks, same arguments). Throws InputError for bad
 // input (before output_dir is touched) and zero::Error for failures while running. While it runs,
-// SIGTERM and SIGUSR1 make every rank finish the step, save a checkpoint and return with
-// `preempted` set; a second signal exits the process at once with 128 + the signal (the previous
-// handlers are back when it returns).
+// SIGTERM and SIGUSR1 (and SIGINT with options.stop_on_interrupt) make every rank finish the step,
+// save a checkpoint and return with `preempted` set; a second signal exits the process at once with
+// 128 + the signal (the previous handlers are back when it returns).
 TrainResult train(const TrainingArguments& arguments, Communicator& communicator,
                   const RunOptions& options = {});
 

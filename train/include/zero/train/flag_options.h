@@ -1,4 +1,5 @@
-// A command's options built from the flag table (zero/train/flags.h), and the values read back.
+// A command's options built from the flag table (zero/train/flags.h), and the values read back:
+// the `zero` CLI parses its words with it, and the Python module (bindings/) its keyword arguments.
 #pragma once
 
 #include <span>
@@ -6,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cli.h"
+#include "zero/train/cli.h"
 #include "zero/train/flags.h"
 
 namespace zero::cli {
@@ -39,6 +40,7 @@ class CommandFlags {
   std::vector<std::string> given_names() const;
 
   train::FlagValues& values() { return values_; }
+  const train::FlagValues& values() const { return values_; }
   const std::vector<std::string>& notes() const { return notes_; }
 
  private:

@@ -1,4 +1,5 @@
-// Shared command-line plumbing for the `zero` subcommands: option parsing with "did you mean".
+// Command-line plumbing shared by the `zero` subcommands and the Python module (bindings/): option
+// parsing with "did you mean".
 #pragma once
 
 #include <boost/program_options.hpp>

@@ -1,6 +1,6 @@
 // Boost.Program_options descriptions from the flag table, and the parsed words back into its
 // fields.
-#include "flag_options.h"
+#include "zero/train/flag_options.h"
 
 #include <algorithm>
 #include <boost/make_shared.hpp>

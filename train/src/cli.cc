@@ -1,5 +1,5 @@
 // Option parsing for the subcommands, with the nearest known option suggested on typos.
-#include "cli.h"
+#include "zero/train/cli.h"
 
 #include <sstream>
 #include <vector>

@@ -1,0 +1,119 @@
+"""zero.estimate, zero.plan, zero.config.resolve/validate and the exceptions: the same content and
+messages as the `zero` CLI's estimate --json, train --dry_run and config."""
+
+import json
+
+import pytest
+
+import zero
+from conftest import run_cli
+
+SEVEN_B = {"params": "7e9", "largest_layer_params": "2.1e8"}
+
+
+def test_exception_hierarchy():
+    assert issubclass(zero.ConfigError, zero.Error)
+    assert issubclass(zero.InputError, zero.Error)
+    assert issubclass(zero.Error, Exception)
+    assert not issubclass(zero.ConfigError, zero.InputError)
+
+
+def test_estimate_is_the_cli_json(cli):
+    ours = zero.estimate(world_size=8, zero_stage=3, gpu_memory="80GiB", **SEVEN_B)
+    theirs = json.loads(run_cli(cli, "estimate", "--json", "--num_gpus_per_node", 8,
+                                "--zero_stage", 3, "--gpu_memory", "80GiB", "--params", "7e9",
+                                "--largest_layer_params", "2.1e8").stdout)
+    assert ours == theirs
+    assert ours["hardware"]["num_gpus_per_node"] == 8
+    assert ours["model"]["parameters"] > 6.9e9
+
+
+def test_estimate_of_a_gpt2_model_with_a_config_dict(cli, tmp_path):
+    config = {"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2},
+              "bf16": {"enabled": True}}
+    ours = zero.estimate(deepspeed=config, world_size=4, block_size=256,
+                         config_overrides="n_layer=4,n_embd=256,n_head=4")
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps(config))
+    theirs = json.loads(run_cli(cli, "estimate", "--json", "--deepspeed", path,
+                                "--num_gpus_per_node", 4, "--block_size", 256,
+                                "--config_overrides", "n_layer=4,n_embd=256,n_head=4").stdout)
+    assert ours == theirs
+    assert ours["configuration"]["stage"] == 2 and ours["configuration"]["micro_batch"] == 4
+
+
+def test_estimate_flag_errors_are_input_errors_with_the_cli_message(cli):
+    with pytest.raises(zero.InputError, match=r"unknown option '--zero_stag'; did you mean "
+                                              r"--zero_stage\?"):
+        zero.estimate(zero_stag=3)
+    with pytest.raises(zero.InputError) as error:
+        zero.estimate(params="7e9")
+    cli_error = run_cli(cli, "estimate", "--params", "7e9", check=False)
+    assert cli_error.returncode == 2
+    assert str(error.value) in cli_error.stderr
+    with pytest.raises(zero.InputError, match="world_size 6 contradicts"):
+        zero.estimate(world_size=6, num_gpus_per_node=4)
+
+
+def test_plan_gives_every_rank(tmp_path):
+    plans = zero.plan(world_size=4, deepspeed={"zero_optimization": {"stage": 3}},
+                      config_overrides="n_layer=2,n_embd=64,n_head=2,n_positions=64",
+                      block_size=32, per_device_train_batch_size=2,
+                      output_dir=str(tmp_path / "out"))
+    assert [plan["rank"] for plan in plans] == [0, 1, 2, 3]
+    assert all(plan["world_size"] == 4 for plan in plans)
+    assert len({plan["parameters"] for plan in plans}) == 1
+    states = plans[0]["model_states"]
+    assert states["param_shard"] > 0 and states["params"] == 0  # stage 3: shards only
+    assert "device" in plans[0]["spaces"]
+
+
+GOOD = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+        "optimizer": {"type": "AdamW", "params": {"lr": "auto"}},
+        "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": "auto"}}
+BAD = {"train_micro_batch_size_per_gpu": 2,
+       "zero_optimization": {"stage": 7, "stage3_param_persistance_threshold": 10}}
+
+
+def test_resolve_is_the_cli_output(cli, tmp_path):
+    path = tmp_path / "good.json"
+    path.write_text(json.dumps(GOOD))
+    ours = zero.config.resolve(path, world_size=8, per_device_train_batch_size=4,
+                               learning_rate=3e-4, hidden_size=768)
+    theirs = json.loads(run_cli(cli, "config", path, "--world_size", 8,
+                                "--per_device_train_batch_size", 4, "--learning_rate", 3e-4,
+                                "--hidden_size", 768).stdout)
+    assert ours == theirs
+    assert ours["train_batch_size"] == 32
+    assert ours["optimizer"]["params"]["lr"] == pytest.approx(3e-4)
+    assert zero.config.resolve(GOOD, world_size=8, per_device_train_batch_size=4,
+                               learning_rate=3e-4, hidden_size=768) == ours
+
+
+def test_validate_lists_each_error_with_path_and_suggestion(cli, tmp_path):
+    assert zero.config.validate(GOOD) == []
+    errors = zero.config.validate(BAD)
+    assert len(errors) == 2
+    assert any(e.startswith("zero_optimization.stage") for e in errors)
+    assert any("did you mean 'stage3_param_persistence_threshold'" in e for e in errors)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(BAD))
+    with pytest.raises(zero.ConfigError) as error:
+        zero.config.resolve(path)
+    assert error.value.errors == zero.config.validate(path)
+    cli_error = run_cli(cli, "config", path, check=False)
+    assert cli_error.returncode == 2
+    assert f"zero config: error: {error.value}\n" in cli_error.stderr
+
+
+def test_config_input_errors(tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"zero_optimization": ')
+    errors = zero.config.validate(broken)
+    assert len(errors) == 1 and str(broken) in errors[0]
+    with pytest.raises(zero.InputError, match="ds.json: no such file"):
+        zero.config.resolve("/nonexistent/ds.json")
+    with pytest.raises(zero.InputError, match="give --max_steps or --total_steps, not both"):
+        zero.config.resolve(GOOD, max_steps=10, total_steps=10)
+    with pytest.raises(TypeError):
+        zero.config.resolve(42)

@@ -1,0 +1,120 @@
+"""zero.Tokenizer: GPT-2's ids, arrays without copies, encode_batch on threads with the GIL
+released, decode."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import zero
+
+
+@pytest.fixture(scope="module")
+def tokenizer(gpt2_dir):
+    return zero.Tokenizer.from_pretrained(str(gpt2_dir))
+
+
+def test_encodes_as_gpt2(tokenizer):
+    # OpenAI's GPT-2 ids (tiktoken.get_encoding("gpt2").encode_ordinary gives the same).
+    assert tokenizer.encode("Hello world").tolist() == [15496, 995]
+    assert tokenizer.encode(" <|endoftext|>").tolist() == [1279, 91, 437, 1659, 5239, 91, 29]
+    assert tokenizer.encode("<|endoftext|>", special=True).tolist() == [50256]
+    assert tokenizer.vocab_size == 50257 and tokenizer.eot_token == 50256
+
+
+def test_encode_returns_int32_without_a_copy(tokenizer):
+    ids = tokenizer.encode("The GIL is released while encoding long texts.")
+    assert ids.dtype == np.int32 and ids.ndim == 1
+    assert not ids.flags.owndata
+    assert isinstance(ids.base, zero.TokenBuffer)  # the C++ vector holding the ids
+    assert ids.__array_interface__["data"][0] != 0
+
+
+def test_batch_lines_are_views_of_one_buffer(tokenizer):
+    lines = ["First Citizen:", "Before we proceed any further, hear me speak.", "", "All:"]
+    batch = tokenizer.encode_batch(lines)
+    assert len(batch) == 4
+    assert isinstance(batch, zero.TokenBatch)
+    for i, line in enumerate(lines):
+        assert batch[i].tolist() == tokenizer.encode(line).tolist()
+        assert batch[i].base is batch and not batch[i].flags.owndata
+        assert np.shares_memory(batch[i], batch.ids) or len(batch[i]) == 0
+    assert batch.ids.base is batch and batch.ids.dtype == np.int32
+    assert batch.offsets.tolist()[0] == 0 and batch.offsets.tolist()[-1] == len(batch.ids)
+    assert batch[-1].tolist() == batch[3].tolist()
+    assert batch.tolist() == [tokenizer.encode(line).tolist() for line in lines]
+    with pytest.raises(IndexError):
+        batch[4]
+
+
+def test_arrays_outlive_the_batch_and_tokenizer(gpt2_dir):
+    tokenizer = zero.Tokenizer.from_pretrained(str(gpt2_dir))
+    line = tokenizer.encode_batch(["Hello world"] * 3)[1]
+    del tokenizer
+    assert line.tolist() == [15496, 995]
+
+
+def test_threads_give_the_same_ids(tokenizer, shakespeare_lines):
+    lines = shakespeare_lines[:5000]
+    one = tokenizer.encode_batch(lines, num_threads=1)
+    for threads in (2, 3, 8):
+        many = tokenizer.encode_batch(lines, num_threads=threads)
+        assert np.array_equal(one.ids, many.ids) and np.array_equal(one.offsets, many.offsets)
+    joined = tokenizer.encode("\n".join(lines[:200]))
+    assert len(joined) > 0
+
+
+def test_encode_batch_releases_the_gil(tokenizer, shakespeare_lines):
+    lines = shakespeare_lines * 3  # about 0.3 s of encoding
+    ticks = []
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+
+    thread = threading.Thread(target=count)
+    thread.start()
+    time.sleep(0.05)
+    start = time.perf_counter()
+    tokenizer.encode_batch(lines, num_threads=1)
+    end = time.perf_counter()
+    stop.set()
+    thread.join()
+    assert end - start > 0.05
+    # Ticks strictly inside the call: with the GIL held for the whole call there would be none.
+    inside = [t for t in ticks if start + 0.01 < t < end - 0.01]
+    assert len(inside) > 1000, f"{len(inside)} ticks of the other thread during {end - start:.3f} s"
+
+
+def test_decode_round_trips(tokenizer, shakespeare_lines):
+    text = "\n".join(shakespeare_lines[:100])
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+    assert tokenizer.decode([15496, 995]) == "Hello world"
+    assert tokenizer.decode(np.array([15496, 995], dtype=np.int64)) == "Hello world"
+    # Ids that split a multi-byte character: its bytes become U+FFFD, as bytes.decode("replace").
+    ids = tokenizer.encode("\u4e16")  # one CJK character: bytes e4 b8 96, more than one id
+    assert len(ids) > 1
+    assert tokenizer.decode(ids[:1]) == "\ufffd"
+
+
+def test_bad_input_raises(tokenizer, tmp_path):
+    with pytest.raises(TypeError):
+        tokenizer.encode(b"bytes")
+    with pytest.raises(TypeError):
+        tokenizer.encode_batch(["a", 3])
+    with pytest.raises(ValueError, match="num_threads must be at least 1"):
+        tokenizer.encode_batch(["a"], num_threads=0)
+    with pytest.raises(zero.Error, match="cannot decode token id 201028"):
+        tokenizer.decode([50257 * 4])
+    with pytest.raises(zero.InputError, match="no-such-model"):
+        zero.Tokenizer.from_pretrained("no-such-model", cache_dir=str(tmp_path))
+
+
+def test_loads_the_tokenizer_zero_train_saves(trained):
+    output_dir, _ = trained
+    tokenizer = zero.Tokenizer.from_pretrained(str(output_dir))
+    text = "the quick brown fox"
+    assert tokenizer.decode(tokenizer.encode(text)) == text
+    assert tokenizer.vocab_size == 300

@@ -1,0 +1,55 @@
+// `zero estimate` as a library call: the memory plan of rank 0 of a run on given hardware (the
+// planner, plan.h), whether it fits, the largest micro-batch that fits and the configurations that
+// fit ranked fastest first. The CLI prints it as tables or as JSON; the Python module
+// (`zero.estimate`, bindings/) returns the JSON as a dict.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "zero/core/node_memory.h"
+#include "zero/train/arguments.h"
+#include "zero/train/command_arguments.h"
+#include "zero/train/plan.h"
+
+namespace zero::train {
+
+// What `zero estimate` found.
+struct Estimate {
+  bool by_counts = false;  // --params: bare parameter counts, no activations
+  Hardware hardware;
+  PlanSetup setup;
+  std::int64_t total_params = 0;
+  std::int64_t largest = 0;
+  RankPlan plan;  // rank 0's
+  std::vector<Candidate> ranked;
+  std::int64_t max_batch = 0;
+  Fit fit;
+  // The whole run's phases against a node of --cpu_memory, else this node: GPU ranks' resident
+  // host bytes (the device's memory is the GPU's), and what makes it fit when it does not.
+  NodeMemory node;
+  NodeFit node_fit;
+  FitProposal proposal;
+};
+
+// The ranking `rank_configurations` applies, in words (printed above the table and in the JSON).
+extern const char* const kRankingRule;
+
+// Plans the run `a` and `e` describe (`a` as parsed from estimate's flags, with given_flags set):
+// Hub ids resolved from the local Hugging Face cache and the config precedence rule applied as
+// `zero train` applies them (each adds a line to `notes`, which the CLI prints on stderr).
+// Throws cli::UsageError for contradictory or malformed estimate flags and InputError for a model
+// or config the planner cannot read.
+Estimate estimate_run(TrainingArguments& a, const EstimateArguments& e,
+                      std::vector<std::string>& notes);
+
+// `zero estimate --json`'s object, indented by 2 (with e.deepspeed_compat, DeepSpeed 0.19's
+// estimator rows too).
+std::string estimate_json(const Estimate& estimate, const EstimateArguments& e);
+
+// A rank's plan as JSON: its memory spaces (per category peak, peak in use, peak reserved), the
+// ZeRO formula's model-state bytes, parameters and collectives (`zero.plan` in Python).
+std::string rank_plan_json(const RankPlan& plan);
+
+}  // namespace zero::train
