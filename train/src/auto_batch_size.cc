@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "prepare.h"
+#include "zero/comm/host_collectives.h"
 #include "zero/core/launch.h"
 #include "zero/train/config_precedence.h"
 #include "zero/train/plan.h"
@@ -117,7 +118,8 @@ std::int64_t fitting_batch_size(const TrainingArguments& arguments, int world, i
               "); give the run more memory, more ranks or a ZeRO stage that shards more");
 }
 
-std::string apply_auto_find_batch_size(TrainingArguments& arguments, Communicator& communicator) {
+std::string apply_auto_find_batch_size(TrainingArguments& arguments, Communicator& communicator,
+                                       DeviceContext& context) {
   const std::map<std::string, std::string> environment = process_environment();
   const int world = communicator.world_size();
   std::string note;
@@ -125,9 +127,7 @@ std::string apply_auto_find_batch_size(TrainingArguments& arguments, Communicato
       arguments, world, ranks_per_node(environment, world), node_memory_bytes(environment), note);
   // Every rank runs the smallest batch any node fits (the maximum of the negated batches).
   float negated = -static_cast<float>(batch);
-  communicator.all_reduce(&negated, &negated, 1, DType::kFloat32, ReduceOp::kMax,
-                          "auto_find_batch_size");
-  communicator.synchronize();
+  all_reduce_host(communicator, context, {&negated, 1}, ReduceOp::kMax, "auto_find_batch_size");
   arguments.per_device_train_batch_size = static_cast<std::int64_t>(-negated);
   arguments.auto_find_batch_size = false;
   return note;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "zero/comm/communicator.h"
+#include "zero/core/device_context.h"
 #include "zero/train/arguments.h"
 
 namespace zero::train::detail {
@@ -30,6 +31,7 @@ std::int64_t fitting_batch_size(const TrainingArguments& arguments, int world, i
 
 // train()'s step (all ranks): the batch every rank can run (the smallest any rank's node fits),
 // set in `arguments`; returns the note for rank 0's log.
-std::string apply_auto_find_batch_size(TrainingArguments& arguments, Communicator& communicator);
+std::string apply_auto_find_batch_size(TrainingArguments& arguments, Communicator& communicator,
+                                       DeviceContext& context);
 
 }  // namespace zero::train::detail

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "prepare.h"
+#include "zero/comm/host_collectives.h"
 #include "zero/gpt2/classifier.h"
 #include "zero/gpt2/engine_save.h"
 #include "zero/text/progress.h"
@@ -124,9 +125,8 @@ ClassificationTask::Outcome ClassificationTask::evaluate_split(const Classificat
   }
   bar.finish();
   std::vector<float> all(local.size() * static_cast<std::size_t>(world));
-  context_.communicator.all_gather(local.data(), all.data(), local.size(), DType::kFloat32,
-                                   "classification predictions");
-  context_.communicator.synchronize();
+  all_gather_host(context_.communicator, context_.engine.context(), local, all,
+                  "classification predictions");
   Outcome outcome;
   outcome.predictions.assign(count, -1);
   for (int r = 0; r < world; ++r)

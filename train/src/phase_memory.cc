@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "zero/comm/host_collectives.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
 #include "zero/core/node_memory.h"
@@ -105,7 +106,8 @@ void RunMemory::enter(Phase phase) {
   current_ = phase;
 }
 
-std::vector<TrainResult::PhaseMemory> RunMemory::finish(Communicator& communicator) {
+std::vector<TrainResult::PhaseMemory> RunMemory::finish(Communicator& communicator,
+                                                        DeviceContext& context) {
   enter(current_);
   std::vector<TrainResult::PhaseMemory> phases;
   if (!plan_ || !measures_) return phases;
@@ -114,9 +116,7 @@ std::vector<TrainResult::PhaseMemory> RunMemory::finish(Communicator& communicat
   for (std::size_t p = 0; p < kNumPhases; ++p)
     mine[p] = measured_[p] < 0 ? -1.0f : static_cast<float>(mib(measured_[p]));
   std::vector<float> all(kNumPhases * static_cast<std::size_t>(communicator.world_size()));
-  communicator.all_gather(mine.data(), all.data(), kNumPhases, DType::kFloat32,
-                          "memory phase peaks");
-  communicator.synchronize();
+  all_gather_host(communicator, context, mine, all, "memory phase peaks");
   for (std::size_t p = 0; p < kNumPhases; ++p) {
     float largest = -1.0f;
     for (std::size_t r = 0; r < all.size() / kNumPhases; ++r)

@@ -11,6 +11,7 @@
 #include "console.h"
 #include "prepare.h"
 #include "zero/comm/communicator.h"
+#include "zero/core/device_context.h"
 #include "zero/train/plan.h"
 #include "zero/train/trainer.h"
 
@@ -31,7 +32,7 @@ class RunMemory {
 
   // Ends the last phase; every rank: the largest measured peak over the ranks per phase, printed
   // beside the plan on rank 0's console and returned.
-  std::vector<TrainResult::PhaseMemory> finish(Communicator& communicator);
+  std::vector<TrainResult::PhaseMemory> finish(Communicator& communicator, DeviceContext& context);
 
   // `phase` until the scope ends, then back to the phase before it.
   class Scope {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "zero/comm/host_collectives.h"
 #include "zero/core/error.h"
 
 namespace zero::train::detail {
@@ -55,10 +56,9 @@ PreemptionHandlers::~PreemptionHandlers() {
 }
 int PreemptionHandlers::received() { return g_signal; }
 
-bool PreemptionHandlers::agreed(Communicator& communicator) const {
+bool PreemptionHandlers::agreed(Communicator& communicator, DeviceContext& context) const {
   float flag = g_signal != 0 ? 1.0f : 0.0f;
-  communicator.all_reduce(&flag, &flag, 1, DType::kFloat32, ReduceOp::kMax, "preemption flag");
-  communicator.synchronize();
+  all_reduce_host(communicator, context, {&flag, 1}, ReduceOp::kMax, "preemption flag");
   return flag > 0.0f;
 }
 

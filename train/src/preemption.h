@@ -6,6 +6,7 @@
 #include <csignal>
 
 #include "zero/comm/communicator.h"
+#include "zero/core/device_context.h"
 
 namespace zero::train::detail {
 
@@ -23,7 +24,8 @@ class PreemptionHandlers {
   static int received();
   // All ranks, same order: whether any rank received a signal (an all-reduce max, so every rank
   // takes the same decision at the same step).
-  bool agreed(Communicator& communicator) const;
+  // Every rank calls it (a collective through host_collectives.h on `context`'s buffers).
+  bool agreed(Communicator& communicator, DeviceContext& context) const;
 };
 
 }  // namespace zero::train::detail

@@ -27,6 +27,7 @@
 #include "prepare.h"
 #include "run_outputs.h"
 #include "task.h"
+#include "zero/comm/host_collectives.h"
 #include "zero/config/ds_config.h"
 #include "zero/core/allocator.h"
 #include "zero/core/cpu_context.h"
@@ -58,7 +59,7 @@ using nlohmann::json;
 class Trainer {
  public:
   Trainer(const TrainingArguments& arguments, Communicator& communicator,
-          const RunOptions& options);
+          std::unique_ptr<DeviceContext> device, const RunOptions& options);
   TrainResult run();
 
  private:
@@ -131,7 +132,7 @@ class Trainer {
 };
 
 Trainer::Trainer(const TrainingArguments& arguments, Communicator& communicator,
-                 const RunOptions& options)
+                 std::unique_ptr<DeviceContext> device, const RunOptions& options)
     : arguments_(arguments),
       communicator_(communicator),
       options_(options),
@@ -148,7 +149,8 @@ Trainer::Trainer(const TrainingArguments& arguments, Communicator& communicator,
       total_steps_(prepared_.total_steps),
       steps_per_epoch_(prepared_.steps_per_epoch),
       warmup_(warmup_steps_for(arguments, total_steps_)),
-      samples_per_step_(B_ * world_ * accumulation_) {
+      samples_per_step_(B_ * world_ * accumulation_),
+      device_(std::move(device)) {
   checked_best_metric_key(arguments);
   if (const std::optional<fs::path> folder = resume_folder(arguments))  // checked, nothing written
     resume_ = check_resume(*folder, prepared_.model_config, shape_);
@@ -161,14 +163,6 @@ Trainer::Trainer(const TrainingArguments& arguments, Communicator& communicator,
 TrainResult Trainer::run() {
   // Planned, checked against the node and refused if a phase cannot fit, before any allocation.
   memory_.emplace(arguments_, prepared_, resume_.has_value(), world_, console_);
-  device_ = make_device_context(choose_device(arguments_.use_cpu).device);  // here, nowhere else
-  // Every collective of the run (the engine's, the grad norm, the preemption flag) takes buffers
-  // of this device: the communicator must take them where they live.
-  ZERO_CHECK(communicator_.buffers() == device_->device().kind, "zero::train: the model runs on ",
-             device_->device().to_string(), " but the communicator (", communicator_.backend(),
-             ") takes buffers of another kind of memory; make it with ",
-             "make_communicator(DeviceKind::",
-             device_->device().kind == DeviceKind::kCpu ? "kCpu" : "kCuda", ")");
   // Every rank has checked everything before rank 0 writes anything.
   communicator_.barrier("zero::train inputs checked");
   if (rank_ == 0) fs::create_directories(output_dir_);
@@ -330,7 +324,7 @@ bool Trainer::train() {
       record(*entry);
     // Preemption: every rank agrees at this boundary, saves and leaves the loop.
     if (step == preempt_test_step_ && rank_ == 0) std::raise(SIGUSR1);
-    const bool preempted = preemption_->agreed(communicator_);
+    const bool preempted = preemption_->agreed(communicator_, *device_);
     if (schedule_->saves_at(step) || preempted) save_resumable(step);
     if (preempted) {
       stop_preempted(step);
@@ -404,8 +398,7 @@ void Trainer::log_step(std::int64_t step) {
                           engine_->ledger().space_total(MemorySpace::kHost).peak_bytes) /
       (1 << 20));
   std::vector<float> peaks(static_cast<std::size_t>(world_));
-  communicator_.all_gather(&peak_mib, peaks.data(), 1, DType::kFloat32, "memory peaks");
-  communicator_.synchronize();
+  all_gather_host(communicator_, *device_, {&peak_mib, 1}, peaks, "memory peaks");
   LogEntry entry;
   entry.step = step;
   entry.epoch = epoch_at(step, steps_per_epoch_);
@@ -512,7 +505,7 @@ TrainResult Trainer::finish() {
   if (rank_ == 0) write_results(test_results);
   if (arguments_.do_train && console_.enabled() && arguments_.num_samples > 0)
     task_->print_samples(output_dir_, save_allocator_);  // from the saved model
-  result_.phase_memory = memory_->finish(communicator_);
+  result_.phase_memory = memory_->finish(communicator_, *device_);
   console_.say("done in %.1f s\n", seconds_since(run_start_));
   return std::move(result_);
 }
@@ -585,13 +578,23 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
                            options.print && communicator.rank() == 0);
     return planned;
   }
+  // The rank's device, chosen here and nowhere else. Every collective of the run (the engine's,
+  // the trainer's through host_collectives.h) takes buffers of this device: the communicator must
+  // take them where they live.
+  std::unique_ptr<DeviceContext> device =
+      make_device_context(choose_device(arguments.use_cpu).device);
+  ZERO_CHECK(communicator.buffers() == device->device().kind, "zero::train: the model runs on ",
+             device->device().to_string(), " but the communicator (", communicator.backend(),
+             ") takes buffers of another kind of memory; make it with ",
+             "make_communicator(DeviceKind::",
+             device->device().kind == DeviceKind::kCpu ? "kCpu" : "kCuda", ")");
   if (arguments.auto_find_batch_size) {  // before anything is allocated
     TrainingArguments fitted = arguments;
-    const std::string note = apply_auto_find_batch_size(fitted, communicator);
+    const std::string note = apply_auto_find_batch_size(fitted, communicator, *device);
     if (options.print && communicator.rank() == 0) std::printf("%s\n", note.c_str());
-    return Trainer(fitted, communicator, options).run();
+    return Trainer(fitted, communicator, std::move(device), options).run();
   }
-  return Trainer(arguments, communicator, options).run();
+  return Trainer(arguments, communicator, std::move(device), options).run();
 }
 
 }  // namespace zero::train
