@@ -72,7 +72,7 @@ printf '%-16s %12s %8s %8s %10s  %s\n' harness executions cov ft corpus result
 for h in "${harnesses[@]}"; do
   log=$work/logs/$h.log
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  last=$(grep -E '^#[0-9]+ .*cov: [0-9]+' "$log" | tail -1 || true)
+  last=$(grep -E '^#[0-9]+[[:space:]].*cov: [0-9]+' "$log" | tail -1 || true)
   cov=$(sed -n 's/.*cov: \([0-9]*\).*/\1/p' <<<"$last")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
   corpus=$(sed -n 's/.* corp: \([0-9]*\/[0-9A-Za-z]*\).*/\1/p' <<<"$last")

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -266,11 +267,20 @@ class SocketChannel final : public StoreChannel {
   const std::atomic<bool>& stop_;
 };
 
+// A length-prefixed string, grown as its bytes arrive: a client cannot make the server allocate
+// more than it sent (a size field of 4 GiB followed by nothing costs nothing).
 bool read_string(StoreChannel& channel, std::string& text) {
   std::uint64_t size = 0;
   if (!channel.read(&size, sizeof size) || size > (std::uint64_t{1} << 32)) return false;
-  text.resize(size);
-  return channel.read(text.data(), size);
+  constexpr std::uint64_t kChunkBytes = 1 << 16;
+  text.clear();
+  while (text.size() < size) {
+    const std::size_t done = text.size();
+    const std::size_t chunk = static_cast<std::size_t>(std::min(kChunkBytes, size - done));
+    text.resize(done + chunk);
+    if (!channel.read(text.data() + done, chunk)) return false;
+  }
+  return true;
 }
 
 }  // namespace
