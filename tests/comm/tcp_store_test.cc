@@ -219,5 +219,45 @@ TEST(TcpStoreServer, AStringSizeWithoutItsBytesAllocatesNothing) {
   EXPECT_EXIT(serve_a_string_size_without_its_bytes(), ::testing::ExitedWithCode(0), "");
 }
 
+void put_string(std::vector<char>& out, std::string_view text) {
+  put<std::uint64_t>(out, text.size());
+  out.insert(out.end(), text.begin(), text.end());
+}
+
+std::vector<char> add_query(std::string_view key, std::int64_t delta) {
+  std::vector<char> out;
+  put<std::uint8_t>(out, 4);  // ADD
+  put_string(out, key);
+  put<std::int64_t>(out, delta);
+  return out;
+}
+
+// Found by tests/fuzz (findings/tcp_store/crash-add-on-a-non-number): ADD on a value that is not
+// a decimal integer threw std::invalid_argument on the server thread (std::terminate for the
+// job); a sum past int64 was undefined. Both now drop the client and leave the value alone.
+TEST(TcpStoreServer, AddOnANonNumberOrPastInt64DropsTheClient) {
+  std::vector<char> client = validated();
+  put<std::uint8_t>(client, 1);  // SET k "v"
+  put_string(client, "k");
+  put_string(client, "v");
+  const std::vector<char> add = add_query("k", 1);
+  client.insert(client.end(), add.begin(), add.end());
+  ScriptedChannel channel(client);
+  StoreData data;
+  serve_store_queries(channel, data);
+  EXPECT_EQ(data.values["k"], bytes("v"));
+  EXPECT_TRUE(channel.replies.empty());
+
+  std::vector<char> counter = validated();
+  for (const std::int64_t delta : {std::int64_t{9223372036854775807}, std::int64_t{1}}) {
+    const std::vector<char> query = add_query("n", delta);
+    counter.insert(counter.end(), query.begin(), query.end());
+  }
+  ScriptedChannel overflowing(counter);
+  serve_store_queries(overflowing, data);
+  EXPECT_EQ(data.values["n"], bytes("9223372036854775807"));
+  EXPECT_EQ(overflowing.replies.size(), sizeof(std::int64_t));  // the first ADD only
+}
+
 }  // namespace
 }  // namespace zero::detail

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <sstream>
 
@@ -393,9 +394,12 @@ void serve_store_queries(StoreChannel& channel, StoreData& data) {
       if (!read_string(channel, key) || !channel.read(&delta, sizeof delta)) return;
       std::lock_guard lock(data.mutex);
       std::vector<char>& stored = data.values[key];
-      // TCPStore keeps counters as decimal text.
-      const std::int64_t now =
-          (stored.empty() ? 0 : std::stoll(std::string(stored.begin(), stored.end()))) + delta;
+      // TCPStore keeps counters as decimal text. A value that is not one, or a sum past int64,
+      // drops the client (never an exception: this runs on a server thread).
+      std::int64_t now = 0;
+      const char* end = stored.data() + stored.size();
+      if (!stored.empty() && std::from_chars(stored.data(), end, now).ptr != end) return;
+      if (__builtin_add_overflow(now, delta, &now)) return;
       const std::string text = std::to_string(now);
       stored.assign(text.begin(), text.end());
       append_value(reply, now);
