@@ -175,9 +175,11 @@ TEST(Loader, ErrorsNameTheFile) {
 TEST(Loader, MalformedTokenizerJsonFieldsNameTheFile) {
   const auto folder = testing::scratch_dir("tokenizer_json_fields");
   const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0}, "merges": [)";
-  for (const std::string& text : {R"({"added_tokens": [{"id": 1}], )" + model + "]}}",
-                                  R"({"added_tokens": [{"content": 5, "id": 1}], )" + model + "]}}",
-                                  "{" + model + "[1, 2]]}}"}) {
+  for (const std::string& text :
+       {R"({"added_tokens": [{"id": 1}], )" + model + "]}}",
+        R"({"added_tokens": [{"content": 5, "id": 1}], )" + model + "]}}",
+        "{" + model + "[1, 2]]}}",
+        std::string(R"({"model": {"type": null, "vocab": {}, "merges": []}})")}) {
     std::ofstream(folder / "tokenizer.json") << text;
     try {
       Tokenizer::from_tokenizer_json(folder / "tokenizer.json");

@@ -122,14 +122,15 @@ Tokenizer Tokenizer::from_tokenizer_json(const fs::path& path) {
   ZERO_CHECK(document.contains("model") && document["model"].is_object(), path,
              ": no \"model\" object (not a Hugging Face tokenizer.json)");
   const json& model = document["model"];
-  const std::string type = model.value("type", std::string("BPE"));
-  ZERO_CHECK(type == "BPE", path, ": model type is '", type, "', only byte-level BPE is supported");
-  ZERO_CHECK(model.contains("vocab") && model.contains("merges"), path,
-             ": the BPE model has no vocab or merges");
-  // A field of the wrong type or missing (an added token without "content", a merge of numbers)
-  // is the file's error, named like the checks above.
+  // A field of the wrong type or missing (a null model type, an added token without "content", a
+  // merge of numbers) is the file's error, named like the checks here.
   BpeVocabulary vocabulary;
   try {
+    const std::string type = model.value("type", std::string("BPE"));
+    ZERO_CHECK(type == "BPE", path, ": model type is '", type,
+               "', only byte-level BPE is supported");
+    ZERO_CHECK(model.contains("vocab") && model.contains("merges"), path,
+               ": the BPE model has no vocab or merges");
     // Added tokens are raw text, not byte-level unicode: read them first and skip them in vocab.
     std::unordered_map<std::string, TokenId> added;
     if (document.contains("added_tokens") && document["added_tokens"].is_array())
