@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <thread>
 
 #include "zero/core/error.h"
@@ -159,6 +161,102 @@ TEST(TcpStore, ShareFromRankZeroNamesTheRanksThatNeverRead) {
     EXPECT_NE(std::string(error.what()).find("only 1 of 2 ranks read"), std::string::npos)
         << error.what();
   }
+}
+
+// The bytes of one client, as the server's query parser reads them (serve_store_queries).
+class ScriptedChannel final : public StoreChannel {
+ public:
+  explicit ScriptedChannel(std::vector<char> bytes) : bytes_(std::move(bytes)) {}
+  bool read(void* data, std::size_t size) override {
+    if (size > bytes_.size() - offset_) return false;
+    std::memcpy(data, bytes_.data() + offset_, size);
+    offset_ += size;
+    return true;
+  }
+  bool write(const std::vector<char>& reply) override {
+    replies.insert(replies.end(), reply.begin(), reply.end());
+    return true;
+  }
+  bool keep_waiting() override { return false; }
+  std::vector<char> replies;
+
+ private:
+  std::vector<char> bytes_;
+  std::size_t offset_ = 0;
+};
+
+template <typename T>
+void put(std::vector<char>& out, T value) {
+  const char* raw = reinterpret_cast<const char*>(&value);
+  out.insert(out.end(), raw, raw + sizeof value);
+}
+
+std::vector<char> validated() {
+  std::vector<char> out;
+  put<std::uint8_t>(out, 0);  // VALIDATE
+  put<std::uint32_t>(out, 0x3C85F7CE);
+  return out;
+}
+
+// Serves a client that sends a string's size field of 4 GiB and goes away, in an address space
+// far below 4 GiB; exits 0 when the server allocated nothing for it and stored nothing.
+void serve_a_string_size_without_its_bytes() {
+  const rlimit limit{256u << 20, 256u << 20};
+  ::setrlimit(RLIMIT_AS, &limit);
+  std::vector<char> client = validated();
+  put<std::uint8_t>(client, 1);  // SET
+  put<std::uint64_t>(client, std::uint64_t{1} << 32);
+  client.insert(client.end(), 100, 'k');
+  ScriptedChannel channel(client);
+  StoreData data;
+  serve_store_queries(channel, data);
+  std::exit(data.values.empty() ? 0 : 1);
+}
+
+// Found by tests/fuzz (findings/tcp_store/oom-string-size-before-bytes): a string's size field
+// made the server allocate that size (up to 4 GiB) before any byte of it came.
+TEST(TcpStoreServer, AStringSizeWithoutItsBytesAllocatesNothing) {
+  EXPECT_EXIT(serve_a_string_size_without_its_bytes(), ::testing::ExitedWithCode(0), "");
+}
+
+void put_string(std::vector<char>& out, std::string_view text) {
+  put<std::uint64_t>(out, text.size());
+  out.insert(out.end(), text.begin(), text.end());
+}
+
+std::vector<char> add_query(std::string_view key, std::int64_t delta) {
+  std::vector<char> out;
+  put<std::uint8_t>(out, 4);  // ADD
+  put_string(out, key);
+  put<std::int64_t>(out, delta);
+  return out;
+}
+
+// Found by tests/fuzz (findings/tcp_store/crash-add-on-a-non-number): ADD on a value that is not
+// a decimal integer threw std::invalid_argument on the server thread (std::terminate for the
+// job); a sum past int64 was undefined. Both now drop the client and leave the value alone.
+TEST(TcpStoreServer, AddOnANonNumberOrPastInt64DropsTheClient) {
+  std::vector<char> client = validated();
+  put<std::uint8_t>(client, 1);  // SET k "v"
+  put_string(client, "k");
+  put_string(client, "v");
+  const std::vector<char> add = add_query("k", 1);
+  client.insert(client.end(), add.begin(), add.end());
+  ScriptedChannel channel(client);
+  StoreData data;
+  serve_store_queries(channel, data);
+  EXPECT_EQ(data.values["k"], bytes("v"));
+  EXPECT_TRUE(channel.replies.empty());
+
+  std::vector<char> counter = validated();
+  for (const std::int64_t delta : {std::int64_t{9223372036854775807}, std::int64_t{1}}) {
+    const std::vector<char> query = add_query("n", delta);
+    counter.insert(counter.end(), query.begin(), query.end());
+  }
+  ScriptedChannel overflowing(counter);
+  serve_store_queries(overflowing, data);
+  EXPECT_EQ(data.values["n"], bytes("9223372036854775807"));
+  EXPECT_EQ(overflowing.replies.size(), sizeof(std::int64_t));  // the first ADD only
 }
 
 }  // namespace

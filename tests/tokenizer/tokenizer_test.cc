@@ -170,5 +170,27 @@ TEST(Loader, ErrorsNameTheFile) {
   std::filesystem::remove_all(folder);
 }
 
+// Found by tests/fuzz (findings/tokenizer_json/): a field of the wrong type or missing escaped as
+// nlohmann::json's exception instead of an error naming the file.
+TEST(Loader, MalformedTokenizerJsonFieldsNameTheFile) {
+  const auto folder = testing::scratch_dir("tokenizer_json_fields");
+  const std::string model = R"("model": {"type": "BPE", "vocab": {"a": 0}, "merges": [)";
+  for (const std::string& text :
+       {R"({"added_tokens": [{"id": 1}], )" + model + "]}}",
+        R"({"added_tokens": [{"content": 5, "id": 1}], )" + model + "]}}",
+        "{" + model + "[1, 2]]}}",
+        std::string(R"({"model": {"type": null, "vocab": {}, "merges": []}})")}) {
+    std::ofstream(folder / "tokenizer.json") << text;
+    try {
+      Tokenizer::from_tokenizer_json(folder / "tokenizer.json");
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("tokenizer.json"), std::string::npos)
+          << error.what();
+    }
+  }
+  std::filesystem::remove_all(folder);
+}
+
 }  // namespace
 }  // namespace zero::text

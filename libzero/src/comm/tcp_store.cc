@@ -9,7 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <sstream>
 
@@ -239,13 +241,6 @@ bool read_exact(int fd, void* data, std::size_t size) {
   return true;
 }
 
-bool read_string(int fd, std::string& text) {
-  std::uint64_t size = 0;
-  if (!read_exact(fd, &size, sizeof size) || size > (std::uint64_t{1} << 32)) return false;
-  text.resize(size);
-  return read_exact(fd, text.data(), size);
-}
-
 bool write_exact(int fd, const std::vector<char>& bytes) {
   std::size_t done = 0;
   while (done < bytes.size()) {
@@ -253,6 +248,38 @@ bool write_exact(int fd, const std::vector<char>& bytes) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// A client socket of TcpStoreServer.
+class SocketChannel final : public StoreChannel {
+ public:
+  SocketChannel(int fd, const std::atomic<bool>& stop) : fd_(fd), stop_(stop) {}
+  bool read(void* data, std::size_t size) override { return !stop_ && read_exact(fd_, data, size); }
+  bool write(const std::vector<char>& bytes) override { return write_exact(fd_, bytes); }
+  bool keep_waiting() override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return !stop_;
+  }
+
+ private:
+  int fd_;
+  const std::atomic<bool>& stop_;
+};
+
+// A length-prefixed string, grown as its bytes arrive: a client cannot make the server allocate
+// more than it sent (a size field of 4 GiB followed by nothing costs nothing).
+bool read_string(StoreChannel& channel, std::string& text) {
+  std::uint64_t size = 0;
+  if (!channel.read(&size, sizeof size) || size > (std::uint64_t{1} << 32)) return false;
+  constexpr std::uint64_t kChunkBytes = 1 << 16;
+  text.clear();
+  while (text.size() < size) {
+    const std::size_t done = text.size();
+    const std::size_t chunk = static_cast<std::size_t>(std::min(kChunkBytes, size - done));
+    text.resize(done + chunk);
+    if (!channel.read(text.data() + done, chunk)) return false;
   }
   return true;
 }
@@ -330,63 +357,72 @@ void TcpStoreServer::serve(int fd) {
 }
 
 void TcpStoreServer::serve_client(int fd) {
+  SocketChannel channel(fd, stop_);
+  serve_store_queries(channel, data_);
+}
+
+void serve_store_queries(StoreChannel& channel, StoreData& data) {
   std::uint8_t type = 0;
-  if (!read_exact(fd, &type, 1) || type != kV2Validate) return;  // a stray client
+  if (!channel.read(&type, 1) || type != kV2Validate) return;  // a stray client
   std::uint32_t magic = 0;
-  if (!read_exact(fd, &magic, sizeof magic) || magic != kValidationMagic) return;
-  auto has_all = [this](const std::vector<std::string>& keys) {
-    std::lock_guard lock(mutex_);
+  if (!channel.read(&magic, sizeof magic) || magic != kValidationMagic) return;
+  auto has_all = [&data](const std::vector<std::string>& keys) {
+    std::lock_guard lock(data.mutex);
     for (const std::string& key : keys)
-      if (!data_.contains(key)) return false;
+      if (!data.values.contains(key)) return false;
     return true;
   };
-  while (!stop_ && read_exact(fd, &type, 1)) {
+  while (channel.read(&type, 1)) {
     std::vector<char> reply;
     const int code = static_cast<int>(type) - 1;  // to PyTorch 1.x numbering
     std::string key, value;
     if (type == kV2Ping) {
       std::uint32_t nonce = 0;
-      if (!read_exact(fd, &nonce, sizeof nonce)) return;
+      if (!channel.read(&nonce, sizeof nonce)) return;
       append_value(reply, nonce);
     } else if (code == kSet) {
-      if (!read_string(fd, key) || !read_string(fd, value)) return;
-      std::lock_guard lock(mutex_);
-      data_[key].assign(value.begin(), value.end());
+      if (!read_string(channel, key) || !read_string(channel, value)) return;
+      std::lock_guard lock(data.mutex);
+      data.values[key].assign(value.begin(), value.end());
     } else if (code == kGet) {
-      if (!read_string(fd, key)) return;
-      std::lock_guard lock(mutex_);
-      const std::vector<char>& stored = data_[key];
+      if (!read_string(channel, key)) return;
+      std::lock_guard lock(data.mutex);
+      const std::vector<char>& stored = data.values[key];
       append_string(reply, stored.data(), stored.size());
     } else if (code == kAdd) {
       std::int64_t delta = 0;
-      if (!read_string(fd, key) || !read_exact(fd, &delta, sizeof delta)) return;
-      std::lock_guard lock(mutex_);
-      std::vector<char>& stored = data_[key];
-      // TCPStore keeps counters as decimal text.
-      const std::int64_t now =
-          (stored.empty() ? 0 : std::stoll(std::string(stored.begin(), stored.end()))) + delta;
+      if (!read_string(channel, key) || !channel.read(&delta, sizeof delta)) return;
+      std::lock_guard lock(data.mutex);
+      std::vector<char>& stored = data.values[key];
+      // TCPStore keeps counters as decimal text. A value that is not one, or a sum past int64,
+      // drops the client (never an exception: this runs on a server thread).
+      std::int64_t now = 0;
+      const char* end = stored.data() + stored.size();
+      if (!stored.empty() && std::from_chars(stored.data(), end, now).ptr != end) return;
+      if (__builtin_add_overflow(now, delta, &now)) return;
       const std::string text = std::to_string(now);
       stored.assign(text.begin(), text.end());
       append_value(reply, now);
     } else if (code == kCheck || code == kWait) {
       std::uint64_t count = 0;
-      if (!read_exact(fd, &count, sizeof count) || count > 1'000'000) return;
+      if (!channel.read(&count, sizeof count) || count > 1'000'000) return;
       std::vector<std::string> keys(count);
       for (std::string& k : keys)
-        if (!read_string(fd, k)) return;
+        if (!read_string(channel, k)) return;
       if (code == kCheck) {
         append_value(reply, has_all(keys) ? kReady : kNotReady);
       } else {
-        while (!stop_ && !has_all(keys)) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        while (!has_all(keys))
+          if (!channel.keep_waiting()) return;
         append_value<std::uint8_t>(reply, 0);  // STOP_WAITING
       }
     } else if (code == kGetNumKeys) {
-      std::lock_guard lock(mutex_);
-      append_value<std::int64_t>(reply, static_cast<std::int64_t>(data_.size()));
+      std::lock_guard lock(data.mutex);
+      append_value<std::int64_t>(reply, static_cast<std::int64_t>(data.values.size()));
     } else {
       return;  // a query this store does not serve: drop the client
     }
-    if (!reply.empty() && !write_exact(fd, reply)) return;
+    if (!reply.empty() && !channel.write(reply)) return;
   }
 }
 

@@ -63,6 +63,30 @@ class TcpStore {
   std::mutex mutex_;
 };
 
+// One client connection as the server's query parser sees it, so the parser also runs on bytes
+// (tests/fuzz/tcp_store_fuzz.cc).
+class StoreChannel {
+ public:
+  virtual ~StoreChannel() = default;
+  // Reads exactly `size` bytes; false when the client ended or failed first.
+  virtual bool read(void* data, std::size_t size) = 0;
+  virtual bool write(const std::vector<char>& bytes) = 0;
+  // Called between polls while a WAIT waits for keys: false ends the client's session.
+  virtual bool keep_waiting() = 0;
+};
+
+// A store's keys and values; counters (ADD) are decimal text, as TCPStore keeps them.
+struct StoreData {
+  std::mutex mutex;  // guards values
+  std::map<std::string, std::vector<char>> values;
+};
+
+// Serves one client's queries (PyTorch 2 numbering, VALIDATE with the magic number first) until
+// it ends, sends something this store does not serve or malformed (a string over 4 GiB, an ADD
+// on a value that is not a decimal integer or that overflows int64), or keep_waiting() says stop.
+// Never throws for anything the client sends.
+void serve_store_queries(StoreChannel& channel, StoreData& data);
+
 // A TCPStore server (PyTorch 2 numbering, VALIDATE required first) on every interface at `port`.
 // Serves until destroyed.
 class TcpStoreServer {
@@ -82,8 +106,8 @@ class TcpStoreServer {
   int listen_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::thread acceptor_;
-  std::mutex mutex_;  // guards data_, clients_, threads_
-  std::map<std::string, std::vector<char>> data_;
+  std::mutex mutex_;  // guards clients_, threads_
+  StoreData data_;
   std::vector<int> clients_;
   std::vector<std::thread> threads_;
 };
