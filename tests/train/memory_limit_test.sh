@@ -3,12 +3,15 @@
 # of 24 layers x 320 (29.7M parameters, fp32 + AdamW model states 16 x 29.7M = 476 MB), ZeRO-3
 # with optimizer and parameters on NVMe (a folder of the work dir):
 #   A  without a limit: 2 steps, checkpoint-1 and checkpoint-2, the final model.
-#   B  in a memory cgroup whose limit is half the model states: refused before anything is
-#      allocated, naming the checkpoint phase (saving reads the NVMe optimizer state into one
-#      host copy: Engine::shard_states); without checkpoints the same run trains, and its model
-#      equals A's bit for bit.
-#   C  the limit the refusal named: trains with checkpoints, consolidates checkpoint-2 (= A's
-#      model), and resumes checkpoint-1 to step 2 (= A's model).
+#   B  in a memory cgroup whose limit is half the model states: trains with a checkpoint after
+#      each step (gradients swapped to NVMe, shard files streamed from it one sub-group at a
+#      time), and its model equals A's bit for bit; `zero checkpoint consolidate` of checkpoint-2
+#      under the same limit gives A's model.
+#   C  resuming checkpoint-1 under that limit is refused before anything is allocated, naming the
+#      load phase (a resume reads the rank's whole shard into host memory: Engine::shard_states,
+#      held until the first step); under the plan's largest phase it resumes to step 2 and equals
+#      A's model.
+#   R  a limit of 60% of B's planned largest phase: refused, naming that phase, nothing written.
 # Every limited run's phases (load, train, checkpoint, final save) peak, measured by VmHWM, at
 # most 5% above their plan (baseline included). Skips (77) when no memory cgroup can be made.
 #   memory_limit_test.sh ZERO WORK_DIR
@@ -86,36 +89,48 @@ states=$(sed -n 's/.*model states per rank \([0-9.]*\) MiB.*/\1/p' A.log | head 
 limit=$(python3 -c "print(int($states * 1048576 / 2))")
 echo "model states ${states} MiB; limit $limit bytes"
 
-# B: half the model states. With checkpoints the plan refuses the run before it allocates.
-status=0
-limited "$limit" B1.log "$zero" train "${common[@]}" --output_dir B1 --save_steps 1 || status=$?
-cat B1.log
-[ "$status" = 2 ] || fail "B1: exit $status, not the refusal (2)"
-grep -q "does not fit: checkpoint needs .*, the node has .*memory cgroup's limit" B1.log ||
-  fail "B1.log does not name the checkpoint phase and the cgroup's limit"
-[ ! -e B1/model.safetensors ] || fail "B1 wrote a model"
-limited "$limit" B2.log "$zero" train "${common[@]}" --output_dir B2 --save_strategy no ||
-  { cat B2.log; fail "B2 under $limit bytes"; }
-cat B2.log
-phases_within B2.log
-same A/model.safetensors B2/model.safetensors
-
-# C: the limit the refusal named.
-needed=$(sed -n 's/.*does not fit: checkpoint needs \([0-9.]*\) MiB.*/\1/p' B1.log | head -1)
-limit=$(python3 -c "print(int($needed * 1048576 * 1.02))")
-limited "$limit" C.log "$zero" train "${common[@]}" --output_dir C --save_steps 1 ||
-  { cat C.log; fail "C under $limit bytes"; }
-cat C.log
-phases_within C.log
-same A/model.safetensors C/model.safetensors
-limited "$limit" consolidate.log "$zero" checkpoint consolidate C/checkpoint-2 consolidated ||
+# B: half the model states: trains with checkpoints; consolidates.
+limited "$limit" B.log "$zero" train "${common[@]}" --output_dir B --save_steps 1 ||
+  { cat B.log; fail "B under $limit bytes"; }
+cat B.log
+phases_within B.log
+same A/model.safetensors B/model.safetensors
+limited "$limit" consolidate.log "$zero" checkpoint consolidate B/checkpoint-2 consolidated ||
   { cat consolidate.log; fail "consolidate under $limit bytes"; }
 same A/model.safetensors consolidated/model.safetensors
-rm -rf D && mkdir D && cp -r C/checkpoint-1 D/
-limited "$limit" D.log "$zero" train "${common[@]}" --output_dir D --save_steps 1 \
-  --resume_from_checkpoint D/checkpoint-1 || { cat D.log; fail "D (resumed) under $limit bytes"; }
-cat D.log
-grep -q "resumed from" D.log || fail "D.log: not resumed"
-phases_within D.log
-same A/model.safetensors D/model.safetensors
+
+# C: resume under the same limit: refused naming the load phase; then under the limit it names.
+rm -rf C && mkdir C && cp -r B/checkpoint-1 C/
+status=0
+limited "$limit" C1.log "$zero" train "${common[@]}" --output_dir C --save_steps 1 \
+  --resume_from_checkpoint C/checkpoint-1 || status=$?
+cat C1.log
+[ "$status" = 2 ] || fail "C1: exit $status, not the refusal (2)"
+grep -q "does not fit: load needs .*, the node has .*memory cgroup's limit" C1.log ||
+  fail "C1.log does not name the load phase and the cgroup's limit"
+# The plan's largest phase (the view a resume reads stays until the first step: train > load).
+needed=$(awk '/^    (load|train|evaluation|checkpoint|final save) / {
+  for (i = 2; i <= NF; i++) if ($(i + 1) == "MiB") { if ($i + 0 > m) m = $i + 0; break } }
+  END { print m }' C1.log)
+[ -n "$needed" ] && [ "$needed" != 0 ] || fail "C1.log: no planned phases"
+resume_limit=$(python3 -c "print(int($needed * 1048576 * 1.02))")
+limited "$resume_limit" C2.log "$zero" train "${common[@]}" --output_dir C --save_steps 1 \
+  --resume_from_checkpoint C/checkpoint-1 ||
+  { cat C2.log; fail "C2 (resumed) under $resume_limit bytes"; }
+cat C2.log
+grep -q "resumed from" C2.log || fail "C2.log: not resumed"
+phases_within C2.log
+same A/model.safetensors C/model.safetensors
+
+# R: 60% of B's planned largest phase: refused before anything is allocated, naming a phase.
+largest=$(sed -n 's/.*the largest phase, [a-z ]*, needs \([0-9.]*\) MiB.*/\1/p' B.log | head -1)
+[ -n "$largest" ] || fail "B.log: no largest-phase line"
+small=$(python3 -c "print(int($largest * 1048576 * 0.6))")
+status=0
+limited "$small" R.log "$zero" train "${common[@]}" --output_dir R --save_steps 1 || status=$?
+cat R.log
+[ "$status" = 2 ] || fail "R: exit $status, not the refusal (2)"
+grep -q "does not fit: [a-z ]* needs .*, the node has .*memory cgroup's limit" R.log ||
+  fail "R.log does not name a phase and the cgroup's limit"
+[ ! -e R/model.safetensors ] || fail "R wrote a model"
 echo "memory limit ok"

@@ -21,6 +21,7 @@
 #include "zero/checkpoint/safetensors.h"
 #include "zero/comm/thread_communicator.h"
 #include "zero/gpt2/checkpoint_hf.h"
+#include "zero/gpt2/hf_weights.h"
 #include "zero/gpt2/model.h"
 #include "zero/train/trainer.h"
 
@@ -316,13 +317,15 @@ TEST(Planner, ModelFolderNeedsOnlyConfigJson) {
   EXPECT_EQ(setup.model->vocab_size, 1000);
   const train::RankPlan plan = train::plan_rank(setup, 2, 1);
   EXPECT_EQ(plan.parameters, config.num_parameters());
-  // Loading builds the whole fp32 model on every rank (load_pretrained): the bytes a real
-  // gpt2::GPT2Model allocates. The final save streams one unit at a time from the engine on rank
-  // 0: the writer's buffers and header only, unless --num_samples needs the whole model too.
+  // Loading streams the checkpoint into the rank's partitions (gpt2/hf_weights.h): one mapped
+  // chunk outside the ledger. The final save streams one unit at a time from the engine on rank
+  // 0: the writer's buffers and header only, unless --num_samples needs the whole model too (the
+  // bytes a real gpt2::GPT2Model allocates).
   MemoryLedger ledger;
   HostAllocator allocator(ledger);
   { const gpt2::GPT2Model whole(*setup.model, allocator); }
-  EXPECT_EQ(plan.load_host_bytes, ledger.space_total(MemorySpace::kHost).peak_bytes);
+  const std::int64_t whole_bytes = ledger.space_total(MemorySpace::kHost).peak_bytes;
+  EXPECT_EQ(plan.load_host_bytes, static_cast<std::int64_t>(gpt2::hf_load_buffer_bytes()));
   EXPECT_EQ(plan.save_host_bytes, 0);
   const std::int64_t buffers = static_cast<std::int64_t>(gpt2::hf_save_buffer_bytes(*setup.model));
   EXPECT_EQ(train::plan_rank(setup, 2, 0).save_host_bytes, buffers);
@@ -330,7 +333,7 @@ TEST(Planner, ModelFolderNeedsOnlyConfigJson) {
   EXPECT_LT(buffers, static_cast<std::int64_t>(kSafetensorsStreamBufferBytes) + (64 << 10));
   arguments.num_samples = 2;
   EXPECT_EQ(train::plan_rank(train::plan_setup(arguments, 2), 2, 0).save_host_bytes,
-            buffers + plan.load_host_bytes);
+            buffers + whole_bytes);
   arguments.num_samples = 0;
   arguments.config_overrides = "n_layer=4";
   EXPECT_THROW(train::plan_setup(arguments, 2), train::InputError);

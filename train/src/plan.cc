@@ -17,6 +17,7 @@
 #include "zero/factory/engine_factory.h"
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/engine_model.h"
+#include "zero/gpt2/hf_weights.h"
 #include "zero/gpt2/model.h"
 #include "zero/gpt2/units.h"
 #include "zero/optim/optimizers.h"
@@ -218,14 +219,17 @@ void plan_phases_after_load(const PlanSetup& setup, Engine& engine, PhaseRecorde
     evaluate();
     recorder.end(Phase::kEvaluation);
   }
+  // A checkpoint streams the shard files from where the states live (CheckpointSave over
+  // Engine::visit_shard_states: with NVMe offload one sub-group in host memory at a time).
+  const auto save_checkpoint = [&engine] { engine.visit_shard_states([](const ShardState&) {}); };
   if (phases.checkpoint) {
-    engine.shard_states();
+    save_checkpoint();
     recorder.end(Phase::kCheckpoint, checkpoint_outside);
     if (phases.step_after_checkpoint) {
       steps(1);
       recorder.end(Phase::kTrain);
       if (phases.checkpoint_at_last_step) {
-        engine.shard_states();
+        save_checkpoint();
         recorder.end(Phase::kCheckpoint, checkpoint_outside);
       }
     }
@@ -257,7 +261,10 @@ void plan_gpt2(const PlanSetup& setup, Engine& engine, int rank, RankPlan& plan,
     const gpt2::GPT2Model whole(config, allocator);
     return ledger.space_total(MemorySpace::kHost).peak_bytes;
   };
-  if (setup.pretrained) plan.load_host_bytes = whole_model_bytes();
+  // A pretrained model streams into the rank's partitions (gpt2/hf_weights.h): one mapped chunk
+  // of the file at a time outside the engine's ledger.
+  if (setup.pretrained)
+    plan.load_host_bytes = static_cast<std::int64_t>(gpt2::hf_load_buffer_bytes());
   // The final save streams one unit at a time (gpt2/engine_save.h): outside the engine's ledger
   // only the writer's buffers and a header (the gathered unit is the engine's). Samples
   // (--num_samples) need the whole model on rank 0 after it.
