@@ -11,6 +11,20 @@ from conftest import run_cli
 SEVEN_B = {"params": "7e9", "largest_layer_params": "2.1e8"}
 
 
+def without_measured(estimate):
+    """The estimate less what is measured in the planning process (its VmRSS, the baseline, and
+    what adds it: each phase's resident bytes and the node's verdict), which differs between the
+    Python process and the CLI's; the baseline is checked to be a measurement on its own."""
+    estimate = json.loads(json.dumps(estimate))
+    assert estimate.pop("baseline_bytes") > 0
+    node = estimate.pop("node")
+    assert node["bytes"] > 0
+    assert "the largest phase" in node["message"] or "does not fit" in node["message"]
+    for phase in estimate["phases"].values():
+        assert phase.pop("resident_host_bytes") > 0
+    return estimate
+
+
 def test_exception_hierarchy():
     assert issubclass(zero.ConfigError, zero.Error)
     assert issubclass(zero.InputError, zero.Error)
@@ -23,7 +37,7 @@ def test_estimate_is_the_cli_json(cli):
     theirs = json.loads(run_cli(cli, "estimate", "--json", "--num_gpus_per_node", 8,
                                 "--zero_stage", 3, "--gpu_memory", "80GiB", "--params", "7e9",
                                 "--largest_layer_params", "2.1e8").stdout)
-    assert ours == theirs
+    assert without_measured(ours) == without_measured(theirs)
     assert ours["hardware"]["num_gpus_per_node"] == 8
     assert ours["model"]["parameters"] > 6.9e9
 
@@ -38,7 +52,7 @@ def test_estimate_of_a_gpt2_model_with_a_config_dict(cli, tmp_path):
     theirs = json.loads(run_cli(cli, "estimate", "--json", "--deepspeed", path,
                                 "--num_gpus_per_node", 4, "--block_size", 256,
                                 "--config_overrides", "n_layer=4,n_embd=256,n_head=4").stdout)
-    assert ours == theirs
+    assert without_measured(ours) == without_measured(theirs)
     assert ours["configuration"]["stage"] == 2 and ours["configuration"]["micro_batch"] == 4
 
 
