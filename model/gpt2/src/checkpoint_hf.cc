@@ -18,16 +18,8 @@
 namespace zero::gpt2 {
 namespace {
 
-constexpr const char* kIndexName = "model.safetensors.index.json";
-constexpr const char* kSingleName = "model.safetensors";
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::ostringstream text;
-  text << "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) text << (i ? ", " : "") << shape[i];
-  text << ")";
-  return text.str();
-}
+constexpr const char* kIndexName = kHfWeightsIndexName;
+constexpr const char* kSingleName = kHfWeightsName;
 
 // One tensor of a saved file: where its values come from (unit, or extra tensor -1 - k) and
 // which file it goes to.
@@ -73,8 +65,8 @@ std::vector<PlannedTensor> plan_tensors(const GPT2Config& config,
     std::size_t count = 1;
     for (std::int64_t dimension : extra[k].shape) count *= static_cast<std::size_t>(dimension);
     ZERO_CHECK(count == extra[k].values.size(), "tensor '", extra[k].name, "' has ",
-               extra[k].values.size(), " values, its shape ", shape_text(extra[k].shape), " needs ",
-               count);
+               extra[k].values.size(), " values, its shape ", hf_shape_text(extra[k].shape),
+               " needs ", count);
     add({-1 - static_cast<int>(k), 0, count, extra[k].name, extra[k].shape, 0});
   }
   return tensors;

@@ -14,16 +14,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kIndexName = "model.safetensors.index.json";
-constexpr const char* kSingleName = "model.safetensors";
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::ostringstream text;
-  text << "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) text << (i ? ", " : "") << shape[i];
-  text << ")";
-  return text.str();
-}
+constexpr const char* kIndexName = kHfWeightsIndexName;
+constexpr const char* kSingleName = kHfWeightsName;
 
 // The index's weight_map: tensor name -> shard file name.
 std::map<std::string, std::string> read_weight_map(const fs::path& index) {
@@ -61,6 +53,14 @@ std::string canonical_name(const std::string& stored,
 }
 
 }  // namespace
+
+std::string hf_shape_text(const std::vector<std::int64_t>& shape) {
+  std::ostringstream text;
+  text << "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) text << (i ? ", " : "") << shape[i];
+  text << ")";
+  return text.str();
+}
 
 std::vector<fs::path> hf_weight_files(const fs::path& folder) {
   const fs::path index = folder / kIndexName;
@@ -115,8 +115,8 @@ HFWeights::HFWeights(const fs::path& folder, const GPT2Config& config,
       ZERO_CHECK(place != expected.end(), file.string(), ": unexpected tensor '", tensor.name,
                  "' for a GPT-2 of ", config.n_layer, " layers");
       ZERO_CHECK(tensor.shape == place->second.shape, file.string(), ": tensor '", tensor.name,
-                 "' has shape ", shape_text(tensor.shape), ", the config needs ",
-                 shape_text(place->second.shape));
+                 "' has shape ", hf_shape_text(tensor.shape), ", the config needs ",
+                 hf_shape_text(place->second.shape));
       const auto [previous, inserted] =
           stored_.emplace(name, Stored{readers_.size() - 1, t, place->second.model_num_elements});
       ZERO_CHECK(inserted, "tensor '", tensor.name, "' is stored twice: in ",

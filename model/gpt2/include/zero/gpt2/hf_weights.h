@@ -66,6 +66,13 @@ class HFWeights {
 // fills, at most: one chunk of mapped pages per reading rank, for the planner's load phase.
 inline constexpr std::size_t hf_load_buffer_bytes() { return SafetensorsReader::kStreamChunkBytes; }
 
+// Hugging Face's weight file names (transformers' SAFE_WEIGHTS_NAME and SAFE_WEIGHTS_INDEX_NAME).
+inline constexpr const char* kHfWeightsName = "model.safetensors";
+inline constexpr const char* kHfWeightsIndexName = "model.safetensors.index.json";
+
+// "(768, 2304)": a tensor shape as the errors about checkpoints name it.
+std::string hf_shape_text(const std::vector<std::int64_t>& shape);
+
 // The weight files of a checkpoint folder: model.safetensors, or the shards its index lists (each
 // checked to exist, naming the index and a tensor the missing shard holds), in name order.
 std::vector<std::filesystem::path> hf_weight_files(const std::filesystem::path& folder);
