@@ -3,14 +3,14 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "phase_memory.h"
 #include "prepare.h"
 #include "zero/comm/host_collectives.h"
 #include "zero/core/launch.h"
+#include "zero/core/node_memory.h"
 #include "zero/train/config_precedence.h"
 #include "zero/train/plan.h"
 
@@ -21,24 +21,6 @@ namespace {
 std::string value_of(const std::map<std::string, std::string>& environment, const char* name) {
   const auto found = environment.find(name);
   return found == environment.end() ? "" : found->second;
-}
-
-// A number from the first line of `path`; none when absent or not a number ("max").
-std::optional<std::int64_t> read_number(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  long long value = 0;
-  if (!(in >> value)) return std::nullopt;
-  return value;
-}
-
-std::int64_t mem_available_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  long long kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit)
-    if (key == "MemAvailable:") return static_cast<std::int64_t>(kib) * 1024;
-  return std::numeric_limits<std::int64_t>::max();
 }
 
 std::string gib(std::int64_t bytes) {
@@ -57,32 +39,17 @@ std::int64_t node_memory_bytes(const std::map<std::string, std::string>& environ
       input_error("ZERO_NODE_MEMORY_BYTES=", given, " is not a positive number of bytes");
     return bytes;
   }
-  std::int64_t bytes = mem_available_bytes();
-  const std::filesystem::path cgroup = "/sys/fs/cgroup";
-  if (const auto limit = read_number(cgroup / "memory.max")) {
-    bytes = std::min(bytes, *limit - read_number(cgroup / "memory.current").value_or(0));
-  } else if (const auto v1 = read_number(cgroup / "memory" / "memory.limit_in_bytes")) {
-    bytes =
-        std::min(bytes, *v1 - read_number(cgroup / "memory" / "memory.usage_in_bytes").value_or(0));
-  }
-  return bytes;
-}
-
-int ranks_per_node(const std::map<std::string, std::string>& environment, int world) {
-  for (const char* name :
-       {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"}) {
-    const int ranks = std::atoi(value_of(environment, name).c_str());
-    if (ranks > 0) return std::min(ranks, world);
-  }
-  return world;
+  return read_node_memory().limit_bytes();
 }
 
 std::int64_t planned_node_bytes(const TrainingArguments& arguments, int world, int ranks) {
   const RankPlan plan = plan_rank(plan_setup(arguments, world), world, 0);
-  const std::int64_t per_rank = plan.peaks.reserved_peak(MemorySpace::kDevice) +
-                                plan.peaks.reserved_peak(MemorySpace::kHost) +
-                                plan.peaks.reserved_peak(MemorySpace::kHostPinned);
-  return ranks * per_rank + std::max(ranks * plan.load_host_bytes, plan.save_host_bytes);
+  std::int64_t largest = 0;
+  for (std::size_t p = 0; p < kNumPhases; ++p)
+    if (plan.phases[p].runs)
+      largest = std::max(largest,
+                         planned_resident_bytes(plan, static_cast<Phase>(p), kTrainerDeviceIsHost));
+  return ranks * largest;
 }
 
 std::int64_t fitting_batch_size(const TrainingArguments& arguments, int world, int ranks,
@@ -123,8 +90,8 @@ std::string apply_auto_find_batch_size(TrainingArguments& arguments, Communicato
   const std::map<std::string, std::string> environment = process_environment();
   const int world = communicator.world_size();
   std::string note;
-  const std::int64_t batch = fitting_batch_size(
-      arguments, world, ranks_per_node(environment, world), node_memory_bytes(environment), note);
+  const std::int64_t batch = fitting_batch_size(arguments, world, ranks_on_this_node(world),
+                                                node_memory_bytes(environment), note);
   // Every rank runs the smallest batch any node fits (the maximum of the negated batches).
   float negated = -static_cast<float>(batch);
   all_reduce_host(communicator, context, {&negated, 1}, ReduceOp::kMax, "auto_find_batch_size");

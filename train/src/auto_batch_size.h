@@ -12,16 +12,15 @@
 
 namespace zero::train::detail {
 
-// The bytes this node can give the run: ZERO_NODE_MEMORY_BYTES when set, else the smaller of
-// /proc/meminfo's MemAvailable and the cgroup's memory.max less its memory.current (v2) or
-// memory.limit_in_bytes less memory.usage_in_bytes (v1). The ranks sharing it: LOCAL_WORLD_SIZE,
-// OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE, else `world`.
+// The bytes this node can give the run: ZERO_NODE_MEMORY_BYTES when set (tests), else what the
+// run plan's refusal checks against (read_node_memory(): MemTotal or the process's memory cgroup
+// limit, zero/core/node_memory.h), so a batch found here passes that check. The ranks sharing it:
+// the launcher's local world size, else `world` (ranks_on_this_node, phase_memory.h).
 std::int64_t node_memory_bytes(const std::map<std::string, std::string>& environment);
-int ranks_per_node(const std::map<std::string, std::string>& environment, int world);
 
-// What a plan (plan.h) of `arguments` at `world` ranks needs on one node: `ranks` ranks' device,
-// host and pinned bytes reserved at peak (the model runs on the CPU, so its "device" is host
-// memory too), plus the larger of every rank's load of a pretrained model and rank 0's save.
+// What a plan (plan.h) of `arguments` at `world` ranks needs on one node: `ranks` x its largest
+// phase's planned resident bytes (planned_resident_bytes: the model runs on the CPU, so its
+// "device" is host memory too), as the run plan's node check counts them.
 std::int64_t planned_node_bytes(const TrainingArguments& arguments, int world, int ranks);
 
 // The per-device batch from per_device_train_batch_size down, halving, until the plan fits

@@ -262,7 +262,7 @@ const Flag kRows[] = {
      .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
      .hf_default = both("False"),
      .help = "halve --per_device_train_batch_size until the run's memory plan fits the node "
-             "(MemAvailable and the cgroup's limit, or ZERO_NODE_MEMORY_BYTES), before anything "
+             "(MemTotal or the memory cgroup's limit, as the run plan reads it), before anything "
              "is allocated"},
     {.name = "eval_delay", .type = kFloat, .field = &T::eval_delay, .commands = kTrain,
      .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("0"),

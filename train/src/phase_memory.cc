@@ -34,12 +34,12 @@ PlanSetup setup_of(const TrainingArguments& arguments, const Prepared& prepared,
 
 // The ranks of this run on this node: the launcher's local world size, else the whole world
 // (launched without a launcher, every rank is here).
+}  // namespace
+
 int ranks_on_this_node(int world) {
   const LaunchInfo launch = detect_launch();
   return launch.launcher == Launcher::kNone ? world : std::max(launch.local_world_size, 1);
 }
-
-}  // namespace
 
 RunMemory::RunMemory(const TrainingArguments& arguments, const Prepared& prepared, bool resumes,
                      int world, const Console& console)

@@ -17,6 +17,9 @@
 
 namespace zero::train::detail {
 
+// The ranks sharing this node's memory: the launcher's local world size, else all `world`.
+int ranks_on_this_node(int world);
+
 // One rank's run: constructed before the engine allocates, it measures the baseline (VmRSS),
 // plans the run (rank 0's plan on every rank, so every rank decides alike), checks the node's
 // memory and the NVMe free space, and enters the load phase. Throws InputError naming the phase

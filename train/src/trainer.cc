@@ -53,9 +53,9 @@ using namespace detail;
 using nlohmann::json;
 
 // One rank's run of train(), every rank constructing and running one with the same arguments.
-// Construction checks every input (prepare(), the checkpoint to resume) and writes nothing; run()
-// builds the rank's device context, the engine and the task, trains with logs, evaluations and
-// checkpoints, and writes the final model and the result files.
+// Construction takes the rank's device context (made by train()), checks every input (prepare(),
+// the checkpoint to resume) and writes nothing; run() builds the engine and the task, trains with
+// logs, evaluations and checkpoints, and writes the final model and the result files.
 class Trainer {
  public:
   Trainer(const TrainingArguments& arguments, Communicator& communicator,
