@@ -19,21 +19,22 @@
 #         racecheck  compute-sanitizer --tool racecheck over the kernel tests
 #         kernels    gpt2_cuda_bench: every GPT-2 CUDA kernel of today at 124M shapes (B 16,
 #                    T 1024, bf16 GEMMs), time per call and its rate
+#         train      zero train: GPT-2 124M from scratch on tiny shakespeare (bundled with the
+#                    GPT-2 tokenizer), B 16, T 1024, bf16, AdamW, stages 0 and 3: tokens/s, MFU,
+#                    loss, the ledger's and nvidia-smi's peaks beside --dry_run's plan
 #         torch      benchmarks/gpt2_gpu_torch.py: PyTorch eager and torch.compile GPT-2 124M,
 #                    B 16, T 1024, bf16 autocast, fused AdamW: tokens/s, MFU, peak memory
 #       A rerun names only the steps to repeat: `scripts/gpu_check.sh run tests memcheck`.
 #       Writes DIR/summary.md (one row per step: status, seconds, the numbers) and at most one
-#       log per step (6 logs, each cut to 16 MiB) into DIR, default
+#       log per step (7 logs, each cut to 16 MiB) into DIR, default
 #       benchmarks/results/gpu_check_<date>_<device>. Exits 0 when every step that ran passed (a
 #       step without a GPU is "skipped: no CUDA device"), 1 otherwise.
-#       Not yet a step: GPT-2 trained by zero on the GPU (`zero train` runs the model on the CPU
-#       until GPT2Compute has a device path, issue 21); the kernels step times its parts.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 programs=(zero core_cuda_test comm_nccl_test gpt2_cuda_test gpt2_compute_cuda_test optim_cuda_test
           gpt2_cuda_bench)
 kernel_tests=(gpt2_cuda_test gpt2_compute_cuda_test optim_cuda_test core_cuda_test)
-all_steps=(env tests memcheck racecheck kernels torch)
+all_steps=(env tests memcheck racecheck kernels train torch)
 max_bundle_bytes=$((60 * 1024 * 1024))
 
 usage() {
@@ -67,6 +68,16 @@ build() {
   staging=$(mktemp -d)
   trap 'rm -rf "$staging"' RETURN
   bash "$root/scripts/bundle.sh" --output "$staging/bundle" --target-cuda "${executables[@]}"
+  # The train step's data (../shared/data does not travel to the device): the GPT-2 tokenizer and
+  # tiny shakespeare, into the bundle only (git-ignored), never into the project.
+  local data=${ZERO_SHARED_DATA:-$root/../shared/data}
+  if [[ -f "$data/gpt2/vocab.json" && -f "$data/tinyshakespeare/input.txt" ]]; then
+    mkdir -p "$staging/bundle/data/gpt2"
+    cp "$data/gpt2/vocab.json" "$data/gpt2/merges.txt" "$staging/bundle/data/gpt2/"
+    cp "$data/tinyshakespeare/input.txt" "$staging/bundle/data/"
+  else
+    echo "gpu_check.sh: no $data/gpt2 or tinyshakespeare: the train step will be skipped" >&2
+  fi
   mkdir -p "$(dirname "$output")"
   tar -C "$staging" -cJf "$output.partial" bundle
   local bytes
@@ -152,13 +163,25 @@ step_tests() {
   local test failed=0 status
   for test in core_cuda_test gpt2_cuda_test gpt2_compute_cuda_test optim_cuda_test comm_nccl_test; do
     echo "==== $test"
-    "$BIN/$test" --gtest_color=no && status=0 || status=$?
-    # 77: every case skipped itself (tests/common/skip_status.h), as they do without a device.
+    status=0
+    "$BIN/$test" --gtest_color=no >"$RESULTS/tests.$test.out" 2>&1 || status=$?
+    cat "$RESULTS/tests.$test.out"
+    # 77: cases skipped themselves (tests/common/skip_status.h): all of them without a device; on
+    # a device only the multi-rank cases of a world-1 run may, and nothing may fail.
+    if [[ $status -eq 77 && $GPU_COUNT -gt 0 ]]; then
+      if grep -aq '^\[  FAILED  \]' "$RESULTS/tests.$test.out"; then
+        status=1
+      else
+        echo "NOTE: $test: $(grep -ac '^\[  SKIPPED \] [A-Za-z]' "$RESULTS/tests.$test.out") case(s) skipped ($(grep -a '^zero: skipped' "$RESULTS/tests.$test.out" | sed 's/^zero: skipped //' | paste -sd';'))"
+        status=0
+      fi
+    fi
     if [[ $status -ne 0 && ! ( $status -eq 77 && $GPU_COUNT -eq 0 ) ]]; then
       echo "FAILED: $test (exit $status)"
       failed=$((failed + 1))
     fi
   done
+  rm -f "$RESULTS"/tests.*.out
   [[ $failed -eq 0 ]] || { echo "NOTE: $failed test program(s) failed"; return 1; }
   if [[ $GPU_COUNT -gt 0 ]]; then
     echo "NOTE: 5 test programs passed"
@@ -189,6 +212,67 @@ step_kernels() {
   output=$("$BIN/gpt2_cuda_bench" --batch 16 --seq 1024) || { echo "$output"; return 1; }
   echo "$output"
   echo "NOTE: $(grep -a '^total' <<<"$output" | head -n 1)"
+}
+
+# zero train on the device: GPT-2 124M from scratch on tiny shakespeare with the GPT-2 tokenizer,
+# B 16, T 1024, bf16, AdamW, ZeRO stages 0 and 3 at world 1. For each stage: the plan
+# (--dry_run), the run with the device's memory sampled by nvidia-smi, and a NOTE with tokens/s
+# (the median of the logged intervals after the first), MFU as benchmarks/gpt2_gpu_torch.py
+# computes it, the loss, the ledger's peak, nvidia-smi's peak and the plan's train phase.
+# ZERO_GPU_CHECK_TRAIN_SHAPE (config_overrides), _BATCH, _BLOCK and _STEPS shrink it for a try on
+# a CPU (ZERO_GPU_CHECK_TRAIN_ON_CPU=1).
+step_train() {
+  [[ $GPU_COUNT -gt 0 || -n "${ZERO_GPU_CHECK_TRAIN_ON_CPU:-}" ]] || { echo "SKIPPED: no CUDA device"; return 0; }
+  local data=$BIN/../data
+  [[ -f $data/input.txt ]] || { echo "SKIPPED: no data in the bundle (../shared/data was absent when it was built)"; return 0; }
+  local shape=${ZERO_GPU_CHECK_TRAIN_SHAPE:-} batch=${ZERO_GPU_CHECK_TRAIN_BATCH:-16}
+  local block=${ZERO_GPU_CHECK_TRAIN_BLOCK:-1024} steps=${ZERO_GPU_CHECK_TRAIN_STEPS:-30}
+  local work stage failed=0 sampler
+  work=$(mktemp -d)
+  for stage in 0 3; do
+    echo "==== zero train, ZeRO stage $stage"
+    printf '{"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "bf16": {"enabled": true}, "zero_optimization": {"stage": %d}}\n' \
+      "$stage" >"$work/ds$stage.json"
+    local args=(train --model_type gpt2 ${shape:+--config_overrides "$shape"} --tokenizer_name "$data/gpt2"
+                --train_file "$data/input.txt" --do_train True --block_size "$block"
+                --per_device_train_batch_size "$batch" --max_steps "$steps" --learning_rate 6e-4
+                --warmup_steps 5 --weight_decay 0.1 --logging_steps 5 --include_tokens_per_second True
+                --bf16 True --seed 42 --save_strategy no --deepspeed "$work/ds$stage.json"
+                --output_dir "$work/out$stage" --overwrite_output_dir True)
+    "$BIN/zero" "${args[@]}" --dry_run True >"$work/plan$stage.log" 2>&1 || { cat "$work/plan$stage.log"; failed=$((failed + 1)); continue; }
+    cat "$work/plan$stage.log"
+    sampler=""
+    if [[ $GPU_COUNT -gt 0 ]]; then
+      nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >"$work/memory$stage" 2>/dev/null &
+      sampler=$!
+    fi
+    local status=0
+    "$BIN/zero" "${args[@]}" >"$work/train$stage.log" 2>&1 || status=$?
+    [[ -n "$sampler" ]] && { kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true; }
+    cat "$work/train$stage.log"
+    if [[ $status -ne 0 ]]; then
+      echo "NOTE: stage $stage: zero train failed (exit $status)"
+      failed=$((failed + 1))
+      continue
+    fi
+    local params tokens_per_s loss first_loss ledger smi plan layers width
+    params=$(grep -aom1 '[0-9.]*M parameters' "$work/train$stage.log" | sed 's/M parameters//')
+    layers=$(grep -aom1 '[0-9]* layers' "$work/train$stage.log" | sed 's/ layers//')
+    width=$(grep -aom1 'width [0-9]*' "$work/train$stage.log" | sed 's/width //')
+    tokens_per_s=$(grep -a '^step ' "$work/train$stage.log" | tail -n +2 | grep -ao '[0-9.]* tokens/s' |
+                   sed 's/ tokens.s//' | sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print 0}')
+    first_loss=$(grep -a '^step ' "$work/train$stage.log" | head -n 1 | grep -ao 'loss [0-9.]*' | head -n 1)
+    loss=$(grep -a '^step ' "$work/train$stage.log" | tail -n 1 | grep -ao 'loss [0-9.]*' | head -n 1)
+    ledger=$(grep -a '^step ' "$work/train$stage.log" | tail -n 1 | grep -ao 'memory peak MiB per rank [0-9.]*' | sed 's/.* //')
+    smi=$(sort -n "$work/memory$stage" 2>/dev/null | tail -n 1)
+    plan=$(grep -a '^    train ' "$work/plan$stage.log" | grep -ao 'device [0-9.]* [GM]iB' | head -n 1)
+    local mfu
+    mfu=$(awk -v p="$params" -v l="$layers" -v c="$width" -v t="$block" -v r="$tokens_per_s" \
+          'BEGIN {printf "%.3f", (6 * p * 1e6 + 12 * l * c * t) * r / 989e12}')
+    echo "NOTE: stage $stage: ${tokens_per_s} tokens/s, MFU ${mfu} (989 TFLOP/s peak), ${first_loss} -> ${loss#loss }, ledger peak ${ledger:-?} MiB, nvidia-smi peak ${smi:-?} MiB, plan train ${plan:-?}"
+  done
+  rm -rf "$work"
+  [[ $failed -eq 0 ]]
 }
 
 step_torch() {
@@ -251,8 +335,8 @@ run() {
   local library_path
   library_path=$(cuda_library_path)
   export LD_LIBRARY_PATH="${library_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export BIN=$bin GPU_COUNT=$gpu_count ROOT=$root KERNEL_TESTS="${kernel_tests[*]}"
-  export -f step_env step_tests sanitize step_memcheck step_racecheck step_kernels step_torch
+  export BIN=$bin GPU_COUNT=$gpu_count ROOT=$root KERNEL_TESTS="${kernel_tests[*]}" RESULTS=$results
+  export -f step_env step_tests sanitize step_memcheck step_racecheck step_kernels step_train step_torch
 
   {
     echo "# gpu_check $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n)"
@@ -268,12 +352,13 @@ run() {
   local name
   for name in "${steps[@]}"; do
     case "$name" in
-      # 300 s in all: a GPU window is ~15 minutes with the machine's start, and a rerun must fit.
+      # 450 s at most, ~250 s on an H100: a GPU window is ~15 minutes with the machine's start.
       env) step env 20 step_env ;;
       tests) step tests 45 step_tests ;;
       memcheck) step memcheck 45 step_memcheck ;;
       racecheck) step racecheck 45 step_racecheck ;;
       kernels) step kernels 25 step_kernels ;;
+      train) step train 150 step_train ;;
       torch) step torch 120 step_torch ;;
     esac
   done
