@@ -226,7 +226,7 @@ step_train() {
   local data=$BIN/../data
   [[ -f $data/input.txt ]] || { echo "SKIPPED: no data in the bundle (../shared/data was absent when it was built)"; return 0; }
   local shape=${ZERO_GPU_CHECK_TRAIN_SHAPE:-} batch=${ZERO_GPU_CHECK_TRAIN_BATCH:-16}
-  local block=${ZERO_GPU_CHECK_TRAIN_BLOCK:-1024} steps=${ZERO_GPU_CHECK_TRAIN_STEPS:-30}
+  local block=${ZERO_GPU_CHECK_TRAIN_BLOCK:-1024} steps=${ZERO_GPU_CHECK_TRAIN_STEPS:-20}
   local work stage failed=0 sampler
   work=$(mktemp -d)
   for stage in 0 3; do
