@@ -14,7 +14,8 @@
 #         env        zero env, nvidia-smi, zero env --check_comm (NCCL over device buffers)
 #         tests      every cuda-labelled test executable (kernels against their CPU oracle,
 #                    GPT2Compute on CUDA against the CPU one, the CUDA device context and
-#                    allocators, NCCL at world 1, the fused optimizers)
+#                    allocators, NCCL at world 1, the fused optimizers, zero::train on the
+#                    device against the same run on the CPU)
 #         memcheck   compute-sanitizer --tool memcheck over the kernel tests (small shapes)
 #         racecheck  compute-sanitizer --tool racecheck over the kernel tests
 #         kernels    gpt2_cuda_bench: every GPT-2 CUDA kernel of today at 124M shapes (B 16,
@@ -32,7 +33,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 programs=(zero core_cuda_test comm_nccl_test gpt2_cuda_test gpt2_compute_cuda_test optim_cuda_test
-          gpt2_cuda_bench)
+          train_cuda_test gpt2_cuda_bench)
 kernel_tests=(gpt2_cuda_test gpt2_compute_cuda_test optim_cuda_test core_cuda_test)
 all_steps=(env tests memcheck racecheck kernels train torch)
 max_bundle_bytes=$((60 * 1024 * 1024))
@@ -161,7 +162,8 @@ step_env() {
 
 step_tests() {
   local test failed=0 status
-  for test in core_cuda_test gpt2_cuda_test gpt2_compute_cuda_test optim_cuda_test comm_nccl_test; do
+  for test in core_cuda_test gpt2_cuda_test gpt2_compute_cuda_test optim_cuda_test comm_nccl_test \
+              train_cuda_test; do
     echo "==== $test"
     status=0
     "$BIN/$test" --gtest_color=no >"$RESULTS/tests.$test.out" 2>&1 || status=$?
@@ -184,7 +186,7 @@ step_tests() {
   rm -f "$RESULTS"/tests.*.out
   [[ $failed -eq 0 ]] || { echo "NOTE: $failed test program(s) failed"; return 1; }
   if [[ $GPU_COUNT -gt 0 ]]; then
-    echo "NOTE: 5 test programs passed"
+    echo "NOTE: 6 test programs passed"
   else
     echo "SKIPPED: no CUDA device (the tests skipped themselves)"
   fi

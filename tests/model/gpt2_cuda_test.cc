@@ -179,17 +179,18 @@ TEST_F(Gpt2CudaTest, GeluForwardBackward) {
   cuda::gelu_forward(d_out.get(), d_inp.get(), n, nullptr);
   cuda::gelu_backward(d_dinp.get(), d_inp.get(), d_dout.get(), n, nullptr);
   // The CPU's tanh is Eigen's rational approximation, the GPU's tanhf: 1 + tanh(z) for z ≪ 0
-  // cancels (and the backward's 0.5(1 + t) + 0.5x(1 - t²)·... cancels again), so an element near
-  // x ≈ -3 carries a few ulps of 1 as absolute error: 1.28e-6 at dinp 5.8e-4 on an H100. The
-  // tensor is held to the 1e-5 in relative L2 norm, each element to an absolute 4e-6.
+  // cancels (and the backward's 0.5(1 + t) + 0.5x(1 - t²)·... cancels again), and Eigen's tanh
+  // reaches ±1 sooner than tanhf in the tails: on an H100, 1.28e-6 at dinp 5.8e-4 and -9.0e-6
+  // where the CPU gives exactly 0 (1 - t² = 0). The tensor is held to the 1e-5 in relative
+  // L2 norm, each element to an absolute 2e-5.
   expect_close(d_out.host(), out, kFp32, 1e-6, "gelu out");
   expect_relative_l2(d_out.host(), out, 1e-5, "gelu out");
-  expect_close(d_dinp.host(), dinp, kFp32, 4e-6, "gelu dinp");
+  expect_close(d_dinp.host(), dinp, kFp32, 2e-5, "gelu dinp");
   expect_relative_l2(d_dinp.host(), dinp, 1e-5, "gelu dinp");
   // In place (dinp aliasing dout).
   DeviceArray<float> d_inplace(dout);
   cuda::gelu_backward(d_inplace.get(), d_inp.get(), d_inplace.get(), n, nullptr);
-  expect_close(d_inplace.host(), dinp, kFp32, 4e-6, "gelu dinp in place");
+  expect_close(d_inplace.host(), dinp, kFp32, 2e-5, "gelu dinp in place");
   expect_relative_l2(d_inplace.host(), dinp, 1e-5, "gelu dinp in place");
 }
 

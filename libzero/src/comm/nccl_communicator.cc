@@ -98,7 +98,7 @@ class NcclStream final : public Stream {
     if (failure_->failed) ZERO_THROW(failure_->get());
   }
   const std::string& name() const override { return inner_->name(); }
-  Stream& inner() { return *inner_; }
+  Stream& underlying() override { return inner_->underlying(); }
 
  private:
   std::unique_ptr<Stream> inner_;
@@ -121,7 +121,7 @@ class NcclCommunicator final : public Communicator {
         rank_(rank),
         world_size_(world_size) {
     ZERO_CUDA_CHECK(cudaSetDevice(device_));
-    native_ = detail::native_cuda_stream(static_cast<NcclStream&>(stream()).inner());
+    native_ = detail::native_cuda_stream(stream());
     ZERO_NCCL_CHECK(ncclCommInitRank(&comm_, world_size_, id, rank_));
     const char* check = std::getenv("ZERO_COMM_CHECK");
     check_calls_ = check == nullptr || std::string(check) != "0";
@@ -209,7 +209,7 @@ class NcclCommunicator final : public Communicator {
     // watchdog has aborted NCCL (so the mismatched data collective returns at once).
     std::shared_ptr<Failure> failure = failure_;
     const int rank = rank_, world = world_size_;
-    static_cast<NcclStream&>(stream()).inner().submit([failure, info, host, rank, world] {
+    stream().underlying().submit([failure, info, host, rank, world] {
       std::vector<detail::WireCall> calls(world);
       std::memcpy(calls.data(), host, world * sizeof(detail::WireCall));
       try {

@@ -102,7 +102,7 @@ cudaStream_t native(Stream& stream) { return detail::native_cuda_stream(stream);
 }  // namespace
 
 cudaStream_t detail::native_cuda_stream(Stream& stream) {
-  auto* cuda_stream = dynamic_cast<CudaStream*>(&stream);
+  auto* cuda_stream = dynamic_cast<CudaStream*>(&stream.underlying());
   ZERO_CHECK(cuda_stream != nullptr, "stream '", stream.name(),
              "' is not a CUDA stream: the CUDA device context runs on its own streams");
   return cuda_stream->get();

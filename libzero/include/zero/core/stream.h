@@ -56,6 +56,10 @@ class Stream {
   // Blocks until everything submitted has run; rethrows the stream's first error, if any.
   virtual void synchronize() = 0;
   virtual const std::string& name() const = 0;
+  // The stream that runs this one's work: itself, or for a decorator (the NCCL communicator's,
+  // which adds its failure to synchronize()) the stream it wraps, so a backend finds its own
+  // native stream (a cudaStream_t) behind any wrapper.
+  virtual Stream& underlying() { return *this; }
 
  protected:
   Stream() = default;
