@@ -9,6 +9,7 @@
 #include "phase_memory.h"
 #include "prepare.h"
 #include "zero/comm/host_collectives.h"
+#include "zero/core/cuda_ops.h"
 #include "zero/core/launch.h"
 #include "zero/core/node_memory.h"
 #include "zero/train/config_precedence.h"
@@ -43,17 +44,21 @@ std::int64_t node_memory_bytes(const std::map<std::string, std::string>& environ
 }
 
 std::int64_t planned_node_bytes(const TrainingArguments& arguments, int world, int ranks) {
-  const RankPlan plan = plan_rank(plan_setup(arguments, world), world, 0);
+  const PlanSetup setup = plan_setup(arguments, world);
+  const RankPlan plan = plan_rank(setup, world, 0);
   std::int64_t largest = 0;
-  for (std::size_t p = 0; p < kNumPhases; ++p)
-    if (plan.phases[p].runs)
-      largest = std::max(largest,
-                         planned_resident_bytes(plan, static_cast<Phase>(p), kTrainerDeviceIsHost));
-  return ranks * largest;
+  for (std::size_t p = 0; p < kNumPhases; ++p) {
+    if (!plan.phases[p].runs) continue;
+    largest = std::max(largest, setup.device_is_host
+                                    ? planned_resident_bytes(plan, static_cast<Phase>(p), true)
+                                    : plan.phases[p].in(MemorySpace::kDevice));
+  }
+  return setup.device_is_host ? ranks * largest : largest + GpuAllowance{}.total();
 }
 
 std::int64_t fitting_batch_size(const TrainingArguments& arguments, int world, int ranks,
-                                std::int64_t node_bytes, std::string& note) {
+                                std::int64_t budget_bytes, std::string& note,
+                                const std::string& budget) {
   if (arguments.task != "causal-lm")
     input_error(
         "--auto_find_batch_size: the planner plans --task causal-lm runs only; give "
@@ -73,15 +78,16 @@ std::int64_t fitting_batch_size(const TrainingArguments& arguments, int world, i
     const std::int64_t bytes = planned_node_bytes(trial, world, ranks);
     tried << (batch == arguments.per_device_train_batch_size ? "" : ", ") << batch << ": "
           << gib(bytes);
-    if (bytes <= node_bytes) {
+    if (bytes <= budget_bytes) {
       note = "--auto_find_batch_size: per_device_train_batch_size " + std::to_string(batch) +
-             " (planned per node of " + std::to_string(ranks) + " rank(s): " + tried.str() +
-             "; the node has " + gib(node_bytes) + ")";
+             " (planned for " + budget + ", " + std::to_string(ranks) +
+             " rank(s) per node: " + tried.str() + "; " + budget + " has " + gib(budget_bytes) +
+             ")";
       return batch;
     }
   }
-  input_error("--auto_find_batch_size: no micro-batch fits this node's ", gib(node_bytes),
-              " (planned per node of ", ranks, " rank(s): ", tried.str(),
+  input_error("--auto_find_batch_size: no micro-batch fits ", budget, "'s ", gib(budget_bytes),
+              " (planned for ", ranks, " rank(s) per node: ", tried.str(),
               "); give the run more memory, more ranks or a ZeRO stage that shards more");
 }
 
@@ -90,8 +96,21 @@ std::string apply_auto_find_batch_size(TrainingArguments& arguments, Communicato
   const std::map<std::string, std::string> environment = process_environment();
   const int world = communicator.world_size();
   std::string note;
-  const std::int64_t batch = fitting_batch_size(arguments, world, ranks_on_this_node(world),
-                                                node_memory_bytes(environment), note);
+  // A CUDA rank is bounded by its own GPU's memory, a CPU rank by the node's.
+  const Device device = context.device();
+  std::int64_t budget_bytes = 0;
+  std::string budget = "this node";
+  if (device.kind == DeviceKind::kCuda) {
+    budget = device.to_string();
+    for (const CudaDeviceInfo& info : cuda_devices())
+      if (info.index == device.index)
+        budget_bytes = static_cast<std::int64_t>(info.total_memory_bytes);
+    ZERO_CHECK(budget_bytes > 0, "--auto_find_batch_size: cannot read the memory of ", budget);
+  } else {
+    budget_bytes = node_memory_bytes(environment);
+  }
+  const std::int64_t batch =
+      fitting_batch_size(arguments, world, ranks_on_this_node(world), budget_bytes, note, budget);
   // Every rank runs the smallest batch any node fits (the maximum of the negated batches).
   float negated = -static_cast<float>(batch);
   all_reduce_host(communicator, context, {&negated, 1}, ReduceOp::kMax, "auto_find_batch_size");

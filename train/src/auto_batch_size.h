@@ -18,15 +18,18 @@ namespace zero::train::detail {
 // the launcher's local world size, else `world` (ranks_on_this_node, phase_memory.h).
 std::int64_t node_memory_bytes(const std::map<std::string, std::string>& environment);
 
-// What a plan (plan.h) of `arguments` at `world` ranks needs on one node: `ranks` x its largest
-// phase's planned resident bytes (planned_resident_bytes: the model runs on the CPU, so its
-// "device" is host memory too), as the run plan's node check counts them.
+// What a plan (plan.h) of `arguments` at `world` ranks needs of the memory that bounds it. On the
+// CPU backend (trainer_device_is_host) the node's: `ranks` x its largest phase's planned resident
+// bytes, as the run plan's node check counts them. On a CUDA device its own GPU's: the largest
+// phase's device bytes + the GPU allowance (GpuAllowance: CUDA context, cuBLAS, NCCL).
 std::int64_t planned_node_bytes(const TrainingArguments& arguments, int world, int ranks);
 
 // The per-device batch from per_device_train_batch_size down, halving, until the plan fits
-// `node_bytes`; throws InputError when even 1 does not fit. `note` gets the start-log line.
+// `budget_bytes` of `budget` ("this node", "cuda:0"); throws InputError when even 1 does not
+// fit. `note` gets the start-log line.
 std::int64_t fitting_batch_size(const TrainingArguments& arguments, int world, int ranks,
-                                std::int64_t node_bytes, std::string& note);
+                                std::int64_t budget_bytes, std::string& note,
+                                const std::string& budget = "this node");
 
 // train()'s step (all ranks): the batch every rank can run (the smallest any rank's node fits),
 // set in `arguments`; returns the note for rank 0's log.

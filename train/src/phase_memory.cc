@@ -22,6 +22,7 @@ PlanSetup setup_of(const TrainingArguments& arguments, const Prepared& prepared,
   setup.model = prepared.model_config;
   setup.pretrained = prepared.pretrained;
   setup.batch_size = arguments.per_device_train_batch_size;
+  setup.device_is_host = trainer_device_is_host(arguments);
   setup.seq_len = prepared.block_size;
   setup.gradient_checkpointing = arguments.gradient_checkpointing;
   setup.generates_samples = arguments.num_samples > 0;
@@ -57,10 +58,11 @@ RunMemory::RunMemory(const TrainingArguments& arguments, const Prepared& prepare
     console_.say("memory plan: not planned (%s); no phase is checked\n", error.what());
     return;
   }
+  device_is_host_ = setup.device_is_host;
   measure_baseline(plan, "VmRSS of this rank before the engine allocates");
   const int ranks = ranks_on_this_node(world);
   console_.say("memory plan (rank 0 of %d, %d on this node):\n%s", world, ranks,
-               format_phases(plan, kTrainerDeviceIsHost).c_str());
+               format_phases(plan, setup.device_is_host).c_str());
   // The NVMe swap folders' room first: a refusal there names a path, not a setting.
   as_input_error("memory plan",
                  [&] { check_nvme_free_space(nvme_needs(plan, setup.engine, ranks)); });
@@ -71,11 +73,11 @@ RunMemory::RunMemory(const TrainingArguments& arguments, const Prepared& prepare
     console_.say("memory plan: not checked against the node (%s)\n", error.what());
   }
   if (node) {
-    const NodeFit fit = node_fit(plan, ranks, *node, kTrainerDeviceIsHost);
+    const NodeFit fit = node_fit(plan, ranks, *node, setup.device_is_host);
     console_.say("memory plan: %s\n", fit.message().c_str());
     if (!fit.fits) {
       const FitProposal proposal =
-          propose_fit(setup, world, ranks, *node, kTrainerDeviceIsHost, plan.baseline_bytes);
+          propose_fit(setup, world, ranks, *node, setup.device_is_host, plan.baseline_bytes);
       std::string advice =
           "no setting tried (smaller sub_group_size, stage3_max_live_parameters, "
           "bucket sizes; offload to host memory or NVMe) makes it fit";
@@ -123,7 +125,7 @@ std::vector<TrainResult::PhaseMemory> RunMemory::finish(Communicator& communicat
       largest = std::max(largest, all[r * kNumPhases + p]);
     if (largest < 0) continue;
     const auto phase = static_cast<Phase>(p);
-    const std::int64_t planned = planned_resident_bytes(*plan_, phase, kTrainerDeviceIsHost);
+    const std::int64_t planned = planned_resident_bytes(*plan_, phase, device_is_host_);
     const auto measured = static_cast<std::int64_t>(static_cast<double>(largest) * 1048576.0);
     phases.push_back({phase, measured, planned});
     console_.say(

@@ -59,6 +59,7 @@ class RunMemory {
  private:
   const Console& console_;
   std::optional<RankPlan> plan_;  // unset: the run is not planned (text classification)
+  bool device_is_host_ = true;    // the CPU backend: device bytes are resident host bytes
   Phase current_ = Phase::kLoad;
   std::array<std::int64_t, kNumPhases> measured_{};  // -1: not entered
   bool measures_ = false;                            // VmHWM can be reset here

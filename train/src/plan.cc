@@ -83,6 +83,7 @@ PlanSetup plan_setup(const TrainingArguments& arguments, int world_size,
     input_error("--dry_run plans --task causal-lm only; --task ", arguments.task,
                 " is not planned yet");
   PlanSetup setup;
+  setup.device_is_host = trainer_device_is_host(arguments);
   // The model's config, as prepare() finds it, without reading weights or data.
   gpt2::GPT2Config config;
   const bool pretrained = !arguments.model_name_or_path.empty();
@@ -147,6 +148,7 @@ PlanSetup plan_setup_from_counts(const TrainingArguments& arguments, std::int64_
     input_error("--largest_layer_params must be in [1, --params ", total_params, "], got ",
                 largest_layer_params);
   PlanSetup setup;
+  setup.device_is_host = trainer_device_is_host(arguments);
   setup.total_params = total_params;
   setup.largest_layer_params = largest_layer_params;
   setup.batch_size = arguments.per_device_train_batch_size;

@@ -143,6 +143,10 @@ PhaseSchedule plan_phases(const TrainingArguments& arguments, std::int64_t total
   return schedule;
 }
 
+bool trainer_device_is_host(const TrainingArguments& arguments) {
+  return choose_device(arguments.use_cpu).device.kind == DeviceKind::kCpu;
+}
+
 std::int64_t planned_resident_bytes(const RankPlan& plan, Phase phase, bool device_is_host) {
   return planned_resident_bytes(plan, plan.phase(phase), device_is_host);
 }
@@ -317,18 +321,18 @@ std::string check_against_this_node(const PlanSetup& setup, RankPlan& plan, int 
   measure_baseline(plan,
                    "VmRSS of this planning process: the libraries, no data, no peers; "
                    "zero train measures its own before the engine allocates");
-  std::string out = format_phases(plan, kTrainerDeviceIsHost);
+  std::string out = format_phases(plan, setup.device_is_host);
   NodeMemory node;
   try {
     node = read_node_memory();
   } catch (const Error& error) {
     return out + "  this node: not checked (" + error.what() + ")\n";
   }
-  const NodeFit fit = node_fit(plan, ranks_per_node, node, kTrainerDeviceIsHost);
+  const NodeFit fit = node_fit(plan, ranks_per_node, node, setup.device_is_host);
   out += "  this node, " + std::to_string(ranks_per_node) + " rank(s): " + fit.message() + "\n";
   if (!fit.fits) {
     const FitProposal proposal = propose_fit(setup, world_size, ranks_per_node, node,
-                                             kTrainerDeviceIsHost, plan.baseline_bytes);
+                                             setup.device_is_host, plan.baseline_bytes);
     if (proposal.found) {
       out += "  it fits with (planned again):";
       for (const std::string& setting : proposal.settings) out += "\n    " + setting;

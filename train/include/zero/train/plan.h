@@ -92,6 +92,7 @@ struct PlanSetup {
   std::int64_t total_params = 0;
   std::int64_t largest_layer_params = 0;
   std::int64_t batch_size = 1;  // per rank, per micro-step
+  bool device_is_host = true;   // trainer_device_is_host(): the CPU backend
   std::int64_t seq_len = 1;
   bool gradient_checkpointing = false;
   bool pretrained = false;         // weights loaded from --model_name_or_path (load_host_bytes)
@@ -201,8 +202,10 @@ std::string format_phases(const RankPlan& plan, bool device_is_host);
 
 // ---- whether a run fits the node it runs on ----
 
-// The trainer's device is host memory (make_cpu_context() is the device it makes).
-inline constexpr bool kTrainerDeviceIsHost = true;
+// Whether the device zero::train picks for these arguments (choose_device, zero/core/launch.h)
+// keeps its "device" memory in host memory: the CPU backend's. On a CUDA device the device bytes
+// are GPU memory, not part of the process's resident peak or of the node's memory.
+bool trainer_device_is_host(const TrainingArguments& arguments);
 
 // A plan against the node's memory: every phase's resident bytes times the ranks on the node,
 // visit by visit in the run's order.
