@@ -16,31 +16,37 @@ namespace {
 using kernels::DeviceThread;
 using kernels::launch_kernel;
 
+// Blocks per SM the register allocation leaves room for (ptxas caps registers to fit them).
+constexpr int flash_min_blocks(int HP) { return HP <= 64 ? 2 : 1; }
+
 __device__ __forceinline__ float* flash_shared() {
   extern __shared__ float flash_shared_floats[];
   return flash_shared_floats;
 }
 
 template <int HP, bool kDelta>
-__global__ void flash_forward_kernel(float* out, float* stats, const float* dout, const float* qkv,
-                                     std::int64_t B, std::int64_t T, std::int64_t C,
-                                     std::int64_t NH, DropoutSite dropout) {
+__launch_bounds__(kFlashThreads, flash_min_blocks(HP)) __global__
+    void flash_forward_kernel(float* out, float* stats, const float* dout, const float* qkv,
+                              std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                              DropoutSite dropout) {
   flash_forward_body<HP, kDelta>(DeviceThread{}, flash_shared(), out, stats, dout, qkv, B, T, C, NH,
                                  dropout);
 }
 
 template <int HP>
-__global__ void flash_dkv_kernel(float* dqkv, const float* dout, const float* qkv, const float* lse,
-                                 const float* delta, std::int64_t B, std::int64_t T, std::int64_t C,
-                                 std::int64_t NH, DropoutSite dropout) {
+__launch_bounds__(kFlashThreads, flash_min_blocks(HP)) __global__
+    void flash_dkv_kernel(float* dqkv, const float* dout, const float* qkv, const float* lse,
+                          const float* delta, std::int64_t B, std::int64_t T, std::int64_t C,
+                          std::int64_t NH, DropoutSite dropout) {
   flash_dkv_body<HP>(DeviceThread{}, flash_shared(), dqkv, dout, qkv, lse, delta, B, T, C, NH,
                      dropout);
 }
 
 template <int HP>
-__global__ void flash_dq_kernel(float* dqkv, const float* dout, const float* qkv, const float* lse,
-                                const float* delta, std::int64_t B, std::int64_t T, std::int64_t C,
-                                std::int64_t NH, DropoutSite dropout) {
+__launch_bounds__(kFlashThreads, flash_min_blocks(HP)) __global__
+    void flash_dq_kernel(float* dqkv, const float* dout, const float* qkv, const float* lse,
+                         const float* delta, std::int64_t B, std::int64_t T, std::int64_t C,
+                         std::int64_t NH, DropoutSite dropout) {
   flash_dq_body<HP>(DeviceThread{}, flash_shared(), dqkv, dout, qkv, lse, delta, B, T, C, NH,
                     dropout);
 }

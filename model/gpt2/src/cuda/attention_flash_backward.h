@@ -49,10 +49,12 @@ ZERO_HOST_DEVICE void flash_dkv_body(const Thread& thread, float* shared, float*
     float s[kFlashPer][kFlashPer] = {}, dp[kFlashPer][kFlashPer] = {};
     flash_scores<HP>(s, k_tile, q_tile, ty, tx);  // s[i][j]: key ty + 16i, query tx + 16j
     flash_scores<HP>(dp, v_tile, dout_tile, ty, tx);
+    ZERO_UNROLL
     for (int j = 0; j < kFlashPer; ++j) {
       const int r = tx + kFlashLanes * j;
       const std::int64_t t = q0 + r;
       const std::uint64_t row_key = dropout.active() ? dropout.row_key(b, t) : 0;
+      ZERO_UNROLL
       for (int i = 0; i < kFlashPer; ++i) {
         const std::int64_t t2 = k0 + ty + kFlashLanes * i;
         const bool valid = t2 <= t && t < T;
@@ -68,8 +70,10 @@ ZERO_HOST_DEVICE void flash_dkv_body(const Thread& thread, float* shared, float*
     flash_apply<HP>(dv, p_tile, dout_tile, ty, tx);
     flash_apply<HP>(dk, dpre_tile, q_tile, ty, tx);
   }
+  ZERO_UNROLL
   for (int i = 0; i < kFlashPer; ++i) {
     const std::int64_t t2 = k0 + ty + kFlashLanes * i;
+    ZERO_UNROLL
     for (int j = 0; j < cols; ++j) {
       const std::int64_t d = tx + kFlashLanes * j;
       if (t2 >= T || d >= HS) continue;
@@ -110,6 +114,7 @@ ZERO_HOST_DEVICE void flash_dq_body(const Thread& thread, float* shared, float* 
   flash_load_rows(thread, delta_row, delta + bh * T, q0, T);
   float dq[kFlashPer][cols] = {};
   std::uint64_t row_keys[kFlashPer];
+  ZERO_UNROLL
   for (int i = 0; i < kFlashPer; ++i)
     row_keys[i] = dropout.active() ? dropout.row_key(b, q0 + ty + kFlashLanes * i) : 0;
   for (std::int64_t k0 = 0; k0 <= q0; k0 += kFlashTile) {
@@ -120,9 +125,11 @@ ZERO_HOST_DEVICE void flash_dq_body(const Thread& thread, float* shared, float* 
     float s[kFlashPer][kFlashPer] = {}, dp[kFlashPer][kFlashPer] = {};
     flash_scores<HP>(s, q_tile, k_tile, ty, tx);  // s[i][j]: query ty + 16i, key tx + 16j
     flash_scores<HP>(dp, dout_tile, v_tile, ty, tx);
+    ZERO_UNROLL
     for (int i = 0; i < kFlashPer; ++i) {
       const int r = ty + kFlashLanes * i;
       const std::int64_t t = q0 + r;
+      ZERO_UNROLL
       for (int j = 0; j < kFlashPer; ++j) {
         const std::int64_t t2 = k0 + tx + kFlashLanes * j;
         const bool valid = t2 <= t && t < T;
@@ -135,8 +142,10 @@ ZERO_HOST_DEVICE void flash_dq_body(const Thread& thread, float* shared, float* 
     thread.sync_block();
     flash_apply<HP>(dq, dpre_tile, k_tile, ty, tx);
   }
+  ZERO_UNROLL
   for (int i = 0; i < kFlashPer; ++i) {
     const std::int64_t t = q0 + ty + kFlashLanes * i;
+    ZERO_UNROLL
     for (int j = 0; j < cols; ++j) {
       const std::int64_t d = tx + kFlashLanes * j;
       if (t < T && d < HS) dqkv[(b * T + t) * C3 + h * HS + d] = dq[i][j];

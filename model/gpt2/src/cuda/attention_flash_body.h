@@ -162,6 +162,7 @@ ZERO_HOST_DEVICE void flash_forward_body(const Thread& thread, float* shared, fl
   flash_load_tile<HP>(thread, q_tile, head, C3, q0, T, HS);
   float o[kFlashPer][cols] = {}, m[kFlashPer], l[kFlashPer];
   std::uint64_t row_keys[kFlashPer];
+  ZERO_UNROLL
   for (int i = 0; i < kFlashPer; ++i) {
     m[i] = -INFINITY, l[i] = 0.0f;
     row_keys[i] = dropout.active() ? dropout.row_key(b, q0 + ty + kFlashLanes * i) : 0;
@@ -173,9 +174,11 @@ ZERO_HOST_DEVICE void flash_forward_body(const Thread& thread, float* shared, fl
     thread.sync_block();
     float s[kFlashPer][kFlashPer] = {};
     flash_scores<HP>(s, q_tile, k_tile, ty, tx);
+    ZERO_UNROLL
     for (int i = 0; i < kFlashPer; ++i) {
       const std::int64_t t = q0 + ty + kFlashLanes * i;
       float tile_max = -INFINITY;
+      ZERO_UNROLL
       for (int j = 0; j < kFlashPer; ++j) {
         s[i][j] = k0 + tx + kFlashLanes * j <= t ? s[i][j] * scale : -INFINITY;
         tile_max = fmaxf(tile_max, s[i][j]);
@@ -184,7 +187,9 @@ ZERO_HOST_DEVICE void flash_forward_body(const Thread& thread, float* shared, fl
       const float correction = expf(m[i] - m_new);
       m[i] = m_new;
       l[i] *= correction;
+      ZERO_UNROLL
       for (int j = 0; j < cols; ++j) o[i][j] *= correction;
+      ZERO_UNROLL
       for (int j = 0; j < kFlashPer; ++j) {
         const std::int64_t t2 = k0 + tx + kFlashLanes * j;
         const float p = expf(s[i][j] - m_new);  // 0 past t
@@ -196,11 +201,13 @@ ZERO_HOST_DEVICE void flash_forward_body(const Thread& thread, float* shared, fl
     thread.sync_block();
     flash_apply<HP>(o, p_tile, v_tile, ty, tx);
   }
+  ZERO_UNROLL
   for (int i = 0; i < kFlashPer; ++i) {
     const std::int64_t t = q0 + ty + kFlashLanes * i;
     const float sum = flash_row_sum(thread, l[i]), inverse = 1.0f / sum;
     if constexpr (kDelta) {
       float dot = 0.0f;
+      ZERO_UNROLL
       for (int j = 0; j < cols; ++j) {
         const std::int64_t d = tx + kFlashLanes * j;
         if (t < T && d < HS) dot += dout[(b * T + t) * C + h * HS + d] * (o[i][j] * inverse);
@@ -208,6 +215,7 @@ ZERO_HOST_DEVICE void flash_forward_body(const Thread& thread, float* shared, fl
       dot = flash_row_sum(thread, dot);
       if (t < T && tx == 0) stats[bh * T + t] = dot;
     } else {
+      ZERO_UNROLL
       for (int j = 0; j < cols; ++j) {
         const std::int64_t d = tx + kFlashLanes * j;
         if (t < T && d < HS) out[(b * T + t) * C + h * HS + d] = o[i][j] * inverse;
