@@ -16,8 +16,10 @@ namespace {
 using kernels::DeviceThread;
 using kernels::launch_kernel;
 
-// Blocks per SM the register allocation leaves room for (ptxas caps registers to fit them).
-constexpr int flash_min_blocks(int HP) { return HP <= 64 ? 2 : 1; }
+// Blocks per SM the register allocation leaves room for (ptxas caps registers to fit them): two
+// (128 registers) for heads of 17 to 64 channels; HP 16 spills under that cap (its loops unroll
+// fully), HP 128 needs more.
+constexpr int flash_min_blocks(int HP) { return HP == 32 || HP == 64 ? 2 : 1; }
 
 __device__ __forceinline__ float* flash_shared() {
   extern __shared__ float flash_shared_floats[];

@@ -12,8 +12,9 @@
 // Every output element is written by one thread from sums in a fixed order: deterministic, no
 // atomics. A block is 16 × 16 threads: thread (ty, tx) owns tile rows ty + 16i and columns
 // tx + 16j (i, j < 4) of a 64 × 64 score tile, and columns tx + 16j (j < HP / 16) of the head.
-// HP, the head size padded with zeros to 16, 32, 64 or 128, is a template parameter; shared tiles
-// have an odd row stride (HP + 1, 65) so every access above is free of bank conflicts. C++17.
+// HP, the head size padded with zeros to 16, 32, 64 or 128, is a template parameter. Operands are
+// read from shared memory four at a time (128-bit loads) where a thread walks along a row; rows
+// are padded by 4 floats so those loads are free of bank conflicts. C++17.
 #pragma once
 
 #include <cstdint>
@@ -33,12 +34,13 @@ constexpr int flash_head_bucket(std::int64_t HS) {
   return HS < 1 ? 0 : HS <= 16 ? 16 : HS <= 32 ? 32 : HS <= 64 ? 64 : HS <= 128 ? 128 : 0;
 }
 
-// Shared memory of the three kernels in floats: tiles of 64 rows × HP (+1), score tiles of 64 × 64
-// (+1), per-row statistics of 64.
+// Shared memory of the three kernels in floats: tiles of 64 rows × HP (+4), score tiles of 64 × 64
+// (+4), per-row statistics of 64. Rows 4 floats longer than they hold: 128-bit loads stay aligned,
+// and the eight rows a quarter-warp's 128-bit loads touch fall in distinct banks.
 template <int HP>
 struct FlashShared {
-  static constexpr int kStride = HP + 1, kTile = kFlashTile * kStride;
-  static constexpr int kScoreStride = kFlashTile + 1, kScores = kFlashTile * kScoreStride;
+  static constexpr int kStride = HP + 4, kTile = kFlashTile * kStride;
+  static constexpr int kScoreStride = kFlashTile + 4, kScores = kFlashTile * kScoreStride;
   static constexpr int kForward = 3 * kTile + kScores;                    // Q, K, V, P
   static constexpr int kKeys = 4 * kTile + 2 * kScores + 2 * kFlashTile;  // K V Q dO, P dS, lse D
   static constexpr int kQueries = 4 * kTile + kScores + 2 * kFlashTile;   // Q dO K V, dS, lse D
@@ -56,7 +58,7 @@ constexpr LaunchConfig flash_launch(std::int64_t B, std::int64_t T, std::int64_t
 }
 
 // Rows first..first+63 of a (T, HS) matrix at `source` (rows `stride` floats apart) into a shared
-// tile of 64 × HP (row stride HP + 1), zeros past T and past HS.
+// tile of 64 × HP (row stride HP + 4), zeros past T and past HS.
 template <int HP, typename Thread>
 ZERO_HOST_DEVICE_INLINE void flash_load_tile(const Thread& thread, float* tile, const float* source,
                                              std::int64_t stride, std::int64_t first,
@@ -65,7 +67,7 @@ ZERO_HOST_DEVICE_INLINE void flash_load_tile(const Thread& thread, float* tile, 
        e += kFlashThreads) {
     const int r = e / HP, d = e % HP;
     const std::int64_t t = first + r;
-    tile[r * (HP + 1) + d] = t < T && d < HS ? source[t * stride + d] : 0.0f;
+    tile[r * FlashShared<HP>::kStride + d] = t < T && d < HS ? source[t * stride + d] : 0.0f;
   }
 }
 
@@ -91,41 +93,62 @@ ZERO_HOST_DEVICE_INLINE float flash_row_max(const Thread& thread, float value) {
   return value;
 }
 
-// acc[i][j] += Σ_d a[(ty + 16i)·s + d] · b[(tx + 16j)·s + d] over d < HP: a 64 × 64 tile of A·Bᵀ.
+// v = p[0..3], one 128-bit shared-memory load on the device (p 16-byte aligned: tile strides and
+// offsets are multiples of 4 floats; emulation checks it).
+ZERO_HOST_DEVICE_INLINE void flash_load4(const float* p, float (&v)[4]) {
+#if defined(__CUDA_ARCH__)
+  const float4 x = *reinterpret_cast<const float4*>(p);
+  v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+#else
+  kernels::require_aligned(p, 16, "a tiled attention shared load");
+  v[0] = p[0], v[1] = p[1], v[2] = p[2], v[3] = p[3];
+#endif
+}
+
+// acc[i][j] += Σ_d a[(ty + 16i)·s + d] · b[(tx + 16j)·s + d] over d < HP in order (s = HP + 4):
+// a 64 × 64 tile of A·Bᵀ, four d per 128-bit load of each operand.
 template <int HP>
 ZERO_HOST_DEVICE_INLINE void flash_scores(float (&acc)[kFlashPer][kFlashPer], const float* a,
                                           const float* b, int ty, int tx) {
-  constexpr int s = HP + 1;
-  for (int d = 0; d < HP; ++d) {
-    float av[kFlashPer], bv[kFlashPer];
+  constexpr int s = FlashShared<HP>::kStride;
+  for (int d = 0; d < HP; d += 4) {
+    float av[kFlashPer][4], bv[kFlashPer][4];
     ZERO_UNROLL
-    for (int i = 0; i < kFlashPer; ++i) av[i] = a[(ty + kFlashLanes * i) * s + d];
+    for (int i = 0; i < kFlashPer; ++i) flash_load4(a + (ty + kFlashLanes * i) * s + d, av[i]);
     ZERO_UNROLL
-    for (int j = 0; j < kFlashPer; ++j) bv[j] = b[(tx + kFlashLanes * j) * s + d];
+    for (int j = 0; j < kFlashPer; ++j) flash_load4(b + (tx + kFlashLanes * j) * s + d, bv[j]);
     ZERO_UNROLL
-    for (int i = 0; i < kFlashPer; ++i) {
+    for (int e = 0; e < 4; ++e) {
       ZERO_UNROLL
-      for (int j = 0; j < kFlashPer; ++j) acc[i][j] += av[i] * bv[j];
+      for (int i = 0; i < kFlashPer; ++i) {
+        ZERO_UNROLL
+        for (int j = 0; j < kFlashPer; ++j) acc[i][j] += av[i][e] * bv[j][e];
+      }
     }
   }
 }
 
-// acc[i][j] += Σ_k w[(ty + 16i)·65 + k] · m[k·(HP + 1) + tx + 16j] over the 64 tile rows k: a
-// score tile times a (64, HP) tile, for the thread's rows and head columns.
+// acc[i][j] += Σ_k w[(ty + 16i)·68 + k] · m[k·(HP + 4) + tx + 16j] over the 64 tile rows k in
+// order: a score tile times a (64, HP) tile, for the thread's rows and head columns.
 template <int HP>
 ZERO_HOST_DEVICE_INLINE void flash_apply(float (&acc)[kFlashPer][HP / kFlashLanes], const float* w,
                                          const float* m, int ty, int tx) {
-  constexpr int s = HP + 1, ws = kFlashTile + 1, cols = HP / kFlashLanes;
-  for (int k = 0; k < kFlashTile; ++k) {
-    float wv[kFlashPer], mv[cols];
+  constexpr int s = FlashShared<HP>::kStride, ws = FlashShared<HP>::kScoreStride;
+  constexpr int cols = HP / kFlashLanes;
+  for (int k = 0; k < kFlashTile; k += 4) {
+    float wv[kFlashPer][4];
     ZERO_UNROLL
-    for (int i = 0; i < kFlashPer; ++i) wv[i] = w[(ty + kFlashLanes * i) * ws + k];
+    for (int i = 0; i < kFlashPer; ++i) flash_load4(w + (ty + kFlashLanes * i) * ws + k, wv[i]);
     ZERO_UNROLL
-    for (int j = 0; j < cols; ++j) mv[j] = m[k * s + tx + kFlashLanes * j];
-    ZERO_UNROLL
-    for (int i = 0; i < kFlashPer; ++i) {
+    for (int e = 0; e < 4; ++e) {
+      float mv[cols];
       ZERO_UNROLL
-      for (int j = 0; j < cols; ++j) acc[i][j] += wv[i] * mv[j];
+      for (int j = 0; j < cols; ++j) mv[j] = m[(k + e) * s + tx + kFlashLanes * j];
+      ZERO_UNROLL
+      for (int i = 0; i < kFlashPer; ++i) {
+        ZERO_UNROLL
+        for (int j = 0; j < cols; ++j) acc[i][j] += wv[i][e] * mv[j];
+      }
     }
   }
 }
