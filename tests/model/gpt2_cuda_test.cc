@@ -251,9 +251,10 @@ TEST_F(Gpt2CudaTest, TiledAttentionForwardBackward) {
   struct Case {
     std::int64_t B, T, C, NH;
   };
-  // HS 12, 64 (T not a multiple of the tile of 64), 128, and GPT-2 124M's heads at T = 1024.
-  for (const Case& k :
-       {Case{2, 37, 36, 3}, Case{2, 100, 128, 2}, Case{1, 130, 256, 2}, Case{2, 1024, 768, 12}}) {
+  // HS 12, 64 (T not a multiple of the tile of 64) and 128 (three tiles, the last of 2 rows).
+  // Small: gpu_check.sh runs this program under compute-sanitizer's racecheck, which instruments
+  // every shared-memory access (GPT-2's T = 1024 is timed by gpt2_cuda_bench instead).
+  for (const Case& k : {Case{2, 37, 36, 3}, Case{2, 100, 128, 2}, Case{1, 130, 256, 2}}) {
     for (float p : {0.0f, 0.1f}) {
       SCOPED_TRACE(::testing::Message() << "B " << k.B << " T " << k.T << " C " << k.C << " NH "
                                         << k.NH << " dropout " << p);
