@@ -453,6 +453,13 @@ TEST_F(Gpt2CudaTest, BadShapesAreRefused) {
   EXPECT_THROW(
       cuda::attention_forward(d.get(), d.get(), d.get(), 1, 2, 10, 3, DropoutSite{}, nullptr),
       Error);
+  // The tiled kernels' grid holds at most 65535 heads (B · NH); refused before any launch.
+  EXPECT_THROW(
+      cuda::attention_forward(d.get(), d.get(), d.get(), 65536, 1, 16, 1, DropoutSite{}, nullptr),
+      Error);
+  EXPECT_THROW(cuda::attention_backward(d.get(), d.get(), d.get(), d.get(), d.get(), 65536, 1, 16,
+                                        1, DropoutSite{}, nullptr),
+               Error);
   EXPECT_THROW(cuda::crossentropy_forward(d.get(), d.get(), d.get(), nullptr, 1, 17, 16, nullptr),
                Error);
   EXPECT_THROW(cuda::gemm(false, false, 2, 2, 2, d.get(), 2, d.get(), 2, DType::kBFloat16, 0.0f,
