@@ -156,7 +156,7 @@ void time_gelu_and_attention(Bench& b) {
         [&] { cuda::gelu_forward(dh, h, N * 4 * C, nullptr); });
   b.add("gelu_backward", shape_of(N, 4 * C), int(L), 3.0 * N * 4 * C * 4, false,
         [&] { cuda::gelu_backward(dh, h, dh, N * 4 * C, nullptr); });
-  // Plain attention: T×T scores per head, kept for the backward.
+  // Attention: the tiled kernels (the model's), and the plain ones with their T×T probabilities.
   float* out = b.arena.take<float>(N * C);
   float* dout = b.arena.take<float>(N * C);
   float* qkv = b.arena.take<float>(N * 3 * C);
@@ -168,6 +168,12 @@ void time_gelu_and_attention(Bench& b) {
         [&] { cuda::attention_forward(out, att, qkv, B, T, C, NH, b.no_dropout, nullptr); });
   b.add("attention_backward", shape_of(B * NH, T, T), int(L), 2.0 * flops, true, [&] {
     cuda::attention_backward(dqkv, datt, dout, qkv, att, B, T, C, NH, b.no_dropout, nullptr);
+  });
+  // Not in the model's step (0 calls per step): the reference the tiled kernels replace.
+  b.add("attention_plain_forward", shape_of(B * NH, T, T), 0, flops, true,
+        [&] { cuda::attention_plain_forward(out, att, qkv, B, T, C, NH, b.no_dropout, nullptr); });
+  b.add("attention_plain_backward", shape_of(B * NH, T, T), 0, 2.0 * flops, true, [&] {
+    cuda::attention_plain_backward(dqkv, datt, dout, qkv, att, B, T, C, NH, b.no_dropout, nullptr);
   });
 }
 

@@ -1,7 +1,8 @@
 // Every CUDA kernel's launch at real shapes (GPT-2 124M and 1.5B, B = 16, T = 1024), computed by
 // the launch-configuration functions the launchers call (layers_body.h, elementwise_body.h,
 // optimizer_body.h), within an H100's limits: block at most 1024 threads and (1024, 1024, 64),
-// grid at most (2³¹ - 1, 65535, 65535), static shared memory at most 48 KiB (no kernel opts in),
+// grid at most (2³¹ - 1, 65535, 65535), static shared memory at most 48 KiB (only the tiled
+// attention opts in to more: dynamic, at most 227 KiB, with room for its blocks per SM),
 // whole warps where a body shuffles, and a grid that covers the work of every kernel that is not
 // a grid-stride loop. And the optimizer's vector loads: for the shard chunks the engine hands the
 // CUDA step (GPT-2's unit layouts, worlds 1 to 64, shard alignment 16 elements, device bases
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_flash_body.h"
 #include "elementwise_body.h"
 #include "layers_body.h"
 #include "optimizer_body.h"
@@ -126,6 +128,38 @@ TEST(Gpt2CudaLaunch, TheLimitsCatchAnOversizedLaunch) {
   const Launch capped{"capped", cuda::elementwise_launch(std::int64_t{1} << 40), 0, false,
                       std::uint64_t{1} << 40};
   EXPECT_NONFATAL_FAILURE(check(capped), "the grid drops work");
+}
+
+// The tiled attention (attention_flash.cu) opts in to dynamic shared memory past 48 KiB: at most
+// an H100's 227 KiB per block, and for heads up to 64 two blocks per SM (its launch bounds) within
+// the SM's 228 KiB, 1 KiB reserved per block.
+template <int HP>
+void check_tiled_attention(std::int64_t B, std::int64_t T, std::int64_t NH) {
+  using Shared = cuda::FlashShared<HP>;
+  constexpr std::size_t kOptInPerBlock = 227 * 1024, kPerSM = 228 * 1024, kReserved = 1024;
+  for (int floats : {Shared::kForward, Shared::kKeys, Shared::kQueries}) {
+    const LaunchConfig config = cuda::flash_launch(B, T, NH, floats);
+    SCOPED_TRACE(::testing::Message() << "HP " << HP << " floats " << floats);
+    Launch launch{"tiled attention", config, 0, true, 0};
+    launch.config.dynamic_shared_bytes = 0;  // checked against the opt-in limit below
+    check(launch);
+    EXPECT_LE(config.dynamic_shared_bytes, kOptInPerBlock);
+    if (HP <= 64) {
+      EXPECT_LE(2 * (config.dynamic_shared_bytes + kReserved), kPerSM);
+    }
+    EXPECT_GE(std::uint64_t{config.grid.x} * cuda::kFlashTile, static_cast<std::uint64_t>(T));
+    EXPECT_EQ(config.grid.y, static_cast<unsigned>(B * NH));
+  }
+}
+
+TEST(Gpt2CudaLaunch, TiledAttentionFitsAnH100AtRealShapes) {
+  for (const GPT2Config& config : {gpt2_124m(), gpt2_1558m()}) {
+    ASSERT_EQ(cuda::flash_head_bucket(config.n_embd / config.n_head), 64);
+    check_tiled_attention<64>(16, 1024, config.n_head);
+  }
+  check_tiled_attention<16>(16, 1024, 64);
+  check_tiled_attention<32>(16, 1024, 32);
+  check_tiled_attention<128>(16, 1024, 25);
 }
 
 TEST(Gpt2CudaLaunch, OptimizerArraysOfEveryShardTakeTheVectorPath) {

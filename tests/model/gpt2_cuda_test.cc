@@ -234,13 +234,84 @@ TEST_F(Gpt2CudaTest, PlainAttentionForwardBackward) {
                             NH, dropout);
     DeviceArray<float> d_qkv(qkv), d_dout(dout), d_out(out.size()), d_att(att.size()),
         d_dqkv(random_vector(dqkv.size(), 3)), d_datt(datt.size());  // dqkv overwritten
-    cuda::attention_forward(d_out.get(), d_att.get(), d_qkv.get(), B, T, C, NH, dropout, nullptr);
+    cuda::attention_plain_forward(d_out.get(), d_att.get(), d_qkv.get(), B, T, C, NH, dropout,
+                                  nullptr);
     expect_close(d_att.host(), att, kFp32, 1e-7, "att");
     expect_close(d_out.host(), out, kFp32, 1e-6, "attention out");
-    cuda::attention_backward(d_dqkv.get(), d_datt.get(), d_dout.get(), d_qkv.get(), d_att.get(), B,
-                             T, C, NH, dropout, nullptr);
+    cuda::attention_plain_backward(d_dqkv.get(), d_datt.get(), d_dout.get(), d_qkv.get(),
+                                   d_att.get(), B, T, C, NH, dropout, nullptr);
     expect_close(d_dqkv.host(), dqkv, kFp32, 1e-6, "dqkv");
   }
+}
+
+// The tiled kernels (attention_flash.cu) against the CPU oracle: out and dqkv within 1e-5 in
+// relative L2 (the criterion) and elementwise with a floor, att's first B·NH·T floats the
+// rows' log-sum-exp, the backward bit for bit the same when repeated (no atomics).
+TEST_F(Gpt2CudaTest, TiledAttentionForwardBackward) {
+  struct Case {
+    std::int64_t B, T, C, NH;
+  };
+  // HS 12, 64 (T not a multiple of the tile of 64) and 128 (three tiles, the last of 2 rows).
+  // Small: gpu_check.sh runs this program under compute-sanitizer's racecheck, which instruments
+  // every shared-memory access (GPT-2's T = 1024 is timed by gpt2_cuda_bench instead).
+  for (const Case& k : {Case{2, 37, 36, 3}, Case{2, 100, 128, 2}, Case{1, 130, 256, 2}}) {
+    for (float p : {0.0f, 0.1f}) {
+      SCOPED_TRACE(::testing::Message() << "B " << k.B << " T " << k.T << " C " << k.C << " NH "
+                                        << k.NH << " dropout " << p);
+      const std::int64_t B = k.B, T = k.T, C = k.C, NH = k.NH, rows = B * NH * T;
+      ASSERT_TRUE(cuda::attention_is_tiled(C / NH));
+      const DropoutSite dropout = make_dropout(p);
+      const auto qkv = random_vector(B * T * 3 * C, 1), dout = random_vector(B * T * C, 2);
+      std::vector<float> out(B * T * C), att(B * NH * T * T), dqkv(B * T * 3 * C),
+          datt(B * NH * T * T);
+      cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH, dropout);
+      cpu::attention_backward(dqkv.data(), datt.data(), dout.data(), qkv.data(), att.data(), B, T,
+                              C, NH, dropout);
+      DeviceArray<float> d_qkv(qkv), d_dout(dout), d_out(random_vector(out.size(), 4)),
+          d_att(att.size()), d_dqkv(random_vector(dqkv.size(), 3)), d_datt(datt.size());
+      cuda::attention_forward(d_out.get(), d_att.get(), d_qkv.get(), B, T, C, NH, dropout, nullptr);
+      const std::vector<float> got_out = d_out.host();
+      expect_relative_l2(got_out, out, 1e-5, "attention out");
+      expect_close(got_out, out, 1e-4, 1e-5, "attention out");
+      // log Σ exp(scores): the probabilities' normaliser, so P = exp(s - lse) sums to 1 per row.
+      const std::vector<float> got_att = d_att.host();
+      for (std::int64_t row = 0; row < rows; ++row) {
+        const std::int64_t t = row % T;
+        double sum = 0.0;
+        const std::int64_t b = row / (NH * T), h = (row / T) % NH, HS = C / NH;
+        for (std::int64_t t2 = 0; t2 <= t; ++t2) {
+          double dot = 0.0;
+          for (std::int64_t i = 0; i < HS; ++i)
+            dot += double(qkv[(b * T + t) * 3 * C + h * HS + i]) *
+                   qkv[(b * T + t2) * 3 * C + C + h * HS + i];
+          sum += std::exp(dot / std::sqrt(double(HS)) - got_att[row]);
+        }
+        ASSERT_NEAR(sum, 1.0, 1e-5) << "row " << row;
+      }
+      cuda::attention_backward(d_dqkv.get(), d_datt.get(), d_dout.get(), d_qkv.get(), d_att.get(),
+                               B, T, C, NH, dropout, nullptr);
+      const std::vector<float> got_dqkv = d_dqkv.host();
+      expect_relative_l2(got_dqkv, dqkv, 1e-5, "dqkv");
+      expect_close(got_dqkv, dqkv, 1e-3, 1e-4, "dqkv");
+      cuda::attention_backward(d_dqkv.get(), d_datt.get(), d_dout.get(), d_qkv.get(), d_att.get(),
+                               B, T, C, NH, dropout, nullptr);
+      EXPECT_TRUE(d_dqkv.host() == got_dqkv) << "the backward is not deterministic";
+    }
+  }
+}
+
+// Heads past 128 channels take the plain kernels (att holds the probabilities).
+TEST_F(Gpt2CudaTest, WideHeadsFallBackToThePlainAttention) {
+  const std::int64_t B = 1, T = 5, C = 260, NH = 2;  // HS = 130
+  ASSERT_FALSE(cuda::attention_is_tiled(C / NH));
+  const auto qkv = random_vector(B * T * 3 * C, 1);
+  std::vector<float> out(B * T * C), att(B * NH * T * T);
+  cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH, DropoutSite{});
+  DeviceArray<float> d_qkv(qkv), d_out(out.size()), d_att(att.size());
+  cuda::attention_forward(d_out.get(), d_att.get(), d_qkv.get(), B, T, C, NH, DropoutSite{},
+                          nullptr);
+  expect_close(d_att.host(), att, kFp32, 1e-7, "att");
+  expect_close(d_out.host(), out, kFp32, 1e-6, "attention out");
 }
 
 // 16-bit copies of fp32 values and their exact widening (what both sides compute on).
@@ -382,6 +453,13 @@ TEST_F(Gpt2CudaTest, BadShapesAreRefused) {
   EXPECT_THROW(
       cuda::attention_forward(d.get(), d.get(), d.get(), 1, 2, 10, 3, DropoutSite{}, nullptr),
       Error);
+  // The tiled kernels' grid holds at most 65535 heads (B · NH); refused before any launch.
+  EXPECT_THROW(
+      cuda::attention_forward(d.get(), d.get(), d.get(), 65536, 1, 16, 1, DropoutSite{}, nullptr),
+      Error);
+  EXPECT_THROW(cuda::attention_backward(d.get(), d.get(), d.get(), d.get(), d.get(), 65536, 1, 16,
+                                        1, DropoutSite{}, nullptr),
+               Error);
   EXPECT_THROW(cuda::crossentropy_forward(d.get(), d.get(), d.get(), nullptr, 1, 17, 16, nullptr),
                Error);
   EXPECT_THROW(cuda::gemm(false, false, 2, 2, 2, d.get(), 2, d.get(), 2, DType::kBFloat16, 0.0f,

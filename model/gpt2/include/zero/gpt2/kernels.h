@@ -153,11 +153,15 @@ class Kernels {
                     std::int64_t ldb, float beta, float* C, std::int64_t ldc) = 0;
 
   // ---- attention ----
-  // qkv (B, T, 3C) = [q | k | v]; att (B, NH, T, T) softmax kept (0 past t); out (B, T, C).
+  // qkv (B, T, 3C) = [q | k | v]; out (B, T, C); att (B, NH, T, T) holds what the backward reads,
+  // the implementation's own: the CPU keeps the softmax (0 past t); CUDA (tiled kernels, heads up
+  // to 128 channels) keeps only the log-sum-exp of each (b, h, t) row in att's first B·NH·T floats
+  // and leaves the rest untouched (wider heads: the plain kernels, the softmax as on the CPU).
   virtual void attention_forward(Stream& stream, float* out, float* att, const float* qkv,
                                  std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
                                  const DropoutSite& dropout) = 0;
-  // dqkv (B, T, 3C) overwritten; datt (B, NH, T, T) scratch.
+  // dqkv (B, T, 3C) overwritten; datt (B, NH, T, T) scratch (CUDA's tiled kernels use its first
+  // B·NH·T floats).
   virtual void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
                                   const float* qkv, const float* att, std::int64_t B,
                                   std::int64_t T, std::int64_t C, std::int64_t NH,
