@@ -11,6 +11,7 @@
 #include "layers_cuda.h"
 #include "random_inputs.h"
 #include "zero/core/error.h"
+#include "zero/gpt2/kernels.h"
 #include "zero/gpt2/layers_cpu.h"
 
 namespace zero::gpt2 {
@@ -71,6 +72,25 @@ TEST(Gpt2CudaHost, TokenBucketsGroupRowsInOrder) {
   EXPECT_TRUE(cuda::token_buckets(tokens.data(), 0).table == std::vector<int>{0});
   const std::vector<int> negative = {1, -1};
   EXPECT_THROW(cuda::token_buckets(negative.data(), 2), Error);
+}
+
+// The activation layout (attention_layout, kernels.h) sizes att and datt by what CUDA's kernels
+// keep: it must name the tiled kernels exactly where attention_forward takes them, else the
+// tiled kernels' B·NH·T floats or the plain ones' B·NH·T·T overrun a buffer sized for the other.
+TEST(Gpt2CudaHost, AttentionLayoutNamesTheKernelsTheDeviceRuns) {
+  const std::int64_t B = 2, T = 5;
+  for (std::int64_t HS = 1; HS <= 2 * kCudaTiledAttentionMaxHeadSize; ++HS) {
+    const std::int64_t NH = 3, C = NH * HS;
+    const AttentionLayout layout = attention_layout(DeviceKind::kCuda, B, T, C, NH);
+    const bool tiled = cuda::attention_is_tiled(HS);
+    EXPECT_EQ(layout.saved_per_row, tiled ? NH : NH * T) << "HS " << HS;
+    EXPECT_EQ(layout.scratch, tiled ? B * NH * T : B * NH * T * T) << "HS " << HS;
+    const AttentionLayout cpu = attention_layout(DeviceKind::kCpu, B, T, C, NH);
+    EXPECT_EQ(cpu.saved_per_row, NH * T);
+    EXPECT_EQ(cpu.scratch, B * NH * T * T);
+  }
+  EXPECT_TRUE(cuda::attention_is_tiled(64));  // GPT-2's heads
+  EXPECT_THROW(attention_layout(DeviceKind::kCuda, B, T, 10, 3), Error);
 }
 
 }  // namespace

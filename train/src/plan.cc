@@ -251,9 +251,11 @@ void plan_gpt2(const PlanSetup& setup, Engine& engine, int rank, RankPlan& plan,
   const gpt2::GPT2Config& config = *setup.model;
   ZERO_CHECK(setup.batch_size >= 1 && setup.seq_len >= 1,
              "a plan needs a positive micro-batch, got B=", setup.batch_size, " T=", setup.seq_len);
-  gpt2::EngineModel model(engine, config, setup.batch_size, setup.seq_len, setup.seed,
-                          engine.allocator(),
-                          {.activation_checkpointing = setup.gradient_checkpointing});
+  // A planning context runs no kernels: the layout is that of the device the run will run on.
+  const DeviceKind device = setup.device_is_host ? DeviceKind::kCpu : DeviceKind::kCuda;
+  gpt2::EngineModel model(
+      engine, config, setup.batch_size, setup.seq_len, setup.seed, engine.allocator(),
+      {.activation_checkpointing = setup.gradient_checkpointing, .device = device});
   plan.parameters = config.num_parameters();
   // The whole model load_pretrained builds outside the engine's ledger on every rank, recorded
   // in a ledger of its own.
@@ -301,7 +303,8 @@ void plan_gpt2(const PlanSetup& setup, Engine& engine, int rank, RankPlan& plan,
   plan.activation_parts =
       gpt2::GPT2Compute::plan(config, setup.batch_size, setup.seq_len,
                               {.activation_checkpointing = setup.gradient_checkpointing,
-                               .param_dtype = engine.param_dtype()});
+                               .param_dtype = engine.param_dtype(),
+                               .device = device});
 }
 
 // Units of the largest layer's size, the remainder last: the engine's unit protocol (engine.h)

@@ -19,12 +19,13 @@ struct BlockTensorShape {
   const char* name;
   std::int64_t per_row;
 };
-std::vector<BlockTensorShape> block_internal_shapes(const GPT2Config& config, std::int64_t T) {
+std::vector<BlockTensorShape> block_internal_shapes(const GPT2Config& config, std::int64_t B,
+                                                    std::int64_t T, const ComputeOptions& options) {
   const std::int64_t C = config.n_embd, H = config.hidden_size();
-  return {
-      {"ln_1", C}, {"ln_1.mean", 1}, {"ln_1.rstd", 1}, {"qkv", 3 * C},   {"att", config.n_head * T},
-      {"atty", C}, {"residual2", C}, {"ln_2", C},      {"ln_2.mean", 1}, {"ln_2.rstd", 1},
-      {"fch", H},  {"fch_gelu", H}};
+  const std::int64_t att = attention_layout(options.device, B, T, C, config.n_head).saved_per_row;
+  return {{"ln_1", C},      {"ln_1.mean", 1}, {"ln_1.rstd", 1}, {"qkv", 3 * C},
+          {"att", att},     {"atty", C},      {"residual2", C}, {"ln_2", C},
+          {"ln_2.mean", 1}, {"ln_2.rstd", 1}, {"fch", H},       {"fch_gelu", H}};
 }
 
 // Activation tensors: "encoded", per block "h.l.<name>" (or one shared "recompute.<name>" set
@@ -38,12 +39,12 @@ std::vector<TensorSpec> activation_specs(const GPT2Config& config, std::int64_t 
   for (int layer = 0; layer < config.n_layer; ++layer) {
     const std::string prefix = "h." + std::to_string(layer) + ".";
     if (!options.activation_checkpointing)
-      for (const auto& shape : block_internal_shapes(config, T))
+      for (const auto& shape : block_internal_shapes(config, B, T, options))
         specs.push_back({prefix + shape.name, {N, shape.per_row}});
     specs.push_back({prefix + "residual3", {N, C}});
   }
   if (options.activation_checkpointing)
-    for (const auto& shape : block_internal_shapes(config, T))
+    for (const auto& shape : block_internal_shapes(config, B, T, options))
       specs.push_back({std::string(kRecomputePrefix) + shape.name, {N, shape.per_row}});
   specs.push_back({"ln_f", {N, C}});
   specs.push_back({"ln_f.mean", {N}});
@@ -60,10 +61,15 @@ constexpr std::int64_t kHeadGradRows = 2048;
 std::vector<TensorSpec> workspace_specs(const GPT2Config& config, std::int64_t B, std::int64_t T,
                                         const ComputeOptions& options) {
   const std::int64_t N = B * T, C = config.n_embd, H = config.hidden_size();
-  std::vector<TensorSpec> specs = {{"proj", {N, C}},     {"dresidual", {N, C}},
-                                   {"dproj", {N, C}},    {"dhidden", {N, H}},
-                                   {"dln", {N, C}},      {"datty", {N, C}},
-                                   {"dqkv", {N, 3 * C}}, {"datt", {B, config.n_head, T, T}}};
+  std::vector<TensorSpec> specs = {
+      {"proj", {N, C}},
+      {"dresidual", {N, C}},
+      {"dproj", {N, C}},
+      {"dhidden", {N, H}},
+      {"dln", {N, C}},
+      {"datty", {N, C}},
+      {"dqkv", {N, 3 * C}},
+      {"datt", {attention_layout(options.device, B, T, C, config.n_head).scratch}}};
   if (options.param_dtype == DType::kFloat32) return specs;
   // 16-bit storage: bf16 copies of GEMM activations (two bf16 per fp32 element of the spec),
   // the unit's vectors (and the batch's wte rows and wpe) widened to fp32, and fp32 gradients
@@ -132,6 +138,7 @@ GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std:
   ZERO_CHECK(on_host_ || allocator.space() == MemorySpace::kDevice,
              "GPT-2 compute: activations must be device memory on a ", context.backend(),
              " context, given an allocator of ", name_of(allocator.space()));
+  if (!planning_) options_.device = context.device().kind;  // whose kernels run (make_kernels)
   activation_layout_ = FlatLayout(activation_specs(config_, B_, T_, options_), 1, 16);
   workspace_layout_ = FlatLayout(workspace_specs(config_, B_, T_, options_), 1, 16);
   activation_buffer_ = allocator.allocate(activation_layout_.padded_num_elements() * sizeof(float),

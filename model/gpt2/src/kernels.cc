@@ -16,4 +16,14 @@ std::unique_ptr<Kernels> make_kernels(DeviceContext& context) {
   return make_cpu_kernels(context);
 }
 
+AttentionLayout attention_layout(DeviceKind device, std::int64_t B, std::int64_t T, std::int64_t C,
+                                 std::int64_t NH) {
+  ZERO_CHECK(NH > 0 && C % NH == 0, "GPT-2 attention: n_embd ", C, " is not a multiple of n_head ",
+             NH);
+  const std::int64_t HS = C / NH;
+  if (device == DeviceKind::kCuda && HS >= 1 && HS <= kCudaTiledAttentionMaxHeadSize)
+    return {.saved_per_row = NH, .scratch = B * NH * T};
+  return {.saved_per_row = NH * T, .scratch = B * NH * T * T};
+}
+
 }  // namespace zero::gpt2

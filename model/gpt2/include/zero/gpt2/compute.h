@@ -27,6 +27,10 @@ struct ComputeOptions {
   // them) the 16-bit weights are widened to fp32 slice by slice. 16-bit storage adds scratch
   // (ActivationPlan::workspace_bytes).
   DType param_dtype = DType::kFloat32;
+  // The device whose kernels run the model: what the attention keeps (attention_layout) and so
+  // the activation layout. GPT2Compute sets it from its context; a plan (a planning context runs
+  // no kernels) says where the run will run.
+  DeviceKind device = DeviceKind::kCpu;
 };
 
 // One unit's parameters (read) or gradients (accumulated, +=): a pointer to the unit's flat

@@ -153,15 +153,16 @@ class Kernels {
                     std::int64_t ldb, float beta, float* C, std::int64_t ldc) = 0;
 
   // ---- attention ----
-  // qkv (B, T, 3C) = [q | k | v]; out (B, T, C); att (B, NH, T, T) holds what the backward reads,
-  // the implementation's own: the CPU keeps the softmax (0 past t); CUDA (tiled kernels, heads up
-  // to 128 channels) keeps only the log-sum-exp of each (b, h, t) row in att's first B·NH·T floats
-  // and leaves the rest untouched (wider heads: the plain kernels, the softmax as on the CPU).
+  // qkv (B, T, 3C) = [q | k | v]; out (B, T, C); att holds what the backward reads, the
+  // implementation's own, attention_layout(device).saved_per_row floats per (b, t): the CPU keeps
+  // the softmax (B, NH, T, T) (0 past t); CUDA (tiled kernels, heads up to 128 channels) keeps
+  // only the log-sum-exp of each (b, h, t) row, B·NH·T floats (wider heads: the plain kernels,
+  // the softmax as on the CPU).
   virtual void attention_forward(Stream& stream, float* out, float* att, const float* qkv,
                                  std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
                                  const DropoutSite& dropout) = 0;
-  // dqkv (B, T, 3C) overwritten; datt (B, NH, T, T) scratch (CUDA's tiled kernels use its first
-  // B·NH·T floats).
+  // dqkv (B, T, 3C) overwritten; datt scratch of attention_layout(device).scratch floats
+  // ((B, NH, T, T) on the CPU; B·NH·T for CUDA's tiled kernels).
   virtual void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
                                   const float* qkv, const float* att, std::int64_t B,
                                   std::int64_t T, std::int64_t C, std::int64_t NH,
@@ -209,5 +210,22 @@ class Kernels {
 // and on the planning backend (where GPT2Compute calls none: a plan has no memory to compute in).
 // The kernels keep a reference to `context`, which must outlive them.
 std::unique_ptr<Kernels> make_kernels(DeviceContext& context);
+
+// The widest head CUDA's tiled attention takes (cuda::attention_is_tiled); wider heads run its
+// plain kernels.
+inline constexpr std::int64_t kCudaTiledAttentionMaxHeadSize = 128;
+
+// What the attention of a device's kernels (make_kernels) keeps between its forward and backward
+// (Kernels::attention_forward's att), in floats per (b, t) row, and the scratch its backward takes
+// (attention_backward's datt), in floats. The CPU kernels, and CUDA's for heads past
+// kCudaTiledAttentionMaxHeadSize channels, keep the probabilities: NH·T per row and B·NH·T·T
+// scratch. CUDA's tiled kernels keep a log-sum-exp per head, NH per row, and B·NH·T scratch. The
+// activation layout (GPT2Compute) and so the planner take their sizes from here.
+struct AttentionLayout {
+  std::int64_t saved_per_row = 0;
+  std::int64_t scratch = 0;
+};
+AttentionLayout attention_layout(DeviceKind device, std::int64_t B, std::int64_t T, std::int64_t C,
+                                 std::int64_t NH);
 
 }  // namespace zero::gpt2
