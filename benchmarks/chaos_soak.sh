@@ -69,7 +69,10 @@ for launcher in "${launcher_list[@]}"; do
   *) echo "chaos_soak.sh: unknown launcher '$launcher' (torchrun, mpirun)" >&2; exit 2 ;;
   esac
   # The uninterrupted run of this launcher: the same backend's reductions, so the same bits.
-  run_supervised "$launcher" "$work/$launcher-straight" 0 || { fail "$launcher: the run without kills failed"; continue; }
+  phases=""
+  run_supervised "$launcher" "$work/$launcher-straight" 0 &
+  job=$!
+  finish_job || { fail "$launcher: the run without kills failed (exit $?)"; continue; }
   reference=$work/$launcher-straight/model.safetensors
   soak "$launcher" || fail "$launcher: the soak failed"
   out=$work/$launcher-soak

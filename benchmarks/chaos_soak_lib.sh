@@ -86,6 +86,38 @@ run_supervised() {
   done
 }
 
+# The processes under PID (the supervisor's launcher, agent and ranks), from /proc.
+descendants() {
+  local child
+  for child in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+    echo "$child"
+    descendants "$child"
+  done
+}
+# stop_job: ends the supervised run `job` started and everything under it (SIGKILL, by pid),
+# and the ranks its phase files name (mpirun's ranks may outlive it).
+stop_job() {
+  local pids entry
+  pids=$(descendants "$job")
+  kill -KILL "$job" $pids 2>/dev/null || true
+  if [ -n "${phases:-}" ]; then
+    live_ranks "$phases"
+    for entry in "${live[@]}"; do entry=${entry#*:} && kill -KILL "${entry%%:*}" 2>/dev/null || true; done
+  fi
+  wait "$job" 2>/dev/null || true
+}
+# finish_job: the supervised run's exit code once it ends; past the soak's deadline it is stopped
+# and the code is 124.
+finish_job() {
+  while alive "$job"; do
+    past_deadline && { echo "time limit reached: stopping the run" >&2; stop_job; return 124; }
+    nap 0.05
+  done
+  local code=0
+  wait "$job" || code=$?
+  return $code
+}
+
 # read_phase FILE: phase_rank, phase_phase, phase_collective from a rank's phase line
 # (zero/core/phase_report.h); false when the line is not whole (a read racing a write).
 read_phase() {
@@ -242,8 +274,8 @@ soak() {
     ok=$k
   done
   local code=0
-  if [ $ok -lt "$kills" ]; then kill -KILL "$job" 2>/dev/null; fi
-  wait "$job" || code=$?
+  [ $ok -eq "$kills" ] || stop_job
+  finish_job || code=$?
   echo "$launcher: supervisor exit $code after $ok kill(s)"
   [ $code -eq 0 ] && [ $ok -eq "$kills" ] || return 1
   # Every restart resumed from the checkpoint `latest` named when the killed attempt ended.
