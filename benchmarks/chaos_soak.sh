@@ -8,6 +8,10 @@
 #
 #   benchmarks/chaos_soak.sh [--zero PATH] [--launchers torchrun,mpirun] [--kills N] [--steps S]
 #                            [--save_steps K] [--time_limit SECONDS] [--seed X] [--work DIR]
+#                            [--mpirun PATH]
+# Defaults: build/tools/zero, both launchers, 10 kills, 300 steps, a checkpoint every 20 steps,
+# 900 s, the seed from the clock, a new folder under TMPDIR, mpirun from PATH. torchrun is
+# torch.distributed.run of ZERO_PYTHON, else of /usr/bin/python3 (Debian's torch 1.13).
 #
 # Where a rank is: zero's phase report (ZERO_PHASE_DIR, zero/core/phase_report.h), one line per
 # process: its trainer phase and the collective in flight; the step is metrics.jsonl's last.
@@ -30,6 +34,7 @@ save_steps=20
 time_limit=900
 seed=$(date +%s)
 work=${TMPDIR:-/tmp}/zero-chaos-soak.$$
+mpirun_path=mpirun
 while [ $# -gt 0 ]; do
   case $1 in
   --zero) zero=$2 ;;
@@ -40,6 +45,7 @@ while [ $# -gt 0 ]; do
   --time_limit) time_limit=$2 ;;
   --seed) seed=$2 ;;
   --work) work=$2 ;;
+  --mpirun) mpirun_path=$2 ;;
   *) echo "chaos_soak.sh: unknown option '$1' (see the comment at the top)" >&2; exit 2 ;;
   esac
   shift 2
@@ -65,7 +71,7 @@ IFS=, read -ra launcher_list <<<"$launchers"
 for launcher in "${launcher_list[@]}"; do
   case $launcher in
   torchrun) find_torchrun || { echo "chaos_soak.sh: no python here imports torch.distributed.run (ZERO_PYTHON)" >&2; exit 2; } ;;
-  mpirun) command -v mpirun >/dev/null || { echo "chaos_soak.sh: no mpirun on PATH" >&2; exit 2; } ;;
+  mpirun) command -v "$mpirun_path" >/dev/null || { echo "chaos_soak.sh: no mpirun at '$mpirun_path' (--mpirun)" >&2; exit 2; } ;;
   *) echo "chaos_soak.sh: unknown launcher '$launcher' (torchrun, mpirun)" >&2; exit 2 ;;
   esac
   # The uninterrupted run of this launcher: the same backend's reductions, so the same bits.

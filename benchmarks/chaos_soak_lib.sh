@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The chaos soak's parts (sourced by benchmarks/chaos_soak.sh, which sets zero, work, kills,
 # steps, save_steps, deadline and fail): the inputs, the two supervisors, the phase reader and
 # the chaos loop. Times are microseconds since the epoch (EPOCHREALTIME without its point).
@@ -34,6 +35,7 @@ EOF
  "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
  "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}}
 EOF
+  # shellcheck disable=SC2054  # the commas are one flag value
   train_flags=(train --config_overrides n_layer=4,n_embd=128,n_head=4,n_positions=64
     --train_file "$1/corpus.txt" --tokenizer_vocab_size 300 --block_size 64 --do_train True
     --learning_rate 3e-3 --seed 7 --logging_steps 1 --no_plot --max_steps "$steps"
@@ -55,7 +57,7 @@ free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 # mpirun's flags for a single machine, root included (the tests' ZERO_MPIEXEC_EXTRA_FLAGS).
-mpirun=(mpirun --oversubscribe --allow-run-as-root --bind-to none)
+mpirun=("${mpirun_path:-mpirun}" --oversubscribe --allow-run-as-root --bind-to none)
 export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader,tcp}
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}

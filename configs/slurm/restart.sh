@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the requeue_*.sbatch scripts beside it: restarts that lose nothing.
 #
 # run_with_restarts SIGNAL COMMAND...: runs COMMAND (a launcher starting `zero train`) and runs it
