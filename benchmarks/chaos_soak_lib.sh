@@ -282,7 +282,9 @@ soak() {
   [ $code -eq 0 ] && [ $ok -eq "$kills" ] || return 1
   # Every restart resumed from the checkpoint `latest` named when the killed attempt ended.
   local -a seen
-  mapfile -t seen < <(cat "$out".log "$out".attempt*.log 2>/dev/null |
+  local logs=("$out".log) attempt
+  for ((attempt = 0; attempt <= kills; attempt++)); do logs+=("$out.attempt$attempt.log"); done
+  mapfile -t seen < <(cat "${logs[@]}" 2>/dev/null |
     sed -n 's|.*resumed from [^ ]*/\(checkpoint-[0-9]*\) at step.*|\1|p')
   if [ "${seen[*]}" != "${expected[*]}" ]; then
     echo "$launcher: the restarts resumed from '${seen[*]}', latest named '${expected[*]}'"
