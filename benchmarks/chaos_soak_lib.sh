@@ -127,12 +127,13 @@ read_phase() {
   read -r w1 phase_rank w3 phase_phase w5 phase_collective rest 2>/dev/null <"$1" || return 1
   [[ $w1 == rank && $w3 == phase && $w5 == collective && -z $rest ]]
 }
-# classify: what a rank is doing by its phase line: save, collective, step, or the phase.
+# classify: phase_class, what a rank is doing by its phase line: save, collective, step, or the
+# phase (a variable, not output: the aim polls it every 2 ms, a subshell each time would cost).
 classify() {
-  if [ "$phase_phase" = checkpoint ]; then echo save
-  elif [ "$phase_collective" != - ]; then echo collective
-  elif [ "$phase_phase" = train ]; then echo step
-  else echo "$phase_phase"; fi
+  if [ "$phase_phase" = checkpoint ]; then phase_class=save
+  elif [ "$phase_collective" != - ]; then phase_class=collective
+  elif [ "$phase_phase" = train ]; then phase_class=step
+  else phase_class=$phase_phase; fi
 }
 # alive PID: the process runs (a zombie, dead but not yet reaped, does not: mpirun may exit
 # before it reaps a rank it killed, which init reaps later).
@@ -158,13 +159,22 @@ last_step() {  # the last optimizer step metrics.jsonl logged (0: none)
   [[ $line =~ \"step\":\ *([0-9]+) ]] && echo "${BASH_REMATCH[1]}" || echo 0
 }
 
-# wait_for CONDITION SECONDS: polls CONDITION (a function) every 2 ms until it holds; false at
-# SECONDS or the soak's deadline.
+# wait_for CONDITION SECONDS [INTERVAL]: polls CONDITION (a function) every INTERVAL seconds
+# (default 0.01) until it holds; false at SECONDS or the soak's deadline.
 wait_for() {
-  local until=$(now_plus "$2")
+  local until
+  until=$(now_plus "$2")
   while ! "$1"; do
     [ "${EPOCHREALTIME/./}" -lt "$until" ] && ! past_deadline || return 1
-    nap 0.002
+    nap "${3:-0.01}"
+  done
+}
+# stopped PID: every thread of PID is stopped (a group stop reaches the threads one by one).
+stopped() {
+  local task state
+  for task in /proc/"$1"/task/*; do
+    read -r _ _ state _ 2>/dev/null <"$task/stat" || continue
+    [[ $state == [TtZX] ]] || return 1
   done
 }
 job_alive() { alive "$job"; }
@@ -189,19 +199,17 @@ old_attempt_gone() {
 # else it runs on. True once killed, with phase_* its last line; true too when the run ended
 # (victim_pid empty then).
 strike() {
-  local entry state i
+  local entry i
   live_ranks "$phases"
   for entry in "${live[@]}"; do
     [ "${entry%%:*}" = "rank$victim_rank" ] || continue
     read_phase "${entry##*:}" || return 1
-    [ "$target" = any ] || [ "$(classify)" = "$target" ] || return 1
+    classify
+    [ "$target" = any ] || [ "$phase_class" = "$target" ] || return 1
     victim_pid=${entry#*:} victim_pid=${victim_pid%%:*}
     kill -STOP "$victim_pid" 2>/dev/null || return 1
-    for ((i = 0; i < 1000; i++)); do  # every thread stopped (a group stop takes a moment)
-      read -r _ _ state _ 2>/dev/null <"/proc/$victim_pid/stat" || break
-      [ "$state" = T ] && break
-    done
-    if read_phase "${entry##*:}" && { [ "$target" = any ] || [ "$(classify)" = "$target" ]; }; then
+    for ((i = 0; i < 1000; i++)); do stopped "$victim_pid" && break; done
+    if read_phase "${entry##*:}" && classify && { [ "$target" = any ] || [ "$phase_class" = "$target" ]; }; then
       kill -KILL "$victim_pid"
       return 0
     fi
@@ -247,11 +255,12 @@ soak() {
     victim_rank=$((RANDOM % 2)) victim_pid=""
     live_ranks "$phases"
     for i in "${live[@]}"; do i=${i#*:} && old_pids+=" ${i%%:*}"; done
-    wait_for strike 60 || { echo "$launcher: kill $k: rank $victim_rank never in $target"; break; }
+    wait_for strike 60 0.002 || { echo "$launcher: kill $k: rank $victim_rank never in $target"; break; }
     [ -n "$victim_pid" ] || { echo "$launcher: the run ended before kill $k; raise --steps"; break; }
     t_kill=${EPOCHREALTIME/./}
     step_at_kill=$(last_step "$out")
-    phase=$(classify)
+    classify
+    phase=$phase_class
     [ "$phase" = collective ] && phase="collective $phase_collective"
     case $phase in step) hit_step=1 ;; collective*) hit_collective=1 ;; save) hit_save=1 ;; esac
     wait_for old_attempt_gone 120 || { echo "$launcher: the killed attempt did not end in 120 s"; break; }
@@ -260,7 +269,7 @@ soak() {
     expected+=("$resumed")
     wait_for training_again 300 || { echo "$launcher: no training within 300 s of kill $k"; break; }
     t_train=${EPOCHREALTIME/./}
-    wait_for past_killed_step 300 || true
+    wait_for past_killed_step 300 0.02 || true
     t_back=${EPOCHREALTIME/./}
     job_alive || [ $k -eq "$kills" ] || { echo "$launcher: the run ended after kill $k"; break; }
     redone=$((step_at_kill - ${resumed#checkpoint-}))
