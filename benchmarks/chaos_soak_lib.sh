@@ -59,6 +59,9 @@ free_port() {
 # mpirun's flags for a single machine, root included (the tests' ZERO_MPIEXEC_EXTRA_FLAGS).
 mpirun=("${mpirun_path:-mpirun}" --oversubscribe --allow-run-as-root --bind-to none)
 export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader,tcp}
+# Local addresses only: OpenMPI's runtime and TCP transport on the loopback interface.
+export OMPI_MCA_oob_tcp_if_include=${OMPI_MCA_oob_tcp_if_include:-lo}
+export OMPI_MCA_btl_tcp_if_include=${OMPI_MCA_btl_tcp_if_include:-lo}
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
