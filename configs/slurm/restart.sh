@@ -11,7 +11,8 @@
 # the launcher as SIGNAL; the ranks save a checkpoint and exit, and the job puts itself back in
 # the queue (scontrol requeue, which #SBATCH --requeue allows) to continue from that checkpoint.
 # A node failure requeues the job too (--requeue); the new run resumes the same way.
-# benchmarks/chaos_soak.sh runs this loop's mpirun form and torchrun --max_restarts under SIGKILLs.
+# benchmarks/chaos_soak.sh runs the same loop (its own copy, without the signal and the requeue)
+# around mpirun, and torchrun --max_restarts, under SIGKILLs.
 
 export ZERO_OUTPUT_DIR  # read by zero_attempt.sh in every rank
 run_with_restarts() {
