@@ -8,6 +8,7 @@
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
 #include "zero/core/node_memory.h"
+#include "zero/core/phase_report.h"
 
 namespace zero::train::detail {
 
@@ -106,6 +107,7 @@ void RunMemory::enter(Phase phase) {
     reset_peak_resident();
   }
   current_ = phase;
+  report_phase(name_of(phase));  // ZERO_PHASE_DIR's line (zero/core/phase_report.h)
 }
 
 std::vector<TrainResult::PhaseMemory> RunMemory::finish(Communicator& communicator,

@@ -14,6 +14,7 @@
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
 #include "zero/core/logging.h"
+#include "zero/core/phase_report.h"
 
 namespace zero {
 
@@ -111,7 +112,10 @@ void Communicator::issue(CollectiveInfo info, const void* send, void* recv) {
 }
 
 void Communicator::enqueue(const CollectiveInfo& info, const void* send, void* recv) {
-  stream_->submit([this, info, send, recv] { run(info, send, recv); });
+  stream_->submit([this, info, send, recv] {
+    const CollectiveReport report(name_of(info.op), info.sequence);  // ZERO_PHASE_DIR's line
+    run(info, send, recv);
+  });
 }
 
 void Communicator::all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
@@ -249,6 +253,7 @@ std::unique_ptr<Communicator> make_communicator(DeviceKind buffers, CommOptions 
   const LaunchInfo launch = detect_launch(environment);
   const int devices = cuda_device_count();
   const std::string backend = choose_backend(launch, environment, devices, buffers);
+  start_phase_report(launch.rank);  // with ZERO_PHASE_DIR, before the rendezvous
   // The buffers' device: this local rank's CUDA device (zero/core/launch.h), or the host.
   const DeviceChoice device =
       buffers == DeviceKind::kCuda

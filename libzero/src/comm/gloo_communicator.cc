@@ -133,15 +133,18 @@ struct SharedStore {
   int rank = 0;
   int world_size = 1;
   std::string abort_key;  // "<key prefix>zero/abort"
+  // The ranks that can still see the abort key: the others, less those a watchdog report found
+  // dead or hung (they did not answer its status request); a dead rank never acknowledges.
+  std::atomic<int> live_peers{0};
 
-  // Sets the abort key and waits (up to 2 s) until the other ranks have seen it: rank 0's store
+  // Sets the abort key and waits (up to 2 s) until the live ranks have seen it: rank 0's store
   // ends with its process.
   void abort_peers(int exit_code) noexcept {
     try {
       client->set(abort_key,
                   std::vector<char>{static_cast<char>(rank & 0x7f), static_cast<char>(exit_code)});
       const auto deadline = Clock::now() + std::chrono::seconds(2);
-      while (Clock::now() < deadline && client->add(abort_key + "_seen", 0) < world_size - 1)
+      while (Clock::now() < deadline && client->add(abort_key + "_seen", 0) < live_peers.load())
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     } catch (...) {
       // The store is gone: the peers find out from their connections to this rank.
@@ -161,7 +164,7 @@ struct SharedStore {
       // This process hosts the store: keep it up (up to 5 s) until every other rank has seen the
       // abort, or a rank that polls late (a loaded machine) would find no store and never end.
       const auto deadline = Clock::now() + std::chrono::seconds(5);
-      while (Clock::now() < deadline && client->add(abort_key + "_seen", 0) < world_size - 1)
+      while (Clock::now() < deadline && client->add(abort_key + "_seen", 0) < live_peers.load())
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     run_abort_hooks();  // e.g. the NVMe swap files of this process
@@ -194,6 +197,7 @@ std::shared_ptr<SharedStore> shared_store(const GlooRendezvous& rendezvous,
   }
   made->rank = rendezvous.rank;
   made->world_size = rendezvous.world_size;
+  made->live_peers = rendezvous.world_size - 1;
   made->abort_key = rendezvous.key_prefix + "zero/abort";
   store = made;
   return store;
@@ -427,6 +431,7 @@ class GlooCommunicator final : public Communicator {
         }
         if (missing > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
+      shared_->live_peers = world_size_ - 1 - missing;  // abort_job waits for these only
     } catch (const std::exception& error) {
       store_problem = std::string("; the store at ") + store_->address() +
                       (agent_store_ ? " (torchrun's)" : " (hosted by rank 0)") +
