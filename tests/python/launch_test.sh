@@ -39,7 +39,9 @@ values() { grep -o '"\(loss\|grad_norm\|eval_loss\|step\)":[0-9.e+-]*' "$1/metri
 [ "$(values "$work/cli" | grep -c eval_loss)" -ge 2 ] || { echo "fewer than 2 evaluations"; exit 1; }
 diff <(values "$work/cli") <(values "$work/python") || { echo "metrics differ"; exit 1; }
 shards=("$work"/cli/checkpoint-4/zero_shard-*-of-00002.safetensors)
-[ "${#shards[@]}" -eq 2 ] && [ -f "${shards[1]}" ] || { ls -R "$work/cli"; echo "no 2 shards"; exit 1; }
+if [ "${#shards[@]}" -ne 2 ] || [ ! -f "${shards[1]}" ]; then
+  ls -R "$work/cli"; echo "expected 2 shard files"; exit 1
+fi
 for file in model.safetensors checkpoint-4/model.safetensors "${shards[@]#"$work/cli/"}"; do
   cmp "$work/cli/$file" "$work/python/$file" || { echo "$file differs"; exit 1; }
 done
