@@ -62,7 +62,12 @@ struct TokenBuffer {
   std::vector<TokenId> ids;
 };
 
+// The UTF-8 of a str (the caller checked PyUnicode_Check). An ASCII str's own characters are its
+// UTF-8, read without a call; others' UTF-8 is made once and cached inside the str by Python.
 std::string_view utf8_of(nb::handle text) {
+  if (PyUnicode_IS_COMPACT_ASCII(text.ptr()))
+    return {static_cast<const char*>(PyUnicode_DATA(text.ptr())),
+            static_cast<std::size_t>(PyUnicode_GET_LENGTH(text.ptr()))};
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
   if (data == nullptr) throw nb::python_error();
