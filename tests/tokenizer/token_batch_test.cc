@@ -3,6 +3,8 @@
 #include "zero/text/token_batch.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <random>
 #include <string>
@@ -82,6 +84,26 @@ TEST(EncodeBatchTest, ConcurrentCallsTakeTurnsOnThePool) {
     EXPECT_EQ(batch.ids, expected.ids);
     EXPECT_EQ(batch.offsets, expected.offsets);
   }
+}
+
+// A child of fork() has none of the pool's workers: it must start its own, not wait for the
+// parent's forever (the binding's pool did before; a DataLoader worker would hang).
+TEST(EncodeBatchTest, WorksInAForkedChildOfAProcessThatUsedThePool) {
+  const std::vector<std::string> texts = make_texts(500, 3);
+  const std::vector<std::string_view> views(texts.begin(), texts.end());
+  const TokenBatch expected = encode_batch(tokenizer(), views, 3);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(20);  // a hang ends the child with SIGALRM
+    const TokenBatch batch = encode_batch(tokenizer(), views, 3);
+    ::_exit(batch.ids == expected.ids && batch.offsets == expected.offsets ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child hung (signal " << WTERMSIG(status) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's batch differs";
+  EXPECT_EQ(encode_batch(tokenizer(), views, 3).ids, expected.ids);  // the parent's pool still runs
 }
 
 TEST(EncodeBatchTest, RefusesFewerThanOneThread) {

@@ -1,6 +1,10 @@
 // Threads that live as long as the process, for work split over a few threads (encode_batch).
 #pragma once
 
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -15,8 +19,18 @@ namespace zero::text::detail {
 // is never destroyed, since a worker may outlive main's statics). Concurrent runs take turns.
 class ThreadPool {
  public:
+  // This process's pool. A child of fork() (a DataLoader worker, multiprocessing) has none of its
+  // parent's workers, fork copying only the calling thread, and may hold the parent's mutexes
+  // copied locked: it gets a pool of its own, the parent's copy left as it is (never destroyed:
+  // its std::thread objects would terminate the process).
   static ThreadPool& instance() {
-    static ThreadPool* pool = new ThreadPool;
+    static std::atomic<ThreadPool*> current{nullptr};
+    ThreadPool* pool = current.load(std::memory_order_acquire);
+    while (pool == nullptr || pool->pid_ != ::getpid()) {
+      auto* fresh = new ThreadPool;
+      if (current.compare_exchange_strong(pool, fresh, std::memory_order_acq_rel)) return *fresh;
+      delete fresh;  // another thread installed one first: `pool` is that one now
+    }
     return *pool;
   }
 
@@ -59,6 +73,7 @@ class ThreadPool {
     }
   }
 
+  const pid_t pid_ = ::getpid();
   std::mutex run_mutex_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
