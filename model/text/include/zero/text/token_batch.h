@@ -24,7 +24,8 @@ struct TokenBatch {
 // blocks of consecutive texts to whichever thread is free; a thread appends the ids of its blocks
 // to a buffer of its own (no cache line is written by two threads while encoding), and then each
 // thread copies its blocks to their place in `ids`. Thread-safe: concurrent calls take turns on
-// the pool. Throws zero::Error for num_threads < 1; a tokenizer error in any thread is rethrown.
+// the pool. A child of fork() starts a pool of its own (the parent's workers are not in it). Throws
+// zero::Error for num_threads < 1; a tokenizer error in any thread is rethrown.
 TokenBatch encode_batch(const Tokenizer& tokenizer, std::span<const std::string_view> texts,
                         int num_threads, SpecialTokens special = SpecialTokens::kAsText);
 
