@@ -1,17 +1,20 @@
-// GPT-2 tokenizer throughput: single-thread encode of tiny shakespeare. Every figure is wall-clock
-// (UseRealTime). Besides Google Benchmark's bytes_per_second (binary prefixes: Mi/s = 2^20 B/s),
-// the encode benchmarks report MB_per_s: 10^6 bytes of UTF-8 input per wall-clock second, the unit
-// of tests/golden/tokenizer_reference_bench.py's tiktoken and tokenizers lines on the same text.
-// Warm: the per-thread piece cache already filled (the reference's figures are warm too: best of
-// ten after a warm-up pass); cold: a fresh tokenizer, so an empty cache, for every pass.
-// Data: $ZERO_SHARED_DATA (default ../shared/data beside the source tree).
+// GPT-2 tokenizer throughput: tiny shakespeare encoded on one thread, and as a batch of lines on
+// 1 and 2 threads. Every figure is wall-clock (UseRealTime). Besides Google Benchmark's
+// bytes_per_second (binary prefixes: Mi/s = 2^20 B/s), the encode benchmarks report MB_per_s: 10^6
+// bytes of UTF-8 input per wall-clock second, the unit of
+// tests/golden/tokenizer_reference_bench.py's tiktoken and tokenizers lines on the same text. Warm:
+// the per-thread piece cache already filled (the reference's figures are warm too: best of ten
+// after a warm-up pass); cold: a fresh tokenizer, so an empty cache, for every pass. Data:
+// $ZERO_SHARED_DATA (default ../shared/data beside the source tree).
 #include <benchmark/benchmark.h>
+#include <time.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "zero/text/token_batch.h"
 #include "zero/text/tokenizer.h"
 
 namespace {
@@ -140,6 +143,46 @@ void BM_EncodeTinyShakespearePerLine(benchmark::State& state) {
   state.counters["lines"] = static_cast<double>(lines.size());
 }
 BENCHMARK(BM_EncodeTinyShakespearePerLine)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0)
+    ->UseRealTime();
+
+// zero.Tokenizer.encode_batch's C++ part: text::encode_batch over the lines of tiny shakespeare
+// (split at '\n' as Python's str.split does) on state.range(0) threads. CPU_ms_per_pass: the
+// process's CPU time per pass; above real time x threads, the threads contend (or wait).
+void BM_EncodeBatchTinyShakespeare(benchmark::State& state) {
+  const Fixture& data = fixture();
+  if (!data.tokenizer) {
+    state.SkipWithError("tiny shakespeare not found: set ZERO_SHARED_DATA");
+    return;
+  }
+  std::vector<std::string_view> lines;
+  for (std::size_t start = 0;;) {
+    const std::size_t end = data.text.find('\n', start);
+    lines.emplace_back(data.text.data() + start,
+                       (end == std::string::npos ? data.text.size() : end) - start);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  const int threads = static_cast<int>(state.range(0));
+  zero::text::encode_batch(*data.tokenizer, lines, threads);  // every thread's cache warm
+  timespec cpu_start{}, cpu_end{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu_start);
+  for (auto _ : state) {
+    zero::text::TokenBatch batch = zero::text::encode_batch(*data.tokenizer, lines, threads);
+    benchmark::DoNotOptimize(batch.ids.data());
+  }
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu_end);
+  const double cpu_seconds = static_cast<double>(cpu_end.tv_sec - cpu_start.tv_sec) +
+                             static_cast<double>(cpu_end.tv_nsec - cpu_start.tv_nsec) * 1e-9;
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * data.text.size()));
+  report_decimal_megabytes(state, data.text.size());
+  state.counters["CPU_ms_per_pass"] = cpu_seconds * 1e3 / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_EncodeBatchTinyShakespeare)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0)
     ->UseRealTime();

@@ -14,6 +14,9 @@ Encoding objects.
 Needs tiktoken and tokenizers (a private venv with `zero` importable, e.g. PYTHONPATH=
 build/bindings/python) and the GPT-2 BPE files in ../shared/data (or $ZERO_SHARED_DATA).
 Usage: tokenizer_binding_bench.py [--threads 1,2] [--repeats 10] [--cpp build/benchmarks/tokenizer_bench]
+On a machine other jobs load, thread scaling needs the cores: run it under `chrt -f 1` (real-time
+priority for its few seconds; the zero-only form, --time zero, is the shortest) and compare the
+CPU ms column with the wall-clock one (equal at 1 thread when the process had its core).
 """
 import argparse
 import json

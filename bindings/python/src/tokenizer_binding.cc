@@ -1,31 +1,24 @@
 // zero.Tokenizer: GPT-2's BPE (zero/text/tokenizer.h) from Python. Ids come back as NumPy int32
 // arrays over the C++ vectors that hold them (no copy: flags.owndata is False and the array's base
-// is the TokenBuffer or TokenBatch owning the ids). encode_batch encodes on `num_threads` threads
-// of a pool that lives as long as the process (the tokenizer's piece caches are per thread, so
-// they stay warm across calls), with the GIL released.
+// is the TokenBuffer or TokenBatch owning the ids). encode_batch is text::encode_batch
+// (zero/text/token_batch.h: a process-wide pool of threads) with the GIL released.
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <Python.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <numpy/arrayobject.h>
 
-#include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
-#include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "bindings.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
+#include "zero/text/token_batch.h"
 #include "zero/text/tokenizer.h"
 #include "zero/train/hub_cache.h"
 
@@ -35,14 +28,13 @@ namespace zero::python {
 
 namespace {
 
+using text::TokenBatch;
 using text::TokenId;
 static_assert(sizeof(TokenId) == sizeof(std::int32_t));
 
 // Texts shorter than this are encoded with the GIL held: releasing and taking it back costs more
 // than encoding a few tokens.
 constexpr std::size_t kReleaseGilBytes = 4096;
-// encode_batch hands out lines in blocks of this many, in order, to whichever thread is free.
-constexpr std::size_t kLinesPerBlock = 64;
 
 void ensure_numpy() {
   static bool imported = false;
@@ -70,72 +62,12 @@ struct TokenBuffer {
   std::vector<TokenId> ids;
 };
 
-// The ids of encode_batch: all lines' ids in order in one buffer, line i at
-// [offsets[i], offsets[i + 1]).
-struct TokenBatch {
-  std::vector<TokenId> ids;
-  std::vector<std::int64_t> offsets{0};
-  std::size_t size() const { return offsets.size() - 1; }
-};
-
-// Threads that live as long as the process; run(n, work) calls work(0..n-1), index 0 on the
-// calling thread, and returns when every call has.
-class ThreadPool {
- public:
-  static ThreadPool& instance() {
-    static ThreadPool* pool = new ThreadPool;  // never destroyed: workers may outlive main
-    return *pool;
-  }
-
-  void run(int num_threads, const std::function<void(int)>& work) {
-    std::unique_lock run_lock(run_mutex_);  // one batch at a time
-    {
-      std::lock_guard lock(mutex_);
-      while (static_cast<int>(workers_.size()) < num_threads - 1) {
-        const int index = static_cast<int>(workers_.size()) + 1;
-        workers_.emplace_back([this, index] { loop(index); });
-      }
-      work_ = &work;
-      active_ = num_threads;
-      pending_ = num_threads - 1;
-      ++generation_;
-    }
-    wake_.notify_all();
-    work(0);
-    std::unique_lock lock(mutex_);
-    done_.wait(lock, [this] { return pending_ == 0; });
-    work_ = nullptr;
-  }
-
- private:
-  void loop(int index) {
-    std::uint64_t seen = 0;
-    for (;;) {
-      const std::function<void(int)>* work = nullptr;
-      {
-        std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return generation_ != seen; });
-        seen = generation_;
-        if (index >= active_) continue;
-        work = work_;
-      }
-      (*work)(index);
-      std::lock_guard lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
-    }
-  }
-
-  std::mutex run_mutex_;
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  std::vector<std::thread> workers_;
-  const std::function<void(int)>* work_ = nullptr;
-  int active_ = 0;
-  int pending_ = 0;
-  std::uint64_t generation_ = 0;
-};
-
+// The UTF-8 of a str (the caller checked PyUnicode_Check). An ASCII str's own characters are its
+// UTF-8, read without a call; others' UTF-8 is made once and cached inside the str by Python.
 std::string_view utf8_of(nb::handle text) {
+  if (PyUnicode_IS_COMPACT_ASCII(text.ptr()))
+    return {static_cast<const char*>(PyUnicode_DATA(text.ptr())),
+            static_cast<std::size_t>(PyUnicode_GET_LENGTH(text.ptr()))};
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
   if (data == nullptr) throw nb::python_error();
@@ -169,44 +101,6 @@ nb::object encode(const text::Tokenizer& tokenizer, nb::handle text, bool specia
   return int32_view(buffer.ids.data(), buffer.ids.size(), owner);
 }
 
-// The lines' ids, encoded by `num_threads` threads taking blocks of lines in turn, then laid out
-// in line order in `batch`.
-void encode_lines(const text::Tokenizer& tokenizer, const std::vector<std::string_view>& lines,
-                  int num_threads, text::SpecialTokens special, TokenBatch& batch) {
-  const std::size_t num_blocks = (lines.size() + kLinesPerBlock - 1) / kLinesPerBlock;
-  std::vector<std::vector<TokenId>> block_ids(num_blocks);
-  batch.offsets.assign(lines.size() + 1, 0);
-  std::atomic<std::size_t> next{0};
-  const auto work = [&](int) {
-    for (std::size_t block = next++; block < num_blocks; block = next++) {
-      const std::size_t end = std::min(lines.size(), (block + 1) * kLinesPerBlock);
-      std::vector<TokenId>& ids = block_ids[block];
-      for (std::size_t line = block * kLinesPerBlock; line < end; ++line) {
-        tokenizer.encode_append(lines[line], ids, special);
-        batch.offsets[line + 1] = static_cast<std::int64_t>(ids.size());  // within the block
-      }
-    }
-  };
-  const int threads = static_cast<int>(std::min<std::size_t>(num_threads, num_blocks));
-  if (threads <= 1) {
-    work(0);
-  } else {
-    ThreadPool::instance().run(threads, work);
-  }
-  std::size_t total = 0;
-  for (const auto& ids : block_ids) total += ids.size();
-  batch.ids.resize(total);
-  std::int64_t start = 0;
-  for (std::size_t block = 0; block < num_blocks; ++block) {
-    const std::vector<TokenId>& ids = block_ids[block];
-    if (!ids.empty()) std::memcpy(batch.ids.data() + start, ids.data(), ids.size() * 4);
-    const std::size_t end = std::min(lines.size(), (block + 1) * kLinesPerBlock);
-    for (std::size_t line = block * kLinesPerBlock; line < end; ++line)
-      batch.offsets[line + 1] += start;
-    start += static_cast<std::int64_t>(ids.size());
-  }
-}
-
 nb::object encode_batch(const text::Tokenizer& tokenizer, nb::handle texts, int num_threads,
                         bool special) {
   if (num_threads < 1)
@@ -225,13 +119,12 @@ nb::object encode_batch(const text::Tokenizer& tokenizer, nb::handle texts, int 
       throw nb::type_error(("encode_batch: item " + std::to_string(i) + " is not a str").c_str());
     lines[static_cast<std::size_t>(i)] = utf8_of(item);
   }
-  nb::object owner = nb::cast(TokenBatch{});
-  TokenBatch& batch = nb::cast<TokenBatch&>(owner);
+  text::TokenBatch batch;
   {
     nb::gil_scoped_release release;
-    encode_lines(tokenizer, lines, num_threads, special_of(special), batch);
+    batch = text::encode_batch(tokenizer, lines, num_threads, special_of(special));
   }
-  return owner;
+  return nb::cast(std::move(batch));  // moves the vectors: the ids are not copied
 }
 
 nb::object decode(const text::Tokenizer& tokenizer, nb::handle ids_object) {

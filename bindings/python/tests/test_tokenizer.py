@@ -1,6 +1,8 @@
 """zero.Tokenizer: GPT-2's ids, arrays without copies, encode_batch on threads with the GIL
 released, decode."""
 
+import os
+import signal
 import threading
 import time
 
@@ -63,6 +65,21 @@ def test_threads_give_the_same_ids(tokenizer, shakespeare_lines):
         assert np.array_equal(one.ids, many.ids) and np.array_equal(one.offsets, many.offsets)
     joined = tokenizer.encode("\n".join(lines[:200]))
     assert len(joined) > 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_encode_batch_on_threads_in_a_forked_child(tokenizer, shakespeare_lines):
+    """A fork() child (a DataLoader worker) has none of the parent's pool threads: its own start."""
+    lines = shakespeare_lines[:2000]
+    expected = tokenizer.encode_batch(lines, num_threads=2)
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(30)  # a hang ends the child with SIGALRM
+        batch = tokenizer.encode_batch(lines, num_threads=2)
+        os._exit(0 if np.array_equal(batch.ids, expected.ids) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status), f"the child hung (signal {os.WTERMSIG(status)})"
+    assert os.WEXITSTATUS(status) == 0, "the child's ids differ"
 
 
 def test_encode_batch_releases_the_gil(tokenizer, shakespeare_lines):
