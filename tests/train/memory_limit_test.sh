@@ -7,10 +7,11 @@
 #      each step (gradients swapped to NVMe, shard files streamed from it one sub-group at a
 #      time), and its model equals A's bit for bit; `zero checkpoint consolidate` of checkpoint-2
 #      under the same limit gives A's model.
-#   C  resuming checkpoint-1 under that limit is refused before anything is allocated, naming the
-#      load phase (a resume reads the rank's whole shard into host memory: Engine::shard_states,
-#      held until the first step); under the plan's largest phase it resumes to step 2 and equals
-#      A's model.
+#   C  resuming checkpoint-1 under that limit resumes to step 2 and equals A's model (the load
+#      reads the shard files into one NVMe sub-group's host slot at a time:
+#      Engine::fill_shard_states).
+#   Q  the same resume under 90% of its planned load phase is refused before anything is
+#      allocated, naming the load phase.
 #   R  a limit of 60% of B's planned largest phase: refused, naming that phase, nothing written.
 # Every limited run's phases (load, train, checkpoint, final save) peak, measured by VmHWM, at
 # most 5% above their plan (baseline included). Skips (77) when no memory cgroup can be made.
@@ -99,28 +100,29 @@ limited "$limit" consolidate.log "$zero" checkpoint consolidate B/checkpoint-2 c
   { cat consolidate.log; fail "consolidate under $limit bytes"; }
 same A/model.safetensors consolidated/model.safetensors
 
-# C: resume under the same limit: refused naming the load phase; then under the limit it names.
+# C: resume under the same limit: the load streams the shard files into one sub-group's slot at
+# a time, so it resumes to step 2 and equals A's model; its plan names the load phase's peak.
 rm -rf C && mkdir C && cp -r B/checkpoint-1 C/
-status=0
-limited "$limit" C1.log "$zero" train "${common[@]}" --output_dir C --save_steps 1 \
-  --resume_from_checkpoint C/checkpoint-1 || status=$?
-cat C1.log
-[ "$status" = 2 ] || fail "C1: exit $status, not the refusal (2)"
-grep -q "does not fit: load needs .*, the node has .*memory cgroup's limit" C1.log ||
-  fail "C1.log does not name the load phase and the cgroup's limit"
-# The plan's largest phase (the view a resume reads stays until the first step: train > load).
-needed=$(awk '/^    (load|train|evaluation|checkpoint|final save) / {
-  for (i = 2; i <= NF; i++) if ($(i + 1) == "MiB") { if ($i + 0 > m) m = $i + 0; break } }
-  END { print m }' C1.log)
-[ -n "$needed" ] && [ "$needed" != 0 ] || fail "C1.log: no planned phases"
-resume_limit=$(python3 -c "print(int($needed * 1048576 * 1.02))")
-limited "$resume_limit" C2.log "$zero" train "${common[@]}" --output_dir C --save_steps 1 \
-  --resume_from_checkpoint C/checkpoint-1 ||
-  { cat C2.log; fail "C2 (resumed) under $resume_limit bytes"; }
-cat C2.log
-grep -q "resumed from" C2.log || fail "C2.log: not resumed"
-phases_within C2.log
+limited "$limit" C.log "$zero" train "${common[@]}" --output_dir C --save_steps 1 \
+  --resume_from_checkpoint C/checkpoint-1 || { cat C.log; fail "C (resumed) under $limit bytes"; }
+cat C.log
+grep -q "resumed from" C.log || fail "C.log: not resumed"
+phases_within C.log
 same A/model.safetensors C/model.safetensors
+# Q: a resume under 90% of its planned load phase: refused before anything is allocated, naming
+# the load phase.
+load=$(awk '/^    load / { for (i = 2; i <= NF; i++) if ($(i + 1) == "MiB") { print $i; exit } }' C.log)
+[ -n "$load" ] || fail "C.log: no planned load phase"
+tight=$(python3 -c "print(int($load * 1048576 * 0.9))")
+rm -rf Q && mkdir Q && cp -r B/checkpoint-1 Q/
+status=0
+limited "$tight" Q.log "$zero" train "${common[@]}" --output_dir Q --save_steps 1 \
+  --resume_from_checkpoint Q/checkpoint-1 || status=$?
+cat Q.log
+[ "$status" = 2 ] || fail "Q: exit $status, not the refusal (2)"
+grep -q "does not fit: load needs .*, the node has .*memory cgroup's limit" Q.log ||
+  fail "Q.log does not name the load phase and the cgroup's limit"
+[ ! -e Q/model.safetensors ] || fail "Q wrote a model"
 
 # R: 60% of B's planned largest phase: refused before anything is allocated, naming a phase.
 largest=$(sed -n 's/.*the largest phase, [a-z ]*, needs \([0-9.]*\) MiB.*/\1/p' B.log | head -1)

@@ -136,6 +136,25 @@ TEST(RunPlan, TheCheckpointPhaseStreamsNvmeStates) {
   EXPECT_NE(format_phases(plan, true).find("checkpoint"), std::string::npos);
 }
 
+// A resume reads the checkpoint into the states one NVMe sub-group slot at a time
+// (Engine::fill_shard_states), so its load phase holds what a fresh run's does (the initialisation
+// already uses such a slot), not the whole checkpoint view (12 bytes per owned element).
+TEST(RunPlan, TheLoadPhaseOfAResumeStreamsNvmeStates) {
+  TempFolder swap("plan_swap");
+  PlanSetup setup = nvme_setup(swap.path());
+  const RankPlan fresh = plan_rank(setup, 1, 0);
+  setup.phases.resume = true;
+  const RankPlan resumed = plan_rank(setup, 1, 0);
+  auto host = [](const RankPlan& plan, Phase phase) {
+    return reserved(plan, phase, MemorySpace::kHost) +
+           reserved(plan, phase, MemorySpace::kHostPinned);
+  };
+  const std::int64_t view = 12 * fresh.padded_parameters;
+  EXPECT_GE(host(resumed, Phase::kLoad), host(fresh, Phase::kLoad));
+  EXPECT_LT(host(resumed, Phase::kLoad) - host(fresh, Phase::kLoad), view / 8);
+  EXPECT_LT(host(resumed, Phase::kTrain) - host(fresh, Phase::kTrain), view / 8);
+}
+
 TEST(RunPlan, ADoesNotFitNamesThePhaseAndTheProposalIsPlannedAgain) {
   TempFolder swap("plan_swap");
   PlanSetup setup = nvme_setup(swap.path());

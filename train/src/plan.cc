@@ -275,8 +275,10 @@ void plan_gpt2(const PlanSetup& setup, Engine& engine, int rank, RankPlan& plan,
   const auto writer = static_cast<std::int64_t>(gpt2::hf_save_buffer_bytes(config));
   if (rank == 0)
     plan.save_host_bytes = writer + (setup.generates_samples ? whole_model_bytes() : 0);
-  if (setup.phases.resume) {  // the checkpoint's shards read into the engine's states
-    engine.shard_states();
+  // A resume reads the checkpoint's shards, a pretrained model its tensors, straight into the
+  // engine's states (Engine::fill_shard_states: with NVMe offload one sub-group's slot at a time).
+  if (setup.phases.resume || setup.pretrained) {
+    engine.fill_shard_states([](ShardState&) {}, Engine::ShardFill::kSomeElements);
     engine.refresh_params();
   }
   recorder.end(Phase::kLoad, plan.load_host_bytes);

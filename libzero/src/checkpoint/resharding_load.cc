@@ -47,40 +47,39 @@ void check_same_units(const Engine& engine, const CheckpointIndex& index,
                "checkpoint ", where, " has unit '", unit.name, "', which this model does not");
 }
 
-// Every file that holds part of this rank's shards, checked (size, checksum, header) and opened
-// once, its pieces copied into `shards` (params and each optimizer state). One file at a time
-// (checked, read, copied, released): memory for one file, whatever the world that wrote them.
-// Throws naming the file, or the shard whose elements are not covered exactly once.
-void copy_into_shards(const fs::path& folder, const CheckpointIndex& index,
-                      const std::string& where, std::vector<ShardState>& shards) {
-  // copied[s][k]: elements of shard s, state k (0: params) filled.
-  std::vector<std::vector<std::size_t>> copied(shards.size());
-  for (std::size_t s = 0; s < shards.size(); ++s)
-    copied[s].assign(1 + shards[s].optimizer_state.size(), 0);
-  for (const ShardFileInfo& file : index.files) {
-    bool needed = false;
-    for (const ShardState& shard : shards) {
-      const auto found = file.ranges.find(shard.unit);
-      needed =
-          needed || (found != file.ranges.end() && !intersect(found->second, shard.range).empty());
-    }
-    if (!needed) continue;
-    check_file(folder, file, true);
-    const OpenedFile opened = open_file(folder, index, file);
-    for (std::size_t s = 0; s < shards.size(); ++s) {
-      ShardState& shard = shards[s];
-      copied[s][0] += copy_piece(opened, shard.unit, "params", shard.range, shard.params.data());
-      for (std::size_t k = 0; k < shard.optimizer_state.size(); ++k)
-        copied[s][k + 1] += copy_piece(opened, shard.unit, shard.optimizer_state[k].first,
-                                       shard.range, shard.optimizer_state[k].second.data());
-    }
-  }
-  for (std::size_t s = 0; s < shards.size(); ++s)
-    for (std::size_t k = 0; k < copied[s].size(); ++k)
-      ZERO_CHECK(copied[s][k] == shards[s].range.size(), "checkpoint ", where, ": unit '",
-                 shards[s].unit, "' elements [", shards[s].range.begin, ", ", shards[s].range.end,
-                 ") of '", k == 0 ? std::string("params") : shards[s].optimizer_state[k - 1].first,
-                 "' are covered ", copied[s][k], " times over, not once");
+// Reads this rank's shards from the shard files straight into where the engine keeps them
+// (Engine::fill_shard_states: the resident states, or one NVMe sub-group's host slot at a time),
+// each piece with one pread. A file is checked (size, checksum, header) and opened when a shard
+// first needs it; only its header stays in memory. Memory besides the states: the headers,
+// whatever the world that wrote them. Throws naming the file, or the shard whose elements are
+// not covered exactly once.
+void copy_into_shards(Engine& engine, const fs::path& folder, const CheckpointIndex& index,
+                      const std::string& where) {
+  std::vector<OpenedFile> opened(index.files.size());
+  engine.fill_shard_states(
+      [&](ShardState& shard) {
+        std::vector<std::size_t> copied(1 + shard.optimizer_state.size(), 0);
+        for (std::size_t f = 0; f < index.files.size(); ++f) {
+          const ShardFileInfo& file = index.files[f];
+          const auto found = file.ranges.find(shard.unit);
+          if (found == file.ranges.end() || intersect(found->second, shard.range).empty()) continue;
+          if (!opened[f].reader) {
+            check_file(folder, file, true);
+            opened[f] = open_file(folder, index, file);
+          }
+          copied[0] +=
+              copy_piece(opened[f], shard.unit, "params", shard.range, shard.params.data());
+          for (std::size_t k = 0; k < shard.optimizer_state.size(); ++k)
+            copied[k + 1] += copy_piece(opened[f], shard.unit, shard.optimizer_state[k].first,
+                                        shard.range, shard.optimizer_state[k].second.data());
+        }
+        for (std::size_t k = 0; k < copied.size(); ++k)
+          ZERO_CHECK(copied[k] == shard.range.size(), "checkpoint ", where, ": unit '", shard.unit,
+                     "' elements [", shard.range.begin, ", ", shard.range.end, ") of '",
+                     k == 0 ? std::string("params") : shard.optimizer_state[k - 1].first,
+                     "' are covered ", copied[k], " times over, not once");
+      },
+      Engine::ShardFill::kEveryElement);
 }
 
 }  // namespace
@@ -89,10 +88,8 @@ CheckpointIndex load(Engine& engine, const fs::path& folder) {
   const CheckpointIndex index = read_index(folder);
   const std::string where = folder.string();
   check_same_units(engine, index, where);
-  std::vector<ShardState> shards = engine.shard_states();
-  std::vector<std::string> states;
-  if (!shards.empty())
-    for (const auto& [name, values] : shards.front().optimizer_state) states.push_back(name);
+  engine.initialize();  // on every rank before the checks: the agreement below is collective
+  const std::vector<std::string> states = engine.optimizer_state_names();
   ZERO_CHECK(states == index.optimizer_states, "checkpoint ", where, " holds optimizer states (",
              join(index.optimizer_states), ") of ", index.optimizer,
              "; this engine's optimizer keeps (", join(states), ")");
@@ -105,7 +102,7 @@ CheckpointIndex load(Engine& engine, const fs::path& folder) {
   std::string failure;
   try {
     check_complete(folder, index);  // every file present with its size, on every rank
-    copy_into_shards(folder, index, where, shards);
+    copy_into_shards(engine, folder, index, where);
   } catch (const Error& error) {
     failure = error.what();
   }

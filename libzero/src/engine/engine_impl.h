@@ -173,6 +173,9 @@ class Engine::Impl {
   // host copy (the resident layout: master, then k states, at the units' owned offsets); the next
   // step() or refresh_params() writes it back to the regions and frees it.
   Buffer checkpoint_view;
+  // Waits for the communication, compute and copy streams before shard states are read or
+  // written (visit_shard_states, fill_shard_states); errors say so.
+  void drain_for_shard_states();
   float* view_master() const { return checkpoint_view.data_as<float>(); }
   void read_checkpoint_view();
   void write_back_checkpoint_view();

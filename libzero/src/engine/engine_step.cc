@@ -221,6 +221,41 @@ std::vector<ShardState> Engine::shard_states() {
   return shards;
 }
 
+namespace {
+
+// Unit `u`'s shard in a sub-group's swap slot (`group` holds it): its span of the slot.
+ShardState slot_shard(const Engine::Impl& d, std::size_t u, const SubGroup& group,
+                      const SwapSlot& slot, const std::vector<std::string>& names) {
+  const auto states = names.size();
+  const EngineUnit& unit = d.units[u];
+  const ElementRange owned =
+      d.policy.partitioned ? unit.layout.shard(d.rank) : ElementRange{0, unit.padded};
+  const ElementRange range = intersect(owned, {0, unit.layout.num_elements()});
+  const std::size_t offset = unit.owned_offset - group.owned_offset;
+  const std::size_t skip = range.begin - owned.begin;
+  ShardState shard;
+  shard.unit = unit.name;
+  shard.range = range;
+  shard.params = {slot.master + offset + skip, range.size()};
+  for (std::size_t k = 0; k < states; ++k)
+    shard.optimizer_state.emplace_back(
+        names.at(k),
+        std::span<float>(slot.state + states * offset + k * unit.owned_count + skip, range.size()));
+  return shard;
+}
+
+}  // namespace
+
+void Engine::Impl::drain_for_shard_states() {
+  synchronize("reading shard state");
+  synchronize_compute("reading shard state");
+  try {
+    ctx.copy_stream().synchronize();  // the step's copies read its slots
+  } catch (const Error& error) {
+    ZERO_THROW("reading shard state: ", error.what());
+  }
+}
+
 void Engine::visit_shard_states(const std::function<void(const ShardState&)>& visit) {
   initialize();
   Impl& d = *impl_;
@@ -229,17 +264,10 @@ void Engine::visit_shard_states(const std::function<void(const ShardState&)>& vi
     for (const ShardState& shard : shard_states()) visit(shard);
     return;
   }
-  d.synchronize("reading shard state");
-  d.synchronize_compute("reading shard state");
-  try {
-    context_->copy_stream().synchronize();  // the step's copies read its slots
-  } catch (const Error& error) {
-    ZERO_THROW("reading shard state: ", error.what());
-  }
+  d.drain_for_shard_states();
   SwapSlot slot = d.make_swap_slot();  // one sub-group's master and state
   if (d.planning) return;
   const std::vector<std::string> names = d.optimizer->state_names();
-  const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());
   for (std::size_t g = 0; g < d.sub_groups.size(); ++g) {
     const SubGroup& group = d.sub_groups[g];
     const SwapTicket master = d.optimizer_swap->read(d.master_regions[g], slot.master);
@@ -248,24 +276,45 @@ void Engine::visit_shard_states(const std::function<void(const ShardState&)>& vi
                                  : SwapTicket{};
     d.optimizer_swap->wait(master);
     d.optimizer_swap->wait(state);
-    for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
-      const EngineUnit& unit = d.units[u];
-      const ElementRange owned =
-          d.policy.partitioned ? unit.layout.shard(d.rank) : ElementRange{0, unit.padded};
-      const ElementRange range = intersect(owned, {0, unit.layout.num_elements()});
-      const std::size_t offset = unit.owned_offset - group.owned_offset;
-      const std::size_t skip = range.begin - owned.begin;
-      ShardState shard;
-      shard.unit = unit.name;
-      shard.range = range;
-      shard.params = {slot.master + offset + skip, range.size()};
-      for (std::size_t k = 0; k < states; ++k)
-        shard.optimizer_state.emplace_back(
-            names.at(k),
-            std::span<float>(slot.state + states * offset + k * unit.owned_count + skip,
-                             range.size()));
-      visit(shard);
+    for (std::size_t u = group.first_unit; u < group.last_unit; ++u)
+      visit(slot_shard(d, u, group, slot, names));
+  }
+}
+
+void Engine::fill_shard_states(const std::function<void(ShardState&)>& fill, ShardFill coverage) {
+  initialize();
+  Impl& d = *impl_;
+  if (!d.policy.swap_optimizer() || d.checkpoint_view.allocated()) {
+    for (ShardState& shard : shard_states()) fill(shard);
+    return;
+  }
+  d.drain_for_shard_states();
+  SwapSlot slot = d.make_swap_slot();  // one sub-group's master and state
+  if (d.planning) return;
+  const std::vector<std::string> names = d.optimizer->state_names();
+  const std::size_t states = names.size();
+  for (std::size_t g = 0; g < d.sub_groups.size(); ++g) {
+    const SubGroup& group = d.sub_groups[g];
+    const bool has_state = d.state_regions[g] >= 0;
+    if (coverage == ShardFill::kEveryElement) {
+      std::memset(slot.master, 0, group.num_elements * sizeof(float));
+      if (has_state) std::memset(slot.state, 0, states * group.num_elements * sizeof(float));
+    } else {
+      const SwapTicket master = d.optimizer_swap->read(d.master_regions[g], slot.master);
+      const SwapTicket state =
+          has_state ? d.optimizer_swap->read(d.state_regions[g], slot.state) : SwapTicket{};
+      d.optimizer_swap->wait(master);
+      d.optimizer_swap->wait(state);
     }
+    for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
+      ShardState shard = slot_shard(d, u, group, slot, names);
+      fill(shard);
+    }
+    const SwapTicket master = d.optimizer_swap->write(d.master_regions[g], slot.master);
+    const SwapTicket state =
+        has_state ? d.optimizer_swap->write(d.state_regions[g], slot.state) : SwapTicket{};
+    d.optimizer_swap->wait(master);
+    d.optimizer_swap->wait(state);
   }
 }
 

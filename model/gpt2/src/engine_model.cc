@@ -97,24 +97,28 @@ void load_hf_partitions(Engine& engine, std::span<const UnitId> body_units,
   ZERO_CHECK(body_units.size() == specs.size(), "loading ", weights.folder().string(), ": ",
              body_units.size(), " body units given, a GPT-2 of ", weights.config().n_layer,
              " layers has ", specs.size());
-  for (ShardState& shard : engine.shard_states()) {
-    const UnitId id = engine.unit(shard.unit);
-    const FlatLayout& layout = engine.layout(id);
-    const auto body = std::find(body_units.begin(), body_units.end(), id);
-    if (body != body_units.end()) {
-      weights.read_unit(specs[static_cast<std::size_t>(body - body_units.begin())], layout,
-                        shard.range, shard.params.data());
-      continue;
-    }
-    if (std::find(extra_units.begin(), extra_units.end(), id) == extra_units.end()) continue;
-    for (const TensorSlot& slot : layout.slots()) {
-      const ElementRange overlap = intersect(slot.range(), shard.range);
-      if (overlap.empty() || !weights.contains(slot.name)) continue;
-      weights.read(slot.name,
-                   {overlap.begin - slot.offset_elements, overlap.end - slot.offset_elements},
-                   shard.params.data() + (overlap.begin - shard.range.begin));
-    }
-  }
+  // Straight into the engine's states (with NVMe offload one sub-group's slot at a time); the
+  // optimizer state and the tensors the checkpoint lacks keep their values.
+  engine.fill_shard_states(
+      [&](ShardState& shard) {
+        const UnitId id = engine.unit(shard.unit);
+        const FlatLayout& layout = engine.layout(id);
+        const auto body = std::find(body_units.begin(), body_units.end(), id);
+        if (body != body_units.end()) {
+          weights.read_unit(specs[static_cast<std::size_t>(body - body_units.begin())], layout,
+                            shard.range, shard.params.data());
+          return;
+        }
+        if (std::find(extra_units.begin(), extra_units.end(), id) == extra_units.end()) return;
+        for (const TensorSlot& slot : layout.slots()) {
+          const ElementRange overlap = intersect(slot.range(), shard.range);
+          if (overlap.empty() || !weights.contains(slot.name)) continue;
+          weights.read(slot.name,
+                       {overlap.begin - slot.offset_elements, overlap.end - slot.offset_elements},
+                       shard.params.data() + (overlap.begin - shard.range.begin));
+        }
+      },
+      Engine::ShardFill::kSomeElements);
   engine.refresh_params();
 }
 

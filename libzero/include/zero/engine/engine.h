@@ -193,13 +193,25 @@ class Engine {
   // The context's device-space allocator (models allocate activations from it).
   Allocator& allocator() { return context_->allocator(MemorySpace::kDevice); }
 
-  // Checkpoint state: this rank's shards (writable: load, then call refresh_params()).
+  // Checkpoint state: this rank's shards (writable: load, then call refresh_params()). With
+  // offload_optimizer nvme the spans are a host copy of the whole shard (read from the regions,
+  // written back by the next step() or refresh_params()): loads use fill_shard_states instead.
   std::vector<ShardState> shard_states();
   // The same shards for reading only, handed to `visit` one unit at a time in unit order, each
   // valid during its call: with offload_optimizer nvme one sub-group is read from the swap
   // regions at a time (host memory: one sub-group's master and state, not the rank's shard),
   // otherwise the resident spans. Checkpoint writers stream shard files from it.
   void visit_shard_states(const std::function<void(const ShardState&)>& visit);
+  // Loading checkpoint state in place: hands `fill` each unit's shard, writable, one unit at a
+  // time in unit order, each valid during its call. Resident states: their own spans. With
+  // offload_optimizer nvme: one sub-group's host slot (master and state, the memory
+  // visit_shard_states holds), written to the sub-group's swap regions once its last unit is
+  // filled, so a load never holds the rank's shard in host memory. kEveryElement: `fill` writes
+  // every element of every span (a checkpoint), the slot starts zeroed (its padding zero) and the
+  // regions are not read; kSomeElements: the spans start with the current values (nvme: read
+  // from the regions first). Call refresh_params() after it.
+  enum class ShardFill { kEveryElement, kSomeElements };
+  void fill_shard_states(const std::function<void(ShardState&)>& fill, ShardFill coverage);
   // The optimizer state names of ShardState::optimizer_state, in order ("exp_avg", ...).
   std::vector<std::string> optimizer_state_names() const;
   TrainingState training_state() const;

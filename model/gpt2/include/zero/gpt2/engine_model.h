@@ -84,14 +84,14 @@ class EngineModel {
   GPT2Compute compute_;
 };
 
-// Loads a Hugging Face checkpoint into this rank's shards (Engine::shard_states()) of GPT-2's
+// Loads a Hugging Face checkpoint into this rank's shards (Engine::fill_shard_states) of GPT-2's
 // units `body_units` (gpt2_units(weights.config()) order), reading from the files only each
 // shard's range of each tensor: the rank's partition at stages 1-3, the whole unit at stage 0
 // (where every rank holds it); then Engine::refresh_params(). `extra_units` are units whose
 // tensors are stored under their own names (the classifier's score.weight): each tensor the
 // checkpoint holds is loaded, the others keep their initialisation. Memory besides the shards:
-// one SafetensorsReader::kStreamChunkBytes of mapped pages at a time (plus what shard_states()
-// itself holds under NVMe optimizer offload). All ranks, same order (refresh_params gathers).
+// one SafetensorsReader::kStreamChunkBytes of mapped pages at a time, plus one sub-group's swap
+// slot under NVMe optimizer offload. All ranks, same order (refresh_params gathers).
 void load_hf_partitions(Engine& engine, std::span<const UnitId> body_units,
                         const HFWeights& weights, std::span<const UnitId> extra_units = {});
 

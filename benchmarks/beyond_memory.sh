@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# Beyond memory (issue 24): a GPT-2 whose model states exceed the machine's memory, trained by
+# `zero train` with ZeRO-3, bf16, optimizer and parameters on NVMe (sub_group_size 1e8,
+# stage3_max_live_parameters 1e8, bucket sizes 5e7, block 128, batch 1, one rank), then saved,
+# consolidated, checked and resumed. Not a test: results go to docs/engine.md.
+#   SHAPE=xl    n_embd=1600,n_layer=48,n_head=25 (1.56B parameters): STEPS (5) steps with
+#               checkpoint-STEPS, `zero checkpoint consolidate`, a resume for one more step.
+#   SHAPE=2.7b  n_embd=2560,n_layer=32,n_head=32 (2.65B): STEPS (2) steps and the final model, with
+#               checkpoint-STEPS where the disk has room for it.
+#   OVERRIDES=n_layer=2,...  any other shape (run as xl), to check the script in minutes.
+# Each zero run is under /usr/bin/time -v. Reported: s/step per step (block x batch / the logged
+# tokens_per_second), the swap GB/s of each log line beside fio's sequential O_DIRECT read and
+# write on the same folder (when fio is installed), every phase's measured process peak (VmHWM)
+# against its plan, the maximum resident size, save, consolidate and resume times. The saved model
+# is checked: every tensor of model.safetensors equals the consolidated fp32 masters of the
+# checkpoint (cast to its dtype), and transformers loads it (with the venv's python).
+#
+# Before anything runs, `zero train --dry_run` gives the plan's NVMe bytes; with the checkpoint's
+# shard (12 bytes a parameter: fp32 master and Adam's two moments) and the models (at most 4 bytes
+# a parameter each) that is what the folder needs, checked against `df`: the script says what it
+# needs and exits 2 when the folder lacks it. One run at a time.
+#
+# DeepSpeed side by side (the issue's bar): not in this script yet. DeepSpeed 0.19.8 is in
+# ~/.cache/zero/venv, on Debian's torch 1.13; its ZeRO-3 + NVMe run under zero.Init needs the
+# torch-2 pieces benchmarks/offload_bench_deepspeed.py supplies plus zero.Init, the NVMe
+# aio config and save_checkpoint / zero_to_fp32 timing, which that driver does not do.
+#
+# Usage: benchmarks/beyond_memory.sh [build dir]   (env: SHAPE=xl|2.7b, OVERRIDES, STEPS,
+#   WORK=<build>/beyond_memory (the NVMe folder and outputs), ZERO_SHARED_DATA=../shared/data,
+#   ZERO_VENV=~/.cache/zero/venv, PRECISION=bf16|fp32, SUB_GROUP=1e8, LIVE=1e8, BUCKET=5e7)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=$(realpath "${1:-build}")
+zero=$build/tools/zero
+shared=$(realpath "${ZERO_SHARED_DATA:-../shared/data}")
+venv_python=${ZERO_VENV:-$HOME/.cache/zero/venv}/bin/python
+work=${WORK:-$build/beyond_memory}
+shape=${SHAPE:-xl} precision=${PRECISION:-bf16}
+sub_group=${SUB_GROUP:-1e8} live=${LIVE:-1e8} bucket=${BUCKET:-5e7} block=128 batch=1
+say() { echo "beyond_memory: $*"; }
+die() { echo "beyond_memory: $*" >&2; exit 2; }
+[ -x "$zero" ] || die "$zero not built (ninja -C $build zero)"
+[ -f "$shared/gpt2/tokenizer.json" ] || die "no GPT-2 tokenizer at $shared/gpt2 (ZERO_SHARED_DATA)"
+corpus=$shared/tinyshakespeare/input.txt
+[ -f "$corpus" ] || die "no corpus at $corpus (ZERO_SHARED_DATA)"
+case "$shape" in
+  xl) overrides=n_embd=1600,n_layer=48,n_head=25,n_positions=1024 steps=${STEPS:-5} flow=resume ;;
+  2.7b) overrides=n_embd=2560,n_layer=32,n_head=32,n_positions=1024 steps=${STEPS:-2} flow=final ;;
+  *) die "SHAPE is xl or 2.7b, got '$shape' (OVERRIDES=... for another shape)" ;;
+esac
+[ -n "${OVERRIDES:-}" ] && overrides=$OVERRIDES shape=custom
+mkdir -p "$work"
+rm -rf "${work:?}/nvme" "$work/run" "$work/consolidated" "$work/resumed"
+mkdir -p "$work/nvme"
+half=$([ "$precision" = bf16 ] && echo '"bf16": {"enabled": true},' || true)
+cat >"$work/ds.json" <<EOF
+{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+ "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", $half
+ "zero_optimization": {"stage": 3, "sub_group_size": $sub_group,
+   "stage3_max_live_parameters": $live, "stage3_prefetch_bucket_size": $bucket,
+   "reduce_bucket_size": $bucket, "stage3_param_persistence_threshold": 0,
+   "offload_optimizer": {"device": "nvme", "nvme_path": "$work/nvme", "pin_memory": false},
+   "offload_param": {"device": "nvme", "nvme_path": "$work/nvme", "pin_memory": false}}}
+EOF
+common=(--train_file "$corpus" --tokenizer_name "$shared/gpt2" --config_overrides "$overrides"
+  --block_size $block --per_device_train_batch_size $batch --do_train True --learning_rate 5e-5
+  --logging_steps 1 --seed 42 --no_plot True --deepspeed "$work/ds.json")
+
+# The plan and the disk.
+"$zero" train "${common[@]}" --max_steps "$steps" --output_dir "$work/run" --dry_run \
+  >"$work/plan.log" 2>&1 || { cat "$work/plan.log"; die "the dry run failed"; }
+parameters=$(python3 -c "
+o = dict(kv.split('=') for kv in '$overrides'.split(','))
+C, L, T, V = int(o['n_embd']), int(o['n_layer']), int(o.get('n_positions', 1024)), 50257
+print(V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C)")
+nvme=$(awk '/^    train / { for (i = 1; i <= NF; i++) if ($i == "nvme") { v = $(i + 1); u = $(i + 2) } }
+  END { sub(/\)/, "", u); f = (u ~ /GiB/) ? 1073741824 : (u ~ /MiB/) ? 1048576 : 1; printf "%.0f\n", v * f }' \
+  "$work/plan.log")
+[ "${nvme:-0}" -gt 0 ] || { cat "$work/plan.log"; die "no planned nvme bytes in the dry run"; }
+checkpoint=$((12 * parameters)) model=$((4 * parameters))
+free=$(df -B1 --output=avail "$work" | tail -1 | tr -d ' ')
+# xl: the final, consolidated and resumed models; 2.7b: the final and consolidated ones.
+models=$([ "$flow" = resume ] && echo 3 || echo 2)
+with_checkpoint=$((nvme + checkpoint + models * model))
+without=$((nvme + model))
+gb() { python3 -c "print(f'{$1 / 1e9:.1f} GB')"; }
+say "shape $shape ($overrides, $parameters parameters), $precision, $steps steps, folder $work"
+say "needs: swap $(gb "$nvme") (the plan's nvme), checkpoint $(gb $checkpoint), models $(gb $model)" \
+  "each: $(gb $with_checkpoint) with the checkpoint ($models models), $(gb $without) without;" \
+  "$(gb "$free") free ($(df -h --output=source,target "$work" | tail -1 | tr -s ' '))"
+save_flags=(--save_steps "$steps")
+if [ "$free" -lt "$with_checkpoint" ]; then
+  [ "$flow" = final ] && [ "$free" -ge "$without" ] ||
+    die "not enough disk: $(gb $with_checkpoint) needed in $work, $(gb "$free") free (WORK=...)"
+  say "no room for the checkpoint: the final model only, not checked against the masters"
+  save_flags=(--save_strategy no) flow=final-only
+fi
+grep -E "^memory plan|^    (load|train|checkpoint|final save) " "$work/plan.log" || true
+
+if command -v fio >/dev/null; then
+  for rw in write read; do
+    fio --name=seq --directory="$work/nvme" --rw=$rw --bs=1M --size=1G --direct=1 \
+      --ioengine=libaio --iodepth=8 --output-format=terse --terse-version=3 >"$work/fio.$rw" 2>&1 ||
+      { say "fio $rw failed: $(tail -1 "$work/fio.$rw")"; continue; }
+    awk -F';' -v rw=$rw '{ kb = (rw == "read") ? $7 : $48; printf "beyond_memory: fio %s %.2f GB/s\n", rw, kb * 1024 / 1e9 }' \
+      "$work/fio.$rw"
+  done
+  rm -f "$work/nvme"/seq.*
+else
+  say "fio is not installed: no reference for the swap GB/s"
+fi
+
+# timed NAME COMMAND...: COMMAND under /usr/bin/time -v, its output in NAME.log; prints its time,
+# maximum resident size, phase peaks against their plans, and swap GB/s.
+timed() {
+  local name=$1
+  shift
+  local start=$SECONDS
+  /usr/bin/time -v "$@" >"$work/$name.log" 2>&1 || { tail -30 "$work/$name.log"; die "$name failed"; }
+  say "$name: $((SECONDS - start)) s, maximum resident" \
+    "$(awk '/Maximum resident/ { printf "%.2f GB", $NF / 1e6 }' "$work/$name.log")"
+  grep -E "^memory phase" "$work/$name.log" || true
+  grep -oE "swap read [0-9.]+ GB/s, write [0-9.]+ GB/s" "$work/$name.log" | sed 's/^/  /' | sort | uniq -c || true
+}
+step_times() {  # OUT FIRST: s/step of each step after FIRST logged in OUT/metrics.jsonl
+  python3 - "$1" "$2" $block $batch <<'EOF'
+import json, sys
+out, first, tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]) * int(sys.argv[4])
+rows = [json.loads(l) for l in open(out + "/metrics.jsonl") if "tokens_per_second" in l]
+print("beyond_memory: s/step", " ".join(f"{r['step']}: {tokens / r['tokens_per_second']:.1f}"
+                                        for r in rows if r.get("tokens_per_second") and r["step"] > first))
+EOF
+}
+
+timed train "$zero" train "${common[@]}" --max_steps "$steps" "${save_flags[@]}" --output_dir "$work/run"
+step_times "$work/run" 0
+[ -f "$work/run/model.safetensors" ] || [ -f "$work/run/model.safetensors.index.json" ] ||
+  die "no model in $work/run"
+if [ "$flow" != final-only ]; then
+  timed consolidate "$zero" checkpoint consolidate "$work/run/checkpoint-$steps" "$work/consolidated"
+  if [ -x "$venv_python" ]; then
+    "$venv_python" - "$work/run" "$work/consolidated" <<'EOF' || mismatch=1
+import json, os, sys
+import torch
+from safetensors import safe_open
+def tensors(folder):
+    index = os.path.join(folder, "model.safetensors.index.json")
+    files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) \
+        else ["model.safetensors"]
+    return {name: (os.path.join(folder, f)) for f in files
+            for name in safe_open(os.path.join(folder, f), "pt").keys()}
+saved, masters = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert set(saved) == set(masters), sorted(set(saved) ^ set(masters))
+differ, rounded = [], 0
+for name in sorted(saved):
+    a = safe_open(saved[name], "pt").get_tensor(name)
+    b = safe_open(masters[name], "pt").get_tensor(name)
+    if not torch.equal(a, b.to(a.dtype)):
+        differ.append(name)
+        rounded += torch.equal(a, b.to(torch.bfloat16).to(a.dtype))
+from transformers import GPT2LMHeadModel
+model = GPT2LMHeadModel.from_pretrained(sys.argv[1])
+print(f"beyond_memory: transformers loads it ({sum(p.numel() for p in model.parameters())} parameters)")
+if differ:
+    print(f"beyond_memory: MISMATCH: {len(differ)} of {len(saved)} tensors of the saved model differ "
+          f"from the checkpoint's fp32 masters ({differ[0]}, ...); {rounded} of them equal the "
+          "masters rounded to bf16 (the compute weights)")
+    sys.exit(1)
+print(f"beyond_memory: the saved model's {len(saved)} tensors equal the checkpoint's fp32 masters")
+EOF
+  else
+    say "no venv python at $venv_python: the saved model is not checked against the masters"
+  fi
+  rm -rf "$work/consolidated"
+fi
+if [ "$flow" = resume ]; then
+  rm -rf "$work/nvme" && mkdir -p "$work/nvme"
+  timed resume "$zero" train "${common[@]}" --max_steps $((steps + 1)) --save_strategy no \
+    --resume_from_checkpoint "$work/run/checkpoint-$steps" --output_dir "$work/resumed"
+  grep -q "resumed from" "$work/resume.log" || die "the resume did not resume"
+  step_times "$work/resumed" "$steps"
+fi
+[ "${mismatch:-0}" = 0 ] || die "done, but the saved model is not the checkpoint's fp32 masters (above)"
+say "done"
