@@ -167,7 +167,7 @@ void time_gelu_and_attention(Bench& b) {
   b.add("attention_forward", shape_of(B * NH, T, T), int(L), flops, true,
         [&] { cuda::attention_forward(out, att, qkv, B, T, C, NH, b.no_dropout, nullptr); });
   b.add("attention_backward", shape_of(B * NH, T, T), int(L), 2.0 * flops, true, [&] {
-    cuda::attention_backward(dqkv, datt, dout, qkv, att, B, T, C, NH, b.no_dropout, nullptr);
+    cuda::attention_backward(dqkv, datt, dout, out, qkv, att, B, T, C, NH, b.no_dropout, nullptr);
   });
   // Not in the model's step (0 calls per step): the reference the tiled kernels replace.
   b.add("attention_plain_forward", shape_of(B * NH, T, T), 0, flops, true,

@@ -306,7 +306,8 @@ TEST_P(Gpt2CudaEmulation, AttentionMatchesTheCpuKernels) {
 }
 
 // The tiled attention's kernels emulated for padded head size HP: the forward, then the backward's
-// delta pass, dk/dv and dq launches, each over the grid attention_flash.cu launches.
+// row terms D (a warp per row, from the forward's out), dk/dv and dq launches, each over the grid
+// attention_flash.cu launches.
 template <int HP>
 struct TiledAttention {
   using Shared = cuda::FlashShared<HP>;
@@ -323,16 +324,15 @@ struct TiledAttention {
   }
   void forward(float* out, float* lse, const float* qkv) const {
     emulate(Shared::kForward, [&](auto& thread, float* shared) {
-      cuda::flash_forward_body<HP, false>(thread, shared, out, lse, nullptr, qkv, B, T, C, NH,
-                                          dropout);
+      cuda::flash_forward_body<HP>(thread, shared, out, lse, qkv, B, T, C, NH, dropout);
     });
   }
-  void backward(float* dqkv, float* delta, const float* dout, const float* qkv,
+  void backward(float* dqkv, float* delta, const float* dout, const float* out, const float* qkv,
                 const float* lse) const {
-    emulate(Shared::kForward, [&](auto& thread, float* shared) {
-      cuda::flash_forward_body<HP, true>(thread, shared, nullptr, delta, dout, qkv, B, T, C, NH,
-                                         dropout);
-    });
+    kernels::emulation::run_grid(cuda::flash_delta_launch(B, T, NH), order, 0,
+                                 [&](kernels::emulation::EmulatedThread& thread, void*) {
+                                   cuda::flash_delta_body(thread, delta, dout, out, B, T, C, NH);
+                                 });
     emulate(Shared::kKeys, [&](auto& thread, float* shared) {
       cuda::flash_dkv_body<HP>(thread, shared, dqkv, dout, qkv, lse, delta, B, T, C, NH, dropout);
     });
@@ -391,6 +391,22 @@ std::vector<float> logsumexp_of_scores(const std::vector<float>& qkv, std::int64
   return lse;
 }
 
+// D = Σ_d dout · out per (b, h, t) row, in double, at (b·NH + h)·T + t.
+std::vector<float> row_terms(const std::vector<float>& dout, const std::vector<float>& out,
+                             std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH) {
+  const std::int64_t HS = C / NH;
+  std::vector<float> delta(static_cast<std::size_t>(B * NH * T));
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < NH; ++h)
+      for (std::int64_t t = 0; t < T; ++t) {
+        double dot = 0.0;
+        for (std::int64_t i = 0; i < HS; ++i)
+          dot += double(dout[(b * T + t) * C + h * HS + i]) * out[(b * T + t) * C + h * HS + i];
+        delta[(b * NH + h) * T + t] = static_cast<float>(dot);
+      }
+  return delta;
+}
+
 bool all_nan(const std::vector<float>& values, std::size_t from) {
   return std::all_of(values.begin() + std::ptrdiff_t(from), values.end(),
                      [](float v) { return std::isnan(v); });
@@ -423,13 +439,15 @@ TEST_P(Gpt2CudaEmulation, TiledAttentionMatchesTheCpuKernels) {
       with_tiled(C / NH, [&](auto bucket) {
         const TiledAttention<decltype(bucket)::value> tiled{GetParam(), B, T, C, NH, dropout};
         tiled.forward(out.data(), att.data(), qkv.data());
-        tiled.backward(dqkv.data(), datt.data(), dout.data(), qkv.data(), att.data());
+        tiled.backward(dqkv.data(), datt.data(), dout.data(), out.data(), qkv.data(), att.data());
       });
       EXPECT_CLOSE(out, out_expected);
       expect_elementwise(out, out_expected, 1e-5, "out");
       const std::vector<float> lse(att.begin(), att.begin() + rows);
       expect_elementwise(lse, logsumexp_of_scores(qkv, B, T, C, NH), 1e-6, "log-sum-exp");
       EXPECT_TRUE(all_nan(att, std::size_t(rows))) << "att past the log-sum-exp is written";
+      const std::vector<float> delta(datt.begin(), datt.begin() + rows);
+      expect_elementwise(delta, row_terms(dout, out_expected, B, T, C, NH), 1e-5, "row terms D");
       EXPECT_TRUE(all_nan(datt, std::size_t(rows))) << "datt past the row terms is written";
       EXPECT_CLOSE(dqkv, dqkv_expected);
       expect_elementwise(dqkv, dqkv_expected, 1e-5, "dqkv");

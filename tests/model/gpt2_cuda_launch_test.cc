@@ -81,6 +81,9 @@ std::vector<Launch> gpt2_launches(const GPT2Config& config, std::int64_t B, std:
       {"attention_forward", cuda::row_warp_launch(B * NH * T), 0, true, u(B * NH * T),
        cuda::kRowsPerBlock},
       {"attention_dqkv", cuda::elementwise_launch(N * C), 0, false, u(N * C)},
+      // The tiled backward's row terms D = dout · out: a warp per (b, t, h).
+      {"attention_delta", cuda::flash_delta_launch(B, T, NH), 0, true, u(B * T * NH),
+       cuda::kRowsPerBlock},
   };
   // Column sums of every parameter gradient's bias / layer norm: OC columns over N rows.
   for (std::int64_t OC : {C, 3 * C, H, Vp}) {

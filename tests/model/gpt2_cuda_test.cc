@@ -288,13 +288,13 @@ TEST_F(Gpt2CudaTest, TiledAttentionForwardBackward) {
         }
         ASSERT_NEAR(sum, 1.0, 1e-5) << "row " << row;
       }
-      cuda::attention_backward(d_dqkv.get(), d_datt.get(), d_dout.get(), d_qkv.get(), d_att.get(),
-                               B, T, C, NH, dropout, nullptr);
+      cuda::attention_backward(d_dqkv.get(), d_datt.get(), d_dout.get(), d_out.get(), d_qkv.get(),
+                               d_att.get(), B, T, C, NH, dropout, nullptr);
       const std::vector<float> got_dqkv = d_dqkv.host();
       expect_relative_l2(got_dqkv, dqkv, 1e-5, "dqkv");
       expect_close(got_dqkv, dqkv, 1e-3, 1e-4, "dqkv");
-      cuda::attention_backward(d_dqkv.get(), d_datt.get(), d_dout.get(), d_qkv.get(), d_att.get(),
-                               B, T, C, NH, dropout, nullptr);
+      cuda::attention_backward(d_dqkv.get(), d_datt.get(), d_dout.get(), d_out.get(), d_qkv.get(),
+                               d_att.get(), B, T, C, NH, dropout, nullptr);
       EXPECT_TRUE(d_dqkv.host() == got_dqkv) << "the backward is not deterministic";
     }
   }
@@ -457,8 +457,13 @@ TEST_F(Gpt2CudaTest, BadShapesAreRefused) {
   EXPECT_THROW(
       cuda::attention_forward(d.get(), d.get(), d.get(), 65536, 1, 16, 1, DropoutSite{}, nullptr),
       Error);
-  EXPECT_THROW(cuda::attention_backward(d.get(), d.get(), d.get(), d.get(), d.get(), 65536, 1, 16,
-                                        1, DropoutSite{}, nullptr),
+  EXPECT_THROW(cuda::attention_backward(d.get(), d.get(), d.get(), d.get(), d.get(), d.get(), 65536,
+                                        1, 16, 1, DropoutSite{}, nullptr),
+               Error);
+  // The tiled backward reads each row's D = dout · out from the forward's out: a null one is
+  // refused before any launch.
+  EXPECT_THROW(cuda::attention_backward(d.get(), d.get(), d.get(), nullptr, d.get(), d.get(), 1, 1,
+                                        16, 1, DropoutSite{}, nullptr),
                Error);
   EXPECT_THROW(cuda::crossentropy_forward(d.get(), d.get(), d.get(), nullptr, 1, 17, 16, nullptr),
                Error);

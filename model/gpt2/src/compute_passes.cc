@@ -330,8 +330,8 @@ void GPT2Compute::backward_block(int layer, ConstUnitData params, UnitData grads
                      C},
                     scratch);
   float* dqkv = workspace("dqkv");
-  k.attention_backward(s, dqkv, workspace("datt"), datty, a.qkv, a.att, B_, T_, C, config_.n_head,
-                       dropout_site(site + 1, config_.attn_pdrop));
+  k.attention_backward(s, dqkv, workspace("datt"), datty, a.atty, a.qkv, a.att, B_, T_, C,
+                       config_.n_head, dropout_site(site + 1, config_.attn_pdrop));
   k.linear_backward(s,
                     {dln,
                      nullptr,

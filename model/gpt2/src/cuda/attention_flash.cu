@@ -1,6 +1,7 @@
 // Tiled causal self-attention on CUDA (FlashAttention-2 style, fp32, no tensor cores): the forward
 // keeps each row's log-sum-exp instead of the probabilities, the backward recomputes them tile by
-// tile (a delta pass, then dk/dv by key tile and dq by query tile; no atomics). The kernels'
+// tile (D = dout · out per row from the saved out, then dk/dv by key tile and dq by query tile; no
+// atomics). The kernels'
 // bodies are attention_flash_body.h's and attention_flash_backward.h's; heads past 128 channels
 // take the plain kernels (attention.cu).
 #include <type_traits>
@@ -26,13 +27,18 @@ __device__ __forceinline__ float* flash_shared() {
   return flash_shared_floats;
 }
 
-template <int HP, bool kDelta>
+template <int HP>
 __launch_bounds__(kFlashThreads, flash_min_blocks(HP)) __global__
-    void flash_forward_kernel(float* out, float* stats, const float* dout, const float* qkv,
-                              std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+    void flash_forward_kernel(float* out, float* lse, const float* qkv, std::int64_t B,
+                              std::int64_t T, std::int64_t C, std::int64_t NH,
                               DropoutSite dropout) {
-  flash_forward_body<HP, kDelta>(DeviceThread{}, flash_shared(), out, stats, dout, qkv, B, T, C, NH,
-                                 dropout);
+  flash_forward_body<HP>(DeviceThread{}, flash_shared(), out, lse, qkv, B, T, C, NH, dropout);
+}
+
+__global__ void flash_delta_kernel(float* delta, const float* dout, const float* out,
+                                   std::int64_t B, std::int64_t T, std::int64_t C,
+                                   std::int64_t NH) {
+  flash_delta_body(DeviceThread{}, delta, dout, out, B, T, C, NH);
 }
 
 template <int HP>
@@ -97,25 +103,29 @@ void attention_forward(float* out, float* att, const float* qkv, std::int64_t B,
   if (B * T * C == 0) return;
   with_head_bucket("attention_forward", C / NH, [&](auto bucket) {
     constexpr int HP = decltype(bucket)::value;
-    launch_tiled(flash_forward_kernel<HP, false>, flash_launch(B, T, NH, FlashShared<HP>::kForward),
-                 stream, out, att, static_cast<const float*>(nullptr), qkv, B, T, C, NH, dropout);
+    launch_tiled(flash_forward_kernel<HP>, flash_launch(B, T, NH, FlashShared<HP>::kForward),
+                 stream, out, att, qkv, B, T, C, NH, dropout);
   });
 }
 
-void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
-                        const float* att, std::int64_t B, std::int64_t T, std::int64_t C,
-                        std::int64_t NH, const DropoutSite& dropout, cudaStream_t stream) {
+void attention_backward(float* dqkv, float* datt, const float* dout, const float* out,
+                        const float* qkv, const float* att, std::int64_t B, std::int64_t T,
+                        std::int64_t C, std::int64_t NH, const DropoutSite& dropout,
+                        cudaStream_t stream) {
   if (NH <= 0 || C % NH != 0 || !attention_is_tiled(C / NH)) {
     attention_plain_backward(dqkv, datt, dout, qkv, att, B, T, C, NH, dropout, stream);
     return;
   }
   check_tiled_shape("attention_backward", B, C, NH);
   if (B * T * C == 0) return;
+  ZERO_CHECK(out != nullptr,
+             "attention_backward: the tiled kernels need the forward's out (B, T, C), got null");
+  float* delta = datt;  // D = dout · out per row, datt's first B·NH·T floats
+  launch_kernel(flash_delta_kernel, flash_delta_launch(B, T, NH), stream, delta, dout, out, B, T, C,
+                NH);
+  ZERO_CUDA_CHECK(cudaGetLastError());
   with_head_bucket("attention_backward", C / NH, [&](auto bucket) {
     constexpr int HP = decltype(bucket)::value;
-    float* delta = datt;  // D = dout · out per row, datt's first B·NH·T floats
-    launch_tiled(flash_forward_kernel<HP, true>, flash_launch(B, T, NH, FlashShared<HP>::kForward),
-                 stream, static_cast<float*>(nullptr), delta, dout, qkv, B, T, C, NH, dropout);
     const float* lse = att;
     launch_tiled(flash_dkv_kernel<HP>, flash_launch(B, T, NH, FlashShared<HP>::kKeys), stream, dqkv,
                  dout, qkv, lse, static_cast<const float*>(delta), B, T, C, NH, dropout);

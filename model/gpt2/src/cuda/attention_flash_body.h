@@ -4,9 +4,8 @@
 //   forward   a block per (64-query tile, b·NH + h): the query tile stays in shared memory, key and
 //             value tiles stream through it with an online softmax (running max and sum per row);
 //             key tiles past the diagonal are skipped. Writes out and the row's log-sum-exp.
-//   delta     the forward again with the row's D = dout · out as its only output (the backward's
-//             softmax term, Σ_t2 P·datt = dout · out, dropout included); the seam's backward has
-//             no `out`, so it recomputes it.
+//   delta     a warp per (b, t, h) row: D = dout · out from the forward's saved out (the
+//             backward's softmax term, Σ_t2 P·datt = dout · out, dropout included).
 //   dk, dv    a block per 64-key tile, looping over the query tiles at or past the diagonal.
 //   dq        a block per 64-query tile, looping over the key tiles up to the diagonal.
 // Every output element is written by one thread from sums in a fixed order: deterministic, no
@@ -34,7 +33,8 @@ constexpr int flash_head_bucket(std::int64_t HS) {
   return HS < 1 ? 0 : HS <= 16 ? 16 : HS <= 32 ? 32 : HS <= 64 ? 64 : HS <= 128 ? 128 : 0;
 }
 
-// Shared memory of the three kernels in floats: tiles of 64 rows × HP (+4), score tiles of 64 × 64
+// Shared memory of the three tiled kernels in floats: tiles of 64 rows × HP (+4), score tiles of 64
+// × 64
 // (+4), per-row statistics of 64. Rows 4 floats longer than they hold: 128-bit loads stay aligned,
 // and the eight rows a quarter-warp's 128-bit loads touch fall in distinct banks.
 template <int HP>
@@ -160,14 +160,13 @@ ZERO_HOST_DEVICE_INLINE float flash_mask(const DropoutSite& dropout, std::uint64
   return dropout.keep(row_key, static_cast<std::uint64_t>(h * T + t2)) ? dropout.scale() : 0.0f;
 }
 
-// Forward (kDelta false): out (B, T, C) and stats[(b·NH + h)·T + t] = log Σ exp(scores of row t).
-// Delta (kDelta true): stats = D = Σ_d dout · out per row; out is not written. Query tiles run
-// last to first (the longest first).
-template <int HP, bool kDelta, typename Thread>
+// out (B, T, C) and lse[(b·NH + h)·T + t] = log Σ exp(scores of row t). Query tiles run last to
+// first (the longest first).
+template <int HP, typename Thread>
 ZERO_HOST_DEVICE void flash_forward_body(const Thread& thread, float* shared, float* out,
-                                         float* stats, const float* dout, const float* qkv,
-                                         std::int64_t B, std::int64_t T, std::int64_t C,
-                                         std::int64_t NH, const DropoutSite& dropout) {
+                                         float* lse, const float* qkv, std::int64_t B,
+                                         std::int64_t T, std::int64_t C, std::int64_t NH,
+                                         const DropoutSite& dropout) {
   using Layout = FlashShared<HP>;
   constexpr int cols = HP / kFlashLanes;
   const std::int64_t HS = C / NH, C3 = 3 * C, bh = thread.block_index().y;
@@ -228,24 +227,38 @@ ZERO_HOST_DEVICE void flash_forward_body(const Thread& thread, float* shared, fl
   for (int i = 0; i < kFlashPer; ++i) {
     const std::int64_t t = q0 + ty + kFlashLanes * i;
     const float sum = flash_row_sum(thread, l[i]), inverse = 1.0f / sum;
-    if constexpr (kDelta) {
-      float dot = 0.0f;
-      ZERO_UNROLL
-      for (int j = 0; j < cols; ++j) {
-        const std::int64_t d = tx + kFlashLanes * j;
-        if (t < T && d < HS) dot += dout[(b * T + t) * C + h * HS + d] * (o[i][j] * inverse);
-      }
-      dot = flash_row_sum(thread, dot);
-      if (t < T && tx == 0) stats[bh * T + t] = dot;
-    } else {
-      ZERO_UNROLL
-      for (int j = 0; j < cols; ++j) {
-        const std::int64_t d = tx + kFlashLanes * j;
-        if (t < T && d < HS) out[(b * T + t) * C + h * HS + d] = o[i][j] * inverse;
-      }
-      if (t < T && tx == 0) stats[bh * T + t] = m[i] + logf(sum);
+    ZERO_UNROLL
+    for (int j = 0; j < cols; ++j) {
+      const std::int64_t d = tx + kFlashLanes * j;
+      if (t < T && d < HS) out[(b * T + t) * C + h * HS + d] = o[i][j] * inverse;
     }
+    if (t < T && tx == 0) lse[bh * T + t] = m[i] + logf(sum);
   }
+}
+
+// The launch of flash_delta_body: a warp per (b, t, h) row (layers_body.h's row_warp_launch).
+constexpr LaunchConfig flash_delta_launch(std::int64_t B, std::int64_t T, std::int64_t NH) {
+  return row_warp_launch(B * T * NH);
+}
+
+// delta[(b·NH + h)·T + t] = D = Σ_d dout · out over the head's HS channels of row (b, t), with out
+// the forward's output (dropout applied): the backward's softmax term Σ_t2 P·datt. Warp w takes
+// row (b, t, h) = w in that order, so neighbouring warps read neighbouring heads of one (b, t);
+// each lane sums its channels in order and the warp's butterfly adds the lanes (deterministic).
+template <typename Thread>
+ZERO_HOST_DEVICE void flash_delta_body(const Thread& thread, float* delta, const float* dout,
+                                       const float* out, std::int64_t B, std::int64_t T,
+                                       std::int64_t C, std::int64_t NH) {
+  const std::int64_t row = warp_row(thread);
+  if (row >= B * T * NH) return;
+  const int lane = kernels::lane_of(thread);
+  const std::int64_t h = row % NH, bt = row / NH, b = bt / T, t = bt % T, HS = C / NH;
+  const float* y = out + bt * C + h * HS;
+  const float* dy = dout + bt * C + h * HS;
+  float dot = 0.0f;
+  for (std::int64_t d = lane; d < HS; d += kWarpSize) dot += dy[d] * y[d];
+  dot = kernels::warp_sum(thread, dot);
+  if (lane == 0) delta[(b * NH + h) * T + t] = dot;
 }
 
 // The softmax weight P and dpre = P · (datt · mask - D) · scale of score s (already scaled) of

@@ -89,9 +89,10 @@ class CudaKernels final : public Kernels {
     cuda::attention_forward(out, att, qkv, B, T, C, NH, dropout, native(stream));
   }
   void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
-                          const float* qkv, const float* att, std::int64_t B, std::int64_t T,
-                          std::int64_t C, std::int64_t NH, const DropoutSite& dropout) override {
-    cuda::attention_backward(dqkv, datt, dout, qkv, att, B, T, C, NH, dropout, native(stream));
+                          const float* out, const float* qkv, const float* att, std::int64_t B,
+                          std::int64_t T, std::int64_t C, std::int64_t NH,
+                          const DropoutSite& dropout) override {
+    cuda::attention_backward(dqkv, datt, dout, out, qkv, att, B, T, C, NH, dropout, native(stream));
   }
 
   void crossentropy_forward(Stream& stream, float* losses, float* logsumexp, const float* logits,

@@ -86,15 +86,17 @@ void crossentropy_backward(float* logits, const float* logsumexp, const int* tar
 // dqkv (B, T, 3C) overwritten, the same dropout masks. Tiled (attention_flash.cu, FlashAttention-2
 // style, nothing T×T written) for head sizes C / NH up to 128 (kFlashMaxHead): att's first
 // B·NH·T floats receive the log-sum-exp of each (b, h, t) row's scores, the rest of att and datt
-// is untouched but for datt's first B·NH·T floats (the backward's row terms D = dout · out).
-// Larger heads take the plain kernels below, with att holding the probabilities. att and datt
-// are (B, NH, T, T) either way.
+// is untouched but for datt's first B·NH·T floats (the backward's row terms D = dout · out, from
+// the backward's `out`: the forward's out, which the tiled backward requires). Larger heads take
+// the plain kernels below, with att holding the probabilities (their backward ignores `out`).
+// att and datt are (B, NH, T, T) either way.
 void attention_forward(float* out, float* att, const float* qkv, std::int64_t B, std::int64_t T,
                        std::int64_t C, std::int64_t NH, const DropoutSite& dropout,
                        cudaStream_t stream);
-void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
-                        const float* att, std::int64_t B, std::int64_t T, std::int64_t C,
-                        std::int64_t NH, const DropoutSite& dropout, cudaStream_t stream);
+void attention_backward(float* dqkv, float* datt, const float* dout, const float* out,
+                        const float* qkv, const float* att, std::int64_t B, std::int64_t T,
+                        std::int64_t C, std::int64_t NH, const DropoutSite& dropout,
+                        cudaStream_t stream);
 // Whether attention_forward/backward run the tiled kernels for head size HS.
 bool attention_is_tiled(std::int64_t HS);
 // The plain kernels (attention.cu, the tiled ones' reference): att (B, NH, T, T) softmax kept (0

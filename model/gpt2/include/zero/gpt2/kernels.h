@@ -162,10 +162,13 @@ class Kernels {
                                  std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
                                  const DropoutSite& dropout) = 0;
   // dqkv (B, T, 3C) overwritten; datt scratch of attention_layout(device).scratch floats
-  // ((B, NH, T, T) on the CPU; B·NH·T for CUDA's tiled kernels).
+  // ((B, NH, T, T) on the CPU; B·NH·T for CUDA's tiled kernels). dout = d(out); out (B, T, C) is
+  // the forward's out for these qkv, att and dropout: CUDA's tiled kernels take each row's
+  // D = dout · out from it (one read of out, no forward re-run) and refuse a null `out`; the CPU
+  // kernels and CUDA's plain ones use att instead and ignore it.
   virtual void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
-                                  const float* qkv, const float* att, std::int64_t B,
-                                  std::int64_t T, std::int64_t C, std::int64_t NH,
+                                  const float* out, const float* qkv, const float* att,
+                                  std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
                                   const DropoutSite& dropout) = 0;
 
   // ---- softmax + cross-entropy (fused) ----
