@@ -196,6 +196,7 @@ Resumed check_resume(const fs::path& folder, const gpt2::GPT2Config& model_confi
     p.epoch_correct = progress.at("epoch_correct").get<double>();
     p.epoch_counted = progress.at("epoch_counted").get<double>();
     p.epoch_steps = progress.at("epoch_steps").get<std::int64_t>();
+    p.input_tokens_seen = state.value("num_input_tokens_seen", std::int64_t{0});
   } catch (const json::exception& error) {
     input_error("--resume_from_checkpoint: ", (folder / kTrainerStateFile).string(),
                 " is not valid: ", error.what());
