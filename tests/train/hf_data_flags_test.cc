@@ -151,6 +151,24 @@ TEST_F(DataFlags, InputTokensSeenNonPaddingEqualsAllForBlocks) {
   EXPECT_THROW(run_one(bad), train::InputError);
 }
 
+// A resumed run counts on from the checkpoint's trainer_state.json.
+TEST_F(DataFlags, InputTokensSeenContinuesOnResume) {
+  train::TrainingArguments first = arguments("counted", 4);
+  first.include_num_input_tokens_seen = "all";
+  first.save_strategy = train::IntervalStrategy::kSteps;
+  first.save_steps = 2;
+  run_one(first);
+  EXPECT_EQ(
+      read_json(first.output_dir + "/checkpoint-2/trainer_state.json")["num_input_tokens_seen"],
+      2 * 8 * 16);
+  train::TrainingArguments resumed = first;
+  resumed.output_dir = (folder_.path() / "resumed").string();
+  resumed.resume_from_checkpoint = first.output_dir + "/checkpoint-2";
+  run_one(resumed);
+  EXPECT_EQ(read_json(resumed.output_dir + "/trainer_state.json")["num_input_tokens_seen"],
+            4 * 8 * 16);
+}
+
 // Classification rows are padded to --max_seq_length: non_padding counts the tokens before each
 // row's padding, the same at worlds 1 and 2; all counts the padded rows.
 TEST_F(DataFlags, InputTokensSeenNonPaddingSkipsClassificationPadding) {
