@@ -105,6 +105,7 @@ void train_two_steps(Engine& engine, gpt2::EngineModel& model, int rank) {
 class EngineSave : public ::testing::TestWithParam<std::tuple<int, int, DType, bool>> {
  protected:
   fs::path folder_ = scratch_dir("gpt2_engine_save");
+  void SetUp() override { fs::create_directories(folder_ / "swap"); }
   void TearDown() override { fs::remove_all(folder_); }
 };
 
@@ -131,8 +132,9 @@ TEST_P(EngineSave, LanguageModelSameBytesAsTheOptimizerValues) {
   const std::unique_ptr<gpt2::GPT2Model> whole = values.model(config, names, allocator);
   gpt2::save_hf_checkpoint(*whole, folder_ / "whole");
   gpt2::save_hf_checkpoint(*whole, folder_ / "whole_sharded", {.max_shard_bytes = 20'000});
-  if (dtype != DType::kFloat32)  // the fp32 masters, not the 16-bit copy widened
+  if (dtype != DType::kFloat32) {  // the fp32 masters, not the 16-bit copy widened
     EXPECT_GT(values_beyond_bf16(folder_ / "streamed" / "model.safetensors"), 1000u);
+  }
   for (const char* file : {"model.safetensors", "config.json"})
     EXPECT_EQ(read_bytes(folder_ / "streamed" / file), read_bytes(folder_ / "whole" / file))
         << file;
