@@ -17,6 +17,7 @@
 
 #include "../common/test_data.h"
 #include "gpt2_engine_driver.h"
+#include "zero/core/error.h"
 #include "zero/gpt2/classifier.h"
 #include "zero/gpt2/engine_classifier.h"
 #include "zero/gpt2/engine_save.h"
@@ -216,6 +217,38 @@ TEST(EngineSaveFailure, RankZeroFailsAfterTheCollectives) {
   });
   EXPECT_NE(error.find("blocker"), std::string::npos) << error;
   fs::remove_all(folder);
+}
+
+// gather_master refuses what it cannot give, naming it: an unknown unit, an fp32 engine (no master
+// apart from its parameters).
+TEST(EngineGatherMaster, RefusesAnUnknownUnitAndAnEngineWithoutMasters) {
+  const gpt2::GPT2Config config = tiny_gpt2_config();
+  run_ranks(1, [&](Communicator& comm) {
+    for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+      std::unique_ptr<Engine> engine = make_engine(options_for(1, dtype, false, {}), comm);
+      MemoryLedger ledger;
+      HostAllocator allocator(ledger);
+      gpt2::EngineModel model(*engine, config, 2, 16, 7, allocator);
+      try {
+        engine->gather_master(static_cast<UnitId>(engine->num_units()));
+        ADD_FAILURE() << "an unknown unit was gathered";
+      } catch (const Error& error) {
+        EXPECT_NE(std::string(error.what()).find("no unit"), std::string::npos) << error.what();
+      }
+      if (dtype == DType::kFloat32) {
+        try {
+          engine->gather_master(0);
+          ADD_FAILURE() << "an fp32 engine gave a master";
+        } catch (const Error& error) {
+          EXPECT_NE(std::string(error.what()).find("keeps no fp32 master"), std::string::npos)
+              << error.what();
+        }
+      } else {
+        EXPECT_EQ(engine->gather_master(0).size_bytes(),
+                  engine->layout(0).padded_num_elements() * sizeof(float));
+      }
+    }
+  });
 }
 
 }  // namespace
