@@ -501,9 +501,7 @@ TrainResult Trainer::finish() {
     console_.say("saved %s/{config.json,model.safetensors,tokenizer files} (Hugging Face %s)\n",
                  output_dir_.c_str(), task_->model_class());
   }
-  // Measured after the final evaluation and save, which the plan covers too (a 16-bit run's save
-  // gathers each unit's fp32 master: a workspace no training step holds at stages 0-2).
-  result_.memory = MemoryPeaks::of(engine_->ledger());  // measured: the plan's check
+  result_.memory = MemoryPeaks::of(engine_->ledger());  // the plan's check, final save included
   if (rank_ == 0) write_results(test_results);
   if (arguments_.do_train && console_.enabled() && arguments_.num_samples > 0)
     task_->print_samples(output_dir_, save_allocator_);  // from the saved model
