@@ -484,7 +484,6 @@ void Trainer::stop_preempted(std::int64_t step) {
 // result files and the samples.
 TrainResult Trainer::finish() {
   const std::int64_t step = progress_.step;
-  result_.memory = MemoryPeaks::of(engine_->ledger());  // measured: the plan's check
   result_.global_step = step;
   result_.epoch = epoch_at(step, steps_per_epoch_);
   // run_clm: trainer.evaluate() after training (an evaluation at the last step already is that
@@ -502,6 +501,7 @@ TrainResult Trainer::finish() {
     console_.say("saved %s/{config.json,model.safetensors,tokenizer files} (Hugging Face %s)\n",
                  output_dir_.c_str(), task_->model_class());
   }
+  result_.memory = MemoryPeaks::of(engine_->ledger());  // the plan's check, final save included
   if (rank_ == 0) write_results(test_results);
   if (arguments_.do_train && console_.enabled() && arguments_.num_samples > 0)
     task_->print_samples(output_dir_, save_allocator_);  // from the saved model
