@@ -13,6 +13,9 @@
 #              `latest` still names the previous checkpoint, which loads and continues exactly;
 #              truncated and missing shards refused naming the file; another model config
 #              refused naming the key.
+#   masters    bf16 runs at world 2, stages 1, 2, 3 and stage 3 with offload_optimizer nvme: the
+#              final model.safetensors and checkpoint-N's equal, byte for byte, the fp32 masters
+#              `zero checkpoint consolidate` writes from checkpoint-N (not the bf16 copy widened).
 #   gloo       resume with the Gloo backend (torchrun's variables; MPIRUN is launch_ranks).
 #   sigterm    SIGTERM to a running job (world 1, and one rank of 2): a checkpoint, exit 0, and
 #              the resumed run continues the trajectory; a second signal exits at once with 143.
@@ -201,6 +204,39 @@ EOF
   train out2.log 1 0 --output_dir out --resume_from_checkpoint latest
   compare straight/metrics.jsonl out/metrics.jsonl 1e-5
   echo "offload ok"
+  ;;
+masters)
+  # What a 16-bit run saves is its fp32 masters, as Hugging Face's Trainer saves the fp32
+  # parameters under mixed precision: the same bytes as the masters consolidated from the
+  # checkpoint's shards, in the final model and in checkpoint-N.
+  mkdir -p nvme
+  cat >zn3.json <<EOF
+{"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+ "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "bf16": {"enabled": "auto"},
+ "zero_optimization": {"stage": 3, "sub_group_size": 20000,
+                       "offload_optimizer": {"device": "nvme", "nvme_path": "$work/nvme"}}}
+EOF
+  set_common 4
+  for config in 1 2 3 zn3.json; do
+    out=m${config%.json}
+    train "$out.log" 2 "$config" --bf16 True --save_steps 4 --output_dir "$out"
+    "$zero" checkpoint consolidate "$out/checkpoint-4" "$out/consolidated" >/dev/null
+    for saved in "$out/model.safetensors" "$out/checkpoint-4/model.safetensors"; do
+      cmp "$out/consolidated/model.safetensors" "$saved" ||
+        fail "$saved differs from the consolidated fp32 masters"
+    done
+    # The masters, not the bf16 copy widened: most values have bits below bf16's 16.
+    python3 - "$out/model.safetensors" <<'EOF'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+start = 8 + struct.unpack("<Q", data[:8])[0]
+words = struct.unpack(f"<{(len(data) - start) // 4}I", data[start:])
+beyond = sum(1 for w in words if w & 0xFFFF)
+if beyond <= len(words) // 2:
+    sys.exit(f"FAIL: {sys.argv[1]}: only {beyond} of {len(words)} values beyond bf16")
+EOF
+  done
+  echo "masters ok"
   ;;
 nvme_faults)
   # NVMe offload faults under a real 2-rank job: every rank exits non-zero naming the path, no

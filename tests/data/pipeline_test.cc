@@ -161,7 +161,7 @@ TEST_F(Pipeline, CacheIsWrittenThenMemoryMapped) {
 TEST_F(Pipeline, StaleOrCorruptCacheIsRebuiltNeverUsed) {
   const fs::path cache_dir = folder_ / "cache";
   const TokenStream fresh = tokenize_files(files_, small_tokenizer(), options_);
-  const std::uint64_t content = hash_files(files_);
+  const std::uint64_t content = data_key(files_);
   const TokenCache cache(cache_dir);
   const fs::path path = cache.path_for(content, small_tokenizer().fingerprint());
   const TokenStream wrong({1, 2, 3}, {0, 3});
@@ -197,7 +197,7 @@ TEST_F(Pipeline, StaleOrCorruptCacheIsRebuiltNeverUsed) {
 TEST_F(Pipeline, UnreadableCacheIsAClearError) {
   const fs::path cache_dir = folder_ / "cache";
   const TokenCache cache(cache_dir);
-  const fs::path path = cache.path_for(hash_files(files_), small_tokenizer().fingerprint());
+  const fs::path path = cache.path_for(data_key(files_), small_tokenizer().fingerprint());
   fs::create_directories(path);  // a folder where the cache file should be: exists, unreadable
   try {
     load_token_stream(files_, small_tokenizer(), cache_dir, options_);

@@ -1,16 +1,23 @@
 // The Hugging Face model saved from the engine one unit at a time (zero/gpt2/engine_save.h): the
-// same files, byte for byte, as the whole model gathered first (as the trainer saved before) and
-// saved with save_hf_checkpoint / save_classifier_checkpoint, at stage 0 and 3, worlds 1 and 2,
-// fp32 and bf16 parameters; a failed write on rank 0 leaves no rank in a collective.
+// same files, byte for byte, as the whole model holding the optimizer's fp32 values (the
+// parameters of an fp32 run, the masters of a 16-bit one, read from every rank's shard states)
+// saved with save_hf_checkpoint / save_classifier_checkpoint, at stages 0-3, worlds 1 and 2, fp32,
+// bf16 and fp16 parameters, with the masters resident or in NVMe swap regions; a failed write on
+// rank 0 leaves no rank in a collective.
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <mutex>
 
 #include "../common/test_data.h"
 #include "gpt2_engine_driver.h"
+#include "zero/core/error.h"
 #include "zero/gpt2/classifier.h"
 #include "zero/gpt2/engine_classifier.h"
 #include "zero/gpt2/engine_save.h"
@@ -21,24 +28,67 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The whole model on rank 0 as the trainer builds it before saving (train/src/prepare.h).
-template <typename Model>
-std::unique_ptr<gpt2::GPT2Model> gather_whole(Model& model, Allocator& allocator) {
-  Engine& engine = model.engine();
-  std::unique_ptr<gpt2::GPT2Model> whole;
-  if (engine.rank() == 0) whole = std::make_unique<gpt2::GPT2Model>(model.config(), allocator);
-  for (std::size_t u = 0; u < model.unit_specs().size(); ++u) {
-    const GatheredUnit gathered = engine.gather(model.units()[u]);
-    if (whole)
-      convert(gathered.raw(), gathered.dtype(), whole->param_data(static_cast<int>(u)),
-              DType::kFloat32, model.unit_specs()[u].num_elements());
+// Each unit's fp32 values as the optimizer holds them (the masters of a 16-bit run, the
+// parameters of an fp32 one), assembled from every rank's Engine::visit_shard_states: a path
+// independent of the save's gather (Engine::gather_master). The ranks are threads of one
+// process, so each writes its ranges into `units` under `mutex`.
+struct OptimizerValues {
+  std::mutex mutex;
+  std::map<std::string, std::vector<float>> units;
+
+  void add(Engine& engine) {
+    engine.visit_shard_states([&](const ShardState& shard) {
+      std::lock_guard lock(mutex);
+      std::vector<float>& unit = units[shard.unit];
+      unit.resize(engine.layout(engine.unit(shard.unit)).num_elements());
+      std::copy(shard.params.begin(), shard.params.end(),
+                unit.begin() + static_cast<std::ptrdiff_t>(shard.range.begin));
+    });
   }
-  return whole;
+  // The whole model holding them (units in `names` order, the body's).
+  std::unique_ptr<gpt2::GPT2Model> model(const gpt2::GPT2Config& config,
+                                         const std::vector<std::string>& names,
+                                         Allocator& allocator) {
+    auto whole = std::make_unique<gpt2::GPT2Model>(config, allocator);
+    for (std::size_t u = 0; u < names.size(); ++u) {
+      const std::vector<float>& values = units.at(names[u]);
+      std::copy(values.begin(), values.end(), whole->param_data(static_cast<int>(u)));
+    }
+    return whole;
+  }
+};
+
+template <typename Model>
+std::vector<std::string> body_names(Model& model) {
+  std::vector<std::string> names;
+  for (std::size_t u = 0; u < model.unit_specs().size(); ++u)
+    names.push_back(model.engine().unit_name(model.units()[u]));
+  return names;
 }
 
-EngineOptions options_for(int stage, DType dtype) {
+// How many of the file's float32 values are not representable in bf16: a 16-bit run's save of
+// the widened working copy has none; of its fp32 masters, nearly all.
+std::size_t values_beyond_bf16(const fs::path& file) {
+  const std::string bytes = read_bytes(file);
+  std::uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), sizeof(header));
+  std::size_t beyond = 0;
+  for (std::size_t at = 8 + header; at + 4 <= bytes.size(); at += 4) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, bytes.data() + at, 4);
+    beyond += (bits & 0xFFFFu) != 0 ? 1 : 0;
+  }
+  return beyond;
+}
+
+EngineOptions options_for(int stage, DType dtype, bool nvme, const fs::path& swap) {
   EngineOptions options = gpt2_parity_options(stage, 1);
   if (dtype == DType::kBFloat16) options.bf16.enabled = true;
+  if (nvme) {
+    options.offload_optimizer.device = config::OffloadDevice::kNvme;
+    options.offload_optimizer.nvme_path = swap;
+    options.sub_group_size = 20'000;  // several sub-groups, of several units
+  }
   return options;
 }
 
@@ -52,30 +102,40 @@ void train_two_steps(Engine& engine, gpt2::EngineModel& model, int rank) {
   }
 }
 
-class EngineSave : public ::testing::TestWithParam<std::tuple<int, int, DType>> {
+// (stage, world, parameter dtype, offload_optimizer nvme)
+class EngineSave : public ::testing::TestWithParam<std::tuple<int, int, DType, bool>> {
  protected:
   fs::path folder_ = scratch_dir("gpt2_engine_save");
+  void SetUp() override { fs::create_directories(folder_ / "swap"); }
   void TearDown() override { fs::remove_all(folder_); }
 };
 
-TEST_P(EngineSave, LanguageModelSameBytesAsTheGatheredWholeModel) {
-  const auto [stage, world, dtype] = GetParam();
+TEST_P(EngineSave, LanguageModelSameBytesAsTheOptimizerValues) {
+  const auto [stage, world, dtype, nvme] = GetParam();
   const gpt2::GPT2Config config = tiny_gpt2_config();
+  OptimizerValues values;
+  std::vector<std::string> names;
   run_ranks(world, [&](Communicator& comm) {
     omp_set_num_threads(1);
-    std::unique_ptr<Engine> engine = make_engine(options_for(stage, dtype), comm);
+    std::unique_ptr<Engine> engine =
+        make_engine(options_for(stage, dtype, nvme, folder_ / "swap"), comm);
     MemoryLedger ledger;
     HostAllocator allocator(ledger);
     gpt2::EngineModel model(*engine, config, 2, 16, 7, allocator);
     train_two_steps(*engine, model, comm.rank());
     gpt2::save_hf_checkpoint(model, folder_ / "streamed");
     gpt2::save_hf_checkpoint(model, folder_ / "sharded", {.max_shard_bytes = 20'000});
-    const std::unique_ptr<gpt2::GPT2Model> whole = gather_whole(model, allocator);
-    if (whole) {
-      gpt2::save_hf_checkpoint(*whole, folder_ / "whole");
-      gpt2::save_hf_checkpoint(*whole, folder_ / "whole_sharded", {.max_shard_bytes = 20'000});
-    }
+    values.add(*engine);
+    if (comm.rank() == 0) names = body_names(model);
   });
+  MemoryLedger ledger;
+  HostAllocator allocator(ledger);
+  const std::unique_ptr<gpt2::GPT2Model> whole = values.model(config, names, allocator);
+  gpt2::save_hf_checkpoint(*whole, folder_ / "whole");
+  gpt2::save_hf_checkpoint(*whole, folder_ / "whole_sharded", {.max_shard_bytes = 20'000});
+  if (dtype != DType::kFloat32) {  // the fp32 masters, not the 16-bit copy widened
+    EXPECT_GT(values_beyond_bf16(folder_ / "streamed" / "model.safetensors"), 1000u);
+  }
   for (const char* file : {"model.safetensors", "config.json"})
     EXPECT_EQ(read_bytes(folder_ / "streamed" / file), read_bytes(folder_ / "whole" / file))
         << file;
@@ -89,38 +149,48 @@ TEST_P(EngineSave, LanguageModelSameBytesAsTheGatheredWholeModel) {
   EXPECT_FALSE(fs::exists(folder_ / "sharded" / "model.safetensors"));
 }
 
-TEST_P(EngineSave, ClassifierSameBytesAsTheGatheredWholeModel) {
-  const auto [stage, world, dtype] = GetParam();
+TEST_P(EngineSave, ClassifierSameBytesAsTheOptimizerValues) {
+  const auto [stage, world, dtype, nvme] = GetParam();
   const gpt2::GPT2Config config = tiny_gpt2_config();
   gpt2::ClassifierConfig head;
   head.num_labels = 3;
   head.id2label = {"a", "b", "c"};
   head.pad_token_id = 0;
+  OptimizerValues values;
+  std::vector<std::string> names;
+  std::string score_name;
   run_ranks(world, [&](Communicator& comm) {
     omp_set_num_threads(1);
-    std::unique_ptr<Engine> engine = make_engine(options_for(stage, dtype), comm);
+    std::unique_ptr<Engine> engine =
+        make_engine(options_for(stage, dtype, nvme, folder_ / "swap"), comm);
     MemoryLedger ledger;
     HostAllocator allocator(ledger);
     gpt2::EngineClassifier model(*engine, config, head, 2, 16, 7, allocator);
     gpt2::save_classifier_checkpoint(model, folder_ / "streamed");
-    const std::unique_ptr<gpt2::GPT2Model> whole = gather_whole(model, allocator);
-    const GatheredUnit gathered = engine->gather(model.score_unit());
-    if (whole) {
-      std::vector<float> score(static_cast<std::size_t>(head.num_labels * config.n_embd));
-      convert(gathered.raw(), gathered.dtype(), score.data(), DType::kFloat32, score.size());
-      gpt2::save_classifier_checkpoint(*whole, head, score, folder_ / "whole");
+    values.add(*engine);
+    if (comm.rank() == 0) {
+      names = body_names(model);
+      score_name = engine->unit_name(model.score_unit());
     }
   });
+  MemoryLedger ledger;
+  HostAllocator allocator(ledger);
+  const std::unique_ptr<gpt2::GPT2Model> whole = values.model(config, names, allocator);
+  gpt2::save_classifier_checkpoint(*whole, head, values.units.at(score_name), folder_ / "whole");
   for (const char* file : {"model.safetensors", "config.json"})
     EXPECT_EQ(read_bytes(folder_ / "streamed" / file), read_bytes(folder_ / "whole" / file))
         << file;
 }
 
 INSTANTIATE_TEST_SUITE_P(StageWorldDtype, EngineSave,
-                         ::testing::Values(std::tuple{0, 1, DType::kFloat32},
-                                           std::tuple{3, 2, DType::kFloat32},
-                                           std::tuple{3, 2, DType::kBFloat16},
-                                           std::tuple{1, 2, DType::kBFloat16}));
+                         ::testing::Values(std::tuple{0, 1, DType::kFloat32, false},
+                                           std::tuple{3, 2, DType::kFloat32, false},
+                                           std::tuple{0, 2, DType::kBFloat16, false},
+                                           std::tuple{1, 2, DType::kBFloat16, false},
+                                           std::tuple{2, 2, DType::kBFloat16, false},
+                                           std::tuple{3, 2, DType::kBFloat16, false},
+                                           std::tuple{3, 2, DType::kBFloat16, true},
+                                           std::tuple{2, 2, DType::kFloat16, true}));
 
 // Rank 0 cannot write (its folder is a file): it throws naming the path after gathering every
 // unit, so rank 1's gathers complete and the engines can still step together.
@@ -133,7 +203,7 @@ TEST(EngineSaveFailure, RankZeroFailsAfterTheCollectives) {
   std::string error;
   run_ranks(2, [&](Communicator& comm) {
     omp_set_num_threads(1);
-    std::unique_ptr<Engine> engine = make_engine(options_for(3, DType::kFloat32), comm);
+    std::unique_ptr<Engine> engine = make_engine(options_for(3, DType::kFloat32, false, {}), comm);
     MemoryLedger ledger;
     HostAllocator allocator(ledger);
     gpt2::EngineModel model(*engine, config, 2, 16, 7, allocator);
@@ -147,6 +217,38 @@ TEST(EngineSaveFailure, RankZeroFailsAfterTheCollectives) {
   });
   EXPECT_NE(error.find("blocker"), std::string::npos) << error;
   fs::remove_all(folder);
+}
+
+// gather_master refuses what it cannot give, naming it: an unknown unit, an fp32 engine (no master
+// apart from its parameters).
+TEST(EngineGatherMaster, RefusesAnUnknownUnitAndAnEngineWithoutMasters) {
+  const gpt2::GPT2Config config = tiny_gpt2_config();
+  run_ranks(1, [&](Communicator& comm) {
+    for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+      std::unique_ptr<Engine> engine = make_engine(options_for(1, dtype, false, {}), comm);
+      MemoryLedger ledger;
+      HostAllocator allocator(ledger);
+      gpt2::EngineModel model(*engine, config, 2, 16, 7, allocator);
+      try {
+        engine->gather_master(static_cast<UnitId>(engine->num_units()));
+        ADD_FAILURE() << "an unknown unit was gathered";
+      } catch (const Error& error) {
+        EXPECT_NE(std::string(error.what()).find("no unit"), std::string::npos) << error.what();
+      }
+      if (dtype == DType::kFloat32) {
+        try {
+          engine->gather_master(0);
+          ADD_FAILURE() << "an fp32 engine gave a master";
+        } catch (const Error& error) {
+          EXPECT_NE(std::string(error.what()).find("keeps no fp32 master"), std::string::npos)
+              << error.what();
+        }
+      } else {
+        EXPECT_EQ(engine->gather_master(0).size_bytes(),
+                  engine->layout(0).padded_num_elements() * sizeof(float));
+      }
+    }
+  });
 }
 
 }  // namespace

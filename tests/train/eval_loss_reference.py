@@ -4,7 +4,9 @@
   eval_loss_reference.py --vocab V --blocks FILE --out DIR
 writes a random tiny GPT-2 (vocabulary V) as a Hugging Face checkpoint DIR/{config.json,
 model.safetensors} and prints the float64 mean next-token cross-entropy over FILE's blocks (one
-block of token ids per line), as run_clm's evaluation counts it (labels = inputs, shifted).
+block of token ids per line), as run_clm's evaluation counts it (labels = inputs, shifted); then,
+with --label_smoothing E, the same loss label-smoothed as Hugging Face's LabelSmoother computes it
+(cross_entropy(label_smoothing=E)) on a second line.
 Exit code 3 when torch is not importable (the C++ test then skips).
 """
 import argparse
@@ -23,6 +25,7 @@ def main():
     parser.add_argument("--vocab", type=int, required=True)
     parser.add_argument("--blocks", required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--label_smoothing", type=float, default=None)
     args = parser.parse_args()
     with open(args.blocks) as f:
         blocks = [[int(word) for word in line.split()] for line in f if line.strip()]
@@ -39,6 +42,12 @@ def main():
     logits = ref.forward(params64, config, tokens)
     loss = ref.loss_of(logits[:, :-1, :], tokens[:, 1:])
     print(f"{loss.item():.17g}")
+    if args.label_smoothing is not None:
+        V = logits.shape[-1]
+        smoothed = torch.nn.functional.cross_entropy(
+            logits[:, :-1, :].reshape(-1, V), tokens[:, 1:].reshape(-1),
+            label_smoothing=args.label_smoothing)
+        print(f"{smoothed.item():.17g}")
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ TEST_F(LoopFlags, TokensPerSecondAndInputTokensSeen) {
 
   train::TrainingArguments counted = arguments("counted");
   counted.include_tokens_per_second = true;
-  counted.include_num_input_tokens_seen = true;
+  counted.include_num_input_tokens_seen = "all";
   const train::TrainResult result = run_one(counted);
   const json results = read_json(folder_.path() / "counted" / "train_results.json");
   ASSERT_TRUE(results.contains("train_tokens_per_second"));

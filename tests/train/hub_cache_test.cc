@@ -1,15 +1,21 @@
 // Hub ids through the local Hugging Face cache (zero/train/hub_cache.h), on a cache laid out in the
 // test as huggingface_hub lays it out; where ZERO_PYTHON has huggingface_hub and transformers,
 // their own readers (try_to_load_from_cache, scan_cache_dir, AutoConfig.from_pretrained with
-// local_files_only) check the same folder.
+// local_files_only) check the same folder; a sharded checkpoint behind blob links loads.
 #include "zero/train/hub_cache.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
+#include "../common/tiny_gpt2.h"
 #include "train_test_util.h"
+#include "zero/core/allocator.h"
+#include "zero/core/memory_ledger.h"
+#include "zero/gpt2/checkpoint_hf.h"
+#include "zero/gpt2/model.h"
 #include "zero/train/trainer.h"
 
 namespace zero::train {
@@ -128,6 +134,65 @@ TEST_F(HubCache, HuggingFacesReadersAgree) {
             resolve_hub_folder("model_name_or_path", "gpt2", "v1", cache_));
   EXPECT_EQ(repos, "['openai-community/gpt2']");
   EXPECT_EQ(n_embd, "32");
+}
+
+// A sharded checkpoint as huggingface_hub stores it: the files in blobs/, the snapshot's names
+// relative symlinks to them. "gpt2" resolves to the snapshot, its model.safetensors.index.json
+// loads bit for bit as the model saved; transformers' from_pretrained(local_files_only=True) loads
+// the same folder where it is importable.
+TEST_F(HubCache, AShardedCheckpointBehindBlobLinksLoads) {
+  const gpt2::GPT2Config config = gpt2::tiny_config(
+      {.vocab_size = 250, .n_positions = 32, .n_embd = 64, .n_layer = 3, .n_head = 4});
+  MemoryLedger ledger;
+  HostAllocator allocator(ledger);
+  gpt2::GPT2Model model(config, allocator);
+  model.init(5);
+  const fs::path saved = folder_.path() / "saved";
+  gpt2::save_hf_checkpoint(model, saved, {.max_shard_bytes = 200'000});
+  ASSERT_TRUE(fs::exists(saved / "model.safetensors.index.json"));
+  const fs::path repo = cache_ / "models--openai-community--gpt2";
+  const fs::path snapshot = repo / "snapshots" / kMain;
+  fs::remove_all(snapshot);
+  fs::create_directories(snapshot);
+  fs::create_directories(repo / "blobs");
+  int files = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(saved)) {
+    const std::string blob = "blob" + std::to_string(files++);
+    fs::rename(entry.path(), repo / "blobs" / blob);
+    fs::create_symlink(fs::path("../../blobs") / blob, snapshot / entry.path().filename());
+  }
+  EXPECT_GE(files, 4) << "config, index and at least two shards";
+  const fs::path resolved = resolve_hub_folder("model_name_or_path", "gpt2", "main", cache_);
+  EXPECT_EQ(resolved, snapshot);
+  const gpt2::GPT2Model loaded = gpt2::load_hf_model(resolved, allocator);
+  ASSERT_EQ(loaded.num_units(), model.num_units());
+  for (int u = 0; u < model.num_units(); ++u)
+    EXPECT_EQ(
+        std::memcmp(loaded.params(u).data(), model.params(u).data(), model.params(u).size_bytes()),
+        0)
+        << "unit " << u;
+
+  const char* python = std::getenv("ZERO_PYTHON");
+  if (python == nullptr) GTEST_SKIP() << "ZERO_PYTHON unset";
+  const fs::path script = folder_.path() / "load.py";
+  std::ofstream(script) << "import sys\n"
+                        << "try:\n"
+                        << "    from transformers import GPT2LMHeadModel\n"
+                        << "except Exception:\n"
+                        << "    sys.exit(3)\n"
+                        << "m = GPT2LMHeadModel.from_pretrained('openai-community/gpt2', "
+                        << "cache_dir=sys.argv[1], local_files_only=True)\n"
+                        << "print(sum(p.numel() for p in m.parameters()))\n";
+  const fs::path out = folder_.path() / "load.txt";
+  const int status =
+      std::system((std::string(python) + " " + script.string() + " " + cache_.string() + " > " +
+                   out.string() + " 2> " + out.string() + ".err")
+                      .c_str());
+  if (WEXITSTATUS(status) == 3) GTEST_SKIP() << "no transformers";
+  ASSERT_EQ(status, 0) << std::ifstream(out.string() + ".err").rdbuf();
+  std::int64_t parameters = 0;
+  std::ifstream(out) >> parameters;
+  EXPECT_EQ(parameters, config.num_parameters());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Golden: zero train's eval_loss on a checkpoint PyTorch wrote equals PyTorch's loss on the same
-// blocks (tests/train/eval_loss_reference.py, float64), within 1e-5 relative. Skips without torch.
+// blocks (tests/train/eval_loss_reference.py, float64), within 1e-5 relative, plain and with
+// --label_smoothing_factor 0.1. Skips without torch.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -52,14 +53,15 @@ TEST(TrainerGolden, EvalLossOfAPyTorchCheckpointMatchesPyTorch) {
                               "/tests/train/eval_loss_reference.py --vocab " +
                               std::to_string(tokenizer.vocab_size()) + " --blocks " +
                               (folder.path() / "blocks.txt").string() + " --out " + model.string() +
-                              " > " + (folder.path() / "loss.txt").string();
+                              " --label_smoothing 0.1 > " + (folder.path() / "loss.txt").string();
   const int status = std::system(command.c_str());
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   if (code == 3) GTEST_SKIP() << "torch is not importable by " << python;
   ASSERT_EQ(code, 0) << command;
-  double reference = 0.0;
-  std::ifstream(folder.path() / "loss.txt") >> reference;
+  double reference = 0.0, smoothed_reference = 0.0;
+  std::ifstream(folder.path() / "loss.txt") >> reference >> smoothed_reference;
   ASSERT_GT(reference, 0.0);
+  ASSERT_GT(smoothed_reference, 0.0);
 
   train::TrainingArguments arguments;
   arguments.model_name_or_path = model.string();
@@ -70,13 +72,24 @@ TEST(TrainerGolden, EvalLossOfAPyTorchCheckpointMatchesPyTorch) {
   arguments.output_dir = (folder.path() / "out").string();
   arguments.deepspeed = write_ds_config(folder.path(), 3).string();
   arguments.plot = false;
-  std::optional<double> eval_loss;
-  run_ranks(2, [&](Communicator& comm) {
-    const train::TrainResult result = train::train(arguments, comm, {.print = false});
-    if (comm.rank() == 0) eval_loss = result.eval_loss;
-  });
+  auto evaluate = [&arguments] {
+    std::optional<double> eval_loss;
+    run_ranks(2, [&](Communicator& comm) {
+      const train::TrainResult result = train::train(arguments, comm, {.print = false});
+      if (comm.rank() == 0) eval_loss = result.eval_loss;
+    });
+    return eval_loss;
+  };
+  const std::optional<double> eval_loss = evaluate();
   ASSERT_TRUE(eval_loss.has_value());
   EXPECT_NEAR(*eval_loss, reference, 1e-5 * reference) << "PyTorch " << reference;
+  // --label_smoothing_factor: Hugging Face's Trainer smooths the evaluation loss too.
+  arguments.label_smoothing_factor = 0.1;
+  arguments.output_dir = (folder.path() / "smoothed").string();
+  const std::optional<double> smoothed = evaluate();
+  ASSERT_TRUE(smoothed.has_value());
+  EXPECT_NEAR(*smoothed, smoothed_reference, 1e-5 * smoothed_reference)
+      << "PyTorch " << smoothed_reference;
 }
 
 // The saved model loads in transformers' GPT2LMHeadModel and gives zero's eval loss (skips when

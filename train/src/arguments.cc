@@ -58,7 +58,6 @@ void check_arguments(const TrainingArguments& arguments) {
   at_least("gradient_accumulation_steps", arguments.gradient_accumulation_steps, 1);
   at_least("logging_steps", arguments.logging_steps, 1);
   at_least("save_steps", arguments.save_steps, 1);
-  at_least("warmup_steps", arguments.warmup_steps, 0);
   at_least("preprocessing_num_workers", arguments.preprocessing_num_workers, 0);
   at_least("tokenizer_vocab_size", arguments.tokenizer_vocab_size, 257);
   at_least("num_samples", arguments.num_samples, 0);
@@ -76,6 +75,14 @@ void check_arguments(const TrainingArguments& arguments) {
   if (!(arguments.num_train_epochs > 0.0) && arguments.max_steps <= 0)
     fail("--num_train_epochs must be positive (or give --max_steps), got ",
          arguments.num_train_epochs);
+  tokens_seen_of(arguments);
+  if (!(arguments.warmup_steps >= 0.0))
+    fail(
+        "--warmup_steps must be at least 0 (a step count, or a fraction of the total steps "
+        "below 1), got ",
+        arguments.warmup_steps);
+  if (!(arguments.label_smoothing_factor >= 0.0 && arguments.label_smoothing_factor < 1.0))
+    fail("--label_smoothing_factor must be in [0, 1), got ", arguments.label_smoothing_factor);
   if (!(arguments.warmup_ratio >= 0.0 && arguments.warmup_ratio <= 1.0))
     fail("--warmup_ratio must be in [0, 1], got ", arguments.warmup_ratio);
   if (!(arguments.learning_rate >= 0.0))
@@ -160,10 +167,20 @@ bool greater_is_better_for(const TrainingArguments& arguments) {
   return arguments.greater_is_better;
 }
 
+TokensSeen tokens_seen_of(const TrainingArguments& arguments) {
+  const std::string& mode = arguments.include_num_input_tokens_seen;
+  if (mode == "no" || mode == "False") return TokensSeen::kNo;
+  if (mode == "all" || mode == "True") return TokensSeen::kAll;
+  if (mode == "non_padding") return TokensSeen::kNonPadding;
+  fail("--include_num_input_tokens_seen '", mode, "' is none of all, non_padding, no (or True, ",
+       "False)");
+}
+
 std::int64_t warmup_steps_for(const TrainingArguments& arguments, std::int64_t total_steps) {
-  if (arguments.warmup_steps > 0) return arguments.warmup_steps;
-  return static_cast<std::int64_t>(
-      std::ceil(arguments.warmup_ratio * static_cast<double>(total_steps)));
+  if (arguments.warmup_steps >= 1.0) return static_cast<std::int64_t>(arguments.warmup_steps);
+  const double ratio =
+      arguments.warmup_steps > 0.0 ? arguments.warmup_steps : arguments.warmup_ratio;
+  return static_cast<std::int64_t>(std::ceil(ratio * static_cast<double>(total_steps)));
 }
 
 config::TrainerValues trainer_values(const TrainingArguments& arguments, std::int64_t world_size,
@@ -212,7 +229,7 @@ DefaultedValues with_hf_defaults(const config::TrainerValues& given) {
   fill(values.adam_beta2, defaults.adam_beta2, "adam_beta2");
   fill(values.adam_epsilon, defaults.adam_epsilon, "adam_epsilon");
   fill(values.weight_decay, defaults.weight_decay, "weight_decay");
-  fill(values.warmup_steps, defaults.warmup_steps, "warmup_steps");
+  fill(values.warmup_steps, warmup_steps_for(defaults, 0), "warmup_steps");
   fill(values.max_grad_norm, defaults.max_grad_norm, "max_grad_norm");
   fill(values.fp16, defaults.fp16, "fp16");
   fill(values.bf16, defaults.bf16, "bf16");

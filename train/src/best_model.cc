@@ -73,4 +73,13 @@ std::vector<fs::path> rotate_keeping_best(const fs::path& output_dir, std::int64
   return removed;
 }
 
+BestModel best_model_from_state(const nlohmann::json& state) {
+  BestModel best;
+  if (!state.value("best_metric", nlohmann::json()).is_number()) return best;
+  best.metric = state["best_metric"].get<double>();
+  best.checkpoint = state.value("best_model_checkpoint", std::string());
+  best.step = state.value("best_global_step", std::int64_t{0});
+  return best;
+}
+
 }  // namespace zero::train::detail

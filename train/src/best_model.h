@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,9 @@ struct BestModel {
   std::string checkpoint;  // output_dir/checkpoint-N, as Hugging Face writes it
   std::int64_t step = 0;
 };
+
+// The best model a checkpoint's trainer_state.json records (none when it has no best_metric).
+BestModel best_model_from_state(const nlohmann::json& state);
 
 // The evaluation key the metric names ("loss" -> "eval_loss"); throws InputError when the task's
 // evaluations have no such metric (causal-lm: eval_loss; text-classification: eval_loss,

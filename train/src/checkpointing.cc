@@ -224,6 +224,7 @@ Resumed check_resume(const fs::path& folder, const gpt2::GPT2Config& model_confi
   if (const fs::path hf_state = folder / "trainer_state.json"; fs::exists(hf_state)) {
     const json hf = read_json(hf_state);
     resumed.log_history = hf.value("log_history", json::array());
+    resumed.progress.input_tokens_seen = hf.value("num_input_tokens_seen", std::int64_t{0});
     for (const char* key : {"best_metric", "best_model_checkpoint", "best_global_step"})
       if (hf.contains(key)) resumed.best[key] = hf[key];
   } else {

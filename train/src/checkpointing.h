@@ -31,6 +31,10 @@ struct TrainerProgress {
   std::int64_t window_steps = 0;
   double epoch_loss = 0.0, epoch_correct = 0.0, epoch_counted = 0.0;  // text-classification
   std::int64_t epoch_steps = 0;
+  // --include_num_input_tokens_seen: every rank's tokens so far (the checkpoint's Hugging Face
+  // trainer_state.json's num_input_tokens_seen, read back from there on resume; 0 without the
+  // flag).
+  std::int64_t input_tokens_seen = 0;
 };
 
 // The shape of the run a checkpoint continues: a resume must keep the global batch, the block

@@ -21,7 +21,8 @@ ClassificationTask::ClassificationTask(const TaskContext& context)
       pad_id_(static_cast<int>(context.prepared.head.pad_token_id)),
       model_(context.engine, context.prepared.model_config, context.prepared.head, B_,
              context.prepared.block_size, context.arguments.seed, context.engine.allocator(),
-             {.activation_checkpointing = context.arguments.gradient_checkpointing}) {
+             {.activation_checkpointing = context.arguments.gradient_checkpointing,
+              .label_smoothing = static_cast<float>(context.arguments.label_smoothing_factor)}) {
   if (context_.prepared.pretrained) load_pretrained(model_, context_.arguments.model_name_or_path);
 }
 
@@ -49,6 +50,16 @@ void ClassificationTask::print_data() const {
 void ClassificationTask::next_train_batch(text::DistributedSampler& sampler, MicroBatch& batch) {
   fill_classification_batch(context_.prepared.classify_train, sampler.next(), B_, pad_id_,
                             batch.tokens, batch.targets);
+  // A row's tokens end at its first pad, where the model reads the label from (padding past it).
+  const std::size_t T = batch.tokens.size() / static_cast<std::size_t>(B_);
+  batch.rows = batch.non_padding_tokens = 0;
+  for (std::size_t b = 0; b < static_cast<std::size_t>(B_); ++b) {
+    if (batch.targets[b] < 0) continue;
+    ++batch.rows;
+    const auto row = std::span(batch.tokens).subspan(b * T, T);
+    batch.non_padding_tokens +=
+        static_cast<std::uint64_t>(std::find(row.begin(), row.end(), pad_id_) - row.begin());
+  }
 }
 
 double ClassificationTask::train_micro_step(const MicroBatch& batch,

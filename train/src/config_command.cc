@@ -3,6 +3,7 @@
 #include "zero/train/config_command.h"
 
 #include <optional>
+#include <sstream>
 
 #include "zero/config/ds_config.h"
 #include "zero/train/arguments.h"
@@ -51,9 +52,16 @@ config::TrainerValues given_trainer_values(const cli::CommandFlags& flags) {
   trainer.adam_beta2 = if_given(flags, "adam_beta2", a.adam_beta2);
   trainer.adam_epsilon = if_given(flags, "adam_epsilon", a.adam_epsilon);
   trainer.weight_decay = if_given(flags, "weight_decay", a.weight_decay);
-  trainer.warmup_steps = if_given(flags, "warmup_steps", a.warmup_steps);
   trainer.total_steps = if_given(flags, "max_steps", a.max_steps);
   if (!trainer.total_steps) trainer.total_steps = if_given(flags, "total_steps", own.total_steps);
+  // 5.x's fractional --warmup_steps is a share of the total steps, which only a flag gives here.
+  if (flags.given("warmup_steps") && a.warmup_steps > 0.0 && a.warmup_steps < 1.0 &&
+      !trainer.total_steps)
+    throw cli::UsageError{"--warmup_steps " + (std::ostringstream() << a.warmup_steps).str() +
+                          " is a fraction of the total steps: give --max_steps (or "
+                          "--total_steps) too"};
+  trainer.warmup_steps =
+      if_given(flags, "warmup_steps", warmup_steps_for(a, trainer.total_steps.value_or(0)));
   trainer.max_grad_norm = if_given(flags, "max_grad_norm", a.max_grad_norm);
   trainer.fp16 = if_given(flags, "fp16", a.fp16);
   trainer.bf16 = if_given(flags, "bf16", a.bf16);

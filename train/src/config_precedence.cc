@@ -219,8 +219,8 @@ void take_scalars(TrainingArguments& arguments, const json& root, FromFile& from
   const json* warmup = find_path(root, "scheduler.params.warmup_num_steps");
   if (config_wins(arguments, root, "warmup_steps") && warmup != nullptr &&
       warmup->is_number_integer()) {
-    arguments.warmup_steps = warmup->get<std::int64_t>();
-    from_file.took("warmup_steps", std::to_string(arguments.warmup_steps),
+    arguments.warmup_steps = static_cast<double>(warmup->get<std::int64_t>());
+    from_file.took("warmup_steps", std::to_string(warmup->get<std::int64_t>()),
                    "scheduler.params.warmup_num_steps");
   }
   auto flag = [&](const char* name, const char* path, bool& field) {

@@ -50,6 +50,7 @@ po::value_semantic* semantic(const Flag& flag, const train::FlagValues& defaults
             case FlagType::kInt: return po::value<std::int64_t>();
             case FlagType::kFloat: return po::value<double>();
             case FlagType::kString: return po::value<std::string>();
+            case FlagType::kBoolOrString: return po::value<std::string>()->implicit_value("True");
           }
           return po::value<std::string>();
         } else {
@@ -60,6 +61,11 @@ po::value_semantic* semantic(const Flag& flag, const train::FlagValues& defaults
             return po::value<std::string>()->implicit_value("True");
           } else if constexpr (std::is_same_v<Value, std::vector<std::string>>) {
             return po::value<std::string>();
+          } else if constexpr (std::is_same_v<Value, std::string>) {
+            auto* value = po::value<std::string>();
+            if (flag.type == FlagType::kBoolOrString) value->implicit_value("True");
+            if (with_default) value->default_value(initial);
+            return value;
           } else if constexpr (std::is_same_v<Value, train::IntervalStrategy>) {
             auto* value = po::value<std::string>();
             if (with_default) value->default_value(std::string(train::name_of(initial)));
@@ -119,6 +125,9 @@ std::string given_text(const Flag& flag, const po::variable_value& value,
   const boost::any& any = value.value();
   if (const auto* text = boost::any_cast<std::string>(&any)) {
     if (flag.type == FlagType::kBool) return parse_boolean(spelling, *text) ? "True" : "False";
+    if (flag.type == FlagType::kBoolOrString && is_boolean_word(*text) &&
+        !train::accepts_value(flag, "'" + *text + "'"))
+      return parse_boolean(spelling, *text) ? "True" : "False";
     return "'" + *text + "'";
   }
   if (const auto* number = boost::any_cast<std::int64_t>(&any)) return std::to_string(*number);
@@ -136,12 +145,21 @@ std::vector<std::string> joined_boolean_values(std::span<char* const> args, Comm
   auto is_boolean_flag = [command](std::string_view word) {
     if (!word.starts_with("--")) return false;
     const Flag* flag = train::find_flag(word.substr(2));
-    return flag != nullptr && flag->commands.has(command) && flag->type == FlagType::kBool;
+    return flag != nullptr && flag->commands.has(command) &&
+           (flag->type == FlagType::kBool || flag->type == FlagType::kBoolOrString);
+  };
+  // A kBoolOrString flag also joins the next word when it is one of the row's strings.
+  auto is_row_string = [command](std::string_view word, std::string_view next) {
+    const Flag* flag = word.starts_with("--") ? train::find_flag(word.substr(2)) : nullptr;
+    return flag != nullptr && flag->commands.has(command) &&
+           flag->type == FlagType::kBoolOrString &&
+           train::accepts_value(*flag, "'" + std::string(next) + "'");
   };
   std::vector<std::string> words;
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string word = underscored(args[i], command);
-    if (is_boolean_flag(word) && i + 1 < args.size() && is_boolean_word(args[i + 1]))
+    if (is_boolean_flag(word) && i + 1 < args.size() &&
+        (is_boolean_word(args[i + 1]) || is_row_string(word, args[i + 1])))
       word += "=" + std::string(args[++i]);
     words.push_back(word);
   }
@@ -228,6 +246,12 @@ void CommandFlags::read(const Flag& flag, const std::string& spelling) {
           Value& target = values_.of<Owner>().*member;
           if constexpr (std::is_same_v<Value, bool>) {
             target = parse_boolean(spelling, value.as<std::string>());
+          } else if constexpr (std::is_same_v<Value, std::string>) {
+            const std::string& text = value.as<std::string>();
+            // A kBoolOrString row's own strings first ("no"), then the bool words.
+            const bool boolean = flag.type == FlagType::kBoolOrString && is_boolean_word(text) &&
+                                 !train::accepts_value(flag, "'" + text + "'");
+            target = boolean ? (parse_boolean(spelling, text) ? "True" : "False") : text;
           } else if constexpr (std::is_same_v<Value, std::vector<std::string>>) {
             if (!value.as<std::string>().empty()) target = {value.as<std::string>()};
           } else if constexpr (std::is_same_v<Value, train::IntervalStrategy>) {

@@ -165,9 +165,10 @@ const Flag kFlags[] = {
     {.name = "warmup_ratio", .type = kFloat, .field = &T::warmup_ratio, .commands = kTrain,
      .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = {"0.0", kAbsent},
      .show_default = true, .help = "4.46's (5.x takes a fraction as --warmup_steps)"},
-    {.name = "warmup_steps", .type = kInt, .field = &T::warmup_steps, .commands = kTrain | kConfig,
+    {.name = "warmup_steps", .type = kFloat, .field = &T::warmup_steps, .commands = kTrain | kConfig,
      .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("0"),
-     .show_default = true, .help = "",
+     .show_default = true,
+     .help = "steps of linear warmup; below 1, a fraction of the total steps (5.x's ratio)",
      .config_help = "fills scheduler warmup_num_steps \"auto\""},
     {.name = "logging_steps", .type = kInt, .field = &T::logging_steps, .commands = kTrain,
      .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = both("500"),
@@ -334,6 +335,7 @@ std::string_view name_of(FlagType type) {
     case kInt: return "int";
     case kFloat: return "float";
     case kString: return "str";
+    case kBoolOrString: return "str or bool";
   }
   return "?";
 }

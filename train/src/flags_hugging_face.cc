@@ -43,6 +43,10 @@ constexpr std::string_view kNoUpload =
 constexpr std::string_view kNoFsdp =
     "zero shards with ZeRO, not FSDP: use --deepspeed with a config whose zero_optimization.stage "
     "is 3";
+constexpr std::string_view kNoFullEval =
+    "not implemented: zero's kernels keep activations and arithmetic in fp32 (no all-16-bit "
+    "evaluation); evaluation runs on the training's compute copy, whose weights are 16-bit with "
+    "--bf16 or --fp16";
 constexpr std::string_view kNoDataLoader =
     "zero tokenizes the data in memory before training; it has no data loader workers";
 constexpr std::string_view kNoSplitNames =
@@ -96,7 +100,8 @@ const Flag kRows[] = {
     {.name = "cache_dir", .field = &T::cache_dir, .commands = kTrain | kEstimate,
      .origin = kModelArguments, .section = Section::kModel, .hf_default = kNone,
      .help = "the Hugging Face Hub cache Hub ids are read from, offline (default: HF_HUB_CACHE, "
-             "HF_HOME/hub or ~/.cache/huggingface/hub)"},
+             "HF_HOME/hub or ~/.cache/huggingface/hub); the tokenized data is cached in its "
+             "zero_tokens folder"},
     inert("use_fast_tokenizer", kBool, both("True"),
           "zero has one tokenizer (byte-level BPE, as the fast one)", kModelArguments),
     {.name = "model_revision", .field = &T::model_revision, .commands = kTrain | kEstimate,
@@ -127,8 +132,12 @@ const Flag kRows[] = {
     {.name = "dataset_config_name", .field = &T::dataset_config_name, .commands = kTrain,
      .origin = kDataArguments, .section = Section::kData, .hf_default = kNone,
      .help = "the dataset's configuration: its subfolder of that name"},
-    inert("overwrite_cache", kBool, both("False"),
-          "zero keeps no datasets cache: the data is tokenized on every run", kDataArguments),
+    {.name = "overwrite_cache", .type = kBool, .field = &T::overwrite_cache, .commands = kTrain,
+     .origin = kDataArguments, .section = Section::kData, .hf_default = both("False"),
+     .help = "tokenize the data again and rewrite its cache (--cache_dir/zero_tokens, else "
+             ".zero_cache beside the first data file; keyed by the files' content, size and "
+             "time, the tokenizer and --keep_linebreaks; text-classification encodes its "
+             "examples every run)"},
     {.name = "keep_linebreaks", .type = kBool, .field = &T::keep_linebreaks, .commands = kTrain,
      .origin = kDataArguments, .section = Section::kData, .hf_default = both("True"),
      .show_default = true,
@@ -251,10 +260,14 @@ const Flag kRows[] = {
      .hf_default = only_4_46("False"),
      .help = "train_tokens_per_second (one rank's tokens, as Hugging Face counts) in "
              "train_results.json"},
-    {.name = "include_num_input_tokens_seen", .type = kBool,
+    {.name = "include_num_input_tokens_seen", .type = kBoolOrString,
      .field = &T::include_num_input_tokens_seen, .commands = kTrain,
      .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = {"False", "'no'"},
-     .help = "num_input_tokens_seen (all ranks') in every log entry and trainer_state.json"},
+     .show_default = true, .accepts = "True|False|'no'|'all'|'non_padding'",
+     .refusal = "5.x takes all (or True), non_padding or no (or False)",
+     .help = "num_input_tokens_seen (all ranks') in every log entry and trainer_state.json: all "
+             "(or alone, True) counts every token of the rows trained on, non_padding a "
+             "classification row's tokens before its padding (a causal LM block has none)"},
     {.name = "data_seed", .type = kInt, .field = &T::data_seed, .commands = kTrain,
      .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = kNone,
      .help = "the data order's shuffle seed (default: --seed)"},
@@ -276,12 +289,13 @@ const Flag kRows[] = {
      .hf_default = both("False"),
      .help = "on resume, start the epoch reached from its first batch instead of where the "
              "checkpoint stopped"},
-    refused("label_smoothing_factor", kFloat, both("0.0"), "0",
-            "not implemented: zero's GPT-2 loss kernels compute plain cross-entropy"),
-    refused("bf16_full_eval", kBool, both("False"), "False",
-            "not implemented: evaluation runs in the training precision (--bf16/--fp16)"),
-    refused("fp16_full_eval", kBool, both("False"), "False",
-            "not implemented: evaluation runs in the training precision (--bf16/--fp16)"),
+    {.name = "label_smoothing_factor", .type = kFloat, .field = &T::label_smoothing_factor,
+     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .hf_default = both("0.0"), .show_default = true,
+     .help = "ε of the training and evaluation cross-entropy, as torch's "
+             "CrossEntropyLoss(label_smoothing=ε) (causal LM and classification; CPU kernels)"},
+    refused("bf16_full_eval", kBool, both("False"), "False", kNoFullEval),
+    refused("fp16_full_eval", kBool, both("False"), "False", kNoFullEval),
 
     // TrainingArguments: refused.
     inert_unless("push_to_hub", kBool, both("False"), "nothing is uploaded", "False", kNoUpload),
@@ -291,7 +305,7 @@ const Flag kRows[] = {
     refused("fsdp_transformer_layer_cls_to_wrap", kString, only_4_46("None"), "", kNoFsdp),
     refused("parallelism_config", kString, only_5("None"), "",
             "zero is data-parallel ZeRO; it has no tensor, context or sequence parallelism"),
-    refused("lr_scheduler_kwargs", kString, {"{}", "None"}, "{}",
+    refused("lr_scheduler_kwargs", kString, {"{}", "None"}, "'{}'",
             "zero's schedules take no extra arguments: give the DeepSpeed config a \"scheduler\" "
             "section"),
     refused("optim_args", kString, kNone, "",

@@ -18,7 +18,8 @@ LmTask::LmTask(const TaskContext& context)
       T_(context.prepared.block_size),
       model_(context.engine, context.prepared.model_config, B_, T_, context.arguments.seed,
              context.engine.allocator(),
-             {.activation_checkpointing = context.arguments.gradient_checkpointing}) {
+             {.activation_checkpointing = context.arguments.gradient_checkpointing,
+              .label_smoothing = static_cast<float>(context.arguments.label_smoothing_factor)}) {
   const TrainingArguments& arguments = context_.arguments;
   const Prepared& prepared = context_.prepared;
   if (prepared.pretrained) load_pretrained(model_, arguments.model_name_or_path);

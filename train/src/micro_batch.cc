@@ -7,6 +7,8 @@ void fill_micro_batch(std::span<const std::span<const text::TokenId>> blocks, st
                       std::int64_t T, MicroBatch& batch) {
   batch.tokens.assign(static_cast<std::size_t>(B * T), 0);
   batch.targets.assign(static_cast<std::size_t>(B * T), -100);
+  batch.rows = blocks.size();
+  batch.non_padding_tokens = batch.rows * static_cast<std::uint64_t>(T);  // blocks are full
   for (std::size_t b = 0; b < blocks.size(); ++b)
     for (std::int64_t t = 0; t < T; ++t) {
       batch.tokens[b * T + t] = static_cast<int>(blocks[b][t]);

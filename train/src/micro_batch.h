@@ -10,10 +10,18 @@
 
 namespace zero::train::detail {
 
-// (B, T): tokens and next-token targets, -100 where nothing counts.
+// (B, T): tokens and next-token targets, -100 where nothing counts. `rows` of the B hold data
+// (the others are padding), with `non_padding_tokens` tokens before their padding in all
+// (--include_num_input_tokens_seen counts them).
 struct MicroBatch {
   std::vector<int> tokens;
   std::vector<int> targets;
+  std::uint64_t rows = 0;
+  std::uint64_t non_padding_tokens = 0;
+
+  std::uint64_t input_tokens(bool non_padding, std::int64_t T) const {
+    return non_padding ? non_padding_tokens : rows * static_cast<std::uint64_t>(T);
+  }
 };
 
 // Fills `batch` from blocks of T tokens (rows past the blocks given stay padding).

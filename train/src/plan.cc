@@ -17,6 +17,7 @@
 #include "zero/factory/engine_factory.h"
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/engine_model.h"
+#include "zero/gpt2/engine_save.h"
 #include "zero/gpt2/hf_weights.h"
 #include "zero/gpt2/model.h"
 #include "zero/gpt2/units.h"
@@ -299,9 +300,7 @@ void plan_gpt2(const PlanSetup& setup, Engine& engine, int rank, RankPlan& plan,
   plan_phases_after_load(
       setup, engine, recorder, writer, plan.save_host_bytes, steps,
       [&] { model.eval_loss(tokens, tokens); },
-      [&] {
-        for (UnitId unit : model.units()) engine.gather(unit).release();
-      });
+      [&] { gpt2::gather_saved_units(engine, model.units()); });
   plan.activation_parts =
       gpt2::GPT2Compute::plan(config, setup.batch_size, setup.seq_len,
                               {.activation_checkpointing = setup.gradient_checkpointing,

@@ -69,9 +69,14 @@ std::vector<fs::path> with_csv_as_json_lines(const std::vector<std::string>& fil
     fs::create_directories(scratch);
     const fs::path converted =
         scratch / (std::to_string(paths.size()) + "_" + fs::path(file).stem().string() + ".jsonl");
-    std::ofstream out(converted, std::ios::trunc);
-    for (const std::string& text : read_csv_texts(file)) out << json{{"text", text}}.dump() << "\n";
-    ZERO_CHECK(out.good(), "cannot write ", converted.string());
+    {
+      std::ofstream out(converted, std::ios::trunc);
+      for (const std::string& text : read_csv_texts(file))
+        out << json{{"text", text}}.dump() << "\n";
+      ZERO_CHECK(out.good(), "cannot write ", converted.string());
+    }
+    // The CSV's time, so that the token cache keyed by it (text::data_key) finds it next run.
+    fs::last_write_time(converted, fs::last_write_time(file));
     paths.push_back(converted);
   }
   return paths;
@@ -343,7 +348,7 @@ void prepare_classification(const TrainingArguments& arguments, const LabelledSp
 // run_clm --streaming: training blocks come from the files in order as training goes (no
 // shuffle, no split); the validation files are tokenized up front.
 void prepare_streaming(const TrainingArguments& arguments, int world, int rank, bool console,
-                       const std::vector<fs::path>& train_paths,
+                       const fs::path& cache, const std::vector<fs::path>& train_paths,
                        const std::vector<fs::path>& validation_paths, Prepared& prepared) {
   if (arguments.do_eval && validation_paths.empty())
     input_error("--streaming: evaluation needs --validation_file (a stream has no split)");
@@ -355,7 +360,8 @@ void prepare_streaming(const TrainingArguments& arguments, int world, int rank, 
     tokenize.keep_linebreaks = arguments.keep_linebreaks;
     const auto stream =
         std::make_shared<const text::TokenStream>(as_input_error("--validation_file", [&] {
-          return text::load_token_stream(validation_paths, *prepared.tokenizer, {}, tokenize);
+          return text::load_token_stream(validation_paths, *prepared.tokenizer, cache, tokenize,
+                                         arguments.overwrite_cache);
         }));
     prepared.data.validation = text::group_texts(stream, 0, stream->num_examples(),
                                                  static_cast<std::size_t>(prepared.block_size));
@@ -375,11 +381,22 @@ void prepare_streaming(const TrainingArguments& arguments, int world, int rank, 
   }
 }
 
+// Where run_clm's tokenized data is cached (text::load_token_stream): --cache_dir/zero_tokens,
+// else a .zero_cache folder beside the first data file, as datasets keeps its caches beside the
+// data it maps.
+fs::path token_cache_folder(const TrainingArguments& arguments, const DataFiles& files) {
+  if (!arguments.cache_dir.empty()) return fs::path(arguments.cache_dir) / "zero_tokens";
+  const std::string& first = files.train.empty() ? files.validation.at(0) : files.train.front();
+  return fs::absolute(first).parent_path() / ".zero_cache";
+}
+
 // run_clm's splits and blocks.
-void prepare_blocks(const TrainingArguments& arguments, bool console,
+void prepare_blocks(const TrainingArguments& arguments, bool console, const fs::path& cache,
                     const std::vector<fs::path>& train_paths,
                     const std::vector<fs::path>& validation_paths, Prepared& prepared) {
   text::DataArguments data_arguments;
+  data_arguments.cache_dir = cache;
+  data_arguments.overwrite_cache = arguments.overwrite_cache;
   data_arguments.train_files = train_paths.empty() ? validation_paths : train_paths;
   data_arguments.validation_files = validation_paths;
   data_arguments.validation_split_percentage = arguments.validation_split_percentage;
@@ -452,9 +469,11 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
   if (prepared.classification) {
     prepare_classification(arguments, labelled, prepared);
   } else if (arguments.streaming) {
-    prepare_streaming(arguments, world, rank, console, train_paths, validation_paths, prepared);
+    prepare_streaming(arguments, world, rank, console, token_cache_folder(arguments, files),
+                      train_paths, validation_paths, prepared);
   } else {
-    prepare_blocks(arguments, console, train_paths, validation_paths, prepared);
+    prepare_blocks(arguments, console, token_cache_folder(arguments, files), train_paths,
+                   validation_paths, prepared);
   }
   prepared.eval_blocks = prepared.classification ? prepared.classify_validation.size()
                                                  : prepared.data.validation.size();

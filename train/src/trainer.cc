@@ -99,6 +99,7 @@ class Trainer {
   const fs::path output_dir_;
   const std::int64_t B_, T_, accumulation_, total_steps_, steps_per_epoch_, warmup_;
   const std::int64_t samples_per_step_;
+  const TokensSeen tokens_seen_;  // --include_num_input_tokens_seen
 
   // The rank's device, the engine on it, the task's model on the engine (destroyed in reverse).
   std::unique_ptr<DeviceContext> device_;
@@ -150,6 +151,7 @@ Trainer::Trainer(const TrainingArguments& arguments, Communicator& communicator,
       steps_per_epoch_(prepared_.steps_per_epoch),
       warmup_(warmup_steps_for(arguments, total_steps_)),
       samples_per_step_(B_ * world_ * accumulation_),
+      tokens_seen_(tokens_seen_of(arguments)),
       device_(std::move(device)) {
   checked_best_metric_key(arguments);
   if (const std::optional<fs::path> folder = resume_folder(arguments))  // checked, nothing written
@@ -234,8 +236,8 @@ void Trainer::open_logs() {
 // log history and the DeepSpeed monitors (by samples seen).
 void Trainer::record(const LogEntry& logged) {
   LogEntry entry = logged;
-  if (arguments_.include_num_input_tokens_seen && !entry.num_input_tokens_seen)
-    entry.num_input_tokens_seen = static_cast<double>(entry.step * samples_per_step_ * T_);
+  if (tokens_seen_ != TokensSeen::kNo && !entry.num_input_tokens_seen)
+    entry.num_input_tokens_seen = static_cast<double>(progress_.input_tokens_seen);
   result_.log_history.push_back(entry);
   if (rank_ != 0) return;
   const json line = entry_to_json(entry);
@@ -260,8 +262,7 @@ void Trainer::evaluate(std::int64_t step) {
 }
 
 json Trainer::trainer_state(std::int64_t step) const {
-  json state = {{"num_input_tokens_seen",
-                 arguments_.include_num_input_tokens_seen ? step * samples_per_step_ * T_ : 0}};
+  json state = {{"num_input_tokens_seen", progress_.input_tokens_seen}};
   if (best_.metric) {
     state["best_metric"] = *best_.metric;
     state["best_global_step"] = best_.step;
@@ -353,11 +354,7 @@ std::int64_t Trainer::resume_training() {
                                      : reached;
   sampler_->set_position({position});
   task_->seek_train_data(arguments_.ignore_data_skip ? 0 : progress_.stream_position);
-  if (resumed.best.value("best_metric", json()).is_number()) {
-    best_.metric = resumed.best["best_metric"].get<double>();
-    best_.checkpoint = resumed.best.value("best_model_checkpoint", std::string());
-    best_.step = resumed.best.value("best_global_step", std::int64_t{0});
-  }
+  best_ = best_model_from_state(resumed.best);
   for (const json& line : resumed.log_history)
     if (line.contains("step") && line.value("step", std::int64_t{0}) <= progress_.step)
       record(entry_from_json(line));
@@ -373,10 +370,11 @@ std::int64_t Trainer::resume_training() {
 // Optimizer step `step` (1-based) over `accumulation_` micro-batches; the loss averaged over them
 // and over the ranks.
 double Trainer::train_step(std::int64_t step) {
-  double step_loss = 0.0;
+  double step_loss = 0.0, tokens = 0.0;
   for (std::int64_t micro = 0; micro < accumulation_; ++micro) {
     const std::int64_t position = (step - 1) * accumulation_ + micro;
     task_->next_train_batch(*sampler_, batch_);
+    tokens += static_cast<double>(batch_.input_tokens(tokens_seen_ == TokensSeen::kNonPadding, T_));
     // Dropout keyed by (optimizer step, sample within its global batch): the same masks whatever
     // the world size and accumulation that make up the global batch.
     const gpt2::DropoutKey dropout{
@@ -387,6 +385,8 @@ double Trainer::train_step(std::int64_t step) {
     step_loss += task_->train_micro_step(batch_, dropout, progress_);
     engine_->step();
   }
+  if (tokens_seen_ != TokensSeen::kNo)  // every rank's (exact in a double below 2^53)
+    progress_.input_tokens_seen += std::llround(engine_->average_across_ranks(tokens) * world_);
   return engine_->average_across_ranks(step_loss / static_cast<double>(accumulation_));
 }
 
@@ -484,7 +484,6 @@ void Trainer::stop_preempted(std::int64_t step) {
 // result files and the samples.
 TrainResult Trainer::finish() {
   const std::int64_t step = progress_.step;
-  result_.memory = MemoryPeaks::of(engine_->ledger());  // measured: the plan's check
   result_.global_step = step;
   result_.epoch = epoch_at(step, steps_per_epoch_);
   // run_clm: trainer.evaluate() after training (an evaluation at the last step already is that
@@ -502,6 +501,7 @@ TrainResult Trainer::finish() {
     console_.say("saved %s/{config.json,model.safetensors,tokenizer files} (Hugging Face %s)\n",
                  output_dir_.c_str(), task_->model_class());
   }
+  result_.memory = MemoryPeaks::of(engine_->ledger());  // the plan's check, final save included
   if (rank_ == 0) write_results(test_results);
   if (arguments_.do_train && console_.enabled() && arguments_.num_samples > 0)
     task_->print_samples(output_dir_, save_allocator_);  // from the saved model

@@ -172,8 +172,8 @@ void ClassifierHead::forward(const GPT2Compute& body, std::span<const int> token
   counted_ = 0;
   if (!labels_.empty()) {
     float* losses = view("losses");
-    k.crossentropy_forward(s, losses, view("logsumexp"), view("logits"), kernel_labels(body), B_, K,
-                           K);
+    k.smoothed_crossentropy_forward(s, losses, view("logsumexp"), view("logits"),
+                                    kernel_labels(body), B_, K, K, body.label_smoothing());
     counted_ = std::count_if(labels_.begin(), labels_.end(),
                              [K](int label) { return label >= 0 && label < K; });
     if (on_host_) {
@@ -243,7 +243,8 @@ void ClassifierHead::backward(GPT2Compute& body, ConstUnitData final_norm_data,
   k.copy(s, dlogits, view("logits"), B_ * K);
   // The labels forward uploaded (off the host) are still on the device.
   const int* labels = on_host_ ? labels_.data() : device_labels_.data_as<const int>();
-  k.crossentropy_backward(s, dlogits, view("logsumexp"), labels, B_, K, K, scale);
+  k.smoothed_crossentropy_backward(s, dlogits, view("logsumexp"), labels, B_, K, K, scale,
+                                   body.label_smoothing());
   // dscore (K, C) += dlogitsᵀ · ln; dln (B, C) = dlogits · score
   k.gemm(s, true, false, K, C, B_, dlogits, K, view("ln"), C, 1.0f, score_grads, C);
   float* dln = view("dln");

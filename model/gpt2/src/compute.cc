@@ -135,6 +135,13 @@ GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std:
              " T=", T_);
   ZERO_CHECK(T_ <= config_.n_positions, "GPT-2 compute: sequence length ", T_,
              " exceeds n_positions ", config_.n_positions);
+  ZERO_CHECK(options_.label_smoothing >= 0.0f && options_.label_smoothing < 1.0f,
+             "GPT-2 compute: label smoothing must be in [0, 1), got ", options_.label_smoothing);
+  ZERO_CHECK(options_.label_smoothing == 0.0f || kernels_->supports_label_smoothing(),
+             "GPT-2 compute: label smoothing ", options_.label_smoothing,
+             " (--label_smoothing_factor) is implemented by the CPU kernels only, and this model "
+             "runs on ",
+             context.device().to_string(), " (--use_cpu runs it on the CPU)");
   ZERO_CHECK(on_host_ || allocator.space() == MemorySpace::kDevice,
              "GPT-2 compute: activations must be device memory on a ", context.backend(),
              " context, given an allocator of ", name_of(allocator.space()));

@@ -185,8 +185,9 @@ void GPT2Compute::forward_head(ConstUnitData final_norm_params, ConstUnitData em
   counted_ = 0;
   if (!targets_.empty()) {
     float* losses = activation("losses");
-    k.crossentropy_forward(stream(), losses, activation("logsumexp"), logits, kernel_targets(), N,
-                           config_.vocab_size, Vp);
+    k.smoothed_crossentropy_forward(stream(), losses, activation("logsumexp"), logits,
+                                    kernel_targets(), N, config_.vocab_size, Vp,
+                                    options_.label_smoothing);
     counted_ = targets_in_range_;
     finish_loss(losses);
   }
@@ -228,8 +229,8 @@ void GPT2Compute::backward_head(ConstUnitData final_norm_params, ConstUnitData e
     k.zero(s, dweight, 2 * C);
   }
   float* dlogits = activation("logits");
-  k.crossentropy_backward(s, dlogits, activation("logsumexp"), kernel_targets(), N,
-                          config_.vocab_size, Vp, scale);
+  k.smoothed_crossentropy_backward(s, dlogits, activation("logsumexp"), kernel_targets(), N,
+                                   config_.vocab_size, Vp, scale, options_.label_smoothing);
   float* dln = workspace("dln");
   float* dresidual = workspace("dresidual");
   const GemmScratch scratch = gemm_scratch();

@@ -1,11 +1,14 @@
 // The final model from the engine, gathered and written one unit at a time.
 #include "zero/gpt2/engine_save.h"
 
+#include <cstddef>
 #include <exception>
+#include <span>
 #include <vector>
 
 #include "zero/core/allocator.h"
 #include "zero/core/device_context.h"
+#include "zero/engine/state_policy.h"
 #include "zero/gpt2/classifier.h"
 
 namespace zero::gpt2 {
@@ -28,31 +31,53 @@ const void* host_values(const GatheredUnit& unit, const Buffer& copy) {
   return copy.allocated() ? copy.data() : unit.raw();
 }
 
+// What a save writes of a unit: in 16-bit training the fp32 master (Engine::gather_master; the
+// fp32 parameters, as Hugging Face's Trainer saves them under mixed precision), else the gathered
+// parameters. All ranks call it for the same units in the same order; on rank 0 `use` gets
+// values in host memory and their dtype, other ranks only take part in the collectives.
+bool saves_master(const Engine& engine) { return state_policy(engine.options()).master_weights; }
+
+template <typename Use>
+void with_saved_values(Engine& engine, UnitId unit, Use use) {
+  if (saves_master(engine)) {
+    const Buffer master = engine.gather_master(unit);
+    if (engine.rank() == 0) use(master.data(), DType::kFloat32);
+    return;
+  }
+  const GatheredUnit values = engine.gather(unit);
+  if (engine.rank() != 0) return;
+  const Buffer copy = host_copy(engine, values);
+  use(host_values(values, copy), values.dtype());
+}
+
 // Runs `save` on rank 0 with a UnitSource that gathers `units` in order; other ranks gather the
 // same units. Should rank 0 fail part-way, it gathers the rest before rethrowing, so every rank
 // completes the same collectives.
 template <typename Save>
 void save_gathered(Engine& engine, const std::vector<UnitId>& units, Save save) {
   if (engine.rank() != 0) {
-    for (const UnitId unit : units) engine.gather(unit).release();
+    gather_saved_units(engine, units);
     return;
   }
   std::size_t gathered = 0;
   try {
     save([&](int unit, const UnitSink& sink) {
-      const GatheredUnit values = engine.gather(units[static_cast<std::size_t>(unit)]);
       gathered = static_cast<std::size_t>(unit) + 1;
-      const Buffer copy = host_copy(engine, values);
-      sink(host_values(values, copy), values.dtype());
+      with_saved_values(engine, units[static_cast<std::size_t>(unit)], sink);
     });
   } catch (...) {
     const std::exception_ptr failure = std::current_exception();
-    for (; gathered < units.size(); ++gathered) engine.gather(units[gathered]).release();
+    gather_saved_units(engine,
+                       {units.begin() + static_cast<std::ptrdiff_t>(gathered), units.end()});
     std::rethrow_exception(failure);
   }
 }
 
 }  // namespace
+
+void gather_saved_units(Engine& engine, std::span<const UnitId> units) {
+  for (const UnitId unit : units) with_saved_values(engine, unit, [](const void*, DType) {});
+}
 
 void save_hf_checkpoint(EngineModel& model, const std::filesystem::path& folder,
                         SaveOptions options) {
@@ -64,16 +89,10 @@ void save_hf_checkpoint(EngineModel& model, const std::filesystem::path& folder,
 void save_classifier_checkpoint(EngineClassifier& model, const std::filesystem::path& folder) {
   Engine& engine = model.engine();
   std::vector<float> score;
-  {
-    const GatheredUnit gathered = engine.gather(model.score_unit());
-    if (engine.rank() == 0) {
-      score.resize(
-          static_cast<std::size_t>(model.head_config().num_labels * model.config().n_embd));
-      const Buffer copy = host_copy(engine, gathered);
-      convert(host_values(gathered, copy), gathered.dtype(), score.data(), DType::kFloat32,
-              score.size());
-    }
-  }
+  with_saved_values(engine, model.score_unit(), [&](const void* values, DType dtype) {
+    score.resize(static_cast<std::size_t>(model.head_config().num_labels * model.config().n_embd));
+    convert(values, dtype, score.data(), DType::kFloat32, score.size());
+  });
   const std::vector<UnitId> body(model.units().begin(), model.units().end() - 1);
   save_gathered(engine, body, [&](const UnitSource& source) {
     save_classifier_checkpoint(model.config(), model.head_config(), source, score, folder);

@@ -1,8 +1,26 @@
-// make_kernels: the one place the model's kernels are chosen from the device context.
+// make_kernels: the one place the model's kernels are chosen from the device context; the
+// Kernels defaults (label smoothing 0) every backend inherits.
 #include "kernels_internal.h"
 #include "zero/core/error.h"
 
 namespace zero::gpt2 {
+
+void Kernels::smoothed_crossentropy_forward(Stream& stream, float* losses, float* logsumexp,
+                                            const float* logits, const int* targets, std::int64_t N,
+                                            std::int64_t V, std::int64_t Vp,
+                                            float label_smoothing) {
+  ZERO_CHECK(label_smoothing == 0.0f, "label smoothing ", label_smoothing,
+             " (--label_smoothing_factor) is implemented by the CPU kernels only");
+  crossentropy_forward(stream, losses, logsumexp, logits, targets, N, V, Vp);
+}
+
+void Kernels::smoothed_crossentropy_backward(Stream& stream, float* logits, const float* logsumexp,
+                                             const int* targets, std::int64_t N, std::int64_t V,
+                                             std::int64_t Vp, float scale, float label_smoothing) {
+  ZERO_CHECK(label_smoothing == 0.0f, "label smoothing ", label_smoothing,
+             " (--label_smoothing_factor) is implemented by the CPU kernels only");
+  crossentropy_backward(stream, logits, logsumexp, targets, N, V, Vp, scale);
+}
 
 std::unique_ptr<Kernels> make_kernels(DeviceContext& context) {
   if (context.device().kind == DeviceKind::kCuda && !context.planning()) {

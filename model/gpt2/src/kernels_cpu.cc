@@ -104,6 +104,23 @@ class CpuKernels final : public Kernels {
                              float scale) override {
     run(stream, [=] { cpu::crossentropy_backward(logits, logsumexp, targets, N, V, Vp, scale); });
   }
+  bool supports_label_smoothing() const override { return true; }
+  void smoothed_crossentropy_forward(Stream& stream, float* losses, float* logsumexp,
+                                     const float* logits, const int* targets, std::int64_t N,
+                                     std::int64_t V, std::int64_t Vp,
+                                     float label_smoothing) override {
+    run(stream, [=] {
+      cpu::crossentropy_forward(losses, logsumexp, logits, targets, N, V, Vp, label_smoothing);
+    });
+  }
+  void smoothed_crossentropy_backward(Stream& stream, float* logits, const float* logsumexp,
+                                      const int* targets, std::int64_t N, std::int64_t V,
+                                      std::int64_t Vp, float scale,
+                                      float label_smoothing) override {
+    run(stream, [=] {
+      cpu::crossentropy_backward(logits, logsumexp, targets, N, V, Vp, scale, label_smoothing);
+    });
+  }
 
   void widen(Stream& stream, float* out, const void* in, DType dtype, std::int64_t n) override {
     run(stream, [=] { cpu::widen(out, in, dtype, n); });

@@ -232,7 +232,7 @@ void dropout_backward(float* dinp, const float* dout, std::int64_t B, std::int64
 
 std::int64_t crossentropy_forward(float* losses, float* logsumexp, const float* logits,
                                   const int* targets, std::int64_t N, std::int64_t V,
-                                  std::int64_t Vp) {
+                                  std::int64_t Vp, float label_smoothing) {
   std::int64_t counted = 0;
 #pragma omp parallel for schedule(static) reduction(+ : counted)
   for (std::int64_t row = 0; row < N; ++row) {
@@ -243,6 +243,12 @@ std::int64_t crossentropy_forward(float* losses, float* logsumexp, const float* 
     const int target = targets[row];
     if (target >= 0 && target < V) {
       losses[row] = lse - z[target];
+      if (label_smoothing != 0.0f) {
+        // The mean of -log softmax over the V classes, summed in double (V is 50257 for GPT-2).
+        const double mean = z.cast<double>().sum() / static_cast<double>(V);
+        losses[row] = (1.0f - label_smoothing) * losses[row] +
+                      label_smoothing * static_cast<float>(static_cast<double>(lse) - mean);
+      }
       ++counted;
     } else {
       losses[row] = 0.0f;
@@ -252,7 +258,8 @@ std::int64_t crossentropy_forward(float* losses, float* logsumexp, const float* 
 }
 
 void crossentropy_backward(float* logits, const float* logsumexp, const int* targets,
-                           std::int64_t N, std::int64_t V, std::int64_t Vp, float scale) {
+                           std::int64_t N, std::int64_t V, std::int64_t Vp, float scale,
+                           float label_smoothing) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t row = 0; row < N; ++row) {
     float* z = logits + row * Vp;
@@ -263,7 +270,8 @@ void crossentropy_backward(float* logits, const float* logsumexp, const int* tar
     }
     ArrayMap dz(z, V);
     dz = scale * (dz - logsumexp[row]).exp();
-    dz[target] -= scale;
+    if (label_smoothing != 0.0f) dz -= scale * label_smoothing / static_cast<float>(V);
+    dz[target] -= scale * (1.0f - label_smoothing);
     std::memset(z + V, 0, (Vp - V) * sizeof(float));
   }
 }

@@ -77,11 +77,13 @@ void require_blocks(const BlockDataset& blocks, const TokenStream& stream,
 LmDatasets load_lm_datasets(const Tokenizer& tokenizer, const DataArguments& arguments) {
   ZERO_CHECK(!arguments.train_files.empty(), "no train files given (--train_file)");
   auto train_stream = std::make_shared<const TokenStream>(
-      load_token_stream(arguments.train_files, tokenizer, arguments.cache_dir, arguments.tokenize));
+      load_token_stream(arguments.train_files, tokenizer, arguments.cache_dir, arguments.tokenize,
+                        arguments.overwrite_cache));
   LmDatasets datasets;
   if (!arguments.validation_files.empty()) {
-    auto validation_stream = std::make_shared<const TokenStream>(load_token_stream(
-        arguments.validation_files, tokenizer, arguments.cache_dir, arguments.tokenize));
+    auto validation_stream = std::make_shared<const TokenStream>(
+        load_token_stream(arguments.validation_files, tokenizer, arguments.cache_dir,
+                          arguments.tokenize, arguments.overwrite_cache));
     datasets.train = group_texts(train_stream, 0, train_stream->num_examples(),
                                  arguments.block_size, arguments.group_examples);
     datasets.validation = group_texts(validation_stream, 0, validation_stream->num_examples(),

@@ -183,11 +183,12 @@ std::unique_ptr<TokenStream> TokenCache::read(const fs::path& path, std::uint64_
 }
 
 TokenStream load_token_stream(std::span<const fs::path> files, const Tokenizer& tokenizer,
-                              const fs::path& cache_dir, const TokenizeOptions& options) {
+                              const fs::path& cache_dir, const TokenizeOptions& options,
+                              bool overwrite_cache) {
   if (cache_dir.empty()) return tokenize_files(files, tokenizer, options);
   for (const fs::path& file : files)
     ZERO_CHECK(fs::exists(file), "data file ", file, " does not exist");
-  const std::uint64_t content_hash = hash_files(files);
+  const std::uint64_t content_hash = data_key(files);
   const TokenCache cache(cache_dir);
   // The ids depend on the tokenizer, on whether special tokens are recognised and on whether
   // lines keep their line breaks.
@@ -197,13 +198,22 @@ TokenStream load_token_stream(std::span<const fs::path> files, const Tokenizer& 
   if (!options.keep_linebreaks) tokenizer_key = detail::hash_combine(tokenizer_key, 2);
   const fs::path path = cache.path_for(content_hash, tokenizer_key);
   std::string why;
-  if (auto cached = cache.read(path, content_hash, tokenizer_key, why)) {
+  if (overwrite_cache) {
+    if (fs::exists(path)) log_info("token cache: --overwrite_cache: rebuilding ", path);
+  } else if (auto cached = cache.read(path, content_hash, tokenizer_key, why)) {
     log_info("token cache: using ", path, " (", cached->tokens().size(), " tokens, memory-mapped)");
     return std::move(*cached);
+  } else if (fs::exists(path)) {
+    log_warning("token cache ", path, " not used: ", why, "; rebuilding it");
   }
-  if (fs::exists(path)) log_warning("token cache ", path, " not used: ", why, "; rebuilding it");
   TokenStream stream = tokenize_files(files, tokenizer, options);
-  cache.write(path, stream, content_hash, tokenizer_key);
+  try {
+    cache.write(path, stream, content_hash, tokenizer_key);
+  } catch (const Error& error) {
+    log_warning("token cache not written (", error.what(),
+                "); the data is tokenized again next run: give --cache_dir a writable folder");
+    return stream;
+  }
   std::unique_ptr<TokenStream> mapped = cache.read(path, content_hash, tokenizer_key, why);
   ZERO_CHECK(mapped != nullptr, "token cache ", path, " just written does not read back: ", why);
   log_info("token cache: wrote ", path, " (", mapped->tokens().size(), " tokens)");

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <thread>
 
@@ -150,6 +151,18 @@ std::uint64_t hash_files(std::span<const fs::path> paths) {
     hash = detail::hash_combine(hash, static_cast<std::uint64_t>(format_of(path)));
   }
   return hash;
+}
+
+std::uint64_t data_key(std::span<const fs::path> paths) {
+  std::uint64_t key = hash_files(paths);
+  for (const fs::path& path : paths) {
+    const auto modified = fs::last_write_time(path).time_since_epoch();
+    key = detail::hash_combine(key, static_cast<std::uint64_t>(fs::file_size(path)));
+    key = detail::hash_combine(
+        key, static_cast<std::uint64_t>(
+                 std::chrono::duration_cast<std::chrono::nanoseconds>(modified).count()));
+  }
+  return key;
 }
 
 }  // namespace zero::text

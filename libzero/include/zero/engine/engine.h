@@ -202,6 +202,15 @@ class Engine {
   // regions at a time (host memory: one sub-group's master and state, not the rank's shard),
   // otherwise the resident spans. Checkpoint writers stream shard files from it.
   void visit_shard_states(const std::function<void(const ShardState&)>& visit);
+  // Unit `unit`'s fp32 master, whole (padded_num_elements() values; a 16-bit run's model is saved
+  // from it, as Hugging Face's Trainer saves the fp32 parameters): every rank's shard of it, read
+  // from where it lives (device or host memory, or its sub-group's swap region with
+  // offload_optimizer nvme), all-gathered through a device buffer. All ranks, in the same order (a
+  // collective; stage 0 gathers nothing). Rank 0 gets the values in memory the host reads (host
+  // memory, or the device buffer where the model runs on the host), other ranks an empty Buffer.
+  // Memory: one unit in fp32 on every rank, and with nvme its sub-group's master. Throws
+  // zero::Error when the engine keeps no fp32 master (fp32 parameters: gather() gives them).
+  Buffer gather_master(UnitId unit);
   // Loading checkpoint state in place: hands `fill` each unit's shard, writable, one unit at a
   // time in unit order, each valid during its call. Resident states: their own spans. With
   // offload_optimizer nvme: one sub-group's host slot (master and state, the memory

@@ -77,7 +77,9 @@ struct TrainingArguments {
   std::int64_t max_steps = -1;  // > 0 overrides num_train_epochs
   std::string lr_scheduler_type = "linear";
   double warmup_ratio = 0.0;
-  std::int64_t warmup_steps = 0;  // > 0 overrides warmup_ratio
+  // >= 1: that many steps (truncated, as int() does); in (0, 1): a fraction of the total steps
+  // (transformers 5.x); either overrides warmup_ratio.
+  double warmup_steps = 0.0;
   std::int64_t logging_steps = 500;
   IntervalStrategy eval_strategy = IntervalStrategy::kNo;
   std::int64_t eval_steps = -1;  // -1: logging_steps
@@ -138,13 +140,18 @@ struct TrainingArguments {
   bool save_only_model = false;  // checkpoint-N holds the model files only (not resumable)
   IntervalStrategy logging_strategy = IntervalStrategy::kSteps;
   bool logging_first_step = false;
-  bool include_tokens_per_second = false;      // train_tokens_per_second in train_results.json
-  bool include_num_input_tokens_seen = false;  // num_input_tokens_seen in every log entry
-  std::int64_t data_seed = -1;                 // the sampler's shuffle seed; -1 (None): --seed
-  bool auto_find_batch_size = false;           // halve the micro-batch until the plan fits the node
-  bool dataloader_drop_last = false;           // drop each epoch's last incomplete global batch
-  double eval_delay = 0.0;                     // no evaluation before this step (epoch: this epoch)
-  bool ignore_data_skip = false;  // a resumed run starts its epoch's data from the start
+  bool include_tokens_per_second = false;  // train_tokens_per_second in train_results.json
+  // num_input_tokens_seen in every log entry: "no" (or "False"), "all" (or "True": every token of
+  // the rows trained on) or "non_padding" (5.x: a classification row's tokens before its padding).
+  std::string include_num_input_tokens_seen = "no";
+  std::int64_t data_seed = -1;        // the sampler's shuffle seed; -1 (None): --seed
+  bool auto_find_batch_size = false;  // halve the micro-batch until the plan fits the node
+  bool dataloader_drop_last = false;  // drop each epoch's last incomplete global batch
+  double eval_delay = 0.0;            // no evaluation before this step (epoch: this epoch)
+  bool ignore_data_skip = false;      // a resumed run starts its epoch's data from the start
+  // ε of the training and evaluation losses (Hugging Face's LabelSmoother, torch's
+  // CrossEntropyLoss(label_smoothing=ε)): the LM's next-token loss and the classifier's.
+  double label_smoothing_factor = 0.0;
   // 5.x: random (the sampler's shuffle), sequential (no shuffle) or group_by_length (random: the
   // blocks all have the same length).
   std::string train_sampling_strategy = "random";
@@ -152,6 +159,9 @@ struct TrainingArguments {
   // load_dataset("text", keep_linebreaks=False)); --dataset_name: a folder of text/json/csv files,
   // or a dataset in the Hub cache (zero/train/dataset_folder.h), in place of the files.
   bool keep_linebreaks = true;
+  // The tokenized data is cached (text::load_token_stream) in cache_dir/zero_tokens, else in a
+  // .zero_cache folder beside the first data file; --overwrite_cache rebuilds it.
+  bool overwrite_cache = false;
   std::string dataset_name;
   std::string dataset_config_name;
 
@@ -165,14 +175,20 @@ struct TrainingArguments {
 // Throws zero::Error naming the flag for a value out of range (batch sizes < 1, ...).
 void check_arguments(const TrainingArguments& arguments);
 
+// --include_num_input_tokens_seen as transformers 5.x reads it (a bool maps to all or no). Throws
+// zero::Error naming the flag for another value.
+enum class TokensSeen { kNo, kAll, kNonPadding };
+TokensSeen tokens_seen_of(const TrainingArguments& arguments);
+
 // The metric --load_best_model_at_end compares ("" when none is tracked) and whether greater is
 // better, by Hugging Face's rules: metric_for_best_model, else "loss" with load_best_model_at_end;
 // greater_is_better as given, else true unless the metric ends in "loss".
 std::string metric_for_best_model_of(const TrainingArguments& arguments);
 bool greater_is_better_for(const TrainingArguments& arguments);
 
-// The steps of warmup Hugging Face runs for `total_steps`: warmup_steps when > 0, else
-// ceil(warmup_ratio × total_steps).
+// The steps of warmup Hugging Face runs for `total_steps`: warmup_steps when >= 1 (truncated),
+// ceil(warmup_steps × total_steps) when it is a fraction in (0, 1) (5.x), else
+// ceil(warmup_ratio × total_steps) (4.46).
 std::int64_t warmup_steps_for(const TrainingArguments& arguments, std::int64_t total_steps);
 
 // The values that fill a DeepSpeed config's "auto", all given as Hugging Face's Trainer gives them.

@@ -39,9 +39,10 @@ constexpr Commands operator|(Command a, Command b) { return Commands(a) | b; }
 std::string_view name_of(Command command);  // "train", "estimate", "config"
 
 // A value's type as Hugging Face's parser reads it. A bool flag alone means True and also takes
-// True/False (1/0, yes/no) as the next word or after "=".
-enum class FlagType { kBool, kInt, kFloat, kString };
-std::string_view name_of(FlagType type);  // "bool", "int", "float", "str"
+// True/False (1/0, yes/no) as the next word or after "=". kBoolOrString (5.x's `str | bool`): a
+// string field that also takes what a bool flag takes, stored as "True" or "False".
+enum class FlagType { kBool, kInt, kFloat, kString, kBoolOrString };
+std::string_view name_of(FlagType type);  // "bool", "int", "float", "str", "str or bool"
 
 // What zero does with a flag that is given.
 enum class Disposition {
@@ -100,9 +101,10 @@ struct FlagValues {
 };
 
 // A flag's field: a member of one of FlagValues' structs, of one of the types the parser stores.
-// bool fields take True/False; std::vector<std::string> fields take one value (a file, or several
-// comma-separated) and stay empty for ""; IntervalStrategy fields take "no", "steps" or "epoch".
-// std::monostate: a flag without a field (accepted without effect, or refused).
+// bool fields take True/False (and so do the std::string fields of kBoolOrString rows);
+// std::vector<std::string> fields take one value (a file, or several comma-separated) and stay
+// empty for ""; IntervalStrategy fields take "no", "steps" or "epoch". std::monostate: a flag
+// without a field (accepted without effect, or refused).
 template <typename... Owners>
 using FieldOf =
     std::variant<std::monostate, bool Owners::*..., int Owners::*..., std::int64_t Owners::*...,

@@ -61,7 +61,7 @@ struct TrainResult {
   // SIGTERM/SIGUSR1 (or SIGINT with RunOptions::stop_on_interrupt) stopped the run at global_step:
   // a checkpoint was saved there; the final evaluation, model and result files were skipped.
   bool preempted = false;
-  // This rank's ledger peaks over training (what the planner's plan is checked against).
+  // This rank's ledger peaks over the run, final save included (the planner's plan's check).
   std::optional<MemoryPeaks> memory;
   // --dry_run: the plans (dry_run() in plan.h); nothing else ran.
   std::vector<RankPlan> plan;

@@ -31,6 +31,10 @@ struct ComputeOptions {
   // the activation layout. GPT2Compute sets it from its context; a plan (a planning context runs
   // no kernels) says where the run will run.
   DeviceKind device = DeviceKind::kCpu;
+  // ε of the cross-entropy losses, the LM head's and a classifier head's (Kernels::
+  // smoothed_crossentropy_forward; Hugging Face's --label_smoothing_factor). Not 0 needs kernels
+  // that support it (the CPU's); the constructor throws zero::Error otherwise.
+  float label_smoothing = 0.0f;
 };
 
 // One unit's parameters (read) or gradients (accumulated, +=): a pointer to the unit's flat
@@ -150,6 +154,7 @@ class GPT2Compute {
   std::int64_t seq_len() const { return T_; }
   const GPT2Config& config() const { return config_; }
   DType param_dtype() const { return options_.param_dtype; }
+  float label_smoothing() const { return options_.label_smoothing; }
   // The seam this model computes through (a head of its own, classifier.h, uses it too).
   DeviceContext& context() const { return context_; }
   Kernels& kernels() const { return *kernels_; }

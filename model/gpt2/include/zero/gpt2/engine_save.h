@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <span>
 
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/engine_classifier.h"
@@ -13,12 +14,19 @@
 namespace zero::gpt2 {
 
 // All ranks, in the same order (a collective): gathers embeddings, h.0 .. h.(L-1), ln_f; rank 0
-// writes folder/config.json and the weights (the compute parameters, fp32 or the 16-bit copy
-// widened). The same files, byte for byte, as save_hf_checkpoint of the gathered whole model. When
+// writes folder/config.json and the weights: fp32, the parameters of an fp32 run and the fp32
+// masters of a 16-bit run (Engine::gather_master, never the 16-bit copy widened), as Hugging
+// Face's Trainer saves under mixed precision. The same files, byte for byte, as
+// save_hf_checkpoint of the whole model holding those values. When
 // rank 0's write fails it still gathers the remaining units (no rank is left in a collective),
 // then throws the error naming the file.
 void save_hf_checkpoint(EngineModel& model, const std::filesystem::path& folder,
                         SaveOptions options = {});
+
+// What a rank other than 0 does in a save of `units`: takes part in each unit's gather (the fp32
+// master in 16-bit training, else the parameters) and drops it. All ranks, same order; the
+// planner replays it for the final save's phase.
+void gather_saved_units(Engine& engine, std::span<const UnitId> units);
 
 // All ranks: score.weight gathered first (K × C values kept), then the body as above; rank 0
 // writes the GPT2ForSequenceClassification folder save_classifier_checkpoint writes.

@@ -182,6 +182,19 @@ class Kernels {
   virtual void crossentropy_backward(Stream& stream, float* logits, const float* logsumexp,
                                      const int* targets, std::int64_t N, std::int64_t V,
                                      std::int64_t Vp, float scale) = 0;
+  // With label smoothing ε (torch's CrossEntropyLoss(label_smoothing=ε), Hugging Face's
+  // LabelSmoother): losses[row] = (1 - ε)·(logsumexp - logit[target]) + ε·(logsumexp - the mean
+  // of the row's V logits), and backward scale · (softmax - (1 - ε)·onehot(target) - ε / V).
+  // ε = 0 calls the two above (smoothed_crossentropy_*); other ε need supports_label_smoothing()
+  // (else zero::Error).
+  virtual bool supports_label_smoothing() const { return false; }
+  virtual void smoothed_crossentropy_forward(Stream& stream, float* losses, float* logsumexp,
+                                             const float* logits, const int* targets,
+                                             std::int64_t N, std::int64_t V, std::int64_t Vp,
+                                             float label_smoothing);
+  virtual void smoothed_crossentropy_backward(Stream& stream, float* logits, const float* logsumexp,
+                                              const int* targets, std::int64_t N, std::int64_t V,
+                                              std::int64_t Vp, float scale, float label_smoothing);
 
   // ---- storage: 16-bit parameters widened, fp32 gradients added, rows moved ----
   // out (fp32) = in (of `dtype`).

@@ -104,12 +104,15 @@ void dropout_backward(float* dinp, const float* dout, std::int64_t B, std::int64
 // Cross-entropy over the first V of Vp logit columns (N, Vp). For each row with target in
 // [0, V): losses[row] = logsumexp - logit[target]; rows with target == ignore_index (or any
 // negative) get loss 0. logsumexp (N) kept for backward. Returns the number of counted rows.
+// label_smoothing ε: losses[row] = (1 - ε)·(logsumexp - logit[target]) + ε·(logsumexp - mean
+// of the row's V logits), torch's CrossEntropyLoss(label_smoothing=ε) per row.
 std::int64_t crossentropy_forward(float* losses, float* logsumexp, const float* logits,
                                   const int* targets, std::int64_t N, std::int64_t V,
-                                  std::int64_t Vp);
-// In place: logits (N, Vp) becomes dlogits = scale · (softmax - onehot(target)) for counted
-// rows, 0 for ignored rows and for columns past V.
+                                  std::int64_t Vp, float label_smoothing = 0.0f);
+// In place: logits (N, Vp) becomes dlogits = scale · (softmax - (1 - ε)·onehot(target) - ε / V)
+// for counted rows, 0 for ignored rows and for columns past V (ε = label_smoothing).
 void crossentropy_backward(float* logits, const float* logsumexp, const int* targets,
-                           std::int64_t N, std::int64_t V, std::int64_t Vp, float scale);
+                           std::int64_t N, std::int64_t V, std::int64_t Vp, float scale,
+                           float label_smoothing = 0.0f);
 
 }  // namespace zero::gpt2::cpu

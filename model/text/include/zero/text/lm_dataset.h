@@ -52,6 +52,7 @@ struct DataArguments {
   std::size_t block_size = 1024;
   std::size_t group_examples = 1000;  // see group_texts
   std::filesystem::path cache_dir;    // empty: no token cache
+  bool overwrite_cache = false;       // rebuild the token cache even when it is valid
   TokenizeOptions tokenize;
 };
 

@@ -61,6 +61,11 @@ TokenStream tokenize_files(std::span<const std::filesystem::path> files, const T
 // A 64-bit hash of the files' contents and formats, in order (not their names or times).
 std::uint64_t hash_files(std::span<const std::filesystem::path> files);
 
+// The token cache's data key: hash_files and each file's size and modification time (ns), as
+// Hugging Face datasets keys local files. The content hash alone decides staleness; the times make
+// a touched file rebuild its cache too, as datasets does.
+std::uint64_t data_key(std::span<const std::filesystem::path> files);
+
 // Token cache files: "<dir>/tokens-<key>.bin" with a 64-byte header (magic "ZEROTOK1", version,
 // token width, content hash, tokenizer fingerprint, token and example counts, payload checksum,
 // header checksum), then the uint32 ids and the uint64 example offsets, little-endian.
@@ -88,10 +93,13 @@ class TokenCache {
 };
 
 // The front door: the cached stream when its file is valid, else tokenize and write the cache
-// (keyed by hash_files, the tokenizer's fingerprint and options.special).
-// A stale or corrupt file is logged and replaced, never used. `cache_dir` empty: no cache.
+// (keyed by data_key, the tokenizer's fingerprint, options.special and options.keep_linebreaks;
+// not by a block size: blocks are cut from the stream after it is loaded). A stale or corrupt file
+// is logged and replaced, never used; `overwrite_cache` (run_clm's --overwrite_cache) replaces a
+// valid one too. A cache that cannot be written is a warning: the stream is returned uncached.
+// `cache_dir` empty: no cache. Every call logs which it did ("token cache: using/wrote ...").
 TokenStream load_token_stream(std::span<const std::filesystem::path> files,
                               const Tokenizer& tokenizer, const std::filesystem::path& cache_dir,
-                              const TokenizeOptions& options = {});
+                              const TokenizeOptions& options = {}, bool overwrite_cache = false);
 
 }  // namespace zero::text
