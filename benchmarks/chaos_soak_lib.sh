@@ -17,19 +17,7 @@ nap() { read -r -t "$1" -u "$nap_fd" _ || true; }
 # The corpus (a fixed LCG over a small word list, as tests/checkpoint makes it), the DeepSpeed
 # config and the run's flags.
 write_inputs() {
-  python3 - "$1/corpus.txt" <<'EOF'
-import sys
-words = ("the king queen speaks of a night sword crown and dark sea fair lord my heart doth love "
-         "thee to battle wind star gold is not where home").split()
-state = 12345
-def draw():
-    global state
-    state = (state * 6364136223846793005 + 1442695040888963407) % 2**64
-    return state >> 33
-with open(sys.argv[1], "w") as out:
-    for _ in range(3000):
-        out.write(" ".join(words[draw() % len(words)] for _ in range(4 + draw() % 8)) + ".\n")
-EOF
+  python3 "$here/scripts/lcg_corpus.py" 3000 "$1/corpus.txt"
   cat >"$1/ds.json" <<'EOF'
 {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
  "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",

@@ -18,6 +18,7 @@
 #   memory_limit_test.sh ZERO WORK_DIR
 set -euo pipefail
 zero=$1 work=$2
+corpus_script=$(cd "$(dirname "$0")/../.." && pwd)/scripts/lcg_corpus.py
 rm -rf "$work" && mkdir -p "$work/nvme" && cd "$work"
 export OMP_NUM_THREADS=1
 fail() { echo "FAIL: $*"; exit 1; }
@@ -39,18 +40,7 @@ mkdir "$group" 2>/dev/null || skip "cannot make $group"
 trap 'rmdir "$group" 2>/dev/null || true' EXIT
 [ -f "$group/$limit_file" ] || skip "$group has no $limit_file"
 
-python3 - <<'EOF'
-words = ("the king queen speaks of a night sword crown and dark sea fair lord my heart doth love "
-         "thee to battle wind star gold is not where home").split()
-state = 12345
-def draw():
-    global state
-    state = (state * 6364136223846793005 + 1442695040888963407) % 2**64
-    return state >> 33
-with open("corpus.txt", "w") as out:
-    for _ in range(400):
-        out.write(" ".join(words[draw() % len(words)] for _ in range(4 + draw() % 8)) + ".\n")
-EOF
+python3 "$corpus_script" 400 corpus.txt
 cat >z3nvme.json <<EOF
 {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
  "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
