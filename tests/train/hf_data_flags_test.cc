@@ -49,17 +49,9 @@ ino_t inode_of(const fs::path& path) {
   return info.st_ino;
 }
 
-class DataFlags : public ::testing::Test {
+class DataFlags : public TinyRunTest {
  protected:
-  void SetUp() override { write_corpus(corpus(), 600); }
-  fs::path corpus() const { return folder_.path() / "corpus.txt"; }
-  train::TrainingArguments arguments(const std::string& out, std::int64_t steps = 10) {
-    train::TrainingArguments a = tiny_arguments(corpus(), folder_.path() / out);
-    a.max_steps = steps;
-    a.logging_steps = 1;
-    return a;
-  }
-  TempFolder folder_{"hf_data_flags"};
+  DataFlags() : TinyRunTest("hf_data_flags", 1) {}
 };
 
 // run_clm's tokenized data is cached beside the data (datasets' map cache): the second run maps

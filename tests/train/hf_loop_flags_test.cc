@@ -55,17 +55,9 @@ std::vector<std::int64_t> steps_with(const std::vector<train::LogEntry>& history
   return steps;
 }
 
-class LoopFlags : public ::testing::Test {
+class LoopFlags : public TinyRunTest {
  protected:
-  void SetUp() override { write_corpus(corpus(), 600); }
-  fs::path corpus() const { return folder_.path() / "corpus.txt"; }
-  train::TrainingArguments arguments(const std::string& out, std::int64_t steps = 10) {
-    train::TrainingArguments a = tiny_arguments(corpus(), folder_.path() / out);
-    a.max_steps = steps;
-    a.logging_steps = 5;
-    return a;
-  }
-  TempFolder folder_{"hf_loop_flags"};
+  LoopFlags() : TinyRunTest("hf_loop_flags", 5) {}
 };
 
 TEST_F(LoopFlags, LoggingFirstStepAndLoggingStrategy) {

@@ -2,6 +2,7 @@
 // DeepSpeed config per stage, and temporary folders.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -97,5 +98,23 @@ inline std::vector<double> logged_losses(const std::vector<train::LogEntry>& his
     if (entry.loss) losses.push_back(*entry.loss);
   return losses;
 }
+
+// A test in a folder of its own with trainer_test's corpus: arguments(out, steps) is
+// tiny_arguments() training `steps` steps into `out`, logging every `logging_steps`.
+class TinyRunTest : public ::testing::Test {
+ protected:
+  TinyRunTest(const std::string& name, std::int64_t logging_steps)
+      : folder_(name), logging_steps_(logging_steps) {}
+  void SetUp() override { write_corpus(corpus(), 600); }
+  fs::path corpus() const { return folder_.path() / "corpus.txt"; }
+  train::TrainingArguments arguments(const std::string& out, std::int64_t steps = 10) {
+    train::TrainingArguments a = tiny_arguments(corpus(), folder_.path() / out);
+    a.max_steps = steps;
+    a.logging_steps = logging_steps_;
+    return a;
+  }
+  TempFolder folder_;
+  std::int64_t logging_steps_;
+};
 
 }  // namespace zero::testing
