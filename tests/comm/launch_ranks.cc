@@ -24,22 +24,16 @@
 #include <thread>
 #include <vector>
 
+#include "../common/free_port.h"
+
 namespace {
 
 int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof address;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+  const int port = zero::testing::free_port();
+  if (port < 0) {
     std::perror("launch_ranks: cannot find a free port");
     std::exit(1);
   }
-  const int port = ntohs(address.sin_port);
-  ::close(fd);
   return port;
 }
 

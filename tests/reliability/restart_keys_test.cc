@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/free_port.h"
 #include "comm/tcp_store.h"
 #include "zero/comm/communicator.h"
 
@@ -22,15 +23,9 @@ namespace {
 using namespace std::chrono_literals;
 
 int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  ::close(fd);
-  return ntohs(address.sin_port);
+  const int port = testing::free_port();
+  EXPECT_GT(port, 0) << "no free port on 127.0.0.1";
+  return port;
 }
 
 // The environment torchrun gives the one worker of attempt `restart` on the agent store at `port`.
