@@ -70,9 +70,9 @@ TEST(RestartKeysDeathTest, AKilledAttemptsAbortKeyDoesNotEndTheNextAttempt) {
   detail::TcpStoreServer agent_store(port);  // torchrun's, alive across attempts
   detail::TcpStore attempt0("127.0.0.1", port, 5s);
   attempt0.set("/worker/attempt_0/zero/abort", std::vector<char>{1, 9});
-  EXPECT_EXIT(run_attempt(port, 1), testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(run_attempt(port, 1), ::testing::ExitedWithCode(0), "");
   // The same key under the attempt's own count ends it: the test can tell the two apart.
-  EXPECT_EXIT(run_attempt(port, 0), testing::ExitedWithCode(9), "rank 1 aborted the job");
+  EXPECT_EXIT(run_attempt(port, 0), ::testing::ExitedWithCode(9), "rank 1 aborted the job");
 }
 #endif
 
