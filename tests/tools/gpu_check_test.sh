@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh run over a build tree (--from-build), as it runs on a machine without a
 # GPU: exit 0, one summary row per step, every GPU step "skipped: no CUDA device" (where a GPU is
-# visible: passed), at most 7 files in the results folder, a rerun of named steps only, and bad
+# visible: passed), at most 8 files in the results folder (what a device run returns), a rerun of named steps only, and bad
 # input refused.
 #   gpu_check_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
@@ -15,7 +15,7 @@ bash "$script" run --from-build "$build_dir" --results "$work/all" >"$work/all.l
   { cat "$work/all.log"; fail "gpu_check.sh run exited non-zero"; }
 summary=$work/all/summary.md
 [[ -f "$summary" ]] || fail "no summary.md"
-for name in env tests memcheck racecheck kernels torch; do
+for name in env tests memcheck racecheck kernels train torch; do
   row=$(grep "^| $name |" "$summary") || { cat "$summary"; fail "no row for step $name"; }
   if nvidia-smi -L >/dev/null 2>&1; then
     [[ "$row" == *"| passed |"* ]] || fail "step $name did not pass on a GPU: $row"
@@ -27,8 +27,8 @@ grep -q '^| env | passed |' "$summary" || fail "the env step failed: $(cat "$wor
 grep -q 'comm: local rank 0/1: all_reduce(sum of rank+1) = 1 (expected 1), host buffers' "$work/all/env.log" ||
   fail "env step: no host-communicator check in env.log"
 files=$(find "$work/all" -type f | wc -l)
-[[ $files -le 7 ]] || fail "$files files in the results folder (at most 7)"
-echo "run: 6 steps, $files files"
+[[ $files -le 8 ]] || fail "$files files in the results folder (at most 8)"
+echo "run: 7 steps, $files files"
 
 # A rerun repeats only the named steps.
 bash "$script" run --from-build "$build_dir" --results "$work/rerun" env kernels >"$work/rerun.log" 2>&1 ||
