@@ -13,8 +13,8 @@ include(GoogleTest)
 
 # Ranks × threads must fit the machine: each rank gets max(1, cores / ranks) OpenMP threads.
 cmake_host_system_information(RESULT ZERO_TEST_CORES QUERY NUMBER_OF_PHYSICAL_CORES)
-if(NOT ZERO_TEST_CORES OR ZERO_TEST_CORES LESS 1)
-  set(ZERO_TEST_CORES 1)
+if(NOT ZERO_TEST_CORES OR ZERO_TEST_CORES LESS 1 OR ZERO_SANITIZE STREQUAL "thread")
+  set(ZERO_TEST_CORES 1)  # ThreadSanitizer: one OpenMP thread (cmake/ZeroSanitizers.cmake)
 endif()
 # Real data for tests (tokenizer files, corpora, DeepSpeed configs) lives beside the checkout in
 # ../shared/data when present; tests read ZERO_SHARED_DATA and skip cleanly when it is absent.

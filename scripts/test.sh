@@ -4,7 +4,8 @@
 # pytest suite (bindings/python/tests) on the module the build made. ctest prints its summary
 # line; then this script lists the skipped tests, and its closing line counts both suites. Under
 # CI=true (what the CI runner sets) a skipped test that is not labelled cuda fails the run: only
-# GPU tests may skip in CI (and tests missing the shared data folder, both suites).
+# GPU tests may skip in CI (and tests missing the shared data folder, both suites). In CI the
+# sanitizer builds run too (scripts/sanitize.sh; ZERO_SANITIZERS, below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One venv path for setup (scripts/setup_venv.sh) and cmake (cmake/ZeroTesting.cmake), even where
@@ -64,12 +65,28 @@ if [ "${CI:-}" = true ] && [ "$py_not_allowed" -gt 0 ]; then
   echo "test.sh: FAILED: in CI pytest may skip only for absent shared data; $py_not_allowed other skip(s) (listed above)" >&2
   status=1
 fi
-# The closing line counts skipped tests apart from passed ones (ctest's own line does not), ctest's
-# and pytest's together.
+# The sanitizer builds (scripts/sanitize.sh: ASan+UBSan and TSan over a subset of the tests, each
+# in its own build folder), in CI by default: ZERO_SANITIZERS="asan tsan" (CI), "" elsewhere;
+# "none" skips them. Their tests count in the closing line.
+san_passed=0 san_failed=0 san_skipped=0
+read -ra sanitizers <<<"${ZERO_SANITIZERS-$([ "${CI:-}" = true ] && echo "asan tsan")}"
+for kind in "${sanitizers[@]}"; do
+  [ "$kind" = none ] && continue
+  san_log=$(mktemp)
+  bash "$source_dir/scripts/sanitize.sh" "$kind" 2>&1 | tee "$san_log" || status=1
+  p="" f="" k=""
+  read -r p f k < <(sed -n "s/^sanitize.sh $kind: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p" "$san_log") || true
+  san_passed=$((san_passed + ${p:-0}))
+  san_failed=$((san_failed + ${f:-1}))  # no count: the build failed
+  san_skipped=$((san_skipped + ${k:-0}))
+  rm -f "$san_log"
+done
+# The closing line counts skipped tests apart from passed ones (ctest's own line does not), ctest's,
+# pytest's and the sanitizer builds' together.
 summary() {
   local total failed
   read -r failed total < <(sed -n 's/.* tests passed, \([0-9]*\) tests\? failed out of \([0-9]*\).*/\1 \2/p' "$log")
-  echo "test.sh: $((${total:-0} - ${failed:-0} - ${#skipped[@]} + py_passed)) passed, $((${failed:-0} + py_failed)) failed, $((${#skipped[@]} + py_skipped)) skipped"
+  echo "test.sh: $((${total:-0} - ${failed:-0} - ${#skipped[@]} + py_passed + san_passed)) passed, $((${failed:-0} + py_failed + san_failed)) failed, $((${#skipped[@]} + py_skipped + san_skipped)) skipped"
 }
 if [ ${#skipped[@]} -eq 0 ]; then
   summary

@@ -140,6 +140,12 @@ CheckpointSave::CheckpointSave(Communicator& communicator, fs::path root, std::s
   communicator_.synchronize();  // the barrier is stream-ordered: the host waits for it
 }
 
+CheckpointSave::~CheckpointSave() {
+  if (committed_ || communicator_.rank() != 0) return;
+  std::error_code ignored;
+  fs::remove_all(staging_, ignored);
+}
+
 void CheckpointSave::write_engine(Engine& engine) {
   const int rank = communicator_.rank(), world = communicator_.world_size();
   ZERO_CHECK(engine.world_size() == world, "checkpoint: the engine's world (", engine.world_size(),
@@ -245,6 +251,7 @@ fs::path CheckpointSave::commit() {
     fsync_path(root_);
     write_file_atomically(root_ / kLatestFileName, tag_ + "\n");
   }
+  committed_ = true;  // renamed: from here on a failure leaves the staging folder's name unused
   communicator_.barrier("checkpoint committed");
   communicator_.synchronize();  // the barrier is stream-ordered: the host waits for it
   return final_path;

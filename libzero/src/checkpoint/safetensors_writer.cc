@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "write_all.h"
 #include "zero/checkpoint/durable_write.h"
 #include "zero/checkpoint/safetensors.h"
 #include "zero/core/error.h"
@@ -212,9 +213,9 @@ void SafetensorsStreamWriter::write_out(const void* data, std::size_t size_bytes
   for (std::size_t done = 0; done < size_bytes;) {
     const ssize_t written = ::write(fd_, bytes + done, size_bytes - done);
     if (written < 0 && errno == EINTR) continue;
-    ZERO_CHECK(written > 0, "writing bytes [", file_offset_ + done, ", ", file_offset_ + size_bytes,
-               ") of ", temporary_.string(),
-               " failed: ", written == 0 ? "no progress" : std::strerror(errno));
+    if (written <= 0)
+      checkpoint::write_failed(temporary_, file_offset_ + done, file_offset_ + size_bytes,
+                               written == 0 ? 0 : errno);
     done += static_cast<std::size_t>(written);
   }
   file_offset_ += size_bytes;

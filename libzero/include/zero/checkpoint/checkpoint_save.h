@@ -25,6 +25,13 @@ class CheckpointSave {
  public:
   // Rank 0 creates an empty `root/.tmp-<tag>` (removing a stale one); all ranks wait for it.
   CheckpointSave(Communicator& communicator, std::filesystem::path root, std::string tag);
+  // A save that did not commit (an error unwinding, e.g. a full disk): rank 0 removes the staging
+  // folder and what it holds, so the failed save gives its space back and root/<tag>, `latest`
+  // and the older checkpoints stay as they were. (A job that ends through abort_job() runs no
+  // destructor; the next save, or rotate(), removes the folder then.)
+  ~CheckpointSave();
+  CheckpointSave(const CheckpointSave&) = delete;
+  CheckpointSave& operator=(const CheckpointSave&) = delete;
   const std::filesystem::path& staging() const { return staging_; }
   std::filesystem::path final_path() const { return root_ / tag_; }
 
@@ -42,6 +49,7 @@ class CheckpointSave {
   std::filesystem::path root_;
   std::string tag_;
   std::filesystem::path staging_;
+  bool committed_ = false;
 };
 
 }  // namespace zero::checkpoint

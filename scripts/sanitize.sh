@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Sanitizer builds and the tests each runs (docs/reliability.md "Sanitizers"), with GCC:
+#   scripts/sanitize.sh asan   AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer (no
+#                              recovery) into build-asan/: the unit tests of the readers, core,
+#                              communicators, checkpoints and NVMe swap, and the fuzz corpora
+#   scripts/sanitize.sh tsan   ThreadSanitizer into build-tsan/: the stream, communicator, TCPStore,
+#                              NVMe swap and watchdog tests, one OpenMP thread
+#                              (cmake/ZeroSanitizers.cmake)
+#   scripts/sanitize.sh all    both, one after the other
+# Only the subset's targets are built (no zero::gpt2, zero::train, CUDA, benchmarks or Python
+# module): the subset is what fits CI's time (docs/reliability.md). Environment: JOBS build jobs
+# (nproc), ZERO_SANITIZE_BUILD_PREFIX (build-: build-asan/, build-tsan/). Prints ctest's output;
+# its last line is "sanitize.sh KIND: N passed, M failed, K skipped"; the exit status is 1 on a
+# failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kind=${1:?usage: scripts/sanitize.sh asan|tsan|all}
+if [ "$kind" = all ]; then
+  status=0
+  "$0" asan || status=1
+  "$0" tsan || status=1
+  exit "$status"
+fi
+source_dir=$(pwd)
+build=${ZERO_SANITIZE_BUILD_PREFIX:-build-}$kind
+# Every report goes to a file here (log_path), so a report fails the run even in a test that
+# passes on its output (PASS_REGULAR_EXPRESSION) or whose process the sanitizer did not end.
+reports=$source_dir/$build/sanitizer-reports
+suppressions=$source_dir/tests/sanitizers
+case $kind in
+asan)
+  sanitize=address,undefined
+  harnesses=(safetensors ds_config checkpoint tcp_store tokenizer_files tokenizer_json text_data)
+  tests=(core_test comm_thread_test comm_host_collectives_test comm_tcp_store_test config_test
+         config_fuzz_test tokenizer_test data_text_files_test data_pipeline_test data_sampler_test
+         checkpoint_index_test durable_write_test checkpoint_validation_test resharding_load_test
+         checkpoint_save_test checkpoint_folders_test offload_nvme_swap_test offload_nvme_faults_test
+         engine_parity_test engine_offload_state_test)
+  targets=("${tests[@]}")
+  for h in "${harnesses[@]}"; do tests+=("fuzz_replay_$h"); targets+=("${h}_fuzz"); done
+  # A finding ends the test: ASan and UBSan abort (exit != 0) at the first report; the leak
+  # check runs at exit. LeakSanitizer suppressions: third-party libraries only, each with its
+  # reason (tests/sanitizers/lsan.supp).
+  # Two cases cannot run under ASan, which reserves terabytes of shadow memory and makes mlock a
+  # no-op: the TCPStore server under a 256 MiB address-space limit (RLIMIT_AS: ASan's own mmap
+  # fails) and the CPU backend's pinned memory counted in VmLck. They run in the normal build.
+  export GTEST_FILTER=-TcpStoreServer.AStringSizeWithoutItsBytesAllocatesNothing:EngineOffload.PinnedSpaceIsPageLockedOnTheCpuBackend
+  export ASAN_OPTIONS=log_path=$reports/asan:abort_on_error=0:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1
+  export UBSAN_OPTIONS=log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1
+  export LSAN_OPTIONS=log_path=$reports/lsan:suppressions=$suppressions/lsan.supp:print_suppressions=0
+  ;;
+tsan)
+  sanitize=thread
+  tests=(core_test comm_thread_test comm_host_collectives_test comm_tcp_store_test
+         offload_nvme_swap_test offload_nvme_faults_test)
+  targets=("${tests[@]}")
+  # The watchdog over Gloo (a rank that skips a collective, calls another, is killed) at 2 ranks.
+  tests+=(comm_gloo_watchdog_skip_np2 comm_gloo_watchdog_mismatch_np2 comm_gloo_watchdog_kill_np2)
+  targets+=(comm_gloo_watchdog_main launch_ranks)
+  # The TCPStore server case under a 256 MiB address-space limit cannot run under TSan either
+  # (its shadow memory); it runs in the normal build and under the fuzz build's ASan.
+  export GTEST_FILTER=-TcpStoreServer.AStringSizeWithoutItsBytesAllocatesNothing
+  export TSAN_OPTIONS="log_path=$reports/tsan halt_on_error=1 second_deadlock_stack=1 suppressions=$suppressions/tsan.supp"
+  ;;
+*)
+  echo "scripts/sanitize.sh: unknown kind '$kind' (asan, tsan or all)" >&2
+  exit 2
+  ;;
+esac
+rm -rf "$reports" && mkdir -p "$reports"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZERO_SANITIZE=$sanitize \
+  -DZERO_WITH_CUDA=OFF -DZERO_BUILD_BENCHMARKS=OFF -DZERO_BUILD_PYTHON=OFF >/dev/null
+# Targets the configuration did not make (no Gloo, no liburing) are left out with their tests.
+available=$(ninja -C "$build" -t targets all | sed -n 's/^\([A-Za-z0-9_]*\): phony$/\1/p')
+build_targets=()
+for t in "${targets[@]}"; do
+  if grep -qx "$t" <<<"$available"; then build_targets+=("$t"); else echo "sanitize.sh $kind: no target $t here"; fi
+done
+nice -n 5 ninja -C "$build" -j "${JOBS:-$(nproc)}" "${build_targets[@]}"
+regex="^($(IFS='|'; echo "${tests[*]}"))\$"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+ctest --test-dir "$build" -R "$regex" --output-on-failure -j "$(nproc)" --timeout 900 2>&1 |
+  tee "$log" || status=$?
+read -r failed total < <(sed -n 's/.* tests passed, \([0-9]*\) tests\? failed out of \([0-9]*\).*/\1 \2/p' "$log")
+found=$(find "$reports" -type f | sort)
+if [ -n "$found" ]; then
+  echo "sanitize.sh $kind: sanitizer reports (a finding: fix it, or suppress a third-party library with its reason):"
+  for f in $found; do sed 's/^/    /' "$f" | head -60; done
+  failed=$((${failed:-0} + 1)) status=1
+fi
+skipped=$(grep -c '^ *[0-9]* - .* (Skipped)$' "$log" || true)
+echo "sanitize.sh $kind: $((${total:-0} - ${failed:-0} - skipped)) passed, ${failed:-0} failed, $skipped skipped"
+[ "${total:-0}" -gt 0 ] || { echo "sanitize.sh $kind: no test ran" >&2; status=1; }
+[ "$status" -eq 0 ] || exit 1
