@@ -18,12 +18,13 @@ double mib(std::int64_t bytes) { return static_cast<double>(bytes) / 1048576.0; 
 
 // The plan's setup from what prepare() found (the model's config, the resolved engine options,
 // the run's length), as plan_setup() would from the flags alone.
-PlanSetup setup_of(const TrainingArguments& arguments, const Prepared& prepared, bool resumes) {
+PlanSetup setup_of(const TrainingArguments& arguments, const Prepared& prepared, bool resumes,
+                   const DeviceContext& device) {
   PlanSetup setup;
   setup.model = prepared.model_config;
   setup.pretrained = prepared.pretrained;
   setup.batch_size = arguments.per_device_train_batch_size;
-  setup.device_is_host = trainer_device_is_host(arguments);
+  setup.device_is_host = device.device().kind == DeviceKind::kCpu;
   setup.seq_len = prepared.block_size;
   setup.gradient_checkpointing = arguments.gradient_checkpointing;
   setup.generates_samples = arguments.num_samples > 0;
@@ -44,14 +45,14 @@ int ranks_on_this_node(int world) {
 }
 
 RunMemory::RunMemory(const TrainingArguments& arguments, const Prepared& prepared, bool resumes,
-                     int world, const Console& console)
+                     int world, const DeviceContext& device, const Console& console)
     : console_(console) {
   measured_.fill(-1);
   if (prepared.classification) {
     console_.say("memory plan: --task text-classification is not planned; no phase is checked\n");
     return;
   }
-  const PlanSetup setup = setup_of(arguments, prepared, resumes);
+  const PlanSetup setup = setup_of(arguments, prepared, resumes, device);
   RankPlan plan;
   try {
     plan = plan_rank(setup, world, 0);

@@ -26,8 +26,9 @@ int ranks_on_this_node(int world);
 // that does not fit (unless --ignore_memory_plan) or the nvme_path without room.
 class RunMemory {
  public:
+  // `device`: the run's own context; its kind decides whether device bytes are host memory.
   RunMemory(const TrainingArguments& arguments, const Prepared& prepared, bool resumes, int world,
-            const Console& console);
+            const DeviceContext& device, const Console& console);
 
   // Ends the current phase (its measured peak) and begins `phase` (VmHWM reset).
   void enter(Phase phase);

@@ -164,7 +164,7 @@ Trainer::Trainer(const TrainingArguments& arguments, Communicator& communicator,
 
 TrainResult Trainer::run() {
   // Planned, checked against the node and refused if a phase cannot fit, before any allocation.
-  memory_.emplace(arguments_, prepared_, resume_.has_value(), world_, console_);
+  memory_.emplace(arguments_, prepared_, resume_.has_value(), world_, *device_, console_);
   // Every rank has checked everything before rank 0 writes anything.
   communicator_.barrier("zero::train inputs checked");
   if (rank_ == 0) fs::create_directories(output_dir_);
