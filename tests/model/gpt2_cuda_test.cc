@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/relative_difference.h"
 #include "layers_cuda.h"
 #include "random_inputs.h"
 #include "zero/core/device.h"
@@ -78,14 +79,8 @@ void expect_close(const std::vector<float>& actual, const std::vector<float>& ex
 void expect_relative_l2(const std::vector<float>& actual, const std::vector<float>& expected,
                         double tolerance, const std::string& what) {
   ASSERT_EQ(actual.size(), expected.size()) << what;
-  double difference = 0.0, norm = 0.0;
-  for (std::size_t i = 0; i < actual.size(); ++i) {
-    const double d = double{actual[i]} - expected[i];
-    difference += d * d;
-    norm += double{expected[i]} * expected[i];
-  }
-  EXPECT_LE(std::sqrt(difference), tolerance * std::sqrt(norm))
-      << what << ": relative L2 error " << std::sqrt(difference / std::max(norm, 1e-300));
+  const double error = zero::testing::relative_difference(actual, expected);
+  EXPECT_LE(error, tolerance) << what << ": relative L2 error " << error;
 }
 
 DropoutSite make_dropout(float probability) {
