@@ -27,10 +27,15 @@ launch() {  # launch NAME PROGRAM... (on every rank)
 }
 LAUNCH=("$@")
 launch cli "$zero" train
-launch python "$python" -c 'import json, sys, zero
+# Each rank writes its returned dict to a file of its own: both ranks share python.log, where a
+# line of one can run into the other's progress output.
+export ZERO_TEST_RESULTS=$work/results
+mkdir -p "$ZERO_TEST_RESULTS"
+launch python "$python" -c 'import json, os, sys, zero
 result = zero.train(sys.argv[1:])
-print("RESULT " + json.dumps({key: result.get(key) for key in
-                              ("global_step", "train_loss", "eval_loss", "preempted")}), flush=True)'
+with open(os.path.join(os.environ["ZERO_TEST_RESULTS"], f"{os.getpid()}.json"), "w") as out:
+    json.dump({key: result.get(key) for key in
+               ("global_step", "train_loss", "eval_loss", "preempted")}, out)'
 for name in cli python; do
   grep -q "launch: $launcher, backend [a-z]*, world size 2," "$work/$name.log" ||
     { cat "$work/$name.log"; echo "$name: not 2 ranks launched by $launcher"; exit 1; }
@@ -48,8 +53,7 @@ done
 "$python" - "$work" <<'PY'
 import json, pathlib, sys
 work = pathlib.Path(sys.argv[1])
-results = [json.loads(line.split("RESULT ", 1)[1])
-           for line in (work / "python.log").read_text().splitlines() if line.startswith("RESULT ")]
+results = [json.loads(path.read_text()) for path in sorted((work / "results").glob("*.json"))]
 cli = json.loads((work / "cli" / "all_results.json").read_text())
 expected = {"global_step": 4, "train_loss": cli["train_loss"], "eval_loss": cli["eval_loss"],
             "preempted": False}
