@@ -4,6 +4,7 @@ read back by zero.checkpoint.info/consolidate."""
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import time
@@ -113,8 +114,9 @@ def test_train_under_mpirun_at_two_ranks(corpus, tmp_path):
     run = subprocess.run([*launcher, "-np", "2", PYTHON, "-c", MPI_CHILD, json.dumps(flags),
                           str(output_dir)], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    results = [json.loads(line.split("RESULT ", 1)[1]) for line in run.stdout.splitlines()
-               if line.startswith("RESULT ")]
+    # mpirun forwards both ranks' stdout into one stream, where one rank's line can arrive before
+    # the other's newline ("RESULT {...}RESULT {...}"): read every RESULT object, not lines.
+    results = [json.loads(found) for found in re.findall(r"RESULT (\{[^{}]*\})", run.stdout)]
     assert len(results) == 2
     assert all(r["step"] == 4 and r["world"] == 2 for r in results)
     assert results[0]["loss"] == results[1]["loss"]
