@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "attention_cudnn.h"
 #include "layers_cuda.h"
 #include "zero/core/device.h"
 #include "zero/core/dtype.h"
@@ -164,9 +165,33 @@ void time_gelu_and_attention(Bench& b) {
   float* att = b.arena.take<float>(B * NH * T * T);
   float* datt = b.arena.take<float>(B * NH * T * T);
   const double flops = 4.0 * B * NH * T * T * (C / NH);  // QKᵀ and AV, the causal half counted
-  b.add("attention_forward", shape_of(B * NH, T, T), int(L), flops, true,
+  // cuDNN's fused SDPA in bf16 (the model's attention in a bf16 run without dropout; its fp32 ↔
+  // bf16 conversions not counted here) when the build and the device have it; then the tiled
+  // fp32 kernels count 0 calls per step.
+  static zero::gpt2::cuda::CudnnAttention cudnn;
+  std::string why;
+  const bool with_cudnn = cudnn.supports(B, T, C, NH, &why);
+  if (with_cudnn) {
+    auto* qkv16 = b.arena.take<std::uint16_t>(N * 3 * C);
+    auto* dqkv16 = b.arena.take<std::uint16_t>(N * 3 * C);
+    auto* out16 = b.arena.take<std::uint16_t>(N * C);
+    auto* dout16 = b.arena.take<std::uint16_t>(N * C);
+    const std::size_t workspace_bytes =
+        std::max(cudnn.forward_workspace(B, T, C, NH), cudnn.backward_workspace(B, T, C, NH));
+    void* workspace = b.arena.take<std::uint8_t>(workspace_bytes);
+    b.add("attention_cudnn_forward", shape_of(B * NH, T, T), int(L), flops, true,
+          [&, workspace] { cudnn.forward(out16, att, qkv16, B, T, C, NH, workspace, nullptr); });
+    b.add("attention_cudnn_backward", shape_of(B * NH, T, T), int(L), 2.0 * flops, true,
+          [&, workspace] {
+            cudnn.backward(dqkv16, qkv16, out16, dout16, att, B, T, C, NH, workspace, nullptr);
+          });
+  } else {
+    std::printf("cuDNN attention not timed: %s\n", why.c_str());
+  }
+  const int tiled_calls = with_cudnn ? 0 : int(L);
+  b.add("attention_forward", shape_of(B * NH, T, T), tiled_calls, flops, true,
         [&] { cuda::attention_forward(out, att, qkv, B, T, C, NH, b.no_dropout, nullptr); });
-  b.add("attention_backward", shape_of(B * NH, T, T), int(L), 2.0 * flops, true, [&] {
+  b.add("attention_backward", shape_of(B * NH, T, T), tiled_calls, 2.0 * flops, true, [&] {
     cuda::attention_backward(dqkv, datt, dout, out, qkv, att, B, T, C, NH, b.no_dropout, nullptr);
   });
   // Not in the model's step (0 calls per step): the reference the tiled kernels replace.

@@ -32,8 +32,9 @@
 #       step without a GPU is "skipped: no CUDA device"), 1 otherwise.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-programs=(zero core_cuda_test comm_nccl_test gpt2_cuda_test gpt2_compute_cuda_test optim_cuda_test
-          train_cuda_test gpt2_cuda_bench)
+cuda_tests=(core_cuda_test gpt2_cuda_test gpt2_compute_cuda_test attention_cudnn_test optim_cuda_test
+            comm_nccl_test train_cuda_test)
+programs=(zero "${cuda_tests[@]}" gpt2_cuda_bench)
 kernel_tests=(gpt2_cuda_test gpt2_compute_cuda_test optim_cuda_test core_cuda_test)
 all_steps=(env tests memcheck racecheck kernels train torch)
 max_bundle_bytes=$((60 * 1024 * 1024))
@@ -56,8 +57,13 @@ build() {
   local build_dir=${ZERO_GPU_BUILD_DIR:-$root/build-gpu}
   # RelWithDebInfo as scripts/build.sh, so ccache serves every file but the GPT-2 kernels; the
   # bundle strips the debug info.
+  # cuDNN's attention needs the cudnn_frontend headers: a bundle without it would measure the
+  # tiled kernels instead, so no headers is an error here.
+  local frontend
+  frontend=$(bash "$root/scripts/cudnn_frontend.sh") ||
+    die "build: no cudnn_frontend headers (scripts/cudnn_frontend.sh failed)"
   cmake -S "$root" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DZERO_WITH_CUDA=ON -DZERO_GPT2_NATIVE=OFF >/dev/null
+    -DZERO_WITH_CUDA=ON -DZERO_GPT2_NATIVE=OFF -DZERO_CUDNN_FRONTEND_INCLUDE="$frontend" >/dev/null
   cmake --build "$build_dir" -j "$(nproc)" --target "${programs[@]}"
   local executables=() program path
   for program in "${programs[@]}"; do
@@ -162,8 +168,7 @@ step_env() {
 
 step_tests() {
   local test failed=0 status
-  for test in core_cuda_test gpt2_cuda_test gpt2_compute_cuda_test optim_cuda_test comm_nccl_test \
-              train_cuda_test; do
+  for test in "${cuda_tests[@]}"; do
     echo "==== $test"
     status=0
     "$BIN/$test" --gtest_color=no >"$RESULTS/tests.$test.out" 2>&1 || status=$?
@@ -186,7 +191,7 @@ step_tests() {
   rm -f "$RESULTS"/tests.*.out
   [[ $failed -eq 0 ]] || { echo "NOTE: $failed test program(s) failed"; return 1; }
   if [[ $GPU_COUNT -gt 0 ]]; then
-    echo "NOTE: 6 test programs passed"
+    echo "NOTE: ${#cuda_tests[@]} test programs passed"
   else
     echo "SKIPPED: no CUDA device (the tests skipped themselves)"
   fi
@@ -227,15 +232,24 @@ step_train() {
   [[ $GPU_COUNT -gt 0 || -n "${ZERO_GPU_CHECK_TRAIN_ON_CPU:-}" ]] || { echo "SKIPPED: no CUDA device"; return 0; }
   local data=$BIN/../data
   [[ -f $data/input.txt ]] || { echo "SKIPPED: no data in the bundle (../shared/data was absent when it was built)"; return 0; }
-  local shape=${ZERO_GPU_CHECK_TRAIN_SHAPE:-} batch=${ZERO_GPU_CHECK_TRAIN_BATCH:-16}
+  # No dropout, as benchmarks/gpt2_gpu_torch.py (and llm.c) train it.
+  local shape="attn_pdrop=0,resid_pdrop=0,embd_pdrop=0${ZERO_GPU_CHECK_TRAIN_SHAPE:+,$ZERO_GPU_CHECK_TRAIN_SHAPE}"
+  local batch=${ZERO_GPU_CHECK_TRAIN_BATCH:-16}
   local block=${ZERO_GPU_CHECK_TRAIN_BLOCK:-1024} steps=${ZERO_GPU_CHECK_TRAIN_STEPS:-20}
-  local work stage failed=0 sampler
+  local work stage failed=0 sampler variant mode
   work=$(mktemp -d)
-  for stage in 0 3; do
-    echo "==== zero train, ZeRO stage $stage"
-    printf '{"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "bf16": {"enabled": true}, "zero_optimization": {"stage": %d}}\n' \
-      "$stage" >"$work/ds$stage.json"
-    local args=(train --model_type gpt2 ${shape:+--config_overrides "$shape"} --tokenizer_name "$data/gpt2"
+  # Stages 0 and 3 as users run them; then stage 0 with DeepSpeed's wall_clock_breakdown (where a
+  # step's time goes) and stage 0 with the tiled fp32 attention instead of cuDNN's (ZERO_ATTENTION).
+  for variant in 0 3 0:breakdown 0:tiled; do
+    stage=${variant%%:*}
+    mode=${variant#"$stage"}
+    mode=${mode#:}
+    echo "==== zero train, ZeRO stage $stage${mode:+ ($mode)}"
+    printf '{"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "bf16": {"enabled": true}, "wall_clock_breakdown": %s, "zero_optimization": {"stage": %d}}\n' \
+      "$([[ $mode == breakdown ]] && echo true || echo false)" "$stage" >"$work/ds$stage.json"
+    local attention=${ZERO_ATTENTION:-auto}
+    [[ $mode == tiled ]] && attention=tiled
+    local args=(train --model_type gpt2 --config_overrides "$shape" --tokenizer_name "$data/gpt2"
                 --train_file "$data/input.txt" --do_train True --block_size "$block"
                 --per_device_train_batch_size "$batch" --max_steps "$steps" --learning_rate 6e-4
                 --warmup_steps 5 --weight_decay 0.1 --logging_steps 5 --include_tokens_per_second True
@@ -249,7 +263,7 @@ step_train() {
       sampler=$!
     fi
     local status=0
-    "$BIN/zero" "${args[@]}" >"$work/train$stage.log" 2>&1 || status=$?
+    ZERO_ATTENTION=$attention "$BIN/zero" "${args[@]}" >"$work/train$stage.log" 2>&1 || status=$?
     [[ -n "$sampler" ]] && { kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true; }
     cat "$work/train$stage.log"
     if [[ $status -ne 0 ]]; then
@@ -271,7 +285,11 @@ step_train() {
     local mfu
     mfu=$(awk -v p="$params" -v l="$layers" -v c="$width" -v t="$block" -v r="$tokens_per_s" \
           'BEGIN {printf "%.3f", (6 * p * 1e6 + 12 * l * c * t) * r / 989e12}')
-    echo "NOTE: stage $stage: ${tokens_per_s} tokens/s, MFU ${mfu} (989 TFLOP/s peak), ${first_loss} -> ${loss#loss }, ledger peak ${ledger:-?} MiB, nvidia-smi peak ${smi:-?} MiB, plan train ${plan:-?}"
+    local attention_line breakdown=""
+    attention_line=$(grep -aom1 'GPT-2 attention on .*' "$work/train$stage.log" | sed 's/GPT-2 attention on //')
+    [[ $mode == breakdown ]] &&
+      breakdown=", $(grep -a '^time (ms) per step' "$work/train$stage.log" | tail -n 1 | sed 's/^time (ms) per step | //')"
+    echo "NOTE: stage $stage${mode:+ ($mode)}: ${tokens_per_s} tokens/s, MFU ${mfu} (989 TFLOP/s peak), ${first_loss} -> ${loss#loss }, ledger peak ${ledger:-?} MiB, nvidia-smi peak ${smi:-?} MiB, plan train ${plan:-?}, attention: ${attention_line:-?}${breakdown}"
   done
   rm -rf "$work"
   [[ $failed -eq 0 ]]

@@ -54,9 +54,18 @@ setup_py_venv() {
   "$venv/bin/python3" -c "$check"
   echo "setup: Python module build venv ready ($venv)"
 }
+# Where nvcc is, the cudnn_frontend headers the cuDNN attention compiles against (fetched once into
+# ~/.cache/zero; without them the CUDA build goes without it, and says so at configure).
+setup_cudnn_frontend() {
+  if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+    bash scripts/cudnn_frontend.sh >/dev/null ||
+      echo "setup: cudnn_frontend headers not fetched: the CUDA build goes without cuDNN attention"
+  fi
+}
 setup_venv() {
   if [ "${ZERO_SETUP_VENV:-1}" = 1 ]; then bash scripts/setup_venv.sh; fi
   setup_py_venv
+  setup_cudnn_frontend
 }
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"

@@ -4,10 +4,13 @@
 // activations rounded to the parameters' dtype (GemmScratch) and accumulate in fp32.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "../kernels_internal.h"
+#include "attention_cudnn.h"
 #include "layers_cuda.h"
 #include "zero/core/cuda_ops.h"
 #include "zero/core/error.h"
@@ -85,14 +88,21 @@ class CudaKernels final : public Kernels {
 
   void attention_forward(Stream& stream, float* out, float* att, const float* qkv, std::int64_t B,
                          std::int64_t T, std::int64_t C, std::int64_t NH,
-                         const DropoutSite& dropout) override {
-    cuda::attention_forward(out, att, qkv, B, T, C, NH, dropout, native(stream));
+                         const DropoutSite& dropout, DType precision) override {
+    if (use_cudnn(B, T, C, NH, dropout, precision))
+      cudnn_attention_forward(stream, out, att, qkv, B, T, C, NH);
+    else
+      cuda::attention_forward(out, att, qkv, B, T, C, NH, dropout, native(stream));
   }
   void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
                           const float* out, const float* qkv, const float* att, std::int64_t B,
                           std::int64_t T, std::int64_t C, std::int64_t NH,
-                          const DropoutSite& dropout) override {
-    cuda::attention_backward(dqkv, datt, dout, out, qkv, att, B, T, C, NH, dropout, native(stream));
+                          const DropoutSite& dropout, DType precision) override {
+    if (use_cudnn(B, T, C, NH, dropout, precision))
+      cudnn_attention_backward(stream, dqkv, dout, out, qkv, att, B, T, C, NH);
+    else
+      cuda::attention_backward(dqkv, datt, dout, out, qkv, att, B, T, C, NH, dropout,
+                               native(stream));
   }
 
   void crossentropy_forward(Stream& stream, float* losses, float* logsumexp, const float* logits,
@@ -170,8 +180,92 @@ class CudaKernels final : public Kernels {
     for (std::shared_ptr<Buffer>& buffer : held) context_.release_after(stream, std::move(buffer));
   }
 
+  bool use_cudnn(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                 const DropoutSite& dropout, DType precision);
+  void report_attention(const std::string& what);
+  void cudnn_attention_forward(Stream& stream, float* out, float* att, const float* qkv,
+                               std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH);
+  void cudnn_attention_backward(Stream& stream, float* dqkv, const float* dout, const float* out,
+                                const float* qkv, const float* att, std::int64_t B, std::int64_t T,
+                                std::int64_t C, std::int64_t NH);
+
   DeviceContext& context_;
+  const cuda::AttentionChoice attention_choice_ = cuda::attention_choice_from_environment();
+  cuda::CudnnAttention cudnn_;
+  std::string reported_attention_;
 };
+
+// cuDNN's fused SDPA runs the attention when the run rounds matmul inputs to bf16 anyway, dropout
+// is off (cuDNN's dropout masks are not the model's DropoutSite ones) and cuDNN takes the shape;
+// else the tiled fp32 kernels. The choice is a function of the call's arguments, so a forward and
+// its backward (and an activation-checkpointing recompute) always take the same path.
+bool CudaKernels::use_cudnn(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                            const DropoutSite& dropout, DType precision) {
+  if (attention_choice_ == cuda::AttentionChoice::kTiled) return false;
+  std::string why;
+  if (precision != DType::kBFloat16) {
+    why = "the parameters are " + std::string(name_of(precision)) + ", not bf16";
+  } else if (dropout.active()) {
+    why = "attention dropout is on (attn_pdrop " + std::to_string(dropout.probability) + ")";
+  } else if (cudnn_.supports(B, T, C, NH, &why)) {
+    report_attention("cuDNN's fused SDPA, bf16 (" + cuda::CudnnAttention::version() + ")");
+    return true;
+  }
+  ZERO_CHECK(attention_choice_ != cuda::AttentionChoice::kCudnn,
+             "ZERO_ATTENTION=cudnn, but cuDNN's attention cannot run: ", why);
+  if (precision == DType::kBFloat16)
+    report_attention("the tiled fp32 kernels (not cuDNN's SDPA: " + why + ")");
+  return false;
+}
+
+// One line on stderr each time the attention's implementation changes (normally once per run).
+void CudaKernels::report_attention(const std::string& what) {
+  if (what == reported_attention_) return;
+  reported_attention_ = what;
+  std::fprintf(stderr, "zero: GPT-2 attention on %s\n", what.c_str());
+}
+
+// qkv rounded to bf16, cuDNN's forward into a bf16 out, widened into the model's fp32 out; att
+// takes cuDNN's (B, NH, T) softmax statistics. Scratch from the device allocator (the ledger).
+void CudaKernels::cudnn_attention_forward(Stream& stream, float* out, float* att, const float* qkv,
+                                          std::int64_t B, std::int64_t T, std::int64_t C,
+                                          std::int64_t NH) {
+  const auto n = static_cast<std::size_t>(B * T * C);
+  with_scratch(stream, [&](const cuda::Scratch& scratch) {
+    void* qkv16 = scratch.allocate(3 * n * 2);
+    void* out16 = scratch.allocate(n * 2);
+    const std::size_t bytes = cudnn_.forward_workspace(B, T, C, NH);
+    void* workspace = bytes > 0 ? scratch.allocate(bytes) : nullptr;
+    context_.convert(stream, qkv, DType::kFloat32, qkv16, DType::kBFloat16, 3 * n);
+    cudnn_.forward(out16, att, qkv16, B, T, C, NH, workspace, native(stream));
+    context_.convert(stream, out16, DType::kBFloat16, out, DType::kFloat32, n);
+  });
+}
+
+// The forward's inputs and out rounded to bf16 again (the same bf16 values cuDNN's forward saw
+// and wrote), dout rounded, cuDNN's backward into bf16 dq, dk, dv, widened into the fp32 dqkv.
+void CudaKernels::cudnn_attention_backward(Stream& stream, float* dqkv, const float* dout,
+                                           const float* out, const float* qkv, const float* att,
+                                           std::int64_t B, std::int64_t T, std::int64_t C,
+                                           std::int64_t NH) {
+  ZERO_CHECK(out != nullptr,
+             "GPT-2 CUDA attention_backward: cuDNN's backward needs the forward's "
+             "out (got null)");
+  const auto n = static_cast<std::size_t>(B * T * C);
+  with_scratch(stream, [&](const cuda::Scratch& scratch) {
+    void* qkv16 = scratch.allocate(3 * n * 2);
+    void* dqkv16 = scratch.allocate(3 * n * 2);
+    void* out16 = scratch.allocate(n * 2);
+    void* dout16 = scratch.allocate(n * 2);
+    const std::size_t bytes = cudnn_.backward_workspace(B, T, C, NH);
+    void* workspace = bytes > 0 ? scratch.allocate(bytes) : nullptr;
+    context_.convert(stream, qkv, DType::kFloat32, qkv16, DType::kBFloat16, 3 * n);
+    context_.convert(stream, out, DType::kFloat32, out16, DType::kBFloat16, n);
+    context_.convert(stream, dout, DType::kFloat32, dout16, DType::kBFloat16, n);
+    cudnn_.backward(dqkv16, qkv16, out16, dout16, att, B, T, C, NH, workspace, native(stream));
+    context_.convert(stream, dqkv16, DType::kBFloat16, dqkv, DType::kFloat32, 3 * n);
+  });
+}
 
 void CudaKernels::linear_forward(Stream& stream, const LinearForward& c,
                                  const GemmScratch& scratch) {

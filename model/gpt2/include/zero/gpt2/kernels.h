@@ -158,9 +158,14 @@ class Kernels {
   // the softmax (B, NH, T, T) (0 past t); CUDA (tiled kernels, heads up to 128 channels) keeps
   // only the log-sum-exp of each (b, h, t) row, B·NH·T floats (wider heads: the plain kernels,
   // the softmax as on the CPU).
+  // `precision` is the dtype the attention's matmuls may round their inputs to, as the GEMMs
+  // round theirs to the parameters' dtype (GemmScratch): with bf16, CUDA runs cuDNN's fused SDPA
+  // on the tensor cores (src/cuda/attention_cudnn.h; bf16 q, k, v, out and dout, fp32 softmax,
+  // when cuDNN takes the shape and dropout is off; ZERO_ATTENTION=tiled|cudnn overrides); fp32
+  // and fp16, and the CPU, compute in fp32. att is the same layout either way.
   virtual void attention_forward(Stream& stream, float* out, float* att, const float* qkv,
                                  std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
-                                 const DropoutSite& dropout) = 0;
+                                 const DropoutSite& dropout, DType precision) = 0;
   // dqkv (B, T, 3C) overwritten; datt scratch of attention_layout(device).scratch floats
   // ((B, NH, T, T) on the CPU; B·NH·T for CUDA's tiled kernels). dout = d(out); out (B, T, C) is
   // the forward's out for these qkv, att and dropout: CUDA's tiled kernels take each row's
@@ -169,7 +174,7 @@ class Kernels {
   virtual void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
                                   const float* out, const float* qkv, const float* att,
                                   std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
-                                  const DropoutSite& dropout) = 0;
+                                  const DropoutSite& dropout, DType precision) = 0;
 
   // ---- softmax + cross-entropy (fused) ----
   // Over the first V of Vp logit columns (N, Vp): losses[row] = logsumexp - logit[target] for
