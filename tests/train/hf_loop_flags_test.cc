@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -342,6 +344,42 @@ TEST_F(LoopFlags, AutoFindBatchSizeHalvesUntilThePlanFits) {
   ::setenv("ZERO_NODE_MEMORY_BYTES", "1000", 1);
   EXPECT_NE(error_of(none).find("--auto_find_batch_size: no micro-batch fits"), std::string::npos);
   ::unsetenv("ZERO_NODE_MEMORY_BYTES");
+}
+
+// DeepSpeed's "wall_clock_breakdown": true adds to each log window a line of where a step's time
+// went; without it, no such line.
+TEST_F(LoopFlags, WallClockBreakdownSaysWhereTheStepsTimeWent) {
+  const auto printed_lines = [&](const std::string& name, bool breakdown) {
+    train::TrainingArguments a = arguments(name);
+    const fs::path config = folder_.path() / (name + ".json");
+    std::ofstream(config)
+        << R"({"train_micro_batch_size_per_gpu": "auto", "wall_clock_breakdown": )"
+        << (breakdown ? "true" : "false") << "}";
+    a.deepspeed = config.string();
+    std::unique_ptr<Communicator> local = make_local_communicator();
+    ::testing::internal::CaptureStdout();
+    train::train(a, *local, {.print = true});
+    std::istringstream out(::testing::internal::GetCapturedStdout());
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(out, line);)
+      if (line.rfind("time (ms) per step | data ", 0) == 0) lines.push_back(line);
+    return lines;
+  };
+  EXPECT_TRUE(printed_lines("off", false).empty());
+  const std::vector<std::string> lines = printed_lines("on", true);
+  ASSERT_EQ(lines.size(), 2u) << "one per log window (steps 5 and 10)";
+  for (const std::string& line : lines) {
+    double data = -1, forward_backward = -1, step = -1, other = 0;
+    ASSERT_EQ(std::sscanf(line.c_str(),
+                          "time (ms) per step | data %lf | forward+backward %lf | step %lf | "
+                          "other %lf",
+                          &data, &forward_backward, &step, &other),
+              4)
+        << line;
+    EXPECT_GE(data, 0.0) << line;
+    EXPECT_GT(forward_backward, 0.0) << line;
+    EXPECT_GT(step, 0.0) << line;
+  }
 }
 
 }  // namespace

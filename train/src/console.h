@@ -4,6 +4,8 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace zero::train::detail {
 
@@ -28,5 +30,16 @@ class Console {
  private:
   bool enabled_ = false;
 };
+
+// "812.5/790.1": one number per rank, one decimal, joined by '/' (the log line's memory peaks).
+inline std::string joined_by_slash(const std::vector<float>& values) {
+  std::string text;
+  for (const float value : values) {
+    char piece[32];
+    std::snprintf(piece, sizeof(piece), "%s%.1f", text.empty() ? "" : "/", value);
+    text += piece;
+  }
+  return text;
+}
 
 }  // namespace zero::train::detail

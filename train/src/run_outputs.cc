@@ -165,4 +165,13 @@ std::vector<std::string> generate_samples(const gpt2::GPT2Model& model, Allocato
   return samples;
 }
 
+void plot_loss(const std::filesystem::path& folder, const std::vector<LogEntry>& log,
+               const detail::Console& console, bool warn) {
+  std::string why;
+  if (plot_log(folder, log, why))
+    console.say("plot: %s/loss.svg\n", folder.c_str());
+  else if (warn)
+    std::fprintf(stderr, "zero train: warning: no loss plot: %s\n", why.c_str());
+}
+
 }  // namespace zero::train::detail

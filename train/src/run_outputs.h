@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "console.h"
 #include "zero/core/allocator.h"
 #include "zero/core/swap_store.h"
 #include "zero/engine/engine.h"
@@ -46,6 +47,9 @@ double perplexity_of(double loss);
 // false with `why` when it could not be drawn (gnuplot missing).
 bool plot_log(const std::filesystem::path& folder, const std::vector<LogEntry>& log,
               std::string& why);
+// plot_log into `folder`, saying where on `console` (rank 0's), or why not on stderr when `warn`.
+void plot_loss(const std::filesystem::path& folder, const std::vector<LogEntry>& log,
+               const detail::Console& console, bool warn);
 
 // --num_samples continuations of --prompt (the end-of-text token when empty) by `model`, top-k
 // sampled with --seed + sample index, decoded without end-of-text tokens.

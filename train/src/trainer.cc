@@ -26,6 +26,7 @@
 #include "preemption.h"
 #include "prepare.h"
 #include "run_outputs.h"
+#include "step_breakdown.h"
 #include "task.h"
 #include "zero/comm/host_collectives.h"
 #include "zero/config/ds_config.h"
@@ -125,6 +126,7 @@ class Trainer {
   std::optional<text::DistributedSampler> sampler_;
   MicroBatch batch_;
   Clock::time_point window_start_;  // of the current logging window
+  StepBreakdown breakdown_;         // DeepSpeed's wall_clock_breakdown
   SwapTraffic window_traffic_;      // the engine's swap traffic at its start
   std::optional<LogEntry> last_evaluation_;
   std::int64_t last_eval_step_ = -1;
@@ -152,7 +154,8 @@ Trainer::Trainer(const TrainingArguments& arguments, Communicator& communicator,
       warmup_(warmup_steps_for(arguments, total_steps_)),
       samples_per_step_(B_ * world_ * accumulation_),
       tokens_seen_(tokens_seen_of(arguments)),
-      device_(std::move(device)) {
+      device_(std::move(device)),
+      breakdown_(prepared_.deepspeed.config.wall_clock_breakdown, *device_) {
   checked_best_metric_key(arguments);
   if (const std::optional<fs::path> folder = resume_folder(arguments))  // checked, nothing written
     resume_ = check_resume(*folder, prepared_.model_config, shape_);
@@ -373,7 +376,9 @@ double Trainer::train_step(std::int64_t step) {
   double step_loss = 0.0, tokens = 0.0;
   for (std::int64_t micro = 0; micro < accumulation_; ++micro) {
     const std::int64_t position = (step - 1) * accumulation_ + micro;
+    breakdown_.begin();
     task_->next_train_batch(*sampler_, batch_);
+    breakdown_.end(StepBreakdown::kData);
     tokens += static_cast<double>(batch_.input_tokens(tokens_seen_ == TokensSeen::kNonPadding, T_));
     // Dropout keyed by (optimizer step, sample within its global batch): the same masks whatever
     // the world size and accumulation that make up the global batch.
@@ -383,7 +388,9 @@ double Trainer::train_step(std::int64_t step) {
         .sample_offset = (position % accumulation_) * B_ * world_ + rank_ * B_,
         .training = true};
     step_loss += task_->train_micro_step(batch_, dropout, progress_);
+    breakdown_.end(StepBreakdown::kForwardBackward);
     engine_->step();
+    breakdown_.end(StepBreakdown::kStep);
   }
   if (tokens_seen_ != TokensSeen::kNo)  // every rank's (exact in a double below 2^53)
     progress_.input_tokens_seen += std::llround(engine_->average_across_ranks(tokens) * world_);
@@ -411,18 +418,14 @@ void Trainer::log_step(std::int64_t step) {
   record(entry);
   const SwapTraffic swapped =
       engine_->swap_traffic() - std::exchange(window_traffic_, engine_->swap_traffic());
-  std::string peak_text;
-  for (const float peak : peaks) {
-    char piece[32];
-    std::snprintf(piece, sizeof(piece), "%s%.1f", peak_text.empty() ? "" : "/", peak);
-    peak_text += piece;
-  }
+  const std::string peak_text = joined_by_slash(peaks);
   console_.say(
       "step %lld/%lld | epoch %.3f | loss %.4f | lr %.3e | grad_norm %.3f | loss_scale %g "
       "| %.0f tokens/s | memory peak MiB per rank %s%s\n",
       static_cast<long long>(step), static_cast<long long>(total_steps_), entry.epoch, *entry.loss,
       *entry.learning_rate, *entry.grad_norm, *entry.loss_scale, *entry.tokens_per_second,
       peak_text.c_str(), swap_rates(swapped).c_str());
+  console_.say("%s", breakdown_.take_line(seconds, progress_.window_steps).c_str());
   progress_.window_loss = 0.0;
   progress_.window_steps = 0;
   window_start_ = Clock::now();
@@ -556,14 +559,7 @@ void Trainer::write_results(const json& test_results) {
   }
   write_json(output_dir_ / "all_results.json", all);
   write_json(output_dir_ / "trainer_state.json", trainer_state(step));
-  if (arguments_.plot) {
-    std::string why;
-    if (plot_log(output_dir_, result_.log_history, why)) {
-      console_.say("plot: %s/loss.svg\n", output_dir_.c_str());
-    } else if (options_.print) {
-      std::fprintf(stderr, "zero train: warning: no loss plot: %s\n", why.c_str());
-    }
-  }
+  if (arguments_.plot) plot_loss(output_dir_, result_.log_history, console_, options_.print);
 }
 
 }  // namespace
