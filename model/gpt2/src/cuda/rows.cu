@@ -1,12 +1,52 @@
 // GPT-2 CUDA row kernels: gather-widen, scatter-accumulate and fp32 row copies, one launch each
 // (the CUDA Kernels' widen_rows, accumulate_rows and copy_rows). Each kernel is a wrapper over its
-// body in rows_body.h, which the CPU emulation test runs; the 16-bit storage types are libzero's
-// device elements (device_elements.h).
-#include "device_elements.h"
+// body in rows_body.h, which the CPU emulation test runs.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "layers_cuda.h"
 #include "rows_body.h"
 #include "zero/core/cuda_check.h"
 #include "zero/core/error.h"
+
+namespace zero::gpt2::cuda {
+namespace {
+
+// A table's 16-bit elements as the bodies read them (kernels::Element below): the device's types,
+// widened exactly and narrowed to nearest even, as zero::BFloat16/Float16 in the emulation.
+struct Bf16Element {
+  __nv_bfloat16 value;
+};
+struct Fp16Element {
+  __half value;
+};
+static_assert(sizeof(Bf16Element) == 2 && sizeof(Fp16Element) == 2);
+
+}  // namespace
+}  // namespace zero::gpt2::cuda
+
+namespace zero::kernels {
+
+template <>
+struct Element<gpt2::cuda::Bf16Element> {
+  static __host__ __device__ __forceinline__ float widen(gpt2::cuda::Bf16Element element) {
+    return __bfloat162float(element.value);
+  }
+  static __host__ __device__ __forceinline__ gpt2::cuda::Bf16Element narrow(float value) {
+    return {__float2bfloat16_rn(value)};
+  }
+};
+template <>
+struct Element<gpt2::cuda::Fp16Element> {
+  static __host__ __device__ __forceinline__ float widen(gpt2::cuda::Fp16Element element) {
+    return __half2float(element.value);
+  }
+  static __host__ __device__ __forceinline__ gpt2::cuda::Fp16Element narrow(float value) {
+    return {__float2half_rn(value)};
+  }
+};
+
+}  // namespace zero::kernels
 
 namespace zero::gpt2::cuda {
 namespace {
@@ -61,8 +101,8 @@ void widen_rows(float* out, const void* table, DType dtype, const int* rows, std
   if (!rows_to_launch("widen_rows", count, C)) return;
   switch (dtype) {
     case DType::kFloat32: launch_widen<float>(out, table, rows, count, C, stream); break;
-    case DType::kBFloat16: launch_widen<__nv_bfloat16>(out, table, rows, count, C, stream); break;
-    case DType::kFloat16: launch_widen<__half>(out, table, rows, count, C, stream); break;
+    case DType::kBFloat16: launch_widen<Bf16Element>(out, table, rows, count, C, stream); break;
+    case DType::kFloat16: launch_widen<Fp16Element>(out, table, rows, count, C, stream); break;
   }
   ZERO_CUDA_CHECK(cudaGetLastError());
 }
@@ -72,10 +112,8 @@ void accumulate_rows(void* table, DType dtype, const float* in, const int* rows,
   if (!rows_to_launch("accumulate_rows", count, C)) return;
   switch (dtype) {
     case DType::kFloat32: launch_accumulate<float>(table, in, rows, count, C, stream); break;
-    case DType::kBFloat16:
-      launch_accumulate<__nv_bfloat16>(table, in, rows, count, C, stream);
-      break;
-    case DType::kFloat16: launch_accumulate<__half>(table, in, rows, count, C, stream); break;
+    case DType::kBFloat16: launch_accumulate<Bf16Element>(table, in, rows, count, C, stream); break;
+    case DType::kFloat16: launch_accumulate<Fp16Element>(table, in, rows, count, C, stream); break;
   }
   ZERO_CUDA_CHECK(cudaGetLastError());
 }
