@@ -170,6 +170,7 @@ class GPT2KernelRowsCudaTest : public GPT2ComputeCudaTest {
     cuda_->copy(cuda_->compute_stream(), data, buffer.data(), bytes);
     return buffer;
   }
+  void expect_rows_match(std::int64_t V, std::int64_t U, std::int64_t C);
   // `bytes` of device data read back once the compute stream has run.
   std::vector<unsigned char> download(const void* data, std::size_t bytes) {
     std::vector<unsigned char> host(bytes);
@@ -186,12 +187,12 @@ std::vector<unsigned char> bytes_of(const std::vector<T>& values) {
   return bytes;
 }
 
-// One launch per operation (CudaKernels), against the CPU Kernels: V = 301 table rows of C = 70,
-// 257 of them in random order. The host row array is overwritten as soon as each call returns
-// (the upload must have staged it), and the uploads' buffers are in the ledger and released.
-TEST_P(GPT2KernelRowsCudaTest, RowOperationsMatchTheCpuKernelsBitForBit) {
+// One launch per operation (CudaKernels), against the CPU Kernels: U of a table's V rows of C, in
+// random order. The host row array is overwritten as soon as each call returns (the upload must
+// have staged it), and the uploads' buffers are in the ledger and released.
+void GPT2KernelRowsCudaTest::expect_rows_match(std::int64_t V, std::int64_t U, std::int64_t C) {
+  SCOPED_TRACE(::testing::Message() << "V " << V << " U " << U << " C " << C);
   const DType dtype = GetParam();
-  const std::int64_t V = 301, U = 257, C = 70;
   const std::size_t element = size_of(dtype);
   const std::unique_ptr<Kernels> gpu = make_kernels(*cuda_), cpu = make_kernels(*cpu_);
   ASSERT_EQ(gpu->backend(), "cuda");
@@ -217,6 +218,7 @@ TEST_P(GPT2KernelRowsCudaTest, RowOperationsMatchTheCpuKernelsBitForBit) {
   Buffer device_in = upload(in.data(), in.size() * sizeof(float));
   Buffer out = cuda_->allocator(MemorySpace::kDevice)
                    .allocate(in.size() * sizeof(float), MemoryCategory::kActivations);
+  stream.synchronize();  // the uploads have read `table`, which the CPU updates below
   std::vector<int> host_rows = rows;
   gpu->widen_rows(stream, out.data_as<float>(), device_table.data(), dtype, host_rows.data(), U, C);
   std::fill(host_rows.begin(), host_rows.end(), 0);
@@ -262,6 +264,13 @@ TEST_P(GPT2KernelRowsCudaTest, RowOperationsMatchTheCpuKernelsBitForBit) {
   EXPECT_EQ(pinned.current_bytes, pinned_before);
   EXPECT_EQ(cuda_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kWorkspace).current_bytes,
             device_before);
+}
+
+// Odd sizes (C = 70, 257 rows over a block of 256 threads), and GPT-2 124M's C = 768 with the
+// U = 4096 distinct tokens of a B 16 × T 1024 batch.
+TEST_P(GPT2KernelRowsCudaTest, RowOperationsMatchTheCpuKernelsBitForBit) {
+  expect_rows_match(301, 257, 70);
+  expect_rows_match(8192, 4096, 768);
 }
 
 INSTANTIATE_TEST_SUITE_P(TableDtypes, GPT2KernelRowsCudaTest,

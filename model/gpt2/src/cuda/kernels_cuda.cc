@@ -167,11 +167,16 @@ class CudaKernels final : public Kernels {
     for (std::shared_ptr<Buffer>& buffer : held) context_.release_after(stream, std::move(buffer));
   }
 
+  // Row indices on their way to the device (with_device_rows).
+  struct StagedRows {
+    Buffer pinned, device;
+  };
   // Runs `call` with the `count` row indices at host_rows copied to the device in `stream`'s
   // order: staged in pinned memory here (host_rows may change once this returns), then copied on
   // the stream. Both buffers come from the context's allocators (workspace, in the ledger), sized
   // to a power of two so that the caching allocators hand the same blocks back step after step,
-  // and are released with release_after once `call` has enqueued its work (or thrown).
+  // and are released together with one release_after (one host callback) once `call` has
+  // enqueued its work (or thrown).
   template <typename Index, typename Call>
   void with_device_rows(Stream& stream, const char* what, const Index* host_rows,
                         std::int64_t count, Call&& call) {
@@ -179,28 +184,26 @@ class CudaKernels final : public Kernels {
     if (count == 0) return;
     const std::size_t used = static_cast<std::size_t>(count) * sizeof(Index);
     const std::size_t bytes = std::bit_ceil(std::max<std::size_t>(used, 256));
-    auto pinned = std::make_shared<Buffer>(
-        context_.allocator(MemorySpace::kHostPinned).allocate(bytes, MemoryCategory::kWorkspace));
-    Index* staged = pinned->data_as<Index>();
+    auto staged = std::make_shared<StagedRows>();
+    staged->pinned =
+        context_.allocator(MemorySpace::kHostPinned).allocate(bytes, MemoryCategory::kWorkspace);
+    Index* indices = staged->pinned.data_as<Index>();
     for (std::int64_t i = 0; i < count; ++i) {
       ZERO_CHECK(host_rows[i] >= 0, "GPT-2 CUDA kernels: ", what, " given row ", host_rows[i],
                  " at index ", i);
-      staged[i] = host_rows[i];
+      indices[i] = host_rows[i];
     }
-    auto device = std::make_shared<Buffer>(
-        context_.allocator(MemorySpace::kDevice).allocate(bytes, MemoryCategory::kWorkspace));
-    context_.copy(stream, staged, device->data(), used);
-    auto release = [&] {  // also when `call` throws: the copy is queued
-      context_.release_after(stream, std::move(pinned));
-      context_.release_after(stream, std::move(device));
-    };
+    staged->device =
+        context_.allocator(MemorySpace::kDevice).allocate(bytes, MemoryCategory::kWorkspace);
+    context_.copy(stream, indices, staged->device.data(), used);
+    const Index* rows = staged->device.data_as<const Index>();
     try {
-      call(device->data_as<const Index>());
-    } catch (...) {
-      release();
+      call(rows);
+    } catch (...) {  // the copy is queued: release after it all the same
+      context_.release_after(stream, std::move(staged));
       throw;
     }
-    release();
+    context_.release_after(stream, std::move(staged));
   }
 
   DeviceContext& context_;
