@@ -20,6 +20,7 @@
 
 #include "attention_cudnn.h"
 #include "layers_cuda.h"
+#include "zero/core/cuda_ops.h"
 #include "zero/core/device.h"
 #include "zero/core/dtype.h"
 #include "zero/core/error.h"
@@ -252,6 +253,49 @@ void time_gemms_and_loss(Bench& b) {
   });
 }
 
+// The embedding rows at U = 4096 distinct tokens (rows.cu, one launch each): the forward's widen of
+// the bf16 wte rows, the backward's accumulate into them, each after the upload of its row indices
+// from pinned memory (CudaKernels::with_device_rows); copy_rows is the classifier head's (0 calls
+// in the LM's step). The per-row conversions they replaced are timed for reference (0 calls).
+void time_rows(Bench& b) {
+  constexpr std::int64_t U = 4096, C = Bench::C;
+  std::uint16_t* wte16 = b.arena.take<std::uint16_t>(b.Vp * C);
+  float* out = b.arena.take<float>(U * C);
+  float* wte32 = b.arena.take<float>(b.Vp * C);
+  int* rows = b.arena.take<int>(U);
+  std::int64_t* wide = b.arena.take<std::int64_t>(U);
+  std::vector<int> host(U);
+  std::vector<std::int64_t> host_wide(U);
+  for (std::int64_t i = 0; i < U; ++i) host_wide[i] = host[i] = static_cast<int>(i * 7919 % b.V);
+  check(cudaMemcpy(wide, host_wide.data(), U * sizeof(std::int64_t), cudaMemcpyHostToDevice),
+        "rows");
+  int* pinned = nullptr;
+  check(cudaMallocHost(&pinned, U * sizeof(int)), "cudaMallocHost");
+  std::copy(host.begin(), host.end(), pinned);
+  auto upload = [&] {
+    check(cudaMemcpyAsync(rows, pinned, U * sizeof(int), cudaMemcpyHostToDevice, nullptr),
+          "upload");
+  };
+  constexpr DType kBf16 = DType::kBFloat16;
+  b.add("widen_rows bf16 (+ upload)", shape_of(U, C), 1, double(U) * C * 6 + U * 4, false, [&] {
+    upload();
+    cuda::widen_rows(out, wte16, kBf16, rows, U, C, nullptr);
+  });
+  b.add("accumulate_rows bf16 (+ upload)", shape_of(U, C), 1, double(U) * C * 8 + U * 4, false,
+        [&] {
+          upload();
+          cuda::accumulate_rows(wte16, kBf16, out, rows, U, C, nullptr);
+        });
+  b.add("copy_rows gather fp32", shape_of(U, C), 0, double(U) * C * 8, false,
+        [&] { cuda::copy_rows(out, wte32, wide, U, C, false, nullptr); });
+  b.add("widen_rows per row (before)", shape_of(U, C), 0, double(U) * C * 6, false, [&] {
+    for (std::int64_t i = 0; i < U; ++i)
+      zero::convert_on_device(wte16 + std::int64_t{host[i]} * C, kBf16, out + i * C,
+                              DType::kFloat32, C, nullptr);
+  });
+  check(cudaFreeHost(pinned), "cudaFreeHost");
+}
+
 void print_table(const Bench& b) {
   cudaDeviceProp properties{};
   check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties");
@@ -298,6 +342,7 @@ int main(int argc, char** argv) {
     time_embeddings_and_norms(bench);
     time_gelu_and_attention(bench);
     time_gemms_and_loss(bench);
+    time_rows(bench);
     print_table(bench);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "gpt2_cuda_bench: %s\n", error.what());

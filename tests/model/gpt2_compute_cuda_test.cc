@@ -5,12 +5,16 @@
 // once. Label cuda: skips without a device. Tolerances, relative to the largest magnitude of each
 // tensor: fp32 1e-3 (GPU sums run in other orders, cuBLASLt's GELU epilogue has its own tanh;
 // TF32 off), bf16 parameters 5e-2 (the GPU rounds activations to bf16 in every GEMM; the CPU
-// does so only with native bf16 kernels).
+// does so only with native bf16 kernels). The CUDA Kernels' row operations (widen_rows,
+// accumulate_rows, copy_rows) equal the CPU Kernels' bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -19,7 +23,9 @@
 #include "zero/core/device.h"
 #include "zero/core/device_context.h"
 #include "zero/core/dtype.h"
+#include "zero/core/error.h"
 #include "zero/core/memory_ledger.h"
+#include "zero/core/stream.h"
 #include "zero/gpt2/compute.h"
 #include "zero/gpt2/kernels.h"
 #include "zero/gpt2/model.h"
@@ -153,6 +159,122 @@ TEST_P(GPT2ComputeCudaTest, MatchesTheCpuComputeOnLossLogitsAndGradients) {
 
 INSTANTIATE_TEST_SUITE_P(ParameterDtypes, GPT2ComputeCudaTest,
                          ::testing::Values(DType::kFloat32, DType::kBFloat16),
+                         [](const auto& test) { return std::string(name_of(test.param)); });
+
+// The row operations' tests, over fp32, bf16 and fp16 tables.
+class GPT2KernelRowsCudaTest : public GPT2ComputeCudaTest {
+ protected:
+  // `bytes` of host data on the device (the context's allocator, copied on the compute stream).
+  Buffer upload(const void* data, std::size_t bytes) {
+    Buffer buffer = cuda_->allocator(MemorySpace::kDevice).allocate(bytes, MemoryCategory::kParams);
+    cuda_->copy(cuda_->compute_stream(), data, buffer.data(), bytes);
+    return buffer;
+  }
+  void expect_rows_match(std::int64_t V, std::int64_t U, std::int64_t C);
+  // `bytes` of device data read back once the compute stream has run.
+  std::vector<unsigned char> download(const void* data, std::size_t bytes) {
+    std::vector<unsigned char> host(bytes);
+    cuda_->copy(cuda_->compute_stream(), data, host.data(), bytes);
+    cuda_->compute_stream().synchronize();
+    return host;
+  }
+};
+
+template <typename T>
+std::vector<unsigned char> bytes_of(const std::vector<T>& values) {
+  std::vector<unsigned char> bytes(values.size() * sizeof(T));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+// One launch per operation (CudaKernels), against the CPU Kernels: U of a table's V rows of C, in
+// random order. The host row array is overwritten as soon as each call returns (the upload must
+// have staged it), and the uploads' buffers are in the ledger and released.
+void GPT2KernelRowsCudaTest::expect_rows_match(std::int64_t V, std::int64_t U, std::int64_t C) {
+  SCOPED_TRACE(::testing::Message() << "V " << V << " U " << U << " C " << C);
+  const DType dtype = GetParam();
+  const std::size_t element = size_of(dtype);
+  const std::unique_ptr<Kernels> gpu = make_kernels(*cuda_), cpu = make_kernels(*cpu_);
+  ASSERT_EQ(gpu->backend(), "cuda");
+  Stream& stream = cuda_->compute_stream();
+  Stream& host_stream = cpu_->compute_stream();
+  std::vector<int> all(static_cast<std::size_t>(V));
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), std::mt19937(3));
+  const std::vector<int> rows(all.begin(), all.begin() + U);
+  std::mt19937 generator(4);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(static_cast<std::size_t>(V * C)), in(static_cast<std::size_t>(U * C));
+  for (float& value : values) value = normal(generator);
+  for (float& value : in) value = 0.1f * normal(generator);
+  std::vector<unsigned char> table(values.size() * element);
+  convert(values.data(), DType::kFloat32, table.data(), dtype, values.size());
+  const std::int64_t pinned_before =
+      cuda_->ledger().entry(MemorySpace::kHostPinned, MemoryCategory::kWorkspace).current_bytes;
+  const std::int64_t device_before =
+      cuda_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kWorkspace).current_bytes;
+
+  Buffer device_table = upload(table.data(), table.size());
+  Buffer device_in = upload(in.data(), in.size() * sizeof(float));
+  Buffer out = cuda_->allocator(MemorySpace::kDevice)
+                   .allocate(in.size() * sizeof(float), MemoryCategory::kActivations);
+  stream.synchronize();  // the uploads have read `table`, which the CPU updates below
+  std::vector<int> host_rows = rows;
+  gpu->widen_rows(stream, out.data_as<float>(), device_table.data(), dtype, host_rows.data(), U, C);
+  std::fill(host_rows.begin(), host_rows.end(), 0);
+  host_rows = rows;
+  gpu->accumulate_rows(stream, device_table.data(), dtype, device_in.data_as<float>(),
+                       host_rows.data(), U, C);
+  std::fill(host_rows.begin(), host_rows.end(), 0);
+
+  std::vector<float> widened(in.size());
+  cpu->widen_rows(host_stream, widened.data(), table.data(), dtype, rows.data(), U, C);
+  cpu->accumulate_rows(host_stream, table.data(), dtype, in.data(), rows.data(), U, C);
+  host_stream.synchronize();
+  EXPECT_TRUE(download(out.data(), out.size_bytes()) == bytes_of(widened)) << "widen_rows";
+  EXPECT_TRUE(download(device_table.data(), table.size()) == table) << "accumulate_rows";
+
+  if (dtype == DType::kFloat32) {  // copy_rows: fp32 rows, int64 indices
+    std::vector<std::int64_t> wide(rows.begin(), rows.end());
+    for (bool scatter : {false, true}) {
+      SCOPED_TRACE(scatter ? "copy_rows scatter" : "copy_rows gather");
+      const std::size_t out_count = static_cast<std::size_t>(scatter ? V * C : U * C);
+      const std::vector<float> source(scatter ? in : values), initial(out_count, -7.0f);
+      Buffer device_source = upload(source.data(), source.size() * sizeof(float));
+      Buffer copied = upload(initial.data(), out_count * sizeof(float));
+      std::vector<std::int64_t> host_wide = wide;
+      gpu->copy_rows(stream, copied.data_as<float>(), device_source.data_as<float>(),
+                     host_wide.data(), U, C, scatter);
+      std::fill(host_wide.begin(), host_wide.end(), 0);
+      std::vector<float> expected = initial;
+      cpu->copy_rows(host_stream, expected.data(), source.data(), wide.data(), U, C, scatter);
+      host_stream.synchronize();
+      EXPECT_TRUE(download(copied.data(), copied.size_bytes()) == bytes_of(expected));
+    }
+  }
+  std::vector<int> negative = rows;
+  negative[5] = -1;
+  EXPECT_THROW(gpu->widen_rows(stream, out.data_as<float>(), device_table.data(), dtype,
+                               negative.data(), U, C),
+               Error);
+  stream.synchronize();
+  const LedgerEntry pinned =
+      cuda_->ledger().entry(MemorySpace::kHostPinned, MemoryCategory::kWorkspace);
+  EXPECT_GT(pinned.peak_bytes, pinned_before);
+  EXPECT_EQ(pinned.current_bytes, pinned_before);
+  EXPECT_EQ(cuda_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kWorkspace).current_bytes,
+            device_before);
+}
+
+// Odd sizes (C = 70, 257 rows over a block of 256 threads), and GPT-2 124M's C = 768 with the
+// U = 4096 distinct tokens of a B 16 × T 1024 batch.
+TEST_P(GPT2KernelRowsCudaTest, RowOperationsMatchTheCpuKernelsBitForBit) {
+  expect_rows_match(301, 257, 70);
+  expect_rows_match(8192, 4096, 768);
+}
+
+INSTANTIATE_TEST_SUITE_P(TableDtypes, GPT2KernelRowsCudaTest,
+                         ::testing::Values(DType::kFloat32, DType::kBFloat16, DType::kFloat16),
                          [](const auto& test) { return std::string(name_of(test.param)); });
 
 }  // namespace

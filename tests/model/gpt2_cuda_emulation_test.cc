@@ -4,6 +4,8 @@
 // (C not a multiple of 32 or 4, T = 1, rows past a chunk of 256), dropout on and off, threads in
 // forward and reverse order within each phase; fp32 within 1e-5 relative L2. The tiled attention
 // (attention_flash_body.h) also elementwise, and its log-sum-exp against one computed in double.
+// The row kernels (rows_body.h) bit for bit against the CPU Kernels (make_kernels on the CPU
+// backend) for fp32, bf16 and fp16 tables.
 // Exempt (library calls, not our kernels): cuBLASLt's GEMMs behind cuda::gemm, matmul_forward and
 // matmul_backward's products (gemm_cublaslt.cc); its host logic is gpt2_cuda_host_test's.
 #include <gtest/gtest.h>
@@ -12,6 +14,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
+#include <random>
 #include <type_traits>
 #include <vector>
 
@@ -22,7 +26,12 @@
 #include "layers_body.h"
 #include "random_inputs.h"
 #include "relative_difference.h"
+#include "rows_body.h"
 #include "token_buckets.h"
+#include "zero/core/device_context.h"
+#include "zero/core/dtype.h"
+#include "zero/core/stream.h"
+#include "zero/gpt2/kernels.h"
 #include "zero/gpt2/layers_cpu.h"
 
 namespace zero::gpt2 {
@@ -68,6 +77,10 @@ class Gpt2CudaEmulation : public ::testing::TestWithParam<Order> {
   void emulate(const LaunchConfig& config, Body&& body) {
     kernels::emulation::run<Shared>(config, GetParam(), body);
   }
+
+  // The row kernels (rows_body.h) over tables of storage type T against the CPU Kernels.
+  template <typename T>
+  void expect_rows_match(DType dtype);
 
   template <typename Terms>
   void column_sums(float* target0, float* target1, const Terms& terms, std::int64_t N,
@@ -464,6 +477,89 @@ TEST(Gpt2CudaEmulationShapes, TiledAttentionCoversHeadsUpTo128) {
   EXPECT_EQ(cuda::flash_head_bucket(128), 128);
   EXPECT_EQ(cuda::flash_head_bucket(129), 0);  // the plain kernels
   EXPECT_EQ(cuda::flash_head_bucket(0), 0);
+}
+
+// `count` distinct rows of [0, V), in random order.
+std::vector<int> distinct_rows(std::int64_t count, std::int64_t V, std::uint32_t seed) {
+  std::vector<int> rows(static_cast<std::size_t>(V));
+  std::iota(rows.begin(), rows.end(), 0);
+  std::shuffle(rows.begin(), rows.end(), std::mt19937(seed));
+  rows.resize(static_cast<std::size_t>(count));
+  return rows;
+}
+
+// `values` in storage type T (rounded to nearest even, as the device narrows).
+template <typename T>
+std::vector<T> stored(const std::vector<float>& values) {
+  std::vector<T> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = kernels::Element<T>::narrow(values[i]);
+  return out;
+}
+
+// The first index whose bytes differ, -1 when none does (NaNs compare by their bits).
+template <typename T>
+std::int64_t first_difference(const std::vector<T>& actual, const std::vector<T>& expected) {
+  if (actual.size() != expected.size()) return 0;
+  for (std::size_t i = 0; i < actual.size(); ++i)
+    if (std::memcmp(&actual[i], &expected[i], sizeof(T)) != 0) return static_cast<std::int64_t>(i);
+  return -1;
+}
+
+template <typename T>
+void Gpt2CudaEmulation::expect_rows_match(DType dtype) {
+  const std::unique_ptr<DeviceContext> context = make_cpu_context();
+  const std::unique_ptr<Kernels> oracle = make_kernels(*context);
+  Stream& stream = context->compute_stream();
+  struct Case {
+    std::int64_t V, count, C;
+  };
+  // C not a multiple of 32 or 4; every row of the table; 300 of 301 rows over a 256-thread block.
+  for (const Case& k : {Case{11, 5, 37}, Case{1, 1, 3}, Case{301, 300, 70}, Case{40, 40, 1}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << name_of(dtype) << " V " << k.V << " rows " << k.count << " C " << k.C);
+    const std::int64_t V = k.V, U = k.count, C = k.C;
+    const std::vector<int> rows = distinct_rows(U, V, 1);
+    const std::vector<T> table = stored<T>(random_vector(V * C, 2));
+    auto out = nan_vector(U * C), out_expected = out;
+    oracle->widen_rows(stream, out_expected.data(), table.data(), dtype, rows.data(), U, C);
+    stream.synchronize();
+    emulate(cuda::rows_launch(U, C), [&](auto& thread, auto&) {
+      cuda::widen_rows_body(thread, out.data(), table.data(), rows.data(), U, C);
+    });
+    EXPECT_EQ(first_difference(out, out_expected), -1) << "widen_rows";
+
+    const auto in = random_vector(U * C, 3, 0.1);
+    auto accumulated = table, accumulated_expected = table;
+    oracle->accumulate_rows(stream, accumulated_expected.data(), dtype, in.data(), rows.data(), U,
+                            C);
+    stream.synchronize();
+    emulate(cuda::rows_launch(U, C), [&](auto& thread, auto&) {
+      cuda::accumulate_rows_body(thread, accumulated.data(), in.data(), rows.data(), U, C);
+    });
+    EXPECT_EQ(first_difference(accumulated, accumulated_expected), -1) << "accumulate_rows";
+    EXPECT_NE(first_difference(accumulated, table), -1) << "accumulate_rows changed nothing";
+
+    if (dtype != DType::kFloat32) continue;  // copy_rows moves fp32 rows only
+    const std::vector<std::int64_t> wide(rows.begin(), rows.end());
+    const auto source = random_vector(V * C, 4);
+    for (bool scatter : {false, true}) {
+      SCOPED_TRACE(scatter ? "copy_rows scatter" : "copy_rows gather");
+      auto copied = scatter ? random_vector(V * C, 5) : nan_vector(U * C);
+      auto copied_expected = copied;
+      oracle->copy_rows(stream, copied_expected.data(), source.data(), wide.data(), U, C, scatter);
+      stream.synchronize();
+      emulate(cuda::rows_launch(U, C), [&](auto& thread, auto&) {
+        cuda::copy_rows_body(thread, copied.data(), source.data(), wide.data(), U, C, scatter);
+      });
+      EXPECT_EQ(first_difference(copied, copied_expected), -1);
+    }
+  }
+}
+
+TEST_P(Gpt2CudaEmulation, RowKernelsMatchTheCpuKernels) {
+  expect_rows_match<float>(DType::kFloat32);
+  expect_rows_match<BFloat16>(DType::kBFloat16);
+  expect_rows_match<Float16>(DType::kFloat16);
 }
 
 INSTANTIATE_TEST_SUITE_P(Orders, Gpt2CudaEmulation,

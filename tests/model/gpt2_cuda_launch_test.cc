@@ -1,8 +1,8 @@
 // Every CUDA kernel's launch at real shapes (GPT-2 124M and 1.5B, B = 16, T = 1024), computed by
-// the launch-configuration functions the launchers call (layers_body.h, elementwise_body.h,
-// optimizer_body.h), within an H100's limits: block at most 1024 threads and (1024, 1024, 64),
-// grid at most (2³¹ - 1, 65535, 65535), static shared memory at most 48 KiB (only the tiled
-// attention opts in to more: dynamic, at most 227 KiB, with room for its blocks per SM),
+// the launch-configuration functions the launchers call (layers_body.h, rows_body.h,
+// elementwise_body.h, optimizer_body.h), within an H100's limits: block at most 1024 threads and
+// (1024, 1024, 64), grid at most (2³¹ - 1, 65535, 65535), static shared memory at most 48 KiB (only
+// the tiled attention opts in to more: dynamic, at most 227 KiB, with room for its blocks per SM),
 // whole warps where a body shuffles, and a grid that covers the work of every kernel that is not
 // a grid-stride loop. And the optimizer's vector loads: for the shard chunks the engine hands the
 // CUDA step (GPT-2's unit layouts, worlds 1 to 64, shard alignment 16 elements, device bases
@@ -18,6 +18,7 @@
 #include "elementwise_body.h"
 #include "layers_body.h"
 #include "optimizer_body.h"
+#include "rows_body.h"
 #include "zero/core/flat_buffer.h"
 #include "zero/gpt2/config.h"
 #include "zero/gpt2/units.h"
@@ -73,6 +74,9 @@ std::vector<Launch> gpt2_launches(const GPT2Config& config, std::int64_t B, std:
       // At most one bucket per row: N·C work items.
       {"encoder_wte_backward", cuda::elementwise_launch(N * C), 0, false, u(N * C)},
       {"encoder_wpe_backward", cuda::elementwise_launch(T * C), 0, false, u(T * C)},
+      // Embedding rows (rows_body.h): at most every row of the padded vocabulary.
+      {"widen_rows and accumulate_rows", cuda::rows_launch(Vp, C), 0, false, u(Vp * C)},
+      {"copy_rows", cuda::rows_launch(B, C), 0, false, u(B * C)},
       {"layernorm_forward", cuda::row_warp_launch(N), 0, true, u(N), cuda::kRowsPerBlock},
       {"layernorm_backward_input", cuda::row_warp_launch(N), 0, true, u(N), cuda::kRowsPerBlock},
       {"residual_dropout", cuda::elementwise_launch(N * C), 0, false, u(N * C)},

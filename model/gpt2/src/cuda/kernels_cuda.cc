@@ -2,6 +2,8 @@
 // GEMMs, enqueued on the stream's cudaStream_t; dtype conversions, fills and copies through the
 // device context's own operations on the same stream. With 16-bit parameters the GEMMs take their
 // activations rounded to the parameters' dtype (GemmScratch) and accumulate in fp32.
+#include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -123,20 +125,18 @@ class CudaKernels final : public Kernels {
                   std::int64_t n) override {
     context_.axpy(stream, in, DType::kFloat32, out, dtype, static_cast<std::size_t>(n), 1.0f);
   }
-  // One conversion per row (a gather kernel would make it one launch).
+  // One launch each (rows.cu), the row indices uploaded by with_device_rows.
   void widen_rows(Stream& stream, float* out, const void* table, DType dtype, const int* host_rows,
                   std::int64_t count, std::int64_t C) override {
-    const std::size_t row_bytes = static_cast<std::size_t>(C) * size_of(dtype);
-    for (std::int64_t i = 0; i < count; ++i)
-      widen(stream, out + i * C, static_cast<const char*>(table) + host_rows[i] * row_bytes, dtype,
-            C);
+    with_device_rows(stream, "widen_rows", host_rows, count, [&](const int* rows) {
+      cuda::widen_rows(out, table, dtype, rows, count, C, native(stream));
+    });
   }
   void accumulate_rows(Stream& stream, void* table, DType dtype, const float* in,
                        const int* host_rows, std::int64_t count, std::int64_t C) override {
-    const std::size_t row_bytes = static_cast<std::size_t>(C) * size_of(dtype);
-    for (std::int64_t i = 0; i < count; ++i)
-      accumulate(stream, static_cast<char*>(table) + host_rows[i] * row_bytes, dtype, in + i * C,
-                 C);
+    with_device_rows(stream, "accumulate_rows", host_rows, count, [&](const int* rows) {
+      cuda::accumulate_rows(table, dtype, in, rows, count, C, native(stream));
+    });
   }
   void zero(Stream& stream, float* out, std::int64_t n) override {
     context_.fill(stream, out, DType::kFloat32, static_cast<std::size_t>(n), 0.0f);
@@ -146,12 +146,9 @@ class CudaKernels final : public Kernels {
   }
   void copy_rows(Stream& stream, float* out, const float* in, const std::int64_t* host_rows,
                  std::int64_t count, std::int64_t C, bool scatter) override {
-    for (std::int64_t i = 0; i < count; ++i) {
-      if (scatter)
-        copy(stream, out + host_rows[i] * C, in + i * C, C);
-      else
-        copy(stream, out + i * C, in + host_rows[i] * C, C);
-    }
+    with_device_rows(stream, "copy_rows", host_rows, count, [&](const std::int64_t* rows) {
+      cuda::copy_rows(out, in, rows, count, C, scatter, native(stream));
+    });
   }
 
  private:
@@ -188,6 +185,44 @@ class CudaKernels final : public Kernels {
   void cudnn_attention_backward(Stream& stream, float* dqkv, const float* dout, const float* out,
                                 const float* qkv, const float* att, std::int64_t B, std::int64_t T,
                                 std::int64_t C, std::int64_t NH);
+  // Row indices on their way to the device (with_device_rows).
+  struct StagedRows {
+    Buffer pinned, device;
+  };
+  // Runs `call` with the `count` row indices at host_rows copied to the device in `stream`'s
+  // order: staged in pinned memory here (host_rows may change once this returns), then copied on
+  // the stream. Both buffers come from the context's allocators (workspace, in the ledger), sized
+  // to a power of two so that the caching allocators hand the same blocks back step after step,
+  // and are released together with one release_after (one host callback) once `call` has
+  // enqueued its work (or thrown).
+  template <typename Index, typename Call>
+  void with_device_rows(Stream& stream, const char* what, const Index* host_rows,
+                        std::int64_t count, Call&& call) {
+    ZERO_CHECK(count >= 0, "GPT-2 CUDA kernels: ", what, " of ", count, " rows");
+    if (count == 0) return;
+    const std::size_t used = static_cast<std::size_t>(count) * sizeof(Index);
+    const std::size_t bytes = std::bit_ceil(std::max<std::size_t>(used, 256));
+    auto staged = std::make_shared<StagedRows>();
+    staged->pinned =
+        context_.allocator(MemorySpace::kHostPinned).allocate(bytes, MemoryCategory::kWorkspace);
+    Index* indices = staged->pinned.data_as<Index>();
+    for (std::int64_t i = 0; i < count; ++i) {
+      ZERO_CHECK(host_rows[i] >= 0, "GPT-2 CUDA kernels: ", what, " given row ", host_rows[i],
+                 " at index ", i);
+      indices[i] = host_rows[i];
+    }
+    staged->device =
+        context_.allocator(MemorySpace::kDevice).allocate(bytes, MemoryCategory::kWorkspace);
+    context_.copy(stream, indices, staged->device.data(), used);
+    const Index* rows = staged->device.data_as<const Index>();
+    try {
+      call(rows);
+    } catch (...) {  // the copy is queued: release after it all the same
+      context_.release_after(stream, std::move(staged));
+      throw;
+    }
+    context_.release_after(stream, std::move(staged));
+  }
 
   DeviceContext& context_;
   const cuda::AttentionChoice attention_choice_ = cuda::attention_choice_from_environment();

@@ -38,6 +38,17 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* ho
                       std::int64_t B, std::int64_t T, std::int64_t C, const DropoutSite& dropout,
                       cudaStream_t stream, const Scratch& scratch = {});
 
+// Rows of a (·, C) table, one launch each (rows.cu); `rows` (count indices) is device memory.
+// out[i] (C fp32) = table[rows[i]] widened from `dtype` (fp32, bf16, fp16).
+void widen_rows(float* out, const void* table, DType dtype, const int* rows, std::int64_t count,
+                std::int64_t C, cudaStream_t stream);
+// table[rows[i]] (of `dtype`) += in[i] (C fp32), one rounding per element; the rows are distinct.
+void accumulate_rows(void* table, DType dtype, const float* in, const int* rows, std::int64_t count,
+                     std::int64_t C, cudaStream_t stream);
+// fp32 rows: out[i] = in[rows[i]] (gather), or out[rows[i]] = in[i] (`scatter`; rows distinct).
+void copy_rows(float* out, const float* in, const std::int64_t* rows, std::int64_t count,
+               std::int64_t C, bool scatter, cudaStream_t stream);
+
 // out (N, C) = (inp - mean) · rstd · weight + bias; mean, rstd (N) kept for backward.
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, std::int64_t N, std::int64_t C, float epsilon,
