@@ -168,7 +168,9 @@ step_env() {
 
 step_tests() {
   local test failed=0 status
-  for test in "${cuda_tests[@]}"; do
+  local tests
+  read -ra tests <<<"$CUDA_TESTS"
+  for test in "${tests[@]}"; do
     echo "==== $test"
     status=0
     "$BIN/$test" --gtest_color=no >"$RESULTS/tests.$test.out" 2>&1 || status=$?
@@ -191,7 +193,7 @@ step_tests() {
   rm -f "$RESULTS"/tests.*.out
   [[ $failed -eq 0 ]] || { echo "NOTE: $failed test program(s) failed"; return 1; }
   if [[ $GPU_COUNT -gt 0 ]]; then
-    echo "NOTE: ${#cuda_tests[@]} test programs passed"
+    echo "NOTE: ${#tests[@]} test programs passed"
   else
     echo "SKIPPED: no CUDA device (the tests skipped themselves)"
   fi
@@ -355,7 +357,7 @@ run() {
   local library_path
   library_path=$(cuda_library_path)
   export LD_LIBRARY_PATH="${library_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export BIN=$bin GPU_COUNT=$gpu_count ROOT=$root KERNEL_TESTS="${kernel_tests[*]}" RESULTS=$results
+  export BIN=$bin GPU_COUNT=$gpu_count ROOT=$root KERNEL_TESTS="${kernel_tests[*]}" CUDA_TESTS="${cuda_tests[*]}" RESULTS=$results
   export -f step_env step_tests sanitize step_memcheck step_racecheck step_kernels step_train step_torch
 
   {

@@ -95,9 +95,16 @@ TEST_F(CudnnAttentionTest, MatchesTheCpuOracleAtBf16) {
         d_att(std::vector<float>(B * T * layout.saved_per_row)),
         d_datt(std::vector<float>(layout.scratch)),
         d_dqkv(testing::random_vector(B * T * 3 * C, 3));  // overwritten
+    // The 16-bit staging GPT2Compute hands its calls: 4·N·C bf16 in each buffer.
+    DeviceArray<std::uint16_t> staged_a(std::vector<std::uint16_t>(4 * B * T * C)),
+        staged_b(std::vector<std::uint16_t>(4 * B * T * C));
+    GemmScratch scratch;
+    scratch.staged_a = staged_a.get();
+    scratch.staged_b = staged_b.get();
+    scratch.staged_a_elements = scratch.staged_b_elements = 4 * B * T * C;
     Stream& stream = context_->compute_stream();
     kernels_->attention_forward(stream, d_out.get(), d_att.get(), d_qkv.get(), B, T, C, NH,
-                                DropoutSite{}, DType::kBFloat16);
+                                DropoutSite{}, DType::kBFloat16, scratch);
     const std::vector<float> got_out = d_out.host();
     EXPECT_LE(zero::testing::relative_difference(got_out, out), 1e-2);
     // att: log Σ exp(scaled scores) per (b, h, t) row, so the probabilities sum to 1.
@@ -116,7 +123,7 @@ TEST_F(CudnnAttentionTest, MatchesTheCpuOracleAtBf16) {
     }
     kernels_->attention_backward(stream, d_dqkv.get(), d_datt.get(), d_dout.get(), d_out.get(),
                                  d_qkv.get(), d_att.get(), B, T, C, NH, DropoutSite{},
-                                 DType::kBFloat16);
+                                 DType::kBFloat16, scratch);
     EXPECT_LE(zero::testing::relative_difference(d_dqkv.host(), dqkv), 2e-2);
   }
 }
@@ -132,7 +139,7 @@ TEST_F(CudnnAttentionTest, RefusesWhatItDoesNotRun) {
   const auto fails = [&](const DropoutSite& site, DType precision, const std::string& what) {
     try {
       kernels_->attention_forward(stream, out.get(), att.get(), qkv.get(), B, T, C, NH, site,
-                                  precision);
+                                  precision, GemmScratch{});
       ADD_FAILURE() << "no error for " << what;
     } catch (const Error& error) {
       EXPECT_NE(std::string(error.what()).find(what), std::string::npos) << error.what();
@@ -145,7 +152,7 @@ TEST_F(CudnnAttentionTest, RefusesWhatItDoesNotRun) {
   DeviceArray<float> odd(std::vector<float>(B * T * 3 * 36));
   try {
     kernels_->attention_forward(stream, out.get(), att.get(), odd.get(), B, T, 36, 3, DropoutSite{},
-                                DType::kBFloat16);
+                                DType::kBFloat16, GemmScratch{});
     ADD_FAILURE() << "no error for a head of 12 channels";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("head size 12"), std::string::npos) << error.what();

@@ -71,15 +71,16 @@ std::vector<TensorSpec> workspace_specs(const GPT2Config& config, std::int64_t B
       {"dqkv", {N, 3 * C}},
       {"datt", {attention_layout(options.device, B, T, C, config.n_head).scratch}}};
   if (options.param_dtype == DType::kFloat32) return specs;
-  // 16-bit storage: bf16 copies of GEMM activations (two bf16 per fp32 element of the spec),
-  // the unit's vectors (and the batch's wte rows and wpe) widened to fp32, and fp32 gradients
-  // staged before they are added to 16-bit ones.
+  // 16-bit storage: bf16 copies of GEMM activations (two bf16 per fp32 element of the spec; at
+  // least 4·N·C each, what 16-bit attention stages: GemmScratch), the unit's vectors (and the
+  // batch's wte rows and wpe) widened to fp32, and fp32 gradients staged before they are added to
+  // 16-bit ones.
   const std::int64_t Vp = config.padded_vocab_size();
-  const std::int64_t widest = std::max({Vp, H, 3 * C});
+  const std::int64_t widest = std::max({Vp, H, 4 * C});
   const std::int64_t vectors = std::max(block_vector_elements(config), (N + T) * C);
   const std::int64_t staged = std::max({C * H, 3 * C * C, kHeadGradRows * C, (N + T) * C});
   specs.push_back({"act16_a", {(N * widest + 1) / 2}});
-  specs.push_back({"act16_b", {(N * std::max(H, 3 * C) + 1) / 2}});
+  specs.push_back({"act16_b", {(N * std::max(H, 4 * C) + 1) / 2}});
   specs.push_back({"param32", {vectors}});
   specs.push_back({"gradvec32", {block_vector_elements(config)}});
   specs.push_back({"grad32", {staged}});
@@ -316,8 +317,12 @@ void GPT2Compute::check_grads(const UnitData& grads, const char* what) const {
 
 GemmScratch GPT2Compute::gemm_scratch() const {
   if (options_.param_dtype == DType::kFloat32) return {};
-  return {workspace("act16_a"), workspace("act16_b"), workspace("grad32"),
-          static_cast<std::int64_t>(workspace_layout_.slot("grad32").num_elements)};
+  return {workspace("act16_a"),
+          workspace("act16_b"),
+          workspace("grad32"),
+          static_cast<std::int64_t>(workspace_layout_.slot("grad32").num_elements),
+          2 * static_cast<std::int64_t>(workspace_layout_.slot("act16_a").num_elements),
+          2 * static_cast<std::int64_t>(workspace_layout_.slot("act16_b").num_elements)};
 }
 
 }  // namespace zero::gpt2

@@ -138,7 +138,7 @@ void GPT2Compute::forward_block_impl(int layer, const ConstUnitData& params) {
   k.linear_forward(s, {a.qkv, nullptr, a.ln1, {p.qkv_weight, dtype}, p.qkv_bias, N, C, 3 * C},
                    scratch);
   k.attention_forward(s, a.atty, a.att, a.qkv, B_, T_, C, config_.n_head,
-                      dropout_site(site + 1, config_.attn_pdrop), dtype);
+                      dropout_site(site + 1, config_.attn_pdrop), dtype, scratch);
   k.linear_forward(s, {proj, nullptr, a.atty, {p.attproj_weight, dtype}, p.attproj_bias, N, C, C},
                    scratch);
   k.residual_layernorm_forward(s, a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, block_input(layer),
@@ -332,7 +332,7 @@ void GPT2Compute::backward_block(int layer, ConstUnitData params, UnitData grads
                     scratch);
   float* dqkv = workspace("dqkv");
   k.attention_backward(s, dqkv, workspace("datt"), datty, a.atty, a.qkv, a.att, B_, T_, C,
-                       config_.n_head, dropout_site(site + 1, config_.attn_pdrop), dtype);
+                       config_.n_head, dropout_site(site + 1, config_.attn_pdrop), dtype, scratch);
   k.linear_backward(s,
                     {dln,
                      nullptr,

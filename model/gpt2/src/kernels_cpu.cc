@@ -83,14 +83,16 @@ class CpuKernels final : public Kernels {
 
   void attention_forward(Stream& stream, float* out, float* att, const float* qkv, std::int64_t B,
                          std::int64_t T, std::int64_t C, std::int64_t NH,
-                         const DropoutSite& dropout, DType /*precision: fp32 always*/) override {
+                         const DropoutSite& dropout, DType /*precision: fp32 always*/,
+                         const GemmScratch&) override {
     run(stream, [=] { cpu::attention_forward(out, att, qkv, B, T, C, NH, dropout); });
   }
   // `out` unused: the CPU kernel keeps the probabilities and sums Σ att·datt per row itself.
   void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
                           const float* /*out*/, const float* qkv, const float* att, std::int64_t B,
                           std::int64_t T, std::int64_t C, std::int64_t NH,
-                          const DropoutSite& dropout, DType /*precision*/) override {
+                          const DropoutSite& dropout, DType /*precision*/,
+                          const GemmScratch&) override {
     run(stream, [=] { cpu::attention_backward(dqkv, datt, dout, qkv, att, B, T, C, NH, dropout); });
   }
 

@@ -27,6 +27,12 @@ cudaStream_t native(Stream& stream) {
 class CudaKernels final : public Kernels {
  public:
   explicit CudaKernels(DeviceContext& context) : context_(context) {}
+  ~CudaKernels() override {
+    if (cudnn_workspace_)
+      context_.release_after(*cudnn_workspace_stream_, std::move(cudnn_workspace_));
+  }
+  CudaKernels(const CudaKernels&) = delete;
+  CudaKernels& operator=(const CudaKernels&) = delete;
   std::string_view backend() const override { return "cuda"; }
 
   void encoder_forward(Stream& stream, float* out, const int* tokens, const float* wte,
@@ -90,18 +96,20 @@ class CudaKernels final : public Kernels {
 
   void attention_forward(Stream& stream, float* out, float* att, const float* qkv, std::int64_t B,
                          std::int64_t T, std::int64_t C, std::int64_t NH,
-                         const DropoutSite& dropout, DType precision) override {
+                         const DropoutSite& dropout, DType precision,
+                         const GemmScratch& scratch) override {
     if (use_cudnn(B, T, C, NH, dropout, precision))
-      cudnn_attention_forward(stream, out, att, qkv, B, T, C, NH);
+      cudnn_attention_forward(stream, out, att, qkv, B, T, C, NH, scratch);
     else
       cuda::attention_forward(out, att, qkv, B, T, C, NH, dropout, native(stream));
   }
   void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
                           const float* out, const float* qkv, const float* att, std::int64_t B,
                           std::int64_t T, std::int64_t C, std::int64_t NH,
-                          const DropoutSite& dropout, DType precision) override {
+                          const DropoutSite& dropout, DType precision,
+                          const GemmScratch& scratch) override {
     if (use_cudnn(B, T, C, NH, dropout, precision))
-      cudnn_attention_backward(stream, dqkv, dout, out, qkv, att, B, T, C, NH);
+      cudnn_attention_backward(stream, dqkv, dout, out, qkv, att, B, T, C, NH, scratch);
     else
       cuda::attention_backward(dqkv, datt, dout, out, qkv, att, B, T, C, NH, dropout,
                                native(stream));
@@ -181,10 +189,12 @@ class CudaKernels final : public Kernels {
                  const DropoutSite& dropout, DType precision);
   void report_attention(const std::string& what);
   void cudnn_attention_forward(Stream& stream, float* out, float* att, const float* qkv,
-                               std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH);
+                               std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                               const GemmScratch& scratch);
   void cudnn_attention_backward(Stream& stream, float* dqkv, const float* dout, const float* out,
                                 const float* qkv, const float* att, std::int64_t B, std::int64_t T,
-                                std::int64_t C, std::int64_t NH);
+                                std::int64_t C, std::int64_t NH, const GemmScratch& scratch);
+  void* cudnn_workspace(Stream& stream, std::size_t bytes);
   // Row indices on their way to the device (with_device_rows).
   struct StagedRows {
     Buffer pinned, device;
@@ -228,6 +238,9 @@ class CudaKernels final : public Kernels {
   const cuda::AttentionChoice attention_choice_ = cuda::attention_choice_from_environment();
   cuda::CudnnAttention cudnn_;
   std::string reported_attention_;
+  // cuDNN's workspace, kept between calls on one stream (they run in order), in the ledger.
+  std::shared_ptr<Buffer> cudnn_workspace_;
+  Stream* cudnn_workspace_stream_ = nullptr;
 };
 
 // cuDNN's fused SDPA runs the attention when the run rounds matmul inputs to bf16 anyway, dropout
@@ -236,14 +249,19 @@ class CudaKernels final : public Kernels {
 // its backward (and an activation-checkpointing recompute) always take the same path.
 bool CudaKernels::use_cudnn(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
                             const DropoutSite& dropout, DType precision) {
-  if (attention_choice_ == cuda::AttentionChoice::kTiled) return false;
+  if (attention_choice_ == cuda::AttentionChoice::kTiled) {
+    report_attention("the tiled fp32 kernels (ZERO_ATTENTION=tiled)");
+    return false;
+  }
   std::string why;
   if (precision != DType::kBFloat16) {
     why = "the parameters are " + std::string(name_of(precision)) + ", not bf16";
   } else if (dropout.active()) {
     why = "attention dropout is on (attn_pdrop " + std::to_string(dropout.probability) + ")";
   } else if (cudnn_.supports(B, T, C, NH, &why)) {
-    report_attention("cuDNN's fused SDPA, bf16 (" + cuda::CudnnAttention::version() + ")");
+    report_attention("cuDNN's fused SDPA, bf16 (" + cuda::CudnnAttention::version() +
+                     ", workspace " + std::to_string(cudnn_.forward_workspace(B, T, C, NH)) +
+                     " + " + std::to_string(cudnn_.backward_workspace(B, T, C, NH)) + " bytes)");
     return true;
   }
   ZERO_CHECK(attention_choice_ != cuda::AttentionChoice::kCudnn,
@@ -260,21 +278,45 @@ void CudaKernels::report_attention(const std::string& what) {
   std::fprintf(stderr, "zero: GPT-2 attention on %s\n", what.c_str());
 }
 
-// qkv rounded to bf16, cuDNN's forward into a bf16 out, widened into the model's fp32 out; att
-// takes cuDNN's (B, NH, T) softmax statistics. Scratch from the device allocator (the ledger).
+// The workspace cuDNN's plans ask for: one buffer reused by the calls on `stream` (which run in
+// order), replaced (the old one released once `stream` has run) for another stream or a larger
+// size. Without it the host, running ahead of the device, would hold one per layer in flight.
+void* CudaKernels::cudnn_workspace(Stream& stream, std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  if (cudnn_workspace_ &&
+      (&stream != cudnn_workspace_stream_ || cudnn_workspace_->size_bytes() < bytes))
+    context_.release_after(*cudnn_workspace_stream_, std::move(cudnn_workspace_));
+  if (!cudnn_workspace_) {
+    cudnn_workspace_ = std::make_shared<Buffer>(
+        context_.allocator(MemorySpace::kDevice).allocate(bytes, MemoryCategory::kWorkspace));
+    cudnn_workspace_stream_ = &stream;
+  }
+  return cudnn_workspace_->data();
+}
+
+// The bf16 operands of cuDNN's attention live in GPT2Compute's 16-bit GEMM staging (GemmScratch:
+// at least 4·N·C elements in each of staged_a and staged_b), reused call after call on the stream.
+void check_attention_scratch(const GemmScratch& scratch, std::int64_t n) {
+  ZERO_CHECK(scratch.staged_a != nullptr && scratch.staged_b != nullptr &&
+                 scratch.staged_a_elements >= 4 * n && scratch.staged_b_elements >= 4 * n,
+             "GPT-2 CUDA attention: bf16 attention needs 16-bit staging of 4·N·C = ", 4 * n,
+             " elements in each GemmScratch buffer (got ", scratch.staged_a_elements, " and ",
+             scratch.staged_b_elements, ")");
+}
+
+// qkv rounded to bf16 (staged_a), cuDNN's forward into a bf16 out (staged_b), widened into the
+// model's fp32 out; att takes cuDNN's (B, NH, T) softmax statistics.
 void CudaKernels::cudnn_attention_forward(Stream& stream, float* out, float* att, const float* qkv,
                                           std::int64_t B, std::int64_t T, std::int64_t C,
-                                          std::int64_t NH) {
+                                          std::int64_t NH, const GemmScratch& scratch) {
   const auto n = static_cast<std::size_t>(B * T * C);
-  with_scratch(stream, [&](const cuda::Scratch& scratch) {
-    void* qkv16 = scratch.allocate(3 * n * 2);
-    void* out16 = scratch.allocate(n * 2);
-    const std::size_t bytes = cudnn_.forward_workspace(B, T, C, NH);
-    void* workspace = bytes > 0 ? scratch.allocate(bytes) : nullptr;
-    context_.convert(stream, qkv, DType::kFloat32, qkv16, DType::kBFloat16, 3 * n);
-    cudnn_.forward(out16, att, qkv16, B, T, C, NH, workspace, native(stream));
-    context_.convert(stream, out16, DType::kBFloat16, out, DType::kFloat32, n);
-  });
+  check_attention_scratch(scratch, B * T * C);
+  void* qkv16 = scratch.staged_a;
+  void* out16 = scratch.staged_b;
+  void* workspace = cudnn_workspace(stream, cudnn_.forward_workspace(B, T, C, NH));
+  context_.convert(stream, qkv, DType::kFloat32, qkv16, DType::kBFloat16, 3 * n);
+  cudnn_.forward(out16, att, qkv16, B, T, C, NH, workspace, native(stream));
+  context_.convert(stream, out16, DType::kBFloat16, out, DType::kFloat32, n);
 }
 
 // The forward's inputs and out rounded to bf16 again (the same bf16 values cuDNN's forward saw
@@ -282,24 +324,23 @@ void CudaKernels::cudnn_attention_forward(Stream& stream, float* out, float* att
 void CudaKernels::cudnn_attention_backward(Stream& stream, float* dqkv, const float* dout,
                                            const float* out, const float* qkv, const float* att,
                                            std::int64_t B, std::int64_t T, std::int64_t C,
-                                           std::int64_t NH) {
+                                           std::int64_t NH, const GemmScratch& scratch) {
   ZERO_CHECK(out != nullptr,
              "GPT-2 CUDA attention_backward: cuDNN's backward needs the forward's "
              "out (got null)");
   const auto n = static_cast<std::size_t>(B * T * C);
-  with_scratch(stream, [&](const cuda::Scratch& scratch) {
-    void* qkv16 = scratch.allocate(3 * n * 2);
-    void* dqkv16 = scratch.allocate(3 * n * 2);
-    void* out16 = scratch.allocate(n * 2);
-    void* dout16 = scratch.allocate(n * 2);
-    const std::size_t bytes = cudnn_.backward_workspace(B, T, C, NH);
-    void* workspace = bytes > 0 ? scratch.allocate(bytes) : nullptr;
-    context_.convert(stream, qkv, DType::kFloat32, qkv16, DType::kBFloat16, 3 * n);
-    context_.convert(stream, out, DType::kFloat32, out16, DType::kBFloat16, n);
-    context_.convert(stream, dout, DType::kFloat32, dout16, DType::kBFloat16, n);
-    cudnn_.backward(dqkv16, qkv16, out16, dout16, att, B, T, C, NH, workspace, native(stream));
-    context_.convert(stream, dqkv16, DType::kBFloat16, dqkv, DType::kFloat32, 3 * n);
-  });
+  check_attention_scratch(scratch, B * T * C);
+  // staged_a: qkv (3n) then out (n); staged_b: dqkv (3n) then dout (n), all bf16.
+  auto* staged_a = static_cast<std::uint16_t*>(scratch.staged_a);
+  auto* staged_b = static_cast<std::uint16_t*>(scratch.staged_b);
+  void *qkv16 = staged_a, *out16 = staged_a + 3 * n;
+  void *dqkv16 = staged_b, *dout16 = staged_b + 3 * n;
+  void* workspace = cudnn_workspace(stream, cudnn_.backward_workspace(B, T, C, NH));
+  context_.convert(stream, qkv, DType::kFloat32, qkv16, DType::kBFloat16, 3 * n);
+  context_.convert(stream, out, DType::kFloat32, out16, DType::kBFloat16, n);
+  context_.convert(stream, dout, DType::kFloat32, dout16, DType::kBFloat16, n);
+  cudnn_.backward(dqkv16, qkv16, out16, dout16, att, B, T, C, NH, workspace, native(stream));
+  context_.convert(stream, dqkv16, DType::kBFloat16, dqkv, DType::kFloat32, 3 * n);
 }
 
 void CudaKernels::linear_forward(Stream& stream, const LinearForward& c,

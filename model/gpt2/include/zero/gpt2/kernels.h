@@ -37,13 +37,17 @@ struct GradMatrix {
 };
 
 // Scratch a GEMM with 16-bit parameters uses (views of GPT2Compute's workspace, unused with fp32
-// parameters): activations rounded to 16 bits (staged_a, staged_b) and fp32 products of 16-bit
-// gradients before they are added (staged_grad, staged_grad_elements floats).
+// parameters): activations rounded to 16 bits (staged_a, staged_b: staged_a_elements and
+// staged_b_elements 16-bit elements, each at least 4·N·C) and fp32 products of 16-bit gradients
+// before they are added (staged_grad, staged_grad_elements floats). 16-bit attention stages its
+// operands in staged_a and staged_b too (calls on one stream run in order, so a call may reuse
+// what the previous one staged).
 struct GemmScratch {
   void* staged_a = nullptr;
   void* staged_b = nullptr;
   float* staged_grad = nullptr;
   std::int64_t staged_grad_elements = 0;
+  std::int64_t staged_a_elements = 0, staged_b_elements = 0;
 };
 
 // out (N, OC) = inp (N, C) · weight (C, OC) + bias (OC); with gelu_out, gelu_out = gelu(out) as
@@ -161,11 +165,13 @@ class Kernels {
   // `precision` is the dtype the attention's matmuls may round their inputs to, as the GEMMs
   // round theirs to the parameters' dtype (GemmScratch): with bf16, CUDA runs cuDNN's fused SDPA
   // on the tensor cores (src/cuda/attention_cudnn.h; bf16 q, k, v, out and dout, fp32 softmax,
-  // when cuDNN takes the shape and dropout is off; ZERO_ATTENTION=tiled|cudnn overrides); fp32
-  // and fp16, and the CPU, compute in fp32. att is the same layout either way.
+  // when cuDNN takes the shape and dropout is off; ZERO_ATTENTION=tiled|cudnn overrides), its
+  // bf16 operands staged in `scratch`; fp32 and fp16, and the CPU, compute in fp32. att is the
+  // same layout either way.
   virtual void attention_forward(Stream& stream, float* out, float* att, const float* qkv,
                                  std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
-                                 const DropoutSite& dropout, DType precision) = 0;
+                                 const DropoutSite& dropout, DType precision,
+                                 const GemmScratch& scratch) = 0;
   // dqkv (B, T, 3C) overwritten; datt scratch of attention_layout(device).scratch floats
   // ((B, NH, T, T) on the CPU; B·NH·T for CUDA's tiled kernels). dout = d(out); out (B, T, C) is
   // the forward's out for these qkv, att and dropout: CUDA's tiled kernels take each row's
@@ -174,7 +180,8 @@ class Kernels {
   virtual void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
                                   const float* out, const float* qkv, const float* att,
                                   std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
-                                  const DropoutSite& dropout, DType precision) = 0;
+                                  const DropoutSite& dropout, DType precision,
+                                  const GemmScratch& scratch) = 0;
 
   // ---- softmax + cross-entropy (fused) ----
   // Over the first V of Vp logit columns (N, Vp): losses[row] = logsumexp - logit[target] for
