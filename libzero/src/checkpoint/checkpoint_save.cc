@@ -154,8 +154,9 @@ void CheckpointSave::write_engine(Engine& engine) {
   const std::vector<std::string> states = engine.optimizer_state_names();
 
   // The header first, from the layouts (what the rank holds of each unit), then the values
-  // streamed from where the states live (Engine::visit_shard_states: the resident spans, or one
-  // sub-group at a time from NVMe), never a copy of the rank's whole shard.
+  // streamed from where the states live (Engine::visit_shard_states: the resident spans, device
+  // memory in pinned pieces, or one sub-group at a time from NVMe), never a copy of the rank's
+  // whole shard.
   std::vector<SafetensorsEntry> entries;
   std::map<std::string, std::string> metadata{{"format", "zero-shard"},
                                               {"version", std::to_string(kFormatVersion)},
@@ -193,9 +194,15 @@ void CheckpointSave::write_engine(Engine& engine) {
                "checkpoint: unit '", shard.unit, "' holds ", shard.range.begin, ":",
                shard.range.end, ", not the range ", range.begin, ":", range.end, " to write");
     const std::size_t skip = range.begin - shard.range.begin;
-    stream.write(tensor_name(shard.unit, "params"), shard.params.subspan(skip, range.size()));
+    // Device-resident states (ShardState::space) reach the file through bounded pinned pieces.
+    auto write = [&](const std::string& tensor, std::span<const float> values) {
+      engine.read_shard_values(
+          values.subspan(skip, range.size()), shard.space,
+          [&](std::size_t, std::span<const float> piece) { stream.write(tensor, piece); });
+    };
+    write(tensor_name(shard.unit, "params"), shard.params);
     for (const auto& [name, values] : shard.optimizer_state)
-      stream.write(tensor_name(shard.unit, name), values.subspan(skip, range.size()));
+      write(tensor_name(shard.unit, name), values);
   });
   ZERO_CHECK(next == engine.num_units(), "checkpoint: the engine handed ", next, " of ",
              engine.num_units(), " units");
