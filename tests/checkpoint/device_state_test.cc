@@ -1,12 +1,9 @@
-// Checkpoints of states in device memory the host cannot address (a GPU's), checked on the CPU:
-// a context whose device allocations are mprotect'ed pages while guarded (any host read or write
-// of them is a SIGSEGV), reachable only through the context's own operations (copy, convert, ...),
-// which lift the guard around their work on the stream. Saving, gather_master and resuming under
+// Checkpoints of states in device memory the host cannot address (a GPU's), checked on the CPU
+// (tests/common/guarded_device_context.h: device memory as mprotect'ed pages only the context's
+// operations may touch while guarded). Saving, gather_master and resuming under
 // the guard must stage every value through pinned host pieces, and give the bytes, masters and
 // continued run of the same engine on the plain CPU context.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cctype>
 #include <cstdint>
@@ -16,12 +13,12 @@
 #include <iterator>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include "../common/forwarding_context.h"
+#include "../common/guarded_device_context.h"
+#include "../engine/checking_communicator.h"
 #include "../engine/offload_modes.h"
 #include "checkpoint_test_util.h"
 #include "zero/core/cpu_context.h"
@@ -31,130 +28,10 @@
 namespace zero::testing {
 namespace {
 
-// Device memory in whole pages of its own, PROT_NONE while guarded and no operation is running.
-class GuardedDeviceAllocator final : public Allocator {
- public:
-  explicit GuardedDeviceAllocator(MemoryLedger& ledger)
-      : Allocator(MemorySpace::kDevice, ledger, /*caching=*/false) {}
-  ~GuardedDeviceAllocator() override { release_cached(); }
-
-  void set_guard(bool on) {
-    std::lock_guard lock(mutex_);
-    guarded_ = on;
-    protect_all();
-  }
-  // An operation of the context runs (on a stream): the device may touch its memory.
-  void open() {
-    std::lock_guard lock(mutex_);
-    if (open_++ == 0) protect_all();
-  }
-  void close() {
-    std::lock_guard lock(mutex_);
-    if (--open_ == 0) protect_all();
-  }
-
- protected:
-  void* raw_allocate(std::size_t size_bytes) override {
-    const std::size_t bytes = mapped_size(size_bytes);
-    void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (data == MAP_FAILED) return nullptr;
-    std::lock_guard lock(mutex_);
-    blocks_[data] = bytes;
-    if (guarded_ && open_ == 0) ::mprotect(data, bytes, PROT_NONE);
-    return data;
-  }
-  void raw_free(void* data) noexcept override {
-    std::lock_guard lock(mutex_);
-    const auto found = blocks_.find(data);
-    if (found == blocks_.end()) return;
-    ::munmap(data, found->second);
-    blocks_.erase(found);
-  }
-
- private:
-  static std::size_t mapped_size(std::size_t size_bytes) {
-    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-    return (std::max<std::size_t>(size_bytes, 1) + page - 1) / page * page;
-  }
-  void protect_all() {  // mutex_ held
-    const int protection = guarded_ && open_ == 0 ? PROT_NONE : PROT_READ | PROT_WRITE;
-    for (const auto& [data, bytes] : blocks_) ::mprotect(data, bytes, protection);
-  }
-  std::mutex mutex_;
-  std::map<void*, std::size_t> blocks_;
-  bool guarded_ = false;
-  int open_ = 0;
-};
-
-// The CPU backend (host mode) whose device space is a GuardedDeviceAllocator the host does not
-// address (host_addressable(kDevice) is false, as on CUDA). Each operation lifts the guard on its
-// stream for the time it runs.
-class GuardedDeviceContext final : public ForwardingContext {
- public:
-  GuardedDeviceContext()
-      : ForwardingContext(make_cpu_context(CpuContextOptions{})), device_(inner().ledger()) {}
-  ~GuardedDeviceContext() override {
-    try {
-      compute_stream().synchronize();
-      copy_stream().synchronize();
-    } catch (...) {
-    }
-  }
-  void guard(bool on) { device_.set_guard(on); }
-
-  bool host_addressable(MemorySpace space) const override {
-    return space != MemorySpace::kDevice && ForwardingContext::host_addressable(space);
-  }
-  Allocator& allocator(MemorySpace space) override {
-    return space == MemorySpace::kDevice ? device_ : ForwardingContext::allocator(space);
-  }
-  void fill(Stream& stream, void* destination, DType dtype, std::size_t count,
-            float value) override {
-    lifted(stream, [&] { ForwardingContext::fill(stream, destination, dtype, count, value); });
-  }
-  void copy(Stream& stream, const void* source, void* destination,
-            std::size_t size_bytes) override {
-    lifted(stream, [&] { ForwardingContext::copy(stream, source, destination, size_bytes); });
-  }
-  void convert(Stream& stream, const void* source, DType source_dtype, void* destination,
-               DType destination_dtype, std::size_t count) override {
-    lifted(stream, [&] {
-      ForwardingContext::convert(stream, source, source_dtype, destination, destination_dtype,
-                                 count);
-    });
-  }
-  void scale(Stream& stream, const void* source, DType source_dtype, void* destination,
-             DType destination_dtype, std::size_t count, float alpha) override {
-    lifted(stream, [&] {
-      ForwardingContext::scale(stream, source, source_dtype, destination, destination_dtype, count,
-                               alpha);
-    });
-  }
-  void axpy(Stream& stream, const void* x, DType x_dtype, void* y, DType y_dtype, std::size_t count,
-            float alpha) override {
-    lifted(stream, [&] { ForwardingContext::axpy(stream, x, x_dtype, y, y_dtype, count, alpha); });
-  }
-  void sum_of_squares(Stream& stream, const void* x, DType dtype, std::size_t count,
-                      SquaresResult* result) override {
-    lifted(stream, [&] { ForwardingContext::sum_of_squares(stream, x, dtype, count, result); });
-  }
-  void optimizer_step(Stream& stream, Optimizer& optimizer, std::span<ShardChunk> chunks,
-                      const OptimizerStep& step) override {
-    lifted(stream, [&] { ForwardingContext::optimizer_step(stream, optimizer, chunks, step); });
-  }
-
- private:
-  template <typename Operation>
-  void lifted(Stream& stream, Operation operation) {
-    stream.submit([this] { device_.open(); });
-    operation();
-    stream.submit([this] { device_.close(); });
-  }
-  GuardedDeviceAllocator device_;
-};
-
 // One rank (world 1, the local communicator over the context) on the plain CPU context or the
-// guarded one; members in construction order, destroyed engine first.
+// guarded one, where a communicator that takes device buffers (as NCCL) records every collective
+// buffer not in the context's device memory; members in construction order, engine destroyed
+// first.
 struct Rank {
   explicit Rank(const EngineOptions& options, bool guarded) {
     if (guarded) {
@@ -164,18 +41,33 @@ struct Rank {
     } else {
       owned = make_cpu_context(CpuContextOptions{});
     }
-    comm = make_local_communicator(CommOptions::from_environment(), owned.get());
-    engine = make_engine(options, *comm, {.context = owned.get()});
+    local = make_local_communicator(CommOptions::from_environment(), owned.get());
+    if (guarded) {
+      GuardedDeviceAllocator& device = guarded_context->device_allocator();
+      checking = std::make_unique<CheckingCommunicator>(
+          *local,
+          [&device](const void* data, std::size_t size_bytes) {
+            return device.holds(data, size_bytes);
+          },
+          DeviceKind::kCuda);
+    }
+    engine = make_engine(options, *comm(), {.context = owned.get()});
     engine->set_shard_piece_elements(128);  // every unit but the head in several pieces
     model.register_units(*engine);
     engine->initialize();
   }
+  ~Rank() {
+    engine.reset();
+    if (checking) EXPECT_EQ(checking->violations(), std::vector<std::string>{});
+  }
+  Communicator* comm() const { return checking ? checking.get() : local.get(); }
   void guard(bool on) const {
     if (guarded_context != nullptr) guarded_context->guard(on);
   }
   std::unique_ptr<DeviceContext> owned;
   GuardedDeviceContext* guarded_context = nullptr;
-  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<Communicator> local;
+  std::unique_ptr<CheckingCommunicator> checking;
   std::unique_ptr<Engine> engine;
   TinyStack model;
 };
@@ -189,10 +81,10 @@ struct Saved {
 Saved train_and_save(const EngineOptions& options, bool guarded, const fs::path& root) {
   Rank rank(options, guarded);
   Engine& engine = *rank.engine;
-  train_range(engine, rank.model, *rank.comm, 0, 3);
+  train_range(engine, rank.model, *rank.comm(), 0, 3);
   Saved saved;
   rank.guard(true);
-  checkpoint::CheckpointSave save(*rank.comm, root, "checkpoint-3");
+  checkpoint::CheckpointSave save(*rank.comm(), root, "checkpoint-3");
   save.write_engine(engine);
   save.commit();
   if (state_policy(options).master_weights) {
@@ -203,7 +95,7 @@ Saved train_and_save(const EngineOptions& options, bool guarded, const fs::path&
     }
   }
   rank.guard(false);
-  train_range(engine, rank.model, *rank.comm, 3, 3);
+  train_range(engine, rank.model, *rank.comm(), 3, 3);
   saved.params = gathered_parameters(engine);
   return saved;
 }
@@ -216,7 +108,7 @@ std::vector<std::vector<float>> resume(const EngineOptions& options, bool guarde
   checkpoint::load(*rank.engine, folder);
   rank.guard(false);
   EXPECT_EQ(rank.engine->global_steps(), 3);
-  train_range(*rank.engine, rank.model, *rank.comm, 3, 3);
+  train_range(*rank.engine, rank.model, *rank.comm(), 3, 3);
   return gathered_parameters(*rank.engine);
 }
 

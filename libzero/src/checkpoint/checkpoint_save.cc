@@ -16,6 +16,7 @@
 #include "zero/checkpoint/checkpoint_index.h"
 #include "zero/checkpoint/durable_write.h"
 #include "zero/checkpoint/safetensors.h"
+#include "zero/comm/host_collectives.h"
 #include "zero/config/ds_config.h"
 #include "zero/core/error.h"
 #include "zero/engine/state_policy.h"
@@ -27,17 +28,16 @@ namespace fs = std::filesystem;
 namespace {
 
 // Values as 16-bit pieces in fp32 (exact), all-gathered: every rank's `values` (the same count
-// on every rank), in rank order.
-std::vector<std::uint64_t> all_gather_u64(Communicator& communicator,
+// on every rank), in rank order; staged through the context's device memory where the
+// communicator takes device buffers (NCCL).
+std::vector<std::uint64_t> all_gather_u64(Communicator& communicator, DeviceContext& context,
                                           const std::vector<std::uint64_t>& values) {
   std::vector<float> local(values.size() * 4);
   for (std::size_t i = 0; i < values.size(); ++i)
     for (int k = 0; k < 4; ++k)
       local[4 * i + k] = static_cast<float>((values[i] >> (16 * k)) & 0xffffu);
   std::vector<float> all(local.size() * static_cast<std::size_t>(communicator.world_size()));
-  communicator.all_gather(local.data(), all.data(), local.size(), DType::kFloat32,
-                          "checkpoint file sizes");
-  communicator.synchronize();
+  all_gather_host(communicator, context, local, all, "checkpoint file sizes");
   std::vector<std::uint64_t> out(all.size() / 4);
   for (std::size_t i = 0; i < out.size(); ++i)
     for (int k = 0; k < 4; ++k) out[i] |= static_cast<std::uint64_t>(all[4 * i + k]) << (16 * k);
@@ -210,7 +210,7 @@ void CheckpointSave::write_engine(Engine& engine) {
 
   std::vector<std::uint64_t> mine{size_bytes, checksum};
   mine.insert(mine.end(), ranges.begin(), ranges.end());
-  const std::vector<std::uint64_t> all = all_gather_u64(communicator_, mine);
+  const std::vector<std::uint64_t> all = all_gather_u64(communicator_, engine.context(), mine);
   if (rank != 0) return;
   CheckpointIndex index;
   index.world_size = world;
