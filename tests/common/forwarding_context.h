@@ -23,6 +23,9 @@ class ForwardingContext : public DeviceContext {
   std::string_view backend() const override { return inner_->backend(); }
   Device device() const override { return inner_->device(); }
   bool model_runs_on_host() const override { return inner_->model_runs_on_host(); }
+  bool host_addressable(MemorySpace space) const override {
+    return inner_->host_addressable(space);
+  }
   Allocator& allocator(MemorySpace space) override { return inner_->allocator(space); }
   Stream& compute_stream() override { return inner_->compute_stream(); }
   Stream& copy_stream() override { return inner_->copy_stream(); }

@@ -8,11 +8,13 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "../common/forwarding_context.h"
@@ -95,9 +97,18 @@ class CheckingCommunicator final : public Communicator {
  public:
   CheckingCommunicator(Communicator& inner, const TrackingDeviceAllocator& device,
                        DeviceKind buffers = DeviceKind::kCpu)
+      : CheckingCommunicator(
+            inner,
+            [&device](const void* data, std::size_t size_bytes) {
+              return device.holds(data, size_bytes);
+            },
+            buffers) {}
+  // `holds(data, size_bytes)`: whether the bytes lie in one live block of the device allocator.
+  CheckingCommunicator(Communicator& inner, std::function<bool(const void*, std::size_t)> holds,
+                       DeviceKind buffers = DeviceKind::kCpu)
       : Communicator(CommOptions{inner.timeout()}),
         inner_(inner),
-        device_(device),
+        holds_(std::move(holds)),
         buffers_(buffers) {}
 
   int rank() const override { return inner_.rank(); }
@@ -154,7 +165,7 @@ class CheckingCommunicator final : public Communicator {
     std::lock_guard lock(mutex_);
     auto expect_device = [&](const void* data, std::size_t bytes, const char* which) {
       ++checked_;
-      if (bytes == 0 || device_.holds(data, bytes)) return;
+      if (bytes == 0 || holds_(data, bytes)) return;
       violations_.push_back(info.to_string() + ": " + which + " buffer (" + std::to_string(bytes) +
                             " bytes) is not the device allocator's " + when);
     };
@@ -163,7 +174,7 @@ class CheckingCommunicator final : public Communicator {
   }
 
   Communicator& inner_;
-  const TrackingDeviceAllocator& device_;
+  std::function<bool(const void*, std::size_t)> holds_;
   DeviceKind buffers_;
   mutable std::mutex mutex_;
   std::vector<std::string> violations_;

@@ -16,6 +16,7 @@
 #include <string>
 #include <utility>
 
+#include "../common/guarded_device_context.h"
 #include "../common/test_data.h"
 #include "gpt2_engine_driver.h"
 #include "memory_swap_store.h"
@@ -251,6 +252,47 @@ TEST(EngineLoadOffload, ShardsAndGatheredUnitsEqualTheWholeLoad) {
       differences += count_differences(model, whole);
     });
     EXPECT_EQ(differences.load(), 0u) << "stage " << c.stage << " " << c.offload;
+  }
+  fs::remove_all(folder);
+}
+
+// The load into device memory the host cannot address (tests/common/guarded_device_context.h:
+// mprotect'ed while the load runs): the body's pieces are read straight into pinned pieces, the
+// classifier's score (an extra unit: its pieces start with the current values) too, and both
+// equal the whole load; stages 0 and 3, world 1, pieces of 100 elements.
+TEST(EngineLoadDevice, ClassifierLoadsIntoDeviceStatesThroughPinnedPieces) {
+  const fs::path folder = scratch_dir("gpt2_engine_load_device");
+  const gpt2::GPT2Config config = tiny_gpt2_config();
+  gpt2::ClassifierConfig head;
+  head.num_labels = 3;
+  head.pad_token_id = 0;
+  MemoryLedger ledger;
+  HostAllocator allocator(ledger);
+  gpt2::GPT2Model body(config, allocator);
+  body.init(6);
+  std::vector<float> score(static_cast<std::size_t>(head.num_labels * config.n_embd));
+  for (std::size_t i = 0; i < score.size(); ++i) score[i] = 0.01f * static_cast<float>(i % 89);
+  gpt2::save_classifier_checkpoint(body, head, score, folder);
+  std::vector<std::vector<float>> whole = units_of(body);
+  whole.push_back(score);
+  for (const int stage : {0, 3}) {
+    GuardedDeviceContext context;
+    std::unique_ptr<Communicator> comm =
+        make_local_communicator(CommOptions::from_environment(), &context);
+    std::unique_ptr<Engine> engine =
+        make_engine(options_for(stage, DType::kFloat32), *comm, {.context = &context});
+    engine->set_shard_piece_elements(100);
+    gpt2::EngineClassifier model(*engine, config, head, 2, 16, 7, allocator);
+    engine->initialize();
+    const gpt2::HFWeights weights(folder, config,
+                                  {{gpt2::kScoreTensorName, {head.num_labels, config.n_embd}}});
+    const std::vector<UnitId> units = model.units();
+    const UnitId score_unit = model.score_unit();
+    context.guard(true);
+    gpt2::load_hf_partitions(*engine, std::span(units).first(units.size() - 1), weights,
+                             std::span(&score_unit, 1));
+    context.guard(false);
+    EXPECT_EQ(count_differences(model, whole), 0u) << "stage " << stage;
   }
   fs::remove_all(folder);
 }

@@ -1,10 +1,15 @@
 // zero::train on a CUDA device (label cuda; every case skips without one): trainer_test's tiny
 // GPT-2 at ZeRO stages 0 and 3, world 1 over NCCL with the model, states and collective buffers in
 // device memory, logs the losses of the same run on the CPU. fp32 within 1e-4 (cuBLASLt's GEMMs
-// and the kernels' reductions sum in other orders than the CPU's), bf16 within 2e-2.
+// and the kernels' reductions sum in other orders than the CPU's), bf16 within 2e-2. A run saved
+// at step 10 (its states read from device memory) and resumed on the device (written back into
+// it) continues the uninterrupted device run bit for bit: losses and saved model.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -23,6 +28,39 @@ std::vector<double> run_on(train::TrainingArguments arguments, DeviceKind kind) 
   const train::TrainResult result = train::train(arguments, *communicator, {.print = false});
   EXPECT_EQ(result.global_step, arguments.max_steps);
   return logged_losses(result.log_history);
+}
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// At stages 0 and 3 on `kind`: 20 steps saving checkpoint-10, and a run resumed from it, log the
+// same losses of steps 11-20 and save the same model.safetensors, bit for bit.
+void expect_resume_continues_bitwise(const fs::path& folder, bool bf16, DeviceKind kind) {
+  write_corpus(folder / "corpus.txt", 600);
+  for (const int stage : {0, 3}) {
+    SCOPED_TRACE("stage " + std::to_string(stage));
+    const fs::path straight = folder / ("straight_s" + std::to_string(stage));
+    train::TrainingArguments arguments = tiny_arguments(folder / "corpus.txt", straight);
+    arguments.deepspeed = write_ds_config(folder, stage).string();
+    arguments.bf16 = bf16;
+    arguments.save_strategy = train::IntervalStrategy::kSteps;
+    arguments.save_steps = 10;
+    const std::vector<double> expected = run_on(arguments, kind);
+    ASSERT_TRUE(fs::exists(straight / "checkpoint-10"));
+    const fs::path resumed = folder / ("resumed_s" + std::to_string(stage));
+    arguments.output_dir = resumed.string();
+    arguments.resume_from_checkpoint = (straight / "checkpoint-10").string();
+    const std::vector<double> losses = run_on(arguments, kind);
+    ASSERT_EQ(expected.size(), 20u);
+    ASSERT_EQ(losses.size(), expected.size());
+    for (std::size_t step = 10; step < expected.size(); ++step)
+      EXPECT_EQ(losses[step], expected[step]) << "step " << step + 1;
+    EXPECT_EQ(file_bytes(resumed / "model.safetensors"), file_bytes(straight / "model.safetensors"))
+        << "the resumed run saved another model";
+  }
 }
 
 class TrainCuda : public ::testing::TestWithParam<bool> {
@@ -52,6 +90,12 @@ TEST_P(TrainCuda, LossesMatchTheCpuRunAtStages0And3) {
       EXPECT_NEAR(cuda[step], cpu[step], (bf16 ? 2e-2 : 1e-4) * std::fabs(cpu[step]))
           << "step " << step + 1;
   }
+}
+
+TEST_P(TrainCuda, ResumingFromADeviceCheckpointContinuesTheRunBitwise) {
+  const bool bf16 = GetParam();
+  TempFolder folder(bf16 ? "cuda_resume_bf16" : "cuda_resume_fp32");
+  expect_resume_continues_bitwise(folder.path(), bf16, DeviceKind::kCuda);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, TrainCuda, ::testing::Values(false, true),

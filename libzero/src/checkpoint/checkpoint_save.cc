@@ -16,6 +16,7 @@
 #include "zero/checkpoint/checkpoint_index.h"
 #include "zero/checkpoint/durable_write.h"
 #include "zero/checkpoint/safetensors.h"
+#include "zero/comm/host_collectives.h"
 #include "zero/config/ds_config.h"
 #include "zero/core/error.h"
 #include "zero/engine/state_policy.h"
@@ -27,17 +28,16 @@ namespace fs = std::filesystem;
 namespace {
 
 // Values as 16-bit pieces in fp32 (exact), all-gathered: every rank's `values` (the same count
-// on every rank), in rank order.
-std::vector<std::uint64_t> all_gather_u64(Communicator& communicator,
+// on every rank), in rank order; staged through the context's device memory where the
+// communicator takes device buffers (NCCL).
+std::vector<std::uint64_t> all_gather_u64(Communicator& communicator, DeviceContext& context,
                                           const std::vector<std::uint64_t>& values) {
   std::vector<float> local(values.size() * 4);
   for (std::size_t i = 0; i < values.size(); ++i)
     for (int k = 0; k < 4; ++k)
       local[4 * i + k] = static_cast<float>((values[i] >> (16 * k)) & 0xffffu);
   std::vector<float> all(local.size() * static_cast<std::size_t>(communicator.world_size()));
-  communicator.all_gather(local.data(), all.data(), local.size(), DType::kFloat32,
-                          "checkpoint file sizes");
-  communicator.synchronize();
+  all_gather_host(communicator, context, local, all, "checkpoint file sizes");
   std::vector<std::uint64_t> out(all.size() / 4);
   for (std::size_t i = 0; i < out.size(); ++i)
     for (int k = 0; k < 4; ++k) out[i] |= static_cast<std::uint64_t>(all[4 * i + k]) << (16 * k);
@@ -154,8 +154,9 @@ void CheckpointSave::write_engine(Engine& engine) {
   const std::vector<std::string> states = engine.optimizer_state_names();
 
   // The header first, from the layouts (what the rank holds of each unit), then the values
-  // streamed from where the states live (Engine::visit_shard_states: the resident spans, or one
-  // sub-group at a time from NVMe), never a copy of the rank's whole shard.
+  // streamed from where the states live (Engine::visit_shard_states: the resident spans, device
+  // memory in pinned pieces, or one sub-group at a time from NVMe), never a copy of the rank's
+  // whole shard.
   std::vector<SafetensorsEntry> entries;
   std::map<std::string, std::string> metadata{{"format", "zero-shard"},
                                               {"version", std::to_string(kFormatVersion)},
@@ -193,9 +194,15 @@ void CheckpointSave::write_engine(Engine& engine) {
                "checkpoint: unit '", shard.unit, "' holds ", shard.range.begin, ":",
                shard.range.end, ", not the range ", range.begin, ":", range.end, " to write");
     const std::size_t skip = range.begin - shard.range.begin;
-    stream.write(tensor_name(shard.unit, "params"), shard.params.subspan(skip, range.size()));
+    // Device-resident states (ShardState::space) reach the file through bounded pinned pieces.
+    auto write = [&](const std::string& tensor, std::span<const float> values) {
+      engine.read_shard_values(
+          values.subspan(skip, range.size()), shard.space,
+          [&](std::size_t, std::span<const float> piece) { stream.write(tensor, piece); });
+    };
+    write(tensor_name(shard.unit, "params"), shard.params);
     for (const auto& [name, values] : shard.optimizer_state)
-      stream.write(tensor_name(shard.unit, name), values.subspan(skip, range.size()));
+      write(tensor_name(shard.unit, name), values);
   });
   ZERO_CHECK(next == engine.num_units(), "checkpoint: the engine handed ", next, " of ",
              engine.num_units(), " units");
@@ -203,7 +210,7 @@ void CheckpointSave::write_engine(Engine& engine) {
 
   std::vector<std::uint64_t> mine{size_bytes, checksum};
   mine.insert(mine.end(), ranges.begin(), ranges.end());
-  const std::vector<std::uint64_t> all = all_gather_u64(communicator_, mine);
+  const std::vector<std::uint64_t> all = all_gather_u64(communicator_, engine.context(), mine);
   if (rank != 0) return;
   CheckpointIndex index;
   index.world_size = world;

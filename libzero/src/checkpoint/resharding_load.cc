@@ -3,6 +3,9 @@
 #include "zero/checkpoint/resharding_load.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <span>
+#include <string>
 
 #include "shard_file.h"
 #include "zero/checkpoint/checkpoint_validation.h"
@@ -49,30 +52,39 @@ void check_same_units(const Engine& engine, const CheckpointIndex& index,
 
 // Reads this rank's shards from the shard files straight into where the engine keeps them
 // (Engine::fill_shard_states: the resident states, or one NVMe sub-group's host slot at a time),
-// each piece with one pread. A file is checked (size, checksum, header) and opened when a shard
-// first needs it; only its header stays in memory. Memory besides the states: the headers,
-// whatever the world that wrote them. Throws naming the file, or the shard whose elements are
-// not covered exactly once.
+// each piece with one pread (device-resident states: into a pinned piece, then copied). A file is
+// checked (size, checksum, header) and opened when a shard first needs it; only its header stays in
+// memory. Memory besides the states: the headers, whatever the world that wrote them. Throws naming
+// the file, or the shard whose elements are not covered exactly once.
 void copy_into_shards(Engine& engine, const fs::path& folder, const CheckpointIndex& index,
                       const std::string& where) {
   std::vector<OpenedFile> opened(index.files.size());
   engine.fill_shard_states(
       [&](ShardState& shard) {
         std::vector<std::size_t> copied(1 + shard.optimizer_state.size(), 0);
-        for (std::size_t f = 0; f < index.files.size(); ++f) {
-          const ShardFileInfo& file = index.files[f];
-          const auto found = file.ranges.find(shard.unit);
-          if (found == file.ranges.end() || intersect(found->second, shard.range).empty()) continue;
-          if (!opened[f].reader) {
-            check_file(folder, file, true);
-            opened[f] = open_file(folder, index, file);
-          }
-          copied[0] +=
-              copy_piece(opened[f], shard.unit, "params", shard.range, shard.params.data());
-          for (std::size_t k = 0; k < shard.optimizer_state.size(); ++k)
-            copied[k + 1] += copy_piece(opened[f], shard.unit, shard.optimizer_state[k].first,
-                                        shard.range, shard.optimizer_state[k].second.data());
-        }
+        // Each state's span (device memory: one pinned piece at a time, Engine::write_shard_values)
+        // from every file holding part of it.
+        auto read_state = [&](std::size_t k, const std::string& state, std::span<float> values) {
+          engine.write_shard_values(
+              values, shard.space, false, [&](std::size_t offset, std::span<float> piece) {
+                const ElementRange want{shard.range.begin + offset,
+                                        shard.range.begin + offset + piece.size()};
+                for (std::size_t f = 0; f < index.files.size(); ++f) {
+                  const ShardFileInfo& file = index.files[f];
+                  const auto found = file.ranges.find(shard.unit);
+                  if (found == file.ranges.end() || intersect(found->second, want).empty())
+                    continue;
+                  if (!opened[f].reader) {
+                    check_file(folder, file, true);
+                    opened[f] = open_file(folder, index, file);
+                  }
+                  copied[k] += copy_piece(opened[f], shard.unit, state, want, piece.data());
+                }
+              });
+        };
+        read_state(0, "params", shard.params);
+        for (std::size_t k = 0; k < shard.optimizer_state.size(); ++k)
+          read_state(k + 1, shard.optimizer_state[k].first, shard.optimizer_state[k].second);
         for (std::size_t k = 0; k < copied.size(); ++k)
           ZERO_CHECK(copied[k] == shard.range.size(), "checkpoint ", where, ": unit '", shard.unit,
                      "' elements [", shard.range.begin, ", ", shard.range.end, ") of '",

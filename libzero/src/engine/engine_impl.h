@@ -176,6 +176,9 @@ class Engine::Impl {
   // Waits for the communication, compute and copy streams before shard states are read or
   // written (visit_shard_states, fill_shard_states); errors say so.
   void drain_for_shard_states();
+  // Where unit u's ShardState spans live (ShardState::space): kDevice unless the context says
+  // the host addresses both its master and its optimizer state.
+  MemorySpace shard_space(UnitId u) const;
   float* view_master() const { return checkpoint_view.data_as<float>(); }
   void read_checkpoint_view();
   void write_back_checkpoint_view();

@@ -57,7 +57,7 @@ Buffer Engine::gather_master(UnitId unit_id) {
   } else {
     source = d.owned_params(unit_id);
   }
-  const bool host_reads_full = d.ctx.model_runs_on_host();
+  const bool host_reads_full = d.ctx.host_addressable(MemorySpace::kDevice);
   Buffer host;  // rank 0, where `full` is not host memory
   if (d.rank == 0 && !host_reads_full)
     host = d.ctx.allocator(MemorySpace::kHost)

@@ -1,6 +1,7 @@
 // Engine::step (overflow check, global norm, clipping, optimizer and schedule) and the
 // checkpoint state accessors (with nvme: the host copy of the regions shard_states() spans, and
 // the one-sub-group-at-a-time visit that checkpoint saves stream from).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -216,6 +217,7 @@ std::vector<ShardState> Engine::shard_states() {
     for (std::size_t k = 0; k < states; ++k)
       shard.optimizer_state.emplace_back(
           names.at(k), std::span<float>(state + k * unit.owned_count + skip, range.size()));
+    shard.space = d.shard_space(u);
     shards.push_back(std::move(shard));
   }
   return shards;
@@ -241,6 +243,7 @@ ShardState slot_shard(const Engine::Impl& d, std::size_t u, const SubGroup& grou
     shard.optimizer_state.emplace_back(
         names.at(k),
         std::span<float>(slot.state + states * offset + k * unit.owned_count + skip, range.size()));
+  shard.space = d.policy.staging_space;  // the slot: host memory
   return shard;
 }
 
@@ -315,6 +318,82 @@ void Engine::fill_shard_states(const std::function<void(ShardState&)>& fill, Sha
         has_state ? d.optimizer_swap->write(d.state_regions[g], slot.state) : SwapTicket{};
     d.optimizer_swap->wait(master);
     d.optimizer_swap->wait(state);
+  }
+}
+
+MemorySpace Engine::Impl::shard_space(UnitId u) const {
+  if (policy.swap_optimizer()) return policy.staging_space;  // the host copy of the regions
+  if (on_device(u)) return MemorySpace::kDevice;             // partial offload's device part
+  const MemorySpace master = policy.master_weights  ? policy.master_space
+                             : policy.swap_params() ? policy.param_cache_space
+                                                    : policy.params_space;
+  const bool host =
+      ctx.host_addressable(master) && ctx.host_addressable(policy.optimizer_state_space);
+  return host ? master : MemorySpace::kDevice;
+}
+
+void Engine::set_shard_piece_elements(std::size_t elements) {
+  ZERO_CHECK(elements > 0, "set_shard_piece_elements: a piece needs at least one element");
+  shard_piece_elements_ = elements;
+}
+
+namespace {
+
+// Waits for the staging copies on `stream`; errors name what was being done.
+void await_staging(Stream& stream, const char* what) {
+  try {
+    stream.synchronize();
+  } catch (const Error& error) {
+    ZERO_THROW(what, ": ", error.what());
+  }
+}
+
+}  // namespace
+
+void Engine::read_shard_values(
+    std::span<const float> values, MemorySpace space,
+    const std::function<void(std::size_t, std::span<const float>)>& use) {
+  if (context_->host_addressable(space)) {
+    use(0, values);
+    return;
+  }
+  if (values.empty()) return;
+  const std::size_t piece = std::min(values.size(), shard_piece_elements_);
+  Buffer staging = context_->allocator(MemorySpace::kHostPinned)
+                       .allocate(piece * sizeof(float), MemoryCategory::kWorkspace);
+  if (context_->planning()) return;
+  Stream& stream = context_->copy_stream();
+  const float* host = staging.data_as<float>();
+  for (std::size_t offset = 0; offset < values.size(); offset += piece) {
+    const std::size_t count = std::min(piece, values.size() - offset);
+    context_->copy(stream, values.data() + offset, staging.data(), count * sizeof(float));
+    await_staging(stream, "reading shard state from device memory");
+    use(offset, {host, count});
+  }
+}
+
+void Engine::write_shard_values(std::span<float> values, MemorySpace space, bool current,
+                                const std::function<void(std::size_t, std::span<float>)>& produce) {
+  if (context_->host_addressable(space)) {
+    produce(0, values);
+    return;
+  }
+  if (values.empty()) return;
+  const std::size_t piece = std::min(values.size(), shard_piece_elements_);
+  Buffer staging = context_->allocator(MemorySpace::kHostPinned)
+                       .allocate(piece * sizeof(float), MemoryCategory::kWorkspace);
+  if (context_->planning()) return;
+  Stream& stream = context_->copy_stream();
+  float* host = staging.data_as<float>();
+  for (std::size_t offset = 0; offset < values.size(); offset += piece) {
+    const std::size_t count = std::min(piece, values.size() - offset);
+    if (current) {
+      context_->copy(stream, values.data() + offset, host, count * sizeof(float));
+      await_staging(stream, "reading shard state from device memory");
+    }
+    produce(offset, {host, count});
+    context_->copy(stream, host, values.data() + offset, count * sizeof(float));
+    await_staging(stream, "writing shard state to device memory");
   }
 }
 

@@ -2,6 +2,8 @@
 #include "zero/gpt2/engine_model.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <span>
 
 #include "zero/core/error.h"
 
@@ -104,19 +106,29 @@ void load_hf_partitions(Engine& engine, std::span<const UnitId> body_units,
         const UnitId id = engine.unit(shard.unit);
         const FlatLayout& layout = engine.layout(id);
         const auto body = std::find(body_units.begin(), body_units.end(), id);
-        if (body != body_units.end()) {
-          weights.read_unit(specs[static_cast<std::size_t>(body - body_units.begin())], layout,
-                            shard.range, shard.params.data());
-          return;
-        }
-        if (std::find(extra_units.begin(), extra_units.end(), id) == extra_units.end()) return;
-        for (const TensorSlot& slot : layout.slots()) {
-          const ElementRange overlap = intersect(slot.range(), shard.range);
-          if (overlap.empty() || !weights.contains(slot.name)) continue;
-          weights.read(slot.name,
-                       {overlap.begin - slot.offset_elements, overlap.end - slot.offset_elements},
-                       shard.params.data() + (overlap.begin - shard.range.begin));
-        }
+        const bool extra =
+            std::find(extra_units.begin(), extra_units.end(), id) != extra_units.end();
+        if (body == body_units.end() && !extra) return;
+        // Device-resident states (ShardState::space) are written through pinned pieces that
+        // start with their current values (the tensors the checkpoint lacks keep them).
+        engine.write_shard_values(
+            shard.params, shard.space, extra, [&](std::size_t offset, std::span<float> piece) {
+              const ElementRange range{shard.range.begin + offset,
+                                       shard.range.begin + offset + piece.size()};
+              if (body != body_units.end()) {
+                weights.read_unit(specs[static_cast<std::size_t>(body - body_units.begin())],
+                                  layout, range, piece.data());
+                return;
+              }
+              for (const TensorSlot& slot : layout.slots()) {
+                const ElementRange overlap = intersect(slot.range(), range);
+                if (overlap.empty() || !weights.contains(slot.name)) continue;
+                weights.read(
+                    slot.name,
+                    {overlap.begin - slot.offset_elements, overlap.end - slot.offset_elements},
+                    piece.data() + (overlap.begin - range.begin));
+              }
+            });
       },
       Engine::ShardFill::kSomeElements);
   engine.refresh_params();

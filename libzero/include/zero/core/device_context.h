@@ -50,6 +50,13 @@ class DeviceContext {
   // engine then waits on the host for the compute stream before handing a buffer to the model.
   // False when the model enqueues its kernels on compute_stream() (CUDA, CPU asynchronous mode).
   virtual bool model_runs_on_host() const = 0;
+  // True when the host may read and write `space`'s memory through plain pointers (memcpy, pread,
+  // pwrite): host and pinned memory always, kDevice where the device is the CPU. Where false, the
+  // host reaches the bytes only through copy() into host memory and a wait on the stream.
+  virtual bool host_addressable(MemorySpace space) const {
+    if (space == MemorySpace::kNvme) return false;
+    return space != MemorySpace::kDevice || device().kind == DeviceKind::kCpu;
+  }
 
   // Every allocation of this rank, in every space.
   MemoryLedger& ledger() { return *ledger_; }

@@ -106,12 +106,16 @@ struct GradientBuffer {
 
 // One contiguous piece of a unit owned by this rank, for checkpoints: its flat range within the
 // unit's layout (world-independent numbering; padding excluded), the fp32 master values and
-// the optimizer state slices over the same range.
+// the optimizer state slices over the same range. `space` is where the spans live: where the
+// engine's context says the host cannot address it (DeviceContext::host_addressable: device
+// memory of a GPU), the host reaches the values only through Engine::read_shard_values and
+// write_shard_values, which stage them through bounded pinned buffers.
 struct ShardState {
   std::string unit;
   ElementRange range;
   std::span<float> params;
   std::vector<std::pair<std::string, std::span<float>>> optimizer_state;
+  MemorySpace space = MemorySpace::kHost;
 };
 
 struct TrainingState {
@@ -196,11 +200,14 @@ class Engine {
   // Checkpoint state: this rank's shards (writable: load, then call refresh_params()). With
   // offload_optimizer nvme the spans are a host copy of the whole shard (read from the regions,
   // written back by the next step() or refresh_params()): loads use fill_shard_states instead.
+  // The spans are where the states live (ShardState::space; device memory on a GPU): the host
+  // reads them through read_shard_values / write_shard_values.
   std::vector<ShardState> shard_states();
   // The same shards for reading only, handed to `visit` one unit at a time in unit order, each
   // valid during its call: with offload_optimizer nvme one sub-group is read from the swap
   // regions at a time (host memory: one sub-group's master and state, not the rank's shard),
-  // otherwise the resident spans. Checkpoint writers stream shard files from it.
+  // otherwise the resident spans (device memory on a GPU: ShardState::space, read through
+  // read_shard_values). Checkpoint writers stream shard files from it.
   void visit_shard_states(const std::function<void(const ShardState&)>& visit);
   // Unit `unit`'s fp32 master, whole (padded_num_elements() values; a 16-bit run's model is saved
   // from it, as Hugging Face's Trainer saves the fp32 parameters): every rank's shard of it, read
@@ -212,7 +219,8 @@ class Engine {
   // zero::Error when the engine keeps no fp32 master (fp32 parameters: gather() gives them).
   Buffer gather_master(UnitId unit);
   // Loading checkpoint state in place: hands `fill` each unit's shard, writable, one unit at a
-  // time in unit order, each valid during its call. Resident states: their own spans. With
+  // time in unit order, each valid during its call. Resident states: their own spans (device
+  // memory on a GPU: ShardState::space, written through write_shard_values). With
   // offload_optimizer nvme: one sub-group's host slot (master and state, the memory
   // visit_shard_states holds), written to the sub-group's swap regions once its last unit is
   // filled, so a load never holds the rank's shard in host memory. kEveryElement: `fill` writes
@@ -221,6 +229,19 @@ class Engine {
   // from the regions first). Call refresh_params() after it.
   enum class ShardFill { kEveryElement, kSomeElements };
   void fill_shard_states(const std::function<void(ShardState&)>& fill, ShardFill coverage);
+  // Host access to one span of a ShardState (or a subspan of one), wherever `space` puts it, in
+  // pieces of at most shard_piece_elements() values handed over in order, each valid during its
+  // call with its offset into `values`. Host-addressable spans are one piece, the span itself (no
+  // copy); otherwise each piece is a pinned host buffer filled by the context's copy on the copy
+  // stream and awaited (read), or copied back into the span and awaited once `produce` has written
+  // it (write; `current`: the piece starts with the span's values, else unspecified). Memory: one
+  // piece of pinned host memory, never the span.
+  void read_shard_values(std::span<const float> values, MemorySpace space,
+                         const std::function<void(std::size_t, std::span<const float>)>& use);
+  void write_shard_values(std::span<float> values, MemorySpace space, bool current,
+                          const std::function<void(std::size_t, std::span<float>)>& produce);
+  std::size_t shard_piece_elements() const { return shard_piece_elements_; }
+  void set_shard_piece_elements(std::size_t elements);  // > 0; tests use small pieces
   // The optimizer state names of ShardState::optimizer_state, in order ("exp_avg", ...).
   std::vector<std::string> optimizer_state_names() const;
   TrainingState training_state() const;
@@ -243,6 +264,7 @@ class Engine {
   double grad_norm_ = 0.0;
   bool overflow_ = false;
   std::int64_t micro_steps_ = 0;
+  std::size_t shard_piece_elements_ = std::size_t{4} << 20;  // 16 MiB of fp32
   std::unique_ptr<Impl> impl_;
 };
 
