@@ -240,8 +240,9 @@ step_train() {
   local block=${ZERO_GPU_CHECK_TRAIN_BLOCK:-1024} steps=${ZERO_GPU_CHECK_TRAIN_STEPS:-20}
   local work stage failed=0 sampler variant mode
   work=$(mktemp -d)
-  # Stages 0 and 3 as users run them; then stage 0 with DeepSpeed's wall_clock_breakdown (where a
-  # step's time goes) and stage 0 with the tiled fp32 attention instead of cuDNN's (ZERO_ATTENTION).
+  # Stages 0 and 3 as users run them; then stage 0 with DeepSpeed's wall_clock_breakdown and
+  # ZERO_KERNEL_PROFILE (where a step's time goes: the table is in the log) and stage 0 with the
+  # tiled fp32 attention instead of cuDNN's (ZERO_ATTENTION).
   for variant in 0 3 0:breakdown 0:tiled; do
     stage=${variant%%:*}
     mode=${variant#"$stage"}
@@ -265,7 +266,9 @@ step_train() {
       sampler=$!
     fi
     local status=0
-    ZERO_ATTENTION=$attention "$BIN/zero" "${args[@]}" >"$work/train$stage.log" 2>&1 || status=$?
+    local profile=0
+    [[ $mode == breakdown ]] && profile=1
+    ZERO_ATTENTION=$attention ZERO_KERNEL_PROFILE=$profile "$BIN/zero" "${args[@]}" >"$work/train$stage.log" 2>&1 || status=$?
     [[ -n "$sampler" ]] && { kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true; }
     cat "$work/train$stage.log"
     if [[ $status -ne 0 ]]; then
@@ -290,7 +293,7 @@ step_train() {
     local attention_line breakdown=""
     attention_line=$(grep -aom1 'GPT-2 attention on .*' "$work/train$stage.log" | sed 's/GPT-2 attention on //')
     [[ $mode == breakdown ]] &&
-      breakdown=", $(grep -a '^time (ms) per step' "$work/train$stage.log" | tail -n 1 | sed 's/^time (ms) per step | //')"
+      breakdown=", $(grep -a '^time (ms) per step' "$work/train$stage.log" | tail -n 1 | sed 's/^time (ms) per step | //'), $(grep -aom1 'kernel profile (ZERO_KERNEL_PROFILE): .*' "$work/train$stage.log" | sed 's/^kernel profile (ZERO_KERNEL_PROFILE): //')"
     echo "NOTE: stage $stage${mode:+ ($mode)}: ${tokens_per_s} tokens/s, MFU ${mfu} (989 TFLOP/s peak), ${first_loss} -> ${loss#loss }, ledger peak ${ledger:-?} MiB, nvidia-smi peak ${smi:-?} MiB, plan train ${plan:-?}, attention: ${attention_line:-?}${breakdown}"
   done
   rm -rf "$work"

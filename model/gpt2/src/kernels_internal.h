@@ -14,5 +14,8 @@ std::unique_ptr<Kernels> make_cpu_kernels(DeviceContext& context);
 
 // src/cuda/'s kernels on the stream's cudaStream_t (cuda/kernels_cuda.cc; builds with CUDA only).
 std::unique_ptr<Kernels> make_cuda_kernels(DeviceContext& context);
+// `inner` with every call timed by CUDA events and a table on stderr at its end
+// (src/cuda/profiled_kernels.cc; make_cuda_kernels uses it under ZERO_KERNEL_PROFILE=1).
+std::unique_ptr<Kernels> profile_kernels(std::unique_ptr<Kernels> inner);
 
 }  // namespace zero::gpt2

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -411,6 +412,9 @@ void CudaKernels::grad_gemm(Stream& stream, const GradGemm& c, const GemmScratch
 }  // namespace
 
 std::unique_ptr<Kernels> make_cuda_kernels(DeviceContext& context) {
+  const char* profile = std::getenv("ZERO_KERNEL_PROFILE");
+  if (profile != nullptr && *profile != '\0' && std::string_view(profile) != "0")
+    return profile_kernels(std::make_unique<CudaKernels>(context));
   return std::make_unique<CudaKernels>(context);
 }
 
