@@ -21,8 +21,10 @@
 #         kernels    gpt2_cuda_bench: every GPT-2 CUDA kernel of today at 124M shapes (B 16,
 #                    T 1024, bf16 GEMMs), time per call and its rate
 #         train      zero train: GPT-2 124M from scratch on tiny shakespeare (bundled with the
-#                    GPT-2 tokenizer), B 16, T 1024, bf16, AdamW, stages 0 and 3: tokens/s, MFU,
-#                    loss, the ledger's and nvidia-smi's peaks beside --dry_run's plan
+#                    GPT-2 tokenizer), B 16, T 1024, bf16, AdamW, no dropout, stages 0 and 3:
+#                    tokens/s, MFU, loss, the ledger's and nvidia-smi's peaks beside --dry_run's
+#                    plan; then stage 0 with the time breakdown and kernel profile, with the tiled
+#                    attention, and stage 3 with ZeRO-Offload to pinned memory and to NVMe
 #         torch      benchmarks/gpt2_gpu_torch.py: PyTorch eager and torch.compile GPT-2 124M,
 #                    B 16, T 1024, bf16 autocast, fused AdamW: tokens/s, MFU, peak memory
 #       A rerun names only the steps to repeat: `scripts/gpu_check.sh run tests memcheck`.
@@ -241,15 +243,22 @@ step_train() {
   local work stage failed=0 sampler variant mode
   work=$(mktemp -d)
   # Stages 0 and 3 as users run them; then stage 0 with DeepSpeed's wall_clock_breakdown and
-  # ZERO_KERNEL_PROFILE (where a step's time goes: the table is in the log) and stage 0 with the
-  # tiled fp32 attention instead of cuDNN's (ZERO_ATTENTION).
-  for variant in 0 3 0:breakdown 0:tiled; do
+  # ZERO_KERNEL_PROFILE (where a step's time goes: the table is in the log), stage 0 with the
+  # tiled fp32 attention instead of cuDNN's (ZERO_ATTENTION), and stage 3 with ZeRO-Offload
+  # (optimizer and parameters in pinned host memory) and with the optimizer's states on NVMe.
+  for variant in 0 3 0:breakdown 0:tiled 3:offload 3:nvme; do
     stage=${variant%%:*}
     mode=${variant#"$stage"}
     mode=${mode#:}
     echo "==== zero train, ZeRO stage $stage${mode:+ ($mode)}"
-    printf '{"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "bf16": {"enabled": true}, "wall_clock_breakdown": %s, "zero_optimization": {"stage": %d}}\n' \
-      "$([[ $mode == breakdown ]] && echo true || echo false)" "$stage" >"$work/ds$stage.json"
+    local offload=""
+    case "$mode" in
+      offload) offload=', "offload_optimizer": {"device": "cpu", "pin_memory": true}, "offload_param": {"device": "cpu", "pin_memory": true}' ;;
+      nvme) mkdir -p "$work/nvme"
+            offload=', "offload_optimizer": {"device": "nvme", "nvme_path": "'"$work/nvme"'", "pin_memory": true}' ;;
+    esac
+    printf '{"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "bf16": {"enabled": true}, "wall_clock_breakdown": %s, "zero_optimization": {"stage": %d%s}}\n' \
+      "$([[ $mode == breakdown ]] && echo true || echo false)" "$stage" "$offload" >"$work/ds$stage.json"
     local attention=${ZERO_ATTENTION:-auto}
     [[ $mode == tiled ]] && attention=tiled
     local args=(train --model_type gpt2 --config_overrides "$shape" --tokenizer_name "$data/gpt2"

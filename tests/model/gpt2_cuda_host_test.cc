@@ -8,8 +8,10 @@
 #include <set>
 #include <vector>
 
+#include "attention_cudnn.h"
 #include "layers_cuda.h"
 #include "random_inputs.h"
+#include "zero/core/dtype.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/kernels.h"
 #include "zero/gpt2/layers_cpu.h"
@@ -91,6 +93,26 @@ TEST(Gpt2CudaHost, AttentionLayoutNamesTheKernelsTheDeviceRuns) {
   }
   EXPECT_TRUE(cuda::attention_is_tiled(64));  // GPT-2's heads
   EXPECT_THROW(attention_layout(DeviceKind::kCuda, B, T, 10, 3), Error);
+}
+
+// The workspace cuDNN's attention keeps is planned where the CUDA kernels run it (bf16, a head of
+// a multiple of 8 channels up to 256, a build with cuDNN's attention): at GPT-2 124M's shape the
+// 51,118,336 bytes cuDNN 9.19 asked for on an H100 (run 1916's log), nowhere else.
+TEST(Gpt2CudaHost, AttentionLayoutPlansCudnnsWorkspace) {
+  const AttentionLayout gpt2 =
+      attention_layout(DeviceKind::kCuda, 16, 1024, 768, 12, DType::kBFloat16);
+  EXPECT_EQ(gpt2.library_workspace_bytes, cuda::cudnn_attention_built() ? 51118336 : 0);
+  EXPECT_EQ(gpt2.saved_per_row, 12);  // the same layout as the tiled kernels'
+  EXPECT_EQ(attention_layout(DeviceKind::kCuda, 16, 1024, 768, 12).library_workspace_bytes, 0);
+  EXPECT_EQ(attention_layout(DeviceKind::kCuda, 16, 1024, 768, 12, DType::kFloat16)
+                .library_workspace_bytes,
+            0);
+  EXPECT_EQ(attention_layout(DeviceKind::kCpu, 16, 1024, 768, 12, DType::kBFloat16)
+                .library_workspace_bytes,
+            0);
+  EXPECT_EQ(
+      attention_layout(DeviceKind::kCuda, 2, 8, 36, 3, DType::kBFloat16).library_workspace_bytes,
+      0);  // heads of 12 channels: the tiled kernels
 }
 
 }  // namespace

@@ -112,6 +112,11 @@ ActivationPlan GPT2Compute::plan(const GPT2Config& config, std::int64_t batch_si
   }
   for (const TensorSpec& spec : workspace_specs(config, batch_size, seq_len, options))
     plan.workspace_bytes += spec.num_elements() * sizeof(float);
+  // The attention library's own workspace (the CUDA kernels allocate it; kernels.h).
+  plan.workspace_bytes +=
+      static_cast<std::size_t>(attention_layout(options.device, batch_size, seq_len, config.n_embd,
+                                                config.n_head, options.param_dtype)
+                                   .library_workspace_bytes);
   return plan;
 }
 

@@ -1,6 +1,9 @@
 // make_kernels: the one place the model's kernels are chosen from the device context; the
 // Kernels defaults (label smoothing 0) every backend inherits.
 #include "kernels_internal.h"
+#ifdef ZERO_GPT2_WITH_CUDA
+#include "cuda/attention_cudnn.h"
+#endif
 #include "zero/core/error.h"
 
 namespace zero::gpt2 {
@@ -35,13 +38,20 @@ std::unique_ptr<Kernels> make_kernels(DeviceContext& context) {
 }
 
 AttentionLayout attention_layout(DeviceKind device, std::int64_t B, std::int64_t T, std::int64_t C,
-                                 std::int64_t NH) {
+                                 std::int64_t NH, DType precision) {
   ZERO_CHECK(NH > 0 && C % NH == 0, "GPT-2 attention: n_embd ", C, " is not a multiple of n_head ",
              NH);
   const std::int64_t HS = C / NH;
-  if (device == DeviceKind::kCuda && HS >= 1 && HS <= kCudaTiledAttentionMaxHeadSize)
-    return {.saved_per_row = NH, .scratch = B * NH * T};
-  return {.saved_per_row = NH * T, .scratch = B * NH * T * T};
+  if (device != DeviceKind::kCuda || HS < 1 || HS > kCudaTiledAttentionMaxHeadSize)
+    return {.saved_per_row = NH * T, .scratch = B * NH * T * T};
+  AttentionLayout layout{.saved_per_row = NH, .scratch = B * NH * T};
+#ifdef ZERO_GPT2_WITH_CUDA
+  if (precision == DType::kBFloat16 && cuda::cudnn_attention_built() && HS % 8 == 0 && HS <= 256)
+    layout.library_workspace_bytes = 4 * B * T * C + 4 * B * NH * T + 256;
+#else
+  (void)precision;
+#endif
+  return layout;
 }
 
 }  // namespace zero::gpt2

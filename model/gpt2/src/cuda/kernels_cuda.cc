@@ -196,6 +196,11 @@ class CudaKernels final : public Kernels {
                                 const float* qkv, const float* att, std::int64_t B, std::int64_t T,
                                 std::int64_t C, std::int64_t NH, const GemmScratch& scratch);
   void* cudnn_workspace(Stream& stream, std::size_t bytes);
+  // One buffer serves both directions: the larger of the two plans' workspaces.
+  std::size_t cudnn_workspace_bytes(std::int64_t B, std::int64_t T, std::int64_t C,
+                                    std::int64_t NH) {
+    return std::max(cudnn_.forward_workspace(B, T, C, NH), cudnn_.backward_workspace(B, T, C, NH));
+  }
   // Row indices on their way to the device (with_device_rows).
   struct StagedRows {
     Buffer pinned, device;
@@ -314,7 +319,7 @@ void CudaKernels::cudnn_attention_forward(Stream& stream, float* out, float* att
   check_attention_scratch(scratch, B * T * C);
   void* qkv16 = scratch.staged_a;
   void* out16 = scratch.staged_b;
-  void* workspace = cudnn_workspace(stream, cudnn_.forward_workspace(B, T, C, NH));
+  void* workspace = cudnn_workspace(stream, cudnn_workspace_bytes(B, T, C, NH));
   context_.convert(stream, qkv, DType::kFloat32, qkv16, DType::kBFloat16, 3 * n);
   cudnn_.forward(out16, att, qkv16, B, T, C, NH, workspace, native(stream));
   context_.convert(stream, out16, DType::kBFloat16, out, DType::kFloat32, n);
@@ -336,7 +341,7 @@ void CudaKernels::cudnn_attention_backward(Stream& stream, float* dqkv, const fl
   auto* staged_b = static_cast<std::uint16_t*>(scratch.staged_b);
   void *qkv16 = staged_a, *out16 = staged_a + 3 * n;
   void *dqkv16 = staged_b, *dout16 = staged_b + 3 * n;
-  void* workspace = cudnn_workspace(stream, cudnn_.backward_workspace(B, T, C, NH));
+  void* workspace = cudnn_workspace(stream, cudnn_workspace_bytes(B, T, C, NH));
   context_.convert(stream, qkv, DType::kFloat32, qkv16, DType::kBFloat16, 3 * n);
   context_.convert(stream, out, DType::kFloat32, out16, DType::kBFloat16, n);
   context_.convert(stream, dout, DType::kFloat32, dout16, DType::kBFloat16, n);

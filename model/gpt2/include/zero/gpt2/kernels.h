@@ -249,11 +249,17 @@ inline constexpr std::int64_t kCudaTiledAttentionMaxHeadSize = 128;
 // kCudaTiledAttentionMaxHeadSize channels, keep the probabilities: NH·T per row and B·NH·T·T
 // scratch. CUDA's tiled kernels keep a log-sum-exp per head, NH per row, and B·NH·T scratch. The
 // activation layout (GPT2Compute) and so the planner take their sizes from here.
+// With `precision` bf16 on CUDA, where this build has cuDNN's attention and cuDNN takes the head
+// (a multiple of 8 channels up to 256), library_workspace_bytes is the workspace that attention
+// keeps for the run, the kernels' own allocation (in the ledger) that the plan counts: its
+// backward's fp32 dq accumulator and per-row sums, 4·B·T·C + 4·B·NH·T + 256 bytes, what cuDNN 9.19
+// asked for at GPT-2 124M's shape on an H100 (51,118,336 bytes at B 16, T 1024; RESULTS.md).
 struct AttentionLayout {
   std::int64_t saved_per_row = 0;
   std::int64_t scratch = 0;
+  std::int64_t library_workspace_bytes = 0;
 };
 AttentionLayout attention_layout(DeviceKind device, std::int64_t B, std::int64_t T, std::int64_t C,
-                                 std::int64_t NH);
+                                 std::int64_t NH, DType precision = DType::kFloat32);
 
 }  // namespace zero::gpt2
