@@ -246,32 +246,69 @@ TEST_P(Gpt2CudaEmulation, CrossentropyMatchesTheCpuKernels) {
   struct Case {
     std::int64_t N, V, Vp;
   };
-  // V below and above a block's 256 threads, padded columns, a row of one column.
-  for (const Case& k : {Case{7, 75, 80}, Case{3, 301, 320}, Case{2, 1, 1}}) {
-    SCOPED_TRACE(::testing::Message() << "N " << k.N << " V " << k.V << " Vp " << k.Vp);
-    const std::int64_t N = k.N, V = k.V, Vp = k.Vp;
-    const auto logits = random_vector(N * Vp, 1, 4.0);
-    auto targets = random_tokens(N, static_cast<int>(V), 2);
-    targets[0] = -100;  // ignored
-    auto losses = nan_vector(N), lse = nan_vector(N), losses_expected = losses, lse_expected = lse;
-    cpu::crossentropy_forward(losses_expected.data(), lse_expected.data(), logits.data(),
-                              targets.data(), N, V, Vp);
-    emulate<cuda::CrossentropyShared>(cuda::row_block_launch(N), [&](auto& thread, auto& shared) {
-      cuda::crossentropy_forward_body(thread, shared, losses.data(), lse.data(), logits.data(),
-                                      targets.data(), V, Vp);
-    });
-    EXPECT_CLOSE(losses, losses_expected);
-    EXPECT_CLOSE(lse, lse_expected);
+  // V below and above a block's 256 threads, padded columns, a row of one column; label smoothing
+  // off and at 0.1 (--label_smoothing_factor).
+  for (const Case& k : {Case{7, 75, 80}, Case{3, 301, 320}, Case{2, 1, 1}, Case{5, 1000, 1013}}) {
+    for (float smoothing : {0.0f, 0.1f}) {
+      SCOPED_TRACE(::testing::Message() << "N " << k.N << " V " << k.V << " Vp " << k.Vp
+                                        << " label smoothing " << smoothing);
+      const std::int64_t N = k.N, V = k.V, Vp = k.Vp;
+      const auto logits = random_vector(N * Vp, 1, 4.0);
+      auto targets = random_tokens(N, static_cast<int>(V), 2);
+      targets[0] = -100;                                // ignored
+      if (N > 2) targets[N - 1] = static_cast<int>(V);  // past the vocabulary: ignored
+      if (N > 3) targets[1] = static_cast<int>(V - 1);  // the last real column
+      auto losses = nan_vector(N), lse = nan_vector(N), losses_expected = losses,
+           lse_expected = lse;
+      cpu::crossentropy_forward(losses_expected.data(), lse_expected.data(), logits.data(),
+                                targets.data(), N, V, Vp, smoothing);
+      emulate<cuda::CrossentropyShared>(cuda::row_block_launch(N), [&](auto& thread, auto& shared) {
+        cuda::crossentropy_forward_body(thread, shared, losses.data(), lse.data(), logits.data(),
+                                        targets.data(), V, Vp, smoothing);
+      });
+      EXPECT_CLOSE(losses, losses_expected);
+      EXPECT_CLOSE(lse, lse_expected);
+      for (std::int64_t row = 0; row < N; ++row) {
+        const int target = targets[row];
+        if (target < 0 || target >= V) {
+          EXPECT_EQ(losses[row], 0.0f) << "row " << row;
+        } else if (smoothing == 0.0f) {  // ε = 0: lse - z[target] bit for bit, as before ε
+          EXPECT_EQ(losses[row], lse[row] - logits[row * Vp + target]) << "row " << row;
+        }
+      }
 
-    const float scale = 1.0f / 3.0f;
-    auto dlogits = logits, dlogits_expected = logits;
-    cpu::crossentropy_backward(dlogits_expected.data(), lse_expected.data(), targets.data(), N, V,
-                               Vp, scale);
-    emulate(cuda::row_block_launch(N), [&](auto& thread, auto&) {
-      cuda::crossentropy_backward_body(thread, dlogits.data(), lse.data(), targets.data(), V, Vp,
-                                       scale);
-    });
-    EXPECT_CLOSE(dlogits, dlogits_expected);
+      const float scale = 1.0f / 3.0f;
+      auto dlogits = logits, dlogits_expected = logits;
+      cpu::crossentropy_backward(dlogits_expected.data(), lse_expected.data(), targets.data(), N, V,
+                                 Vp, scale, smoothing);
+      emulate(cuda::row_block_launch(N), [&](auto& thread, auto&) {
+        cuda::crossentropy_backward_body(thread, dlogits.data(), lse.data(), targets.data(), V, Vp,
+                                         scale, smoothing);
+      });
+      // With V = 1 a counted row's gradient is scale·(1 - ε/V - (1 - ε)): zero up to rounding, so
+      // no relative norm; every element within 1e-5 relative plus a floor of 1e-6 · scale.
+      if (V > 1) {
+        EXPECT_CLOSE(dlogits, dlogits_expected);
+      }
+      for (std::size_t i = 0; i < dlogits.size(); ++i) {
+        EXPECT_NEAR(dlogits[i], dlogits_expected[i],
+                    1e-5 * std::fabs(dlogits_expected[i]) + 1e-6 * scale)
+            << "element " << i;
+      }
+      // Ignored rows and padded columns: gradient 0 exactly; each counted row's gradient sums to 0.
+      for (std::int64_t row = 0; row < N; ++row) {
+        const bool counted = targets[row] >= 0 && targets[row] < V;
+        double sum = 0.0;
+        for (std::int64_t c = 0; c < Vp; ++c) {
+          const float d = dlogits[row * Vp + c];
+          if (!counted || c >= V) {
+            EXPECT_EQ(d, 0.0f) << "row " << row << " column " << c;
+          }
+          sum += d;
+        }
+        EXPECT_NEAR(sum, 0.0, 1e-5) << "row " << row;
+      }
+    }
   }
 }
 

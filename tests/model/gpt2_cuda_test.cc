@@ -17,8 +17,11 @@
 #include "layers_cuda.h"
 #include "random_inputs.h"
 #include "zero/core/device.h"
+#include "zero/core/device_context.h"
 #include "zero/core/dtype.h"
 #include "zero/core/error.h"
+#include "zero/core/stream.h"
+#include "zero/gpt2/kernels.h"
 #include "zero/gpt2/layers_cpu.h"
 
 namespace zero::gpt2 {
@@ -214,6 +217,51 @@ TEST_F(Gpt2CudaTest, FusedSoftmaxCrossEntropy) {
                               nullptr);
   // Probabilities far below the largest are tiny absolute values: a floor of 1e-5 · scale.
   expect_close(d_logits.host(), dlogits, kFp32, 1e-5 * scale, "dlogits");
+}
+
+// --label_smoothing_factor 0.1 through the model's kernel seam (make_kernels on the CUDA context),
+// against cpu::crossentropy_forward/backward with the same ε; ignored rows (-100 and a target past
+// V) get loss 0 and gradient 0, padded columns gradient 0.
+TEST_F(Gpt2CudaTest, FusedSoftmaxCrossEntropyWithLabelSmoothing) {
+  const std::int64_t N = 13, V = 1001, Vp = 1024;
+  const float smoothing = 0.1f;
+  auto context = make_cuda_context(0);
+  auto kernels = make_kernels(*context);
+  ASSERT_TRUE(kernels->supports_label_smoothing());
+  Stream& stream = context->compute_stream();
+  const auto logits = random_vector(N * Vp, 1, 4.0);
+  auto targets = random_tokens(N, static_cast<int>(V), 2);
+  targets[3] = -100;                 // ignore_index
+  targets[5] = static_cast<int>(V);  // past the vocabulary
+  targets[7] = static_cast<int>(V - 1);
+  std::vector<float> losses(N), logsumexp(N);
+  const std::int64_t counted = cpu::crossentropy_forward(
+      losses.data(), logsumexp.data(), logits.data(), targets.data(), N, V, Vp, smoothing);
+  EXPECT_EQ(counted, N - 2);
+  DeviceArray<float> d_logits(logits), d_losses(N), d_lse(N);
+  DeviceArray<int> d_targets(targets);
+  kernels->smoothed_crossentropy_forward(stream, d_losses.get(), d_lse.get(), d_logits.get(),
+                                         d_targets.get(), N, V, Vp, smoothing);
+  // As FusedSoftmaxCrossEntropy: the loss's error is logsumexp's (≈ 20 here) in absolute terms.
+  const auto d_losses_host = d_losses.host();
+  expect_close(d_losses_host, losses, kFp32, kFp32 * 20, "smoothed losses");
+  EXPECT_EQ(d_losses_host[3], 0.0f);
+  EXPECT_EQ(d_losses_host[5], 0.0f);
+  expect_close(d_lse.host(), logsumexp, kFp32, 0.0, "logsumexp");
+
+  std::vector<float> dlogits = logits;
+  const float scale = 1.0f / static_cast<float>(counted);
+  cpu::crossentropy_backward(dlogits.data(), logsumexp.data(), targets.data(), N, V, Vp, scale,
+                             smoothing);
+  kernels->smoothed_crossentropy_backward(stream, d_logits.get(), d_lse.get(), d_targets.get(), N,
+                                          V, Vp, scale, smoothing);
+  const auto d_dlogits = d_logits.host();
+  expect_close(d_dlogits, dlogits, kFp32, 1e-5 * scale, "smoothed dlogits");
+  for (std::int64_t c = 0; c < Vp; ++c) {
+    ASSERT_EQ(d_dlogits[3 * Vp + c], 0.0f) << "ignored row, column " << c;
+    ASSERT_EQ(d_dlogits[5 * Vp + c], 0.0f) << "row past V, column " << c;
+  }
+  for (std::int64_t c = V; c < Vp; ++c) ASSERT_EQ(d_dlogits[c], 0.0f) << "padded column " << c;
 }
 
 TEST_F(Gpt2CudaTest, PlainAttentionForwardBackward) {
@@ -462,6 +510,13 @@ TEST_F(Gpt2CudaTest, BadShapesAreRefused) {
                Error);
   EXPECT_THROW(cuda::crossentropy_forward(d.get(), d.get(), d.get(), nullptr, 1, 17, 16, nullptr),
                Error);
+  // Label smoothing outside [0, 1), refused before any launch.
+  EXPECT_THROW(
+      cuda::crossentropy_forward(d.get(), d.get(), d.get(), nullptr, 1, 16, 16, nullptr, 1.0f),
+      Error);
+  EXPECT_THROW(
+      cuda::crossentropy_backward(d.get(), d.get(), nullptr, 1, 16, 16, 1.0f, nullptr, -0.1f),
+      Error);
   EXPECT_THROW(cuda::gemm(false, false, 2, 2, 2, d.get(), 2, d.get(), 2, DType::kBFloat16, 0.0f,
                           d.get(), 2, DType::kFloat16, {}, nullptr),
                Error);

@@ -126,6 +126,21 @@ class CudaKernels final : public Kernels {
                              float scale) override {
     cuda::crossentropy_backward(logits, logsumexp, targets, N, V, Vp, scale, native(stream));
   }
+  bool supports_label_smoothing() const override { return true; }
+  void smoothed_crossentropy_forward(Stream& stream, float* losses, float* logsumexp,
+                                     const float* logits, const int* targets, std::int64_t N,
+                                     std::int64_t V, std::int64_t Vp,
+                                     float label_smoothing) override {
+    cuda::crossentropy_forward(losses, logsumexp, logits, targets, N, V, Vp, native(stream),
+                               label_smoothing);
+  }
+  void smoothed_crossentropy_backward(Stream& stream, float* logits, const float* logsumexp,
+                                      const int* targets, std::int64_t N, std::int64_t V,
+                                      std::int64_t Vp, float scale,
+                                      float label_smoothing) override {
+    cuda::crossentropy_backward(logits, logsumexp, targets, N, V, Vp, scale, native(stream),
+                                label_smoothing);
+  }
 
   void widen(Stream& stream, float* out, const void* in, DType dtype, std::int64_t n) override {
     context_.convert(stream, in, dtype, out, DType::kFloat32, static_cast<std::size_t>(n));

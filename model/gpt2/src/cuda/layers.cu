@@ -82,15 +82,23 @@ __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float*
 }
 
 __global__ void crossentropy_forward_kernel(float* losses, float* logsumexp, const float* logits,
-                                            const int* targets, std::int64_t V, std::int64_t Vp) {
+                                            const int* targets, std::int64_t V, std::int64_t Vp,
+                                            float label_smoothing) {
   __shared__ CrossentropyShared shared;
-  crossentropy_forward_body(DeviceThread{}, shared, losses, logsumexp, logits, targets, V, Vp);
+  crossentropy_forward_body(DeviceThread{}, shared, losses, logsumexp, logits, targets, V, Vp,
+                            label_smoothing);
 }
 
 __global__ void crossentropy_backward_kernel(float* logits, const float* logsumexp,
                                              const int* targets, std::int64_t V, std::int64_t Vp,
-                                             float scale) {
-  crossentropy_backward_body(DeviceThread{}, logits, logsumexp, targets, V, Vp, scale);
+                                             float scale, float label_smoothing) {
+  crossentropy_backward_body(DeviceThread{}, logits, logsumexp, targets, V, Vp, scale,
+                             label_smoothing);
+}
+
+void check_label_smoothing(const char* what, float label_smoothing) {
+  ZERO_CHECK(label_smoothing >= 0.0f && label_smoothing < 1.0f, what,
+             ": label smoothing must be in [0, 1), got ", label_smoothing);
 }
 
 // `bytes` of device scratch for work enqueued on `stream`: from scratch.allocate (the caller frees
@@ -219,23 +227,26 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_
 }
 
 void crossentropy_forward(float* losses, float* logsumexp, const float* logits, const int* targets,
-                          std::int64_t N, std::int64_t V, std::int64_t Vp, cudaStream_t stream) {
+                          std::int64_t N, std::int64_t V, std::int64_t Vp, cudaStream_t stream,
+                          float label_smoothing) {
   ZERO_CHECK(V > 0 && V <= Vp, "crossentropy_forward: V = ", V, " must be in [1, Vp = ", Vp, "]");
+  check_label_smoothing("crossentropy_forward", label_smoothing);
   if (N == 0) return;
   ZERO_CHECK(N < (std::int64_t{1} << 31), "crossentropy_forward: ", N, " rows exceed the grid");
   launch_kernel(crossentropy_forward_kernel, row_block_launch(N), stream, losses, logsumexp, logits,
-                targets, V, Vp);
+                targets, V, Vp, label_smoothing);
   ZERO_CUDA_CHECK(cudaGetLastError());
 }
 
 void crossentropy_backward(float* logits, const float* logsumexp, const int* targets,
                            std::int64_t N, std::int64_t V, std::int64_t Vp, float scale,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, float label_smoothing) {
   ZERO_CHECK(V > 0 && V <= Vp, "crossentropy_backward: V = ", V, " must be in [1, Vp = ", Vp, "]");
+  check_label_smoothing("crossentropy_backward", label_smoothing);
   if (N == 0) return;
   ZERO_CHECK(N < (std::int64_t{1} << 31), "crossentropy_backward: ", N, " rows exceed the grid");
   launch_kernel(crossentropy_backward_kernel, row_block_launch(N), stream, logits, logsumexp,
-                targets, V, Vp, scale);
+                targets, V, Vp, scale, label_smoothing);
   ZERO_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -349,24 +349,36 @@ ZERO_HOST_DEVICE_INLINE MaxSum merge(MaxSum a, MaxSum b) {
 
 struct CrossentropyShared {
   MaxSum warps[kLayerThreads / kWarpSize];
+  float sums[kLayerThreads / kWarpSize];  // each warp's sum of the row's logits
 };
 
-// One block per row: logsumexp over the first V columns without writing probabilities.
+// One block per row: logsumexp over the first V columns without writing probabilities, and the
+// row's logit sum (same reduction) for label smoothing ε: loss = (1 - ε)·(lse - z[target]) +
+// ε·(lse - mean of the V logits), as cpu::crossentropy_forward. ε = 0 gives lse - z[target].
 template <typename Thread>
 ZERO_HOST_DEVICE void crossentropy_forward_body(const Thread& thread, CrossentropyShared& shared,
                                                 float* losses, float* logsumexp,
                                                 const float* logits, const int* targets,
-                                                std::int64_t V, std::int64_t Vp) {
+                                                std::int64_t V, std::int64_t Vp,
+                                                float label_smoothing) {
   const std::int64_t row = thread.block_index().x;
   const unsigned x = thread.thread_index().x;
   const float* z = logits + row * Vp;
   MaxSum local{-INFINITY, 0.0f};
-  for (std::int64_t c = x; c < V; c += thread.block_dim().x) local = merge(local, {z[c], 1.0f});
+  float sum = 0.0f;
+  for (std::int64_t c = x; c < V; c += thread.block_dim().x) {
+    local = merge(local, {z[c], 1.0f});
+    sum += z[c];
+  }
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
     const MaxSum other{thread.shfl_xor(local.max, offset), thread.shfl_xor(local.sum, offset)};
     local = merge(local, other);
+    sum += thread.shfl_xor(sum, offset);
   }
-  if (x % kWarpSize == 0) shared.warps[x / kWarpSize] = local;
+  if (x % kWarpSize == 0) {
+    shared.warps[x / kWarpSize] = local;
+    shared.sums[x / kWarpSize] = sum;
+  }
   thread.sync_block();
   if (x == 0) {
     MaxSum total = shared.warps[0];
@@ -374,27 +386,44 @@ ZERO_HOST_DEVICE void crossentropy_forward_body(const Thread& thread, Crossentro
     const float lse = total.max + logf(total.sum);
     logsumexp[row] = lse;
     const int target = targets[row];
-    losses[row] = target >= 0 && target < V ? lse - z[target] : 0.0f;
+    if (target < 0 || target >= V) {
+      losses[row] = 0.0f;
+      return;
+    }
+    float loss = lse - z[target];
+    if (label_smoothing != 0.0f) {
+      float row_sum = shared.sums[0];
+      for (int w = 1; w < kLayerThreads / kWarpSize; ++w) row_sum += shared.sums[w];
+      const float mean = row_sum / static_cast<float>(V);
+      loss = (1.0f - label_smoothing) * loss + label_smoothing * (lse - mean);
+    }
+    losses[row] = loss;
   }
 }
 
-// One block per row.
+// One block per row: scale · (softmax - (1 - ε)·onehot(target) - ε / V) over the first V columns
+// of counted rows, 0 elsewhere (as cpu::crossentropy_backward; ε = 0 subtracts scale at the
+// target).
 template <typename Thread>
 ZERO_HOST_DEVICE void crossentropy_backward_body(const Thread& thread, float* logits,
                                                  const float* logsumexp, const int* targets,
-                                                 std::int64_t V, std::int64_t Vp, float scale) {
+                                                 std::int64_t V, std::int64_t Vp, float scale,
+                                                 float label_smoothing) {
   const std::int64_t row = thread.block_index().x;
   float* z = logits + row * Vp;
   const int target = targets[row];
   const bool counted = target >= 0 && target < V;
   const float lse = logsumexp[row];
+  const float uniform = scale * label_smoothing / static_cast<float>(V);
+  const float at_target = scale * (1.0f - label_smoothing);
   for (std::int64_t c = thread.thread_index().x; c < Vp; c += thread.block_dim().x) {
     if (!counted || c >= V) {
       z[c] = 0.0f;
       continue;
     }
     float d = scale * expf(z[c] - lse);
-    if (c == target) d -= scale;
+    if (label_smoothing != 0.0f) d -= uniform;
+    if (c == target) d -= at_target;
     z[c] = d;
   }
 }

@@ -83,15 +83,19 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_
 
 // Cross-entropy over the first V of Vp logit columns (N, Vp), fused with the softmax: one pass
 // per row keeps a running max and sum (no probability is written). losses[row] = logsumexp -
-// logit[target] for target in [0, V), 0 for other rows; logsumexp (N) kept for backward. The
-// number of counted rows is the host's to count (it has the targets).
+// logit[target] for target in [0, V), 0 for other rows; logsumexp (N) kept for backward. With
+// label smoothing ε in [0, 1) (--label_smoothing_factor; else zero::Error) a counted row's loss is
+// (1 - ε)·(logsumexp - logit[target]) + ε·(logsumexp - mean of its V logits), as
+// cpu::crossentropy_forward. The number of counted rows is the host's to count (it has the
+// targets).
 void crossentropy_forward(float* losses, float* logsumexp, const float* logits, const int* targets,
-                          std::int64_t N, std::int64_t V, std::int64_t Vp, cudaStream_t stream);
-// In place: logits (N, Vp) becomes scale · (softmax - onehot(target)) for counted rows, 0 for
-// ignored rows and for columns past V.
+                          std::int64_t N, std::int64_t V, std::int64_t Vp, cudaStream_t stream,
+                          float label_smoothing = 0.0f);
+// In place: logits (N, Vp) becomes scale · (softmax - (1 - ε)·onehot(target) - ε / V) on the
+// first V columns of counted rows, 0 for ignored rows and for columns past V.
 void crossentropy_backward(float* logits, const float* logsumexp, const int* targets,
                            std::int64_t N, std::int64_t V, std::int64_t Vp, float scale,
-                           cudaStream_t stream);
+                           cudaStream_t stream, float label_smoothing = 0.0f);
 
 // Causal self-attention, the CPU kernel's contract for out and dqkv: qkv (B, T, 3C), out (B, T, C),
 // dqkv (B, T, 3C) overwritten, the same dropout masks. Tiled (attention_flash.cu, FlashAttention-2
