@@ -293,7 +293,7 @@ const Flag kRows[] = {
      .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
      .hf_default = both("0.0"), .show_default = true,
      .help = "ε of the training and evaluation cross-entropy, as torch's "
-             "CrossEntropyLoss(label_smoothing=ε) (causal LM and classification; CPU kernels)"},
+             "CrossEntropyLoss(label_smoothing=ε) (causal LM and classification; CPU and CUDA kernels)"},
     refused("bf16_full_eval", kBool, both("False"), "False", kNoFullEval),
     refused("fp16_full_eval", kBool, both("False"), "False", kNoFullEval),
 

@@ -145,9 +145,9 @@ GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std:
              "GPT-2 compute: label smoothing must be in [0, 1), got ", options_.label_smoothing);
   ZERO_CHECK(options_.label_smoothing == 0.0f || kernels_->supports_label_smoothing(),
              "GPT-2 compute: label smoothing ", options_.label_smoothing,
-             " (--label_smoothing_factor) is implemented by the CPU kernels only, and this model "
-             "runs on ",
-             context.device().to_string(), " (--use_cpu runs it on the CPU)");
+             " (--label_smoothing_factor): the ", kernels_->backend(),
+             " kernels this model runs on (", context.device().to_string(),
+             ") do not implement it");
   ZERO_CHECK(on_host_ || allocator.space() == MemorySpace::kDevice,
              "GPT-2 compute: activations must be device memory on a ", context.backend(),
              " context, given an allocator of ", name_of(allocator.space()));

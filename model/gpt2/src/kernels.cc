@@ -13,7 +13,7 @@ void Kernels::smoothed_crossentropy_forward(Stream& stream, float* losses, float
                                             std::int64_t V, std::int64_t Vp,
                                             float label_smoothing) {
   ZERO_CHECK(label_smoothing == 0.0f, "label smoothing ", label_smoothing,
-             " (--label_smoothing_factor) is implemented by the CPU kernels only");
+             " (--label_smoothing_factor): the ", backend(), " kernels do not implement it");
   crossentropy_forward(stream, losses, logsumexp, logits, targets, N, V, Vp);
 }
 
@@ -21,7 +21,7 @@ void Kernels::smoothed_crossentropy_backward(Stream& stream, float* logits, cons
                                              const int* targets, std::int64_t N, std::int64_t V,
                                              std::int64_t Vp, float scale, float label_smoothing) {
   ZERO_CHECK(label_smoothing == 0.0f, "label smoothing ", label_smoothing,
-             " (--label_smoothing_factor) is implemented by the CPU kernels only");
+             " (--label_smoothing_factor): the ", backend(), " kernels do not implement it");
   crossentropy_backward(stream, logits, logsumexp, targets, N, V, Vp, scale);
 }
 
