@@ -231,7 +231,8 @@ step_kernels() {
 # (the median of the logged intervals after the first), MFU as benchmarks/gpt2_gpu_torch.py
 # computes it, the loss, the ledger's peak, nvidia-smi's peak and the plan's train phase.
 # ZERO_GPU_CHECK_TRAIN_SHAPE (config_overrides), _BATCH, _BLOCK and _STEPS shrink it for a try on
-# a CPU (ZERO_GPU_CHECK_TRAIN_ON_CPU=1).
+# a CPU (ZERO_GPU_CHECK_TRAIN_ON_CPU=1); ZERO_GPU_CHECK_TRAIN_VARIANTS picks the runs (default
+# "0 3 0:breakdown 0:tiled 3:offload 3:nvme": STAGE[:MODE]).
 step_train() {
   [[ $GPU_COUNT -gt 0 || -n "${ZERO_GPU_CHECK_TRAIN_ON_CPU:-}" ]] || { echo "SKIPPED: no CUDA device"; return 0; }
   local data=$BIN/../data
@@ -246,7 +247,9 @@ step_train() {
   # ZERO_KERNEL_PROFILE (where a step's time goes: the table is in the log), stage 0 with the
   # tiled fp32 attention instead of cuDNN's (ZERO_ATTENTION), and stage 3 with ZeRO-Offload
   # (optimizer and parameters in pinned host memory) and with the optimizer's states on NVMe.
-  for variant in 0 3 0:breakdown 0:tiled 3:offload 3:nvme; do
+  local variants
+  read -ra variants <<<"${ZERO_GPU_CHECK_TRAIN_VARIANTS:-0 3 0:breakdown 0:tiled 3:offload 3:nvme}"
+  for variant in "${variants[@]}"; do
     stage=${variant%%:*}
     mode=${variant#"$stage"}
     mode=${mode#:}

@@ -84,6 +84,11 @@ std::vector<TensorSpec> workspace_specs(const GPT2Config& config, std::int64_t B
   specs.push_back({"param32", {vectors}});
   specs.push_back({"gradvec32", {block_vector_elements(config)}});
   specs.push_back({"grad32", {staged}});
+  // The attention library's workspace (cuDNN's, on CUDA with bf16; kernels.h).
+  const std::int64_t library =
+      attention_layout(options.device, B, T, C, config.n_head, options.param_dtype)
+          .library_workspace_bytes;
+  if (library > 0) specs.push_back({"attention_library", {(library + 3) / 4}});
   return specs;
 }
 
@@ -112,11 +117,6 @@ ActivationPlan GPT2Compute::plan(const GPT2Config& config, std::int64_t batch_si
   }
   for (const TensorSpec& spec : workspace_specs(config, batch_size, seq_len, options))
     plan.workspace_bytes += spec.num_elements() * sizeof(float);
-  // The attention library's own workspace (the CUDA kernels allocate it; kernels.h).
-  plan.workspace_bytes +=
-      static_cast<std::size_t>(attention_layout(options.device, batch_size, seq_len, config.n_embd,
-                                                config.n_head, options.param_dtype)
-                                   .library_workspace_bytes);
   return plan;
 }
 
@@ -322,12 +322,19 @@ void GPT2Compute::check_grads(const UnitData& grads, const char* what) const {
 
 GemmScratch GPT2Compute::gemm_scratch() const {
   if (options_.param_dtype == DType::kFloat32) return {};
-  return {workspace("act16_a"),
-          workspace("act16_b"),
-          workspace("grad32"),
-          static_cast<std::int64_t>(workspace_layout_.slot("grad32").num_elements),
-          2 * static_cast<std::int64_t>(workspace_layout_.slot("act16_a").num_elements),
-          2 * static_cast<std::int64_t>(workspace_layout_.slot("act16_b").num_elements)};
+  GemmScratch scratch{
+      workspace("act16_a"),
+      workspace("act16_b"),
+      workspace("grad32"),
+      static_cast<std::int64_t>(workspace_layout_.slot("grad32").num_elements),
+      2 * static_cast<std::int64_t>(workspace_layout_.slot("act16_a").num_elements),
+      2 * static_cast<std::int64_t>(workspace_layout_.slot("act16_b").num_elements)};
+  for (const TensorSlot& slot : workspace_layout_.slots())
+    if (slot.name == "attention_library") {
+      scratch.library_workspace = workspace("attention_library");
+      scratch.library_workspace_bytes = static_cast<std::int64_t>(4 * slot.num_elements);
+    }
+  return scratch;
 }
 
 }  // namespace zero::gpt2

@@ -210,7 +210,7 @@ class CudaKernels final : public Kernels {
   void cudnn_attention_backward(Stream& stream, float* dqkv, const float* dout, const float* out,
                                 const float* qkv, const float* att, std::int64_t B, std::int64_t T,
                                 std::int64_t C, std::int64_t NH, const GemmScratch& scratch);
-  void* cudnn_workspace(Stream& stream, std::size_t bytes);
+  void* cudnn_workspace(Stream& stream, std::size_t bytes, const GemmScratch& scratch);
   // One buffer serves both directions: the larger of the two plans' workspaces.
   std::size_t cudnn_workspace_bytes(std::int64_t B, std::int64_t T, std::int64_t C,
                                     std::int64_t NH) {
@@ -299,11 +299,17 @@ void CudaKernels::report_attention(const std::string& what) {
   std::fprintf(stderr, "zero: GPT-2 attention on %s\n", what.c_str());
 }
 
-// The workspace cuDNN's plans ask for: one buffer reused by the calls on `stream` (which run in
-// order), replaced (the old one released once `stream` has run) for another stream or a larger
-// size. Without it the host, running ahead of the device, would hold one per layer in flight.
-void* CudaKernels::cudnn_workspace(Stream& stream, std::size_t bytes) {
+// The workspace cuDNN's plans ask for: the planned slot of GPT2Compute's workspace
+// (GemmScratch::library_workspace, attention_layout's bytes) when it is large enough; else (a shape
+// cuDNN asks more for than planned, or no slot) one buffer of the kernels' own reused by the calls
+// on `stream` (which run in order), replaced (the old one released once `stream` has run) for
+// another stream or a larger size: per-call scratch would let the host, running ahead of the
+// device, hold one per layer in flight.
+void* CudaKernels::cudnn_workspace(Stream& stream, std::size_t bytes, const GemmScratch& scratch) {
   if (bytes == 0) return nullptr;
+  if (scratch.library_workspace != nullptr &&
+      static_cast<std::size_t>(scratch.library_workspace_bytes) >= bytes)
+    return scratch.library_workspace;
   if (cudnn_workspace_ &&
       (&stream != cudnn_workspace_stream_ || cudnn_workspace_->size_bytes() < bytes))
     context_.release_after(*cudnn_workspace_stream_, std::move(cudnn_workspace_));
@@ -334,7 +340,7 @@ void CudaKernels::cudnn_attention_forward(Stream& stream, float* out, float* att
   check_attention_scratch(scratch, B * T * C);
   void* qkv16 = scratch.staged_a;
   void* out16 = scratch.staged_b;
-  void* workspace = cudnn_workspace(stream, cudnn_workspace_bytes(B, T, C, NH));
+  void* workspace = cudnn_workspace(stream, cudnn_workspace_bytes(B, T, C, NH), scratch);
   context_.convert(stream, qkv, DType::kFloat32, qkv16, DType::kBFloat16, 3 * n);
   cudnn_.forward(out16, att, qkv16, B, T, C, NH, workspace, native(stream));
   context_.convert(stream, out16, DType::kBFloat16, out, DType::kFloat32, n);
@@ -356,7 +362,7 @@ void CudaKernels::cudnn_attention_backward(Stream& stream, float* dqkv, const fl
   auto* staged_b = static_cast<std::uint16_t*>(scratch.staged_b);
   void *qkv16 = staged_a, *out16 = staged_a + 3 * n;
   void *dqkv16 = staged_b, *dout16 = staged_b + 3 * n;
-  void* workspace = cudnn_workspace(stream, cudnn_workspace_bytes(B, T, C, NH));
+  void* workspace = cudnn_workspace(stream, cudnn_workspace_bytes(B, T, C, NH), scratch);
   context_.convert(stream, qkv, DType::kFloat32, qkv16, DType::kBFloat16, 3 * n);
   context_.convert(stream, out, DType::kFloat32, out16, DType::kBFloat16, n);
   context_.convert(stream, dout, DType::kFloat32, dout16, DType::kBFloat16, n);

@@ -41,13 +41,16 @@ struct GradMatrix {
 // staged_b_elements 16-bit elements, each at least 4·N·C) and fp32 products of 16-bit gradients
 // before they are added (staged_grad, staged_grad_elements floats). 16-bit attention stages its
 // operands in staged_a and staged_b too (calls on one stream run in order, so a call may reuse
-// what the previous one staged).
+// what the previous one staged), and gives its library the workspace `library_workspace`
+// (library_workspace_bytes: attention_layout's, planned and allocated with the activations).
 struct GemmScratch {
   void* staged_a = nullptr;
   void* staged_b = nullptr;
   float* staged_grad = nullptr;
   std::int64_t staged_grad_elements = 0;
   std::int64_t staged_a_elements = 0, staged_b_elements = 0;
+  void* library_workspace = nullptr;
+  std::int64_t library_workspace_bytes = 0;
 };
 
 // out (N, OC) = inp (N, C) · weight (C, OC) + bias (OC); with gelu_out, gelu_out = gelu(out) as
@@ -251,7 +254,7 @@ inline constexpr std::int64_t kCudaTiledAttentionMaxHeadSize = 128;
 // activation layout (GPT2Compute) and so the planner take their sizes from here.
 // With `precision` bf16 on CUDA, where this build has cuDNN's attention and cuDNN takes the head
 // (a multiple of 8 channels up to 256), library_workspace_bytes is the workspace that attention
-// keeps for the run, the kernels' own allocation (in the ledger) that the plan counts: its
+// takes, a slot of GPT2Compute's workspace (GemmScratch::library_workspace), so planned: its
 // backward's fp32 dq accumulator and per-row sums, 4·B·T·C + 4·B·NH·T + 256 bytes, what cuDNN 9.19
 // asked for at GPT-2 124M's shape on an H100 (51,118,336 bytes at B 16, T 1024; RESULTS.md).
 struct AttentionLayout {
