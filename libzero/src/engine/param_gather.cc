@@ -30,6 +30,11 @@ ParamGatherer::Unit& ParamGatherer::unit(UnitId u, const char* what) {
   return units_[static_cast<std::size_t>(u)];
 }
 
+bool ParamGatherer::persistent(UnitId u) const {
+  ZERO_CHECK(u >= 0 && u < static_cast<UnitId>(units_.size()), "persistent: no unit #", u);
+  return units_[static_cast<std::size_t>(u)].persistent;
+}
+
 void ParamGatherer::follow_trace(UnitId u) {
   if (recording_) {
     trace_.push_back(u);

@@ -73,7 +73,7 @@ class ParamGatherer {
 
   // Elements gathered or in flight (what stage3_max_live_parameters caps).
   std::size_t live_elements() const { return live_elements_; }
-  bool persistent(UnitId u) const { return units_.at(static_cast<std::size_t>(u)).persistent; }
+  bool persistent(UnitId u) const;
 
  private:
   enum class State { kReleased, kInFlight, kAvailable };
