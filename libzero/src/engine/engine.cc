@@ -75,8 +75,31 @@ Engine::Impl::Impl(Engine& owner, DeviceContext& context, Communicator& communic
       comm(communicator),
       optimizer(std::move(opt)),
       schedule(std::move(lr_schedule)),
+      policy(state_policy(owner.options_)),
+      planning(context.planning()),
+      skip_collectives(planning && communicator.moves_data()),
       rank(communicator.rank()),
-      world(communicator.world_size()) {}
+      world(communicator.world_size()),
+      gatherer(ParamGatherSetup{
+          .context = context,
+          .communicator = communicator,
+          .options = owner.options_,
+          .comm_done = comm_done,
+          .compute = policy.compute,
+          .param_shard = policy.param_shard,
+          .skip_collectives = skip_collectives,
+          .shard_source = [this](UnitId u, void* gathered) { return gather_source(u, gathered); },
+      }) {}
+
+const void* Engine::Impl::gather_source(UnitId u, void* gathered) {
+  if (!policy.offload_params()) return owned_compute_params(u);
+  // offload_param: the shard rests in host memory (or a swap region) and is copied to its slot
+  // of the gathered buffer first, then gathered in place.
+  const std::size_t bytes = units[u].shard * size_of(policy.compute);
+  void* slot = static_cast<char*>(gathered) + static_cast<std::size_t>(rank) * bytes;
+  copy_in_param_shard(u, slot);
+  return slot;
+}
 
 namespace {
 
@@ -199,9 +222,6 @@ void Engine::Impl::allocate() {
     unit.owned_offset = owned_total;
     unit.param_offset = param_total;
     unit.first_tensor = tensors;
-    unit.persistent =
-        policy.param_shard &&
-        unit.layout.num_elements() < static_cast<std::size_t>(options.param_persistence_threshold);
     full_total += unit.padded;
     owned_total += unit.owned_count;
     shard_total += unit.shard;
@@ -210,6 +230,10 @@ void Engine::Impl::allocate() {
     owned_counts.push_back(unit.owned_count);
   }
   num_tensors = tensors;
+  std::vector<ParamGatherer::UnitShape> shapes;
+  for (const EngineUnit& unit : units)
+    shapes.push_back({unit.name, unit.layout.num_elements(), unit.padded, unit.shard});
+  gatherer.set_units(std::move(shapes));
   if (policy.host_step) {
     sub_groups = optimizer_sub_groups(owned_counts, options.sub_group_size);
     device_groups = device_sub_groups(policy, sub_groups.size());
@@ -388,9 +412,6 @@ Engine::Engine(EngineOptions options, Communicator& communicator,
   context_ = context;
   impl_ = std::make_unique<Impl>(*this, *context_, communicator, std::move(optimizer),
                                  std::move(schedule));
-  impl_->policy = state_policy(options_);
-  impl_->planning = context_->planning();
-  impl_->skip_collectives = impl_->planning && communicator.moves_data();
   state_.loss_scaler = loss_scaler_.state();
 }
 
@@ -485,11 +506,19 @@ GatheredUnit Engine::gather(UnitId unit) {
   initialize();
   Impl& d = *impl_;
   ZERO_CHECK(unit >= 0 && unit < static_cast<UnitId>(d.units.size()), "gather: no unit #", unit);
-  void* data = d.gather(unit);
+  void* data = nullptr;
+  if (d.policy.param_shard) {
+    data = d.gatherer.gather(unit);
+  } else {
+    // Stages 0-2: the post-step all-gather must have landed before compute reads parameters.
+    d.hand_to_model(d.params_ready, "gathering unit '" + d.units[unit].name + "'");
+    d.gatherer.hold(unit);
+    data = d.full_params_of(unit);
+  }
   return GatheredUnit(this, unit, data, d.policy.compute, &d.units[unit].layout);
 }
 
-void Engine::release(UnitId unit) { impl_->release(unit); }
+void Engine::release(UnitId unit) { impl_->gatherer.release(unit); }
 
 GradientBuffer Engine::grads(UnitId unit) {
   initialize();

@@ -1,4 +1,5 @@
-// Engine::Impl: the engine's private state (units, flat state buffers, buckets, gather tracker).
+// Engine::Impl: the engine's private state (units, flat state buffers, buckets) and its stage-3
+// gatherer (param_gather.h).
 #pragma once
 
 #include <cstddef>
@@ -7,12 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "param_gather.h"
 #include "zero/engine/engine.h"
 #include "zero/engine/memory_formula.h"
 
 namespace zero {
-
-enum class GatherState { kReleased, kInFlight, kAvailable };
 
 struct EngineUnit {
   std::string name;
@@ -28,14 +28,6 @@ struct EngineUnit {
   std::size_t param_offset = 0;  // stage 3: into param_shard (offload_param nvme: cached units)
   int param_region = -1;         // offload_param nvme: the unit's swap region (-1: cached)
   int first_tensor = 0;          // global index of its first tensor
-  bool persistent = false;       // stage 3: stays gathered (below the persistence threshold)
-
-  // Stage 3 gather tracking (compute thread only).
-  Buffer gathered;
-  GatherState gather_state = GatherState::kReleased;
-  Event gathered_event;  // completes when `gathered` holds the full parameters
-  int users = 0;
-  bool prefetched = false;  // issued ahead of use and not consumed yet
 
   // Stages 2-3: the transient gradient buffer handed out by grads() this micro-step.
   std::shared_ptr<Buffer> grad_buffer;
@@ -193,13 +185,6 @@ class Engine::Impl {
   // waits for it without touching the communicator (which may be gone by then).
   Event comm_done;
 
-  // Stage 3 gather order: the trace of the first micro-step, replayed for prefetching.
-  std::vector<UnitId> trace;
-  bool trace_valid = false;
-  bool recording = true;
-  std::size_t trace_position = 0;
-  std::size_t live_elements = 0;  // gathered or in flight
-
   // Owned (optimizer-visible) views of unit u: the fp32 parameters the optimizer updates (the
   // master copy in 16-bit training), the compute-dtype parameters the model reads, and the
   // accumulated gradients (policy.accumulate).
@@ -213,14 +198,9 @@ class Engine::Impl {
   void allocate();
   void initialize_values();
 
-  // engine_gather.cc
-  void* gather(UnitId u);  // the unit's parameters in policy.compute
-  void release(UnitId u);
-  void issue_gather(UnitId u, bool prefetch);
-  void prefetch_after_gather();
-  void wait_gathered(UnitId u);
-  void drop_prefetched();
-  void regather_persistent();
+  // This rank's shard of unit u for the stage-3 all-gather into `gathered` (the gatherer's
+  // shard_source): the resident shard, or with offload_param its copy in this rank's slot.
+  const void* gather_source(UnitId u, void* gathered);
 
   // engine_reduce.cc
   void enqueue_reduction(UnitId u);
@@ -275,10 +255,10 @@ class Engine::Impl {
   std::size_t step_slot_elements(std::size_t slot) const;
   AlignedHostBuffer make_param_io_buffer();
   SwapStore* param_store = nullptr;  // optimizer_swap when the paths agree, else param_swap
-  // Stage 3 offload_param: copies the unit's shard to its slot in the gathered buffer on the
-  // copy stream (reading it from its swap region first) and orders the communication stream
-  // after it.
-  void copy_in_param_shard(UnitId u);
+  // Stage 3 offload_param: copies the unit's shard to `slot` (its place in the gathered buffer)
+  // on the copy stream (reading it from its swap region first) and orders the communication
+  // stream after it.
+  void copy_in_param_shard(UnitId u, void* slot);
   void zero_host_grads();
   // offload_param without offload_optimizer: unit u's shard from fp32 device values `source`,
   // converted into `device_staging` (a device buffer of the largest shard in the compute dtype)
@@ -306,6 +286,9 @@ class Engine::Impl {
   // communication stream by events; waits for the result. No allocation, so plans are unchanged;
   // planning records the collective and leaves `values` as they are.
   void all_reduce_host_values(std::span<float> values, ReduceOp op, const std::string& label);
+
+  // Stage 3's gathered units, prefetch and persistence; every stage's gather/release pairing.
+  ParamGatherer gatherer;
 };
 
 }  // namespace zero

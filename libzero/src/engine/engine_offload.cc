@@ -541,10 +541,9 @@ void Engine::Impl::store_param_shard(UnitId u, const float* source, const Buffer
   param_store->wait(param_store->write(unit.param_region, param_io.data));
 }
 
-void Engine::Impl::copy_in_param_shard(UnitId u) {
-  EngineUnit& unit = units[u];
+void Engine::Impl::copy_in_param_shard(UnitId u, void* slot) {
+  const EngineUnit& unit = units[u];
   const std::size_t bytes = unit.shard * size_of(policy.compute);
-  void* slot = static_cast<char*>(unit.gathered.data()) + static_cast<std::size_t>(rank) * bytes;
   Stream& copy = ctx.copy_stream();
   if (unit.param_region >= 0) {
     // Swapped in through a host buffer (the host waits for the read), copied behind it.

@@ -141,16 +141,7 @@ void Engine::Impl::end_micro_step() {
   for (EngineUnit& unit : units) unit.reduced = false;
   reduced_units = 0;
   ++engine.micro_steps_;
-  if (!policy.param_shard) return;
-  drop_prefetched();
-  if (recording) {
-    recording = false;
-    trace_valid = !trace.empty();
-  } else if (!trace_valid) {
-    trace.clear();
-    recording = true;
-  }
-  trace_position = 0;
+  gatherer.end_micro_step();
 }
 
 void Engine::Impl::params_from_master() {

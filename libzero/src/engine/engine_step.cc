@@ -176,7 +176,7 @@ void Engine::refresh_params() {
   }
   if (!d.planning) d.comm_after_compute();  // the updated (or loaded) shards come first
   if (d.policy.gather_after_step) d.all_gather_params();
-  if (d.policy.param_shard) d.regather_persistent();
+  if (d.policy.param_shard) d.gatherer.regather_persistent();
 }
 
 std::vector<ShardState> Engine::shard_states() {
