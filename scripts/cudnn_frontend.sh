@@ -13,6 +13,11 @@ if [[ ! -f $include/cudnn_frontend.h ]]; then
   command -v "$python" >/dev/null || { echo "cudnn_frontend.sh: no $python to fetch with" >&2; exit 1; }
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
+  # Debian's python3 has no pip without python3-pip: a throwaway venv (python3-venv) brings one.
+  if ! "$python" -m pip --version >/dev/null 2>&1; then
+    "$python" -m venv "$tmp/venv" >&2
+    python=$tmp/venv/bin/python3
+  fi
   "$python" -m pip download --quiet --no-deps --only-binary=:all: \
     "nvidia-cudnn-frontend==$version" -d "$tmp" >&2
   wheel=$(find "$tmp" -name 'nvidia_cudnn_frontend-*.whl' | head -n 1)

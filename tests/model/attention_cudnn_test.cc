@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../common/relative_difference.h"
+#include "device_array.h"
 #include "random_inputs.h"
 #include "zero/core/device.h"
 #include "zero/core/device_context.h"
@@ -42,30 +43,7 @@ class CudnnAttentionTest : public ::testing::Test {
   std::unique_ptr<Kernels> kernels_;
 };
 
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(const std::vector<T>& host) : count_(host.size()) {
-    EXPECT_EQ(cudaMalloc(&data_, count_ * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice),
-              cudaSuccess);
-  }
-  ~DeviceArray() { cudaFree(data_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  T* get() const { return static_cast<T*>(data_); }
-  std::vector<T> host() const {
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<T> values(count_);
-    EXPECT_EQ(cudaMemcpy(values.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    return values;
-  }
-
- private:
-  void* data_ = nullptr;
-  std::size_t count_;
-};
+using testing::DeviceArray;
 
 std::vector<float> rounded_to_bf16(std::vector<float> values) {
   for (float& value : values) value = to_float(to_bf16(value));

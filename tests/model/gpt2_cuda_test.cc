@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../common/relative_difference.h"
+#include "device_array.h"
 #include "layers_cuda.h"
 #include "random_inputs.h"
 #include "zero/core/device.h"
@@ -42,32 +43,7 @@ class Gpt2CudaTest : public ::testing::Test {
   }
 };
 
-// A device copy of a host vector, freed on destruction.
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(const std::vector<T>& host) : count_(host.size()) {
-    EXPECT_EQ(cudaMalloc(&data_, std::max<std::size_t>(1, count_) * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice),
-              cudaSuccess);
-  }
-  explicit DeviceArray(std::size_t count) : DeviceArray(std::vector<T>(count)) {}
-  ~DeviceArray() { cudaFree(data_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  T* get() const { return static_cast<T*>(data_); }
-  std::vector<T> host() const {
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<T> values(count_);
-    EXPECT_EQ(cudaMemcpy(values.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost),
-              cudaSuccess);
-    return values;
-  }
-
- private:
-  void* data_ = nullptr;
-  std::size_t count_;
-};
+using testing::DeviceArray;
 
 // |actual - expected| <= rtol · |expected| + atol, element by element.
 void expect_close(const std::vector<float>& actual, const std::vector<float>& expected, double rtol,
