@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -92,7 +93,12 @@ void TokenCache::write(const fs::path& path, const TokenStream& stream, std::uin
   header.num_examples = stream.num_examples();
   header.payload_checksum = payload_checksum(stream.tokens(), stream.example_offsets());
   header.header_checksum = header_checksum(header);
-  const fs::path temporary = path.string() + ".tmp." + std::to_string(::getpid());
+  // One temporary per writer: ranks that are threads of one process (the thread communicator, the
+  // Python module) write the same cache at once, and a name by pid alone made them write one file
+  // (a clean-clone CI run read it back short). Each rename then replaces the file atomically.
+  static std::atomic<std::uint64_t> writers{0};
+  const fs::path temporary = path.string() + ".tmp." + std::to_string(::getpid()) + "." +
+                             std::to_string(writers.fetch_add(1));
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   ZERO_CHECK(fd >= 0, "cannot create token cache ", temporary, ": ", std::strerror(errno));
   write_all(fd, &header, sizeof(header), temporary);
