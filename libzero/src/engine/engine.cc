@@ -89,6 +89,24 @@ Engine::Impl::Impl(Engine& owner, DeviceContext& context, Communicator& communic
           .param_shard = policy.param_shard,
           .skip_collectives = skip_collectives,
           .shard_source = [this](UnitId u, void* gathered) { return gather_source(u, gathered); },
+      }),
+      reducer(GradReduceSetup{
+          .context = context,
+          .communicator = communicator,
+          .options = owner.options_,
+          .policy = policy,
+          .comm_done = comm_done,
+          .skip_collectives = skip_collectives,
+          .full_grads = [this](UnitId u) { return full_grads_of(u); },
+          .owned_grads = [this](UnitId u) { return owned_grads(u); },
+          .on_host = [this](UnitId u) { return !on_device(u); },
+          .unpack_on_host =
+              [this](const void* reduced, std::size_t count, std::vector<HostGradPiece> pieces,
+                     bool accumulate, float post) {
+                unpack_on_host(reduced, count, std::move(pieces), accumulate, post);
+              },
+          .before_flush = [this] { allocate_gradient_windows(); },
+          .synchronize = [this](const std::string& what) { synchronize(what); },
       }) {}
 
 const void* Engine::Impl::gather_source(UnitId u, void* gathered) {
@@ -184,26 +202,7 @@ void Engine::Impl::hand_to_model(const Event& ready, const std::string& what) {
 
 void Engine::Impl::comm_after_compute() { comm.stream().wait(ctx.compute_stream().record()); }
 
-void Engine::Impl::note_comm_work() { comm_done = comm.stream().record(); }
-
 void Engine::Impl::compute_after_comm() { ctx.compute_stream().wait(comm.stream().record()); }
-
-void Engine::Impl::all_reduce_host_values(std::span<float> values, ReduceOp op,
-                                          const std::string& label) {
-  const std::size_t bytes = values.size_bytes();
-  ZERO_CHECK(bucket.size_bytes() >= bytes, "engine: ", label, " needs ", bytes,
-             " bytes of the reduce bucket, which has ", bucket.size_bytes());
-  // The bucket is packed only inside a flush on the communication stream: once the compute
-  // stream has waited for that stream's queued work it is free until the next flush.
-  Stream& compute = ctx.compute_stream();
-  compute_after_comm();
-  ctx.copy(compute, values.data(), bucket.data(), bytes);
-  comm_after_compute();
-  comm.all_reduce(bucket.data(), bucket.data(), values.size(), DType::kFloat32, op, label);
-  compute_after_comm();
-  ctx.copy(compute, bucket.data(), values.data(), bytes);
-  synchronize_compute("all-reducing " + label);  // `values` is host memory the copy writes
-}
 
 void Engine::Impl::allocate() {
   const EngineOptions& options = engine.options_;
@@ -234,6 +233,10 @@ void Engine::Impl::allocate() {
   for (const EngineUnit& unit : units)
     shapes.push_back({unit.name, unit.layout.num_elements(), unit.padded, unit.shard});
   gatherer.set_units(std::move(shapes));
+  std::vector<GradReducer::UnitShape> reduced_shapes;
+  for (const EngineUnit& unit : units)
+    reduced_shapes.push_back({unit.name, unit.layout.num_elements(), unit.shard});
+  reducer.set_units(std::move(reduced_shapes));
   if (policy.host_step) {
     sub_groups = optimizer_sub_groups(owned_counts, options.sub_group_size);
     device_groups = device_sub_groups(policy, sub_groups.size());
@@ -278,14 +281,9 @@ void Engine::Impl::allocate() {
       allocate_in(policy.optimizer_state_space, states * (owned_total - owned_split) * kFloat,
                   MemoryCategory::kOptimizerState);
   create_swap_stores();
-  Allocator& allocator = ctx.allocator(MemorySpace::kDevice);
   const BucketSize bucket_size = reduce_bucket_elements(options, sizes, world);
-  bucket_capacity = bucket_size.bucket_elements;
+  reducer.allocate(bucket_size);
   const std::size_t grad_bytes = size_of(policy.model_grads);
-  bucket =
-      allocator.allocate(bucket_size.bucket_elements * grad_bytes, MemoryCategory::kCommBuffers);
-  receive =
-      allocator.allocate(bucket_size.receive_elements * grad_bytes, MemoryCategory::kCommBuffers);
   if (policy.host_step)  // the largest reduced block a flush hands to the host: one rank's
     host_receive =
         ctx.allocator(policy.staging_space)
@@ -293,7 +291,8 @@ void Engine::Impl::allocate() {
                       MemoryCategory::kCommBuffers);
   const std::size_t staging = allgather_staging_elements(options, sizes, world);
   if (staging > 0)
-    gather_staging = allocator.allocate(staging * compute, MemoryCategory::kCommBuffers);
+    gather_staging = ctx.allocator(MemorySpace::kDevice)
+                         .allocate(staging * compute, MemoryCategory::kCommBuffers);
   if (planning) return;
   auto zero_fill = [&](const Buffer& buffer, DType dtype, MemorySpace space) {
     if (space == MemorySpace::kDevice)
@@ -525,7 +524,7 @@ GradientBuffer Engine::grads(UnitId unit) {
   Impl& d = *impl_;
   ZERO_CHECK(unit >= 0 && unit < static_cast<UnitId>(d.units.size()), "grads: no unit #", unit);
   EngineUnit& u = d.units[unit];
-  ZERO_CHECK(!u.reduced, "grads('", u.name, "') after reduce_grads('", u.name,
+  ZERO_CHECK(!d.reducer.reduced(unit), "grads('", u.name, "') after reduce_grads('", u.name,
              "') in the same micro-step");
   void* data = nullptr;
   const DType dtype = d.policy.model_grads;
@@ -551,11 +550,11 @@ void Engine::reduce_grads(UnitId unit) {
   ZERO_CHECK(unit >= 0 && unit < static_cast<UnitId>(d.units.size()), "reduce_grads: no unit #",
              unit);
   EngineUnit& u = d.units[unit];
-  ZERO_CHECK(!u.reduced, "reduce_grads('", u.name, "') called twice in one micro-step");
+  ZERO_CHECK(!d.reducer.reduced(unit), "reduce_grads('", u.name,
+             "') called twice in one micro-step");
   if (!d.policy.full_grads && !u.grad_buffer) grads(unit);  // a unit without gradient: zeros
-  u.reduced = true;
-  d.enqueue_reduction(unit);
-  if (++d.reduced_units == static_cast<int>(d.units.size())) d.end_micro_step();
+  if (d.reducer.reduce(unit, std::move(u.grad_buffer), d.at_boundary_micro_step()))
+    d.end_micro_step();
 }
 
 void Engine::zero_grad() {
@@ -566,7 +565,7 @@ void Engine::zero_grad() {
     return;
   }
   // After every queued reduction into the gradients; the next reductions wait for the zeros
-  // (flush_bucket orders the communication stream after the compute stream).
+  // (the reducer's flush orders the communication stream after the compute stream).
   d.compute_after_comm();
   Stream& compute = context_->compute_stream();
   const DType accumulate = d.policy.accumulate;
@@ -580,14 +579,6 @@ void Engine::zero_grad() {
   const DType device_grads = d.policy.grad_shard_dtype;  // partial offload's device part
   context_->fill(compute, d.device_grads.data(), device_grads,
                  d.device_grads.size_bytes() / size_of(device_grads), 0.0f);
-}
-
-double Engine::average_across_ranks(double value) {
-  Impl& d = *impl_;
-  if (d.world == 1) return value;
-  float average = static_cast<float>(value);
-  d.all_reduce_host_values({&average, 1}, ReduceOp::kAvg, "average_across_ranks");
-  return average;
 }
 
 }  // namespace zero

@@ -1,5 +1,5 @@
-// Engine::Impl: the engine's private state (units, flat state buffers, buckets) and its stage-3
-// gatherer (param_gather.h).
+// Engine::Impl: the engine's private state (units, flat state buffers), its stage-3 gatherer
+// (param_gather.h) and its gradient reducer (grad_reduce.h).
 #pragma once
 
 #include <cstddef>
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "grad_reduce.h"
 #include "param_gather.h"
 #include "zero/engine/engine.h"
 #include "zero/engine/memory_formula.h"
@@ -31,7 +32,6 @@ struct EngineUnit {
 
   // Stages 2-3: the transient gradient buffer handed out by grads() this micro-step.
   std::shared_ptr<Buffer> grad_buffer;
-  bool reduced = false;  // reduce_grads() called in this micro-step
 };
 
 // Host buffers for swap I/O: aligned to the store's io_alignment() inside a staging allocation.
@@ -74,15 +74,6 @@ struct GradientSwap {
   std::vector<SquaresResult> squares;
 };
 
-// A piece of one unit's gradients in a bucket. Rank-blocked buckets (stages 1-3): shard-local
-// range [begin, end) of every rank's block. Flat buckets (stage 0): full-unit range.
-struct BucketItem {
-  UnitId unit = 0;
-  std::size_t begin = 0;
-  std::size_t end = 0;
-  std::shared_ptr<Buffer> source;  // keeps a transient gradient buffer alive (stages 2-3)
-};
-
 class Engine::Impl {
  public:
   Impl(Engine& engine, DeviceContext& context, Communicator& communicator,
@@ -109,16 +100,13 @@ class Engine::Impl {
   // One allocation per kind of state (llm.c), units are views at their offsets. Dtypes: params
   // and param_shard policy.compute, full_grads and grad_shard policy.accumulate, master and
   // optimizer state fp32.
-  Buffer full_params;               // stages 0-2: Σ P_u, params
-  Buffer full_grads;                // stages 0-1: Σ P_u, grads
-  Buffer param_shard;               // stage 3: Σ S_u, param_shard
-  Buffer grad_shard;                // stages 2-3: Σ S_u, grad_shard
-  Buffer master_params;             // 16-bit compute: Σ owned, master_params
-  Buffer optimizer_state;           // k × Σ owned, optimizer_state
-  Buffer bucket;                    // comm_buffers
-  Buffer receive;                   // comm_buffers
-  Buffer gather_staging;            // comm_buffers: stage 1-2 chunked all-gather
-  std::size_t bucket_capacity = 0;  // elements
+  Buffer full_params;      // stages 0-2: Σ P_u, params
+  Buffer full_grads;       // stages 0-1: Σ P_u, grads
+  Buffer param_shard;      // stage 3: Σ S_u, param_shard
+  Buffer grad_shard;       // stages 2-3: Σ S_u, grad_shard
+  Buffer master_params;    // 16-bit compute: Σ owned, master_params
+  Buffer optimizer_state;  // k × Σ owned, optimizer_state
+  Buffer gather_staging;   // comm_buffers: stage 1-2 chunked all-gather
 
   // Offload (engine_offload.cc). host_receive: the reduced gradient block copied to the host
   // (policy.staging_space, comm_buffers). Sub-groups of whole units the host optimizer steps
@@ -157,8 +145,8 @@ class Engine::Impl {
   void reset_gradient_swap();
   void create_gradient_regions(SwapStore& store);
   // The windows live from the first reduction of a step to the flush before it (host thread):
-  // allocated by flush_bucket when missing, released once the flush has written them out, so
-  // the step's swap slots and the windows are never held together.
+  // allocated by the reducer's flush (its before_flush hook) when missing, released once the flush
+  // has written them out, so the step's swap slots and the windows are never held together.
   void allocate_gradient_windows();
   void release_gradient_windows();
   // offload_optimizer nvme: shard_states() reads every sub-group's master and state into this
@@ -177,10 +165,7 @@ class Engine::Impl {
   // The step refreshed the compute parameters tile by tile: refresh_params() skips that part.
   bool params_refreshed_by_step = false;
 
-  std::vector<BucketItem> pending;   // queued, not yet flushed
-  std::size_t pending_elements = 0;  // per rank block (blocked) or in total (flat)
-  int reduced_units = 0;             // units reduced in the current micro-step
-  Event params_ready;                // stages 1-2: the post-step all-gather
+  Event params_ready;  // stages 1-2: the post-step all-gather
   // Completes after the last work the engine queued on the communication stream: the destructor
   // waits for it without touching the communicator (which may be gone by then).
   Event comm_done;
@@ -202,9 +187,8 @@ class Engine::Impl {
   // shard_source): the resident shard, or with offload_param its copy in this rank's slot.
   const void* gather_source(UnitId u, void* gathered);
 
-  // engine_reduce.cc
-  void enqueue_reduction(UnitId u);
-  void flush_bucket();
+  // engine_params.cc
+  // The reducer's end of a micro-step (flushing what is queued), then the gatherer's.
   void end_micro_step();
   void all_gather_params();
   // 16-bit training: the compute parameters from the fp32 master (owned part), on the compute
@@ -218,13 +202,8 @@ class Engine::Impl {
   // into the host gradient partition, `post` × (added to, when `accumulate`) the destination.
   // The destination is unit `unit`'s owned gradients from element `offset`: `destination` in
   // host memory, or its sub-group's window when the gradient partition is swapped (null then).
-  struct HostPiece {
-    float* destination;
-    std::size_t count;
-    std::size_t bucket_offset;
-    UnitId unit;
-    std::size_t offset;
-  };
+  // The reducer's unpack_on_host hook.
+  using HostPiece = HostGradPiece;
   void unpack_on_host(const void* reduced, std::size_t count, std::vector<HostPiece> pieces,
                       bool accumulate, float post);
   // The global squared norm's per-unit parts over the host gradient partition.
@@ -279,8 +258,6 @@ class Engine::Impl {
   // and the reverse.
   void comm_after_compute();
   void compute_after_comm();
-  // Records comm_done after work just queued on the communication stream.
-  void note_comm_work();
   // all_reduce of host values through this context's device memory (NCCL takes device buffers
   // only): copied into the reduce bucket and back on the compute stream, ordered against the
   // communication stream by events; waits for the result. No allocation, so plans are unchanged;
@@ -289,6 +266,8 @@ class Engine::Impl {
 
   // Stage 3's gathered units, prefetch and persistence; every stage's gather/release pairing.
   ParamGatherer gatherer;
+  // The gradient buckets and their reduction; every stage's count of reduced units per micro-step.
+  GradReducer reducer;
 };
 
 }  // namespace zero

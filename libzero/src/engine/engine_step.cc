@@ -1,10 +1,12 @@
-// Engine::step (overflow check, global norm, clipping, optimizer and schedule) and the
-// checkpoint state accessors (with nvme: the host copy of the regions shard_states() spans, and
+// Engine::step (overflow check, global norm, clipping, optimizer and schedule), the all-reduce of
+// host values through the reducer's bucket, and the checkpoint state accessors (with nvme: the host copy of the regions shard_states() spans, and
 // the one-sub-group-at-a-time visit that checkpoint saves stream from).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <span>
+#include <string>
 #include <utility>
 
 #include "engine_impl.h"
@@ -14,8 +16,9 @@ namespace zero {
 bool Engine::step() {
   initialize();
   Impl& d = *impl_;
-  ZERO_CHECK(d.reduced_units == 0, "step() in the middle of a micro-step: ", d.reduced_units,
-             " of ", d.units.size(), " units have called reduce_grads()");
+  ZERO_CHECK(d.reducer.reduced_units() == 0,
+             "step() in the middle of a micro-step: ", d.reducer.reduced_units(), " of ",
+             d.units.size(), " units have called reduce_grads()");
   const int accumulation = options_.gradient_accumulation_steps;
   const std::int64_t boundary = micro_steps_ / accumulation;
   if (micro_steps_ == 0 || micro_steps_ % accumulation != 0 || boundary == state_.global_steps)
@@ -458,6 +461,34 @@ void Engine::set_training_state(const TrainingState& state) {
   if (impl_->schedule)
     impl_->schedule->set_last_batch_iteration(state.scheduler_last_batch_iteration);
   micro_steps_ = state.global_steps * options_.gradient_accumulation_steps;
+}
+
+// ---- all-reduces of host values (the grad norm, average_across_ranks) ----
+
+void Engine::Impl::all_reduce_host_values(std::span<float> values, ReduceOp op,
+                                          const std::string& label) {
+  const std::size_t bytes = values.size_bytes();
+  const Buffer& bucket = reducer.bucket();
+  ZERO_CHECK(bucket.size_bytes() >= bytes, "engine: ", label, " needs ", bytes,
+             " bytes of the reduce bucket, which has ", bucket.size_bytes());
+  // The bucket is packed only inside a flush on the communication stream: once the compute
+  // stream has waited for that stream's queued work it is free until the next flush.
+  Stream& compute = ctx.compute_stream();
+  compute_after_comm();
+  ctx.copy(compute, values.data(), bucket.data(), bytes);
+  comm_after_compute();
+  comm.all_reduce(bucket.data(), bucket.data(), values.size(), DType::kFloat32, op, label);
+  compute_after_comm();
+  ctx.copy(compute, bucket.data(), values.data(), bytes);
+  synchronize_compute("all-reducing " + label);  // `values` is host memory the copy writes
+}
+
+double Engine::average_across_ranks(double value) {
+  Impl& d = *impl_;
+  if (d.world == 1) return value;
+  float average = static_cast<float>(value);
+  d.all_reduce_host_values({&average, 1}, ReduceOp::kAvg, "average_across_ranks");
+  return average;
 }
 
 }  // namespace zero
