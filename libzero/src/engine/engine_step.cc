@@ -1,6 +1,7 @@
 // Engine::step (overflow check, global norm, clipping, optimizer and schedule), the all-reduce of
-// host values through the reducer's bucket, and the checkpoint state accessors (with nvme: the host copy of the regions shard_states() spans, and
-// the one-sub-group-at-a-time visit that checkpoint saves stream from).
+// host values through the reducer's bucket, and the checkpoint state accessors (with nvme: the
+// host copy of the regions shard_states() spans, and the one-sub-group-at-a-time visit that
+// checkpoint saves stream from).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
