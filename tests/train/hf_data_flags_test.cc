@@ -23,16 +23,6 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-train::TrainResult run_one(const train::TrainingArguments& arguments) {
-  std::unique_ptr<Communicator> local = make_local_communicator();
-  return train::train(arguments, *local, {.print = false});
-}
-
-json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return json::parse(in);
-}
-
 // The token cache files in `folder` (none when it does not exist).
 std::vector<fs::path> cache_files(const fs::path& folder) {
   std::vector<fs::path> files;

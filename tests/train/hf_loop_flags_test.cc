@@ -25,11 +25,6 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-train::TrainResult run_one(const train::TrainingArguments& arguments) {
-  std::unique_ptr<Communicator> local = make_local_communicator();
-  return train::train(arguments, *local, {.print = false});
-}
-
 std::string error_of(const train::TrainingArguments& arguments) {
   try {
     run_one(arguments);
@@ -37,11 +32,6 @@ std::string error_of(const train::TrainingArguments& arguments) {
     return error.what();
   }
   return "";
-}
-
-json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return json::parse(in);
 }
 
 std::string read_bytes(const fs::path& path) {

@@ -1,5 +1,5 @@
 // Shared pieces of the trainer tests: a small deterministic corpus, a tiny model's arguments, a
-// DeepSpeed config per stage, and temporary folders.
+// DeepSpeed config per stage, temporary folders, a one-rank run and a JSON file's contents.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,15 +8,31 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "zero/comm/communicator.h"
 #include "zero/train/arguments.h"
 #include "zero/train/trainer.h"
 
 namespace zero::testing {
 
 namespace fs = std::filesystem;
+
+// `arguments` trained by one rank, quietly.
+inline train::TrainResult run_one(const train::TrainingArguments& arguments) {
+  std::unique_ptr<Communicator> local = make_local_communicator();
+  return train::train(arguments, *local, {.print = false});
+}
+
+// The JSON document in `path` (an expectation fails when it cannot be opened).
+inline nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  return nlohmann::json::parse(in);
+}
 
 // A fresh folder under the system temp dir, removed by the destructor.
 class TempFolder {

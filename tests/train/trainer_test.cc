@@ -94,12 +94,6 @@ TEST(Trainer, AccumulationMatchesTheLargerBatch) {
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
 }
 
-json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << path;
-  return json::parse(in);
-}
-
 // --bf16 / --fp16 (through the default config's "enabled": "auto", or a --deepspeed config's)
 // train in 16 bits: the losses fall and stay within 16-bit tolerance of the fp32 run's (measured
 // over these 12 steps: bf16 4.8e-4, fp16 1.1e-4 from fp32; bounds 5e-3 and 2e-3), and bf16 at

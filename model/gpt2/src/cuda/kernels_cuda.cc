@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../kernels_internal.h"
@@ -203,6 +205,8 @@ class CudaKernels final : public Kernels {
 
   bool use_cudnn(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
                  const DropoutSite& dropout, DType precision);
+  bool choose_attention(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                        const DropoutSite& dropout, DType precision);
   void report_attention(const std::string& what);
   void cudnn_attention_forward(Stream& stream, float* out, float* att, const float* qkv,
                                std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
@@ -259,6 +263,15 @@ class CudaKernels final : public Kernels {
   const cuda::AttentionChoice attention_choice_ = cuda::attention_choice_from_environment();
   cuda::CudnnAttention cudnn_;
   std::string reported_attention_;
+  // The last call's attention arguments and use_cudnn's answer for them: every layer's forward and
+  // backward asks with the same ones, and the answer (with its log line) is worked out once.
+  struct AttentionCall {
+    std::int64_t B = 0, T = 0, C = 0, NH = 0;
+    bool dropout = false;
+    DType precision = DType::kFloat32;
+    bool operator==(const AttentionCall&) const = default;
+  };
+  std::optional<std::pair<AttentionCall, bool>> last_attention_;
   // cuDNN's workspace, kept between calls on one stream (they run in order), in the ledger.
   std::shared_ptr<Buffer> cudnn_workspace_;
   Stream* cudnn_workspace_stream_ = nullptr;
@@ -270,6 +283,14 @@ class CudaKernels final : public Kernels {
 // its backward (and an activation-checkpointing recompute) always take the same path.
 bool CudaKernels::use_cudnn(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
                             const DropoutSite& dropout, DType precision) {
+  const AttentionCall call{B, T, C, NH, dropout.active(), precision};
+  if (!last_attention_ || last_attention_->first != call)
+    last_attention_.emplace(call, choose_attention(B, T, C, NH, dropout, precision));
+  return last_attention_->second;
+}
+
+bool CudaKernels::choose_attention(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                                   const DropoutSite& dropout, DType precision) {
   if (attention_choice_ == cuda::AttentionChoice::kTiled) {
     report_attention("the tiled fp32 kernels (ZERO_ATTENTION=tiled)");
     return false;
