@@ -232,7 +232,8 @@ step_kernels() {
 # computes it, the loss, the ledger's peak, nvidia-smi's peak and the plan's train phase.
 # ZERO_GPU_CHECK_TRAIN_SHAPE (config_overrides), _BATCH, _BLOCK and _STEPS shrink it for a try on
 # a CPU (ZERO_GPU_CHECK_TRAIN_ON_CPU=1); ZERO_GPU_CHECK_TRAIN_VARIANTS picks the runs (default
-# "0 3 0:breakdown 0:tiled 3:offload 3:nvme": STAGE[:MODE]).
+# "0 3 0:breakdown 0:tiled 3:offload 3:nvme": STAGE[:MODE], modes joined by + combine, as
+# 3:offload+breakdown).
 step_train() {
   [[ $GPU_COUNT -gt 0 || -n "${ZERO_GPU_CHECK_TRAIN_ON_CPU:-}" ]] || { echo "SKIPPED: no CUDA device"; return 0; }
   local data=$BIN/../data
@@ -256,14 +257,14 @@ step_train() {
     echo "==== zero train, ZeRO stage $stage${mode:+ ($mode)}"
     local offload=""
     case "$mode" in
-      offload) offload=', "offload_optimizer": {"device": "cpu", "pin_memory": true}, "offload_param": {"device": "cpu", "pin_memory": true}' ;;
-      nvme) mkdir -p "$work/nvme"
+      *offload*) offload=', "offload_optimizer": {"device": "cpu", "pin_memory": true}, "offload_param": {"device": "cpu", "pin_memory": true}' ;;
+      *nvme*) mkdir -p "$work/nvme"
             offload=', "offload_optimizer": {"device": "nvme", "nvme_path": "'"$work/nvme"'", "pin_memory": true}' ;;
     esac
     printf '{"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "bf16": {"enabled": true}, "wall_clock_breakdown": %s, "zero_optimization": {"stage": %d%s}}\n' \
-      "$([[ $mode == breakdown ]] && echo true || echo false)" "$stage" "$offload" >"$work/ds$stage.json"
+      "$([[ $mode == *breakdown* ]] && echo true || echo false)" "$stage" "$offload" >"$work/ds$stage.json"
     local attention=${ZERO_ATTENTION:-auto}
-    [[ $mode == tiled ]] && attention=tiled
+    [[ $mode == *tiled* ]] && attention=tiled
     local args=(train --model_type gpt2 --config_overrides "$shape" --tokenizer_name "$data/gpt2"
                 --train_file "$data/input.txt" --do_train True --block_size "$block"
                 --per_device_train_batch_size "$batch" --max_steps "$steps" --learning_rate 6e-4
@@ -279,7 +280,7 @@ step_train() {
     fi
     local status=0
     local profile=0
-    [[ $mode == breakdown ]] && profile=1
+    [[ $mode == *breakdown* ]] && profile=1
     ZERO_ATTENTION=$attention ZERO_KERNEL_PROFILE=$profile "$BIN/zero" "${args[@]}" >"$work/train$stage.log" 2>&1 || status=$?
     [[ -n "$sampler" ]] && { kill "$sampler" 2>/dev/null || true; wait "$sampler" 2>/dev/null || true; }
     cat "$work/train$stage.log"
@@ -304,7 +305,7 @@ step_train() {
           'BEGIN {printf "%.3f", (6 * p * 1e6 + 12 * l * c * t) * r / 989e12}')
     local attention_line breakdown=""
     attention_line=$(grep -aom1 'GPT-2 attention on .*' "$work/train$stage.log" | sed 's/GPT-2 attention on //')
-    [[ $mode == breakdown ]] &&
+    [[ $mode == *breakdown* ]] &&
       breakdown=", $(grep -a '^time (ms) per step' "$work/train$stage.log" | tail -n 1 | sed 's/^time (ms) per step | //'), $(grep -aom1 'kernel profile (ZERO_KERNEL_PROFILE): .*' "$work/train$stage.log" | sed 's/^kernel profile (ZERO_KERNEL_PROFILE): //')"
     echo "NOTE: stage $stage${mode:+ ($mode)}: ${tokens_per_s} tokens/s, MFU ${mfu} (989 TFLOP/s peak), ${first_loss} -> ${loss#loss }, ledger peak ${ledger:-?} MiB, nvidia-smi peak ${smi:-?} MiB, plan train ${plan:-?}, attention: ${attention_line:-?}${breakdown}"
   done

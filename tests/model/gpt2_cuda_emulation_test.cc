@@ -174,6 +174,16 @@ TEST_P(Gpt2CudaEmulation, LayernormMatchesTheCpuKernels) {
     cpu::bias_backward(bias_grad_expected.data(), dout.data(), N, C);
     column_sums(bias_grad.data(), static_cast<float*>(nullptr), cuda::BiasTerms{dout.data()}, N, C);
     EXPECT_CLOSE(bias_grad, bias_grad_expected);
+
+    // The 16-bit linear backward's pass: the same sums, bit for bit, and dout rounded (to nearest
+    // even) into the staged copy, every element written once.
+    auto staged_bias_grad = random_vector(C, 8);
+    std::vector<BFloat16> staged(static_cast<std::size_t>(N * C), to_bf16(-1.0f));
+    column_sums(staged_bias_grad.data(), static_cast<float*>(nullptr),
+                cuda::StagedBiasTerms<BFloat16>{dout.data(), staged.data()}, N, C);
+    EXPECT_EQ(staged_bias_grad, bias_grad);
+    for (std::size_t i = 0; i < staged.size(); ++i)
+      ASSERT_EQ(to_float(staged[i]), to_float(to_bf16(dout[i]))) << "element " << i;
   }
 }
 
@@ -281,10 +291,18 @@ TEST_P(Gpt2CudaEmulation, CrossentropyMatchesTheCpuKernels) {
       auto dlogits = logits, dlogits_expected = logits;
       cpu::crossentropy_backward(dlogits_expected.data(), lse_expected.data(), targets.data(), N, V,
                                  Vp, scale, smoothing);
-      emulate(cuda::row_block_launch(N), [&](auto& thread, auto&) {
-        cuda::crossentropy_backward_body(thread, dlogits.data(), lse.data(), targets.data(), V, Vp,
-                                         scale, smoothing);
+      emulate(cuda::row_block_launch(N), [&](auto& thread, auto&) {  // in place, as the fp32 path
+        cuda::crossentropy_backward_body(thread, dlogits.data(), dlogits.data(), lse.data(),
+                                         targets.data(), V, Vp, scale, smoothing);
       });
+      // Into a bf16 copy (the LM head's GEMM operand): each element the fp32 gradient rounded once.
+      std::vector<BFloat16> dlogits16(logits.size(), to_bf16(-1.0f));
+      emulate(cuda::row_block_launch(N), [&](auto& thread, auto&) {
+        cuda::crossentropy_backward_body(thread, dlogits16.data(), logits.data(), lse.data(),
+                                         targets.data(), V, Vp, scale, smoothing);
+      });
+      for (std::size_t i = 0; i < dlogits16.size(); ++i)
+        ASSERT_EQ(to_float(dlogits16[i]), to_float(to_bf16(dlogits[i]))) << "element " << i;
       // With V = 1 a counted row's gradient is scale·(1 - ε/V - (1 - ε)): zero up to rounding, so
       // no relative norm; every element within 1e-5 relative plus a floor of 1e-6 · scale.
       if (V > 1) {

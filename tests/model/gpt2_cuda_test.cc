@@ -422,6 +422,81 @@ TEST_F(Gpt2CudaTest, CublasLtBiasAndGeluEpilogues) {
                Error);
 }
 
+// GELU's backward in the GEMM's epilogue (cuBLASLt's DGELU, what a 16-bit linear backward with a
+// GELU input runs): (A · B) ⊙ gelu'(pre), against the CPU's product and gelu_backward, fp32 and
+// bf16 operands, and the GEMM then gelu_backward as the reference on the device.
+TEST_F(Gpt2CudaTest, CublasLtGeluBackwardEpilogue) {
+  const std::int64_t M = 29, N = 64, K = 48;  // N a multiple of 8: the aux matrix's ld
+  const auto A = random_vector(M * K, 1, 0.5), B = random_vector(N * K, 2, 0.5),
+             pre = random_vector(M * N, 3, 2.0);
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    SCOPED_TRACE(std::string(name_of(dtype)));
+    const std::vector<float> a = dtype == DType::kFloat32 ? A : widen(narrow(A, dtype), dtype);
+    const std::vector<float> b = dtype == DType::kFloat32 ? B : widen(narrow(B, dtype), dtype);
+    std::vector<float> product(M * N), expected(M * N);
+    cpu::gemm(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, product.data(), N);
+    cpu::gelu_backward(expected.data(), pre.data(), product.data(), M * N);
+    DeviceArray<float> d_A(A), d_B(B), d_pre(pre), d_out(M * N), d_unfused(M * N);
+    DeviceArray<std::uint16_t> d_A16(narrow(A, DType::kBFloat16)),
+        d_B16(narrow(B, DType::kBFloat16));
+    const void* first =
+        dtype == DType::kFloat32 ? static_cast<const void*>(d_A.get()) : d_A16.get();
+    const void* second =
+        dtype == DType::kFloat32 ? static_cast<const void*>(d_B.get()) : d_B16.get();
+    cuda::GemmEpilogue epilogue;
+    epilogue.gelu_input = d_pre.get();
+    ASSERT_TRUE(cuda::try_gemm(false, true, M, N, K, first, K, second, K, dtype, 0.0f, d_out.get(),
+                               N, DType::kFloat32, epilogue, nullptr))
+        << "cuBLASLt has no DGELU algorithm for this problem (linear_backward runs it unfused)";
+    cuda::gemm(false, true, M, N, K, first, K, second, K, dtype, 0.0f, d_unfused.get(), N,
+               DType::kFloat32, {}, nullptr);
+    cuda::gelu_backward(d_unfused.get(), d_pre.get(), d_unfused.get(), M * N, nullptr);
+    // cuBLASLt's tanh is not the CPU's (CublasLtBiasAndGeluEpilogues): 1e-4, and 1e-4 relative.
+    expect_close(d_out.host(), expected, 1e-4, 1e-4 * std::sqrt(double(K)), "DGELU epilogue");
+    expect_close(d_out.host(), d_unfused.host(), 1e-4, 1e-5 * std::sqrt(double(K)),
+                 "DGELU epilogue against the unfused kernels");
+  }
+}
+
+// The 16-bit linear backward's one pass over dout: dbias as bias_backward's bit for bit, and dout
+// rounded to bf16 or fp16 (nearest even); and the LM head's cross-entropy gradient written straight
+// into a 16-bit copy: the fp32 gradient rounded once, logits left as they were.
+TEST_F(Gpt2CudaTest, SixteenBitStagingPassesMatchTheFp32Kernels) {
+  const std::int64_t N = 300, OC = 97;  // past a 256-row chunk; OC not a multiple of 32
+  const auto dout = random_vector(N * OC, 1), bias = random_vector(OC, 2);
+  DeviceArray<float> d_dout(dout), d_dbias(bias);
+  cuda::bias_backward(d_dbias.get(), d_dout.get(), N, OC, nullptr);
+  const auto dbias = d_dbias.host();
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    SCOPED_TRACE(std::string(name_of(dtype)));
+    DeviceArray<float> d_staged_dbias(bias);
+    DeviceArray<std::uint16_t> d_staged(N * OC);
+    cuda::bias_backward_staged(d_staged_dbias.get(), d_staged.get(), dtype, d_dout.get(), N, OC,
+                               nullptr);
+    EXPECT_EQ(d_staged_dbias.host(), dbias);
+    EXPECT_EQ(d_staged.host(), narrow(dout, dtype));
+  }
+  EXPECT_THROW(cuda::bias_backward_staged(d_dbias.get(), d_dout.get(), DType::kFloat32,
+                                          d_dout.get(), N, OC, nullptr),
+               Error);
+
+  const std::int64_t R = 13, V = 1001, Vp = 1024;
+  const auto logits = random_vector(R * Vp, 3, 4.0);
+  auto targets = random_tokens(R, static_cast<int>(V), 4);
+  targets[3] = -100;
+  DeviceArray<float> d_logits(logits), d_losses(R), d_lse(R), d_inplace(logits);
+  DeviceArray<int> d_targets(targets);
+  cuda::crossentropy_forward(d_losses.get(), d_lse.get(), d_logits.get(), d_targets.get(), R, V, Vp,
+                             nullptr, 0.1f);
+  cuda::crossentropy_backward(d_inplace.get(), d_lse.get(), d_targets.get(), R, V, Vp, 0.25f,
+                              nullptr, 0.1f);
+  DeviceArray<std::uint16_t> d_dlogits16(R * Vp);
+  cuda::crossentropy_backward(d_dlogits16.get(), DType::kBFloat16, d_logits.get(), d_lse.get(),
+                              d_targets.get(), R, V, Vp, 0.25f, nullptr, 0.1f);
+  EXPECT_EQ(d_dlogits16.host(), narrow(d_inplace.host(), DType::kBFloat16));
+  EXPECT_EQ(d_logits.host(), logits);
+}
+
 // Layouts and algorithms are cached per problem: a repeated problem adds no plan, a new shape or
 // a differently aligned operand does, and alternating problems keep their own results.
 TEST_F(Gpt2CudaTest, CublasLtPlansAreCachedPerProblem) {

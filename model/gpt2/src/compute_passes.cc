@@ -228,28 +228,24 @@ void GPT2Compute::backward_head(ConstUnitData final_norm_params, ConstUnitData e
     dbias = dweight + C;
     k.zero(s, dweight, 2 * C);
   }
-  float* dlogits = activation("logits");
-  k.smoothed_crossentropy_backward(s, dlogits, activation("logsumexp"), kernel_targets(), N,
-                                   config_.vocab_size, Vp, scale, options_.label_smoothing);
   float* dln = workspace("dln");
   float* dresidual = workspace("dresidual");
-  const GemmScratch scratch = gemm_scratch();
-  // dln (N, C) = dlogits (N, Vp) · wte (Vp, C); dwte (Vp, C) += dlogitsᵀ · ln_f
-  k.weight_gemm(
-      s, {false, N, C, Vp, dlogits, {embedding_params.data, embedding_params.dtype}, C, 0.0f, dln},
-      scratch);
-  // dlogits (N, Vp) is contiguous: the 16-bit copy weight_gemm just made is grad_gemm's A.
-  k.grad_gemm(s,
-              {Vp,
-               C,
-               N,
-               dlogits,
-               Vp,
-               activation("ln_f"),
-               {embedding_grads.data, embedding_grads.dtype},
-               options_.param_dtype,
-               /*a_is_staged=*/true},
-              scratch);
+  k.logits_backward(s,
+                    {activation("logits"),
+                     activation("logsumexp"),
+                     kernel_targets(),
+                     N,
+                     config_.vocab_size,
+                     Vp,
+                     C,
+                     scale,
+                     options_.label_smoothing,
+                     activation("ln_f"),
+                     {embedding_params.data, embedding_params.dtype},
+                     {embedding_grads.data, embedding_grads.dtype},
+                     options_.param_dtype,
+                     dln},
+                    gemm_scratch());
   k.zero(s, dresidual, N * C);
   k.layernorm_backward(s, dresidual, dweight, dbias, dln, blocks_.back().residual3, weight,
                        activation("ln_f.mean"), activation("ln_f.rstd"), N, C);

@@ -1,5 +1,6 @@
 // make_kernels: the one place the model's kernels are chosen from the device context; the
-// Kernels defaults (label smoothing 0) every backend inherits.
+// Kernels defaults (label smoothing 0, the LM head's backward as three calls) every backend
+// inherits.
 #include "kernels_internal.h"
 #ifdef ZERO_GPT2_WITH_CUDA
 #include "cuda/attention_cudnn.h"
@@ -23,6 +24,17 @@ void Kernels::smoothed_crossentropy_backward(Stream& stream, float* logits, cons
   ZERO_CHECK(label_smoothing == 0.0f, "label smoothing ", label_smoothing,
              " (--label_smoothing_factor): the ", backend(), " kernels do not implement it");
   crossentropy_backward(stream, logits, logsumexp, targets, N, V, Vp, scale);
+}
+
+void Kernels::logits_backward(Stream& stream, const LogitsBackward& c, const GemmScratch& scratch) {
+  smoothed_crossentropy_backward(stream, c.logits, c.logsumexp, c.targets, c.N, c.V, c.Vp, c.scale,
+                                 c.label_smoothing);
+  // dln (N, C) = dlogits (N, Vp) · wte (Vp, C); dwte (Vp, C) += dlogitsᵀ · ln_f. dlogits is
+  // contiguous: the 16-bit copy weight_gemm makes of it is grad_gemm's A.
+  weight_gemm(stream, {false, c.N, c.C, c.Vp, c.logits, c.wte, c.C, 0.0f, c.dln}, scratch);
+  grad_gemm(stream,
+            {c.Vp, c.C, c.N, c.logits, c.Vp, c.ln_f, c.dwte, c.param_dtype, /*a_is_staged=*/true},
+            scratch);
 }
 
 std::unique_ptr<Kernels> make_kernels(DeviceContext& context) {

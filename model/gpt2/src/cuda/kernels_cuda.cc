@@ -88,6 +88,8 @@ class CudaKernels final : public Kernels {
                       const GemmScratch& scratch) override;
   void linear_backward(Stream& stream, const LinearBackward& call,
                        const GemmScratch& scratch) override;
+  void logits_backward(Stream& stream, const LogitsBackward& call,
+                       const GemmScratch& scratch) override;
   void weight_gemm(Stream& stream, const WeightGemm& call, const GemmScratch& scratch) override;
   void grad_gemm(Stream& stream, const GradGemm& call, const GemmScratch& scratch) override;
   void gemm(Stream& stream, bool trans_a, bool trans_b, std::int64_t M, std::int64_t N,
@@ -260,6 +262,12 @@ class CudaKernels final : public Kernels {
   }
 
   DeviceContext& context_;
+  // ZERO_GELU_BACKWARD=unfused: GELU's backward as its own kernel after the GEMM, not cuBLASLt's
+  // DGELU epilogue (for comparing the two).
+  const bool fused_gelu_backward_ = [] {
+    const char* value = std::getenv("ZERO_GELU_BACKWARD");
+    return value == nullptr || std::string_view(value) != "unfused";
+  }();
   const cuda::AttentionChoice attention_choice_ = cuda::attention_choice_from_environment();
   cuda::CudnnAttention cudnn_;
   std::string reported_attention_;
@@ -342,13 +350,13 @@ void* CudaKernels::cudnn_workspace(Stream& stream, std::size_t bytes, const Gemm
   return cudnn_workspace_->data();
 }
 
-// The bf16 operands of cuDNN's attention live in GPT2Compute's 16-bit GEMM staging (GemmScratch:
-// at least 4·N·C elements in each of staged_a and staged_b), reused call after call on the stream.
-void check_attention_scratch(const GemmScratch& scratch, std::int64_t n) {
+// The 16-bit GEMM staging (GemmScratch) holds at least `a` elements in staged_a and `b` in
+// staged_b. cuDNN's attention stages its bf16 operands there too: 4·N·C elements in each.
+void check_staging(const GemmScratch& scratch, std::int64_t a, std::int64_t b) {
   ZERO_CHECK(scratch.staged_a != nullptr && scratch.staged_b != nullptr &&
-                 scratch.staged_a_elements >= 4 * n && scratch.staged_b_elements >= 4 * n,
-             "GPT-2 CUDA attention: bf16 attention needs 16-bit staging of 4·N·C = ", 4 * n,
-             " elements in each GemmScratch buffer (got ", scratch.staged_a_elements, " and ",
+                 scratch.staged_a_elements >= a && scratch.staged_b_elements >= b,
+             "GPT-2 CUDA kernels: 16-bit operands need staging of ", a, " and ", b,
+             " elements (GemmScratch has ", scratch.staged_a_elements, " and ",
              scratch.staged_b_elements, ")");
 }
 
@@ -358,7 +366,7 @@ void CudaKernels::cudnn_attention_forward(Stream& stream, float* out, float* att
                                           std::int64_t B, std::int64_t T, std::int64_t C,
                                           std::int64_t NH, const GemmScratch& scratch) {
   const auto n = static_cast<std::size_t>(B * T * C);
-  check_attention_scratch(scratch, B * T * C);
+  check_staging(scratch, 4 * B * T * C, 4 * B * T * C);
   void* qkv16 = scratch.staged_a;
   void* out16 = scratch.staged_b;
   void* workspace = cudnn_workspace(stream, cudnn_workspace_bytes(B, T, C, NH), scratch);
@@ -377,7 +385,7 @@ void CudaKernels::cudnn_attention_backward(Stream& stream, float* dqkv, const fl
              "GPT-2 CUDA attention_backward: cuDNN's backward needs the forward's "
              "out (got null)");
   const auto n = static_cast<std::size_t>(B * T * C);
-  check_attention_scratch(scratch, B * T * C);
+  check_staging(scratch, 4 * B * T * C, 4 * B * T * C);
   // staged_a: qkv (3n) then out (n); staged_b: dqkv (3n) then dout (n), all bf16.
   auto* staged_a = static_cast<std::uint16_t*>(scratch.staged_a);
   auto* staged_b = static_cast<std::uint16_t*>(scratch.staged_b);
@@ -417,6 +425,9 @@ void CudaKernels::linear_forward(Stream& stream, const LinearForward& c,
     cuda::gelu_forward(c.gelu_out, c.out, c.N * c.OC, native(stream));
 }
 
+// 16-bit parameters: dout is read once, by one pass that rounds it into staged_b (both GEMMs' dout
+// operand) and sums dbias's columns; inp is rounded into staged_a. With gelu_input, dinp's GEMM
+// applies GELU's backward in its epilogue (cuBLASLt's DGELU), or (no algorithm for it) after it.
 void CudaKernels::linear_backward(Stream& stream, const LinearBackward& c,
                                   const GemmScratch& scratch) {
   const DType dtype = c.weight.dtype;
@@ -426,17 +437,69 @@ void CudaKernels::linear_backward(Stream& stream, const LinearBackward& c,
                             static_cast<const float*>(c.weight.data), c.N, c.C, c.OC,
                             native(stream), sums);
     });
-  } else {
-    if (c.dinp != nullptr)
-      weight_gemm(stream, {true, c.N, c.C, c.OC, c.dout, c.weight, c.OC, 0.0f, c.dinp}, scratch);
-    grad_gemm(stream, {c.C, c.OC, c.N, c.inp, c.C, c.dout, c.dweight, dtype}, scratch);
-    if (c.dbias != nullptr)
-      with_scratch(stream, [&](const cuda::Scratch& sums) {
-        cuda::bias_backward(c.dbias, c.dout, c.N, c.OC, native(stream), sums);
-      });
+    if (c.gelu_input != nullptr && c.dinp != nullptr)
+      cuda::gelu_backward(c.dinp, c.gelu_input, c.dinp, c.N * c.C, native(stream));
+    return;
   }
-  if (c.gelu_input != nullptr && c.dinp != nullptr)
-    cuda::gelu_backward(c.dinp, c.gelu_input, c.dinp, c.N * c.C, native(stream));
+  const void* dout = c.dout;
+  if (dtype != DType::kFloat32) {
+    check_staging(scratch, c.N * c.C, c.N * c.OC);
+    dout = scratch.staged_b;
+    if (c.dbias != nullptr) {
+      with_scratch(stream, [&](const cuda::Scratch& sums) {
+        cuda::bias_backward_staged(c.dbias, scratch.staged_b, dtype, c.dout, c.N, c.OC,
+                                   native(stream), sums);
+      });
+    } else {
+      context_.convert(stream, c.dout, DType::kFloat32, scratch.staged_b, dtype,
+                       static_cast<std::size_t>(c.N * c.OC));
+    }
+  } else if (c.dbias != nullptr) {
+    with_scratch(stream, [&](const cuda::Scratch& sums) {
+      cuda::bias_backward(c.dbias, c.dout, c.N, c.OC, native(stream), sums);
+    });
+  }
+  if (c.dinp != nullptr) {
+    // dinp (N, C) = dout · weightᵀ [· gelu'(gelu_input)]
+    bool gelu_done = false;
+    if (c.gelu_input != nullptr && c.C % 8 == 0 && fused_gelu_backward_) {
+      cuda::GemmEpilogue epilogue;
+      epilogue.gelu_input = c.gelu_input;
+      gelu_done =
+          cuda::try_gemm(false, true, c.N, c.C, c.OC, dout, c.OC, c.weight.data, c.OC, dtype, 0.0f,
+                         c.dinp, c.C, DType::kFloat32, epilogue, native(stream));
+    }
+    if (!gelu_done)
+      cuda::gemm(false, true, c.N, c.C, c.OC, dout, c.OC, c.weight.data, c.OC, dtype, 0.0f, c.dinp,
+                 c.C, DType::kFloat32, {}, native(stream));
+    if (c.gelu_input != nullptr && !gelu_done)
+      cuda::gelu_backward(c.dinp, c.gelu_input, c.dinp, c.N * c.C, native(stream));
+  }
+  // dweight (C, OC) += inpᵀ · dout, rounded once into dweight's dtype.
+  const void* inp = operand(stream, c.inp, c.N * c.C, dtype, scratch.staged_a);
+  cuda::gemm(true, false, c.C, c.OC, c.N, inp, c.C, dout, c.OC, dtype, 1.0f, c.dweight.data, c.OC,
+             c.dweight.dtype, {}, native(stream));
+}
+
+// 16-bit embeddings: the cross-entropy's gradient is written once, rounded, into staged_a (N, Vp),
+// the operand of both products; ln_f is rounded into staged_b. fp32: Kernels' three calls.
+void CudaKernels::logits_backward(Stream& stream, const LogitsBackward& c,
+                                  const GemmScratch& scratch) {
+  const DType dtype = c.param_dtype;
+  if (dtype == DType::kFloat32 || c.wte.dtype != dtype) {
+    Kernels::logits_backward(stream, c, scratch);
+    return;
+  }
+  check_staging(scratch, c.N * c.Vp, c.N * c.C);
+  cuda::crossentropy_backward(scratch.staged_a, dtype, c.logits, c.logsumexp, c.targets, c.N, c.V,
+                              c.Vp, c.scale, native(stream), c.label_smoothing);
+  // dln (N, C) = dlogits (N, Vp) · wte (Vp, C)
+  cuda::gemm(false, false, c.N, c.C, c.Vp, scratch.staged_a, c.Vp, c.wte.data, c.C, dtype, 0.0f,
+             c.dln, c.C, DType::kFloat32, {}, native(stream));
+  // dwte (Vp, C) += dlogitsᵀ · ln_f
+  const void* ln_f = operand(stream, c.ln_f, c.N * c.C, dtype, scratch.staged_b);
+  cuda::gemm(true, false, c.Vp, c.C, c.N, scratch.staged_a, c.Vp, ln_f, c.C, dtype, 1.0f,
+             c.dwte.data, c.C, c.dwte.dtype, {}, native(stream));
 }
 
 void CudaKernels::weight_gemm(Stream& stream, const WeightGemm& c, const GemmScratch& scratch) {

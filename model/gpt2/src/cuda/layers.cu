@@ -3,6 +3,7 @@
 // layers_body.h (with the launch configurations), which the CPU emulation test runs.
 #include <vector>
 
+#include "storage_elements.h"
 #include "layers_body.h"
 #include "layers_cuda.h"
 #include "zero/core/cuda_check.h"
@@ -89,10 +90,12 @@ __global__ void crossentropy_forward_kernel(float* losses, float* logsumexp, con
                             label_smoothing);
 }
 
-__global__ void crossentropy_backward_kernel(float* logits, const float* logsumexp,
-                                             const int* targets, std::int64_t V, std::int64_t Vp,
-                                             float scale, float label_smoothing) {
-  crossentropy_backward_body(DeviceThread{}, logits, logsumexp, targets, V, Vp, scale,
+template <typename Out>
+__global__ void crossentropy_backward_kernel(Out* dlogits, const float* logits,
+                                             const float* logsumexp, const int* targets,
+                                             std::int64_t V, std::int64_t Vp, float scale,
+                                             float label_smoothing) {
+  crossentropy_backward_body(DeviceThread{}, dlogits, logits, logsumexp, targets, V, Vp, scale,
                              label_smoothing);
 }
 
@@ -198,6 +201,25 @@ void bias_backward(float* dbias, const float* dout, std::int64_t N, std::int64_t
   column_sums(dbias, nullptr, BiasTerms{dout}, N, OC, stream, scratch);
 }
 
+void bias_backward_staged(float* dbias, void* staged, DType dtype, const float* dout,
+                          std::int64_t N, std::int64_t OC, cudaStream_t stream,
+                          const Scratch& scratch) {
+  switch (dtype) {
+    case DType::kBFloat16:
+      column_sums(dbias, nullptr,
+                  StagedBiasTerms<Bf16Element>{dout, static_cast<Bf16Element*>(staged)}, N, OC,
+                  stream, scratch);
+      return;
+    case DType::kFloat16:
+      column_sums(dbias, nullptr,
+                  StagedBiasTerms<Fp16Element>{dout, static_cast<Fp16Element*>(staged)}, N, OC,
+                  stream, scratch);
+      return;
+    case DType::kFloat32: break;
+  }
+  ZERO_CHECK(false, "bias_backward_staged: the staged copy must be 16-bit, not ", name_of(dtype));
+}
+
 void residual_dropout_forward(float* out, const float* residual, const float* inp, std::int64_t B,
                               std::int64_t T, std::int64_t C, const DropoutSite& dropout,
                               cudaStream_t stream) {
@@ -238,16 +260,39 @@ void crossentropy_forward(float* losses, float* logsumexp, const float* logits, 
   ZERO_CUDA_CHECK(cudaGetLastError());
 }
 
-void crossentropy_backward(float* logits, const float* logsumexp, const int* targets,
-                           std::int64_t N, std::int64_t V, std::int64_t Vp, float scale,
-                           cudaStream_t stream, float label_smoothing) {
+void crossentropy_backward(void* dlogits, DType dtype, const float* logits, const float* logsumexp,
+                           const int* targets, std::int64_t N, std::int64_t V, std::int64_t Vp,
+                           float scale, cudaStream_t stream, float label_smoothing) {
   ZERO_CHECK(V > 0 && V <= Vp, "crossentropy_backward: V = ", V, " must be in [1, Vp = ", Vp, "]");
   check_label_smoothing("crossentropy_backward", label_smoothing);
   if (N == 0) return;
   ZERO_CHECK(N < (std::int64_t{1} << 31), "crossentropy_backward: ", N, " rows exceed the grid");
-  launch_kernel(crossentropy_backward_kernel, row_block_launch(N), stream, logits, logsumexp,
-                targets, V, Vp, scale, label_smoothing);
+  const LaunchConfig config = row_block_launch(N);
+  switch (dtype) {
+    case DType::kFloat32:
+      launch_kernel(crossentropy_backward_kernel<float>, config, stream,
+                    static_cast<float*>(dlogits), logits, logsumexp, targets, V, Vp, scale,
+                    label_smoothing);
+      break;
+    case DType::kBFloat16:
+      launch_kernel(crossentropy_backward_kernel<Bf16Element>, config, stream,
+                    static_cast<Bf16Element*>(dlogits), logits, logsumexp, targets, V, Vp, scale,
+                    label_smoothing);
+      break;
+    case DType::kFloat16:
+      launch_kernel(crossentropy_backward_kernel<Fp16Element>, config, stream,
+                    static_cast<Fp16Element*>(dlogits), logits, logsumexp, targets, V, Vp, scale,
+                    label_smoothing);
+      break;
+  }
   ZERO_CUDA_CHECK(cudaGetLastError());
+}
+
+void crossentropy_backward(float* logits, const float* logsumexp, const int* targets,
+                           std::int64_t N, std::int64_t V, std::int64_t Vp, float scale,
+                           cudaStream_t stream, float label_smoothing) {
+  crossentropy_backward(logits, DType::kFloat32, logits, logsumexp, targets, N, V, Vp, scale,
+                        stream, label_smoothing);
 }
 
 }  // namespace zero::gpt2::cuda

@@ -237,6 +237,22 @@ struct BiasTerms {
   }
 };
 
+// BiasTerms that also write each element of dout rounded to T (a 16-bit storage type) into
+// `staged`, (N, C) like dout: a linear's backward reads dout once for its bias gradient and its
+// GEMMs' 16-bit operand (column_partials_body visits every element once).
+template <typename T>
+struct StagedBiasTerms {
+  const float* dout;
+  T* staged;
+  static constexpr int kOutputs = 1;
+  ZERO_HOST_DEVICE_INLINE void operator()(std::int64_t row, std::int64_t c, std::int64_t C,
+                                          float* values) const {
+    const float d = dout[row * C + c];
+    staged[row * C + c] = kernels::Element<T>::narrow(d);
+    values[0] = d;
+  }
+};
+
 template <int kOutputs>
 struct ColumnPartialsShared {
   float sums[kOutputs][kRowLanes][kColumnLanes];
@@ -401,16 +417,20 @@ ZERO_HOST_DEVICE void crossentropy_forward_body(const Thread& thread, Crossentro
   }
 }
 
-// One block per row: scale · (softmax - (1 - ε)·onehot(target) - ε / V) over the first V columns
-// of counted rows, 0 elsewhere (as cpu::crossentropy_backward; ε = 0 subtracts scale at the
-// target).
-template <typename Thread>
-ZERO_HOST_DEVICE void crossentropy_backward_body(const Thread& thread, float* logits,
-                                                 const float* logsumexp, const int* targets,
-                                                 std::int64_t V, std::int64_t Vp, float scale,
+// One block per row: dlogits = scale · (softmax - (1 - ε)·onehot(target) - ε / V) over the first V
+// columns of counted rows, 0 elsewhere (as cpu::crossentropy_backward; ε = 0 subtracts scale at the
+// target), from the forward's logits and logsumexp, rounded once into Out: float (dlogits may be
+// `logits` itself: each element is read before the same thread writes it) or a 16-bit storage type
+// (the LM head's GEMM operand, written without an fp32 copy).
+template <typename Out, typename Thread>
+ZERO_HOST_DEVICE void crossentropy_backward_body(const Thread& thread, Out* dlogits,
+                                                 const float* logits, const float* logsumexp,
+                                                 const int* targets, std::int64_t V,
+                                                 std::int64_t Vp, float scale,
                                                  float label_smoothing) {
   const std::int64_t row = thread.block_index().x;
-  float* z = logits + row * Vp;
+  const float* z = logits + row * Vp;
+  Out* dz = dlogits + row * Vp;
   const int target = targets[row];
   const bool counted = target >= 0 && target < V;
   const float lse = logsumexp[row];
@@ -418,13 +438,13 @@ ZERO_HOST_DEVICE void crossentropy_backward_body(const Thread& thread, float* lo
   const float at_target = scale * (1.0f - label_smoothing);
   for (std::int64_t c = thread.thread_index().x; c < Vp; c += thread.block_dim().x) {
     if (!counted || c >= V) {
-      z[c] = 0.0f;
+      dz[c] = kernels::Element<Out>::narrow(0.0f);
       continue;
     }
     float d = scale * expf(z[c] - lse);
     if (label_smoothing != 0.0f) d -= uniform;
     if (c == target) d -= at_target;
-    z[c] = d;
+    dz[c] = kernels::Element<Out>::narrow(d);
   }
 }
 

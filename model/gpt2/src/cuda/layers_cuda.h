@@ -96,6 +96,11 @@ void crossentropy_forward(float* losses, float* logsumexp, const float* logits, 
 void crossentropy_backward(float* logits, const float* logsumexp, const int* targets,
                            std::int64_t N, std::int64_t V, std::int64_t Vp, float scale,
                            cudaStream_t stream, float label_smoothing = 0.0f);
+// The same gradient from `logits` (unchanged) into dlogits (N, Vp) of `dtype`, each element
+// rounded once: with a 16-bit dtype, the LM head's GEMM operand, and no fp32 dlogits written.
+void crossentropy_backward(void* dlogits, DType dtype, const float* logits, const float* logsumexp,
+                           const int* targets, std::int64_t N, std::int64_t V, std::int64_t Vp,
+                           float scale, cudaStream_t stream, float label_smoothing = 0.0f);
 
 // Causal self-attention, the CPU kernel's contract for out and dqkv: qkv (B, T, 3C), out (B, T, C),
 // dqkv (B, T, 3C) overwritten, the same dropout masks. Tiled (attention_flash.cu, FlashAttention-2
@@ -127,16 +132,25 @@ void attention_plain_backward(float* dqkv, float* datt, const float* dout, const
 // + beta · C. A and B share `ab_dtype` (fp32, bf16, fp16); C is `c_dtype` (ab_dtype or fp32);
 // products and sums in fp32 (fp32 operands: no TF32). bias (N, c_dtype) may be null. With `gelu`, C
 // = gelu(product + bias) and, when pre_gelu is not null, pre_gelu (M, N, c_dtype) receives product
-// + bias (cuBLASLt's GELU_AUX epilogue) for the backward. beta must be 0 when an epilogue (bias,
-// GELU) is used.
+// + bias (cuBLASLt's GELU_AUX epilogue) for the backward. With gelu_input (M, N, c_dtype, the
+// forward's pre_gelu), C = product · gelu'(gelu_input), GELU's backward (cuBLASLt's DGELU; no bias
+// or gelu with it). beta must be 0 when an epilogue is used; pre_gelu and gelu_input need ldc a
+// multiple of 8.
 struct GemmEpilogue {
   const void* bias = nullptr;
   bool gelu = false;
   void* pre_gelu = nullptr;
+  const void* gelu_input = nullptr;
 };
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const void* A,
           std::int64_t lda, const void* B, std::int64_t ldb, DType ab_dtype, float beta, void* C,
           std::int64_t ldc, DType c_dtype, const GemmEpilogue& epilogue, cudaStream_t stream);
+// gemm(), but false (nothing enqueued) when cuBLASLt has no algorithm for the problem, so the
+// caller can run the unfused form instead (the answer is cached per problem like the plans).
+bool try_gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
+              const void* A, std::int64_t lda, const void* B, std::int64_t ldb, DType ab_dtype,
+              float beta, void* C, std::int64_t ldc, DType c_dtype, const GemmEpilogue& epilogue,
+              cudaStream_t stream);
 
 // out (N, OC) = inp (N, C) · weight (C, OC) + bias (OC), fp32 (cpu::matmul_forward).
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
@@ -149,6 +163,11 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 // dbias (OC) += column sums of dout (N, OC), summed over rows in a fixed order.
 void bias_backward(float* dbias, const float* dout, std::int64_t N, std::int64_t OC,
                    cudaStream_t stream, const Scratch& scratch = {});
+// bias_backward, and in the same pass staged (N, OC) = dout rounded to `dtype` (bf16 or fp16):
+// a 16-bit linear's backward reads dout once for its bias gradient and both GEMMs' operand.
+void bias_backward_staged(float* dbias, void* staged, DType dtype, const float* dout,
+                          std::int64_t N, std::int64_t OC, cudaStream_t stream,
+                          const Scratch& scratch = {});
 
 // The column-major problem gemm() hands cuBLASLt for its row-major call: Cᵀ (N, M) =
 // op(B)ᵀ · op(A)ᵀ, B's storage first. rows/cols/ld describe each stored matrix as cuBLASLt's

@@ -1,52 +1,11 @@
 // GPT-2 CUDA row kernels: gather-widen, scatter-accumulate and fp32 row copies, one launch each
 // (the CUDA Kernels' widen_rows, accumulate_rows and copy_rows). Each kernel is a wrapper over its
 // body in rows_body.h, which the CPU emulation test runs.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
+#include "storage_elements.h"
 #include "layers_cuda.h"
 #include "rows_body.h"
 #include "zero/core/cuda_check.h"
 #include "zero/core/error.h"
-
-namespace zero::gpt2::cuda {
-namespace {
-
-// A table's 16-bit elements as the bodies read them (kernels::Element below): the device's types,
-// widened exactly and narrowed to nearest even, as zero::BFloat16/Float16 in the emulation.
-struct Bf16Element {
-  __nv_bfloat16 value;
-};
-struct Fp16Element {
-  __half value;
-};
-static_assert(sizeof(Bf16Element) == 2 && sizeof(Fp16Element) == 2);
-
-}  // namespace
-}  // namespace zero::gpt2::cuda
-
-namespace zero::kernels {
-
-template <>
-struct Element<gpt2::cuda::Bf16Element> {
-  static __host__ __device__ __forceinline__ float widen(gpt2::cuda::Bf16Element element) {
-    return __bfloat162float(element.value);
-  }
-  static __host__ __device__ __forceinline__ gpt2::cuda::Bf16Element narrow(float value) {
-    return {__float2bfloat16_rn(value)};
-  }
-};
-template <>
-struct Element<gpt2::cuda::Fp16Element> {
-  static __host__ __device__ __forceinline__ float widen(gpt2::cuda::Fp16Element element) {
-    return __half2float(element.value);
-  }
-  static __host__ __device__ __forceinline__ gpt2::cuda::Fp16Element narrow(float value) {
-    return {__float2half_rn(value)};
-  }
-};
-
-}  // namespace zero::kernels
 
 namespace zero::gpt2::cuda {
 namespace {

@@ -104,6 +104,25 @@ struct GradGemm {
   bool a_is_staged = false;
 };
 
+// The tied LM head's backward from the forward's logits (N, Vp) and logsumexp (N): dlogits =
+// scale · the (label-smoothed) cross-entropy's gradient (smoothed_crossentropy_backward), dln (N,
+// C) = dlogits · wte (overwritten), dwte (Vp, C) += dlogitsᵀ · ln_f, the products' operands in
+// param_dtype as GradGemm's. `logits` may be overwritten with dlogits: Kernels' own version makes
+// those three calls, in place; CUDA with 16-bit parameters writes dlogits straight into its
+// 16-bit GEMM staging instead (no fp32 dlogits, and logits left as they were).
+struct LogitsBackward {
+  float* logits = nullptr;
+  const float* logsumexp = nullptr;
+  const int* targets = nullptr;
+  std::int64_t N = 0, V = 0, Vp = 0, C = 0;
+  float scale = 1.0f, label_smoothing = 0.0f;
+  const float* ln_f = nullptr;
+  Matrix wte;
+  GradMatrix dwte;
+  DType param_dtype = DType::kFloat32;
+  float* dln = nullptr;
+};
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -210,6 +229,10 @@ class Kernels {
   virtual void smoothed_crossentropy_backward(Stream& stream, float* logits, const float* logsumexp,
                                               const int* targets, std::int64_t N, std::int64_t V,
                                               std::int64_t Vp, float scale, float label_smoothing);
+
+  // The LM head's backward (LogitsBackward).
+  virtual void logits_backward(Stream& stream, const LogitsBackward& call,
+                               const GemmScratch& scratch);
 
   // ---- storage: 16-bit parameters widened, fp32 gradients added, rows moved ----
   // out (fp32) = in (of `dtype`).
