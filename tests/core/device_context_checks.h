@@ -70,6 +70,32 @@ inline void check_device_operations(DeviceContext& context) {
     EXPECT_EQ(to_host<std::uint16_t>(context, compute, dh, n), expected) << name_of(half);
   }
 
+  // From 16 bits into fp32 (the engine's host gradient accumulation under offload_optimizer takes
+  // this path), past the size where the host loops run on several threads: each element widened
+  // exactly, then y + x · alpha and x · alpha.
+  const std::size_t m = (std::size_t{1} << 16) + 37;
+  std::vector<float> wide(m), base(m);
+  for (std::size_t i = 0; i < m; ++i) {
+    wide[i] = static_cast<float>(static_cast<int>(i % 1001) - 500) * 0.01171875f;
+    base[i] = static_cast<float>(i % 97) * 0.25f - 3.0f;
+  }
+  for (DType half : {DType::kBFloat16, DType::kFloat16}) {
+    std::vector<std::uint16_t> narrow(m);
+    std::vector<float> widened(m);
+    convert(wide.data(), DType::kFloat32, narrow.data(), half, m);
+    convert(narrow.data(), half, widened.data(), DType::kFloat32, m);
+    Buffer dn = to_device(context, narrow.data(), m * 2);
+    Buffer dz = to_device(context, base.data(), m * 4);
+    context.axpy(compute, dn.data(), half, dz.data(), DType::kFloat32, m, 0.7f);
+    std::vector<float> z = to_host<float>(context, compute, dz, m);
+    for (std::size_t i = 0; i < m; ++i)
+      ASSERT_EQ(z[i], base[i] + widened[i] * 0.7f) << name_of(half) << " axpy element " << i;
+    context.scale(compute, dn.data(), half, dz.data(), DType::kFloat32, m, 0.3f);
+    z = to_host<float>(context, compute, dz, m);
+    for (std::size_t i = 0; i < m; ++i)
+      ASSERT_EQ(z[i], widened[i] * 0.3f) << name_of(half) << " scale element " << i;
+  }
+
   SquaresResult squares;
   context.sum_of_squares(compute, dx.data(), DType::kFloat32, n, &squares);
   compute.synchronize();

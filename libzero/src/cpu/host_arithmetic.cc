@@ -1,7 +1,9 @@
 // The CPU backend's host arithmetic (host_arithmetic.h).
 #include "host_arithmetic.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace zero::host {
@@ -32,28 +34,65 @@ void fill_values(void* destination, DType dtype, std::size_t count, float value)
   for (std::size_t i = 0; i < count; ++i) store(destination, dtype, i, value);
 }
 
+namespace {
+
+// Loops over this many elements or more run on OpenMP's threads (each element is computed alone,
+// so which thread computes it changes nothing).
+constexpr std::size_t kParallelElements = std::size_t{1} << 16;
+
+// bf16 widened exactly: its bits are an fp32's upper half (to_float, inlined here).
+inline float widen(BFloat16 value) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(value.bits) << 16);
+}
+
+// destination[i] = op(x_i, destination[i]) over fp32 destinations, with x read as fp32 from
+// `source` of `dtype`: fp32 and bf16 in vector loops, fp16 through load.
+template <typename Op>
+void update_fp32(const void* source, DType dtype, float* destination, std::size_t count, Op op) {
+  switch (dtype) {
+    case DType::kFloat32: {
+      const auto* x = static_cast<const float*>(source);
+#pragma omp parallel for simd schedule(static) if (count >= kParallelElements)
+      for (std::size_t i = 0; i < count; ++i) destination[i] = op(x[i], destination[i]);
+      return;
+    }
+    case DType::kBFloat16: {
+      const auto* x = static_cast<const BFloat16*>(source);
+#pragma omp parallel for simd schedule(static) if (count >= kParallelElements)
+      for (std::size_t i = 0; i < count; ++i) destination[i] = op(widen(x[i]), destination[i]);
+      return;
+    }
+    case DType::kFloat16: {
+#pragma omp parallel for schedule(static) if (count >= kParallelElements)
+      for (std::size_t i = 0; i < count; ++i)
+        destination[i] = op(load(source, dtype, i), destination[i]);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
 void scale_values(const void* source, DType source_dtype, void* destination,
                   DType destination_dtype, std::size_t count, float alpha) {
-  if (source_dtype == DType::kFloat32 && destination_dtype == DType::kFloat32) {
-    const auto* x = static_cast<const float*>(source);
-    auto* y = static_cast<float*>(destination);
-#pragma omp simd
-    for (std::size_t i = 0; i < count; ++i) y[i] = x[i] * alpha;
+  if (destination_dtype == DType::kFloat32) {
+    update_fp32(source, source_dtype, static_cast<float*>(destination), count,
+                [alpha](float x, float) { return x * alpha; });
     return;
   }
+#pragma omp parallel for schedule(static) if (count >= kParallelElements)
   for (std::size_t i = 0; i < count; ++i)
     store(destination, destination_dtype, i, load(source, source_dtype, i) * alpha);
 }
 
 void axpy_values(const void* x, DType x_dtype, void* y, DType y_dtype, std::size_t count,
                  float alpha) {
-  if (x_dtype == DType::kFloat32 && y_dtype == DType::kFloat32) {
-    const auto* source = static_cast<const float*>(x);
-    auto* destination = static_cast<float*>(y);
-#pragma omp simd
-    for (std::size_t i = 0; i < count; ++i) destination[i] += source[i] * alpha;
+  if (y_dtype == DType::kFloat32) {
+    update_fp32(x, x_dtype, static_cast<float*>(y), count,
+                [alpha](float value, float y_value) { return y_value + value * alpha; });
     return;
   }
+#pragma omp parallel for schedule(static) if (count >= kParallelElements)
   for (std::size_t i = 0; i < count; ++i)
     store(y, y_dtype, i, load(y, y_dtype, i) + load(x, x_dtype, i) * alpha);
 }

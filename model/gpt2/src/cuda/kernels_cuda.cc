@@ -262,11 +262,13 @@ class CudaKernels final : public Kernels {
   }
 
   DeviceContext& context_;
-  // ZERO_GELU_BACKWARD=unfused: GELU's backward as its own kernel after the GEMM, not cuBLASLt's
-  // DGELU epilogue (for comparing the two).
+  // ZERO_GELU_BACKWARD=fused: GELU's backward in the dinp GEMM's epilogue (cuBLASLt's DGELU)
+  // instead of its own kernel after the GEMM. Off by default: on an H100 (cuBLASLt 13.1, the
+  // heuristic's first algorithm) the fused GEMM took 0.96 ms per fc_proj backward against 0.81 ms
+  // for GEMM + kernel (ZERO_KERNEL_PROFILE, benchmarks/RESULTS.md).
   const bool fused_gelu_backward_ = [] {
     const char* value = std::getenv("ZERO_GELU_BACKWARD");
-    return value == nullptr || std::string_view(value) != "unfused";
+    return value != nullptr && std::string_view(value) == "fused";
   }();
   const cuda::AttentionChoice attention_choice_ = cuda::attention_choice_from_environment();
   cuda::CudnnAttention cudnn_;
@@ -426,8 +428,9 @@ void CudaKernels::linear_forward(Stream& stream, const LinearForward& c,
 }
 
 // 16-bit parameters: dout is read once, by one pass that rounds it into staged_b (both GEMMs' dout
-// operand) and sums dbias's columns; inp is rounded into staged_a. With gelu_input, dinp's GEMM
-// applies GELU's backward in its epilogue (cuBLASLt's DGELU), or (no algorithm for it) after it.
+// operand) and sums dbias's columns; inp is rounded into staged_a. With gelu_input, GELU's
+// backward runs after dinp's GEMM (or, under ZERO_GELU_BACKWARD=fused and where cuBLASLt has an
+// algorithm for it, in the GEMM's DGELU epilogue).
 void CudaKernels::linear_backward(Stream& stream, const LinearBackward& c,
                                   const GemmScratch& scratch) {
   const DType dtype = c.weight.dtype;
