@@ -88,6 +88,17 @@ Engine::Impl::Impl(Engine& owner, DeviceContext& context, Communicator& communic
           .world = world,
           .states_per_element = static_cast<std::size_t>(optimizer->states_per_element()),
       }),
+      host_optimizer(HostOptimizerSetup{
+          .context = context,
+          .options = owner.options_,
+          .policy = policy,
+          .storage = storage,
+          .optimizer = *optimizer,
+          .shard_chunk = [this](UnitId u, float* params, const float* grads,
+                                float* state) { return shard_chunk(u, params, grads, state); },
+          .gradients_held = [this](std::size_t g) { return grad_swap.holds[g] != 0; },
+          .synchronize_compute = [this](const std::string& what) { synchronize_compute(what); },
+      }),
       gatherer(ParamGatherSetup{
           .context = context,
           .communicator = communicator,
@@ -209,8 +220,8 @@ void Engine::Impl::initialize_values() {
                        .allocate(largest * sizeof(float), MemoryCategory::kWorkspace);
   // Offload with swap regions: one sub-group's master and zero state, written when complete;
   // one swapped parameter shard, written once converted.
-  SwapSlot group_slot = make_swap_slot();
-  AlignedHostBuffer param_io = make_param_io_buffer();
+  SwapSlot group_slot = host_optimizer.make_swap_slot();
+  AlignedHostBuffer param_io = make_param_io_buffer(ctx, policy, storage);
   // offload_param without offload_optimizer: the shard is converted on the device and copied out.
   const Buffer param_staging = make_param_device_staging();
   if (planning) {  // the plan records the staging buffers (and the broadcasts), computes nothing
@@ -268,7 +279,7 @@ void Engine::Impl::initialize_values() {
       // The host-side initialisation below reads what these queued copies write.
       compute_after_comm();
       synchronize_compute("initialising unit '" + unit.name + "'");
-      if (host_master) host_initialize_unit(u, master, group_slot, param_io);
+      if (host_master) host_optimizer.initialize_unit(u, master, group_slot, param_io);
       if (policy.offload_params() && !policy.host_step)
         store_param_shard(u, full + own, param_staging, param_io);
     }

@@ -19,14 +19,6 @@
 
 namespace zero {
 
-namespace {
-
-std::size_t round_up(std::size_t value, std::size_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
-
-}  // namespace
-
 void Engine::Impl::init_gradient_swap() {
   GradientSwap& swap = grad_swap;
   const std::vector<SubGroup>& groups = storage.sub_groups();
@@ -49,8 +41,8 @@ void Engine::Impl::allocate_gradient_windows() {
   for (std::size_t w = 0; w < 2; ++w) {
     AlignedHostBuffer& window = grad_swap.windows[w];
     std::size_t bytes = round_up(largest * sizeof(float), alignment) + alignment;
-    if (w < step_slot_count() && step_slot_elements(w) > 0)
-      bytes = std::max(bytes, swap_slot_bytes(step_slot_elements(w)));
+    if (w < host_optimizer.step_slot_count() && host_optimizer.step_slot_elements(w) > 0)
+      bytes = std::max(bytes, host_optimizer.swap_slot_bytes(host_optimizer.step_slot_elements(w)));
     window.buffer = ctx.allocator(policy.staging_space).allocate(bytes, MemoryCategory::kWorkspace);
     if (window.buffer.data() != nullptr)
       window.data = reinterpret_cast<void*>(

@@ -1,5 +1,6 @@
 // Engine::Impl: the engine's private state (units), its flat state storage (state_storage.h), its
-// stage-3 gatherer (param_gather.h) and its gradient reducer (grad_reduce.h).
+// host optimizer step (host_optimizer.h), its stage-3 gatherer (param_gather.h) and its gradient
+// reducer (grad_reduce.h).
 #pragma once
 
 #include <cstddef>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "grad_reduce.h"
+#include "host_optimizer.h"
 #include "param_gather.h"
 #include "state_storage.h"
 #include "zero/engine/engine.h"
@@ -26,26 +28,6 @@ struct EngineUnit {
 
   // Stages 2-3: the transient gradient buffer handed out by grads() this micro-step.
   std::shared_ptr<Buffer> grad_buffer;
-};
-
-// Host buffers for swap I/O: aligned to the store's io_alignment() inside a staging allocation.
-// `data` is null in a plan (nothing allocated).
-struct AlignedHostBuffer {
-  Buffer buffer;
-  void* data = nullptr;
-};
-// One sub-group's master, optimizer state and (gradients swapped) fp32 gradients in host memory
-// while it is swapped in (nvme), with the tickets of its pending writes and the event after the
-// last copy that reads its master. The gradients are read, never written back (DeepSpeed).
-struct SwapSlot {
-  AlignedHostBuffer memory;
-  float* master = nullptr;
-  float* state = nullptr;
-  float* grads = nullptr;  // null unless the gradient partition is swapped
-  SwapTicket master_write, state_write;
-  Event copied;
-  int group = -1;  // the sub-group it holds (read or being read)
-  SwapTicket master_read, state_read, grads_read;
 };
 
 // offload_optimizer nvme: the fp32 gradient partition in swap regions, one per host sub-group, as
@@ -97,12 +79,11 @@ class Engine::Impl {
   Buffer gather_staging;
   // offload_optimizer: the reduced gradient block copied to the host (policy.staging_space).
   Buffer host_receive;
+  // offload_optimizer: the optimizer step on the host (and partial offload's device sub-groups),
+  // with nvme's swap slots; its swap slots also serve checkpoints and the gradient windows.
+  HostOptimizer host_optimizer;
   // The optimizer's view of unit u's owned shard: its buffers and its tensors' segments.
   ShardChunk shard_chunk(UnitId u, float* params, const float* grads, float* state) const;
-  // Partial offload: the device sub-groups' step on the compute stream (not waited for), and
-  // their compute parameters from the master.
-  void device_sub_groups_step(const OptimizerStep& args);
-  void device_sub_groups_params_from_master();
   GradientSwap grad_swap;  // policy.swap_grads() (engine_grad_swap.cc)
   // Sizes grad_swap for the units and sub-groups (after the storage is allocated).
   void init_gradient_swap();
@@ -129,8 +110,6 @@ class Engine::Impl {
   float* view_master() const { return checkpoint_view.data_as<float>(); }
   void read_checkpoint_view();
   void write_back_checkpoint_view();
-  // The step refreshed the compute parameters tile by tile: refresh_params() skips that part.
-  bool params_refreshed_by_step = false;
 
   Event params_ready;  // stages 1-2: the post-step all-gather
   // Completes after the last work the engine queued on the communication stream: the destructor
@@ -154,7 +133,7 @@ class Engine::Impl {
   // stream.
   void params_from_master();
 
-  // engine_offload.cc
+  // engine_offload.cc: the host gradient partition and offload_param's shards.
   // After a collective on the communication stream: copies the reduced block (`count` elements
   // of policy.model_grads at `reduced`) to host_receive on the copy stream and unpacks it there
   // into the host gradient partition, `post` × (added to, when `accumulate`) the destination.
@@ -166,31 +145,6 @@ class Engine::Impl {
                       bool accumulate, float post);
   // The global squared norm's per-unit parts over the host gradient partition.
   void host_squares(std::vector<SquaresResult>& partial);
-  // The optimizer step on the host, sub-group by sub-group (reads/writes swap regions), and the
-  // refresh of the compute parameters from each updated sub-group.
-  void host_step(const OptimizerStep& args);
-  // All compute parameters from the fp32 master (after a checkpoint load).
-  void host_params_from_master();
-  // A host-stepped sub-group's compute parameters from its updated fp32 `master`: to the device on
-  // `copy` (from `staged`, the group's values already in the compute dtype, when not null;
-  // device_params), else into the host parameter shard or its swap region (offload_param).
-  void send_group_params(const SubGroup& group, const float* master, const void* staged,
-                         Stream& copy, bool device_params, AlignedHostBuffer& param_io);
-  // Initial values of unit u: `master` holds its owned fp32 values (host, valid now); the state
-  // is zero. Writes swap regions when a sub-group is complete.
-  void host_initialize_unit(UnitId u, const float* master, SwapSlot& slot,
-                            AlignedHostBuffer& param_io);
-  // Host buffers: a swap slot for sub-groups of up to `elements` owned elements (0: the largest
-  // sub-group), a buffer for the largest swapped parameter shard (both workspace in
-  // policy.staging_space; empty when nothing is swapped).
-  SwapSlot make_swap_slot(std::size_t elements = 0);
-  // The bytes make_swap_slot(elements) asks the allocator for (alignment slack included).
-  std::size_t swap_slot_bytes(std::size_t elements) const;
-  // The step's swap slots: how many (pipeline_read / pipeline_write), and the owned elements slot
-  // i is sized for (the largest sub-group g with g % slots == i; 0: unused).
-  std::size_t step_slot_count() const;
-  std::size_t step_slot_elements(std::size_t slot) const;
-  AlignedHostBuffer make_param_io_buffer();
   // Stage 3 offload_param: copies the unit's shard to `slot` (its place in the gathered buffer)
   // on the copy stream (reading it from its swap region first) and orders the communication
   // stream after it.

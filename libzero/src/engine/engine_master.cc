@@ -1,6 +1,5 @@
 // Engine::gather_master: one unit's fp32 master, whole, for saving a 16-bit run's model.
 #include <cstddef>
-#include <cstdint>
 #include <vector>
 
 #include "engine_impl.h"
@@ -9,10 +8,6 @@
 namespace zero {
 
 namespace {
-
-std::size_t round_up(std::size_t value, std::size_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
 
 // The sub-group holding unit `u` (offload_optimizer: sub-groups of whole units).
 std::size_t group_of(const Engine::Impl& d, std::size_t u) {
@@ -41,18 +36,16 @@ Buffer Engine::gather_master(UnitId unit_id) {
   // Where the rank's shard of the master lives: resident (device or host memory), the host copy a
   // checkpoint load made, or its sub-group's swap region (nvme), read into host memory here.
   const bool swapped = d.policy.swap_optimizer() && !d.storage.on_device(unit_id);
-  Buffer region;
+  AlignedHostBuffer region;
   const float* source = nullptr;
   if (swapped && !d.checkpoint_view.allocated()) {
     const std::size_t g = group_of(d, u);
     SwapStore& swap = *d.storage.optimizer_swap();
-    const std::size_t alignment = swap.io_alignment();
-    region = d.ctx.allocator(d.policy.staging_space)
-                 .allocate(swap.padded_bytes(d.storage.master_region(g)) + alignment,
-                           MemoryCategory::kWorkspace);
+    region = allocate_aligned(d.ctx.allocator(d.policy.staging_space),
+                              swap.padded_bytes(d.storage.master_region(g)), swap.io_alignment(),
+                              MemoryCategory::kWorkspace);
     if (!d.planning) {
-      const auto address = reinterpret_cast<std::uintptr_t>(region.data());
-      auto* master = reinterpret_cast<float*>(round_up(address, alignment));
+      auto* master = static_cast<float*>(region.data);
       swap.wait(swap.read(d.storage.master_region(g), master));
       source = master + (at.owned_offset - d.storage.sub_groups()[g].owned_offset);
     }

@@ -38,7 +38,8 @@ bool Engine::step() {
     d.synchronize("reducing gradients before the optimizer step");
     if (policy.host_step) {
       d.release_gradient_windows();  // as host_squares does after the flush
-      d.host_step(OptimizerStep{});  // recorded: the step's host buffers
+      d.write_back_checkpoint_view();
+      d.host_optimizer.step(OptimizerStep{});  // recorded: the step's host buffers
     } else
       fp32_grads_workspace();   // recorded: allocated and freed as in a taken step
     if (!d.skip_collectives) {  // the collectives of a taken step, on no data
@@ -113,7 +114,8 @@ bool Engine::step() {
     // offload_optimizer: on the host, sub-group by sub-group, the compute parameters refreshed
     // behind it (engine_offload.cc).
     try {
-      d.host_step(args);
+      d.write_back_checkpoint_view();  // spans written for a load reach the regions first
+      d.host_optimizer.step(args);
     } catch (const Error& error) {  // e.g. a swap store's I/O error, naming its file
       ZERO_THROW("engine (rank ", d.rank, "/", d.world, ", stage ", options_.stage,
                  ") the offloaded optimizer step of global step ", state_.global_steps, ": ",
@@ -168,7 +170,7 @@ void Engine::refresh_params() {
   // (a load refreshes them here), and the gathers follow the copy stream.
   if (d.policy.host_step) {
     d.write_back_checkpoint_view();  // spans written for a load reach the regions first
-    if (!std::exchange(d.params_refreshed_by_step, false)) d.host_params_from_master();
+    if (!d.host_optimizer.take_params_refreshed()) d.host_optimizer.params_from_master();
     if (!d.planning) {
       d.params_ready = context_->copy_stream().record();
       d.comm.stream().wait(d.params_ready);
@@ -271,7 +273,7 @@ void Engine::visit_shard_states(const std::function<void(const ShardState&)>& vi
   d.drain_for_shard_states();
   SwapStore* swap = d.storage.optimizer_swap();
   const std::vector<SubGroup>& groups = d.storage.sub_groups();
-  SwapSlot slot = d.make_swap_slot();  // one sub-group's master and state
+  SwapSlot slot = d.host_optimizer.make_swap_slot();  // one sub-group's master and state
   if (d.planning) return;
   const std::vector<std::string> names = d.optimizer->state_names();
   for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -297,7 +299,7 @@ void Engine::fill_shard_states(const std::function<void(ShardState&)>& fill, Sha
   d.drain_for_shard_states();
   SwapStore* swap = d.storage.optimizer_swap();
   const std::vector<SubGroup>& groups = d.storage.sub_groups();
-  SwapSlot slot = d.make_swap_slot();  // one sub-group's master and state
+  SwapSlot slot = d.host_optimizer.make_swap_slot();  // one sub-group's master and state
   if (d.planning) return;
   const std::vector<std::string> names = d.optimizer->state_names();
   const std::size_t states = names.size();
@@ -404,7 +406,7 @@ void Engine::Impl::read_checkpoint_view() {
   checkpoint_view =
       ctx.allocator(policy.staging_space)
           .allocate((1 + states) * owned_total * sizeof(float), MemoryCategory::kWorkspace);
-  SwapSlot slot = make_swap_slot();
+  SwapSlot slot = host_optimizer.make_swap_slot();
   if (planning) return;
   float* master = view_master();
   float* state = master + owned_total;
@@ -426,7 +428,7 @@ void Engine::Impl::write_back_checkpoint_view() {
   if (!planning) {
     const std::size_t owned_total = storage.owned_total();
     const auto states = static_cast<std::size_t>(optimizer->states_per_element());
-    SwapSlot slot = make_swap_slot();
+    SwapSlot slot = host_optimizer.make_swap_slot();
     const float* master = view_master();
     const float* state = master + owned_total;
     for (std::size_t g = 0; g < groups.size(); ++g) {

@@ -9,15 +9,12 @@
 #include <cstring>
 #include <utility>
 
+#include "swap_io.h"
 #include "zero/core/error.h"
 
 namespace zero {
 
 namespace {
-
-std::size_t round_up(std::size_t value, std::size_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
 
 // Element `index` of a buffer of `dtype`.
 void* element(const Buffer& buffer, DType dtype, std::size_t index) {
