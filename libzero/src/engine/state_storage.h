@@ -13,7 +13,7 @@
 
 #include "zero/core/allocator.h"
 #include "zero/core/device_context.h"
-#include "zero/core/flat_buffer.h"
+#include "zero/core/partition.h"
 #include "zero/core/stream.h"
 #include "zero/core/swap_store.h"
 #include "zero/engine/engine.h"
