@@ -1,9 +1,9 @@
-// Engine: registration, allocation of the flat state buffers, the boundary step, checkpoint state.
+// Engine: registration, allocation (the state storage, the reducer's and gatherer's buffers),
+// initial values, gather / grads / reduce_grads and zero_grad.
 #include "zero/engine/engine.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "engine_impl.h"
 #include "zero/core/error.h"
@@ -80,6 +80,25 @@ Engine::Impl::Impl(Engine& owner, DeviceContext& context, Communicator& communic
       skip_collectives(planning && communicator.moves_data()),
       rank(communicator.rank()),
       world(communicator.world_size()),
+      storage(StateStorageSetup{
+          .context = context,
+          .options = owner.options_,
+          .policy = policy,
+          .rank = rank,
+          .world = world,
+          .states_per_element = static_cast<std::size_t>(optimizer->states_per_element()),
+      }),
+      host_optimizer(HostOptimizerSetup{
+          .context = context,
+          .options = owner.options_,
+          .policy = policy,
+          .storage = storage,
+          .optimizer = *optimizer,
+          .shard_chunk = [this](UnitId u, float* params, const float* grads,
+                                float* state) { return shard_chunk(u, params, grads, state); },
+          .gradients_held = [this](std::size_t g) { return grad_swap.holds[g] != 0; },
+          .synchronize_compute = [this](const std::string& what) { synchronize_compute(what); },
+      }),
       gatherer(ParamGatherSetup{
           .context = context,
           .communicator = communicator,
@@ -97,9 +116,9 @@ Engine::Impl::Impl(Engine& owner, DeviceContext& context, Communicator& communic
           .policy = policy,
           .comm_done = comm_done,
           .skip_collectives = skip_collectives,
-          .full_grads = [this](UnitId u) { return full_grads_of(u); },
-          .owned_grads = [this](UnitId u) { return owned_grads(u); },
-          .on_host = [this](UnitId u) { return !on_device(u); },
+          .full_grads = [this](UnitId u) { return storage.full_grads(u); },
+          .owned_grads = [this](UnitId u) { return storage.owned_grads(u); },
+          .on_host = [this](UnitId u) { return !storage.on_device(u); },
           .unpack_on_host =
               [this](const void* reduced, std::size_t count, std::vector<HostGradPiece> pieces,
                      bool accumulate, float post) {
@@ -110,67 +129,13 @@ Engine::Impl::Impl(Engine& owner, DeviceContext& context, Communicator& communic
       }) {}
 
 const void* Engine::Impl::gather_source(UnitId u, void* gathered) {
-  if (!policy.offload_params()) return owned_compute_params(u);
+  if (!policy.offload_params()) return storage.owned_compute_params(u);
   // offload_param: the shard rests in host memory (or a swap region) and is copied to its slot
   // of the gathered buffer first, then gathered in place.
-  const std::size_t bytes = units[u].shard * size_of(policy.compute);
+  const std::size_t bytes = storage.unit(u).shard * size_of(policy.compute);
   void* slot = static_cast<char*>(gathered) + static_cast<std::size_t>(rank) * bytes;
   copy_in_param_shard(u, slot);
   return slot;
-}
-
-namespace {
-
-// Element `index` of a buffer of `dtype`.
-void* element(const Buffer& buffer, DType dtype, std::size_t index) {
-  return static_cast<char*>(buffer.data()) + index * size_of(dtype);
-}
-
-}  // namespace
-
-float* Engine::Impl::owned_params(UnitId u) const {
-  if (policy.master_weights) {  // null where the master is in swap regions (nvme)
-    if (on_device(u)) return device_master.data_as<float>() + units[u].owned_offset;
-    if (master_params.data() == nullptr) return nullptr;
-    return master_params.data_as<float>() + (units[u].owned_offset - owned_split);
-  }
-  return static_cast<float*>(owned_compute_params(u));
-}
-
-float* Engine::Impl::owned_state(UnitId u) const {
-  const auto states = static_cast<std::size_t>(optimizer->states_per_element());
-  if (on_device(u)) return device_state.data_as<float>() + states * units[u].owned_offset;
-  if (optimizer_state.data() == nullptr) return nullptr;
-  return optimizer_state.data_as<float>() + states * (units[u].owned_offset - owned_split);
-}
-
-void* Engine::Impl::owned_compute_params(UnitId u) const {
-  const EngineUnit& unit = units[u];
-  if (policy.param_shard) {  // null for a shard in a swap region (offload_param nvme)
-    if (unit.param_region >= 0 || param_shard.data() == nullptr) return nullptr;
-    return element(param_shard, policy.compute, unit.param_offset);
-  }
-  const std::size_t own = policy.partitioned ? static_cast<std::size_t>(rank) * unit.shard : 0;
-  return element(full_params, policy.compute, unit.full_offset + own);
-}
-
-void* Engine::Impl::owned_grads(UnitId u) const {
-  const EngineUnit& unit = units[u];
-  if (policy.grad_shard) {
-    if (policy.swap_grads()) return nullptr;  // in swap regions (engine_grad_swap.cc)
-    if (on_device(u)) return element(device_grads, policy.grad_shard_dtype, unit.owned_offset);
-    return element(grad_shard, policy.grad_shard_dtype, unit.owned_offset - owned_split);
-  }
-  const std::size_t own = policy.partitioned ? static_cast<std::size_t>(rank) * unit.shard : 0;
-  return element(full_grads, policy.accumulate, unit.full_offset + own);
-}
-
-void* Engine::Impl::full_grads_of(UnitId u) const {
-  return element(full_grads, policy.accumulate, units[u].full_offset);
-}
-
-void* Engine::Impl::full_params_of(UnitId u) const {
-  return element(full_params, policy.compute, units[u].full_offset);
 }
 
 bool Engine::Impl::at_boundary_micro_step() const {
@@ -206,81 +171,24 @@ void Engine::Impl::compute_after_comm() { ctx.compute_stream().wait(comm.stream(
 
 void Engine::Impl::allocate() {
   const EngineOptions& options = engine.options_;
-  std::vector<std::size_t> sizes;
-  for (const EngineUnit& unit : units) sizes.push_back(unit.layout.num_elements());
-  const std::vector<bool> swapped_params = swapped_param_units(options, sizes, world);
-  std::size_t full_total = 0, owned_total = 0, shard_total = 0, param_total = 0;
-  int tensors = 0;
-  std::vector<std::size_t> owned_counts;
-  for (std::size_t i = 0; i < units.size(); ++i) {
-    EngineUnit& unit = units[i];
-    unit.padded = unit.layout.padded_num_elements();
-    unit.shard = unit.padded / static_cast<std::size_t>(world);
-    unit.owned_count = policy.partitioned ? unit.shard : unit.padded;
-    unit.full_offset = full_total;
-    unit.owned_offset = owned_total;
-    unit.param_offset = param_total;
-    unit.first_tensor = tensors;
-    full_total += unit.padded;
-    owned_total += unit.owned_count;
-    shard_total += unit.shard;
-    if (!swapped_params[i]) param_total += unit.shard;
-    tensors += static_cast<int>(unit.layout.slots().size());
-    owned_counts.push_back(unit.owned_count);
-  }
-  num_tensors = tensors;
+  std::vector<StateStorage::UnitShape> stored;
+  for (const EngineUnit& unit : units)
+    stored.push_back({unit.name, unit.layout.num_elements(), unit.layout.padded_num_elements(),
+                      static_cast<int>(unit.layout.slots().size())});
+  storage.allocate(stored);
+  if (policy.swap_grads()) init_gradient_swap();
   std::vector<ParamGatherer::UnitShape> shapes;
-  for (const EngineUnit& unit : units)
-    shapes.push_back({unit.name, unit.layout.num_elements(), unit.padded, unit.shard});
-  gatherer.set_units(std::move(shapes));
   std::vector<GradReducer::UnitShape> reduced_shapes;
-  for (const EngineUnit& unit : units)
-    reduced_shapes.push_back({unit.name, unit.layout.num_elements(), unit.shard});
+  std::vector<std::size_t> sizes;
+  for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
+    const EngineUnit& unit = units[u];
+    const StateStorage::Placement& at = storage.unit(u);
+    shapes.push_back({unit.name, unit.layout.num_elements(), at.padded, at.shard});
+    reduced_shapes.push_back({unit.name, unit.layout.num_elements(), at.shard});
+    sizes.push_back(unit.layout.num_elements());
+  }
+  gatherer.set_units(std::move(shapes));
   reducer.set_units(std::move(reduced_shapes));
-  if (policy.host_step) {
-    sub_groups = optimizer_sub_groups(owned_counts, options.sub_group_size);
-    device_groups = device_sub_groups(policy, sub_groups.size());
-    owned_split =
-        device_groups < sub_groups.size() ? sub_groups[device_groups].owned_offset : owned_total;
-  }
-  constexpr std::size_t kFloat = sizeof(float);
-  const std::size_t compute = size_of(policy.compute);
-  const std::size_t accumulate = size_of(policy.accumulate);
-  // Each state in the space state_policy() gives it; nvme states are swap regions instead
-  // (create_swap_stores).
-  auto allocate_in = [&](MemorySpace space, std::size_t size_bytes, MemoryCategory category) {
-    if (space == MemorySpace::kNvme) return Buffer();
-    return ctx.allocator(space).allocate(size_bytes, category);
-  };
-  const MemorySpace param_space =
-      policy.swap_params() ? policy.param_cache_space : policy.params_space;
-  if (policy.full_params)
-    full_params = allocate_in(param_space, full_total * compute, MemoryCategory::kParams);
-  if (policy.full_grads)
-    full_grads =
-        allocate_in(policy.full_grads_space, full_total * accumulate, MemoryCategory::kGrads);
-  if (policy.param_shard)
-    param_shard = allocate_in(param_space, param_total * compute, MemoryCategory::kParamShard);
-  const auto states = static_cast<std::size_t>(optimizer->states_per_element());
-  if (owned_split > 0) {  // partial offload: the leading sub-groups' part on the device
-    device_grads = allocate_in(MemorySpace::kDevice, owned_split * size_of(policy.grad_shard_dtype),
-                               MemoryCategory::kGradShard);
-    device_master =
-        allocate_in(MemorySpace::kDevice, owned_split * kFloat, MemoryCategory::kMasterParams);
-    device_state = allocate_in(MemorySpace::kDevice, states * owned_split * kFloat,
-                               MemoryCategory::kOptimizerState);
-  }
-  if (policy.grad_shard)
-    grad_shard = allocate_in(policy.grad_shard_space,
-                             (shard_total - owned_split) * size_of(policy.grad_shard_dtype),
-                             MemoryCategory::kGradShard);
-  if (policy.master_weights)
-    master_params = allocate_in(policy.master_space, (owned_total - owned_split) * kFloat,
-                                MemoryCategory::kMasterParams);
-  optimizer_state =
-      allocate_in(policy.optimizer_state_space, states * (owned_total - owned_split) * kFloat,
-                  MemoryCategory::kOptimizerState);
-  create_swap_stores();
   const BucketSize bucket_size = reduce_bucket_elements(options, sizes, world);
   reducer.allocate(bucket_size);
   const std::size_t grad_bytes = size_of(policy.model_grads);
@@ -292,25 +200,13 @@ void Engine::Impl::allocate() {
   const std::size_t staging = allgather_staging_elements(options, sizes, world);
   if (staging > 0)
     gather_staging = ctx.allocator(MemorySpace::kDevice)
-                         .allocate(staging * compute, MemoryCategory::kCommBuffers);
-  if (planning) return;
-  auto zero_fill = [&](const Buffer& buffer, DType dtype, MemorySpace space) {
-    if (space == MemorySpace::kDevice)
-      ctx.fill(ctx.compute_stream(), buffer.data(), dtype, buffer.size_bytes() / size_of(dtype),
-               0.0f);
-    else if (buffer.data() != nullptr)  // host memory: zeroed here (+0 is all-zero bits)
-      std::memset(buffer.data(), 0, buffer.size_bytes());
-  };
-  zero_fill(full_grads, policy.accumulate, policy.full_grads_space);
-  zero_fill(grad_shard, policy.grad_shard_dtype, policy.grad_shard_space);
-  zero_fill(optimizer_state, DType::kFloat32, policy.optimizer_state_space);
-  zero_fill(device_grads, policy.grad_shard_dtype, MemorySpace::kDevice);
-  zero_fill(device_state, DType::kFloat32, MemorySpace::kDevice);
+                         .allocate(staging * size_of(policy.compute), MemoryCategory::kCommBuffers);
 }
 
 void Engine::Impl::initialize_values() {
   std::size_t largest = 0;
-  for (const EngineUnit& unit : units) largest = std::max(largest, unit.padded);
+  for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
+    largest = std::max(largest, storage.unit(u).padded);
   // The init functions fill a host staging buffer, copied into device memory unit by unit. Where
   // the device does not hold the full unit in fp32 (stage 3, 16-bit compute), the unit is
   // materialised in an fp32 device workspace, broadcast there, and the owned and compute parts
@@ -324,8 +220,8 @@ void Engine::Impl::initialize_values() {
                        .allocate(largest * sizeof(float), MemoryCategory::kWorkspace);
   // Offload with swap regions: one sub-group's master and zero state, written when complete;
   // one swapped parameter shard, written once converted.
-  SwapSlot group_slot = make_swap_slot();
-  AlignedHostBuffer param_io = make_param_io_buffer();
+  SwapSlot group_slot = host_optimizer.make_swap_slot();
+  AlignedHostBuffer param_io = make_param_io_buffer(ctx, policy, storage);
   // offload_param without offload_optimizer: the shard is converted on the device and copied out.
   const Buffer param_staging = make_param_device_staging();
   if (planning) {  // the plan records the staging buffers (and the broadcasts), computes nothing
@@ -340,14 +236,14 @@ void Engine::Impl::initialize_values() {
   Stream& compute = ctx.compute_stream();
   for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
     EngineUnit& unit = units[u];
+    const StateStorage::Placement& at = storage.unit(u);
     float* host = staging.data_as<float>();
-    std::fill(host, host + unit.padded, 0.0f);
-    const std::size_t own = policy.partitioned ? static_cast<std::size_t>(rank) * unit.shard : 0;
+    std::fill(host, host + at.padded, 0.0f);
+    const std::size_t own = storage.owned_range(u).begin;
     if (unit.range_init) {
       // What this rank reads below: the whole unit where it keeps it, else its owned part.
       const ElementRange held =
-          intersect(policy.full_params ? ElementRange{0, unit.padded}
-                                       : ElementRange{own, own + unit.owned_count},
+          intersect(policy.full_params ? ElementRange{0, at.padded} : storage.owned_range(u),
                     {0, unit.layout.num_elements()});
       if (!held.empty()) unit.range_init(held, std::span<float>(host + held.begin, held.size()));
     } else if (rank == 0) {
@@ -358,8 +254,8 @@ void Engine::Impl::initialize_values() {
         std::copy(unit.initial_values.begin(), unit.initial_values.end(), host);
       }
     }
-    float* full = direct ? static_cast<float*>(full_params_of(u)) : workspace.data_as<float>();
-    ctx.copy(compute, host, full, unit.padded * sizeof(float));
+    float* full = direct ? static_cast<float*>(storage.full_params(u)) : workspace.data_as<float>();
+    ctx.copy(compute, host, full, at.padded * sizeof(float));
     // Rank 0's values are the model (DeepSpeed broadcasts the module at initialisation), unless
     // every rank generated what it holds.
     comm_after_compute();
@@ -370,18 +266,20 @@ void Engine::Impl::initialize_values() {
       compute_after_comm();
       // Offloaded master: through the host staging buffer (its copy to the device ran before, in
       // stream order), from where host_initialize_unit takes it.
-      float* master = policy.host_step && !on_device(u) ? host : owned_params(u);
+      const bool host_master = policy.host_step && !storage.on_device(u);
+      float* master = host_master ? host : storage.owned_params(u);
       if (policy.master_weights)
-        ctx.copy(compute, full + own, master, unit.owned_count * sizeof(float));
+        ctx.copy(compute, full + own, master, at.owned_count * sizeof(float));
       if (policy.full_params)  // the whole unit in the compute dtype
-        ctx.convert(compute, full, DType::kFloat32, full_params_of(u), policy.compute, unit.padded);
+        ctx.convert(compute, full, DType::kFloat32, storage.full_params(u), policy.compute,
+                    at.padded);
       else if (!policy.offload_params())  // stage 3: the owned shard
-        ctx.convert(compute, full + own, DType::kFloat32, owned_compute_params(u), policy.compute,
-                    unit.shard);
+        ctx.convert(compute, full + own, DType::kFloat32, storage.owned_compute_params(u),
+                    policy.compute, at.shard);
       // The host-side initialisation below reads what these queued copies write.
       compute_after_comm();
       synchronize_compute("initialising unit '" + unit.name + "'");
-      if (policy.host_step && !on_device(u)) host_initialize_unit(u, master, group_slot, param_io);
+      if (host_master) host_optimizer.initialize_unit(u, master, group_slot, param_io);
       if (policy.offload_params() && !policy.host_step)
         store_param_shard(u, full + own, param_staging, param_io);
     }
@@ -512,7 +410,7 @@ GatheredUnit Engine::gather(UnitId unit) {
     // Stages 0-2: the post-step all-gather must have landed before compute reads parameters.
     d.hand_to_model(d.params_ready, "gathering unit '" + d.units[unit].name + "'");
     d.gatherer.hold(unit);
-    data = d.full_params_of(unit);
+    data = d.storage.full_params(unit);
   }
   return GatheredUnit(this, unit, data, d.policy.compute, &d.units[unit].layout);
 }
@@ -524,18 +422,19 @@ GradientBuffer Engine::grads(UnitId unit) {
   Impl& d = *impl_;
   ZERO_CHECK(unit >= 0 && unit < static_cast<UnitId>(d.units.size()), "grads: no unit #", unit);
   EngineUnit& u = d.units[unit];
+  const std::size_t padded = d.storage.unit(unit).padded;
   ZERO_CHECK(!d.reducer.reduced(unit), "grads('", u.name, "') after reduce_grads('", u.name,
              "') in the same micro-step");
   void* data = nullptr;
   const DType dtype = d.policy.model_grads;
   if (d.policy.full_grads) {
-    data = d.full_grads_of(unit);
+    data = d.storage.full_grads(unit);
   } else {
     if (!u.grad_buffer) {
       u.grad_buffer = std::make_shared<Buffer>(
-          allocator().allocate(u.padded * size_of(dtype), MemoryCategory::kGrads));
+          allocator().allocate(padded * size_of(dtype), MemoryCategory::kGrads));
       if (!d.planning)
-        context_->fill(context_->compute_stream(), u.grad_buffer->data(), dtype, u.padded, 0.0f);
+        context_->fill(context_->compute_stream(), u.grad_buffer->data(), dtype, padded, 0.0f);
     }
     data = u.grad_buffer->data();
   }
@@ -567,18 +466,8 @@ void Engine::zero_grad() {
   // After every queued reduction into the gradients; the next reductions wait for the zeros
   // (the reducer's flush orders the communication stream after the compute stream).
   d.compute_after_comm();
-  Stream& compute = context_->compute_stream();
-  const DType accumulate = d.policy.accumulate;
-  context_->fill(compute, d.full_grads.data(), accumulate,
-                 d.full_grads.size_bytes() / size_of(accumulate), 0.0f);
-  if (d.policy.grad_shard_space == MemorySpace::kDevice)
-    context_->fill(compute, d.grad_shard.data(), accumulate,
-                   d.grad_shard.size_bytes() / size_of(accumulate), 0.0f);
-  else
-    d.zero_host_grads();
-  const DType device_grads = d.policy.grad_shard_dtype;  // partial offload's device part
-  context_->fill(compute, d.device_grads.data(), device_grads,
-                 d.device_grads.size_bytes() / size_of(device_grads), 0.0f);
+  d.storage.zero_device_grads(context_->compute_stream());
+  if (d.policy.grad_shard_space != MemorySpace::kDevice) d.zero_host_grads();  // copy stream
 }
 
 }  // namespace zero

@@ -1,5 +1,6 @@
-// Engine::Impl: the engine's private state (units, flat state buffers), its stage-3 gatherer
-// (param_gather.h) and its gradient reducer (grad_reduce.h).
+// Engine::Impl: the engine's private state (units), its flat state storage (state_storage.h), its
+// host optimizer step (host_optimizer.h), its stage-3 gatherer (param_gather.h) and its gradient
+// reducer (grad_reduce.h).
 #pragma once
 
 #include <cstddef>
@@ -9,7 +10,9 @@
 #include <vector>
 
 #include "grad_reduce.h"
+#include "host_optimizer.h"
 #include "param_gather.h"
+#include "state_storage.h"
 #include "zero/engine/engine.h"
 #include "zero/engine/memory_formula.h"
 
@@ -21,37 +24,10 @@ struct EngineUnit {
   InitFunction init;
   RangeInitFunction range_init;  // when set, each rank generates what it holds (no broadcast)
   std::vector<float> initial_values;
-  std::size_t padded = 0;        // P_u: padded elements
-  std::size_t shard = 0;         // S_u = P_u / W
-  std::size_t owned_offset = 0;  // into the owned-space buffers (optimizer state, shards)
-  std::size_t owned_count = 0;   // P_u at stage 0, S_u otherwise
-  std::size_t full_offset = 0;   // into the full params / grads buffers (stages 0-2)
-  std::size_t param_offset = 0;  // stage 3: into param_shard (offload_param nvme: cached units)
-  int param_region = -1;         // offload_param nvme: the unit's swap region (-1: cached)
-  int first_tensor = 0;          // global index of its first tensor
+  // Its offsets into the flat state buffers are the storage's (StateStorage::unit).
 
   // Stages 2-3: the transient gradient buffer handed out by grads() this micro-step.
   std::shared_ptr<Buffer> grad_buffer;
-};
-
-// Host buffers for swap I/O: aligned to the store's io_alignment() inside a staging allocation.
-// `data` is null in a plan (nothing allocated).
-struct AlignedHostBuffer {
-  Buffer buffer;
-  void* data = nullptr;
-};
-// One sub-group's master, optimizer state and (gradients swapped) fp32 gradients in host memory
-// while it is swapped in (nvme), with the tickets of its pending writes and the event after the
-// last copy that reads its master. The gradients are read, never written back (DeepSpeed).
-struct SwapSlot {
-  AlignedHostBuffer memory;
-  float* master = nullptr;
-  float* state = nullptr;
-  float* grads = nullptr;  // null unless the gradient partition is swapped
-  SwapTicket master_write, state_write;
-  Event copied;
-  int group = -1;  // the sub-group it holds (read or being read)
-  SwapTicket master_read, state_read, grads_read;
 };
 
 // offload_optimizer nvme: the fp32 gradient partition in swap regions, one per host sub-group, as
@@ -62,8 +38,8 @@ struct SwapSlot {
 // step yet. Touched by the copy stream's host tasks during micro-steps and by the host thread
 // once the copy stream has drained (flush, step, zero_grad): never both at once.
 struct GradientSwap {
-  std::vector<int> regions;  // per sub-group; -1 for the device sub-groups of a partial offload
-  std::vector<char> holds;   // per sub-group: its region holds this step's gradients
+  // Its regions, one per host sub-group, are the storage's (StateStorage::grad_region).
+  std::vector<char> holds;            // per sub-group: its region holds this step's gradients
   std::vector<std::size_t> group_of;  // per unit: its sub-group
   AlignedHostBuffer windows[2];
   int window_group[2] = {-1, -1};
@@ -95,46 +71,22 @@ class Engine::Impl {
   bool skip_collectives = false;
   int rank = 0;
   int world = 1;
-  int num_tensors = 0;
 
-  // One allocation per kind of state (llm.c), units are views at their offsets. Dtypes: params
-  // and param_shard policy.compute, full_grads and grad_shard policy.accumulate, master and
-  // optimizer state fp32.
-  Buffer full_params;      // stages 0-2: Σ P_u, params
-  Buffer full_grads;       // stages 0-1: Σ P_u, grads
-  Buffer param_shard;      // stage 3: Σ S_u, param_shard
-  Buffer grad_shard;       // stages 2-3: Σ S_u, grad_shard
-  Buffer master_params;    // 16-bit compute: Σ owned, master_params
-  Buffer optimizer_state;  // k × Σ owned, optimizer_state
-  Buffer gather_staging;   // comm_buffers: stage 1-2 chunked all-gather
-
-  // Offload (engine_offload.cc). host_receive: the reduced gradient block copied to the host
-  // (policy.staging_space, comm_buffers). Sub-groups of whole units the host optimizer steps
-  // together; with nvme, each has a master and a state region in optimizer_swap.
+  // The units' flat state: one buffer per kind of state in the space the policy gives it, the
+  // swap regions of what lives on NVMe, the units' offsets, sub-groups and views.
+  StateStorage storage;
+  // comm_buffers: stage 1-2 chunked all-gather of the updated parameters.
+  Buffer gather_staging;
+  // offload_optimizer: the reduced gradient block copied to the host (policy.staging_space).
   Buffer host_receive;
-  std::vector<SubGroup> sub_groups;
-  // Partial offload (ratio < 1): the first device_groups sub-groups, owned elements
-  // [0, owned_split), keep master, state and gradient partition in these device buffers; the
-  // host buffers (master_params, optimizer_state, grad_shard) hold [owned_split, owned total).
-  std::size_t device_groups = 0;
-  std::size_t owned_split = 0;
-  Buffer device_master;
-  Buffer device_state;
-  Buffer device_grads;
-  bool on_device(UnitId u) const { return units[u].owned_offset < owned_split; }
-  float* owned_state(UnitId u) const;  // the unit's optimizer state (k × owned_count floats)
+  // offload_optimizer: the optimizer step on the host (and partial offload's device sub-groups),
+  // with nvme's swap slots; its swap slots also serve checkpoints and the gradient windows.
+  HostOptimizer host_optimizer;
   // The optimizer's view of unit u's owned shard: its buffers and its tensors' segments.
   ShardChunk shard_chunk(UnitId u, float* params, const float* grads, float* state) const;
-  // Partial offload: the device sub-groups' step on the compute stream (not waited for), and
-  // their compute parameters from the master.
-  void device_sub_groups_step(const OptimizerStep& args);
-  void device_sub_groups_params_from_master();
-  SwapStoreFactory swap_factory;
-  std::unique_ptr<SwapStore> optimizer_swap;
-  std::unique_ptr<SwapStore> param_swap;
-  std::vector<int> master_regions;  // per sub-group
-  std::vector<int> state_regions;   // per sub-group
-  GradientSwap grad_swap;           // policy.swap_grads() (engine_grad_swap.cc)
+  GradientSwap grad_swap;  // policy.swap_grads() (engine_grad_swap.cc)
+  // Sizes grad_swap for the units and sub-groups (after the storage is allocated).
+  void init_gradient_swap();
   // The window holding sub-group g's gradients (copy stream's host tasks), written out and read
   // in as described at GradientSwap; null in a plan.
   float* gradient_window(std::size_t g);
@@ -143,7 +95,6 @@ class Engine::Impl {
   void flush_gradient_windows();
   // The next step's gradients start from zero: drops the windows and the regions' contents.
   void reset_gradient_swap();
-  void create_gradient_regions(SwapStore& store);
   // The windows live from the first reduction of a step to the flush before it (host thread):
   // allocated by the reducer's flush (its before_flush hook) when missing, released once the flush
   // has written them out, so the step's swap slots and the windows are never held together.
@@ -156,28 +107,15 @@ class Engine::Impl {
   // Waits for the communication, compute and copy streams before shard states are read or
   // written (visit_shard_states, fill_shard_states); errors say so.
   void drain_for_shard_states();
-  // Where unit u's ShardState spans live (ShardState::space): kDevice unless the context says
-  // the host addresses both its master and its optimizer state.
-  MemorySpace shard_space(UnitId u) const;
   float* view_master() const { return checkpoint_view.data_as<float>(); }
   void read_checkpoint_view();
   void write_back_checkpoint_view();
-  // The step refreshed the compute parameters tile by tile: refresh_params() skips that part.
-  bool params_refreshed_by_step = false;
 
   Event params_ready;  // stages 1-2: the post-step all-gather
   // Completes after the last work the engine queued on the communication stream: the destructor
   // waits for it without touching the communicator (which may be gone by then).
   Event comm_done;
 
-  // Owned (optimizer-visible) views of unit u: the fp32 parameters the optimizer updates (the
-  // master copy in 16-bit training), the compute-dtype parameters the model reads, and the
-  // accumulated gradients (policy.accumulate).
-  float* owned_params(UnitId u) const;
-  void* owned_compute_params(UnitId u) const;
-  void* owned_grads(UnitId u) const;
-  void* full_grads_of(UnitId u) const;   // stages 0-1
-  void* full_params_of(UnitId u) const;  // stages 0-2
   bool at_boundary_micro_step() const;
 
   void allocate();
@@ -195,8 +133,7 @@ class Engine::Impl {
   // stream.
   void params_from_master();
 
-  // engine_offload.cc
-  void create_swap_stores();
+  // engine_offload.cc: the host gradient partition and offload_param's shards.
   // After a collective on the communication stream: copies the reduced block (`count` elements
   // of policy.model_grads at `reduced`) to host_receive on the copy stream and unpacks it there
   // into the host gradient partition, `post` × (added to, when `accumulate`) the destination.
@@ -208,32 +145,6 @@ class Engine::Impl {
                       bool accumulate, float post);
   // The global squared norm's per-unit parts over the host gradient partition.
   void host_squares(std::vector<SquaresResult>& partial);
-  // The optimizer step on the host, sub-group by sub-group (reads/writes swap regions), and the
-  // refresh of the compute parameters from each updated sub-group.
-  void host_step(const OptimizerStep& args);
-  // All compute parameters from the fp32 master (after a checkpoint load).
-  void host_params_from_master();
-  // A host-stepped sub-group's compute parameters from its updated fp32 `master`: to the device on
-  // `copy` (from `staged`, the group's values already in the compute dtype, when not null;
-  // device_params), else into the host parameter shard or its swap region (offload_param).
-  void send_group_params(const SubGroup& group, const float* master, const void* staged,
-                         Stream& copy, bool device_params, AlignedHostBuffer& param_io);
-  // Initial values of unit u: `master` holds its owned fp32 values (host, valid now); the state
-  // is zero. Writes swap regions when a sub-group is complete.
-  void host_initialize_unit(UnitId u, const float* master, SwapSlot& slot,
-                            AlignedHostBuffer& param_io);
-  // Host buffers: a swap slot for sub-groups of up to `elements` owned elements (0: the largest
-  // sub-group), a buffer for the largest swapped parameter shard (both workspace in
-  // policy.staging_space; empty when nothing is swapped).
-  SwapSlot make_swap_slot(std::size_t elements = 0);
-  // The bytes make_swap_slot(elements) asks the allocator for (alignment slack included).
-  std::size_t swap_slot_bytes(std::size_t elements) const;
-  // The step's swap slots: how many (pipeline_read / pipeline_write), and the owned elements slot
-  // i is sized for (the largest sub-group g with g % slots == i; 0: unused).
-  std::size_t step_slot_count() const;
-  std::size_t step_slot_elements(std::size_t slot) const;
-  AlignedHostBuffer make_param_io_buffer();
-  SwapStore* param_store = nullptr;  // optimizer_swap when the paths agree, else param_swap
   // Stage 3 offload_param: copies the unit's shard to `slot` (its place in the gathered buffer)
   // on the copy stream (reading it from its swap region first) and orders the communication
   // stream after it.

@@ -1,6 +1,6 @@
 // Engine::gather_master: one unit's fp32 master, whole, for saving a 16-bit run's model.
 #include <cstddef>
-#include <cstdint>
+#include <vector>
 
 #include "engine_impl.h"
 #include "zero/core/error.h"
@@ -9,14 +9,11 @@ namespace zero {
 
 namespace {
 
-std::size_t round_up(std::size_t value, std::size_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
-
 // The sub-group holding unit `u` (offload_optimizer: sub-groups of whole units).
 std::size_t group_of(const Engine::Impl& d, std::size_t u) {
-  for (std::size_t g = 0; g < d.sub_groups.size(); ++g)
-    if (u >= d.sub_groups[g].first_unit && u < d.sub_groups[g].last_unit) return g;
+  const std::vector<SubGroup>& groups = d.storage.sub_groups();
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    if (u >= groups[g].first_unit && u < groups[g].last_unit) return g;
   ZERO_THROW("gather_master: unit '", d.units[u].name, "' is in no optimizer sub-group");
 }
 
@@ -31,47 +28,47 @@ Buffer Engine::gather_master(UnitId unit_id) {
              name_of(d.policy.compute), " parameters without master weights)");
   const auto u = static_cast<std::size_t>(unit_id);
   const EngineUnit& unit = d.units[u];
+  const StateStorage::Placement& at = d.storage.unit(unit_id);
   d.drain_for_shard_states();
   // The whole unit in device memory (the communicator's buffers); the rank's shard at its slot.
   Buffer full = d.ctx.allocator(MemorySpace::kDevice)
-                    .allocate(unit.padded * sizeof(float), MemoryCategory::kWorkspace);
+                    .allocate(at.padded * sizeof(float), MemoryCategory::kWorkspace);
   // Where the rank's shard of the master lives: resident (device or host memory), the host copy a
   // checkpoint load made, or its sub-group's swap region (nvme), read into host memory here.
-  const bool swapped = d.policy.swap_optimizer() && !d.on_device(unit_id);
-  Buffer region;
+  const bool swapped = d.policy.swap_optimizer() && !d.storage.on_device(unit_id);
+  AlignedHostBuffer region;
   const float* source = nullptr;
   if (swapped && !d.checkpoint_view.allocated()) {
     const std::size_t g = group_of(d, u);
-    const std::size_t alignment = d.optimizer_swap->io_alignment();
-    region = d.ctx.allocator(d.policy.staging_space)
-                 .allocate(d.optimizer_swap->padded_bytes(d.master_regions[g]) + alignment,
-                           MemoryCategory::kWorkspace);
+    SwapStore& swap = *d.storage.optimizer_swap();
+    region = allocate_aligned(d.ctx.allocator(d.policy.staging_space),
+                              swap.padded_bytes(d.storage.master_region(g)), swap.io_alignment(),
+                              MemoryCategory::kWorkspace);
     if (!d.planning) {
-      const auto address = reinterpret_cast<std::uintptr_t>(region.data());
-      auto* master = reinterpret_cast<float*>(round_up(address, alignment));
-      d.optimizer_swap->wait(d.optimizer_swap->read(d.master_regions[g], master));
-      source = master + (unit.owned_offset - d.sub_groups[g].owned_offset);
+      auto* master = static_cast<float*>(region.data);
+      swap.wait(swap.read(d.storage.master_region(g), master));
+      source = master + (at.owned_offset - d.storage.sub_groups()[g].owned_offset);
     }
   } else if (swapped) {
-    source = d.view_master() + unit.owned_offset;
+    source = d.view_master() + at.owned_offset;
   } else {
-    source = d.owned_params(unit_id);
+    source = d.storage.owned_params(unit_id);
   }
   const bool host_reads_full = d.ctx.host_addressable(MemorySpace::kDevice);
   Buffer host;  // rank 0, where `full` is not host memory
   if (d.rank == 0 && !host_reads_full)
     host = d.ctx.allocator(MemorySpace::kHost)
-               .allocate(unit.padded * sizeof(float), MemoryCategory::kWorkspace);
+               .allocate(at.padded * sizeof(float), MemoryCategory::kWorkspace);
   if (d.planning)
     return d.rank == 0 ? (host_reads_full ? std::move(full) : std::move(host)) : Buffer{};
 
   Stream& compute = d.ctx.compute_stream();
-  const std::size_t slot = d.policy.partitioned ? static_cast<std::size_t>(d.rank) * unit.shard : 0;
+  const std::size_t slot = d.storage.owned_range(unit_id).begin;
   float* own = full.data_as<float>() + slot;
-  d.ctx.copy(compute, source, own, unit.owned_count * sizeof(float));
+  d.ctx.copy(compute, source, own, at.owned_count * sizeof(float));
   compute.synchronize();
   if (d.policy.partitioned && !d.skip_collectives) {  // in place: send == recv + rank × shard
-    d.comm.all_gather(own, full.data(), unit.shard, DType::kFloat32, "master " + unit.name);
+    d.comm.all_gather(own, full.data(), at.shard, DType::kFloat32, "master " + unit.name);
     try {
       d.comm.synchronize();
     } catch (const Error& error) {
@@ -81,7 +78,7 @@ Buffer Engine::gather_master(UnitId unit_id) {
   }
   if (d.rank != 0) return {};
   if (host_reads_full) return full;
-  d.ctx.copy(compute, full.data(), host.data(), unit.padded * sizeof(float));
+  d.ctx.copy(compute, full.data(), host.data(), at.padded * sizeof(float));
   compute.synchronize();
   return host;
 }

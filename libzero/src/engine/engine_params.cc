@@ -19,9 +19,9 @@ void Engine::Impl::params_from_master() {
   if (!policy.master_weights) return;
   if (policy.offload_params()) {  // offload_param without offload_optimizer: copied out
     const Buffer staging = make_param_device_staging();
-    AlignedHostBuffer param_io = make_param_io_buffer();
+    AlignedHostBuffer param_io = make_param_io_buffer(ctx, policy, storage);
     for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
-      store_param_shard(u, owned_params(u), staging, param_io);
+      store_param_shard(u, storage.owned_params(u), staging, param_io);
     if (!planning) {  // the next copies into gathered buffers read the shards after this
       ctx.copy_stream().wait(ctx.compute_stream().record());
       synchronize_compute("copying the updated parameter shard out");  // the staging buffers
@@ -30,8 +30,8 @@ void Engine::Impl::params_from_master() {
   }
   if (planning) return;
   for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
-    ctx.convert(ctx.compute_stream(), owned_params(u), DType::kFloat32, owned_compute_params(u),
-                policy.compute, units[u].owned_count);
+    ctx.convert(ctx.compute_stream(), storage.owned_params(u), DType::kFloat32,
+                storage.owned_compute_params(u), policy.compute, storage.unit(u).owned_count);
 }
 
 void Engine::Impl::all_gather_params() {
@@ -46,19 +46,19 @@ void Engine::Impl::all_gather_params() {
   const auto blocks = static_cast<std::size_t>(world);
   for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
     const EngineUnit& unit = units[u];
-    void* base = full_params_of(u);
-    void* own = owned_compute_params(u);
-    if (unit.shard <= chunk) {  // in place: every rank's shard lands at its own offset
-      comm.all_gather(own, base, unit.shard, dtype, "params " + unit.name);
+    const std::size_t shard = storage.unit(u).shard;
+    void* base = storage.full_params(u);
+    void* own = storage.owned_compute_params(u);
+    if (shard <= chunk) {  // in place: every rank's shard lands at its own offset
+      comm.all_gather(own, base, shard, dtype, "params " + unit.name);
       continue;
     }
     // Chunk [begin, begin + count) of every rank's shard through the staging buffer.
-    for (std::size_t begin = 0; begin < unit.shard; begin += chunk) {
-      const std::size_t count = std::min(chunk, unit.shard - begin);
+    for (std::size_t begin = 0; begin < shard; begin += chunk) {
+      const std::size_t count = std::min(chunk, shard - begin);
       comm.all_gather(at(own, begin), staging, count, dtype, "params " + unit.name);
       for (std::size_t r = 0; r < blocks; ++r)
-        ctx.copy(comm.stream(), at(staging, r * count), at(base, r * unit.shard + begin),
-                 count * bytes);
+        ctx.copy(comm.stream(), at(staging, r * count), at(base, r * shard + begin), count * bytes);
     }
   }
   params_ready = comm.stream().record();

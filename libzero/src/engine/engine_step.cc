@@ -26,8 +26,7 @@ bool Engine::step() {
     return false;
   ++state_.global_steps;
   const StatePolicy& policy = d.policy;
-  std::size_t owned_total = 0;
-  for (const EngineUnit& unit : d.units) owned_total += unit.owned_count;
+  const std::size_t owned_total = d.storage.owned_total();
   // 16-bit accumulated gradients: the optimizer reads an fp32 copy of the owned gradients
   // (DeepSpeed converts the partition to fp32 for the step), a workspace for the step only.
   auto fp32_grads_workspace = [&] {
@@ -39,7 +38,8 @@ bool Engine::step() {
     d.synchronize("reducing gradients before the optimizer step");
     if (policy.host_step) {
       d.release_gradient_windows();  // as host_squares does after the flush
-      d.host_step(OptimizerStep{});  // recorded: the step's host buffers
+      d.write_back_checkpoint_view();
+      d.host_optimizer.step(OptimizerStep{});  // recorded: the step's host buffers
     } else
       fp32_grads_workspace();   // recorded: allocated and freed as in a taken step
     if (!d.skip_collectives) {  // the collectives of a taken step, on no data
@@ -63,8 +63,8 @@ bool Engine::step() {
   } else {
     d.compute_after_comm();
     for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u)
-      context_->sum_of_squares(compute, d.owned_grads(u), policy.accumulate, d.units[u].owned_count,
-                               &partial[u]);
+      context_->sum_of_squares(compute, d.storage.owned_grads(u), policy.accumulate,
+                               d.storage.unit(u).owned_count, &partial[u]);
     d.synchronize_compute("reducing gradients before the optimizer step");
   }
   double squares = 0.0;
@@ -103,7 +103,7 @@ bool Engine::step() {
   args.lr = lr();
   args.beta1 = d.schedule ? d.schedule->beta1(d.optimizer->beta1()) : d.optimizer->beta1();
   args.grad_scale = grad_scale;
-  args.num_tensors = d.num_tensors;
+  args.num_tensors = d.storage.num_tensors();
   const bool partitioned = policy.partitioned && d.world > 1;
   args.all_reduce_sum = [&d, partitioned](float* values, std::size_t count) {
     if (!partitioned || count == 0) return;
@@ -114,7 +114,8 @@ bool Engine::step() {
     // offload_optimizer: on the host, sub-group by sub-group, the compute parameters refreshed
     // behind it (engine_offload.cc).
     try {
-      d.host_step(args);
+      d.write_back_checkpoint_view();  // spans written for a load reach the regions first
+      d.host_optimizer.step(args);
     } catch (const Error& error) {  // e.g. a swap store's I/O error, naming its file
       ZERO_THROW("engine (rank ", d.rank, "/", d.world, ", stage ", options_.stage,
                  ") the offloaded optimizer step of global step ", state_.global_steps, ": ",
@@ -137,8 +138,7 @@ void Engine::device_step(const OptimizerStep& args) {
   Impl& d = *impl_;
   const StatePolicy& policy = d.policy;
   Stream& compute = context_->compute_stream();
-  std::size_t owned_total = 0;
-  for (const EngineUnit& unit : d.units) owned_total += unit.owned_count;
+  const std::size_t owned_total = d.storage.owned_total();
   Buffer fp32_grads =
       policy.fp32_grads_for_step()
           ? Buffer()
@@ -146,15 +146,15 @@ void Engine::device_step(const OptimizerStep& args) {
   std::vector<ShardChunk> chunks;
   chunks.reserve(d.units.size());
   for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u) {
-    const EngineUnit& unit = d.units[u];
-    const float* grads = static_cast<const float*>(d.owned_grads(u));
+    const StateStorage::Placement& at = d.storage.unit(u);
+    const float* grads = static_cast<const float*>(d.storage.owned_grads(u));
     if (!policy.fp32_grads_for_step()) {
-      float* copy = fp32_grads.data_as<float>() + unit.owned_offset;
-      context_->convert(compute, d.owned_grads(u), policy.accumulate, copy, DType::kFloat32,
-                        unit.owned_count);
+      float* copy = fp32_grads.data_as<float>() + at.owned_offset;
+      context_->convert(compute, d.storage.owned_grads(u), policy.accumulate, copy, DType::kFloat32,
+                        at.owned_count);
       grads = copy;
     }
-    chunks.push_back(d.shard_chunk(u, d.owned_params(u), grads, d.owned_state(u)));
+    chunks.push_back(d.shard_chunk(u, d.storage.owned_params(u), grads, d.storage.owned_state(u)));
   }
   context_->optimizer_step(compute, *d.optimizer, chunks, args);
   // The optimizer may issue collectives of its own (LAMB's trust ratios through all_reduce_sum):
@@ -170,7 +170,7 @@ void Engine::refresh_params() {
   // (a load refreshes them here), and the gathers follow the copy stream.
   if (d.policy.host_step) {
     d.write_back_checkpoint_view();  // spans written for a load reach the regions first
-    if (!std::exchange(d.params_refreshed_by_step, false)) d.host_params_from_master();
+    if (!d.host_optimizer.take_params_refreshed()) d.host_optimizer.params_from_master();
     if (!d.planning) {
       d.params_ready = context_->copy_stream().record();
       d.comm.stream().wait(d.params_ready);
@@ -198,30 +198,29 @@ std::vector<ShardState> Engine::shard_states() {
       ZERO_THROW("reading shard state: ", error.what());
     }
   }
-  std::size_t owned_total = 0;
-  for (const EngineUnit& unit : d.units) owned_total += unit.owned_count;
+  const std::size_t owned_total = d.storage.owned_total();
   std::vector<ShardState> shards;
   const std::vector<std::string> names = d.optimizer->state_names();
   const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());
   for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u) {
     const EngineUnit& unit = d.units[u];
-    const ElementRange owned =
-        d.policy.partitioned ? unit.layout.shard(d.rank) : ElementRange{0, unit.padded};
+    const StateStorage::Placement& at = d.storage.unit(u);
+    const ElementRange owned = d.storage.owned_range(u);
     const ElementRange range = intersect(owned, {0, unit.layout.num_elements()});
     ShardState shard;
     shard.unit = unit.name;
     shard.range = range;
     const std::size_t skip = range.begin - owned.begin;
     float* master =
-        d.policy.swap_optimizer() ? d.view_master() + unit.owned_offset : d.owned_params(u);
+        d.policy.swap_optimizer() ? d.view_master() + at.owned_offset : d.storage.owned_params(u);
     float* state = d.policy.swap_optimizer()
-                       ? d.view_master() + owned_total + states * unit.owned_offset
-                       : d.owned_state(u);
+                       ? d.view_master() + owned_total + states * at.owned_offset
+                       : d.storage.owned_state(u);
     shard.params = {master + skip, range.size()};
     for (std::size_t k = 0; k < states; ++k)
       shard.optimizer_state.emplace_back(
-          names.at(k), std::span<float>(state + k * unit.owned_count + skip, range.size()));
-    shard.space = d.shard_space(u);
+          names.at(k), std::span<float>(state + k * at.owned_count + skip, range.size()));
+    shard.space = d.storage.shard_space(u);
     shards.push_back(std::move(shard));
   }
   return shards;
@@ -230,14 +229,14 @@ std::vector<ShardState> Engine::shard_states() {
 namespace {
 
 // Unit `u`'s shard in a sub-group's swap slot (`group` holds it): its span of the slot.
-ShardState slot_shard(const Engine::Impl& d, std::size_t u, const SubGroup& group,
-                      const SwapSlot& slot, const std::vector<std::string>& names) {
+ShardState slot_shard(const Engine::Impl& d, UnitId u, const SubGroup& group, const SwapSlot& slot,
+                      const std::vector<std::string>& names) {
   const auto states = names.size();
   const EngineUnit& unit = d.units[u];
-  const ElementRange owned =
-      d.policy.partitioned ? unit.layout.shard(d.rank) : ElementRange{0, unit.padded};
+  const StateStorage::Placement& at = d.storage.unit(u);
+  const ElementRange owned = d.storage.owned_range(u);
   const ElementRange range = intersect(owned, {0, unit.layout.num_elements()});
-  const std::size_t offset = unit.owned_offset - group.owned_offset;
+  const std::size_t offset = at.owned_offset - group.owned_offset;
   const std::size_t skip = range.begin - owned.begin;
   ShardState shard;
   shard.unit = unit.name;
@@ -246,7 +245,7 @@ ShardState slot_shard(const Engine::Impl& d, std::size_t u, const SubGroup& grou
   for (std::size_t k = 0; k < states; ++k)
     shard.optimizer_state.emplace_back(
         names.at(k),
-        std::span<float>(slot.state + states * offset + k * unit.owned_count + skip, range.size()));
+        std::span<float>(slot.state + states * offset + k * at.owned_count + skip, range.size()));
   shard.space = d.policy.staging_space;  // the slot: host memory
   return shard;
 }
@@ -272,19 +271,21 @@ void Engine::visit_shard_states(const std::function<void(const ShardState&)>& vi
     return;
   }
   d.drain_for_shard_states();
-  SwapSlot slot = d.make_swap_slot();  // one sub-group's master and state
+  SwapStore* swap = d.storage.optimizer_swap();
+  const std::vector<SubGroup>& groups = d.storage.sub_groups();
+  SwapSlot slot = d.host_optimizer.make_swap_slot();  // one sub-group's master and state
   if (d.planning) return;
   const std::vector<std::string> names = d.optimizer->state_names();
-  for (std::size_t g = 0; g < d.sub_groups.size(); ++g) {
-    const SubGroup& group = d.sub_groups[g];
-    const SwapTicket master = d.optimizer_swap->read(d.master_regions[g], slot.master);
-    const SwapTicket state = d.state_regions[g] >= 0
-                                 ? d.optimizer_swap->read(d.state_regions[g], slot.state)
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const SubGroup& group = groups[g];
+    const SwapTicket master = swap->read(d.storage.master_region(g), slot.master);
+    const SwapTicket state = d.storage.state_region(g) >= 0
+                                 ? swap->read(d.storage.state_region(g), slot.state)
                                  : SwapTicket{};
-    d.optimizer_swap->wait(master);
-    d.optimizer_swap->wait(state);
+    swap->wait(master);
+    swap->wait(state);
     for (std::size_t u = group.first_unit; u < group.last_unit; ++u)
-      visit(slot_shard(d, u, group, slot, names));
+      visit(slot_shard(d, static_cast<UnitId>(u), group, slot, names));
   }
 }
 
@@ -296,44 +297,35 @@ void Engine::fill_shard_states(const std::function<void(ShardState&)>& fill, Sha
     return;
   }
   d.drain_for_shard_states();
-  SwapSlot slot = d.make_swap_slot();  // one sub-group's master and state
+  SwapStore* swap = d.storage.optimizer_swap();
+  const std::vector<SubGroup>& groups = d.storage.sub_groups();
+  SwapSlot slot = d.host_optimizer.make_swap_slot();  // one sub-group's master and state
   if (d.planning) return;
   const std::vector<std::string> names = d.optimizer->state_names();
   const std::size_t states = names.size();
-  for (std::size_t g = 0; g < d.sub_groups.size(); ++g) {
-    const SubGroup& group = d.sub_groups[g];
-    const bool has_state = d.state_regions[g] >= 0;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const SubGroup& group = groups[g];
+    const bool has_state = d.storage.state_region(g) >= 0;
     if (coverage == ShardFill::kEveryElement) {
       std::memset(slot.master, 0, group.num_elements * sizeof(float));
       if (has_state) std::memset(slot.state, 0, states * group.num_elements * sizeof(float));
     } else {
-      const SwapTicket master = d.optimizer_swap->read(d.master_regions[g], slot.master);
+      const SwapTicket master = swap->read(d.storage.master_region(g), slot.master);
       const SwapTicket state =
-          has_state ? d.optimizer_swap->read(d.state_regions[g], slot.state) : SwapTicket{};
-      d.optimizer_swap->wait(master);
-      d.optimizer_swap->wait(state);
+          has_state ? swap->read(d.storage.state_region(g), slot.state) : SwapTicket{};
+      swap->wait(master);
+      swap->wait(state);
     }
     for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
-      ShardState shard = slot_shard(d, u, group, slot, names);
+      ShardState shard = slot_shard(d, static_cast<UnitId>(u), group, slot, names);
       fill(shard);
     }
-    const SwapTicket master = d.optimizer_swap->write(d.master_regions[g], slot.master);
+    const SwapTicket master = swap->write(d.storage.master_region(g), slot.master);
     const SwapTicket state =
-        has_state ? d.optimizer_swap->write(d.state_regions[g], slot.state) : SwapTicket{};
-    d.optimizer_swap->wait(master);
-    d.optimizer_swap->wait(state);
+        has_state ? swap->write(d.storage.state_region(g), slot.state) : SwapTicket{};
+    swap->wait(master);
+    swap->wait(state);
   }
-}
-
-MemorySpace Engine::Impl::shard_space(UnitId u) const {
-  if (policy.swap_optimizer()) return policy.staging_space;  // the host copy of the regions
-  if (on_device(u)) return MemorySpace::kDevice;             // partial offload's device part
-  const MemorySpace master = policy.master_weights  ? policy.master_space
-                             : policy.swap_params() ? policy.param_cache_space
-                                                    : policy.params_space;
-  const bool host =
-      ctx.host_addressable(master) && ctx.host_addressable(policy.optimizer_state_space);
-  return host ? master : MemorySpace::kDevice;
 }
 
 void Engine::set_shard_piece_elements(std::size_t elements) {
@@ -406,49 +398,51 @@ std::vector<std::string> Engine::optimizer_state_names() const {
 }
 
 void Engine::Impl::read_checkpoint_view() {
+  SwapStore* swap = storage.optimizer_swap();
+  const std::vector<SubGroup>& groups = storage.sub_groups();
   if (checkpoint_view.allocated()) return;
-  std::size_t owned_total = 0;
-  for (const EngineUnit& unit : units) owned_total += unit.owned_count;
+  const std::size_t owned_total = storage.owned_total();
   const auto states = static_cast<std::size_t>(optimizer->states_per_element());
   checkpoint_view =
       ctx.allocator(policy.staging_space)
           .allocate((1 + states) * owned_total * sizeof(float), MemoryCategory::kWorkspace);
-  SwapSlot slot = make_swap_slot();
+  SwapSlot slot = host_optimizer.make_swap_slot();
   if (planning) return;
   float* master = view_master();
   float* state = master + owned_total;
-  for (std::size_t g = 0; g < sub_groups.size(); ++g) {
-    const SubGroup& group = sub_groups[g];
-    optimizer_swap->wait(optimizer_swap->read(master_regions[g], slot.master));
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const SubGroup& group = groups[g];
+    swap->wait(swap->read(storage.master_region(g), slot.master));
     std::memcpy(master + group.owned_offset, slot.master, group.num_elements * sizeof(float));
-    if (state_regions[g] < 0) continue;
-    optimizer_swap->wait(optimizer_swap->read(state_regions[g], slot.state));
+    if (storage.state_region(g) < 0) continue;
+    swap->wait(swap->read(storage.state_region(g), slot.state));
     std::memcpy(state + states * group.owned_offset, slot.state,
                 states * group.num_elements * sizeof(float));
   }
 }
 
 void Engine::Impl::write_back_checkpoint_view() {
+  SwapStore* swap = storage.optimizer_swap();
+  const std::vector<SubGroup>& groups = storage.sub_groups();
   if (!checkpoint_view.allocated()) return;
   if (!planning) {
-    std::size_t owned_total = 0;
-    for (const EngineUnit& unit : units) owned_total += unit.owned_count;
+    const std::size_t owned_total = storage.owned_total();
     const auto states = static_cast<std::size_t>(optimizer->states_per_element());
-    SwapSlot slot = make_swap_slot();
+    SwapSlot slot = host_optimizer.make_swap_slot();
     const float* master = view_master();
     const float* state = master + owned_total;
-    for (std::size_t g = 0; g < sub_groups.size(); ++g) {
-      const SubGroup& group = sub_groups[g];
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const SubGroup& group = groups[g];
       std::memcpy(slot.master, master + group.owned_offset, group.num_elements * sizeof(float));
-      const SwapTicket master_write = optimizer_swap->write(master_regions[g], slot.master);
+      const SwapTicket master_write = swap->write(storage.master_region(g), slot.master);
       SwapTicket state_write;
-      if (state_regions[g] >= 0) {
+      if (storage.state_region(g) >= 0) {
         std::memcpy(slot.state, state + states * group.owned_offset,
                     states * group.num_elements * sizeof(float));
-        state_write = optimizer_swap->write(state_regions[g], slot.state);
+        state_write = swap->write(storage.state_region(g), slot.state);
       }
-      optimizer_swap->wait(master_write);
-      optimizer_swap->wait(state_write);
+      swap->wait(master_write);
+      swap->wait(state_write);
     }
   }
   checkpoint_view.reset();

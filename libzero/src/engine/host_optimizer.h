@@ -1,0 +1,112 @@
+// HostOptimizer: the optimizer step of offload_optimizer (ZeRO-Offload, ZeRO-Infinity) on the
+// host, one sub-group of whole units at a time, with nvme's swap-in and swap-out of each
+// sub-group's master, moments and gradients around it (pipelined with pipeline_read /
+// pipeline_write), the compute parameters refreshed behind it on the copy stream, and partial
+// offload's device sub-groups stepped on the compute stream meanwhile.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "state_storage.h"
+#include "swap_io.h"
+#include "zero/core/device_context.h"
+#include "zero/core/optimizer.h"
+#include "zero/core/stream.h"
+#include "zero/core/swap_store.h"
+#include "zero/engine/engine.h"
+#include "zero/engine/options.h"
+#include "zero/engine/state_policy.h"
+
+namespace zero {
+
+// One sub-group's master, optimizer state and (gradients swapped) fp32 gradients in host memory
+// while it is swapped in (nvme), with the tickets of its pending writes and the event after the
+// last copy that reads its master. The gradients are read, never written back (DeepSpeed).
+struct SwapSlot {
+  AlignedHostBuffer memory;
+  float* master = nullptr;
+  float* state = nullptr;
+  float* grads = nullptr;  // null unless the gradient partition is swapped
+  SwapTicket master_write, state_write;
+  Event copied;
+  int group = -1;  // the sub-group it holds (read or being read)
+  SwapTicket master_read, state_read, grads_read;
+};
+
+// What the step reads and writes. References outlive it (the engine's members).
+struct HostOptimizerSetup {
+  DeviceContext& context;
+  // offload_optimizer.pipeline_read / pipeline_write.
+  const EngineOptions& options;
+  // Where each state lives (host_step, swap_optimizer, swap_grads, offload_params) and the
+  // compute dtype the parameters are refreshed in.
+  const StatePolicy& policy;
+  // The sub-groups, the owned views and the swap regions.
+  const StateStorage& storage;
+  Optimizer& optimizer;
+  // The optimizer's view of unit u's owned shard at these buffers (its tensors' segments).
+  std::function<ShardChunk(UnitId u, float* params, const float* grads, float* state)> shard_chunk;
+  // Swapped gradient partition: whether sub-group g's region holds this step's gradients (else
+  // the step reads zeros, as the partition would hold).
+  std::function<bool(std::size_t g)> gradients_held;
+  // A blocking wait for the compute stream, naming `what` in its error.
+  std::function<void(const std::string& what)> synchronize_compute;
+};
+
+// Host thread only. Every buffer it allocates is workspace, allocated in a plan too (so the
+// plan's peaks are the run's); in a plan nothing is read, stepped or written.
+class HostOptimizer {
+ public:
+  explicit HostOptimizer(HostOptimizerSetup setup);
+
+  // The optimizer step over every host sub-group (reads and writes their swap regions), the
+  // device sub-groups' on the compute stream, and each updated sub-group's compute parameters:
+  // to the device on the copy stream (16-bit: converted on the host first), or into the host
+  // parameter shard or its swap region (offload_param).
+  void step(const OptimizerStep& args);
+  // Every sub-group's compute parameters from its fp32 master, as the step refreshes them (after
+  // a checkpoint load or any rewrite of the master); waits for the copies.
+  void params_from_master();
+  // Whether the last step() refreshed the compute parameters (then a refresh has nothing to do);
+  // reading it clears it.
+  bool take_params_refreshed();
+
+  // Initial values of unit u: `master` holds its owned fp32 values (host, valid now); the state
+  // is zero. Through `slot` (make_swap_slot()), written to the swap regions when its sub-group is
+  // complete; offload_param: its shard in the compute dtype, written through `param_io`.
+  void initialize_unit(UnitId u, const float* master, SwapSlot& slot, AlignedHostBuffer& param_io);
+
+  // nvme: a swap slot for sub-groups of up to `elements` owned elements (0: the largest sub-group),
+  // workspace in policy.staging_space; empty unless the optimizer state is swapped.
+  SwapSlot make_swap_slot(std::size_t elements = 0) const;
+  // The bytes make_swap_slot(elements) asks the allocator for (alignment slack included).
+  std::size_t swap_slot_bytes(std::size_t elements) const;
+  // The step's swap slots: how many (pipeline_read / pipeline_write: 1 to 3), and the owned
+  // elements slot i is sized for (the largest host sub-group g with g % slots == i; 0: unused).
+  std::size_t step_slot_count() const;
+  std::size_t step_slot_elements(std::size_t slot) const;
+
+ private:
+  // Partial offload: the device sub-groups' step on the compute stream (not waited for), and
+  // their compute parameters from the master.
+  void device_groups_step(const OptimizerStep& args);
+  void device_groups_params_from_master();
+  // nvme: a slot is free once its writes are done and the copies reading its master have run;
+  // read_group frees it, then starts the reads of sub-group g's master, state and gradients.
+  void free_slot(SwapSlot& slot) const;
+  void read_group(SwapSlot& slot, std::size_t g) const;
+  // Sub-group `group`'s compute parameters from its updated fp32 `master`: to the device on
+  // `copy` (from `staged`, the values already in the compute dtype, when not null), else into the
+  // host parameter shard or its swap region (offload_param).
+  void send_group_params(const SubGroup& group, const float* master, const void* staged,
+                         Stream& copy, bool device_params, AlignedHostBuffer& param_io);
+
+  HostOptimizerSetup setup_;
+  bool planning_ = false;
+  std::size_t states_ = 0;  // the optimizer's states per element
+  bool params_refreshed_ = false;
+};
+
+}  // namespace zero
