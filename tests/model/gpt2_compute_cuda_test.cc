@@ -107,8 +107,15 @@ TEST_P(GPT2ComputeCudaTest, MatchesTheCpuComputeOnLossLogitsAndGradients) {
       std::copy(compute.logits(), compute.logits() + N * Vp, logits.begin());
       return;
     }
-    cuda_->copy(stream, compute.logits(), logits.data(), logits.size() * sizeof(float));
+    // CUDA with bf16 parameters keeps bf16 logits (logits_dtype): widened here.
+    const DType stored_dtype = compute.logits_dtype();
+    std::vector<std::uint16_t> stored(stored_dtype == DType::kFloat32 ? 0 : logits.size());
+    void* host =
+        stored_dtype == DType::kFloat32 ? static_cast<void*>(logits.data()) : stored.data();
+    cuda_->copy(stream, compute.logits_data(), host, logits.size() * size_of(stored_dtype));
     stream.synchronize();
+    if (stored_dtype != DType::kFloat32)
+      convert(stored.data(), stored_dtype, logits.data(), DType::kFloat32, logits.size());
   };
   auto run = [&](GPT2Compute& compute, auto param, auto grad, std::vector<float>& logits) {
     compute.set_inputs(tokens, targets, key);
@@ -135,6 +142,10 @@ TEST_P(GPT2ComputeCudaTest, MatchesTheCpuComputeOnLossLogitsAndGradients) {
   GPT2Compute gpu(config, B, T, *cuda_, options);
   EXPECT_EQ(gpu.kernels().backend(), "cuda");
   EXPECT_FALSE(gpu.runs_on_host());
+  EXPECT_EQ(gpu.logits_dtype(), dtype == DType::kBFloat16 ? DType::kBFloat16 : DType::kFloat32);
+  if (gpu.logits_dtype() != DType::kFloat32) {
+    EXPECT_THROW(gpu.logits(), Error);
+  }
   EXPECT_GT(cuda_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kActivations).current_bytes,
             0);
   const std::int64_t resident_workspace =  // GPT2Compute's own; the kernels' scratch comes on top

@@ -303,6 +303,37 @@ TEST_P(Gpt2CudaEmulation, CrossentropyMatchesTheCpuKernels) {
       });
       for (std::size_t i = 0; i < dlogits16.size(); ++i)
         ASSERT_EQ(to_float(dlogits16[i]), to_float(to_bf16(dlogits[i]))) << "element " << i;
+      // bf16 logits (CUDA keeps them so with bf16 parameters): each widened exactly on load, so
+      // the losses, logsumexp and gradient are the fp32 bodies' over the widened values, bit for
+      // bit.
+      std::vector<BFloat16> logits16(logits.size());
+      std::vector<float> widened(logits.size());
+      for (std::size_t i = 0; i < logits.size(); ++i) {
+        logits16[i] = to_bf16(logits[i]);
+        widened[i] = to_float(logits16[i]);
+      }
+      auto losses_widened = nan_vector(N), lse_widened = nan_vector(N), losses16 = nan_vector(N),
+           lse16 = nan_vector(N);
+      emulate<cuda::CrossentropyShared>(cuda::row_block_launch(N), [&](auto& thread, auto& shared) {
+        cuda::crossentropy_forward_body(thread, shared, losses_widened.data(), lse_widened.data(),
+                                        widened.data(), targets.data(), V, Vp, smoothing);
+      });
+      emulate<cuda::CrossentropyShared>(cuda::row_block_launch(N), [&](auto& thread, auto& shared) {
+        cuda::crossentropy_forward_body(thread, shared, losses16.data(), lse16.data(),
+                                        logits16.data(), targets.data(), V, Vp, smoothing);
+      });
+      EXPECT_EQ(losses16, losses_widened);
+      EXPECT_EQ(lse16, lse_widened);
+      std::vector<float> dwidened(widened.size());
+      std::vector<BFloat16> dlogits16_from16(logits.size(), to_bf16(-1.0f));
+      emulate(cuda::row_block_launch(N), [&](auto& thread, auto&) {
+        cuda::crossentropy_backward_body(thread, dwidened.data(), widened.data(), lse16.data(),
+                                         targets.data(), V, Vp, scale, smoothing);
+        cuda::crossentropy_backward_body(thread, dlogits16_from16.data(), logits16.data(),
+                                         lse16.data(), targets.data(), V, Vp, scale, smoothing);
+      });
+      for (std::size_t i = 0; i < dwidened.size(); ++i)
+        ASSERT_EQ(to_float(dlogits16_from16[i]), to_float(to_bf16(dwidened[i]))) << "element " << i;
       // With V = 1 a counted row's gradient is scale·(1 - ε/V - (1 - ε)): zero up to rounding, so
       // no relative norm; every element within 1e-5 relative plus a floor of 1e-6 · scale.
       if (V > 1) {

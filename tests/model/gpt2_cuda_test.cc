@@ -491,10 +491,33 @@ TEST_F(Gpt2CudaTest, SixteenBitStagingPassesMatchTheFp32Kernels) {
   cuda::crossentropy_backward(d_inplace.get(), d_lse.get(), d_targets.get(), R, V, Vp, 0.25f,
                               nullptr, 0.1f);
   DeviceArray<std::uint16_t> d_dlogits16(R * Vp);
-  cuda::crossentropy_backward(d_dlogits16.get(), DType::kBFloat16, d_logits.get(), d_lse.get(),
-                              d_targets.get(), R, V, Vp, 0.25f, nullptr, 0.1f);
+  cuda::crossentropy_backward(d_dlogits16.get(), DType::kBFloat16, d_logits.get(), DType::kFloat32,
+                              d_lse.get(), d_targets.get(), R, V, Vp, 0.25f, nullptr, 0.1f);
   EXPECT_EQ(d_dlogits16.host(), narrow(d_inplace.host(), DType::kBFloat16));
   EXPECT_EQ(d_logits.host(), logits);
+
+  // bf16 logits (logits_dtype on CUDA with bf16 parameters): the fp32 kernels' results over the
+  // widened values, bit for bit (each value is widened exactly before the same fp32 math).
+  const auto logits16 = narrow(logits, DType::kBFloat16);
+  DeviceArray<std::uint16_t> d_logits16(logits16);
+  DeviceArray<float> d_widened(widen(logits16, DType::kBFloat16)), d_losses_w(R), d_lse_w(R),
+      d_losses16(R), d_lse16(R);
+  cuda::crossentropy_forward(d_losses_w.get(), d_lse_w.get(), d_widened.get(), d_targets.get(), R,
+                             V, Vp, nullptr, 0.1f);
+  cuda::crossentropy_forward(d_losses16.get(), d_lse16.get(), d_logits16.get(), DType::kBFloat16,
+                             d_targets.get(), R, V, Vp, nullptr, 0.1f);
+  EXPECT_EQ(d_losses16.host(), d_losses_w.host());
+  EXPECT_EQ(d_lse16.host(), d_lse_w.host());
+  DeviceArray<std::uint16_t> d_from16(R * Vp);
+  cuda::crossentropy_backward(d_from16.get(), DType::kBFloat16, d_logits16.get(), DType::kBFloat16,
+                              d_lse_w.get(), d_targets.get(), R, V, Vp, 0.25f, nullptr, 0.1f);
+  cuda::crossentropy_backward(d_widened.get(), d_lse_w.get(), d_targets.get(), R, V, Vp, 0.25f,
+                              nullptr, 0.1f);
+  EXPECT_EQ(d_from16.host(), narrow(d_widened.host(), DType::kBFloat16));
+  EXPECT_THROW(cuda::crossentropy_backward(d_from16.get(), DType::kFloat16, d_logits16.get(),
+                                           DType::kBFloat16, d_lse_w.get(), d_targets.get(), R, V,
+                                           Vp, 0.25f, nullptr, 0.1f),
+               Error);
 }
 
 // Layouts and algorithms are cached per problem: a repeated problem adds no plan, a new shape or

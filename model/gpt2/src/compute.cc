@@ -49,7 +49,12 @@ std::vector<TensorSpec> activation_specs(const GPT2Config& config, std::int64_t 
   specs.push_back({"ln_f", {N, C}});
   specs.push_back({"ln_f.mean", {N}});
   specs.push_back({"ln_f.rstd", {N}});
-  specs.push_back({"logits", {N, config.padded_vocab_size()}});
+  // 16-bit logits (logits_dtype) take half the floats.
+  const std::int64_t Vp = config.padded_vocab_size();
+  if (logits_dtype(options.device, options.param_dtype) == DType::kFloat32)
+    specs.push_back({"logits", {N, Vp}});
+  else
+    specs.push_back({"logits", {(N * Vp + 1) / 2}});
   specs.push_back({"losses", {N}});
   specs.push_back({"logsumexp", {N}});
   return specs;
@@ -198,7 +203,16 @@ float* GPT2Compute::workspace(const std::string& name) const {
 float* GPT2Compute::workspace_or_null(const std::string& name) const {
   return options_.param_dtype == DType::kFloat32 ? nullptr : workspace(name);
 }
-const float* GPT2Compute::logits() const { return activation("logits"); }
+const float* GPT2Compute::logits() const {
+  ZERO_CHECK(logits_dtype() == DType::kFloat32, "GPT-2 compute: logits() are fp32, but this ",
+             kernels_->backend(), " compute keeps its logits in ", name_of(logits_dtype()),
+             " (read logits_data())");
+  return activation("logits");
+}
+const void* GPT2Compute::logits_data() const { return activation("logits"); }
+DType GPT2Compute::logits_dtype() const {
+  return gpt2::logits_dtype(options_.device, options_.param_dtype);
+}
 const float* GPT2Compute::losses() const { return activation("losses"); }
 
 const float* GPT2Compute::block_input(int layer) const {

@@ -171,23 +171,30 @@ void GPT2Compute::forward_head(ConstUnitData final_norm_params, ConstUnitData em
     bias = staged + C;
   }
   float* ln_f = activation("ln_f");
-  float* logits = activation("logits");
   k.layernorm_forward(stream(), ln_f, activation("ln_f.mean"), activation("ln_f.rstd"),
                       blocks_.back().residual3, weight, bias, N, C,
                       static_cast<float>(config_.layer_norm_epsilon));
-  // logits (N, Vp) = ln_f (N, C) · wteᵀ (wte is the unit's first tensor)
-  k.weight_gemm(
-      stream(),
-      {true, N, Vp, C, ln_f, {embedding_params.data, embedding_params.dtype}, C, 0.0f, logits},
-      gemm_scratch());
   loss_ = 0.0f;
   loss_pending_ = false;
   counted_ = 0;
-  if (!targets_.empty()) {
-    float* losses = activation("losses");
-    k.smoothed_crossentropy_forward(stream(), losses, activation("logsumexp"), logits,
-                                    kernel_targets(), N, config_.vocab_size, Vp,
-                                    options_.label_smoothing);
+  const bool targets = !targets_.empty();
+  float* losses = activation("losses");
+  // logits (N, Vp) = ln_f (N, C) · wteᵀ (wte is the unit's first tensor), and the losses
+  k.logits_forward(stream(),
+                   {activation("logits"),
+                    logits_dtype(),
+                    ln_f,
+                    {embedding_params.data, embedding_params.dtype},
+                    N,
+                    config_.vocab_size,
+                    Vp,
+                    C,
+                    targets ? kernel_targets() : nullptr,
+                    losses,
+                    activation("logsumexp"),
+                    options_.label_smoothing},
+                   gemm_scratch());
+  if (targets) {
     counted_ = targets_in_range_;
     finish_loss(losses);
   }
@@ -232,6 +239,7 @@ void GPT2Compute::backward_head(ConstUnitData final_norm_params, ConstUnitData e
   float* dresidual = workspace("dresidual");
   k.logits_backward(s,
                     {activation("logits"),
+                     logits_dtype(),
                      activation("logsumexp"),
                      kernel_targets(),
                      N,

@@ -1,6 +1,6 @@
 // make_kernels: the one place the model's kernels are chosen from the device context; the
-// Kernels defaults (label smoothing 0, the LM head's backward as three calls) every backend
-// inherits.
+// Kernels defaults (label smoothing 0, the LM head's forward and backward as their calls) every
+// backend inherits; the dtypes of what the kernels keep.
 #include "kernels_internal.h"
 #ifdef ZERO_GPT2_WITH_CUDA
 #include "cuda/attention_cudnn.h"
@@ -26,15 +26,40 @@ void Kernels::smoothed_crossentropy_backward(Stream& stream, float* logits, cons
   crossentropy_backward(stream, logits, logsumexp, targets, N, V, Vp, scale);
 }
 
+namespace {
+
+float* fp32_logits(void* logits, DType dtype, std::string_view backend, const char* what) {
+  ZERO_CHECK(dtype == DType::kFloat32, what, ": the ", backend, " kernels keep fp32 logits, not ",
+             name_of(dtype));
+  return static_cast<float*>(logits);
+}
+
+}  // namespace
+
+void Kernels::logits_forward(Stream& stream, const LogitsForward& c, const GemmScratch& scratch) {
+  float* logits = fp32_logits(c.logits, c.logits_dtype, backend(), "logits_forward");
+  // logits (N, Vp) = ln_f (N, C) · wteᵀ
+  weight_gemm(stream, {true, c.N, c.Vp, c.C, c.ln_f, c.wte, c.C, 0.0f, logits}, scratch);
+  if (c.targets != nullptr)
+    smoothed_crossentropy_forward(stream, c.losses, c.logsumexp, logits, c.targets, c.N, c.V, c.Vp,
+                                  c.label_smoothing);
+}
+
 void Kernels::logits_backward(Stream& stream, const LogitsBackward& c, const GemmScratch& scratch) {
-  smoothed_crossentropy_backward(stream, c.logits, c.logsumexp, c.targets, c.N, c.V, c.Vp, c.scale,
+  float* logits = fp32_logits(c.logits, c.logits_dtype, backend(), "logits_backward");
+  smoothed_crossentropy_backward(stream, logits, c.logsumexp, c.targets, c.N, c.V, c.Vp, c.scale,
                                  c.label_smoothing);
   // dln (N, C) = dlogits (N, Vp) · wte (Vp, C); dwte (Vp, C) += dlogitsᵀ · ln_f. dlogits is
   // contiguous: the 16-bit copy weight_gemm makes of it is grad_gemm's A.
-  weight_gemm(stream, {false, c.N, c.C, c.Vp, c.logits, c.wte, c.C, 0.0f, c.dln}, scratch);
+  weight_gemm(stream, {false, c.N, c.C, c.Vp, logits, c.wte, c.C, 0.0f, c.dln}, scratch);
   grad_gemm(stream,
-            {c.Vp, c.C, c.N, c.logits, c.Vp, c.ln_f, c.dwte, c.param_dtype, /*a_is_staged=*/true},
+            {c.Vp, c.C, c.N, logits, c.Vp, c.ln_f, c.dwte, c.param_dtype, /*a_is_staged=*/true},
             scratch);
+}
+
+DType logits_dtype(DeviceKind device, DType param_dtype) {
+  return device == DeviceKind::kCuda && param_dtype == DType::kBFloat16 ? DType::kBFloat16
+                                                                        : DType::kFloat32;
 }
 
 std::unique_ptr<Kernels> make_kernels(DeviceContext& context) {

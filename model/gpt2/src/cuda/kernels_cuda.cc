@@ -88,6 +88,8 @@ class CudaKernels final : public Kernels {
                       const GemmScratch& scratch) override;
   void linear_backward(Stream& stream, const LinearBackward& call,
                        const GemmScratch& scratch) override;
+  void logits_forward(Stream& stream, const LogitsForward& call,
+                      const GemmScratch& scratch) override;
   void logits_backward(Stream& stream, const LogitsBackward& call,
                        const GemmScratch& scratch) override;
   void weight_gemm(Stream& stream, const WeightGemm& call, const GemmScratch& scratch) override;
@@ -484,6 +486,27 @@ void CudaKernels::linear_backward(Stream& stream, const LinearBackward& c,
              c.dweight.dtype, {}, native(stream));
 }
 
+// fp32 logits: Kernels' two calls. bf16 (logits_dtype): ln_f rounded into staged_a, the GEMM
+// writes the logits in bf16, and the cross-entropy reads them widened.
+void CudaKernels::logits_forward(Stream& stream, const LogitsForward& c,
+                                 const GemmScratch& scratch) {
+  if (c.logits_dtype == DType::kFloat32) {
+    Kernels::logits_forward(stream, c, scratch);
+    return;
+  }
+  ZERO_CHECK(c.wte.dtype == c.logits_dtype, "GPT-2 CUDA logits_forward: ", name_of(c.logits_dtype),
+             " logits from ", name_of(c.wte.dtype),
+             " embeddings (the GEMM writes its operands' dtype)");
+  check_staging(scratch, c.N * c.C, 0);
+  const void* ln_f = operand(stream, c.ln_f, c.N * c.C, c.wte.dtype, scratch.staged_a);
+  // logits (N, Vp) = ln_f (N, C) · wteᵀ, rounded once into bf16
+  cuda::gemm(false, true, c.N, c.Vp, c.C, ln_f, c.C, c.wte.data, c.C, c.wte.dtype, 0.0f, c.logits,
+             c.Vp, c.logits_dtype, {}, native(stream));
+  if (c.targets != nullptr)
+    cuda::crossentropy_forward(c.losses, c.logsumexp, c.logits, c.logits_dtype, c.targets, c.N, c.V,
+                               c.Vp, native(stream), c.label_smoothing);
+}
+
 // 16-bit embeddings: the cross-entropy's gradient is written once, rounded, into staged_a (N, Vp),
 // the operand of both products; ln_f is rounded into staged_b. fp32: Kernels' three calls.
 void CudaKernels::logits_backward(Stream& stream, const LogitsBackward& c,
@@ -494,8 +517,9 @@ void CudaKernels::logits_backward(Stream& stream, const LogitsBackward& c,
     return;
   }
   check_staging(scratch, c.N * c.Vp, c.N * c.C);
-  cuda::crossentropy_backward(scratch.staged_a, dtype, c.logits, c.logsumexp, c.targets, c.N, c.V,
-                              c.Vp, c.scale, native(stream), c.label_smoothing);
+  cuda::crossentropy_backward(scratch.staged_a, dtype, c.logits, c.logits_dtype, c.logsumexp,
+                              c.targets, c.N, c.V, c.Vp, c.scale, native(stream),
+                              c.label_smoothing);
   // dln (N, C) = dlogits (N, Vp) · wte (Vp, C)
   cuda::gemm(false, false, c.N, c.C, c.Vp, scratch.staged_a, c.Vp, c.wte.data, c.C, dtype, 0.0f,
              c.dln, c.C, DType::kFloat32, {}, native(stream));

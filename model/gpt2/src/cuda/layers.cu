@@ -3,9 +3,9 @@
 // layers_body.h (with the launch configurations), which the CPU emulation test runs.
 #include <vector>
 
-#include "storage_elements.h"
 #include "layers_body.h"
 #include "layers_cuda.h"
+#include "storage_elements.h"
 #include "zero/core/cuda_check.h"
 
 namespace zero::gpt2::cuda {
@@ -82,7 +82,8 @@ __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float*
   gelu_backward_body(DeviceThread{}, dinp, inp, dout, n);
 }
 
-__global__ void crossentropy_forward_kernel(float* losses, float* logsumexp, const float* logits,
+template <typename In>
+__global__ void crossentropy_forward_kernel(float* losses, float* logsumexp, const In* logits,
                                             const int* targets, std::int64_t V, std::int64_t Vp,
                                             float label_smoothing) {
   __shared__ CrossentropyShared shared;
@@ -90,11 +91,10 @@ __global__ void crossentropy_forward_kernel(float* losses, float* logsumexp, con
                             label_smoothing);
 }
 
-template <typename Out>
-__global__ void crossentropy_backward_kernel(Out* dlogits, const float* logits,
-                                             const float* logsumexp, const int* targets,
-                                             std::int64_t V, std::int64_t Vp, float scale,
-                                             float label_smoothing) {
+template <typename Out, typename In>
+__global__ void crossentropy_backward_kernel(Out* dlogits, const In* logits, const float* logsumexp,
+                                             const int* targets, std::int64_t V, std::int64_t Vp,
+                                             float scale, float label_smoothing) {
   crossentropy_backward_body(DeviceThread{}, dlogits, logits, logsumexp, targets, V, Vp, scale,
                              label_smoothing);
 }
@@ -248,40 +248,66 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_
   ZERO_CUDA_CHECK(cudaGetLastError());
 }
 
-void crossentropy_forward(float* losses, float* logsumexp, const float* logits, const int* targets,
-                          std::int64_t N, std::int64_t V, std::int64_t Vp, cudaStream_t stream,
-                          float label_smoothing) {
+void crossentropy_forward(float* losses, float* logsumexp, const void* logits, DType logits_dtype,
+                          const int* targets, std::int64_t N, std::int64_t V, std::int64_t Vp,
+                          cudaStream_t stream, float label_smoothing) {
   ZERO_CHECK(V > 0 && V <= Vp, "crossentropy_forward: V = ", V, " must be in [1, Vp = ", Vp, "]");
   check_label_smoothing("crossentropy_forward", label_smoothing);
+  ZERO_CHECK(logits_dtype != DType::kFloat16, "crossentropy_forward: fp16 logits (fp32 or bf16)");
   if (N == 0) return;
   ZERO_CHECK(N < (std::int64_t{1} << 31), "crossentropy_forward: ", N, " rows exceed the grid");
-  launch_kernel(crossentropy_forward_kernel, row_block_launch(N), stream, losses, logsumexp, logits,
-                targets, V, Vp, label_smoothing);
+  if (logits_dtype == DType::kBFloat16)
+    launch_kernel(crossentropy_forward_kernel<Bf16Element>, row_block_launch(N), stream, losses,
+                  logsumexp, static_cast<const Bf16Element*>(logits), targets, V, Vp,
+                  label_smoothing);
+  else
+    launch_kernel(crossentropy_forward_kernel<float>, row_block_launch(N), stream, losses,
+                  logsumexp, static_cast<const float*>(logits), targets, V, Vp, label_smoothing);
   ZERO_CUDA_CHECK(cudaGetLastError());
 }
 
-void crossentropy_backward(void* dlogits, DType dtype, const float* logits, const float* logsumexp,
-                           const int* targets, std::int64_t N, std::int64_t V, std::int64_t Vp,
-                           float scale, cudaStream_t stream, float label_smoothing) {
+void crossentropy_forward(float* losses, float* logsumexp, const float* logits, const int* targets,
+                          std::int64_t N, std::int64_t V, std::int64_t Vp, cudaStream_t stream,
+                          float label_smoothing) {
+  crossentropy_forward(losses, logsumexp, logits, DType::kFloat32, targets, N, V, Vp, stream,
+                       label_smoothing);
+}
+
+void crossentropy_backward(void* dlogits, DType dtype, const void* logits, DType logits_dtype,
+                           const float* logsumexp, const int* targets, std::int64_t N,
+                           std::int64_t V, std::int64_t Vp, float scale, cudaStream_t stream,
+                           float label_smoothing) {
   ZERO_CHECK(V > 0 && V <= Vp, "crossentropy_backward: V = ", V, " must be in [1, Vp = ", Vp, "]");
   check_label_smoothing("crossentropy_backward", label_smoothing);
+  ZERO_CHECK(logits_dtype == DType::kFloat32 ||
+                 (logits_dtype == DType::kBFloat16 && dtype == DType::kBFloat16),
+             "crossentropy_backward: ", name_of(logits_dtype), " logits into a ", name_of(dtype),
+             " gradient (fp32 logits into any dtype, or bf16 into bf16)");
   if (N == 0) return;
   ZERO_CHECK(N < (std::int64_t{1} << 31), "crossentropy_backward: ", N, " rows exceed the grid");
   const LaunchConfig config = row_block_launch(N);
+  const auto* z = static_cast<const float*>(logits);
+  if (logits_dtype == DType::kBFloat16) {
+    launch_kernel(crossentropy_backward_kernel<Bf16Element, Bf16Element>, config, stream,
+                  static_cast<Bf16Element*>(dlogits), static_cast<const Bf16Element*>(logits),
+                  logsumexp, targets, V, Vp, scale, label_smoothing);
+    ZERO_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   switch (dtype) {
     case DType::kFloat32:
-      launch_kernel(crossentropy_backward_kernel<float>, config, stream,
-                    static_cast<float*>(dlogits), logits, logsumexp, targets, V, Vp, scale,
+      launch_kernel(crossentropy_backward_kernel<float, float>, config, stream,
+                    static_cast<float*>(dlogits), z, logsumexp, targets, V, Vp, scale,
                     label_smoothing);
       break;
     case DType::kBFloat16:
-      launch_kernel(crossentropy_backward_kernel<Bf16Element>, config, stream,
-                    static_cast<Bf16Element*>(dlogits), logits, logsumexp, targets, V, Vp, scale,
+      launch_kernel(crossentropy_backward_kernel<Bf16Element, float>, config, stream,
+                    static_cast<Bf16Element*>(dlogits), z, logsumexp, targets, V, Vp, scale,
                     label_smoothing);
       break;
     case DType::kFloat16:
-      launch_kernel(crossentropy_backward_kernel<Fp16Element>, config, stream,
-                    static_cast<Fp16Element*>(dlogits), logits, logsumexp, targets, V, Vp, scale,
+      launch_kernel(crossentropy_backward_kernel<Fp16Element, float>, config, stream,
+                    static_cast<Fp16Element*>(dlogits), z, logsumexp, targets, V, Vp, scale,
                     label_smoothing);
       break;
   }
@@ -291,8 +317,8 @@ void crossentropy_backward(void* dlogits, DType dtype, const float* logits, cons
 void crossentropy_backward(float* logits, const float* logsumexp, const int* targets,
                            std::int64_t N, std::int64_t V, std::int64_t Vp, float scale,
                            cudaStream_t stream, float label_smoothing) {
-  crossentropy_backward(logits, DType::kFloat32, logits, logsumexp, targets, N, V, Vp, scale,
-                        stream, label_smoothing);
+  crossentropy_backward(logits, DType::kFloat32, logits, DType::kFloat32, logsumexp, targets, N, V,
+                        Vp, scale, stream, label_smoothing);
 }
 
 }  // namespace zero::gpt2::cuda

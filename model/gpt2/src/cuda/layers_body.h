@@ -371,20 +371,21 @@ struct CrossentropyShared {
 // One block per row: logsumexp over the first V columns without writing probabilities, and the
 // row's logit sum (same reduction) for label smoothing ε: loss = (1 - ε)·(lse - z[target]) +
 // ε·(lse - mean of the V logits), as cpu::crossentropy_forward. ε = 0 gives lse - z[target].
-template <typename Thread>
+// The logits are In: float, or a 16-bit storage type widened exactly on load.
+template <typename In, typename Thread>
 ZERO_HOST_DEVICE void crossentropy_forward_body(const Thread& thread, CrossentropyShared& shared,
-                                                float* losses, float* logsumexp,
-                                                const float* logits, const int* targets,
-                                                std::int64_t V, std::int64_t Vp,
+                                                float* losses, float* logsumexp, const In* logits,
+                                                const int* targets, std::int64_t V, std::int64_t Vp,
                                                 float label_smoothing) {
   const std::int64_t row = thread.block_index().x;
   const unsigned x = thread.thread_index().x;
-  const float* z = logits + row * Vp;
+  const In* z = logits + row * Vp;
   MaxSum local{-INFINITY, 0.0f};
   float sum = 0.0f;
   for (std::int64_t c = x; c < V; c += thread.block_dim().x) {
-    local = merge(local, {z[c], 1.0f});
-    sum += z[c];
+    const float value = kernels::Element<In>::widen(z[c]);
+    local = merge(local, {value, 1.0f});
+    sum += value;
   }
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
     const MaxSum other{thread.shfl_xor(local.max, offset), thread.shfl_xor(local.sum, offset)};
@@ -406,7 +407,7 @@ ZERO_HOST_DEVICE void crossentropy_forward_body(const Thread& thread, Crossentro
       losses[row] = 0.0f;
       return;
     }
-    float loss = lse - z[target];
+    float loss = lse - kernels::Element<In>::widen(z[target]);
     if (label_smoothing != 0.0f) {
       float row_sum = shared.sums[0];
       for (int w = 1; w < kLayerThreads / kWarpSize; ++w) row_sum += shared.sums[w];
@@ -419,17 +420,17 @@ ZERO_HOST_DEVICE void crossentropy_forward_body(const Thread& thread, Crossentro
 
 // One block per row: dlogits = scale · (softmax - (1 - ε)·onehot(target) - ε / V) over the first V
 // columns of counted rows, 0 elsewhere (as cpu::crossentropy_backward; ε = 0 subtracts scale at the
-// target), from the forward's logits and logsumexp, rounded once into Out: float (dlogits may be
-// `logits` itself: each element is read before the same thread writes it) or a 16-bit storage type
-// (the LM head's GEMM operand, written without an fp32 copy).
-template <typename Out, typename Thread>
+// target), from the forward's logits (In: float or 16-bit, widened exactly) and logsumexp, rounded
+// once into Out: float (dlogits may be `logits` itself: each element is read before the same thread
+// writes it) or a 16-bit storage type (the LM head's GEMM operand, written without an fp32 copy).
+template <typename Out, typename In, typename Thread>
 ZERO_HOST_DEVICE void crossentropy_backward_body(const Thread& thread, Out* dlogits,
-                                                 const float* logits, const float* logsumexp,
+                                                 const In* logits, const float* logsumexp,
                                                  const int* targets, std::int64_t V,
                                                  std::int64_t Vp, float scale,
                                                  float label_smoothing) {
   const std::int64_t row = thread.block_index().x;
-  const float* z = logits + row * Vp;
+  const In* z = logits + row * Vp;
   Out* dz = dlogits + row * Vp;
   const int target = targets[row];
   const bool counted = target >= 0 && target < V;
@@ -441,7 +442,7 @@ ZERO_HOST_DEVICE void crossentropy_backward_body(const Thread& thread, Out* dlog
       dz[c] = kernels::Element<Out>::narrow(0.0f);
       continue;
     }
-    float d = scale * expf(z[c] - lse);
+    float d = scale * expf(kernels::Element<In>::widen(z[c]) - lse);
     if (label_smoothing != 0.0f) d -= uniform;
     if (c == target) d -= at_target;
     dz[c] = kernels::Element<Out>::narrow(d);

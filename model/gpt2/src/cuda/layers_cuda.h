@@ -91,16 +91,22 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_
 void crossentropy_forward(float* losses, float* logsumexp, const float* logits, const int* targets,
                           std::int64_t N, std::int64_t V, std::int64_t Vp, cudaStream_t stream,
                           float label_smoothing = 0.0f);
+// The same over logits of `logits_dtype`: fp32, or bf16 (widened exactly; the sums in fp32).
+void crossentropy_forward(float* losses, float* logsumexp, const void* logits, DType logits_dtype,
+                          const int* targets, std::int64_t N, std::int64_t V, std::int64_t Vp,
+                          cudaStream_t stream, float label_smoothing = 0.0f);
 // In place: logits (N, Vp) becomes scale · (softmax - (1 - ε)·onehot(target) - ε / V) on the
 // first V columns of counted rows, 0 for ignored rows and for columns past V.
 void crossentropy_backward(float* logits, const float* logsumexp, const int* targets,
                            std::int64_t N, std::int64_t V, std::int64_t Vp, float scale,
                            cudaStream_t stream, float label_smoothing = 0.0f);
-// The same gradient from `logits` (unchanged) into dlogits (N, Vp) of `dtype`, each element
-// rounded once: with a 16-bit dtype, the LM head's GEMM operand, and no fp32 dlogits written.
-void crossentropy_backward(void* dlogits, DType dtype, const float* logits, const float* logsumexp,
-                           const int* targets, std::int64_t N, std::int64_t V, std::int64_t Vp,
-                           float scale, cudaStream_t stream, float label_smoothing = 0.0f);
+// The same gradient from `logits` (unchanged; fp32, or bf16 widened exactly) into dlogits (N, Vp)
+// of `dtype`, each element rounded once: with a 16-bit dtype, the LM head's GEMM operand, and no
+// fp32 dlogits written. bf16 logits take a bf16 dlogits.
+void crossentropy_backward(void* dlogits, DType dtype, const void* logits, DType logits_dtype,
+                           const float* logsumexp, const int* targets, std::int64_t N,
+                           std::int64_t V, std::int64_t Vp, float scale, cudaStream_t stream,
+                           float label_smoothing = 0.0f);
 
 // Causal self-attention, the CPU kernel's contract for out and dqkv: qkv (B, T, 3C), out (B, T, C),
 // dqkv (B, T, 3C) overwritten, the same dropout masks. Tiled (attention_flash.cu, FlashAttention-2

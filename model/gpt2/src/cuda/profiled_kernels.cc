@@ -96,6 +96,9 @@ class ProfiledKernels final : public Kernels {
   void weight_gemm(Stream& s, const WeightGemm& c, const GemmScratch& g) override {
     timed(shape("weight_gemm", c.M, c.N, c.K), s, [&] { inner_->weight_gemm(s, c, g); });
   }
+  void logits_forward(Stream& s, const LogitsForward& c, const GemmScratch& g) override {
+    timed(shape("logits_forward", c.N, c.Vp, c.C), s, [&] { inner_->logits_forward(s, c, g); });
+  }
   void logits_backward(Stream& s, const LogitsBackward& c, const GemmScratch& g) override {
     timed(shape("logits_backward", c.N, c.Vp, c.C), s, [&] { inner_->logits_backward(s, c, g); });
   }

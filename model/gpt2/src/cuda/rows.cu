@@ -1,9 +1,9 @@
 // GPT-2 CUDA row kernels: gather-widen, scatter-accumulate and fp32 row copies, one launch each
 // (the CUDA Kernels' widen_rows, accumulate_rows and copy_rows). Each kernel is a wrapper over its
 // body in rows_body.h, which the CPU emulation test runs.
-#include "storage_elements.h"
 #include "layers_cuda.h"
 #include "rows_body.h"
+#include "storage_elements.h"
 #include "zero/core/cuda_check.h"
 #include "zero/core/error.h"
 

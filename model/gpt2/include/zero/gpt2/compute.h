@@ -132,7 +132,7 @@ class GPT2Compute {
 
   // loss_scale multiplies d(sum of per-row losses); the default (negative) means 1 / counted
   // targets, i.e. the gradient of loss(). A driver averaging over ranks or micro-batches passes
-  // its own. Overwrites logits with dlogits.
+  // its own. May overwrite the logits with dlogits.
   void backward_head(ConstUnitData final_norm_params, ConstUnitData embedding_params,
                      UnitData final_norm_grads, UnitData embedding_grads, float loss_scale = -1.0f);
   void backward_block(int layer, ConstUnitData params, UnitData grads);
@@ -142,7 +142,11 @@ class GPT2Compute {
   // the losses forward_head enqueued (the step's one host wait).
   float loss() const;
   std::int64_t num_counted_targets() const { return counted_; }
-  const float* logits() const;  // (B, T, Vp), valid after forward_head
+  // (B, T, Vp), valid after forward_head: logits() where they are fp32 (else zero::Error),
+  // logits_data() of logits_dtype() always (bf16 on CUDA with bf16 parameters, kernels.h).
+  const float* logits() const;
+  const void* logits_data() const;
+  DType logits_dtype() const;
   const float* losses() const;  // (B, T) per-row losses
   // The last block's output (B, T, C), ln_f's input; valid after forward_block(L - 1). Another
   // head than the tied LM head (classifier.h) reads it.

@@ -104,14 +104,31 @@ struct GradGemm {
   bool a_is_staged = false;
 };
 
+// The tied LM head's forward: logits (N, Vp, of logits_dtype: see logits_dtype()) = ln_f (N, C) ·
+// wteᵀ, then, when targets is not null, the (label-smoothed) cross-entropy's losses (N) and
+// logsumexp (N) over the first V columns (smoothed_crossentropy_forward). Kernels' own version
+// makes those two calls and takes fp32 logits only.
+struct LogitsForward {
+  void* logits = nullptr;
+  DType logits_dtype = DType::kFloat32;
+  const float* ln_f = nullptr;
+  Matrix wte;
+  std::int64_t N = 0, V = 0, Vp = 0, C = 0;
+  const int* targets = nullptr;
+  float* losses = nullptr;
+  float* logsumexp = nullptr;
+  float label_smoothing = 0.0f;
+};
+
 // The tied LM head's backward from the forward's logits (N, Vp) and logsumexp (N): dlogits =
 // scale · the (label-smoothed) cross-entropy's gradient (smoothed_crossentropy_backward), dln (N,
 // C) = dlogits · wte (overwritten), dwte (Vp, C) += dlogitsᵀ · ln_f, the products' operands in
 // param_dtype as GradGemm's. `logits` may be overwritten with dlogits: Kernels' own version makes
-// those three calls, in place; CUDA with 16-bit parameters writes dlogits straight into its
-// 16-bit GEMM staging instead (no fp32 dlogits, and logits left as they were).
+// those three calls, in place, on fp32 logits; CUDA with 16-bit parameters writes dlogits straight
+// into its 16-bit GEMM staging instead (no fp32 dlogits, and logits left as they were).
 struct LogitsBackward {
-  float* logits = nullptr;
+  void* logits = nullptr;
+  DType logits_dtype = DType::kFloat32;
   const float* logsumexp = nullptr;
   const int* targets = nullptr;
   std::int64_t N = 0, V = 0, Vp = 0, C = 0;
@@ -230,7 +247,9 @@ class Kernels {
                                               const int* targets, std::int64_t N, std::int64_t V,
                                               std::int64_t Vp, float scale, float label_smoothing);
 
-  // The LM head's backward (LogitsBackward).
+  // The LM head's forward (LogitsForward) and backward (LogitsBackward).
+  virtual void logits_forward(Stream& stream, const LogitsForward& call,
+                              const GemmScratch& scratch);
   virtual void logits_backward(Stream& stream, const LogitsBackward& call,
                                const GemmScratch& scratch);
 
@@ -268,6 +287,12 @@ std::unique_ptr<Kernels> make_kernels(DeviceContext& context);
 // The widest head CUDA's tiled attention takes (cuda::attention_is_tiled); wider heads run its
 // plain kernels.
 inline constexpr std::int64_t kCudaTiledAttentionMaxHeadSize = 128;
+
+// The dtype a device's kernels keep the LM head's logits in (LogitsForward, GPT2Compute's
+// "logits" activation): bf16 on CUDA with bf16 parameters (the GEMM writes them as PyTorch's
+// autocast does; the cross-entropy reads them widened and sums in fp32), which halves the largest
+// activation and its traffic; fp32 otherwise.
+DType logits_dtype(DeviceKind device, DType param_dtype);
 
 // What the attention of a device's kernels (make_kernels) keeps between its forward and backward
 // (Kernels::attention_forward's att), in floats per (b, t) row, and the scratch its backward takes
