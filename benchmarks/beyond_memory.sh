@@ -20,14 +20,22 @@
 # a parameter each) that is what the folder needs, checked against `df`: the script says what it
 # needs and exits 2 when the folder lacks it. One run at a time.
 #
-# DeepSpeed side by side (the issue's bar): not in this script yet. DeepSpeed 0.19.8 is in
-# ~/.cache/zero/venv, on Debian's torch 1.13; its ZeRO-3 + NVMe run under zero.Init needs the
-# torch-2 pieces benchmarks/offload_bench_deepspeed.py supplies plus zero.Init, the NVMe
-# aio config and save_checkpoint / zero_to_fp32 timing, which that driver does not do.
+# OFFLOAD=cpu runs the pinned-memory variant instead (offload_optimizer and offload_param
+# `device: cpu`, pin_memory): no swap folder, no fio.
+#
+# DeepSpeed side by side (the issue's bar), when DEEPSPEED_VENV holds a python with torch 2,
+# deepspeed 0.19, transformers and accelerate: after zero's runs, the same shape and the same
+# ds.json (one run at a time, the same OMP_NUM_THREADS) through
+# benchmarks/beyond_memory_deepspeed.py on DeepSpeed's CPU accelerator with gloo, the model made
+# under zero.Init (HfDeepSpeedConfig): STEPS steps, then save_checkpoint and save_16bit_model
+# timed, under /usr/bin/time -v. DeepSpeed's NVMe offload builds its async_io op, which needs
+# libaio-dev: without it the DeepSpeed side is skipped with OFFLOAD=nvme (the script says so) and
+# runs with OFFLOAD=cpu. A last table puts both sides together.
 #
 # Usage: benchmarks/beyond_memory.sh [build dir]   (env: SHAPE=xl|2.7b, OVERRIDES, STEPS,
 #   WORK=<build>/beyond_memory (the NVMe folder and outputs), ZERO_SHARED_DATA=../shared/data,
-#   ZERO_VENV=~/.cache/zero/venv, PRECISION=bf16|fp32, SUB_GROUP=1e8, LIVE=1e8, BUCKET=5e7)
+#   ZERO_VENV=~/.cache/zero/venv, PRECISION=bf16|fp32, SUB_GROUP=1e8, LIVE=1e8, BUCKET=5e7,
+#   OFFLOAD=nvme|cpu, DEEPSPEED_VENV (unset: zero only), OMP_NUM_THREADS (unset: the cores))
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$(realpath "${1:-build}")
@@ -37,6 +45,8 @@ venv_python=${ZERO_VENV:-$HOME/.cache/zero/venv}/bin/python
 work=${WORK:-$build/beyond_memory}
 shape=${SHAPE:-xl} precision=${PRECISION:-bf16}
 sub_group=${SUB_GROUP:-1e8} live=${LIVE:-1e8} bucket=${BUCKET:-5e7} block=128 batch=1
+offload=${OFFLOAD:-nvme} ds_python=${DEEPSPEED_VENV:+$DEEPSPEED_VENV/bin/python}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
 say() { echo "beyond_memory: $*"; }
 die() { echo "beyond_memory: $*" >&2; exit 2; }
 [ -x "$zero" ] || die "$zero not built (ninja -C $build zero)"
@@ -49,6 +59,20 @@ case "$shape" in
   *) die "SHAPE is xl or 2.7b, got '$shape' (OVERRIDES=... for another shape)" ;;
 esac
 [ -n "${OVERRIDES:-}" ] && overrides=$OVERRIDES shape=custom
+case "$offload" in
+  nvme) place='"device": "nvme", "nvme_path": "'$work/nvme'", "pin_memory": false' ;;
+  cpu) place='"device": "cpu", "pin_memory": true' ;;
+  *) die "OFFLOAD is nvme or cpu, got '$offload'" ;;
+esac
+if [ -n "$ds_python" ]; then
+  [ -x "$ds_python" ] && "$ds_python" -c "import deepspeed, transformers, accelerate" &>/dev/null ||
+    die "DEEPSPEED_VENV=$DEEPSPEED_VENV: no python there with deepspeed, transformers and accelerate"
+  if [ "$offload" = nvme ] && ! dpkg -s libaio-dev >/dev/null 2>&1; then
+    say "DeepSpeed side skipped: its NVMe offload builds the async_io op, which needs libaio-dev" \
+      "(not installed); OFFLOAD=cpu compares the pinned-memory variant"
+    ds_python=
+  fi
+fi
 mkdir -p "$work"
 rm -rf "${work:?}/nvme" "$work/run" "$work/consolidated" "$work/resumed"
 mkdir -p "$work/nvme"
@@ -59,8 +83,8 @@ cat >"$work/ds.json" <<EOF
  "zero_optimization": {"stage": 3, "sub_group_size": $sub_group,
    "stage3_max_live_parameters": $live, "stage3_prefetch_bucket_size": $bucket,
    "reduce_bucket_size": $bucket, "stage3_param_persistence_threshold": 0,
-   "offload_optimizer": {"device": "nvme", "nvme_path": "$work/nvme", "pin_memory": false},
-   "offload_param": {"device": "nvme", "nvme_path": "$work/nvme", "pin_memory": false}}}
+   "offload_optimizer": {$place},
+   "offload_param": {$place}}}
 EOF
 common=(--train_file "$corpus" --tokenizer_name "$shared/gpt2" --config_overrides "$overrides"
   --block_size $block --per_device_train_batch_size $batch --do_train True --learning_rate 5e-5
@@ -76,7 +100,9 @@ print(V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C)")
 nvme=$(awk '/^    train / { for (i = 1; i <= NF; i++) if ($i == "nvme") { v = $(i + 1); u = $(i + 2) } }
   END { sub(/\)/, "", u); f = (u ~ /GiB/) ? 1073741824 : (u ~ /MiB/) ? 1048576 : 1; printf "%.0f\n", v * f }' \
   "$work/plan.log")
-[ "${nvme:-0}" -gt 0 ] || { cat "$work/plan.log"; die "no planned nvme bytes in the dry run"; }
+[ "${nvme:-0}" -gt 0 ] || [ "$offload" = cpu ] ||
+  { cat "$work/plan.log"; die "no planned nvme bytes in the dry run"; }
+nvme=${nvme:-0}
 checkpoint=$((12 * parameters)) model=$((4 * parameters))
 free=$(df -B1 --output=avail "$work" | tail -1 | tr -d ' ')
 # xl: the final, consolidated and resumed models; 2.7b: the final and consolidated ones.
@@ -84,7 +110,8 @@ models=$([ "$flow" = resume ] && echo 3 || echo 2)
 with_checkpoint=$((nvme + checkpoint + models * model))
 without=$((nvme + model))
 gb() { python3 -c "print(f'{$1 / 1e9:.1f} GB')"; }
-say "shape $shape ($overrides, $parameters parameters), $precision, $steps steps, folder $work"
+say "shape $shape ($overrides, $parameters parameters), $precision, $steps steps, offload" \
+  "$offload, $OMP_NUM_THREADS threads, folder $work"
 say "needs: swap $(gb "$nvme") (the plan's nvme), checkpoint $(gb $checkpoint), models $(gb $model)" \
   "each: $(gb $with_checkpoint) with the checkpoint ($models models), $(gb $without) without;" \
   "$(gb "$free") free ($(df -h --output=source,target "$work" | tail -1 | tr -s ' '))"
@@ -97,7 +124,9 @@ if [ "$free" -lt "$with_checkpoint" ]; then
 fi
 grep -E "^memory plan|^    (load|train|checkpoint|final save) " "$work/plan.log" || true
 
-if command -v fio >/dev/null; then
+if [ "$offload" = cpu ]; then
+  say "offload cpu: no swap, no fio"
+elif command -v fio >/dev/null; then
   for rw in write read; do
     fio --name=seq --directory="$work/nvme" --rw=$rw --bs=1M --size=1G --direct=1 \
       --ioengine=libaio --iodepth=8 --output-format=terse --terse-version=3 >"$work/fio.$rw" 2>&1 ||
@@ -179,6 +208,48 @@ if [ "$flow" = resume ]; then
     --resume_from_checkpoint "$work/run/checkpoint-$steps" --output_dir "$work/resumed"
   grep -q "resumed from" "$work/resume.log" || die "the resume did not resume"
   step_times "$work/resumed" "$steps"
+fi
+
+# DeepSpeed: the same shape and ds.json, then both sides in one table.
+if [ -n "$ds_python" ]; then
+  rm -rf "$work/deepspeed" && mkdir -p "$work/deepspeed"
+  [ "$offload" = nvme ] && rm -rf "$work/nvme" && mkdir -p "$work/nvme"
+  export DS_ACCELERATOR=cpu RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1
+  export MASTER_PORT=${MASTER_PORT:-29533}
+  timed deepspeed "$ds_python" benchmarks/beyond_memory_deepspeed.py --deepspeed "$work/ds.json" \
+    --train_file "$corpus" --tokenizer "$shared/gpt2" --overrides "$overrides" \
+    --block_size $block --batch $batch --steps "$steps" --output_dir "$work/deepspeed"
+  grep -E "^step |^DEEPSPEED" "$work/deepspeed.log" | sed 's/^/  /'
+  python3 - "$work" $block $batch "$(git rev-parse --short HEAD 2>/dev/null)" <<'PY'
+import json, re, statistics, sys
+work, tokens, commit = sys.argv[1], int(sys.argv[2]) * int(sys.argv[3]), sys.argv[4]
+def text(name):
+    return open(f"{work}/{name}.log").read()
+def max_rss(log):
+    return int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", log).group(1)) * 1024 / 1e9
+train, ds = text("train"), text("deepspeed")
+zero_steps = [tokens / r["tokens_per_second"] for r in map(json.loads, open(f"{work}/run/metrics.jsonl"))
+              if r.get("tokens_per_second")]
+checkpoint = re.search(r"saved \S*checkpoint-\d+ in ([\d.]+) s", train)
+final = re.search(r"\(Hugging Face \w+\) in ([\d.]+) s", train)
+line = re.search(r"^DEEPSPEED (\S+) s/step=(\S+) .*checkpoint_s=(\S+) model16_s=(\S+)", ds, re.M)
+ds_steps = [float(t) for t in line.group(2).split(",")]
+def later(times):  # the median after the first step (warm-up)
+    return statistics.median(times[1:] if len(times) > 1 else times)
+z, d = later(zero_steps), later(ds_steps)
+def row(name, steps, rss, checkpoint_s, model_s):
+    listed = ", ".join(f"{t:.2f}" for t in steps)
+    print(f"  | {name} | {later(steps):.2f} ({listed}) | {rss:.2f} GB | {checkpoint_s} | {model_s} |")
+print(f"beyond_memory: side by side (zero {commit}, {line.group(1)}; s/step: median after step 1)")
+print("  | | s/step (each step) | max resident | checkpoint save | model save |")
+print("  |---|---|---|---|---|")
+row("zero", zero_steps, max_rss(train), f"{checkpoint.group(1)} s" if checkpoint else "-",
+    f"{final.group(1)} s (fp32 masters)" if final else "-")
+row("DeepSpeed", ds_steps, max_rss(ds), f"{float(line.group(3)):.2f} s",
+    f"{float(line.group(4)):.2f} s (save_16bit_model)")
+print(f"beyond_memory: zero's s/step / DeepSpeed's {z / d:.2f} (target <= 0.8), max resident "
+      f"{max_rss(train) / max_rss(ds):.2f} (target <= 1)")
+PY
 fi
 [ "${mismatch:-0}" = 0 ] || die "done, but the saved model is not the checkpoint's fp32 masters (above)"
 say "done"

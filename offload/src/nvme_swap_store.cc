@@ -80,6 +80,8 @@ class NvmeSwapStore final : public SwapStore, public RingOwner {
   int add_region(std::string label, std::size_t bytes, MemoryCategory category) override;
   SwapTicket write(int region, const void* source) override;
   SwapTicket read(int region, void* destination) override;
+  SwapTicket read_range(int region, std::size_t offset, std::size_t bytes,
+                        void* destination) override;
   void wait(SwapTicket ticket) override;
   void wait_all() override;
   std::size_t io_alignment() const override { return directory_.alignment(); }
@@ -94,7 +96,9 @@ class NvmeSwapStore final : public SwapStore, public RingOwner {
   std::string describe(const Part& part, std::size_t offset, std::size_t length) const override;
 
  private:
-  SwapTicket start(int region, char* buffer, bool is_write);
+  // A transfer of `bytes` bytes of the region from `begin` (nullopt: the whole padded region).
+  SwapTicket start(int region, char* buffer, bool is_write, std::size_t begin = 0,
+                   std::optional<std::size_t> bytes = std::nullopt);
   Region& region_locked(int region, const char* operation) const;
   [[noreturn]] void rethrow_locked() const;
   void check_file_locked(const Region& region, bool is_write);
@@ -241,7 +245,7 @@ void NvmeSwapStore::begin_traffic_locked(bool is_write) {
 
 void NvmeSwapStore::end_traffic_locked(const Transfer& transfer) {
   const bool is_write = transfer.is_write;
-  const auto bytes = static_cast<std::int64_t>(transfer.region->padded_bytes);
+  const auto bytes = static_cast<std::int64_t>(transfer.end - transfer.begin);
   (is_write ? traffic_.bytes_written : traffic_.bytes_read) += bytes;
   if (--in_flight_[is_write] > 0) return;
   const std::chrono::duration<double> busy =
@@ -322,14 +326,21 @@ int NvmeSwapStore::add_region(std::string label, std::size_t bytes, MemoryCatego
   return index;
 }
 
-SwapTicket NvmeSwapStore::start(int region_index, char* buffer, bool is_write) {
+SwapTicket NvmeSwapStore::start(int region_index, char* buffer, bool is_write, std::size_t begin,
+                                std::optional<std::size_t> bytes) {
   const char* operation = is_write ? "write" : "read";
   std::unique_lock lock(mutex_);
   if (failed_) rethrow_locked();
   Region& region = region_locked(region_index, operation);
   const std::size_t alignment = directory_.alignment();
-  ZERO_CHECK(buffer != nullptr || region.padded_bytes == 0, "NVMe swap: ", operation,
-             " of region \"", region.label, "\": null host buffer");
+  ZERO_CHECK(begin <= region.padded_bytes && bytes.value_or(0) <= region.padded_bytes - begin &&
+                 begin % alignment == 0 && bytes.value_or(0) % alignment == 0,
+             "NVMe swap: ", operation, " of ", bytes.value_or(0), " bytes at ", begin,
+             " of region \"", region.label, "\" (", region.padded_bytes,
+             " bytes padded): not whole ", alignment, "-byte blocks inside it");
+  const std::size_t end = bytes ? begin + *bytes : region.padded_bytes;
+  ZERO_CHECK(buffer != nullptr || begin == end, "NVMe swap: ", operation, " of region \"",
+             region.label, "\": null host buffer");
   ZERO_CHECK(reinterpret_cast<std::uintptr_t>(buffer) % alignment == 0, "NVMe swap: ", operation,
              " of region \"", region.label, "\": host buffer ", static_cast<void*>(buffer),
              " is not aligned to io_alignment() = ", alignment);
@@ -344,7 +355,9 @@ SwapTicket NvmeSwapStore::start(int region_index, char* buffer, bool is_write) {
   transfer.region = &region;
   transfer.is_write = is_write;
   transfer.buffer = buffer;
-  if (region.padded_bytes == 0) {
+  transfer.begin = begin;
+  transfer.end = end;
+  if (begin == end) {
     transfer.done = true;
     return SwapTicket{id};
   }
@@ -353,7 +366,7 @@ SwapTicket NvmeSwapStore::start(int region_index, char* buffer, bool is_write) {
 
   // Contiguous runs of whole blocks, one per ring (fewer when there are fewer blocks).
   const std::size_t block = static_cast<std::size_t>(options_.aio.block_size);
-  const std::size_t num_blocks = (region.padded_bytes + block - 1) / block;
+  const std::size_t num_blocks = (end - begin + block - 1) / block;
   const std::size_t num_parts = std::min(num_blocks, workers_.size());
   transfer.parts_left = static_cast<int>(num_parts);
   // Offsets are taken modulo rings so concurrent small transfers spread over the rings.
@@ -362,8 +375,8 @@ SwapTicket NvmeSwapStore::start(int region_index, char* buffer, bool is_write) {
   for (std::size_t p = 0; p < num_parts; ++p) {
     Part part;
     part.transfer = &transfer;
-    part.begin = std::min(region.padded_bytes, p * num_blocks / num_parts * block);
-    part.end = std::min(region.padded_bytes, (p + 1) * num_blocks / num_parts * block);
+    part.begin = std::min(end, begin + p * num_blocks / num_parts * block);
+    part.end = std::min(end, begin + (p + 1) * num_blocks / num_parts * block);
     part.next = part.begin;
     workers_[(first_worker + p) % workers_.size()]->enqueue(part);
   }
@@ -377,6 +390,11 @@ SwapTicket NvmeSwapStore::write(int region, const void* source) {
 
 SwapTicket NvmeSwapStore::read(int region, void* destination) {
   return start(region, static_cast<char*>(destination), false);
+}
+
+SwapTicket NvmeSwapStore::read_range(int region, std::size_t offset, std::size_t bytes,
+                                     void* destination) {
+  return start(region, static_cast<char*>(destination), false, offset, bytes);
 }
 
 void NvmeSwapStore::wait(SwapTicket ticket) {

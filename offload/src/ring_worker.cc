@@ -87,7 +87,7 @@ bool RingWorker::fill() {
       slot.offset = part.next;
       slot.length = std::min(block_size_, part.end - part.next);
       Transfer& transfer = *part.transfer;
-      char* address = transfer.buffer + slot.offset;
+      char* address = transfer.buffer + (slot.offset - transfer.begin);
       if (transfer.is_write) {
         io_uring_prep_write(sqe, transfer.region->fd, address, static_cast<unsigned>(slot.length),
                             slot.offset);

@@ -36,7 +36,9 @@ struct Transfer {
   std::uint64_t id = 0;
   Region* region = nullptr;
   bool is_write = false;
-  char* buffer = nullptr;
+  char* buffer = nullptr;  // holds bytes [begin, end) of the region
+  std::size_t begin = 0;
+  std::size_t end = 0;
   int parts_left = 0;
   bool done = false;
 };

@@ -17,6 +17,7 @@
 
 #include "../common/test_data.h"
 #include "gpt2_engine_driver.h"
+#include "memory_swap_store.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/classifier.h"
 #include "zero/gpt2/engine_classifier.h"
@@ -216,6 +217,46 @@ TEST(EngineSaveFailure, RankZeroFailsAfterTheCollectives) {
     train_two_steps(*engine, model, comm.rank());  // collectives still line up
   });
   EXPECT_NE(error.find("blocker"), std::string::npos) << error;
+  fs::remove_all(folder);
+}
+
+// With the masters in NVMe sub-groups of several units, a save reads each unit's part of its
+// sub-group's master region (whole io_alignment() blocks around it), not the whole region once per
+// unit: every rank reads at least its master shard, and at most that plus two blocks per unit. The
+// old gather read a sub-group of k units k times (here 2 or 4): 240,640 bytes per rank, against
+// bounds of 153,088 (world 1) and 92,928 (world 2).
+TEST(EngineGatherMaster, ASaveReadsEachSwappedMasterOnce) {
+  const gpt2::GPT2Config config = tiny_gpt2_config();
+  const fs::path folder = scratch_dir("gpt2_engine_save_reads");
+  for (const int world : {1, 2}) {
+    std::vector<SwapStoreCounters> counters(static_cast<std::size_t>(world));
+    std::vector<std::int64_t> save_reads(counters.size()), owned_bytes(counters.size());
+    std::vector<std::size_t> units(counters.size());
+    run_ranks(world, [&](Communicator& comm) {
+      omp_set_num_threads(1);
+      const auto rank = static_cast<std::size_t>(comm.rank());
+      std::unique_ptr<Engine> engine =
+          make_engine(options_for(world == 1 ? 2 : 3, DType::kBFloat16, true, "/reads"), comm);
+      engine->set_swap_store_factory(memory_swap_store_factory(&counters[rank]));
+      MemoryLedger ledger;
+      HostAllocator allocator(ledger);
+      gpt2::EngineModel model(*engine, config, 2, 16, 7, allocator);
+      train_two_steps(*engine, model, comm.rank());
+      const std::int64_t before = counters[rank].bytes_read;
+      gpt2::save_hf_checkpoint(model, folder / std::to_string(world));
+      save_reads[rank] = counters[rank].bytes_read - before;
+      engine->visit_shard_states([&](const ShardState& shard) {
+        owned_bytes[rank] += static_cast<std::int64_t>(shard.params.size() * sizeof(float));
+        ++units[rank];
+      });
+    });
+    for (std::size_t rank = 0; rank < counters.size(); ++rank) {
+      const auto blocks = static_cast<std::int64_t>(units[rank] * 2 * 4096);  // io_alignment()
+      EXPECT_GE(save_reads[rank], owned_bytes[rank]) << "world " << world << ", rank " << rank;
+      EXPECT_LE(save_reads[rank], owned_bytes[rank] + blocks)
+          << "world " << world << ", rank " << rank << ": " << units[rank] << " units";
+    }
+  }
   fs::remove_all(folder);
 }
 

@@ -9,6 +9,7 @@
 // what without timing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -67,6 +68,25 @@ class MemorySwapStore final : public SwapStore {
                  regions_.at(region).label, "' while a write to it is in flight");
     return start(region, destination, false);
   }
+  // The real store's rules: whole io_alignment() blocks inside the padded region; the padding past
+  // the region's bytes reads as zeros.
+  SwapTicket read_range(int region, std::size_t offset, std::size_t bytes,
+                        void* destination) override {
+    std::lock_guard lock(mutex_);
+    ZERO_CHECK(region >= 0 && region < static_cast<int>(regions_.size()), "no swap region #",
+               region);
+    ZERO_CHECK(offset % io_alignment() == 0 && bytes % io_alignment() == 0 &&
+                   offset <= padded_bytes(region) && bytes <= padded_bytes(region) - offset,
+               "read of ", bytes, " bytes at ", offset, " of '", regions_[region].label,
+               "': not whole blocks inside its ", padded_bytes(region), " padded bytes");
+    for (const auto& [id, pending] : pending_)
+      ZERO_CHECK(!(pending.region == region && pending.write), "read of '",
+                 regions_.at(region).label, "' while a write to it is in flight");
+    const SwapTicket ticket = start(region, destination, false);
+    pending_[ticket.id].offset = offset;
+    pending_[ticket.id].bytes = bytes;
+    return ticket;
+  }
   void wait(SwapTicket ticket) override {
     std::lock_guard lock(mutex_);
     check_sticky();
@@ -98,6 +118,8 @@ class MemorySwapStore final : public SwapStore {
     int region;
     void* buffer;
     bool write;
+    std::size_t offset = 0;                            // read_range: the part read
+    std::size_t bytes = static_cast<std::size_t>(-1);  // -1: the whole region
   };
   SwapTicket start(int region, void* buffer, bool write) {
     check_sticky();
@@ -105,7 +127,7 @@ class MemorySwapStore final : public SwapStore {
                region);
     ZERO_CHECK(reinterpret_cast<std::uintptr_t>(buffer) % io_alignment() == 0, "swap buffer for '",
                regions_[region].label, "' is not aligned to ", io_alignment(), " bytes");
-    pending_[++next_] = {region, buffer, write};
+    pending_[++next_] = {region, buffer, write, 0, static_cast<std::size_t>(-1)};
     if (counters_) counters_->record((write ? "write " : "read ") + regions_[region].label);
     return {next_};
   }
@@ -122,14 +144,21 @@ class MemorySwapStore final : public SwapStore {
                  std::to_string(region.bytes) + " bytes (injected)";
     }
     check_sticky();
-    if (pending.write)
+    const bool whole = pending.bytes == static_cast<std::size_t>(-1);
+    if (pending.write) {
       std::memcpy(region.data.data(), pending.buffer, region.bytes);
-    else
+    } else if (whole) {
       std::memcpy(pending.buffer, region.data.data(), region.bytes);
+    } else {  // the region's bytes in the range, zeros past them
+      const std::size_t held =
+          std::min(pending.bytes, region.bytes - std::min(pending.offset, region.bytes));
+      if (held > 0) std::memcpy(pending.buffer, region.data.data() + pending.offset, held);
+      std::memset(static_cast<char*>(pending.buffer) + held, 0, pending.bytes - held);
+    }
     if (counters_) {
       std::lock_guard lock(counters_->mutex);
       (pending.write ? counters_->bytes_written : counters_->bytes_read) +=
-          static_cast<std::int64_t>(region.bytes);
+          static_cast<std::int64_t>(whole ? region.bytes : pending.bytes);
     }
   }
 

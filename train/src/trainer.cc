@@ -500,9 +500,13 @@ TrainResult Trainer::finish() {
   if (arguments_.do_predict) test_results = task_->predict(result_);
   if (arguments_.do_train) {
     memory_->enter(Phase::kFinalSave);  // to the end: the samples read the saved model
+    const auto [saving, swapped] = std::pair(Clock::now(), engine_->swap_traffic());  // nvme reads
     save(output_dir_, step);
-    console_.say("saved %s/{config.json,model.safetensors,tokenizer files} (Hugging Face %s)\n",
-                 output_dir_.c_str(), task_->model_class());
+    console_.say(
+        "saved %s/{config.json,model.safetensors,tokenizer files} (Hugging Face %s) in "
+        "%.2f s, %.4f GB read from swap\n",
+        output_dir_.c_str(), task_->model_class(), seconds_since(saving),
+        static_cast<double>((engine_->swap_traffic() - swapped).bytes_read) / 1e9);
   }
   result_.memory = MemoryPeaks::of(engine_->ledger());  // the plan's check, final save included
   if (rank_ == 0) write_results(test_results);

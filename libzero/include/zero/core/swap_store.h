@@ -9,9 +9,10 @@
 // - Regions are declared with add_region() before their first I/O; the file space is reserved at
 //   once (so a full filesystem fails there, naming the path), and the bytes count under the
 //   ledger's nvme space in the given category.
-// - write()/read() start a transfer of the whole region and return at once; the host buffer must
-//   stay alive and untouched until wait() on the returned ticket. Host buffers are aligned to
-//   io_alignment() and at least padded_bytes(region) long (allocate them that way).
+// - write()/read() start a transfer of the whole region (read_range() of an aligned part of it)
+//   and return at once; the host buffer must stay alive and untouched until wait() on the
+//   returned ticket. Host buffers are aligned to io_alignment() and at least padded_bytes(region)
+//   long (read_range: its bytes), allocate them that way.
 // - wait() returns when the transfer is complete, or throws zero::Error naming the file and what
 //   went wrong (short read, ENOSPC, EIO, file removed or truncated, ...). After an error every
 //   later call throws the first error (sticky, as streams are).
@@ -70,6 +71,12 @@ class SwapStore {
   virtual int add_region(std::string label, std::size_t bytes, MemoryCategory category) = 0;
   virtual SwapTicket write(int region, const void* source) = 0;
   virtual SwapTicket read(int region, void* destination) = 0;
+  // Reads bytes [offset, offset + bytes) of the region into `destination` (its first byte lands
+  // at destination[0]), as read() does the whole region: offset and bytes are multiples of
+  // io_alignment() and offset + bytes <= padded_bytes(region), else zero::Error naming the region.
+  // Engine::gather_master reads one unit's part of its sub-group's master region this way.
+  virtual SwapTicket read_range(int region, std::size_t offset, std::size_t bytes,
+                                void* destination) = 0;
   virtual void wait(SwapTicket ticket) = 0;
   virtual void wait_all() = 0;
 

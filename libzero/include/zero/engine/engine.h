@@ -215,7 +215,8 @@ class Engine {
   // offload_optimizer nvme), all-gathered through a device buffer. All ranks, in the same order (a
   // collective; stage 0 gathers nothing). Rank 0 gets the values in memory the host reads (host
   // memory, or the device buffer where the model runs on the host), other ranks an empty Buffer.
-  // Memory: one unit in fp32 on every rank, and with nvme its sub-group's master. Throws
+  // Memory: one unit in fp32 on every rank, and with nvme a buffer of its sub-group's master
+  // size, into which only the region's blocks around the unit's part are read. Throws
   // zero::Error when the engine keeps no fp32 master (fp32 parameters: gather() gives them).
   Buffer gather_master(UnitId unit);
   // Loading checkpoint state in place: hands `fill` each unit's shard, writable, one unit at a
