@@ -43,6 +43,7 @@ class RecordingSwapStore final : public SwapStore {
   }
   SwapTicket write(int, const void*) override { return {}; }
   SwapTicket read(int, void*) override { return {}; }
+  SwapTicket read_range(int, std::size_t, std::size_t, void*) override { return {}; }
   void wait(SwapTicket) override {}
   void wait_all() override {}
   std::size_t io_alignment() const override { return 4096; }
