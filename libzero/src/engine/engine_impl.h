@@ -1,9 +1,11 @@
-// Engine::Impl: the engine's private state (units), its flat state storage (state_storage.h), its
-// host optimizer step (host_optimizer.h), its stage-3 gatherer (param_gather.h) and its gradient
-// reducer (grad_reduce.h).
+// Engine::Impl: the engine's private state (options, context, units, the training state and loss
+// scaler, the micro-step counter, the last boundary's norm), its flat state storage
+// (state_storage.h), its host optimizer step (host_optimizer.h), its stage-3 gatherer
+// (param_gather.h) and its gradient reducer (grad_reduce.h). Engine holds only its Impl.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -52,10 +54,13 @@ struct GradientSwap {
 
 class Engine::Impl {
  public:
-  Impl(Engine& engine, DeviceContext& context, Communicator& communicator,
+  // `options` are validated; `context` null: the Impl owns a CPU context (make_cpu_context()).
+  Impl(EngineOptions options, DeviceContext* context, Communicator& communicator,
        std::unique_ptr<Optimizer> optimizer, std::unique_ptr<LrSchedule> schedule);
 
-  Engine& engine;
+  EngineOptions options;
+  std::unique_ptr<DeviceContext> owned_context;  // declared first among the context's users:
+                                                 // destroyed after every buffer it allocated
   DeviceContext& ctx;
   Communicator& comm;
   std::unique_ptr<Optimizer> optimizer;
@@ -71,6 +76,17 @@ class Engine::Impl {
   bool skip_collectives = false;
   int rank = 0;
   int world = 1;
+
+  // The training progress (engine_step.cc): boundaries, skips and optimizer steps with the loss
+  // scaler's and schedule's state (checkpointed), the micro-steps completed (counted by
+  // end_micro_step), and the last boundary's global gradient norm and overflow flag.
+  LossScaler loss_scaler;
+  TrainingState training;
+  std::int64_t micro_steps = 0;
+  double grad_norm = 0.0;
+  bool overflow = false;
+  // Pieces of read_shard_values / write_shard_values (Engine::set_shard_piece_elements).
+  std::size_t shard_piece_elements = std::size_t{4} << 20;  // 16 MiB of fp32
 
   // The units' flat state: one buffer per kind of state in the space the policy gives it, the
   // swap regions of what lives on NVMe, the units' offsets, sub-groups and views.
@@ -117,6 +133,8 @@ class Engine::Impl {
   Event comm_done;
 
   bool at_boundary_micro_step() const;
+  // The optimizer step on the device (DeviceContext::optimizer_step), when not offloaded.
+  void device_step(const OptimizerStep& args);
 
   void allocate();
   void initialize_values();

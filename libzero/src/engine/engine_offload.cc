@@ -77,7 +77,7 @@ void Engine::Impl::host_squares(std::vector<SquaresResult>& partial) {
   try {
     ctx.copy_stream().synchronize();  // the last blocks' host accumulation
   } catch (const Error& error) {
-    ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", engine.options_.stage,
+    ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", options.stage,
                ") copying reduced gradients to the host: ", error.what());
   }
   // Partial offload: the device sub-groups' gradients, on the device.
