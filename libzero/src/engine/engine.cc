@@ -99,8 +99,15 @@ Engine::Impl::Impl(EngineOptions engine_options, DeviceContext* given_context,
           .optimizer = *optimizer,
           .shard_chunk = [this](UnitId u, float* params, const float* grads,
                                 float* state) { return shard_chunk(u, params, grads, state); },
-          .gradients_held = [this](std::size_t g) { return grad_swap.holds[g] != 0; },
+          .gradients_held = [this](std::size_t g) { return host_grads.held(g); },
           .synchronize_compute = [this](const std::string& what) { synchronize_compute(what); },
+      }),
+      host_grads(HostGradientsSetup{
+          .context = ctx,
+          .communicator = communicator,
+          .policy = policy,
+          .storage = storage,
+          .host_optimizer = host_optimizer,
       }),
       gatherer(ParamGatherSetup{
           .context = ctx,
@@ -125,9 +132,9 @@ Engine::Impl::Impl(EngineOptions engine_options, DeviceContext* given_context,
           .unpack_on_host =
               [this](const void* reduced, std::size_t count, std::vector<HostGradPiece> pieces,
                      bool accumulate, float post) {
-                unpack_on_host(reduced, count, std::move(pieces), accumulate, post);
+                host_grads.unpack(reduced, count, std::move(pieces), accumulate, post);
               },
-          .before_flush = [this] { allocate_gradient_windows(); },
+          .before_flush = [this] { host_grads.allocate_windows(); },
           .synchronize = [this](const std::string& what) { synchronize(what); },
       }) {
   training.loss_scaler = loss_scaler.state();
@@ -180,7 +187,6 @@ void Engine::Impl::allocate() {
     stored.push_back({unit.name, unit.layout.num_elements(), unit.layout.padded_num_elements(),
                       static_cast<int>(unit.layout.slots().size())});
   storage.allocate(stored);
-  if (policy.swap_grads()) init_gradient_swap();
   std::vector<ParamGatherer::UnitShape> shapes;
   std::vector<GradReducer::UnitShape> reduced_shapes;
   std::vector<std::size_t> sizes;
@@ -195,12 +201,8 @@ void Engine::Impl::allocate() {
   reducer.set_units(std::move(reduced_shapes));
   const BucketSize bucket_size = reduce_bucket_elements(options, sizes, world);
   reducer.allocate(bucket_size);
-  const std::size_t grad_bytes = size_of(policy.model_grads);
   if (policy.host_step)  // the largest reduced block a flush hands to the host: one rank's
-    host_receive =
-        ctx.allocator(policy.staging_space)
-            .allocate(bucket_size.bucket_elements / static_cast<std::size_t>(world) * grad_bytes,
-                      MemoryCategory::kCommBuffers);
+    host_grads.allocate(bucket_size.bucket_elements / static_cast<std::size_t>(world));
   const std::size_t staging = allgather_staging_elements(options, sizes, world);
   if (staging > 0)
     gather_staging = ctx.allocator(MemorySpace::kDevice)
@@ -482,7 +484,7 @@ void Engine::zero_grad() {
   // (the reducer's flush orders the communication stream after the compute stream).
   d.compute_after_comm();
   d.storage.zero_device_grads(d.ctx.compute_stream());
-  if (d.policy.grad_shard_space != MemorySpace::kDevice) d.zero_host_grads();  // copy stream
+  if (d.policy.grad_shard_space != MemorySpace::kDevice) d.host_grads.zero();  // copy stream
 }
 
 }  // namespace zero

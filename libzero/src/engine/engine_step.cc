@@ -38,7 +38,7 @@ bool Engine::step() {
   if (d.planning) {
     d.synchronize("reducing gradients before the optimizer step");
     if (policy.host_step) {
-      d.release_gradient_windows();  // as host_squares does after the flush
+      d.host_grads.release_windows();  // as host_squares does after the flush
       d.write_back_checkpoint_view();
       d.host_optimizer.step(OptimizerStep{});  // recorded: the step's host buffers
     } else
