@@ -68,41 +68,51 @@ std::span<float> GradientBuffer::tensor(std::string_view name) const {
 
 // ---- Impl helpers ----
 
-Engine::Impl::Impl(Engine& owner, DeviceContext& context, Communicator& communicator,
-                   std::unique_ptr<Optimizer> opt, std::unique_ptr<LrSchedule> lr_schedule)
-    : engine(owner),
-      ctx(context),
+Engine::Impl::Impl(EngineOptions engine_options, DeviceContext* given_context,
+                   Communicator& communicator, std::unique_ptr<Optimizer> opt,
+                   std::unique_ptr<LrSchedule> lr_schedule)
+    : options(std::move(engine_options)),
+      owned_context(given_context == nullptr ? make_cpu_context() : nullptr),
+      ctx(given_context == nullptr ? *owned_context : *given_context),
       comm(communicator),
       optimizer(std::move(opt)),
       schedule(std::move(lr_schedule)),
-      policy(state_policy(owner.options_)),
-      planning(context.planning()),
+      policy(state_policy(options)),
+      planning(ctx.planning()),
       skip_collectives(planning && communicator.moves_data()),
       rank(communicator.rank()),
       world(communicator.world_size()),
+      loss_scaler(options.fp16),
       storage(StateStorageSetup{
-          .context = context,
-          .options = owner.options_,
+          .context = ctx,
+          .options = options,
           .policy = policy,
           .rank = rank,
           .world = world,
           .states_per_element = static_cast<std::size_t>(optimizer->states_per_element()),
       }),
       host_optimizer(HostOptimizerSetup{
-          .context = context,
-          .options = owner.options_,
+          .context = ctx,
+          .options = options,
           .policy = policy,
           .storage = storage,
           .optimizer = *optimizer,
           .shard_chunk = [this](UnitId u, float* params, const float* grads,
                                 float* state) { return shard_chunk(u, params, grads, state); },
-          .gradients_held = [this](std::size_t g) { return grad_swap.holds[g] != 0; },
+          .gradients_held = [this](std::size_t g) { return host_grads.held(g); },
           .synchronize_compute = [this](const std::string& what) { synchronize_compute(what); },
       }),
-      gatherer(ParamGatherSetup{
-          .context = context,
+      host_grads(HostGradientsSetup{
+          .context = ctx,
           .communicator = communicator,
-          .options = owner.options_,
+          .policy = policy,
+          .storage = storage,
+          .host_optimizer = host_optimizer,
+      }),
+      gatherer(ParamGatherSetup{
+          .context = ctx,
+          .communicator = communicator,
+          .options = options,
           .comm_done = comm_done,
           .compute = policy.compute,
           .param_shard = policy.param_shard,
@@ -110,9 +120,9 @@ Engine::Impl::Impl(Engine& owner, DeviceContext& context, Communicator& communic
           .shard_source = [this](UnitId u, void* gathered) { return gather_source(u, gathered); },
       }),
       reducer(GradReduceSetup{
-          .context = context,
+          .context = ctx,
           .communicator = communicator,
-          .options = owner.options_,
+          .options = options,
           .policy = policy,
           .comm_done = comm_done,
           .skip_collectives = skip_collectives,
@@ -122,11 +132,13 @@ Engine::Impl::Impl(Engine& owner, DeviceContext& context, Communicator& communic
           .unpack_on_host =
               [this](const void* reduced, std::size_t count, std::vector<HostGradPiece> pieces,
                      bool accumulate, float post) {
-                unpack_on_host(reduced, count, std::move(pieces), accumulate, post);
+                host_grads.unpack(reduced, count, std::move(pieces), accumulate, post);
               },
-          .before_flush = [this] { allocate_gradient_windows(); },
+          .before_flush = [this] { host_grads.allocate_windows(); },
           .synchronize = [this](const std::string& what) { synchronize(what); },
-      }) {}
+      }) {
+  training.loss_scaler = loss_scaler.state();
+}
 
 const void* Engine::Impl::gather_source(UnitId u, void* gathered) {
   if (!policy.offload_params()) return storage.owned_compute_params(u);
@@ -139,15 +151,15 @@ const void* Engine::Impl::gather_source(UnitId u, void* gathered) {
 }
 
 bool Engine::Impl::at_boundary_micro_step() const {
-  return (engine.micro_steps_ + 1) % engine.options_.gradient_accumulation_steps == 0;
+  return (micro_steps + 1) % options.gradient_accumulation_steps == 0;
 }
 
 void Engine::Impl::synchronize(const std::string& what) {
   try {
     comm.synchronize();
   } catch (const Error& error) {
-    ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", engine.options_.stage, ") ", what,
-               ": ", error.what());
+    ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", options.stage, ") ", what, ": ",
+               error.what());
   }
 }
 
@@ -155,8 +167,8 @@ void Engine::Impl::synchronize_compute(const std::string& what) {
   try {
     ctx.compute_stream().synchronize();
   } catch (const Error& error) {
-    ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", engine.options_.stage, ") ", what,
-               ": ", error.what());
+    ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", options.stage, ") ", what, ": ",
+               error.what());
   }
 }
 
@@ -170,13 +182,11 @@ void Engine::Impl::comm_after_compute() { comm.stream().wait(ctx.compute_stream(
 void Engine::Impl::compute_after_comm() { ctx.compute_stream().wait(comm.stream().record()); }
 
 void Engine::Impl::allocate() {
-  const EngineOptions& options = engine.options_;
   std::vector<StateStorage::UnitShape> stored;
   for (const EngineUnit& unit : units)
     stored.push_back({unit.name, unit.layout.num_elements(), unit.layout.padded_num_elements(),
                       static_cast<int>(unit.layout.slots().size())});
   storage.allocate(stored);
-  if (policy.swap_grads()) init_gradient_swap();
   std::vector<ParamGatherer::UnitShape> shapes;
   std::vector<GradReducer::UnitShape> reduced_shapes;
   std::vector<std::size_t> sizes;
@@ -191,12 +201,8 @@ void Engine::Impl::allocate() {
   reducer.set_units(std::move(reduced_shapes));
   const BucketSize bucket_size = reduce_bucket_elements(options, sizes, world);
   reducer.allocate(bucket_size);
-  const std::size_t grad_bytes = size_of(policy.model_grads);
   if (policy.host_step)  // the largest reduced block a flush hands to the host: one rank's
-    host_receive =
-        ctx.allocator(policy.staging_space)
-            .allocate(bucket_size.bucket_elements / static_cast<std::size_t>(world) * grad_bytes,
-                      MemoryCategory::kCommBuffers);
+    host_grads.allocate(bucket_size.bucket_elements / static_cast<std::size_t>(world));
   const std::size_t staging = allgather_staging_elements(options, sizes, world);
   if (staging > 0)
     gather_staging = ctx.allocator(MemorySpace::kDevice)
@@ -298,18 +304,11 @@ void Engine::Impl::initialize_values() {
 
 Engine::Engine(EngineOptions options, Communicator& communicator,
                std::unique_ptr<Optimizer> optimizer, std::unique_ptr<LrSchedule> schedule,
-               DeviceContext* context)
-    : options_(std::move(options)), loss_scaler_(options_.fp16) {
-  validate(options_);
+               DeviceContext* context) {
+  validate(options);
   ZERO_CHECK(optimizer != nullptr, "the engine needs an optimizer");
-  if (context == nullptr) {
-    owned_context_ = make_cpu_context();
-    context = owned_context_.get();
-  }
-  context_ = context;
-  impl_ = std::make_unique<Impl>(*this, *context_, communicator, std::move(optimizer),
+  impl_ = std::make_unique<Impl>(std::move(options), context, communicator, std::move(optimizer),
                                  std::move(schedule));
-  state_.loss_scaler = loss_scaler_.state();
 }
 
 Engine::~Engine() {
@@ -319,7 +318,7 @@ Engine::~Engine() {
   } catch (...) {
     // A failed collective was reported to the caller that waited for it.
   }
-  for (Stream* stream : {&context_->compute_stream(), &context_->copy_stream()}) {
+  for (Stream* stream : {&impl_->ctx.compute_stream(), &impl_->ctx.copy_stream()}) {
     try {
       stream->synchronize();
     } catch (...) {
@@ -337,7 +336,7 @@ UnitId Engine::register_unit(std::string name, std::vector<TensorSpec> tensors, 
     ZERO_CHECK(unit.name != name, "unit '", name, "' is registered twice");
   EngineUnit unit;
   unit.name = std::move(name);
-  unit.layout = FlatLayout(std::move(tensors), d.world, options_.alignment_elements);
+  unit.layout = FlatLayout(std::move(tensors), d.world, d.options.alignment_elements);
   unit.init = std::move(init);
   d.units.push_back(std::move(unit));
   return static_cast<UnitId>(d.units.size() - 1);
@@ -387,6 +386,24 @@ const FlatLayout& Engine::layout(UnitId unit) const { return impl_->units.at(uni
 
 int Engine::rank() const { return impl_->rank; }
 
+const EngineOptions& Engine::options() const { return impl_->options; }
+
+double Engine::global_grad_norm() const { return impl_->grad_norm; }
+
+bool Engine::last_step_overflowed() const { return impl_->overflow; }
+
+double Engine::loss_scale() const { return impl_->loss_scaler.scale(); }
+
+std::int64_t Engine::global_steps() const { return impl_->training.global_steps; }
+
+std::int64_t Engine::micro_steps() const { return impl_->micro_steps; }
+
+DeviceContext& Engine::context() { return impl_->ctx; }
+
+MemoryLedger& Engine::ledger() { return impl_->ctx.ledger(); }
+
+Allocator& Engine::allocator() { return impl_->ctx.allocator(MemorySpace::kDevice); }
+
 DType Engine::param_dtype() const { return impl_->policy.compute; }
 
 DType Engine::grad_dtype() const { return impl_->policy.model_grads; }
@@ -434,7 +451,7 @@ GradientBuffer Engine::grads(UnitId unit) {
       u.grad_buffer = std::make_shared<Buffer>(
           allocator().allocate(padded * size_of(dtype), MemoryCategory::kGrads));
       if (!d.planning)
-        context_->fill(context_->compute_stream(), u.grad_buffer->data(), dtype, padded, 0.0f);
+        d.ctx.fill(d.ctx.compute_stream(), u.grad_buffer->data(), dtype, padded, 0.0f);
     }
     data = u.grad_buffer->data();
   }
@@ -466,8 +483,8 @@ void Engine::zero_grad() {
   // After every queued reduction into the gradients; the next reductions wait for the zeros
   // (the reducer's flush orders the communication stream after the compute stream).
   d.compute_after_comm();
-  d.storage.zero_device_grads(context_->compute_stream());
-  if (d.policy.grad_shard_space != MemorySpace::kDevice) d.zero_host_grads();  // copy stream
+  d.storage.zero_device_grads(d.ctx.compute_stream());
+  if (d.policy.grad_shard_space != MemorySpace::kDevice) d.host_grads.zero();  // copy stream
 }
 
 }  // namespace zero

@@ -1,20 +1,12 @@
-// ZeRO-Offload and ZeRO-Infinity in the engine, around the host optimizer step (host_optimizer.h):
-// the host gradient partition (reduced blocks copied device->host and accumulated there, its
-// squared norms, its zeroing), the optimizer's view of a unit's shard, and stage 3 parameter
-// shards (offload_param) stored out after a device step and copied in (or swapped in) for each
-// gather.
+// ZeRO-Offload and ZeRO-Infinity in the engine, around the host optimizer step (host_optimizer.h)
+// and the host gradient partition (host_gradients.h): the step's squared norms, the optimizer's
+// view of a unit's shard, and stage 3 parameter shards (offload_param) stored out after a device
+// step and copied in (or swapped in) for each gather.
 //
-// Streams: device->host copies of reduced blocks run on the context's copy stream; the host-side
-// accumulation of a block is a host task on that stream after its copy. Every hand-over is an
-// event (the communication stream waits for the copy stream before it overwrites a block that is
-// still being copied, and before it all-gathers parameter shards copied in), so the engine never
-// asks which backend it runs on.
+// Streams: every hand-over is an event (the communication stream waits for the copy stream before
+// it all-gathers parameter shards copied in), so the engine never asks which backend it runs on.
 #include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
 
-#include "../cpu/host_arithmetic.h"
 #include "engine_impl.h"
 #include "zero/core/error.h"
 #include "zero/core/logging.h"
@@ -29,55 +21,12 @@ void Engine::set_swap_store_factory(SwapStoreFactory factory) {
 
 SwapTraffic Engine::swap_traffic() const { return impl_->storage.swap_traffic(); }
 
-void Engine::Impl::unpack_on_host(const void* reduced, std::size_t count,
-                                  std::vector<HostPiece> pieces, bool accumulate, float post) {
-  if (planning) return;
-  Stream& copy = ctx.copy_stream();
-  copy.wait(comm.stream().record());
-  ctx.copy(copy, reduced, host_receive.data(), count * size_of(policy.model_grads));
-  // The next flush overwrites the bucket and the receive block: after this copy.
-  comm.stream().wait(copy.record());
-  void* host = host_receive.data();
-  const DType dtype = policy.model_grads;
-  const std::size_t bytes = size_of(dtype);
-  const bool swapped = policy.swap_grads();
-  copy.submit([this, host, dtype, bytes, pieces = std::move(pieces), accumulate, post, swapped] {
-    for (const HostPiece& piece : pieces) {
-      const void* source = static_cast<const char*>(host) + piece.bucket_offset * bytes;
-      float* destination = piece.destination;
-      if (swapped) {  // into its sub-group's window (swapped in or out here, on this stream)
-        const std::size_t g = grad_swap.group_of[piece.unit];
-        destination = gradient_window(g) + (storage.unit(piece.unit).owned_offset -
-                                            storage.sub_groups()[g].owned_offset + piece.offset);
-      }
-      if (accumulate)
-        host::axpy_values(source, dtype, destination, DType::kFloat32, piece.count, post);
-      else
-        host::scale_values(source, dtype, destination, DType::kFloat32, piece.count, post);
-    }
-  });
-}
-
-void Engine::Impl::zero_host_grads() {
-  if (planning) return;
-  if (policy.swap_grads()) {  // on the copy stream too: after the queued accumulations
-    ctx.copy_stream().submit([this] { reset_gradient_swap(); });
-    return;
-  }
-  const Buffer& grad_shard = storage.host_grad_shard();
-  if (grad_shard.data() == nullptr) return;
-  // On the copy stream: after every queued accumulation, before the next.
-  void* data = grad_shard.data();
-  const std::size_t bytes = grad_shard.size_bytes();
-  ctx.copy_stream().submit([data, bytes] { std::memset(data, 0, bytes); });
-}
-
 void Engine::Impl::host_squares(std::vector<SquaresResult>& partial) {
   synchronize("reducing gradients before the optimizer step");
   try {
     ctx.copy_stream().synchronize();  // the last blocks' host accumulation
   } catch (const Error& error) {
-    ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", engine.options_.stage,
+    ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", options.stage,
                ") copying reduced gradients to the host: ", error.what());
   }
   // Partial offload: the device sub-groups' gradients, on the device.
@@ -88,17 +37,7 @@ void Engine::Impl::host_squares(std::vector<SquaresResult>& partial) {
                          storage.unit(u).owned_count, &partial[u]);
     synchronize_compute("reducing gradients before the optimizer step");
   }
-  if (policy.swap_grads()) {  // every window out: the regions hold the step's gradients
-    flush_gradient_windows();
-    release_gradient_windows();  // the copy stream is drained: no task uses them
-    for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
-      partial[u] = grad_swap.squares[u];
-    return;
-  }
-  for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
-    if (!storage.on_device(u))
-      partial[u] =
-          host::squares_of(storage.owned_grads(u), DType::kFloat32, storage.unit(u).owned_count);
+  host_grads.squares(partial);
 }
 
 ShardChunk Engine::Impl::shard_chunk(UnitId u, float* params, const float* grads,

@@ -11,7 +11,7 @@ namespace zero {
 
 void Engine::Impl::end_micro_step() {
   reducer.end_micro_step(at_boundary_micro_step());
-  ++engine.micro_steps_;
+  ++micro_steps;
   gatherer.end_micro_step();
 }
 
@@ -41,7 +41,7 @@ void Engine::Impl::all_gather_params() {
   const auto at = [bytes](void* base, std::size_t index) {
     return static_cast<char*>(base) + index * bytes;
   };
-  const std::size_t chunk = allgather_chunk_elements(engine.options_, world);
+  const std::size_t chunk = allgather_chunk_elements(options, world);
   void* staging = gather_staging.data();
   const auto blocks = static_cast<std::size_t>(world);
   for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
@@ -63,7 +63,7 @@ void Engine::Impl::all_gather_params() {
   }
   params_ready = comm.stream().record();
   comm_done = params_ready;
-  if (!engine.options_.overlap_comm) synchronize("all-gathering updated parameters");
+  if (!options.overlap_comm) synchronize("all-gathering updated parameters");
 }
 
 }  // namespace zero

@@ -20,11 +20,12 @@ bool Engine::step() {
   ZERO_CHECK(d.reducer.reduced_units() == 0,
              "step() in the middle of a micro-step: ", d.reducer.reduced_units(), " of ",
              d.units.size(), " units have called reduce_grads()");
-  const int accumulation = options_.gradient_accumulation_steps;
-  const std::int64_t boundary = micro_steps_ / accumulation;
-  if (micro_steps_ == 0 || micro_steps_ % accumulation != 0 || boundary == state_.global_steps)
+  TrainingState& state = d.training;
+  const int accumulation = d.options.gradient_accumulation_steps;
+  const std::int64_t boundary = d.micro_steps / accumulation;
+  if (d.micro_steps == 0 || d.micro_steps % accumulation != 0 || boundary == state.global_steps)
     return false;
-  ++state_.global_steps;
+  ++state.global_steps;
   const StatePolicy& policy = d.policy;
   const std::size_t owned_total = d.storage.owned_total();
   // 16-bit accumulated gradients: the optimizer reads an fp32 copy of the owned gradients
@@ -37,7 +38,7 @@ bool Engine::step() {
   if (d.planning) {
     d.synchronize("reducing gradients before the optimizer step");
     if (policy.host_step) {
-      d.release_gradient_windows();  // as host_squares does after the flush
+      d.host_grads.release_windows();  // as host_squares does after the flush
       d.write_back_checkpoint_view();
       d.host_optimizer.step(OptimizerStep{});  // recorded: the step's host buffers
     } else
@@ -56,15 +57,15 @@ bool Engine::step() {
   // reductions have landed, summed on the host (the overflow flag and the norm are host values),
   // all-reduced (stage 0 holds replicas). A shard with an inf/NaN element contributes +inf, so
   // the all-reduced sum carries every rank's overflow flag.
-  Stream& compute = context_->compute_stream();
+  Stream& compute = d.ctx.compute_stream();
   std::vector<SquaresResult> partial(d.units.size());
   if (policy.host_step) {  // the gradient partition is on the host
     d.host_squares(partial);
   } else {
     d.compute_after_comm();
     for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u)
-      context_->sum_of_squares(compute, d.storage.owned_grads(u), policy.accumulate,
-                               d.storage.unit(u).owned_count, &partial[u]);
+      d.ctx.sum_of_squares(compute, d.storage.owned_grads(u), policy.accumulate,
+                           d.storage.unit(u).owned_count, &partial[u]);
     d.synchronize_compute("reducing gradients before the optimizer step");
   }
   double squares = 0.0;
@@ -79,27 +80,27 @@ bool Engine::step() {
     d.all_reduce_host_values({&total, 1}, ReduceOp::kSum, "grad norm");
     squares = total;
   }
-  const double scale = loss_scaler_.scale();
-  overflow_ = !std::isfinite(squares);
-  grad_norm_ = overflow_ ? squares : std::sqrt(squares) / scale;
-  if (overflow_ && options_.fp16.enabled) {
-    loss_scaler_.update(true);
-    state_.loss_scaler = loss_scaler_.state();
-    ++state_.skipped_steps;
+  const double scale = d.loss_scaler.scale();
+  d.overflow = !std::isfinite(squares);
+  d.grad_norm = d.overflow ? squares : std::sqrt(squares) / scale;
+  if (d.overflow && d.options.fp16.enabled) {
+    d.loss_scaler.update(true);
+    state.loss_scaler = d.loss_scaler.state();
+    ++state.skipped_steps;
     zero_grad();
     return false;
   }
-  ZERO_CHECK(!overflow_, "the global gradient norm is ", squares,
-             " (inf/NaN gradients) and fp16 loss scaling is off; step ", state_.global_steps);
+  ZERO_CHECK(!d.overflow, "the global gradient norm is ", squares,
+             " (inf/NaN gradients) and fp16 loss scaling is off; step ", state.global_steps);
 
   double grad_scale = 1.0 / scale;
-  if (options_.gradient_clipping > 0) {
-    const double clip = (grad_norm_ + 1e-6) / options_.gradient_clipping;
+  if (d.options.gradient_clipping > 0) {
+    const double clip = (d.grad_norm + 1e-6) / d.options.gradient_clipping;
     if (clip > 1.0) grad_scale /= clip;
   }
 
   OptimizerStep args;
-  args.step = ++state_.optimizer_steps;
+  args.step = ++state.optimizer_steps;
   args.lr = lr();
   args.beta1 = d.schedule ? d.schedule->beta1(d.optimizer->beta1()) : d.optimizer->beta1();
   args.grad_scale = grad_scale;
@@ -117,49 +118,47 @@ bool Engine::step() {
       d.write_back_checkpoint_view();  // spans written for a load reach the regions first
       d.host_optimizer.step(args);
     } catch (const Error& error) {  // e.g. a swap store's I/O error, naming its file
-      ZERO_THROW("engine (rank ", d.rank, "/", d.world, ", stage ", options_.stage,
-                 ") the offloaded optimizer step of global step ", state_.global_steps, ": ",
+      ZERO_THROW("engine (rank ", d.rank, "/", d.world, ", stage ", d.options.stage,
+                 ") the offloaded optimizer step of global step ", state.global_steps, ": ",
                  error.what());
     }
   } else {
-    device_step(args);
+    d.device_step(args);
   }
   if (d.schedule) d.schedule->step();
-  loss_scaler_.update(false);
-  state_.loss_scaler = loss_scaler_.state();
-  if (d.schedule) state_.scheduler_last_batch_iteration = d.schedule->last_batch_iteration();
+  d.loss_scaler.update(false);
+  state.loss_scaler = d.loss_scaler.state();
+  if (d.schedule) state.scheduler_last_batch_iteration = d.schedule->last_batch_iteration();
 
   refresh_params();
   zero_grad();
   return true;
 }
 
-void Engine::device_step(const OptimizerStep& args) {
-  Impl& d = *impl_;
-  const StatePolicy& policy = d.policy;
-  Stream& compute = context_->compute_stream();
-  const std::size_t owned_total = d.storage.owned_total();
-  Buffer fp32_grads =
-      policy.fp32_grads_for_step()
-          ? Buffer()
-          : allocator().allocate(owned_total * sizeof(float), MemoryCategory::kWorkspace);
+void Engine::Impl::device_step(const OptimizerStep& args) {
+  Stream& compute = ctx.compute_stream();
+  const std::size_t owned_total = storage.owned_total();
+  Buffer fp32_grads = policy.fp32_grads_for_step()
+                          ? Buffer()
+                          : ctx.allocator(MemorySpace::kDevice)
+                                .allocate(owned_total * sizeof(float), MemoryCategory::kWorkspace);
   std::vector<ShardChunk> chunks;
-  chunks.reserve(d.units.size());
-  for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u) {
-    const StateStorage::Placement& at = d.storage.unit(u);
-    const float* grads = static_cast<const float*>(d.storage.owned_grads(u));
+  chunks.reserve(units.size());
+  for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
+    const StateStorage::Placement& at = storage.unit(u);
+    const float* grads = static_cast<const float*>(storage.owned_grads(u));
     if (!policy.fp32_grads_for_step()) {
       float* copy = fp32_grads.data_as<float>() + at.owned_offset;
-      context_->convert(compute, d.storage.owned_grads(u), policy.accumulate, copy, DType::kFloat32,
-                        at.owned_count);
+      ctx.convert(compute, storage.owned_grads(u), policy.accumulate, copy, DType::kFloat32,
+                  at.owned_count);
       grads = copy;
     }
-    chunks.push_back(d.shard_chunk(u, d.storage.owned_params(u), grads, d.storage.owned_state(u)));
+    chunks.push_back(shard_chunk(u, storage.owned_params(u), grads, storage.owned_state(u)));
   }
-  context_->optimizer_step(compute, *d.optimizer, chunks, args);
+  ctx.optimizer_step(compute, *optimizer, chunks, args);
   // The optimizer may issue collectives of its own (LAMB's trust ratios through all_reduce_sum):
   // they must be issued before the post-step gathers, in the same order on every rank.
-  d.synchronize_compute("the optimizer step");
+  synchronize_compute("the optimizer step");
 }
 
 void Engine::refresh_params() {
@@ -172,7 +171,7 @@ void Engine::refresh_params() {
     d.write_back_checkpoint_view();  // spans written for a load reach the regions first
     if (!d.host_optimizer.take_params_refreshed()) d.host_optimizer.params_from_master();
     if (!d.planning) {
-      d.params_ready = context_->copy_stream().record();
+      d.params_ready = d.ctx.copy_stream().record();
       d.comm.stream().wait(d.params_ready);
     }
   } else {
@@ -193,7 +192,7 @@ std::vector<ShardState> Engine::shard_states() {
   if (d.policy.swap_optimizer()) d.read_checkpoint_view();
   if (d.policy.host_step) {
     try {
-      context_->copy_stream().synchronize();  // the step's copies read the master
+      d.ctx.copy_stream().synchronize();  // the step's copies read the master
     } catch (const Error& error) {
       ZERO_THROW("reading shard state: ", error.what());
     }
@@ -330,7 +329,7 @@ void Engine::fill_shard_states(const std::function<void(ShardState&)>& fill, Sha
 
 void Engine::set_shard_piece_elements(std::size_t elements) {
   ZERO_CHECK(elements > 0, "set_shard_piece_elements: a piece needs at least one element");
-  shard_piece_elements_ = elements;
+  impl_->shard_piece_elements = elements;
 }
 
 namespace {
@@ -349,20 +348,21 @@ void await_staging(Stream& stream, const char* what) {
 void Engine::read_shard_values(
     std::span<const float> values, MemorySpace space,
     const std::function<void(std::size_t, std::span<const float>)>& use) {
-  if (context_->host_addressable(space)) {
+  DeviceContext& ctx = impl_->ctx;
+  if (ctx.host_addressable(space)) {
     use(0, values);
     return;
   }
   if (values.empty()) return;
-  const std::size_t piece = std::min(values.size(), shard_piece_elements_);
-  Buffer staging = context_->allocator(MemorySpace::kHostPinned)
+  const std::size_t piece = std::min(values.size(), impl_->shard_piece_elements);
+  Buffer staging = ctx.allocator(MemorySpace::kHostPinned)
                        .allocate(piece * sizeof(float), MemoryCategory::kWorkspace);
-  if (context_->planning()) return;
-  Stream& stream = context_->copy_stream();
+  if (ctx.planning()) return;
+  Stream& stream = ctx.copy_stream();
   const float* host = staging.data_as<float>();
   for (std::size_t offset = 0; offset < values.size(); offset += piece) {
     const std::size_t count = std::min(piece, values.size() - offset);
-    context_->copy(stream, values.data() + offset, staging.data(), count * sizeof(float));
+    ctx.copy(stream, values.data() + offset, staging.data(), count * sizeof(float));
     await_staging(stream, "reading shard state from device memory");
     use(offset, {host, count});
   }
@@ -370,25 +370,26 @@ void Engine::read_shard_values(
 
 void Engine::write_shard_values(std::span<float> values, MemorySpace space, bool current,
                                 const std::function<void(std::size_t, std::span<float>)>& produce) {
-  if (context_->host_addressable(space)) {
+  DeviceContext& ctx = impl_->ctx;
+  if (ctx.host_addressable(space)) {
     produce(0, values);
     return;
   }
   if (values.empty()) return;
-  const std::size_t piece = std::min(values.size(), shard_piece_elements_);
-  Buffer staging = context_->allocator(MemorySpace::kHostPinned)
+  const std::size_t piece = std::min(values.size(), impl_->shard_piece_elements);
+  Buffer staging = ctx.allocator(MemorySpace::kHostPinned)
                        .allocate(piece * sizeof(float), MemoryCategory::kWorkspace);
-  if (context_->planning()) return;
-  Stream& stream = context_->copy_stream();
+  if (ctx.planning()) return;
+  Stream& stream = ctx.copy_stream();
   float* host = staging.data_as<float>();
   for (std::size_t offset = 0; offset < values.size(); offset += piece) {
     const std::size_t count = std::min(piece, values.size() - offset);
     if (current) {
-      context_->copy(stream, values.data() + offset, host, count * sizeof(float));
+      ctx.copy(stream, values.data() + offset, host, count * sizeof(float));
       await_staging(stream, "reading shard state from device memory");
     }
     produce(offset, {host, count});
-    context_->copy(stream, host, values.data() + offset, count * sizeof(float));
+    ctx.copy(stream, host, values.data() + offset, count * sizeof(float));
     await_staging(stream, "writing shard state to device memory");
   }
 }
@@ -448,14 +449,16 @@ void Engine::Impl::write_back_checkpoint_view() {
   checkpoint_view.reset();
 }
 
-TrainingState Engine::training_state() const { return state_; }
+std::size_t Engine::shard_piece_elements() const { return impl_->shard_piece_elements; }
+
+TrainingState Engine::training_state() const { return impl_->training; }
 
 void Engine::set_training_state(const TrainingState& state) {
-  state_ = state;
-  loss_scaler_.set_state(state.loss_scaler);
-  if (impl_->schedule)
-    impl_->schedule->set_last_batch_iteration(state.scheduler_last_batch_iteration);
-  micro_steps_ = state.global_steps * options_.gradient_accumulation_steps;
+  Impl& d = *impl_;
+  d.training = state;
+  d.loss_scaler.set_state(state.loss_scaler);
+  if (d.schedule) d.schedule->set_last_batch_iteration(state.scheduler_last_batch_iteration);
+  d.micro_steps = state.global_steps * d.options.gradient_accumulation_steps;
 }
 
 // ---- all-reduces of host values (the grad norm, average_across_ranks) ----

@@ -177,25 +177,25 @@ class Engine {
   const FlatLayout& layout(UnitId unit) const;
   int rank() const;
   int world_size() const;
-  const EngineOptions& options() const { return options_; }
+  const EngineOptions& options() const;
   // The dtype of gathered parameters and of the gradient buffers grads() hands out (the state
   // policy's compute and model_grads dtypes, zero/engine/memory_formula.h).
   DType param_dtype() const;
   DType grad_dtype() const;
 
   // The global gradient norm of the last boundary, before clipping and after unscaling.
-  double global_grad_norm() const { return grad_norm_; }
-  bool last_step_overflowed() const { return overflow_; }
-  double loss_scale() const { return loss_scaler_.scale(); }
+  double global_grad_norm() const;
+  bool last_step_overflowed() const;
+  double loss_scale() const;
   double lr() const;  // the learning rate the next optimizer step uses
-  std::int64_t global_steps() const { return state_.global_steps; }
-  std::int64_t micro_steps() const { return micro_steps_; }
+  std::int64_t global_steps() const;
+  std::int64_t micro_steps() const;
   bool is_gradient_accumulation_boundary() const;
 
-  DeviceContext& context() { return *context_; }
-  MemoryLedger& ledger() { return context_->ledger(); }
+  DeviceContext& context();
+  MemoryLedger& ledger();
   // The context's device-space allocator (models allocate activations from it).
-  Allocator& allocator() { return context_->allocator(MemorySpace::kDevice); }
+  Allocator& allocator();
 
   // Checkpoint state: this rank's shards (writable: load, then call refresh_params()). With
   // offload_optimizer nvme the spans are a host copy of the whole shard (read from the regions,
@@ -241,7 +241,7 @@ class Engine {
                          const std::function<void(std::size_t, std::span<const float>)>& use);
   void write_shard_values(std::span<float> values, MemorySpace space, bool current,
                           const std::function<void(std::size_t, std::span<float>)>& produce);
-  std::size_t shard_piece_elements() const { return shard_piece_elements_; }
+  std::size_t shard_piece_elements() const;             // 16 MiB of fp32 unless set
   void set_shard_piece_elements(std::size_t elements);  // > 0; tests use small pieces
   // The optimizer state names of ShardState::optimizer_state, in order ("exp_avg", ...).
   std::vector<std::string> optimizer_state_names() const;
@@ -251,21 +251,10 @@ class Engine {
   // stage 3 re-gathers persistent units. All ranks.
   void refresh_params();
 
+  // The engine's state and parts (libzero/src/engine/engine_impl.h).
   class Impl;
 
  private:
-  friend class GatheredUnit;
-  // The optimizer step on the device (DeviceContext::optimizer_step), when not offloaded.
-  void device_step(const OptimizerStep& args);
-  EngineOptions options_;
-  std::unique_ptr<DeviceContext> owned_context_;
-  DeviceContext* context_ = nullptr;
-  LossScaler loss_scaler_;
-  TrainingState state_;
-  double grad_norm_ = 0.0;
-  bool overflow_ = false;
-  std::int64_t micro_steps_ = 0;
-  std::size_t shard_piece_elements_ = std::size_t{4} << 20;  // 16 MiB of fp32
   std::unique_ptr<Impl> impl_;
 };
 

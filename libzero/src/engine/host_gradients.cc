@@ -1,0 +1,199 @@
+// HostGradients (host_gradients.h): the reduced blocks' copy to the host and their unpacking into
+// the host gradient partition or, swapped (offload_optimizer nvme), its two sub-group windows.
+//
+// Streams: device->host copies of reduced blocks run on the context's copy stream; the host-side
+// accumulation of a block is a host task on that stream after its copy. Every hand-over is an
+// event (the communication stream waits for the copy stream before it overwrites a block that is
+// still being copied), so the partition never asks which backend it runs on.
+#include "host_gradients.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "../cpu/host_arithmetic.h"
+#include "zero/core/error.h"
+
+namespace zero {
+
+HostGradients::HostGradients(HostGradientsSetup setup)
+    : setup_(std::move(setup)), planning_(setup_.context.planning()) {}
+
+void HostGradients::allocate(std::size_t receive_elements) {
+  const StatePolicy& policy = setup_.policy;
+  receive_ =
+      setup_.context.allocator(policy.staging_space)
+          .allocate(receive_elements * size_of(policy.model_grads), MemoryCategory::kCommBuffers);
+  if (!policy.swap_grads()) return;
+  const StateStorage& storage = setup_.storage;
+  const std::vector<SubGroup>& groups = storage.sub_groups();
+  holds_.assign(groups.size(), 0);
+  group_of_.assign(storage.num_units(), 0);
+  squares_.assign(storage.num_units(), SquaresResult{});
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    for (std::size_t u = groups[g].first_unit; u < groups[g].last_unit; ++u) group_of_[u] = g;
+}
+
+void HostGradients::unpack(const void* reduced, std::size_t count,
+                           std::vector<HostGradPiece> pieces, bool accumulate, float post) {
+  if (planning_) return;
+  DeviceContext& ctx = setup_.context;
+  Communicator& comm = setup_.communicator;
+  const DType dtype = setup_.policy.model_grads;
+  Stream& copy = ctx.copy_stream();
+  copy.wait(comm.stream().record());
+  ctx.copy(copy, reduced, receive_.data(), count * size_of(dtype));
+  // The next flush overwrites the bucket and the receive block: after this copy.
+  comm.stream().wait(copy.record());
+  void* host = receive_.data();
+  const std::size_t bytes = size_of(dtype);
+  const bool swapped = setup_.policy.swap_grads();
+  copy.submit([this, host, dtype, bytes, pieces = std::move(pieces), accumulate, post, swapped] {
+    const StateStorage& storage = setup_.storage;
+    for (const HostGradPiece& piece : pieces) {
+      const void* source = static_cast<const char*>(host) + piece.bucket_offset * bytes;
+      float* destination = piece.destination;
+      if (swapped) {  // into its sub-group's window (swapped in or out here, on this stream)
+        const std::size_t g = group_of_[piece.unit];
+        destination = window(g) + (storage.unit(piece.unit).owned_offset -
+                                   storage.sub_groups()[g].owned_offset + piece.offset);
+      }
+      if (accumulate)
+        host::axpy_values(source, dtype, destination, DType::kFloat32, piece.count, post);
+      else
+        host::scale_values(source, dtype, destination, DType::kFloat32, piece.count, post);
+    }
+  });
+}
+
+void HostGradients::zero() {
+  if (planning_) return;
+  DeviceContext& ctx = setup_.context;
+  if (setup_.policy.swap_grads()) {  // on the copy stream too: after the queued accumulations
+    ctx.copy_stream().submit([this] { reset_swap(); });
+    return;
+  }
+  const Buffer& grad_shard = setup_.storage.host_grad_shard();
+  if (grad_shard.data() == nullptr) return;
+  // On the copy stream: after every queued accumulation, before the next.
+  void* data = grad_shard.data();
+  const std::size_t bytes = grad_shard.size_bytes();
+  ctx.copy_stream().submit([data, bytes] { std::memset(data, 0, bytes); });
+}
+
+void HostGradients::squares(std::vector<SquaresResult>& partial) {
+  const StateStorage& storage = setup_.storage;
+  if (setup_.policy.swap_grads()) {  // every window out: the regions hold the step's gradients
+    flush_windows();
+    release_windows();  // the copy stream is drained: no task uses them
+    for (std::size_t u = 0; u < storage.num_units(); ++u) partial[u] = squares_[u];
+    return;
+  }
+  for (UnitId u = 0; u < static_cast<UnitId>(storage.num_units()); ++u)
+    if (!storage.on_device(u))
+      partial[u] =
+          host::squares_of(storage.owned_grads(u), DType::kFloat32, storage.unit(u).owned_count);
+}
+
+void HostGradients::allocate_windows() {
+  const StateStorage& storage = setup_.storage;
+  const HostOptimizer& host_optimizer = setup_.host_optimizer;
+  if (!setup_.policy.swap_grads() || windows_[0].buffer.allocated()) return;
+  std::size_t largest = 0;
+  for (const SubGroup& group : storage.sub_groups())
+    largest = std::max(largest, group.num_elements);
+  const std::size_t alignment = storage.optimizer_swap()->io_alignment();
+  // Workspace in the staging space, as large as the step's first two swap slots where those are
+  // larger: the host allocator caches freed blocks by size, so the slots then reuse the windows'
+  // memory instead of adding to the process's resident memory.
+  for (std::size_t w = 0; w < 2; ++w) {
+    AlignedHostBuffer& window = windows_[w];
+    std::size_t bytes = round_up(largest * sizeof(float), alignment) + alignment;
+    if (w < host_optimizer.step_slot_count() && host_optimizer.step_slot_elements(w) > 0)
+      bytes = std::max(bytes, host_optimizer.swap_slot_bytes(host_optimizer.step_slot_elements(w)));
+    window.buffer = setup_.context.allocator(setup_.policy.staging_space)
+                        .allocate(bytes, MemoryCategory::kWorkspace);
+    if (window.buffer.data() != nullptr)
+      window.data = reinterpret_cast<void*>(
+          round_up(reinterpret_cast<std::uintptr_t>(window.buffer.data()), alignment));
+  }
+}
+
+void HostGradients::release_windows() {
+  for (AlignedHostBuffer& window : windows_) window = AlignedHostBuffer();
+}
+
+namespace {
+
+// The squared norm of each unit of `group` over its gradients in `window` (the step's global norm
+// takes these per-unit parts in unit order, as without swapping).
+void window_squares(const StateStorage& storage, const SubGroup& group, const float* window,
+                    std::vector<SquaresResult>& squares) {
+  for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
+    const StateStorage::Placement& at = storage.unit(static_cast<UnitId>(u));
+    squares[u] = host::squares_of(window + (at.owned_offset - group.owned_offset), DType::kFloat32,
+                                  at.owned_count);
+  }
+}
+
+}  // namespace
+
+float* HostGradients::window(std::size_t g) {
+  const StateStorage& storage = setup_.storage;
+  SwapStore* store = storage.optimizer_swap();
+  const std::vector<SubGroup>& groups = storage.sub_groups();
+  if (window_group_[current_] == static_cast<int>(g))
+    return static_cast<float*>(windows_[current_].data);
+  // Write the current window out (behind), then take the other one for g.
+  const int leaving = window_group_[current_];
+  if (leaving >= 0) {
+    const auto h = static_cast<std::size_t>(leaving);
+    window_squares(storage, groups[h], static_cast<float*>(windows_[current_].data), squares_);
+    window_write_[current_] = store->write(storage.grad_region(h), windows_[current_].data);
+  }
+  const int other = 1 - current_;
+  store->wait(std::exchange(window_write_[other], SwapTicket{}));
+  auto* data = static_cast<float*>(windows_[other].data);
+  // The other window still holds g when g was the one written out before (its write is done).
+  if (window_group_[other] != static_cast<int>(g)) {
+    if (holds_[g] != 0)
+      store->wait(store->read(storage.grad_region(g), data));
+    else
+      std::memset(data, 0, groups[g].num_elements * sizeof(float));
+  }
+  holds_[g] = 1;
+  window_group_[other] = static_cast<int>(g);
+  current_ = other;
+  return data;
+}
+
+void HostGradients::flush_windows() {
+  if (planning_ || !setup_.policy.swap_grads()) return;
+  const StateStorage& storage = setup_.storage;
+  SwapStore* store = storage.optimizer_swap();
+  for (int i = 0; i < 2; ++i) {
+    const int w = (current_ + 1 + i) % 2;  // the current window last
+    store->wait(std::exchange(window_write_[w], SwapTicket{}));
+    const int group = window_group_[w];
+    if (group < 0) continue;
+    const auto g = static_cast<std::size_t>(group);
+    if (w == current_) {  // the other window was written when it was left
+      window_squares(storage, storage.sub_groups()[g], static_cast<float*>(windows_[w].data),
+                     squares_);
+      store->wait(store->write(storage.grad_region(g), windows_[w].data));
+    }
+    window_group_[w] = -1;
+  }
+}
+
+void HostGradients::reset_swap() {
+  for (int w = 0; w < 2; ++w) {
+    setup_.storage.optimizer_swap()->wait(std::exchange(window_write_[w], SwapTicket{}));
+    window_group_[w] = -1;
+  }
+  std::fill(holds_.begin(), holds_.end(), 0);
+  std::fill(squares_.begin(), squares_.end(), SquaresResult{});
+}
+
+}  // namespace zero

@@ -1,0 +1,101 @@
+// HostGradients: offload_optimizer's fp32 gradient partition on the host side. Each reduced
+// block is copied device->host on the copy stream into a receive buffer and unpacked there by a
+// host task (scaled, or accumulated across micro-steps) into the host partition
+// (StateStorage::host_grad_shard), or, with nvme (policy.swap_grads()), into one of two
+// sub-group windows of the swapped partition; its squared norms for the step, and its zeroing.
+//
+// The swapped partition (ZeRO-Infinity): one swap region per host sub-group (the storage's
+// grad_region), as DeepSpeed's partition_grads writes a sub-group's reduced fp32 gradients to its
+// gradient file and the optimizer reads them back with the master and state. Reduced blocks are
+// accumulated into the current window; a block of another sub-group writes that window out (the
+// write runs behind, the other window takes the block) and reads the sub-group in, or zeroes it
+// when its region holds nothing of this step yet. Unlike DeepSpeed, micro-steps accumulate into
+// the regions rather than into a device copy, so the device holds no gradient partition either.
+// The windows are touched by the copy stream's host tasks during micro-steps and by the host
+// thread once the copy stream has drained (squares, zero): never both at once.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "grad_reduce.h"
+#include "host_optimizer.h"
+#include "state_storage.h"
+#include "swap_io.h"
+#include "zero/comm/communicator.h"
+#include "zero/core/device_context.h"
+#include "zero/core/swap_store.h"
+#include "zero/engine/state_policy.h"
+
+namespace zero {
+
+// What the partition reads. References outlive it (the engine's members).
+struct HostGradientsSetup {
+  DeviceContext& context;
+  // Its stream: the copies of reduced blocks follow the reductions, and the next flush (which
+  // overwrites the bucket) follows the copies.
+  Communicator& communicator;
+  // host_step, swap_grads, model_grads (the reduced blocks' dtype), staging_space.
+  const StatePolicy& policy;
+  // The units' owned offsets, the sub-groups, the host partition and the gradient regions.
+  const StateStorage& storage;
+  // The step's swap slots: each window is allocated at least as large as the slot it precedes,
+  // so the host allocator's cached block serves both.
+  const HostOptimizer& host_optimizer;
+};
+
+// Host thread only, except the unpacking tasks it submits to the copy stream. In a plan the
+// buffers are allocated and nothing is copied, unpacked or swapped.
+class HostGradients {
+ public:
+  explicit HostGradients(HostGradientsSetup setup);
+
+  // After the storage is allocated: the receive buffer (`receive_elements` reduced elements, the
+  // largest block a flush hands to the host) and, swapped, each unit's sub-group.
+  void allocate(std::size_t receive_elements);
+  // After a collective on the communication stream: copies the reduced block (`count` elements
+  // of policy.model_grads at `reduced`) to the host and unpacks each piece there, `post` ×
+  // (added to, when `accumulate`) its destination: the piece's `destination` in the host
+  // partition, or its unit's place in its sub-group's window when swapped. The reducer's
+  // unpack_on_host.
+  void unpack(const void* reduced, std::size_t count, std::vector<HostGradPiece> pieces,
+              bool accumulate, float post);
+  // Host units' squared norms into `partial` (per unit; device units untouched), once the copy
+  // stream has drained: swapped, writes every window out and releases the windows (the regions
+  // then hold the step's gradients).
+  void squares(std::vector<SquaresResult>& partial);
+  // The next step's gradients start from zero, on the copy stream after the queued unpacking:
+  // the host partition zeroed, or the windows dropped and the regions marked empty.
+  void zero();
+  // Swapped: whether sub-group g's region holds this step's gradients (else the step reads zeros).
+  bool held(std::size_t g) const { return !holds_.empty() && holds_[g] != 0; }
+  // Swapped: the windows live from the first reduction of a step (the reducer's before_flush) to
+  // squares(), so the step's swap slots and the windows are never held together.
+  void allocate_windows();
+  void release_windows();
+
+ private:
+  // The window holding sub-group g's gradients (copy stream's host tasks), written out and read
+  // in as described above.
+  float* window(std::size_t g);
+  // Writes both windows out and waits for the writes (host thread, copy stream drained).
+  void flush_windows();
+  // Drops the windows' contents and the regions' (copy stream's host task).
+  void reset_swap();
+
+  HostGradientsSetup setup_;
+  bool planning_ = false;
+  Buffer receive_;  // the reduced block copied to the host (policy.staging_space)
+  // Swapped partition.
+  std::vector<char> holds_;            // per sub-group: its region holds this step's gradients
+  std::vector<std::size_t> group_of_;  // per unit: its sub-group
+  AlignedHostBuffer windows_[2];
+  int window_group_[2] = {-1, -1};
+  SwapTicket window_write_[2];
+  int current_ = 0;
+  // Per unit: the squared norm of its gradients when its sub-group was last written out (the
+  // flush before the step writes every window out, so these are the step's).
+  std::vector<SquaresResult> squares_;
+};
+
+}  // namespace zero

@@ -1,0 +1,200 @@
+// HostGradients on its own (a CPU context, a local communicator, a StateStorage and the in-memory
+// swap store that defers every transfer to its wait): reduced blocks unpacked into the host
+// gradient partition (scaled, then accumulated), their squared norms and zeroing; with nvme the
+// blocks of three sub-groups go through two windows (a sub-group met again is read back from its
+// region and accumulated), the regions hold the sums after squares(), and zero() empties them.
+#include "engine/host_gradients.h"
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/host_optimizer.h"
+#include "engine/state_storage.h"
+#include "memory_swap_store.h"
+#include "zero/comm/communicator.h"
+#include "zero/core/device_context.h"
+#include "zero/core/optimizer.h"
+#include "zero/core/partition.h"
+#include "zero/engine/options.h"
+#include "zero/engine/state_policy.h"
+
+namespace zero {
+namespace {
+
+// Never stepped here: the host optimizer only sizes the windows.
+class IdleOptimizer final : public Optimizer {
+ public:
+  std::string_view name() const override { return "idle"; }
+  int states_per_element() const override { return 1; }
+  std::vector<std::string> state_names() const override { return {"sum"}; }
+  double lr() const override { return 0.0; }
+  double beta1() const override { return 0.0; }
+  void step(std::span<ShardChunk>, const OptimizerStep&) override {}
+};
+
+class HostGradientsTest : public ::testing::Test {
+ protected:
+  // Units of `sizes` elements (world 1) under options_, the storage allocated.
+  HostGradients& make(std::vector<std::size_t> sizes) {
+    policy_ = state_policy(options_);
+    storage_ = std::make_unique<StateStorage>(StateStorageSetup{
+        .context = *context_,
+        .options = options_,
+        .policy = policy_,
+        .rank = 0,
+        .world = 1,
+        .states_per_element = 1,
+    });
+    storage_->set_swap_store_factory(testing::memory_swap_store_factory());
+    std::vector<StateStorage::UnitShape> shapes;
+    for (std::size_t u = 0; u < sizes.size(); ++u)
+      shapes.push_back({"u" + std::to_string(u), sizes[u],
+                        padded_num_elements(sizes[u], 1, options_.alignment_elements), 1});
+    storage_->allocate(shapes);
+    host_optimizer_ = std::make_unique<HostOptimizer>(HostOptimizerSetup{
+        .context = *context_,
+        .options = options_,
+        .policy = policy_,
+        .storage = *storage_,
+        .optimizer = optimizer_,
+        .shard_chunk = [](UnitId, float*, const float*, float*) { return ShardChunk{}; },
+        .gradients_held = [](std::size_t) { return false; },
+        .synchronize_compute = [](const std::string&) {},
+    });
+    grads_ = std::make_unique<HostGradients>(HostGradientsSetup{
+        .context = *context_,
+        .communicator = *communicator_,
+        .policy = policy_,
+        .storage = *storage_,
+        .host_optimizer = *host_optimizer_,
+    });
+    grads_->allocate(kReceive);
+    return *grads_;
+  }
+
+  // Unpacks `value` + i (i < count) as unit u's elements [offset, offset + count), × `post`.
+  void unpack(UnitId u, std::size_t offset, std::size_t count, float value, bool accumulate,
+              float post) {
+    Buffer reduced = context_->allocator(MemorySpace::kDevice)
+                         .allocate(count * sizeof(float), MemoryCategory::kWorkspace);
+    for (std::size_t i = 0; i < count; ++i)
+      reduced.data_as<float>()[i] = value + static_cast<float>(i);
+    float* destination =
+        policy_.swap_grads() ? nullptr : static_cast<float*>(storage_->owned_grads(u)) + offset;
+    grads_->unpack(reduced.data(), count, {{destination, count, 0, u, offset}}, accumulate, post);
+    context_->copy_stream().synchronize();  // before `reduced` goes
+  }
+
+  // Unit u's gradients: resident, or read from its sub-group's region (nvme).
+  std::vector<float> grads_of(UnitId u) {
+    const StateStorage::Placement& at = storage_->unit(u);
+    if (!policy_.swap_grads()) {
+      const auto* values = static_cast<const float*>(storage_->owned_grads(u));
+      return {values, values + at.owned_count};
+    }
+    const std::vector<SubGroup>& groups = storage_->sub_groups();
+    std::size_t g = 0;
+    while (!(static_cast<std::size_t>(u) < groups[g].last_unit)) ++g;
+    SwapStore& swap = *storage_->optimizer_swap();
+    AlignedHostBuffer buffer = allocate_aligned(context_->allocator(MemorySpace::kHost),
+                                                swap.padded_bytes(storage_->grad_region(g)),
+                                                swap.io_alignment(), MemoryCategory::kWorkspace);
+    swap.wait(swap.read(storage_->grad_region(g), buffer.data));
+    const float* values =
+        static_cast<const float*>(buffer.data) + (at.owned_offset - groups[g].owned_offset);
+    return {values, values + at.owned_count};
+  }
+
+  static double squares_of(const std::vector<float>& values) {
+    double sum = 0.0;
+    for (const float v : values) sum += static_cast<double>(v) * v;
+    return sum;
+  }
+
+  static constexpr std::size_t kReceive = 64;
+  EngineOptions options_ = [] {
+    EngineOptions options;
+    options.stage = 3;
+    options.alignment_elements = 4;
+    options.sub_group_size = 40;
+    options.offload_optimizer.device = config::OffloadDevice::kCpu;
+    options.offload_optimizer.nvme_path = "/nvme";
+    return options;
+  }();
+  IdleOptimizer optimizer_;
+  std::unique_ptr<DeviceContext> context_ = make_cpu_context();
+  std::unique_ptr<Communicator> communicator_ =
+      make_local_communicator(CommOptions::from_environment(), context_.get());
+  StatePolicy policy_;
+  std::unique_ptr<StateStorage> storage_;
+  std::unique_ptr<HostOptimizer> host_optimizer_;
+  std::unique_ptr<HostGradients> grads_;
+};
+
+TEST_F(HostGradientsTest, CpuOffloadScalesThenAccumulatesIntoTheHostPartition) {
+  HostGradients& grads = make({8, 12});
+  ASSERT_FALSE(policy_.swap_grads());
+  unpack(1, 2, 5, 10.0f, false, 0.5f);  // written: 0.5 × (10 + i)
+  unpack(1, 4, 3, 1.0f, true, 2.0f);    // added: 2 × (1 + i) over [4, 7)
+  const std::vector<float> unit1 = grads_of(1);
+  const std::vector<float> expected = {0, 0, 5, 5.5f, 6 + 2, 6.5f + 4, 7 + 6, 0, 0, 0, 0, 0};
+  EXPECT_EQ(unit1, expected);
+  EXPECT_EQ(grads_of(0), std::vector<float>(8, 0.0f));
+  std::vector<SquaresResult> partial(2, SquaresResult{-1.0, true});
+  grads.squares(partial);
+  EXPECT_EQ(partial[0].sum, 0.0);
+  EXPECT_EQ(partial[1].sum, squares_of(expected));
+  EXPECT_FALSE(partial[1].nonfinite);
+  grads.zero();
+  context_->copy_stream().synchronize();
+  EXPECT_EQ(grads_of(1), std::vector<float>(12, 0.0f));
+}
+
+TEST_F(HostGradientsTest, NvmeAccumulatesThroughTwoWindowsAndTheRegions) {
+  options_.offload_optimizer.device = config::OffloadDevice::kNvme;
+  HostGradients& grads = make({20, 36, 8, 28});  // sub-groups {20}, {36}, {8, 28}
+  ASSERT_TRUE(policy_.swap_grads());
+  ASSERT_EQ(storage_->sub_groups().size(), 3u);
+  for (int micro = 0; micro < 2; ++micro) {
+    grads.allocate_windows();  // the reducer's before_flush; allocated once per step
+    // Sub-group 0, then 1 (0 written out), 2 (1 written out, 0's window taken), 0 again (read
+    // back from its region: it holds micro-step 0's values).
+    unpack(0, 0, 20, 1.0f, micro > 0, 1.0f);
+    unpack(1, 4, 8, 100.0f, true, 1.0f);
+    unpack(3, 0, 28, 2.0f, true, 0.5f);
+    unpack(0, 10, 4, 1000.0f, true, 1.0f);
+  }
+  EXPECT_TRUE(grads.held(0) && grads.held(1) && grads.held(2));
+  std::vector<SquaresResult> partial(4);
+  grads.squares(partial);  // every window out
+  std::vector<float> unit0(20), unit1(36, 0.0f), unit3(28);
+  for (std::size_t i = 0; i < 20; ++i) unit0[i] = 2 * (1.0f + static_cast<float>(i));  // + once
+  for (std::size_t i = 10; i < 14; ++i) unit0[i] += 2 * (1000.0f + static_cast<float>(i - 10));
+  for (std::size_t i = 4; i < 12; ++i) unit1[i] = 2 * (100.0f + static_cast<float>(i - 4));
+  for (std::size_t i = 0; i < 28; ++i) unit3[i] = 2 * 0.5f * (2.0f + static_cast<float>(i));
+  EXPECT_EQ(grads_of(0), unit0);
+  EXPECT_EQ(grads_of(1), unit1);
+  EXPECT_EQ(grads_of(2), std::vector<float>(8, 0.0f));
+  EXPECT_EQ(grads_of(3), unit3);
+  EXPECT_EQ(partial[0].sum, squares_of(unit0));
+  EXPECT_EQ(partial[1].sum, squares_of(unit1));
+  EXPECT_EQ(partial[2].sum, 0.0);
+  EXPECT_EQ(partial[3].sum, squares_of(unit3));
+  grads.zero();
+  context_->copy_stream().synchronize();
+  EXPECT_FALSE(grads.held(0) || grads.held(1) || grads.held(2));
+  // The next step starts from zeros: a block of sub-group 1 is not added to the old region.
+  grads.allocate_windows();
+  unpack(1, 0, 2, 3.0f, true, 1.0f);
+  grads.squares(partial);
+  EXPECT_EQ(partial[0].sum, 0.0);
+  EXPECT_EQ(partial[1].sum, 3.0 * 3.0 + 4.0 * 4.0);
+  EXPECT_EQ(grads_of(1)[5], 0.0f);
+}
+
+}  // namespace
+}  // namespace zero
