@@ -16,6 +16,7 @@
 
 #include "engine/state_storage.h"
 #include "memory_swap_store.h"
+#include "state_storage_util.h"
 #include "zero/core/device_context.h"
 #include "zero/core/dtype.h"
 #include "zero/core/optimizer.h"
@@ -55,20 +56,9 @@ class HostOptimizerTest : public ::testing::Test {
     storage_.reset();
     context_ = planning ? make_planning_context() : make_cpu_context();
     policy_ = state_policy(options_);
-    storage_ = std::make_unique<StateStorage>(StateStorageSetup{
-        .context = *context_,
-        .options = options_,
-        .policy = policy_,
-        .rank = 0,
-        .world = 1,
-        .states_per_element = 1,
-    });
-    storage_->set_swap_store_factory(testing::memory_swap_store_factory());
-    std::vector<StateStorage::UnitShape> shapes;
-    for (std::size_t u = 0; u < sizes.size(); ++u)
-      shapes.push_back({"u" + std::to_string(u), sizes[u],
-                        padded_num_elements(sizes[u], 1, options_.alignment_elements), 1});
-    storage_->allocate(shapes);
+    storage_ = testing::allocated_storage(*context_, options_, policy_, sizes, 0, 1, 1,
+                                          testing::memory_swap_store_factory(),
+                                          [](std::size_t) { return 1; });
     host_ = std::make_unique<HostOptimizer>(HostOptimizerSetup{
         .context = *context_,
         .options = options_,

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "state_storage_util.h"
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
 #include "zero/core/partition.h"
@@ -68,24 +69,13 @@ class StateStorageTest : public ::testing::Test {
     sizes_ = std::move(sizes);
     context_ = planning ? make_planning_context() : make_cpu_context();
     policy_ = state_policy(options_);
-    storage_ = std::make_unique<StateStorage>(StateStorageSetup{
-        .context = *context_,
-        .options = options_,
-        .policy = policy_,
-        .rank = rank,
-        .world = world,
-        .states_per_element = kStates,
-    });
-    storage_->set_swap_store_factory([this](const NvmeSwapOptions& options) {
-      paths_.push_back(options.nvme_path.string());
-      return std::make_unique<RecordingSwapStore>(options.ledger, &regions_);
-    });
-    std::vector<StateStorage::UnitShape> shapes;
-    for (std::size_t u = 0; u < sizes_.size(); ++u)
-      shapes.push_back({"u" + std::to_string(u), sizes_[u],
-                        padded_num_elements(sizes_[u], world, options_.alignment_elements),
-                        static_cast<int>(u) + 1});
-    storage_->allocate(shapes);
+    storage_ = testing::allocated_storage(
+        *context_, options_, policy_, sizes_, rank, world, kStates,
+        [this](const NvmeSwapOptions& options) {
+          paths_.push_back(options.nvme_path.string());
+          return std::make_unique<RecordingSwapStore>(options.ledger, &regions_);
+        },
+        [](std::size_t u) { return static_cast<int>(u) + 1; });
     return *storage_;
   }
 
