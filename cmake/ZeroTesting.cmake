@@ -45,10 +45,29 @@ set(ZERO_MPIEXEC_EXTRA_FLAGS "--oversubscribe;--allow-run-as-root;--bind-to;none
 set(ZERO_MPI_TEST_ENV
     "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_btl=self,vader,tcp;OMPI_MCA_btl_vader_single_copy_mechanism=none;OMPI_MCA_rmaps_base_oversubscribe=1")
 
+# A test program is one *_test.cc file and is named after it: the ctest name is the file's stem
+# (plus _np<N> for each world size of an mpi test, or a suffix naming a second run of the same
+# program under another environment), so `ctest -R STEM` finds what a file holds and a failing
+# ctest names its file. Helpers (kernel_emulator.cc, ...) may join as further sources.
+function(_zero_check_test_name name sources)
+  set(stems "")
+  foreach(source IN LISTS sources)
+    get_filename_component(stem "${source}" NAME_WE)
+    if(stem MATCHES "_test$")
+      list(APPEND stems ${stem})
+    endif()
+  endforeach()
+  if(NOT stems STREQUAL name)
+    message(FATAL_ERROR "test ${name}: a test program is one *_test.cc file named after it "
+                        "(ctest name = file stem); its *_test sources: '${stems}'")
+  endif()
+endfunction()
+
 # zero_add_test(NAME <name> SOURCES <src...> [LIBS <lib...>] [LABELS <label...>] [TIMEOUT s])
-# A GoogleTest executable with gtest_main, run as one ctest entry.
+# A GoogleTest executable with gtest_main, run as one ctest entry; NAME is its source's stem.
 function(zero_add_test)
   cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  _zero_check_test_name(${ARG_NAME} "${ARG_SOURCES}")
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
@@ -63,20 +82,27 @@ function(zero_add_test)
                        ENVIRONMENT "OMP_NUM_THREADS=${ZERO_TEST_CORES};${ZERO_TEST_ENV}")
 endfunction()
 
-# zero_add_mpi_test(NAME <name> SOURCES <src...> [LIBS <lib...>] [LABELS <label...>] [TIMEOUT s])
+# zero_add_mpi_test(NAME <name> [TARGET <target>] SOURCES <src...> [LIBS <lib...>]
+#                   [LABELS <label...>] [TIMEOUT s])
 # A GoogleTest executable with the MPI main (tests/common/mpi_main.cc), registered once per world
 # size in ZERO_MPI_TEST_RANKS as <name>_np<N>, each rank limited to max(1, cores / N) threads.
+# NAME is its source's stem; TARGET (default NAME) names the executable where the same source is
+# also built with gtest_main (nccl_communicator_test at world 1 and under mpirun).
 function(zero_add_mpi_test)
-  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;TARGET;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   if(NOT ZERO_WITH_MPI)
     return()
   endif()
+  _zero_check_test_name(${ARG_NAME} "${ARG_SOURCES}")
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
-  add_executable(${ARG_NAME} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/common/mpi_main.cc)
-  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_LIBS} zero::core MPI::MPI_CXX GTest::gtest
-                                            zero::warnings)
+  if(NOT ARG_TARGET)
+    set(ARG_TARGET ${ARG_NAME})
+  endif()
+  add_executable(${ARG_TARGET} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/common/mpi_main.cc)
+  target_link_libraries(${ARG_TARGET} PRIVATE ${ARG_LIBS} zero::core MPI::MPI_CXX GTest::gtest
+                                              zero::warnings)
   foreach(ranks IN LISTS ZERO_MPI_TEST_RANKS)
     math(EXPR threads "${ZERO_TEST_CORES} / ${ranks}")
     if(threads LESS 1)
@@ -84,7 +110,7 @@ function(zero_add_mpi_test)
     endif()
     add_test(NAME ${ARG_NAME}_np${ranks}
              COMMAND ${MPIEXEC_EXECUTABLE} ${ZERO_MPIEXEC_EXTRA_FLAGS} ${MPIEXEC_NUMPROC_FLAG} ${ranks}
-                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${ARG_NAME}> ${MPIEXEC_POSTFLAGS})
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${ARG_TARGET}> ${MPIEXEC_POSTFLAGS})
     set_tests_properties(${ARG_NAME}_np${ranks} PROPERTIES
       LABELS "mpi;${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT} PROCESSORS ${ranks}
       SKIP_RETURN_CODE ${ZERO_TEST_SKIP_CODE}

@@ -35,7 +35,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cuda_tests=(core_cuda_test gpt2_cuda_test gpt2_compute_cuda_test attention_cudnn_test optim_cuda_test
-            comm_nccl_test train_cuda_test)
+            nccl_communicator_test train_cuda_test)
 programs=(zero "${cuda_tests[@]}" gpt2_cuda_bench)
 kernel_tests=(gpt2_cuda_test gpt2_compute_cuda_test optim_cuda_test core_cuda_test)
 all_steps=(env tests memcheck racecheck kernels train torch)

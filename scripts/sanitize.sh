@@ -27,14 +27,18 @@ build=${ZERO_SANITIZE_BUILD_PREFIX:-build-}$kind
 # passes on its output (PASS_REGULAR_EXPRESSION) or whose process the sanitizer did not end.
 reports=$source_dir/$build/sanitizer-reports
 suppressions=$source_dir/tests/sanitizers
+# libzero's core (tests/core: one program per source concept), under both sanitizers.
+core_tests=(dtype_test memory_ledger_test flat_buffer_test stream_test suggest_test launch_test
+            device_context_test abort_hooks_test)
 case $kind in
 asan)
   sanitize=address,undefined
   harnesses=(safetensors ds_config checkpoint tcp_store tokenizer_files tokenizer_json text_data)
-  tests=(core_test comm_thread_test comm_host_collectives_test comm_tcp_store_test config_test
-         config_fuzz_test tokenizer_test data_text_files_test data_pipeline_test data_sampler_test
+  tests=("${core_tests[@]}" thread_communicator_test host_collectives_test tcp_store_test
+         batch_test alias_test parse_test auto_test real_configs_test config_fuzz_test
+         tokenizer_test text_files_test pipeline_test sampler_test
          checkpoint_index_test durable_write_test checkpoint_validation_test resharding_load_test
-         checkpoint_save_test checkpoint_folders_test offload_nvme_swap_test offload_nvme_faults_test
+         checkpoint_save_test checkpoint_folders_test nvme_swap_store_test nvme_swap_faults_test
          engine_parity_test engine_offload_state_test)
   targets=("${tests[@]}")
   for h in "${harnesses[@]}"; do tests+=("fuzz_replay_$h"); targets+=("${h}_fuzz"); done
@@ -51,8 +55,8 @@ asan)
   ;;
 tsan)
   sanitize=thread
-  tests=(core_test comm_thread_test comm_host_collectives_test comm_tcp_store_test
-         offload_nvme_swap_test offload_nvme_faults_test)
+  tests=("${core_tests[@]}" thread_communicator_test host_collectives_test tcp_store_test
+         nvme_swap_store_test nvme_swap_faults_test)
   targets=("${tests[@]}")
   # The watchdog over Gloo (a rank that skips a collective, calls another, is killed) at 2 ranks.
   tests+=(comm_gloo_watchdog_skip_np2 comm_gloo_watchdog_mismatch_np2 comm_gloo_watchdog_kill_np2)

@@ -67,7 +67,7 @@ void launch_rule(const OptimizerArrays& a, const Rule& rule, cudaStream_t stream
 }
 
 // The host twin of update_kernel's scalar loop: the same rule per element, 16-bit values through
-// zero's conversions (the device's rounding, tested exhaustively in core_test).
+// zero's conversions (the device's rounding, tested exhaustively in dtype_test).
 float host_load(const void* data, DType dtype, std::size_t i) {
   switch (dtype) {
     case DType::kFloat32: return static_cast<const float*>(data)[i];
