@@ -15,10 +15,15 @@
 # is checked: every tensor of model.safetensors equals the consolidated fp32 masters of the
 # checkpoint (cast to its dtype), and transformers loads it (with the venv's python).
 #
-# Before anything runs, `zero train --dry_run` gives the plan's NVMe bytes; with the checkpoint's
-# shard (12 bytes a parameter: fp32 master and Adam's two moments) and the models (at most 4 bytes
-# a parameter each) that is what the folder needs, checked against `df`: the script says what it
-# needs and exits 2 when the folder lacks it. One run at a time.
+# Before anything runs, `zero train --dry_run` gives the plan's NVMe bytes; with the checkpoint
+# (16 bytes a parameter: the shard's fp32 master and Adam's two moments, and its model.safetensors)
+# and the models (4 bytes a parameter each) that is what the folder needs at its fullest, checked
+# against `df`: the script says what it needs and exits 2 when the folder lacks it. Files are
+# deleted once checked, so the fullest moment is the larger of training (swap, checkpoint, final
+# model), consolidating (checkpoint, final and consolidated models) and resuming (swap,
+# checkpoint, resumed model); the DeepSpeed side runs after zero's models and checkpoint are gone
+# (its save_checkpoint is skipped where its swap, checkpoint and model would not fit). One run at
+# a time.
 #
 # OFFLOAD=cpu runs the pinned-memory variant instead (offload_optimizer and offload_param
 # `device: cpu`, pin_memory): no swap folder, no fio.
@@ -59,9 +64,17 @@ case "$shape" in
   *) die "SHAPE is xl or 2.7b, got '$shape' (OVERRIDES=... for another shape)" ;;
 esac
 [ -n "${OVERRIDES:-}" ] && overrides=$OVERRIDES shape=custom
+# With nvme, DeepSpeed 0.19 needs two settings zero reads too: its parameter swap buffers hold the
+# largest tensor (buffer_size, default 1e8 elements: the 2.7B shape's 128.7M-element embedding
+# does not fit), and stage3_max_reuse_distance 0 (with its default it fails at step 2, "Not enough
+# buffers 0 for swapping 1", DeepSpeed#3062). zero keeps a gathered parameter no longer either way.
+largest=$(python3 -c "
+o = dict(kv.split('=') for kv in '$overrides'.split(','))
+print(max(100_000_000, 50257 * int(o['n_embd'])))")
 case "$offload" in
-  nvme) place='"device": "nvme", "nvme_path": "'$work/nvme'", "pin_memory": false' ;;
-  cpu) place='"device": "cpu", "pin_memory": true' ;;
+  nvme) place='"device": "nvme", "nvme_path": "'$work/nvme'", "pin_memory": false'
+    param_place="$place, \"buffer_size\": $largest" reuse='"stage3_max_reuse_distance": 0,' ;;
+  cpu) place='"device": "cpu", "pin_memory": true' param_place=$place reuse= ;;
   *) die "OFFLOAD is nvme or cpu, got '$offload'" ;;
 esac
 if [ -n "$ds_python" ]; then
@@ -82,9 +95,9 @@ cat >"$work/ds.json" <<EOF
  "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", $half
  "zero_optimization": {"stage": 3, "sub_group_size": $sub_group,
    "stage3_max_live_parameters": $live, "stage3_prefetch_bucket_size": $bucket,
-   "reduce_bucket_size": $bucket, "stage3_param_persistence_threshold": 0,
+   "reduce_bucket_size": $bucket, "stage3_param_persistence_threshold": 0, $reuse
    "offload_optimizer": {$place},
-   "offload_param": {$place}}}
+   "offload_param": {$param_place}}}
 EOF
 common=(--train_file "$corpus" --tokenizer_name "$shared/gpt2" --config_overrides "$overrides"
   --block_size $block --per_device_train_batch_size $batch --do_train True --learning_rate 5e-5
@@ -103,17 +116,24 @@ nvme=$(awk '/^    train / { for (i = 1; i <= NF; i++) if ($i == "nvme") { v = $(
 [ "${nvme:-0}" -gt 0 ] || [ "$offload" = cpu ] ||
   { cat "$work/plan.log"; die "no planned nvme bytes in the dry run"; }
 nvme=${nvme:-0}
-checkpoint=$((12 * parameters)) model=$((4 * parameters))
+checkpoint=$((16 * parameters)) model=$((4 * parameters))
 free=$(df -B1 --output=avail "$work" | tail -1 | tr -d ' ')
-# xl: the final, consolidated and resumed models; 2.7b: the final and consolidated ones.
-models=$([ "$flow" = resume ] && echo 3 || echo 2)
-with_checkpoint=$((nvme + checkpoint + models * model))
+# The fullest moments: training (swap, checkpoint, final model; resuming is the same with the
+# resumed model) and consolidating (checkpoint, final and consolidated models).
+with_checkpoint=$(( nvme + checkpoint + model > checkpoint + 2 * model ?
+                    nvme + checkpoint + model : checkpoint + 2 * model ))
 without=$((nvme + model))
+# DeepSpeed's: its swap (taken as zero's plan), its checkpoint (12 bytes a parameter) and the
+# 16-bit model.
+ds_checkpoint_flags=()
+if [ $((nvme + 12 * parameters + 2 * parameters)) -gt "$free" ]; then
+  ds_checkpoint_flags=(--no_checkpoint)
+fi
 gb() { python3 -c "print(f'{$1 / 1e9:.1f} GB')"; }
 say "shape $shape ($overrides, $parameters parameters), $precision, $steps steps, offload" \
   "$offload, $OMP_NUM_THREADS threads, folder $work"
 say "needs: swap $(gb "$nvme") (the plan's nvme), checkpoint $(gb $checkpoint), models $(gb $model)" \
-  "each: $(gb $with_checkpoint) with the checkpoint ($models models), $(gb $without) without;" \
+  "each: $(gb $with_checkpoint) at the fullest with the checkpoint, $(gb $without) without;" \
   "$(gb "$free") free ($(df -h --output=source,target "$work" | tail -1 | tr -s ' '))"
 save_flags=(--save_steps "$steps")
 if [ "$free" -lt "$with_checkpoint" ]; then
@@ -202,6 +222,8 @@ EOF
   fi
   rm -rf "$work/consolidated"
 fi
+# The final model is checked: its tensors go (the resume writes its own), the rest stays.
+rm -f "$work/run"/model*.safetensors*
 if [ "$flow" = resume ]; then
   rm -rf "$work/nvme" && mkdir -p "$work/nvme"
   timed resume "$zero" train "${common[@]}" --max_steps $((steps + 1)) --save_strategy no \
@@ -212,13 +234,18 @@ fi
 
 # DeepSpeed: the same shape and ds.json, then both sides in one table.
 if [ -n "$ds_python" ]; then
+  # zero's checkpoint and models make room (its logs and metrics.jsonl stay for the table).
+  rm -rf "$work"/run/checkpoint-* "$work"/resumed/*.safetensors*
   rm -rf "$work/deepspeed" && mkdir -p "$work/deepspeed"
+  [ ${#ds_checkpoint_flags[@]} -eq 0 ] ||
+    say "DeepSpeed: save_checkpoint skipped (its swap, checkpoint and model would not fit)"
   [ "$offload" = nvme ] && rm -rf "$work/nvme" && mkdir -p "$work/nvme"
   export DS_ACCELERATOR=cpu RANK=0 LOCAL_RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1
   export MASTER_PORT=${MASTER_PORT:-29533}
   timed deepspeed "$ds_python" benchmarks/beyond_memory_deepspeed.py --deepspeed "$work/ds.json" \
     --train_file "$corpus" --tokenizer "$shared/gpt2" --overrides "$overrides" \
-    --block_size $block --batch $batch --steps "$steps" --output_dir "$work/deepspeed"
+    --block_size $block --batch $batch --steps "$steps" --output_dir "$work/deepspeed" \
+    "${ds_checkpoint_flags[@]}"
   grep -E "^step |^DEEPSPEED" "$work/deepspeed.log" | sed 's/^/  /'
   python3 - "$work" $block $batch "$(git rev-parse --short HEAD 2>/dev/null)" <<'PY'
 import json, re, statistics, sys
@@ -245,7 +272,8 @@ print("  | | s/step (each step) | max resident | checkpoint save | model save |"
 print("  |---|---|---|---|---|")
 row("zero", zero_steps, max_rss(train), f"{checkpoint.group(1)} s" if checkpoint else "-",
     f"{final.group(1)} s (fp32 masters)" if final else "-")
-row("DeepSpeed", ds_steps, max_rss(ds), f"{float(line.group(3)):.2f} s",
+row("DeepSpeed", ds_steps, max_rss(ds),
+    f"{float(line.group(3)):.2f} s" if line.group(3) != "nan" else "- (skipped)",
     f"{float(line.group(4)):.2f} s (save_16bit_model)")
 print(f"beyond_memory: zero's s/step / DeepSpeed's {z / d:.2f} (target <= 0.8), max resident "
       f"{max_rss(train) / max_rss(ds):.2f} (target <= 1)")
