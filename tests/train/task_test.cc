@@ -1,5 +1,6 @@
-// The Tasks without the Trainer (train/src/task.h): make_task's choice, the causal LM's validation
-// the same at worlds 1 and 2, the classification task's training counts and its epoch line.
+// The Tasks without the Trainer (train/src/task.h, task_kind.h): task_kind's choice and what each
+// kind says before a model exists, make_task's choice, the causal LM's validation the same at
+// worlds 1 and 2, the classification task's training counts and its epoch line.
 #include "task.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "prepare.h"
@@ -78,6 +80,48 @@ TEST(Task, MakeTaskBuildsTheTaskTheArgumentsName) {
     EXPECT_STREQ(classification_task.task->model_class(), "GPT2ForSequenceClassification");
     EXPECT_TRUE(classification_task.task->evaluates_every_epoch());
   });
+}
+
+// task_kind is the one place that reads --task: each kind names itself, its flags' rules, its
+// evaluation metrics and whether the planner models it; an unknown task names both.
+TEST(Task, TaskKindIsChosenByNameAndSaysWhatItTakes) {
+  using train::detail::task_kind;
+  const train::detail::TaskKind& lm = task_kind("causal-lm");
+  const train::detail::TaskKind& classification = task_kind("text-classification");
+  EXPECT_EQ(lm.name(), "causal-lm");
+  EXPECT_EQ(classification.name(), "text-classification");
+  EXPECT_EQ(lm.evaluation_metrics(), (std::vector<std::string>{"eval_loss"}));
+  EXPECT_EQ(classification.evaluation_metrics(),
+            (std::vector<std::string>{"eval_loss", "eval_accuracy"}));
+  EXPECT_TRUE(lm.planned());
+  EXPECT_FALSE(classification.planned());
+  try {
+    task_kind("summarization");
+    ADD_FAILURE() << "an unknown task was chosen";
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(),
+                 "--task 'summarization' is not a task (causal-lm or text-classification)");
+  }
+  train::TrainingArguments arguments;
+  arguments.do_predict = true;
+  EXPECT_THROW(lm.check_arguments(arguments), Error);
+  EXPECT_NO_THROW(classification.check_arguments(arguments));
+  arguments.do_predict = false;
+  arguments.streaming = true;
+  EXPECT_NO_THROW(lm.check_arguments(arguments));
+  EXPECT_THROW(classification.check_arguments(arguments), Error);
+  arguments.streaming = false;
+  arguments.max_seq_length = 0;
+  EXPECT_NO_THROW(lm.check_arguments(arguments));
+  EXPECT_THROW(classification.check_arguments(arguments), Error);
+  // prepare() holds the kind --task named, and make_task asks it.
+  TempFolder folder("task_kind_prepared");
+  write_corpus(folder.path() / "corpus.txt", 300);
+  const train::TrainingArguments lm_arguments =
+      tiny_arguments(folder.path() / "corpus.txt", folder.path() / "lm");
+  EXPECT_EQ(train::detail::prepare(lm_arguments, 1, 0, false).task, &lm);
+  EXPECT_EQ(train::detail::prepare(classification_arguments(folder.path()), 1, 0, false).task,
+            &classification);
 }
 
 // The same initial weights (same seed) give the same token-weighted validation loss whether one

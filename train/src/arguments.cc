@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "task_kind.h"
 #include "zero/core/error.h"
 
 namespace zero::train {
@@ -91,16 +92,9 @@ void check_arguments(const TrainingArguments& arguments) {
   if (arguments.bf16 && arguments.fp16) fail("give --bf16 or --fp16, not both");
   if (arguments.output_dir.empty() && !arguments.dry_run) fail("--output_dir is required");
   if (arguments.world_size != -1) at_least("world_size", arguments.world_size, 1);
-  const bool classification = arguments.task == "text-classification";
-  if (!classification && arguments.task != "causal-lm")
-    fail("--task '", arguments.task, "' is not a task (causal-lm or text-classification)");
-  if (!classification && (arguments.do_predict || !arguments.test_files.empty()))
-    fail("--do_predict and --test_file need --task text-classification");
+  detail::task_kind(arguments.task).check_arguments(arguments);  // its own flags' rules
   if (arguments.streaming && !arguments.keep_linebreaks)
     fail("--keep_linebreaks False is not implemented with --streaming (the stream keeps them)");
-  if (classification && arguments.streaming)
-    fail("--streaming is for --task causal-lm (run_clm), not text-classification");
-  if (classification) at_least("max_seq_length", arguments.max_seq_length, 1);
   if (arguments.do_predict && arguments.test_files.empty()) fail("--do_predict needs --test_file");
   if (!arguments.do_train && !arguments.do_eval && !arguments.do_predict && !arguments.dry_run)
     fail("nothing to do: give --do_train, --do_eval and/or --do_predict");

@@ -59,7 +59,7 @@ std::int64_t planned_node_bytes(const TrainingArguments& arguments, int world, i
 std::int64_t fitting_batch_size(const TrainingArguments& arguments, int world, int ranks,
                                 std::int64_t budget_bytes, std::string& note,
                                 const std::string& budget) {
-  if (arguments.task != "causal-lm")
+  if (!task_kind(arguments.task).planned())
     input_error(
         "--auto_find_batch_size: the planner plans --task causal-lm runs only; give "
         "--per_device_train_batch_size");

@@ -16,11 +16,14 @@ std::string checked_best_metric_key(const TrainingArguments& arguments) {
   const std::string metric = metric_for_best_model_of(arguments);
   if (metric.empty()) return "";
   const std::string key = metric.starts_with("eval_") ? metric : "eval_" + metric;
-  const bool classification = arguments.task == "text-classification";
-  if (key == "eval_loss" || (classification && key == "eval_accuracy")) return key;
+  const std::vector<std::string> metrics = task_kind(arguments.task).evaluation_metrics();
+  if (std::find(metrics.begin(), metrics.end(), key) != metrics.end()) return key;
+  std::string available;
+  for (std::size_t i = 0; i < metrics.size(); ++i)
+    available += (i == 0 ? "" : i + 1 == metrics.size() ? " and " : ", ") + metrics[i];
   input_error("--metric_for_best_model ", metric, ": the metric '", key,
               "' is not found in the evaluation metrics; the available evaluation metrics are ",
-              classification ? "eval_loss and eval_accuracy" : "eval_loss");
+              available);
 }
 
 bool update_best(BestModel& best, const TrainingArguments& arguments, const LogEntry& evaluation,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "task.h"
+#include "task_kind.h"
 #include "zero/gpt2/engine_classifier.h"
 #include "zero/train/classification_data.h"
 
@@ -54,5 +55,8 @@ class ClassificationTask final : public Task {
   int pad_id_ = 0;
   gpt2::EngineClassifier model_;
 };
+
+// The text classification's TaskKind (classification_task_kind.cc).
+const TaskKind& classification_task_kind();
 
 }  // namespace zero::train::detail

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "task.h"
+#include "task_kind.h"
 #include "zero/gpt2/engine_model.h"
 #include "zero/text/streaming.h"
 
@@ -42,5 +43,8 @@ class LmTask final : public Task {
   std::unique_ptr<text::StreamingShard> stream_;
   std::vector<std::vector<text::TokenId>> stream_blocks_;
 };
+
+// The causal LM's TaskKind (lm_task_kind.cc).
+const TaskKind& lm_task_kind();
 
 }  // namespace zero::train::detail

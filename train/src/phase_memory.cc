@@ -48,8 +48,9 @@ RunMemory::RunMemory(const TrainingArguments& arguments, const Prepared& prepare
                      int world, const DeviceContext& device, const Console& console)
     : console_(console) {
   measured_.fill(-1);
-  if (prepared.classification) {
-    console_.say("memory plan: --task text-classification is not planned; no phase is checked\n");
+  if (!prepared.task->planned()) {
+    console_.say("memory plan: --task %s is not planned; no phase is checked\n",
+                 std::string(prepared.task->name()).c_str());
     return;
   }
   const PlanSetup setup = setup_of(arguments, prepared, resumes, device);

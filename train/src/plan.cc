@@ -80,7 +80,7 @@ PlanSetup plan_setup(const TrainingArguments& arguments, int world_size,
                      const std::string& deepspeed_json) {
   as_input_error("arguments", [&] { check_arguments(arguments); });
   if (world_size < 1) input_error("--world_size must be at least 1, got ", world_size);
-  if (arguments.task != "causal-lm")
+  if (!detail::task_kind(arguments.task).planned())
     input_error("--dry_run plans --task causal-lm only; --task ", arguments.task,
                 " is not planned yet");
   PlanSetup setup;

@@ -29,59 +29,6 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<std::string> split_files(const std::vector<std::string>& specs) {
-  std::vector<std::string> files;
-  for (const std::string& spec : specs)
-    for (std::size_t begin = 0; begin <= spec.size();) {
-      const std::size_t end = std::min(spec.find(',', begin), spec.size());
-      if (end > begin) files.push_back(spec.substr(begin, end - begin));
-      begin = end + 1;
-    }
-  return files;
-}
-
-// The examples of a CSV file as datasets' csv builder gives them to run_clm: one per row, the
-// "text" column (else the first); rows parsed by read_csv_table (RFC 4180). Throws zero::Error
-// naming the file.
-std::vector<std::string> read_csv_texts(const fs::path& path) {
-  CsvTable table = read_csv_table(path);
-  std::size_t column = 0;
-  for (std::size_t c = 0; c < table.header.size(); ++c)
-    if (table.header[c] == "text") column = c;
-  std::vector<std::string> texts;
-  for (std::vector<std::string>& row : table.rows)
-    if (!row[column].empty()) texts.push_back(std::move(row[column]));
-  if (texts.empty())
-    throw Error(path.string() + ": no row has text in column '" + table.header[column] + "'");
-  return texts;
-}
-
-// CSV files become JSON Lines files (one {"text": ...} per row) in `scratch`, the form the
-// tokenizer trainer and text::load_lm_datasets read; other files pass through.
-std::vector<fs::path> with_csv_as_json_lines(const std::vector<std::string>& files,
-                                             const fs::path& scratch) {
-  std::vector<fs::path> paths;
-  for (const std::string& file : files) {
-    if (fs::path(file).extension() != ".csv") {
-      paths.emplace_back(file);
-      continue;
-    }
-    fs::create_directories(scratch);
-    const fs::path converted =
-        scratch / (std::to_string(paths.size()) + "_" + fs::path(file).stem().string() + ".jsonl");
-    {
-      std::ofstream out(converted, std::ios::trunc);
-      for (const std::string& text : read_csv_texts(file))
-        out << json{{"text", text}}.dump() << "\n";
-      ZERO_CHECK(out.good(), "cannot write ", converted.string());
-    }
-    // The CSV's time, so that the token cache keyed by it (text::data_key) finds it next run.
-    fs::last_write_time(converted, fs::last_write_time(file));
-    paths.push_back(converted);
-  }
-  return paths;
-}
-
 // --optim: the optimizer when the DeepSpeed config has no "optimizer" section.
 config::OptimizerType optimizer_for(const std::string& optim) {
   if (optim == "adamw_torch" || optim == "adamw_torch_fused" || optim == "adamw_hf")
@@ -141,10 +88,6 @@ void check_run_arguments(const TrainingArguments& arguments) {
 }
 
 // The data files by split: present, non-empty and text, checked before any work.
-struct DataFiles {
-  std::vector<std::string> train, validation, test;
-};
-
 DataFiles check_data_files(const TrainingArguments& arguments, bool console) {
   DataFiles files{split_files(arguments.train_files), split_files(arguments.validation_files),
                   split_files(arguments.test_files)};
@@ -167,41 +110,7 @@ DataFiles check_data_files(const TrainingArguments& arguments, bool console) {
   return files;
 }
 
-// Labelled examples (text-classification) by split, read before the tokenizer that may learn on
-// them; the validation split taken from the train examples when none is given.
-struct LabelledSplits {
-  std::vector<LabelledText> train, validation, test;
-};
-
-LabelledSplits read_labelled_splits(const TrainingArguments& arguments, const DataFiles& files) {
-  std::vector<std::string> text_columns;
-  for (const std::string& column : split_files({arguments.text_column_names}))
-    text_columns.push_back(column);
-  auto read_all = [&](const std::vector<std::string>& paths, const char* flag) {
-    std::vector<LabelledText> examples;
-    for (const std::string& file : paths)
-      for (LabelledText& example : as_input_error(flag, [&] {
-             return read_labelled_file(file, text_columns, arguments.text_column_delimiter,
-                                       arguments.label_column_name);
-           }))
-        examples.push_back(std::move(example));
-    return examples;
-  };
-  LabelledSplits labelled;
-  labelled.train = read_all(files.train, "--train_file");
-  labelled.validation = read_all(files.validation, "--validation_file");
-  if (arguments.do_predict) labelled.test = read_all(files.test, "--test_file");
-  if (labelled.validation.empty() && arguments.do_eval) {
-    if (labelled.train.empty()) input_error("--do_eval needs --validation_file or --train_file");
-    as_input_error("validation split", [&] {
-      split_validation(labelled.train, labelled.validation, arguments.validation_split_percentage,
-                       arguments.seed);
-    });
-  }
-  return labelled;
-}
-
-// The model's config from --model_name_or_path (and the classifier head it holds) or
+// The model's config from --model_name_or_path (and what of it is the task's) or
 // --config_name; GPT-2's defaults otherwise.
 void load_model_config(const TrainingArguments& arguments, Prepared& prepared) {
   if (!arguments.model_name_or_path.empty()) {
@@ -213,13 +122,7 @@ void load_model_config(const TrainingArguments& arguments, Prepared& prepared) {
     prepared.model_config = as_input_error("--model_name_or_path " + folder.string(),
                                            [&] { return gpt2::load_hf_config(folder); });
     prepared.pretrained = true;
-    if (prepared.classification) {
-      const gpt2::ClassifierCheckpoint checkpoint =
-          as_input_error("--model_name_or_path " + folder.string(),
-                         [&] { return gpt2::load_classifier_config(folder); });
-      prepared.pretrained_head = checkpoint.has_score;
-      prepared.head = checkpoint.head;
-    }
+    prepared.task->load_checkpoint_config(folder, prepared);
   } else if (!arguments.config_name.empty()) {
     fs::path path = arguments.config_name;
     if (fs::is_directory(path)) path /= "config.json";
@@ -228,11 +131,9 @@ void load_model_config(const TrainingArguments& arguments, Prepared& prepared) {
   }
 }
 
-// The tokenizer: named, the model's, or learned on the training texts (the labelled train
-// examples, else `train_paths`).
-void load_tokenizer(const TrainingArguments& arguments, const DataFiles& files,
-                    const LabelledSplits& labelled, const std::vector<fs::path>& train_paths,
-                    bool console, Prepared& prepared) {
+// The tokenizer: named, the model's, or learned on the task's training texts.
+void load_tokenizer(const TrainingArguments& arguments, const TaskSources& sources, bool console,
+                    Prepared& prepared) {
   fs::path tokenizer_folder = arguments.tokenizer_name;
   if (tokenizer_folder.empty() && !arguments.model_name_or_path.empty() &&
       has_tokenizer_files(arguments.model_name_or_path))
@@ -246,17 +147,11 @@ void load_tokenizer(const TrainingArguments& arguments, const DataFiles& files,
   if (prepared.pretrained)
     input_error("--model_name_or_path ", arguments.model_name_or_path,
                 " holds no tokenizer files; give --tokenizer_name");
-  if (files.train.empty() || (prepared.classification && labelled.train.empty()))
-    input_error("no tokenizer: give --tokenizer_name or --train_file");
   const Clock::time_point start = Clock::now();
   text::BpeTrainer trainer({.vocab_size = static_cast<std::size_t>(arguments.tokenizer_vocab_size),
                             .min_frequency = 2,
                             .add_end_of_text = true});
-  if (prepared.classification) {
-    for (const LabelledText& example : labelled.train) trainer.add_text(example.text);
-  } else {
-    as_input_error("--train_file", [&] { trainer.add_files(train_paths); });
-  }
+  prepared.task->add_tokenizer_texts(sources, trainer);
   prepared.learned_vocabulary = trainer.train();
   prepared.tokenizer = text::Tokenizer(*prepared.learned_vocabulary);
   if (console)
@@ -292,126 +187,6 @@ void shape_model(const TrainingArguments& arguments, Prepared& prepared) {
                 model_config.n_positions);
 }
 
-// run_classification: the label list from the train examples (or the checkpoint's head when it
-// has the same labels), ids truncated and padded to max_seq_length with the pad token.
-void prepare_classification(const TrainingArguments& arguments, const LabelledSplits& labelled,
-                            Prepared& prepared) {
-  const gpt2::GPT2Config& model_config = prepared.model_config;
-  const std::optional<text::TokenId> end_of_text = prepared.tokenizer->end_of_text_id();
-  prepared.block_size = arguments.max_seq_length;
-  if (prepared.block_size > model_config.n_positions)
-    input_error("--max_seq_length ", prepared.block_size, " is larger than the model's ",
-                "n_positions ", model_config.n_positions);
-  std::vector<std::string> labels =
-      label_list(labelled.train.empty() ? labelled.validation : labelled.train);
-  if (labels.empty()) labels = label_list(labelled.test);
-  if (prepared.pretrained_head) {
-    std::vector<std::string> ours = labels, theirs = prepared.head.id2label;
-    std::sort(ours.begin(), ours.end());
-    std::sort(theirs.begin(), theirs.end());
-    if (ours != theirs && !labelled.train.empty())
-      input_error("--model_name_or_path ", arguments.model_name_or_path,
-                  ": its classifier's labels (id2label) are not the training labels");
-    labels = prepared.head.id2label;
-  }
-  if (prepared.pretrained && !prepared.pretrained_head)
-    prepared.head.pad_token_id = model_config.eos_token_id;
-  if (!prepared.pretrained) {
-    if (!end_of_text)
-      input_error("the tokenizer has no <|endoftext|>, which pads the examples (pad_token_id)");
-    prepared.head.pad_token_id = *end_of_text;
-  }
-  prepared.head.num_labels = static_cast<std::int64_t>(labels.size());
-  prepared.head.id2label = labels;
-  as_input_error("the classifier head", [&] { prepared.head.validate(model_config); });
-  const int pad = static_cast<int>(prepared.head.pad_token_id);
-  auto encode = [&](const std::vector<LabelledText>& examples, const char* what) {
-    return as_input_error(what, [&] {
-      return encode_examples(examples, labels, *prepared.tokenizer, prepared.block_size, pad, what,
-                             arguments.preprocessing_num_workers);
-    });
-  };
-  prepared.classify_train = encode(labelled.train, "--train_file");
-  prepared.classify_validation = encode(labelled.validation, "--validation_file");
-  prepared.classify_test = encode(labelled.test, "--test_file");
-  prepared.train_blocks = prepared.classify_train.size();
-  if (arguments.max_train_samples > 0)
-    prepared.train_blocks =
-        std::min<std::size_t>(prepared.train_blocks, arguments.max_train_samples);
-  prepared.test_examples = prepared.classify_test.size();
-  if (arguments.max_predict_samples > 0)
-    prepared.test_examples =
-        std::min<std::size_t>(prepared.test_examples, arguments.max_predict_samples);
-  if (arguments.do_train && prepared.train_blocks == 0) input_error("--train_file: no example");
-}
-
-// run_clm --streaming: training blocks come from the files in order as training goes (no
-// shuffle, no split); the validation files are tokenized up front.
-void prepare_streaming(const TrainingArguments& arguments, int world, int rank, bool console,
-                       const fs::path& cache, const std::vector<fs::path>& train_paths,
-                       const std::vector<fs::path>& validation_paths, Prepared& prepared) {
-  if (arguments.do_eval && validation_paths.empty())
-    input_error("--streaming: evaluation needs --validation_file (a stream has no split)");
-  if (arguments.do_train && train_paths.empty()) input_error("--do_train needs --train_file");
-  if (!validation_paths.empty()) {
-    text::TokenizeOptions tokenize;
-    tokenize.num_threads = arguments.preprocessing_num_workers;
-    tokenize.show_progress = console;
-    tokenize.keep_linebreaks = arguments.keep_linebreaks;
-    const auto stream =
-        std::make_shared<const text::TokenStream>(as_input_error("--validation_file", [&] {
-          return text::load_token_stream(validation_paths, *prepared.tokenizer, cache, tokenize,
-                                         arguments.overwrite_cache);
-        }));
-    prepared.data.validation = text::group_texts(stream, 0, stream->num_examples(),
-                                                 static_cast<std::size_t>(prepared.block_size));
-  }
-  prepared.streaming_files = train_paths;
-  if (arguments.do_train) {
-    // The stream must hold one global batch.
-    text::StreamingShard probe(
-        text::StreamingBlocks(train_paths, *prepared.tokenizer,
-                              static_cast<std::size_t>(prepared.block_size)),
-        static_cast<std::size_t>(arguments.per_device_train_batch_size * world), world, rank);
-    std::vector<std::vector<text::TokenId>> blocks;
-    if (!as_input_error("--train_file", [&] { return probe.next(blocks); }))
-      input_error("--train_file: the stream holds fewer than one global batch of ",
-                  arguments.per_device_train_batch_size * world, " blocks of ", prepared.block_size,
-                  " tokens");
-  }
-}
-
-// Where run_clm's tokenized data is cached (text::load_token_stream): --cache_dir/zero_tokens,
-// else a .zero_cache folder beside the first data file, as datasets keeps its caches beside the
-// data it maps.
-fs::path token_cache_folder(const TrainingArguments& arguments, const DataFiles& files) {
-  if (!arguments.cache_dir.empty()) return fs::path(arguments.cache_dir) / "zero_tokens";
-  const std::string& first = files.train.empty() ? files.validation.at(0) : files.train.front();
-  return fs::absolute(first).parent_path() / ".zero_cache";
-}
-
-// run_clm's splits and blocks.
-void prepare_blocks(const TrainingArguments& arguments, bool console, const fs::path& cache,
-                    const std::vector<fs::path>& train_paths,
-                    const std::vector<fs::path>& validation_paths, Prepared& prepared) {
-  text::DataArguments data_arguments;
-  data_arguments.cache_dir = cache;
-  data_arguments.overwrite_cache = arguments.overwrite_cache;
-  data_arguments.train_files = train_paths.empty() ? validation_paths : train_paths;
-  data_arguments.validation_files = validation_paths;
-  data_arguments.validation_split_percentage = arguments.validation_split_percentage;
-  data_arguments.block_size = static_cast<std::size_t>(prepared.block_size);
-  data_arguments.tokenize.num_threads = arguments.preprocessing_num_workers;
-  data_arguments.tokenize.show_progress = console;
-  data_arguments.tokenize.keep_linebreaks = arguments.keep_linebreaks;
-  prepared.data = as_input_error(
-      "data", [&] { return text::load_lm_datasets(*prepared.tokenizer, data_arguments); });
-  prepared.train_blocks = prepared.data.train.size();
-  if (arguments.max_train_samples > 0)
-    prepared.train_blocks =
-        std::min<std::size_t>(prepared.train_blocks, arguments.max_train_samples);
-}
-
 // Steps: Hugging Face's rule (max_steps, else ceil(epochs × updates per epoch)).
 void count_steps(const TrainingArguments& arguments, int world, Prepared& prepared) {
   const std::int64_t B = arguments.per_device_train_batch_size;
@@ -438,52 +213,36 @@ void count_steps(const TrainingArguments& arguments, int world, Prepared& prepar
 
 }  // namespace
 
+std::vector<std::string> split_files(const std::vector<std::string>& specs) {
+  std::vector<std::string> files;
+  for (const std::string& spec : specs)
+    for (std::size_t begin = 0; begin <= spec.size();) {
+      const std::size_t end = std::min(spec.find(',', begin), spec.size());
+      if (end > begin) files.push_back(spec.substr(begin, end - begin));
+      begin = end + 1;
+    }
+  return files;
+}
+
 Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool print) {
-  const bool console = print && rank == 0;
+  const PrepareScope scope{.world = world, .rank = rank, .console = print && rank == 0};
   check_run_arguments(arguments);
   Prepared prepared;
-  const DataFiles files = check_data_files(arguments, console);
-  prepared.classification = arguments.task == "text-classification";
-  LabelledSplits labelled;
-  if (prepared.classification) labelled = read_labelled_splits(arguments, files);
-  // CSV files are read here (run_clm's csv builder) and handed on as JSON Lines from a scratch
-  // folder outside output_dir, removed when prepare() returns.
+  prepared.task = &task_kind(arguments.task);
+  const DataFiles files = check_data_files(arguments, scope.console);
+  // CSV files the task converts go to a scratch folder outside output_dir, removed when prepare()
+  // returns (or when streaming ends).
   prepared.scratch = std::make_shared<ScratchFolder>(
       fs::temp_directory_path() /
       ("zero_csv_scratch_" + std::to_string(::getpid()) + "_" + std::to_string(rank)));
-  const ScratchFolder& scratch = *prepared.scratch;
-  const std::vector<fs::path> train_paths =
-      prepared.classification ? std::vector<fs::path>() : as_input_error("--train_file", [&] {
-        return with_csv_as_json_lines(files.train, scratch.path);
-      });
-  const std::vector<fs::path> validation_paths =
-      prepared.classification ? std::vector<fs::path>() : as_input_error("--validation_file", [&] {
-        return with_csv_as_json_lines(files.validation, scratch.path);
-      });
+  const TaskSources sources = prepared.task->read_sources(arguments, files, prepared.scratch->path);
   if (!arguments.deepspeed.empty() && !fs::is_regular_file(arguments.deepspeed))
     input_error("--deepspeed ", arguments.deepspeed, ": no such file");
 
   load_model_config(arguments, prepared);
-  load_tokenizer(arguments, files, labelled, train_paths, console, prepared);
+  load_tokenizer(arguments, sources, scope.console, prepared);
   shape_model(arguments, prepared);
-  if (prepared.classification) {
-    prepare_classification(arguments, labelled, prepared);
-  } else if (arguments.streaming) {
-    prepare_streaming(arguments, world, rank, console, token_cache_folder(arguments, files),
-                      train_paths, validation_paths, prepared);
-  } else {
-    prepare_blocks(arguments, console, token_cache_folder(arguments, files), train_paths,
-                   validation_paths, prepared);
-  }
-  prepared.eval_blocks = prepared.classification ? prepared.classify_validation.size()
-                                                 : prepared.data.validation.size();
-  if (arguments.max_eval_samples > 0)
-    prepared.eval_blocks = std::min<std::size_t>(prepared.eval_blocks, arguments.max_eval_samples);
-  if (arguments.do_eval && prepared.eval_blocks == 0 && prepared.classification)
-    input_error("--do_eval: the validation data holds no example");
-  if (arguments.do_eval && prepared.eval_blocks == 0)
-    input_error("--do_eval: the validation data holds no block of ", prepared.block_size,
-                " tokens");
+  prepared.task->prepare_data(arguments, files, sources, scope, prepared);
   count_steps(arguments, world, prepared);
 
   // The DeepSpeed config, "auto" filled from the arguments as Hugging Face's Trainer does.

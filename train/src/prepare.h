@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "task_kind.h"
 #include "zero/config/ds_config.h"
 #include "zero/core/allocator.h"
 #include "zero/core/memory_ledger.h"
@@ -67,6 +68,14 @@ inline double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// `count` limited to `limit` when that is positive (--max_train_samples and the like).
+inline std::size_t capped(std::size_t count, std::int64_t limit) {
+  return limit > 0 ? std::min<std::size_t>(count, static_cast<std::size_t>(limit)) : count;
+}
+
+// The comma-separated lists of `specs` as one list ("a.txt,b.txt" "c.txt": three files).
+std::vector<std::string> split_files(const std::vector<std::string>& specs);
+
 // Removes a scratch folder when it goes out of scope.
 struct ScratchFolder {
   fs::path path;
@@ -78,6 +87,7 @@ struct ScratchFolder {
 
 // Everything checked and loaded before output_dir is touched.
 struct Prepared {
+  const TaskKind* task = nullptr;  // --task's
   gpt2::GPT2Config model_config;
   bool pretrained = false;
   std::optional<text::Tokenizer> tokenizer;
@@ -96,7 +106,6 @@ struct Prepared {
   std::uint64_t batches_per_epoch = 0;
   // --task text-classification: the encoded splits, the head (labels, pad id), and whether the
   // checkpoint given holds a trained score.weight.
-  bool classification = false;
   ClassificationDataset classify_train, classify_validation, classify_test;
   gpt2::ClassifierConfig head;
   bool pretrained_head = false;

@@ -1,15 +1,22 @@
-// make_task: the one place that chooses the task a run trains (task.h).
+// task_kind: the one place that chooses the task a run trains (task_kind.h), and make_task.
 #include "task.h"
 
 #include "classification_task.h"
 #include "lm_task.h"
 #include "prepare.h"
+#include "zero/core/error.h"
 
 namespace zero::train::detail {
 
+const TaskKind& task_kind(std::string_view name) {
+  for (const TaskKind* kind : {&lm_task_kind(), &classification_task_kind()})
+    if (kind->name() == name) return *kind;
+  throw Error("--task '" + std::string(name) +
+              "' is not a task (causal-lm or text-classification)");
+}
+
 std::unique_ptr<Task> make_task(const TaskContext& context) {
-  if (context.prepared.classification) return std::make_unique<ClassificationTask>(context);
-  return std::make_unique<LmTask>(context);
+  return context.prepared.task->make(context);
 }
 
 }  // namespace zero::train::detail

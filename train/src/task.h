@@ -1,7 +1,7 @@
 // The kind of work a run trains (internal to zero::train): its model on the engine, its micro-
 // batches, its evaluation and its outputs. The Trainer (trainer.cc) runs the loop, the logs and the
-// checkpoints around any Task and never asks which one it holds; make_task is the one place that
-// chooses (causal LM: lm_task.h; text classification: classification_task.h).
+// checkpoints around any Task and never asks which one it holds; the TaskKind prepare() chose
+// (task_kind.h) makes it (causal LM: lm_task.h; text classification: classification_task.h).
 #pragma once
 
 #include <cstdint>
@@ -93,7 +93,7 @@ class Task {
                              Allocator& /*allocator*/) const {}
 };
 
-// The task --task names, its model registered on `context.engine` (every rank, same order) and
+// The task of prepared.task (--task's TaskKind), its model registered on `context.engine` (every rank, same order) and
 // loaded from --model_name_or_path when the run starts from a checkpoint.
 std::unique_ptr<Task> make_task(const TaskContext& context);
 
