@@ -222,18 +222,27 @@ void plan_phases_after_load(const PlanSetup& setup, Engine& engine, PhaseRecorde
     evaluate();
     recorder.end(Phase::kEvaluation);
   }
-  // A checkpoint streams the shard files from where the states live (CheckpointSave over
-  // Engine::visit_shard_states: with NVMe offload one sub-group in host memory at a time).
-  const auto save_checkpoint = [&engine] { engine.visit_shard_states([](const ShardState&) {}); };
+  // A checkpoint writes checkpoint-N/'s model files as the final save writes its own (each unit's
+  // fp32 master gathered in turn, the writer's buffers outside the ledger) and streams the shard
+  // files from where the states live (CheckpointSave over Engine::visit_shard_states: with NVMe
+  // offload one sub-group in host memory at a time).
+  const auto save_checkpoint = [&engine, &gather_all] {
+    engine.visit_shard_states([](const ShardState&) {});
+    gather_all();
+  };
+  // The trainer saves inside its step loop and is back in the train phase after each save, with
+  // what the save reserved still reserved (the allocators' pools): recorded as train.
   if (phases.checkpoint) {
     save_checkpoint();
     recorder.end(Phase::kCheckpoint, checkpoint_outside);
+    recorder.end(Phase::kTrain);
     if (phases.step_after_checkpoint) {
       steps(1);
       recorder.end(Phase::kTrain);
       if (phases.checkpoint_at_last_step) {
         save_checkpoint();
         recorder.end(Phase::kCheckpoint, checkpoint_outside);
+        recorder.end(Phase::kTrain);
       }
     }
   }
