@@ -18,6 +18,7 @@
 #include "elementwise_body.h"
 #include "kernel_emulator.h"
 #include "optimizer_body.h"
+#include "random_inputs.h"
 #include "relative_difference.h"
 #include "zero/core/device_context.h"
 #include "zero/core/dtype.h"
@@ -31,6 +32,7 @@ using kernels::LaunchConfig;
 using kernels::emulation::EmulatedThread;
 using kernels::emulation::NoShared;
 using kernels::emulation::Order;
+using zero::testing::random_vector;
 using zero::testing::relative_difference;
 
 struct EmulatedTypes {
@@ -40,14 +42,6 @@ struct EmulatedTypes {
 
 const std::size_t kCounts[] = {1, 22, 1023, 4099};
 const DType kDtypes[] = {DType::kFloat32, DType::kBFloat16, DType::kFloat16};
-
-std::vector<float> random_floats(std::size_t count, std::uint32_t seed, double scale = 1.0) {
-  std::mt19937 generator(seed);
-  std::normal_distribution<double> normal(0.0, scale);
-  std::vector<float> values(count);
-  for (float& value : values) value = static_cast<float>(normal(generator));
-  return values;
-}
 
 // `count` elements of `dtype` (as bytes) holding `values` rounded.
 std::vector<unsigned char> as_dtype(const std::vector<float>& values, DType dtype) {
@@ -79,8 +73,8 @@ TEST_P(CudaEmulation, ElementwiseKernelsMatchTheCpuContext) {
       for (DType destination_dtype : kDtypes) {
         SCOPED_TRACE(::testing::Message() << count << " " << name_of(source_dtype) << " -> "
                                           << name_of(destination_dtype));
-        const auto source = as_dtype(random_floats(count, 1, 3.0), source_dtype);
-        const auto initial = as_dtype(random_floats(count, 2), destination_dtype);
+        const auto source = as_dtype(random_vector<float>(count, 1, 3.0), source_dtype);
+        const auto initial = as_dtype(random_vector<float>(count, 2), destination_dtype);
         const LaunchConfig config = kernels::grid_stride_launch(count);
         for (bool accumulate : {false, true}) {
           auto expected = initial, actual = initial;
@@ -123,7 +117,8 @@ TEST_P(CudaEmulation, ElementwiseKernelsMatchTheCpuContext) {
         }
         EXPECT_EQ(converted, converted_expected) << "convert rounds as zero::convert";
       }
-      auto filled = as_dtype(random_floats(count, 3), source_dtype), filled_expected = filled;
+      auto filled = as_dtype(random_vector<float>(count, 3), source_dtype),
+           filled_expected = filled;
       cpu_->fill(stream, filled_expected.data(), source_dtype, count, -1.5f);
       stream.synchronize();
       emulate(kernels::grid_stride_launch(count), [&](EmulatedThread& thread, NoShared&) {
@@ -141,7 +136,7 @@ TEST_P(CudaEmulation, SumOfSquaresMatchesTheCpuContext) {
       for (bool planted_nan : {false, true}) {
         SCOPED_TRACE(::testing::Message()
                      << count << " " << name_of(dtype) << " nan " << planted_nan);
-        auto values = random_floats(count, 4);
+        auto values = random_vector<float>(count, 4);
         if (planted_nan) values[count / 2] = std::nanf("");
         const auto x = as_dtype(values, dtype);
         SquaresResult expected;
@@ -166,10 +161,10 @@ TEST_P(CudaEmulation, SumOfSquaresMatchesTheCpuContext) {
 struct OptimizerState {
   std::vector<float> params, grads, exp_avg, exp_avg_sq;
   explicit OptimizerState(std::size_t count)
-      : params(random_floats(count, 5)),
-        grads(random_floats(count, 6)),
-        exp_avg(random_floats(count, 7, 0.1)),
-        exp_avg_sq(random_floats(count, 8, 0.1)) {
+      : params(random_vector<float>(count, 5)),
+        grads(random_vector<float>(count, 6)),
+        exp_avg(random_vector<float>(count, 7, 0.1)),
+        exp_avg_sq(random_vector<float>(count, 8, 0.1)) {
     for (float& v : exp_avg_sq) v = v * v;
   }
 };
@@ -331,7 +326,7 @@ TEST_P(CudaEmulation, LambPassesMatchTheCpuKernels) {
 TEST_P(CudaEmulation, GridStrideLoopsCoverEveryElementOnASmallGrid) {
   const LaunchConfig small = kernels::linear_launch(3, kernels::kElementwiseThreads);
   const std::size_t count = 4099;  // 1024 groups of 4 and a tail of 3: two rounds of 768 threads
-  const auto values = random_floats(count, 9);
+  const auto values = random_vector<float>(count, 9);
   std::vector<BFloat16> narrowed(count), expected(count);
   convert(values.data(), DType::kFloat32, expected.data(), DType::kBFloat16, count);
   emulate(small, [&](EmulatedThread& thread, NoShared&) {

@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "../common/random_inputs.h"
 #include "../common/tiny_gpt2.h"
-#include "random_inputs.h"
 #include "zero/core/allocator.h"
 #include "zero/core/device_context.h"
 #include "zero/core/dtype.h"

@@ -19,12 +19,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "../common/random_inputs.h"
 #include "attention_body.h"
 #include "attention_flash_backward.h"
 #include "attention_flash_body.h"
 #include "kernel_emulator.h"
 #include "layers_body.h"
-#include "random_inputs.h"
 #include "relative_difference.h"
 #include "rows_body.h"
 #include "token_buckets.h"

@@ -8,9 +8,9 @@
 #include <set>
 #include <vector>
 
+#include "../common/random_inputs.h"
 #include "attention_cudnn.h"
 #include "layers_cuda.h"
-#include "random_inputs.h"
 #include "zero/core/dtype.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/kernels.h"

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "../common/random_inputs.h"
 #include "../common/relative_difference.h"
 #include "device_array.h"
 #include "layers_cuda.h"
-#include "random_inputs.h"
 #include "zero/core/device.h"
 #include "zero/core/device_context.h"
 #include "zero/core/dtype.h"

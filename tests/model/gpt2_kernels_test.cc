@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "random_inputs.h"
+#include "../common/random_inputs.h"
 #include "zero/gpt2/layers_cpu.h"
 #include "zero/gpt2/reference_kernels.h"
 

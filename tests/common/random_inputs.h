@@ -1,5 +1,6 @@
-// Seeded random inputs for the GPT-2 kernel tests: normal values (drawn in double, stored as Real)
-// and token ids below a vocabulary size. The same seed gives the same inputs on every machine.
+// Seeded random inputs for the kernel tests (GPT-2's, libzero's CUDA bodies): normal values (drawn
+// in double, stored as Real) and token ids below a vocabulary size. The same seed gives the same
+// inputs on every machine.
 #pragma once
 
 #include <cstddef>
@@ -7,7 +8,7 @@
 #include <random>
 #include <vector>
 
-namespace zero::gpt2::testing {
+namespace zero::testing {
 
 template <typename Real = float>
 std::vector<Real> random_vector(std::size_t count, std::uint32_t seed, double scale = 1.0) {
@@ -25,4 +26,9 @@ inline std::vector<int> random_tokens(std::size_t count, int vocab, std::uint32_
   return tokens;
 }
 
+}  // namespace zero::testing
+
+namespace zero::gpt2::testing {
+using zero::testing::random_tokens;
+using zero::testing::random_vector;
 }  // namespace zero::gpt2::testing
