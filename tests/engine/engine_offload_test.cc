@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpt2_engine_driver.h"
@@ -42,6 +43,10 @@ TrainResult run_stack(int stage, int world, Mode mode, int accumulation = 1,
   TrainResult result;
   std::mutex mutex;
   run_ranks(world, [&](Communicator& comm) {
+    if (counters != nullptr && comm.rank() == 0) {
+      std::lock_guard lock(counters->mutex);
+      counters->compute_thread = std::this_thread::get_id();
+    }
     std::unique_ptr<Engine> engine = make_engine(options, comm);
     engine->set_swap_store_factory(memory_swap_store_factory(counters));
     TinyStack model;
@@ -111,6 +116,20 @@ TEST(EngineOffload, AccumulationAndSwapTraffic) {
   EXPECT_EQ(counters.stores, 1);
   EXPECT_EQ(counters.bytes_read, 16 * owned * kStackSteps);
   EXPECT_EQ(counters.bytes_written, 16 * owned * kStackSteps + 12 * owned);
+}
+
+// Stage 3's parameter shards on NVMe are read ahead: gather() issues the read and the copy stream
+// waits for it, so the training thread never waits for one (it did, for every gather and
+// prefetch), and the run stays bitwise the run without offload (the in-memory store moves the
+// bytes only at wait(): a copy before the wait would read stale bytes).
+TEST(EngineOffload, ParameterShardReadsAreWaitedForOffTheTrainingThread) {
+  const TrainResult reference = run_stack(3, 1, Mode::kNone);
+  for (Mode mode : {Mode::kParamsNvme, Mode::kNvmeParams}) {
+    SwapStoreCounters counters;
+    expect_bitwise(run_stack(3, 1, mode, 1, &counters), reference, name_of(mode));
+    EXPECT_GT(counters.param_read_waits, 3 * kStackSteps) << name_of(mode);
+    EXPECT_EQ(counters.param_read_waits_on_compute_thread, 0) << name_of(mode);
+  }
 }
 
 // GPT-2 in bf16 and fp32. bf16: the device keeps bf16 parameters, the host the fp32 master, moments

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "zero/core/error.h"
@@ -36,6 +37,12 @@ struct SwapStoreCounters {
   std::vector<std::string> paths;  // nvme_path of each store made
   bool record_events = false;
   std::vector<std::string> events;
+  // Waits for reads of parameter shards ("param_shard <unit>" regions), and how many of them ran
+  // on `compute_thread` (the thread that trains, set by the test): the engine issues those reads
+  // there and waits for them on its copy stream, so the model never stalls on one.
+  std::thread::id compute_thread;
+  int param_read_waits = 0;
+  int param_read_waits_on_compute_thread = 0;
   void record(std::string event) {
     std::lock_guard lock(mutex);
     if (record_events) events.push_back(std::move(event));
@@ -137,6 +144,12 @@ class MemorySwapStore final : public SwapStore {
   void run(const Pending& pending) {
     Region& region = regions_.at(pending.region);
     if (counters_) counters_->record((pending.write ? "wait write " : "wait read ") + region.label);
+    if (!pending.write && counters_ && region.label.starts_with("param_shard ")) {
+      std::lock_guard lock(counters_->mutex);
+      ++counters_->param_read_waits;
+      counters_->param_read_waits_on_compute_thread +=
+          std::this_thread::get_id() == counters_->compute_thread;
+    }
     if (!pending.write && counters_) {
       std::lock_guard lock(counters_->mutex);
       if (++counters_->reads == counters_->fail_read)

@@ -209,6 +209,33 @@ void Engine::Impl::allocate() {
                          .allocate(staging * size_of(policy.compute), MemoryCategory::kCommBuffers);
 }
 
+// A swapped shard's read is issued when its unit is gathered or prefetched and its host buffer
+// freed after the copy stream copied it (copy_in_param_shard): at most the units gathered at
+// once (stage3_max_live_parameters elements, at least the largest unit) have buffers in flight,
+// and only the swapped ones. A real run allocates them as it goes; the plan holds the bound from
+// the first such read on (training: loading reads no parameter shard this way).
+void Engine::Impl::plan_param_reads() {
+  if (!planning || planned_param_reads.allocated() || storage.param_store() == nullptr ||
+      !options.overlap_comm || options.prefetch_bucket_size <= 0)
+    return;
+  const std::size_t alignment = storage.param_store()->io_alignment();
+  std::size_t swapped = 0, largest = 0;
+  for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
+    const StateStorage::Placement& at = storage.unit(u);
+    if (at.param_region < 0) continue;
+    const std::size_t bytes = round_up(at.shard * size_of(policy.compute), alignment);
+    swapped += bytes;
+    largest = std::max(largest, bytes);
+  }
+  const auto live =
+      static_cast<std::size_t>(std::max<std::int64_t>(options.max_live_parameters, 0));
+  const std::size_t window = std::min(
+      swapped, std::max(largest, live / static_cast<std::size_t>(world) * size_of(policy.compute)));
+  if (window > 0)
+    planned_param_reads =
+        ctx.allocator(policy.param_cache_space).allocate(window, MemoryCategory::kWorkspace);
+}
+
 void Engine::Impl::initialize_values() {
   std::size_t largest = 0;
   for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)

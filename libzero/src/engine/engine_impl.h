@@ -75,6 +75,11 @@ class Engine::Impl {
   StateStorage storage;
   // comm_buffers: stage 1-2 chunked all-gather of the updated parameters.
   Buffer gather_staging;
+  // Planning only (stage 3, offload_param nvme, prefetching on): the host buffers of the
+  // parameter shard reads a prefetch window keeps in flight (copy_in_param_shard); a planning
+  // context's streams run each copy at once, so the plan holds their bound here.
+  Buffer planned_param_reads;
+  void plan_param_reads();
   // offload_optimizer: the optimizer step on the host (and partial offload's device sub-groups),
   // with nvme's swap slots; its swap slots also serve checkpoints and the gradient windows.
   HostOptimizer host_optimizer;

@@ -89,18 +89,31 @@ void Engine::Impl::copy_in_param_shard(UnitId u, void* slot) {
   const std::size_t bytes = at.shard * size_of(policy.compute);
   Stream& copy = ctx.copy_stream();
   if (at.param_region >= 0) {
-    // Swapped in through a host buffer (the host waits for the read), copied behind it.
-    const std::size_t alignment = storage.param_store()->io_alignment();
+    // Swapped in through a host buffer: the read is issued here and waited for on the copy stream,
+    // which then copies the buffer into the slot. The host goes on, so a prefetch's read overlaps
+    // the compute of the units before it (it used to wait here, stalling the model for each read).
+    SwapStore& store = *storage.param_store();
+    plan_param_reads();
+    const std::size_t alignment = store.io_alignment();
     auto buffer = std::make_shared<AlignedHostBuffer>(
         allocate_aligned(ctx.allocator(policy.param_cache_space), round_up(bytes, alignment),
                          alignment, MemoryCategory::kWorkspace));
     if (planning) return;
+    const std::string what = "engine (rank " + std::to_string(rank) + "/" + std::to_string(world) +
+                             ", stage 3) swapping in unit '" + units[u].name + "': ";
+    SwapTicket ticket;
     try {
-      storage.param_store()->wait(storage.param_store()->read(at.param_region, buffer->data));
+      ticket = store.read(at.param_region, buffer->data);
     } catch (const Error& error) {
-      ZERO_THROW("engine (rank ", rank, "/", world, ", stage 3) swapping in unit '", units[u].name,
-                 "': ", error.what());
+      ZERO_THROW(what, error.what());
     }
+    copy.submit([&store, ticket, what] {
+      try {
+        store.wait(ticket);
+      } catch (const Error& error) {
+        ZERO_THROW(what, error.what());
+      }
+    });
     ctx.copy(copy, buffer->data, slot, bytes);
     ctx.release_after(copy, std::move(buffer));
   } else {
