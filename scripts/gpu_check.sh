@@ -233,7 +233,7 @@ step_kernels() {
 # ZERO_GPU_CHECK_TRAIN_SHAPE (config_overrides), _BATCH, _BLOCK and _STEPS shrink it for a try on
 # a CPU (ZERO_GPU_CHECK_TRAIN_ON_CPU=1); ZERO_GPU_CHECK_TRAIN_VARIANTS picks the runs (default
 # "0 3 0:breakdown 0:tiled 3:offload 3:nvme": STAGE[:MODE], modes joined by + combine, as
-# 3:offload+breakdown).
+# 3:offload+breakdown; 3:nvme+params swaps the parameters as well).
 step_train() {
   [[ $GPU_COUNT -gt 0 || -n "${ZERO_GPU_CHECK_TRAIN_ON_CPU:-}" ]] || { echo "SKIPPED: no CUDA device"; return 0; }
   local data=$BIN/../data
@@ -259,7 +259,11 @@ step_train() {
     case "$mode" in
       *offload*) offload=', "offload_optimizer": {"device": "cpu", "pin_memory": true}, "offload_param": {"device": "cpu", "pin_memory": true}' ;;
       *nvme*) mkdir -p "$work/nvme"
-            offload=', "offload_optimizer": {"device": "nvme", "nvme_path": "'"$work/nvme"'", "pin_memory": true}' ;;
+            offload=', "offload_optimizer": {"device": "nvme", "nvme_path": "'"$work/nvme"'", "pin_memory": true}'
+            # nvme+params: the parameters past max_in_cpu (0: all) in swap regions too, read
+            # ahead and waited for on the copy stream (a CUDA host function).
+            [[ $mode == *params* ]] &&
+              offload+=', "offload_param": {"device": "nvme", "nvme_path": "'"$work/nvme"'", "pin_memory": true, "max_in_cpu": 0}' ;;
     esac
     printf '{"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "bf16": {"enabled": true}, "wall_clock_breakdown": %s, "zero_optimization": {"stage": %d%s}}\n' \
       "$([[ $mode == *breakdown* ]] && echo true || echo false)" "$stage" "$offload" >"$work/ds$stage.json"
