@@ -50,8 +50,9 @@ OMP_NUM_THREADS=1 "$python" -m torch.distributed.launch --nproc_per_node=2 \
   $train \
   --output_dir "$out/launch" > "$out/launch.log" 2>&1 || { cat "$out/launch.log"; exit 1; }
 check "torch.distributed.launch $use_env $no_python (torch $version)" "$out/launch.log"
-# The script: zero with the launcher's arguments ("--local-rank=N train ..."), shown first.
-printf 'import os, sys\nprint("zero", *sys.argv[1:3], flush=True)\nos.execv(os.environ["ZERO_BIN"], ["zero"] + sys.argv[1:])\n' \
+# The script: zero with the launcher's arguments ("--local-rank=N train ..."), shown first as one
+# write(2) per rank (print's separate writes of each word interleaved the two ranks' lines).
+printf 'import os, sys\nos.write(1, ("zero " + " ".join(sys.argv[1:3]) + "\\n").encode())\nos.execv(os.environ["ZERO_BIN"], ["zero"] + sys.argv[1:])\n' \
   > "$out/exec_zero.py"
 # shellcheck disable=SC2086
 ZERO_BIN="$zero" OMP_NUM_THREADS=1 "$python" -m torch.distributed.launch --nproc_per_node=2 \
