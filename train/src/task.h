@@ -93,8 +93,8 @@ class Task {
                              Allocator& /*allocator*/) const {}
 };
 
-// The task of prepared.task (--task's TaskKind), its model registered on `context.engine` (every rank, same order) and
-// loaded from --model_name_or_path when the run starts from a checkpoint.
+// The task of prepared.task (--task's TaskKind), its model registered on `context.engine` (every
+// rank, same order) and loaded from --model_name_or_path when the run starts from a checkpoint.
 std::unique_ptr<Task> make_task(const TaskContext& context);
 
 // The epoch a run has reached after optimizer step `step` (fractional, as Hugging Face logs it).
