@@ -6,6 +6,9 @@
 // Streams: every hand-over is an event (the communication stream waits for the copy stream before
 // it all-gathers parameter shards copied in), so the engine never asks which backend it runs on.
 #include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
 
 #include "engine_impl.h"
 #include "zero/core/error.h"
@@ -84,6 +87,43 @@ void Engine::Impl::store_param_shard(UnitId u, const float* source, const Buffer
   storage.param_store()->wait(storage.param_store()->write(at.param_region, param_io.data));
 }
 
+namespace {
+
+// A parameter shard's read in flight into its host buffer. The copy stream waits for it before the
+// buffer is read; if that wait never runs (a stream that failed earlier drops its later tasks),
+// the last owner still waits before the buffer is freed, so the store never writes into freed
+// memory.
+struct ParamShardRead {
+  ParamShardRead(SwapStore& swap_store, AlignedHostBuffer host_buffer, std::string error_prefix)
+      : store(swap_store), buffer(std::move(host_buffer)), what(std::move(error_prefix)) {}
+  ParamShardRead(const ParamShardRead&) = delete;
+  ParamShardRead& operator=(const ParamShardRead&) = delete;
+
+  SwapStore& store;
+  AlignedHostBuffer buffer;
+  std::string what;  // the error's prefix, naming the unit
+  SwapTicket ticket;
+  bool waited = true;  // until a read is issued: nothing in flight
+
+  void wait() {
+    waited = true;
+    try {
+      store.wait(ticket);
+    } catch (const Error& error) {
+      ZERO_THROW(what, error.what());
+    }
+  }
+  ~ParamShardRead() {
+    if (waited) return;
+    try {
+      store.wait(ticket);
+    } catch (...) {  // reported by the wait that failed, or by the task that was dropped
+    }
+  }
+};
+
+}  // namespace
+
 void Engine::Impl::copy_in_param_shard(UnitId u, void* slot) {
   const StateStorage::Placement& at = storage.unit(u);
   const std::size_t bytes = at.shard * size_of(policy.compute);
@@ -95,27 +135,22 @@ void Engine::Impl::copy_in_param_shard(UnitId u, void* slot) {
     SwapStore& store = *storage.param_store();
     plan_param_reads();
     const std::size_t alignment = store.io_alignment();
-    auto buffer = std::make_shared<AlignedHostBuffer>(
+    auto read = std::make_shared<ParamShardRead>(
+        store,
         allocate_aligned(ctx.allocator(policy.param_cache_space), round_up(bytes, alignment),
-                         alignment, MemoryCategory::kWorkspace));
+                         alignment, MemoryCategory::kWorkspace),
+        "engine (rank " + std::to_string(rank) + "/" + std::to_string(world) +
+            ", stage 3) swapping in unit '" + units[u].name + "': ");
     if (planning) return;
-    const std::string what = "engine (rank " + std::to_string(rank) + "/" + std::to_string(world) +
-                             ", stage 3) swapping in unit '" + units[u].name + "': ";
-    SwapTicket ticket;
     try {
-      ticket = store.read(at.param_region, buffer->data);
+      read->ticket = store.read(at.param_region, read->buffer.data);
     } catch (const Error& error) {
-      ZERO_THROW(what, error.what());
+      ZERO_THROW(read->what, error.what());
     }
-    copy.submit([&store, ticket, what] {
-      try {
-        store.wait(ticket);
-      } catch (const Error& error) {
-        ZERO_THROW(what, error.what());
-      }
-    });
-    ctx.copy(copy, buffer->data, slot, bytes);
-    ctx.release_after(copy, std::move(buffer));
+    read->waited = false;
+    copy.submit([read] { read->wait(); });
+    ctx.copy(copy, read->buffer.data, slot, bytes);
+    ctx.release_after(copy, std::move(read));
   } else {
     if (planning) return;
     ctx.copy(copy, storage.owned_compute_params(u), slot, bytes);
