@@ -96,6 +96,43 @@ class Gpt2CudaEmulation : public ::testing::TestWithParam<Order> {
       cuda::add_partials_body(thread, target0, target1, partial.data(), chunks, Terms::kOutputs, C);
     });
   }
+
+  // The one-pass layer norm backward as its launcher runs it: the body over its grid with the
+  // launch's dynamic shared memory, then the chunks' (dweight, dbias) rows summed as a
+  // (chunks, 2·C) table.
+  void layernorm_backward(std::vector<float>& dinp, std::vector<float>& dweight,
+                          std::vector<float>& dbias, const std::vector<float>& dout,
+                          const std::vector<float>& inp, const std::vector<float>& weight,
+                          const std::vector<float>& mean, const std::vector<float>& rstd,
+                          std::int64_t N, std::int64_t C) {
+    const LaunchConfig config = cuda::layernorm_backward_launch(N, C);
+    const std::int64_t chunks = cuda::norm_chunks(N);
+    auto rows = nan_vector(chunks * 2 * C);
+    kernels::emulation::run_grid(config, GetParam(), config.dynamic_shared_bytes,
+                                 [&](kernels::emulation::EmulatedThread& thread, void* shared) {
+                                   cuda::layernorm_backward_body(
+                                       thread, static_cast<float*>(shared), dinp.data(),
+                                       rows.data(), dout.data(), inp.data(), weight.data(),
+                                       mean.data(), rstd.data(), N, C);
+                                 });
+    column_sums(dweight.data(), dbias.data(), cuda::BiasTerms{rows.data()}, chunks, 2 * C, C);
+  }
+
+  // column_sums over a (N, columns) table whose columns are `outputs` runs of C: the layout
+  // add_partials reads with that many outputs.
+  template <typename Terms>
+  void column_sums(float* target0, float* target1, const Terms& terms, std::int64_t N,
+                   std::int64_t columns, std::int64_t C) {
+    auto partial = nan_vector(cuda::column_partials_elements(N, columns, 1));
+    emulate<cuda::ColumnPartialsShared<1>>(
+        cuda::column_partials_launch(N, columns), [&](auto& thread, auto& shared) {
+          cuda::column_partials_body(thread, shared, partial.data(), terms, N, columns);
+        });
+    emulate(cuda::elementwise_launch(C), [&](auto& thread, auto&) {
+      cuda::add_partials_body(thread, target0, target1, partial.data(), cuda::row_chunks(N),
+                              static_cast<int>(columns / C), C);
+    });
+  }
 };
 
 TEST_P(Gpt2CudaEmulation, EncoderMatchesTheCpuKernels) {
@@ -170,6 +207,14 @@ TEST_P(Gpt2CudaEmulation, LayernormMatchesTheCpuKernels) {
     EXPECT_CLOSE(dweight, dweight_expected);
     EXPECT_CLOSE(dbias, dbias_expected);
 
+    // The one-pass backward (the two passes above are its fallback past the shared memory).
+    auto dinp_fused = random_vector(N * C, 5), dweight_fused = random_vector(C, 6),
+         dbias_fused = random_vector(C, 7);
+    layernorm_backward(dinp_fused, dweight_fused, dbias_fused, dout, inp, weight, mean, rstd, N, C);
+    EXPECT_CLOSE(dinp_fused, dinp_expected);
+    EXPECT_CLOSE(dweight_fused, dweight_expected);
+    EXPECT_CLOSE(dbias_fused, dbias_expected);
+
     auto bias_grad = random_vector(C, 8), bias_grad_expected = bias_grad;
     cpu::bias_backward(bias_grad_expected.data(), dout.data(), N, C);
     column_sums(bias_grad.data(), static_cast<float*>(nullptr), cuda::BiasTerms{dout.data()}, N, C);
@@ -185,6 +230,27 @@ TEST_P(Gpt2CudaEmulation, LayernormMatchesTheCpuKernels) {
     for (std::size_t i = 0; i < staged.size(); ++i)
       ASSERT_EQ(to_float(staged[i]), to_float(to_bf16(dout[i]))) << "element " << i;
   }
+}
+
+// Past 256 chunks of kNormRows rows the chunk table's column sums take two row chunks; the last
+// block has fewer rows than warps.
+TEST_P(Gpt2CudaEmulation, LayernormBackwardSumsManyChunks) {
+  const std::int64_t N = 256 * cuda::kNormRows + 3, C = 5;
+  ASSERT_EQ(cuda::row_chunks(cuda::norm_chunks(N)), 2);
+  const auto inp = random_vector(N * C, 1, 2.0), weight = random_vector(C, 2),
+             bias = random_vector(C, 3), dout = random_vector(N * C, 4);
+  std::vector<float> out(static_cast<std::size_t>(N * C)), mean(static_cast<std::size_t>(N)),
+      rstd(static_cast<std::size_t>(N));
+  cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), weight.data(),
+                         bias.data(), N, C, kEpsilon);
+  auto dinp = random_vector(N * C, 5), dweight = random_vector(C, 6), dbias = random_vector(C, 7);
+  auto dinp_expected = dinp, dweight_expected = dweight, dbias_expected = dbias;
+  cpu::layernorm_backward(dinp_expected.data(), dweight_expected.data(), dbias_expected.data(),
+                          dout.data(), inp.data(), weight.data(), mean.data(), rstd.data(), N, C);
+  layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+  EXPECT_CLOSE(dinp, dinp_expected);
+  EXPECT_CLOSE(dweight, dweight_expected);
+  EXPECT_CLOSE(dbias, dbias_expected);
 }
 
 TEST_P(Gpt2CudaEmulation, ResidualLayernormAndDropoutMatchTheCpuKernels) {

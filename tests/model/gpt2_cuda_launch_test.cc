@@ -169,6 +169,38 @@ TEST(Gpt2CudaLaunch, TiledAttentionFitsAnH100AtRealShapes) {
   check_tiled_attention<128>(16, 1024, 25);
 }
 
+// The one-pass layer norm backward: a block per chunk of kNormRows rows, whole warps, its warps'
+// (dweight, dbias) rows in dynamic shared memory within the opt-in limit (the launcher falls back
+// to two passes past the device's limit), and the chunk table's column sums within the grid.
+TEST(Gpt2CudaLaunch, LayernormBackwardFitsAnH100AtRealShapes) {
+  constexpr std::size_t kOptInPerBlock = 227 * 1024;
+  for (const GPT2Config& config : {gpt2_124m(), gpt2_1558m()}) {
+    const std::int64_t N = 16 * 1024, C = config.n_embd;
+    SCOPED_TRACE(::testing::Message() << "C " << C);
+    const LaunchConfig fused = cuda::layernorm_backward_launch(N, C);
+    Launch launch{"layernorm_backward",
+                  fused,
+                  0,
+                  true,
+                  static_cast<std::uint64_t>(N),
+                  static_cast<std::uint64_t>(cuda::kNormRows)};
+    launch.config.dynamic_shared_bytes = 0;  // checked against the opt-in limit below
+    check(launch);
+    EXPECT_EQ(fused.dynamic_shared_bytes, cuda::kNormWarps * 2 * C * sizeof(float));
+    EXPECT_LE(fused.dynamic_shared_bytes, kOptInPerBlock);
+    EXPECT_EQ(fused.block.count(),
+              static_cast<std::uint64_t>(cuda::kNormWarps * kernels::kWarpSize));
+    // At least three blocks (12 warps) for each of an H100's 132 SMs: the chunks keep it busy.
+    EXPECT_GE(fused.grid.count(), 3u * 132u);
+    const std::int64_t chunks = cuda::norm_chunks(N);
+    check({"layernorm_backward chunk sums", cuda::column_partials_launch(chunks, 2 * C),
+           sizeof(cuda::ColumnPartialsShared<1>), false, 0});
+  }
+  // GPT-2 up to C = 7,264 takes the one-pass kernel on an H100.
+  EXPECT_LE(cuda::layernorm_backward_shared_bytes(7264), kOptInPerBlock);
+  EXPECT_GT(cuda::layernorm_backward_shared_bytes(7265), kOptInPerBlock);
+}
+
 TEST(Gpt2CudaLaunch, OptimizerArraysOfEveryShardTakeTheVectorPath) {
   constexpr std::size_t kAlignmentElements = 16;    // EngineOptions::alignment_elements
   constexpr std::uintptr_t kBase = 0x7f0000000000;  // 256-byte aligned, as cudaMalloc's

@@ -49,6 +49,14 @@ __global__ void residual_layernorm_forward_kernel(float* residual_out, float* ou
                                   weight, bias, N, T, C, epsilon, dropout);
 }
 
+__global__ void layernorm_backward_kernel(float* dinp, float* partial, const float* dout,
+                                          const float* inp, const float* weight, const float* mean,
+                                          const float* rstd, std::int64_t N, std::int64_t C) {
+  extern __shared__ float layernorm_shared[];
+  layernorm_backward_body(DeviceThread{}, layernorm_shared, dinp, partial, dout, inp, weight, mean,
+                          rstd, N, C);
+}
+
 __global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, const float* inp,
                                                 const float* weight, const float* mean,
                                                 const float* rstd, std::int64_t N, std::int64_t C) {
@@ -132,6 +140,30 @@ void column_sums(float* target0, float* target1, const Terms& terms, std::int64_
   free_scratch(scratch, partial, stream);
 }
 
+// target0[c] += Σ over chunks of rows[chunk][0][c], target1[c] += ... rows[chunk][1][c], in a
+// fixed order: column sums over the (chunks, 2·C) table.
+void reduce_chunk_rows(float* target0, float* target1, const float* rows, std::int64_t chunks,
+                       std::int64_t C, cudaStream_t stream, const Scratch& scratch) {
+  const std::int64_t columns = 2 * C;
+  const std::size_t bytes =
+      static_cast<std::size_t>(column_partials_elements(chunks, columns, 1)) * sizeof(float);
+  float* partial = static_cast<float*>(take_scratch(scratch, bytes, stream));
+  launch_kernel(column_partials_kernel<BiasTerms>, column_partials_launch(chunks, columns), stream,
+                partial, BiasTerms{rows}, chunks, columns);
+  launch_kernel(add_partials_kernel, elementwise_launch(C), stream, target0, target1,
+                static_cast<const float*>(partial), row_chunks(chunks), 2, C);
+  ZERO_CUDA_CHECK(cudaGetLastError());
+  free_scratch(scratch, partial, stream);
+}
+
+// The dynamic shared memory a block of the current device may opt in to.
+std::size_t max_dynamic_shared_bytes() {
+  int device = 0, bytes = 0;
+  ZERO_CUDA_CHECK(cudaGetDevice(&device));
+  ZERO_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return static_cast<std::size_t>(bytes);
+}
+
 }  // namespace
 
 void encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe,
@@ -189,11 +221,30 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                         const float* inp, const float* weight, const float* mean, const float* rstd,
                         std::int64_t N, std::int64_t C, cudaStream_t stream,
                         const Scratch& scratch) {
-  if (N == 0) return;
-  launch_kernel(layernorm_backward_input_kernel, row_warp_launch(N), stream, dinp, dout, inp,
-                weight, mean, rstd, N, C);
+  if (N == 0 || C == 0) return;
+  const kernels::LaunchConfig config = layernorm_backward_launch(N, C);
+  if (config.dynamic_shared_bytes > max_dynamic_shared_bytes()) {
+    // Past the block's shared memory (C above about 7,000 on an H100): dinp in one pass, the
+    // parameter gradients in a second.
+    launch_kernel(layernorm_backward_input_kernel, row_warp_launch(N), stream, dinp, dout, inp,
+                  weight, mean, rstd, N, C);
+    ZERO_CUDA_CHECK(cudaGetLastError());
+    column_sums(dweight, dbias, LayernormTerms{dout, inp, mean, rstd}, N, C, stream, scratch);
+    return;
+  }
+  // The chunks' (dweight, dbias) rows, then their sums as one 2·C-column table: the layout of
+  // column_sums' partials with two outputs.
+  const std::int64_t chunks = norm_chunks(N);
+  float* partial = static_cast<float*>(
+      take_scratch(scratch, static_cast<std::size_t>(chunks * 2 * C) * sizeof(float), stream));
+  ZERO_CUDA_CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(layernorm_backward_kernel),
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(config.dynamic_shared_bytes)));
+  launch_kernel(layernorm_backward_kernel, config, stream, dinp, partial, dout,
+                static_cast<const float*>(inp), weight, mean, rstd, N, C);
   ZERO_CUDA_CHECK(cudaGetLastError());
-  column_sums(dweight, dbias, LayernormTerms{dout, inp, mean, rstd}, N, C, stream, scratch);
+  reduce_chunk_rows(dweight, dbias, partial, chunks, C, stream, scratch);
+  free_scratch(scratch, partial, stream);
 }
 
 void bias_backward(float* dbias, const float* dout, std::int64_t N, std::int64_t OC,

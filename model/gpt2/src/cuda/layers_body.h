@@ -212,6 +212,69 @@ ZERO_HOST_DEVICE void layernorm_backward_input_body(const Thread& thread, float*
   }
 }
 
+// ---- layer norm backward in one pass ----
+//
+// Each block takes a chunk of kNormRows rows, each of its kNormWarps warps a row at a time (rows
+// w, w + kNormWarps, ... of the chunk): the warp sums the row's two terms, writes dinp's row, and
+// adds the row's dweight and dbias terms into its own region of shared memory (one lane per column,
+// rows in order), so dout and inp are read once from memory for both the input gradient and the
+// parameter gradients. The block then writes its chunk's sums, warp regions added in warp order,
+// to partial[chunk][2][C] (dweight, then dbias), which column sums reduce in a fixed order.
+constexpr int kNormWarps = 4;
+constexpr std::int64_t kNormRows = 32;
+constexpr std::int64_t norm_chunks(std::int64_t N) { return (N + kNormRows - 1) / kNormRows; }
+// The block's shared memory: a (dweight, dbias) row of C floats each per warp.
+constexpr std::size_t layernorm_backward_shared_bytes(std::int64_t C) {
+  return static_cast<std::size_t>(kNormWarps) * 2 * static_cast<std::size_t>(C) * sizeof(float);
+}
+constexpr LaunchConfig layernorm_backward_launch(std::int64_t N, std::int64_t C) {
+  LaunchConfig config =
+      kernels::linear_launch(static_cast<unsigned>(norm_chunks(N)), kNormWarps * kWarpSize);
+  config.dynamic_shared_bytes = layernorm_backward_shared_bytes(C);
+  return config;
+}
+
+template <typename Thread>
+ZERO_HOST_DEVICE void layernorm_backward_body(const Thread& thread, float* shared, float* dinp,
+                                              float* partial, const float* dout, const float* inp,
+                                              const float* weight, const float* mean,
+                                              const float* rstd, std::int64_t N, std::int64_t C) {
+  const int lane = kernels::lane_of(thread);
+  const int warp = static_cast<int>(kernels::linear_thread(thread) / kWarpSize);
+  float* dweight = shared + static_cast<std::int64_t>(warp) * 2 * C;
+  float* dbias = dweight + C;
+  for (std::int64_t c = lane; c < 2 * C; c += kWarpSize) dweight[c] = 0.0f;
+  const std::int64_t chunk = thread.block_index().x;
+  const std::int64_t row_end = N < (chunk + 1) * kNormRows ? N : (chunk + 1) * kNormRows;
+  for (std::int64_t row = chunk * kNormRows + warp; row < row_end; row += kNormWarps) {
+    const float* d = dout + row * C;
+    const float* x = inp + row * C;
+    const float m = mean[row], s = rstd[row];
+    float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+    for (std::int64_t c = lane; c < C; c += kWarpSize) {
+      const float dnorm = weight[c] * d[c];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * (x[c] - m) * s;
+    }
+    dnorm_mean = kernels::warp_sum(thread, dnorm_mean) / static_cast<float>(C);
+    dnorm_norm_mean = kernels::warp_sum(thread, dnorm_norm_mean) / static_cast<float>(C);
+    float* dx = dinp + row * C;
+    for (std::int64_t c = lane; c < C; c += kWarpSize) {
+      const float dc = d[c], norm = (x[c] - m) * s;
+      dx[c] += (weight[c] * dc - dnorm_mean - norm * dnorm_norm_mean) * s;
+      dweight[c] += norm * dc;
+      dbias[c] += dc;
+    }
+  }
+  thread.sync_block();
+  const std::int64_t threads = thread.block_dim().x;
+  for (std::int64_t i = kernels::linear_thread(thread); i < 2 * C; i += threads) {
+    float total = 0.0f;
+    for (int w = 0; w < kNormWarps; ++w) total += shared[static_cast<std::int64_t>(w) * 2 * C + i];
+    partial[chunk * 2 * C + i] = total;
+  }
+}
+
 // ---- column sums in a fixed order ----
 
 struct LayernormTerms {
