@@ -221,7 +221,7 @@ ZERO_HOST_DEVICE void layernorm_backward_input_body(const Thread& thread, float*
 // parameter gradients. The block then writes its chunk's sums, warp regions added in warp order,
 // to partial[chunk][2][C] (dweight, then dbias), which column sums reduce in a fixed order.
 constexpr int kNormWarps = 4;
-constexpr std::int64_t kNormRows = 32;
+constexpr std::int64_t kNormRows = 16;
 constexpr std::int64_t norm_chunks(std::int64_t N) { return (N + kNormRows - 1) / kNormRows; }
 // The block's shared memory: a (dweight, dbias) row of C floats each per warp.
 constexpr std::size_t layernorm_backward_shared_bytes(std::int64_t C) {
@@ -234,6 +234,55 @@ constexpr LaunchConfig layernorm_backward_launch(std::int64_t N, std::int64_t C)
   return config;
 }
 
+// One row of the one-pass backward, by one warp: lane `lane` takes columns lane, lane + 32, ...
+// in kNormUnroll groups whose loads come before their stores, so a lane has a group's loads in
+// flight at once (dinp may alias nothing the compiler can prove). Past C a group's lanes read
+// zeros, which add nothing to the row's sums.
+constexpr int kNormUnroll = 4;
+template <typename Thread>
+ZERO_HOST_DEVICE_INLINE void layernorm_backward_row(const Thread& thread, float* dx, float* dweight,
+                                                    float* dbias, const float* d, const float* x,
+                                                    const float* weight, float m, float s,
+                                                    std::int64_t C, int lane) {
+  constexpr std::int64_t kStep = std::int64_t{kWarpSize} * kNormUnroll;
+  float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+  for (std::int64_t base = lane; base < C; base += kStep) {
+    float dv[kNormUnroll], nv[kNormUnroll], wv[kNormUnroll];
+    for (int u = 0; u < kNormUnroll; ++u) {
+      const std::int64_t c = base + std::int64_t{u} * kWarpSize;
+      const bool in = c < C;
+      dv[u] = in ? d[c] : 0.0f;
+      wv[u] = in ? weight[c] : 0.0f;
+      nv[u] = in ? x[c] : m;
+    }
+    for (int u = 0; u < kNormUnroll; ++u) {
+      const float dnorm = wv[u] * dv[u];
+      dnorm_mean += dnorm;
+      dnorm_norm_mean += dnorm * (nv[u] - m) * s;
+    }
+  }
+  dnorm_mean = kernels::warp_sum(thread, dnorm_mean) / static_cast<float>(C);
+  dnorm_norm_mean = kernels::warp_sum(thread, dnorm_norm_mean) / static_cast<float>(C);
+  for (std::int64_t base = lane; base < C; base += kStep) {
+    float dv[kNormUnroll], nv[kNormUnroll], wv[kNormUnroll], xv[kNormUnroll];
+    for (int u = 0; u < kNormUnroll; ++u) {
+      const std::int64_t c = base + std::int64_t{u} * kWarpSize;
+      const bool in = c < C;
+      dv[u] = in ? d[c] : 0.0f;
+      wv[u] = in ? weight[c] : 0.0f;
+      nv[u] = in ? (x[c] - m) * s : 0.0f;
+      xv[u] = in ? dx[c] : 0.0f;
+    }
+    for (int u = 0; u < kNormUnroll; ++u) {
+      const std::int64_t c = base + std::int64_t{u} * kWarpSize;
+      if (c >= C) break;
+      dx[c] = xv[u] + (wv[u] * dv[u] - dnorm_mean - nv[u] * dnorm_norm_mean) * s;
+      dweight[c] += nv[u] * dv[u];
+      dbias[c] += dv[u];
+    }
+  }
+}
+
 template <typename Thread>
 ZERO_HOST_DEVICE void layernorm_backward_body(const Thread& thread, float* shared, float* dinp,
                                               float* partial, const float* dout, const float* inp,
@@ -243,29 +292,14 @@ ZERO_HOST_DEVICE void layernorm_backward_body(const Thread& thread, float* share
   const int warp = static_cast<int>(kernels::linear_thread(thread) / kWarpSize);
   float* dweight = shared + static_cast<std::int64_t>(warp) * 2 * C;
   float* dbias = dweight + C;
-  for (std::int64_t c = lane; c < 2 * C; c += kWarpSize) dweight[c] = 0.0f;
+  // Each lane owns columns lane, lane + 32, ... of its warp's two rows: no other lane touches
+  // them before the barrier.
+  for (std::int64_t c = lane; c < C; c += kWarpSize) dweight[c] = dbias[c] = 0.0f;
   const std::int64_t chunk = thread.block_index().x;
   const std::int64_t row_end = N < (chunk + 1) * kNormRows ? N : (chunk + 1) * kNormRows;
-  for (std::int64_t row = chunk * kNormRows + warp; row < row_end; row += kNormWarps) {
-    const float* d = dout + row * C;
-    const float* x = inp + row * C;
-    const float m = mean[row], s = rstd[row];
-    float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
-    for (std::int64_t c = lane; c < C; c += kWarpSize) {
-      const float dnorm = weight[c] * d[c];
-      dnorm_mean += dnorm;
-      dnorm_norm_mean += dnorm * (x[c] - m) * s;
-    }
-    dnorm_mean = kernels::warp_sum(thread, dnorm_mean) / static_cast<float>(C);
-    dnorm_norm_mean = kernels::warp_sum(thread, dnorm_norm_mean) / static_cast<float>(C);
-    float* dx = dinp + row * C;
-    for (std::int64_t c = lane; c < C; c += kWarpSize) {
-      const float dc = d[c], norm = (x[c] - m) * s;
-      dx[c] += (weight[c] * dc - dnorm_mean - norm * dnorm_norm_mean) * s;
-      dweight[c] += norm * dc;
-      dbias[c] += dc;
-    }
-  }
+  for (std::int64_t row = chunk * kNormRows + warp; row < row_end; row += kNormWarps)
+    layernorm_backward_row(thread, dinp + row * C, dweight, dbias, dout + row * C, inp + row * C,
+                           weight, mean[row], rstd[row], C, lane);
   thread.sync_block();
   const std::int64_t threads = thread.block_dim().x;
   for (std::int64_t i = kernels::linear_thread(thread); i < 2 * C; i += threads) {
