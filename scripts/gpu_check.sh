@@ -87,6 +87,10 @@ build() {
   else
     echo "gpu_check.sh: no $data/gpt2 or tinyshakespeare: the train step will be skipped" >&2
   fi
+  # The commit the programs were built from (the device's copy of the checkout may carry another
+  # HEAD: the summary names this one).
+  echo "$(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- . ':!benchmarks/results' || echo ' (with uncommitted changes)')" \
+    >"$staging/bundle/commit.txt"
   mkdir -p "$(dirname "$output")"
   tar -C "$staging" -cJf "$output.partial" bundle
   local bytes
@@ -385,7 +389,11 @@ run() {
     echo
     echo "- device: $([[ $gpu_count -gt 0 ]] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1 || echo 'no CUDA device visible')"
     echo "- programs: ${bundle:-$from_build}"
-    echo "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+    if [[ -f "$bin/../commit.txt" ]]; then
+      echo "- commit: $(cat "$bin/../commit.txt") (the bundle's build)"
+    else
+      echo "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+    fi
     echo
     echo "| step | status | seconds | notes |"
     echo "|---|---|---|---|"
