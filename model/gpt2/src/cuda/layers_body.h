@@ -22,7 +22,6 @@ constexpr int kLayerThreads = 256;
 constexpr int kRowsPerBlock = kLayerThreads / kWarpSize;
 constexpr std::int64_t kRowChunk = 256;  // rows per partial sum of a parameter gradient
 constexpr int kColumnLanes = 32, kRowLanes = 8;
-constexpr int kColumnUnroll = 4;  // rows whose loads a column-sum thread has in flight at once
 constexpr std::int64_t kMaxLinearBlocks = std::int64_t{1} << 30;
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi), as layers_cpu.cc
 constexpr float kGeluCubic = 0.044715f;
@@ -311,10 +310,6 @@ ZERO_HOST_DEVICE void layernorm_backward_body(const Thread& thread, float* share
 }
 
 // ---- column sums in a fixed order ----
-//
-// A Terms type gives column_partials_body each element's kOutputs terms in two steps: `load`
-// reads what the element needs from memory and `apply` computes the terms (and may store), so the
-// body can issue several rows' loads before the first store (see column_partials_body).
 
 struct LayernormTerms {
   const float* dout;
@@ -322,29 +317,20 @@ struct LayernormTerms {
   const float* mean;
   const float* rstd;
   static constexpr int kOutputs = 2;  // dweight, dbias
-  struct Loaded {
-    float d, x, m, s;
-  };
-  ZERO_HOST_DEVICE_INLINE Loaded load(std::int64_t row, std::int64_t c, std::int64_t C) const {
-    return {dout[row * C + c], inp[row * C + c], mean[row], rstd[row]};
-  }
-  ZERO_HOST_DEVICE_INLINE void apply(std::int64_t, std::int64_t, std::int64_t, const Loaded& e,
-                                     float* values) const {
-    values[0] = (e.x - e.m) * e.s * e.d;
-    values[1] = e.d;
+  ZERO_HOST_DEVICE_INLINE void operator()(std::int64_t row, std::int64_t c, std::int64_t C,
+                                          float* values) const {
+    const float d = dout[row * C + c];
+    values[0] = (inp[row * C + c] - mean[row]) * rstd[row] * d;
+    values[1] = d;
   }
 };
 
 struct BiasTerms {
   const float* dout;
   static constexpr int kOutputs = 1;
-  using Loaded = float;
-  ZERO_HOST_DEVICE_INLINE Loaded load(std::int64_t row, std::int64_t c, std::int64_t C) const {
-    return dout[row * C + c];
-  }
-  ZERO_HOST_DEVICE_INLINE void apply(std::int64_t, std::int64_t, std::int64_t, Loaded d,
-                                     float* values) const {
-    values[0] = d;
+  ZERO_HOST_DEVICE_INLINE void operator()(std::int64_t row, std::int64_t c, std::int64_t C,
+                                          float* values) const {
+    values[0] = dout[row * C + c];
   }
 };
 
@@ -356,12 +342,9 @@ struct StagedBiasTerms {
   const float* dout;
   T* staged;
   static constexpr int kOutputs = 1;
-  using Loaded = float;
-  ZERO_HOST_DEVICE_INLINE Loaded load(std::int64_t row, std::int64_t c, std::int64_t C) const {
-    return dout[row * C + c];
-  }
-  ZERO_HOST_DEVICE_INLINE void apply(std::int64_t row, std::int64_t c, std::int64_t C, Loaded d,
-                                     float* values) const {
+  ZERO_HOST_DEVICE_INLINE void operator()(std::int64_t row, std::int64_t c, std::int64_t C,
+                                          float* values) const {
+    const float d = dout[row * C + c];
     staged[row * C + c] = kernels::Element<T>::narrow(d);
     values[0] = d;
   }
@@ -386,22 +369,10 @@ ZERO_HOST_DEVICE void column_partials_body(const Thread& thread,
   const std::int64_t row_end = N < chunk_end ? N : chunk_end;
   float local[Terms::kOutputs] = {};
   if (c < C) {
-    // kColumnUnroll of the thread's rows at a time: their loads first (a store through `terms`
-    // may alias them as far as the compiler knows), then their terms in row order.
-    constexpr std::int64_t kStep = std::int64_t{kRowLanes} * kColumnUnroll;
-    for (std::int64_t first = chunk * kRowChunk + lane.y; first < row_end; first += kStep) {
-      typename Terms::Loaded loaded[kColumnUnroll] = {};
-      for (int u = 0; u < kColumnUnroll; ++u) {
-        const std::int64_t row = first + std::int64_t{u} * kRowLanes;
-        if (row < row_end) loaded[u] = terms.load(row, c, C);
-      }
-      for (int u = 0; u < kColumnUnroll; ++u) {
-        const std::int64_t row = first + std::int64_t{u} * kRowLanes;
-        if (row >= row_end) break;
-        float values[Terms::kOutputs];
-        terms.apply(row, c, C, loaded[u], values);
-        for (int k = 0; k < Terms::kOutputs; ++k) local[k] += values[k];
-      }
+    for (std::int64_t row = chunk * kRowChunk + lane.y; row < row_end; row += kRowLanes) {
+      float values[Terms::kOutputs];
+      terms(row, c, C, values);
+      for (int k = 0; k < Terms::kOutputs; ++k) local[k] += values[k];
     }
   }
   for (int k = 0; k < Terms::kOutputs; ++k) shared.sums[k][lane.y][lane.x] = local[k];
