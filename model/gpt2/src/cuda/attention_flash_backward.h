@@ -19,13 +19,9 @@ ZERO_HOST_DEVICE void flash_dkv_body(const Thread& thread, float* shared, float*
                                      std::int64_t C, std::int64_t NH, const DropoutSite& dropout) {
   using Layout = FlashShared<HP>;
   constexpr int cols = HP / kFlashLanes;
-  const std::int64_t HS = C / NH, C3 = 3 * C, bh = thread.block_index().y;
-  const std::int64_t b = bh / NH, h = bh % NH;
+  const auto [HS, C3, bh, b, h, tx, ty, scale, head] = flash_thread(thread, qkv, T, C, NH);
   const std::int64_t k0 = static_cast<std::int64_t>(thread.block_index().x) * kFlashTile;
   if (b >= B) return;
-  const int tid = static_cast<int>(kernels::linear_thread(thread));
-  const int tx = tid % kFlashLanes, ty = tid / kFlashLanes;
-  const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   float* k_tile = shared;
   float* v_tile = k_tile + Layout::kTile;
   float* q_tile = v_tile + Layout::kTile;
@@ -34,7 +30,6 @@ ZERO_HOST_DEVICE void flash_dkv_body(const Thread& thread, float* shared, float*
   float* dpre_tile = p_tile + Layout::kScores;
   float* lse_row = dpre_tile + Layout::kScores;
   float* delta_row = lse_row + kFlashTile;
-  const float* head = qkv + b * T * C3 + h * HS;
   const float* dhead = dout + b * T * C + h * HS;
   flash_load_tile<HP>(thread, k_tile, head + C, C3, k0, T, HS);
   flash_load_tile<HP>(thread, v_tile, head + 2 * C, C3, k0, T, HS);
@@ -70,18 +65,9 @@ ZERO_HOST_DEVICE void flash_dkv_body(const Thread& thread, float* shared, float*
     flash_apply<HP>(dv, p_tile, dout_tile, ty, tx);
     flash_apply<HP>(dk, dpre_tile, q_tile, ty, tx);
   }
-  ZERO_UNROLL
-  for (int i = 0; i < kFlashPer; ++i) {
-    const std::int64_t t2 = k0 + ty + kFlashLanes * i;
-    ZERO_UNROLL
-    for (int j = 0; j < cols; ++j) {
-      const std::int64_t d = tx + kFlashLanes * j;
-      if (t2 >= T || d >= HS) continue;
-      float* row = dqkv + (b * T + t2) * C3 + h * HS + d;
-      row[C] = dk[i][j];
-      row[2 * C] = dv[i][j];
-    }
-  }
+  float* dhead_qkv = dqkv + b * T * C3 + h * HS;
+  flash_store<HP>(dhead_qkv + C, C3, dk, k0, T, HS, ty, tx);
+  flash_store<HP>(dhead_qkv + 2 * C, C3, dv, k0, T, HS, ty, tx);
 }
 
 // The dq part of dqkv for query tile (tiles - 1 - blockIdx.x) of head blockIdx.y:
@@ -93,13 +79,9 @@ ZERO_HOST_DEVICE void flash_dq_body(const Thread& thread, float* shared, float* 
                                     std::int64_t C, std::int64_t NH, const DropoutSite& dropout) {
   using Layout = FlashShared<HP>;
   constexpr int cols = HP / kFlashLanes;
-  const std::int64_t HS = C / NH, C3 = 3 * C, bh = thread.block_index().y;
-  const std::int64_t b = bh / NH, h = bh % NH;
+  const auto [HS, C3, bh, b, h, tx, ty, scale, head] = flash_thread(thread, qkv, T, C, NH);
   const std::int64_t qt = flash_tiles(T) - 1 - thread.block_index().x, q0 = qt * kFlashTile;
   if (b >= B) return;
-  const int tid = static_cast<int>(kernels::linear_thread(thread));
-  const int tx = tid % kFlashLanes, ty = tid / kFlashLanes;
-  const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   float* q_tile = shared;
   float* dout_tile = q_tile + Layout::kTile;
   float* k_tile = dout_tile + Layout::kTile;
@@ -107,7 +89,6 @@ ZERO_HOST_DEVICE void flash_dq_body(const Thread& thread, float* shared, float* 
   float* dpre_tile = v_tile + Layout::kTile;  // [query][key]
   float* lse_row = dpre_tile + Layout::kScores;
   float* delta_row = lse_row + kFlashTile;
-  const float* head = qkv + b * T * C3 + h * HS;
   flash_load_tile<HP>(thread, q_tile, head, C3, q0, T, HS);
   flash_load_tile<HP>(thread, dout_tile, dout + b * T * C + h * HS, C, q0, T, HS);
   flash_load_rows(thread, lse_row, lse + bh * T, q0, T);
@@ -142,15 +123,7 @@ ZERO_HOST_DEVICE void flash_dq_body(const Thread& thread, float* shared, float* 
     thread.sync_block();
     flash_apply<HP>(dq, dpre_tile, k_tile, ty, tx);
   }
-  ZERO_UNROLL
-  for (int i = 0; i < kFlashPer; ++i) {
-    const std::int64_t t = q0 + ty + kFlashLanes * i;
-    ZERO_UNROLL
-    for (int j = 0; j < cols; ++j) {
-      const std::int64_t d = tx + kFlashLanes * j;
-      if (t < T && d < HS) dqkv[(b * T + t) * C3 + h * HS + d] = dq[i][j];
-    }
-  }
+  flash_store<HP>(dqkv + b * T * C3 + h * HS, C3, dq, q0, T, HS, ty, tx);
 }
 
 }  // namespace zero::gpt2::cuda

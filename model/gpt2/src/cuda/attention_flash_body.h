@@ -153,6 +153,45 @@ ZERO_HOST_DEVICE_INLINE void flash_apply(float (&acc)[kFlashPer][HP / kFlashLane
   }
 }
 
+// What a thread of a tiled kernel knows of its block: the head (b, h) of blockIdx.y, its lanes
+// (ty, tx), the score scale and the head's query columns in qkv (keys at + C, values at + 2C).
+struct FlashThread {
+  std::int64_t HS, C3, bh, b, h;
+  int tx, ty;
+  float scale;
+  const float* head;
+};
+template <typename Thread>
+ZERO_HOST_DEVICE_INLINE FlashThread flash_thread(const Thread& thread, const float* qkv,
+                                                 std::int64_t T, std::int64_t C, std::int64_t NH) {
+  FlashThread f;
+  f.HS = C / NH, f.C3 = 3 * C, f.bh = thread.block_index().y;
+  f.b = f.bh / NH, f.h = f.bh % NH;
+  const int tid = static_cast<int>(kernels::linear_thread(thread));
+  f.tx = tid % kFlashLanes, f.ty = tid / kFlashLanes;
+  f.scale = 1.0f / sqrtf(static_cast<float>(f.HS));
+  f.head = qkv + f.b * T * f.C3 + f.h * f.HS;
+  return f;
+}
+
+// The thread's part of a (64, HP) output tile: acc[i][j] to target[t · stride + d] for tile row
+// t = first + ty + 16i < T and head column d = tx + 16j < HS.
+template <int HP>
+ZERO_HOST_DEVICE_INLINE void flash_store(float* target, std::int64_t stride,
+                                         const float (&acc)[kFlashPer][HP / kFlashLanes],
+                                         std::int64_t first, std::int64_t T, std::int64_t HS,
+                                         int ty, int tx) {
+  ZERO_UNROLL
+  for (int i = 0; i < kFlashPer; ++i) {
+    const std::int64_t t = first + ty + kFlashLanes * i;
+    ZERO_UNROLL
+    for (int j = 0; j < HP / kFlashLanes; ++j) {
+      const std::int64_t d = tx + kFlashLanes * j;
+      if (t < T && d < HS) target[t * stride + d] = acc[i][j];
+    }
+  }
+}
+
 // The dropout factor of weight (t, t2) given t's row key (attention_mask's value).
 ZERO_HOST_DEVICE_INLINE float flash_mask(const DropoutSite& dropout, std::uint64_t row_key,
                                          std::int64_t h, std::int64_t t2, std::int64_t T) {
@@ -169,18 +208,13 @@ ZERO_HOST_DEVICE void flash_forward_body(const Thread& thread, float* shared, fl
                                          const DropoutSite& dropout) {
   using Layout = FlashShared<HP>;
   constexpr int cols = HP / kFlashLanes;
-  const std::int64_t HS = C / NH, C3 = 3 * C, bh = thread.block_index().y;
-  const std::int64_t b = bh / NH, h = bh % NH;
+  const auto [HS, C3, bh, b, h, tx, ty, scale, head] = flash_thread(thread, qkv, T, C, NH);
   const std::int64_t qt = flash_tiles(T) - 1 - thread.block_index().x, q0 = qt * kFlashTile;
   if (b >= B) return;
-  const int tid = static_cast<int>(kernels::linear_thread(thread));
-  const int tx = tid % kFlashLanes, ty = tid / kFlashLanes;
-  const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   float* q_tile = shared;
   float* k_tile = q_tile + Layout::kTile;
   float* v_tile = k_tile + Layout::kTile;
   float* p_tile = v_tile + Layout::kTile;
-  const float* head = qkv + b * T * C3 + h * HS;
   flash_load_tile<HP>(thread, q_tile, head, C3, q0, T, HS);
   float o[kFlashPer][cols] = {}, m[kFlashPer], l[kFlashPer];
   std::uint64_t row_keys[kFlashPer];
@@ -228,12 +262,10 @@ ZERO_HOST_DEVICE void flash_forward_body(const Thread& thread, float* shared, fl
     const std::int64_t t = q0 + ty + kFlashLanes * i;
     const float sum = flash_row_sum(thread, l[i]), inverse = 1.0f / sum;
     ZERO_UNROLL
-    for (int j = 0; j < cols; ++j) {
-      const std::int64_t d = tx + kFlashLanes * j;
-      if (t < T && d < HS) out[(b * T + t) * C + h * HS + d] = o[i][j] * inverse;
-    }
+    for (int j = 0; j < cols; ++j) o[i][j] *= inverse;
     if (t < T && tx == 0) lse[bh * T + t] = m[i] + logf(sum);
   }
+  flash_store<HP>(out + b * T * C + h * HS, C, o, q0, T, HS, ty, tx);
 }
 
 // The launch of flash_delta_body: a warp per (b, t, h) row (layers_body.h's row_warp_launch).
