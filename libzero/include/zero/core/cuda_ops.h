@@ -44,6 +44,7 @@ struct CudaDeviceInfo {
   std::string pci_bus_id;        // "0000:19:00.0"
   std::string describe() const;  // "cuda:0 NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB, 132 SMs, ..."
 };
+// Empty in a build without CUDA (so code that asks only on a CUDA device links everywhere).
 std::vector<CudaDeviceInfo> cuda_devices();
 
 }  // namespace zero
