@@ -1,6 +1,7 @@
 // ZeRO-Infinity's swapped gradients: with offload_optimizer nvme the fp32 gradient partition lives
 // in swap regions (the host holds two sub-group windows), the run stays bitwise the run with the
-// partition in host memory (stages 1-3, worlds 1-2, with gradient accumulation), and the step of
+// partition in host memory (stages 1-3, worlds 1-2, with gradient accumulation), the gradients of
+// the two sub-groups the backward reaches last are stepped from memory, and the step of
 // sub-group k overlaps the read of k+1 and the write of k-1 (checked on the order of the calls a
 // recording in-memory store sees, not on timing). Checkpoint shard files stream from the swap
 // regions one sub-group at a time and equal the files of the run with the states in host memory.
@@ -141,6 +142,23 @@ TEST(EngineGradSwap, BitwiseTheRunWithTheGradientsInHostMemory) {
       }
 }
 
+// With one or two slots the step takes one window (or two when sized alike) and steps its
+// sub-group first, out of order: each sub-group's update is its own, so the run is the same.
+TEST(EngineGradSwap, BitwiseWithEveryPipelineSetting) {
+  for (int world : {1, 2}) {
+    const SwapRun host = run(offload_options(3, 1, false), world);
+    for (const bool read : {false, true})
+      for (const bool write : {false, true}) {
+        EngineOptions options = offload_options(3, 1, true);
+        options.offload_optimizer.pipeline_read = read;
+        options.offload_optimizer.pipeline_write = write;
+        expect_bitwise(run(options, world).result, host.result,
+                       "pipeline_read " + std::to_string(read) + " pipeline_write " +
+                           std::to_string(write) + " world " + std::to_string(world));
+      }
+  }
+}
+
 TEST(EngineGradSwap, TheHostHoldsTwoSubGroupWindowsNotThePartition) {
   SwapStoreCounters counters;
   const SwapRun swapped = run(offload_options(2, 1, true), 1, &counters);
@@ -148,16 +166,19 @@ TEST(EngineGradSwap, TheHostHoldsTwoSubGroupWindowsNotThePartition) {
   EXPECT_EQ(swapped.nvme_grads.current_bytes, 4 * kOwned);
   // After the backward the host workspace is the two windows, each as large as one of the step's
   // swap slots so the slots reuse their memory (1200 elements: master 8192, moments 12288,
-  // gradients 8192 bytes at the 4096-byte alignment, plus the alignment slack). They are
-  // released before the step's slots are allocated.
+  // gradients 8192 bytes at the 4096-byte alignment, plus the alignment slack). The step takes
+  // them as its first two slots.
   EXPECT_EQ(swapped.backward_workspace, 2 * (8192 + 12288 + 8192 + 4096));
   EXPECT_EQ(swapped.host_workspace.current_bytes, 0);
-  // Every step reads each sub-group's master, moments and gradients once (16 bytes per owned
-  // element) and writes master, moments and the accumulated gradients (16), plus the initial
-  // master and moments: the blocks of a sub-group arrive together, so none is read back during
-  // the backward.
-  EXPECT_EQ(counters.bytes_read, 16 * kOwned * kSteps);
-  EXPECT_EQ(counters.bytes_written, 16 * kOwned * kSteps + 12 * kOwned);
+  // Every step reads each sub-group's master and moments once (12 bytes per owned element) and
+  // writes them (12), plus the initial master and moments. The gradients (4) are written once
+  // and read once, except where the backward ends: it reaches embed (320) last and block 0 (1200)
+  // before it, and the step takes their windows, so embed's are neither written nor read and
+  // block 0's (written when its window was left) are not read. The blocks of a sub-group arrive
+  // together, so none is read back during the backward.
+  constexpr std::int64_t kEmbed = 320, kBlock = 1200;
+  EXPECT_EQ(counters.bytes_read, (16 * kOwned - 4 * (kEmbed + kBlock)) * kSteps);
+  EXPECT_EQ(counters.bytes_written, (16 * kOwned - 4 * kEmbed) * kSteps + 12 * kOwned);
 }
 
 // The position of the first `event` after `from`; events.size() when absent.

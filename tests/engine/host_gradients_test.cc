@@ -2,7 +2,9 @@
 // swap store that defers every transfer to its wait): reduced blocks unpacked into the host
 // gradient partition (scaled, then accumulated), their squared norms and zeroing; with nvme the
 // blocks of three sub-groups go through two windows (a sub-group met again is read back from its
-// region and accumulated), the regions hold the sums after squares(), and zero() empties them.
+// region and accumulated), squares() keeps the last two windows in memory for the step
+// (take_windows hands over those it adopts without writing them; the others are written out, so
+// the regions then hold the sums), and zero() empties them.
 #include "engine/host_gradients.h"
 
 #include <gtest/gtest.h>
@@ -43,7 +45,7 @@ class HostGradientsTest : public ::testing::Test {
   HostGradients& make(std::vector<std::size_t> sizes) {
     policy_ = state_policy(options_);
     storage_ = testing::allocated_storage(*context_, options_, policy_, sizes, 0, 1, 1,
-                                          testing::memory_swap_store_factory(),
+                                          testing::memory_swap_store_factory(&counters_),
                                           [](std::size_t) { return 1; });
     host_optimizer_ = std::make_unique<HostOptimizer>(HostOptimizerSetup{
         .context = *context_,
@@ -53,6 +55,7 @@ class HostGradientsTest : public ::testing::Test {
         .optimizer = optimizer_,
         .shard_chunk = [](UnitId, float*, const float*, float*) { return ShardChunk{}; },
         .gradients_held = [](std::size_t) { return false; },
+        .take_gradient_windows = {},  // no gradient windows
         .synchronize_compute = [](const std::string&) {},
     });
     grads_ = std::make_unique<HostGradients>(HostGradientsSetup{
@@ -116,6 +119,7 @@ class HostGradientsTest : public ::testing::Test {
     return options;
   }();
   IdleOptimizer optimizer_;
+  testing::SwapStoreCounters counters_;
   std::unique_ptr<DeviceContext> context_ = make_cpu_context();
   std::unique_ptr<Communicator> communicator_ =
       make_local_communicator(CommOptions::from_environment(), context_.get());
@@ -160,7 +164,8 @@ TEST_F(HostGradientsTest, NvmeAccumulatesThroughTwoWindowsAndTheRegions) {
   }
   EXPECT_TRUE(grads.held(0) && grads.held(1) && grads.held(2));
   std::vector<SquaresResult> partial(4);
-  grads.squares(partial);  // every window out
+  grads.squares(partial);
+  grads.spill_windows();  // adopting none: every window out
   std::vector<float> unit0(20), unit1(36, 0.0f), unit3(28);
   for (std::size_t i = 0; i < 20; ++i) unit0[i] = 2 * (1.0f + static_cast<float>(i));  // + once
   for (std::size_t i = 10; i < 14; ++i) unit0[i] += 2 * (1000.0f + static_cast<float>(i - 10));
@@ -181,9 +186,56 @@ TEST_F(HostGradientsTest, NvmeAccumulatesThroughTwoWindowsAndTheRegions) {
   grads.allocate_windows();
   unpack(1, 0, 2, 3.0f, true, 1.0f);
   grads.squares(partial);
+  grads.spill_windows();
   EXPECT_EQ(partial[0].sum, 0.0);
   EXPECT_EQ(partial[1].sum, 3.0 * 3.0 + 4.0 * 4.0);
   EXPECT_EQ(grads_of(1)[5], 0.0f);
+}
+
+TEST_F(HostGradientsTest, NvmeHandsTheWindowsTheBackwardEndedWithToTheStepUnwritten) {
+  options_.offload_optimizer.device = config::OffloadDevice::kNvme;
+  HostGradients& grads = make({20, 36, 8, 28});  // sub-groups {20}, {36}, {8, 28}
+  grads.allocate_windows();
+  // As a backward runs: the last sub-group first. 2 is written out when 1 takes the other
+  // window, 1 when 0 takes 2's.
+  unpack(3, 0, 28, 2.0f, false, 1.0f);
+  unpack(1, 0, 36, 1.0f, false, 1.0f);
+  unpack(0, 0, 20, 5.0f, false, 1.0f);
+  std::vector<SquaresResult> partial(4);
+  grads.squares(partial);  // waits for 1's write
+  std::vector<float> unit0(20);
+  for (std::size_t i = 0; i < 20; ++i) unit0[i] = 5.0f + static_cast<float>(i);
+  EXPECT_EQ(partial[0].sum, squares_of(unit0));
+  const std::int64_t written = counters_.bytes_written;
+  EXPECT_EQ(written, 4 * (36 + 36)) << "sub-groups 2 and 1, not 0";
+  std::vector<std::size_t> offered;
+  std::vector<GradientWindow> taken =
+      grads.take_windows([&](std::size_t group, std::size_t size_bytes) {
+        EXPECT_GT(size_bytes, 4u * 36);
+        offered.push_back(group);
+        return group == 0;
+      });
+  EXPECT_EQ(offered, (std::vector<std::size_t>{0, 1}));  // ascending
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].group, 0u);
+  const auto* values = static_cast<const float*>(taken[0].memory.data);
+  EXPECT_EQ(std::vector<float>(values, values + 20), unit0);
+  // Sub-group 1's window was written when left: declined, it is freed, not written again.
+  EXPECT_EQ(counters_.bytes_written, written);
+  EXPECT_EQ(counters_.bytes_read, 0);
+  std::vector<float> unit1(36);
+  for (std::size_t i = 0; i < 36; ++i) unit1[i] = 1.0f + static_cast<float>(i);
+  EXPECT_EQ(grads_of(1), unit1);
+  // Declining the unwritten window writes it out.
+  taken.clear();
+  grads.zero();
+  context_->copy_stream().synchronize();
+  grads.allocate_windows();
+  unpack(0, 0, 20, 5.0f, false, 1.0f);
+  grads.squares(partial);
+  EXPECT_TRUE(grads.take_windows([](std::size_t, std::size_t) { return false; }).empty());
+  EXPECT_EQ(counters_.bytes_written, written + 4 * 20);
+  EXPECT_EQ(grads_of(0), unit0);
 }
 
 }  // namespace

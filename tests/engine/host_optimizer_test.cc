@@ -76,6 +76,7 @@ class HostOptimizerTest : public ::testing::Test {
               return chunk;
             },
         .gradients_held = [this](std::size_t) { return gradients_held_; },
+        .take_gradient_windows = {},  // no gradient windows
         .synchronize_compute =
             [this](const std::string&) { context_->compute_stream().synchronize(); },
     });
@@ -278,8 +279,10 @@ TEST_F(HostOptimizerTest, SlotsAreSizedByTheSubGroupsTheyHold) {
   // master + state + gradients, each rounded up to the store's 4096 bytes, and the alignment.
   EXPECT_EQ(host_->swap_slot_bytes(24), 3u * 4096 + 4096);
   SwapSlot slot = host_->make_swap_slot();  // the largest sub-group
+  // Gradients first, at the buffer's aligned start (where a gradient window holds them).
+  EXPECT_EQ(static_cast<void*>(slot.grads), slot.memory.data);
+  EXPECT_EQ(slot.master - slot.grads, 4096 / 4);
   EXPECT_EQ(slot.state - slot.master, 4096 / 4);
-  EXPECT_EQ(slot.grads - slot.state, 4096 / 4);
 }
 
 }  // namespace

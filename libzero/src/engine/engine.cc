@@ -100,6 +100,10 @@ Engine::Impl::Impl(EngineOptions engine_options, DeviceContext* given_context,
           .shard_chunk = [this](UnitId u, float* params, const float* grads,
                                 float* state) { return shard_chunk(u, params, grads, state); },
           .gradients_held = [this](std::size_t g) { return host_grads.held(g); },
+          .take_gradient_windows =
+              [this](const std::function<bool(std::size_t, std::size_t)>& adopt) {
+                return host_grads.take_windows(adopt);
+              },
           .synchronize_compute = [this](const std::string& what) { synchronize_compute(what); },
       }),
       host_grads(HostGradientsSetup{

@@ -426,6 +426,8 @@ void Engine::Impl::write_back_checkpoint_view() {
   SwapStore* swap = storage.optimizer_swap();
   const std::vector<SubGroup>& groups = storage.sub_groups();
   if (!checkpoint_view.allocated()) return;
+  // Its slot is not held beside the gradient windows squares() kept: those are written out.
+  host_grads.spill_windows();
   if (!planning) {
     const std::size_t owned_total = storage.owned_total();
     const auto states = static_cast<std::size_t>(optimizer->states_per_element());

@@ -71,6 +71,7 @@ void HostGradients::zero() {
   if (planning_) return;
   DeviceContext& ctx = setup_.context;
   if (setup_.policy.swap_grads()) {  // on the copy stream too: after the queued accumulations
+    if (settled_) spill_windows();   // no task uses them: squares() drained the copy stream
     ctx.copy_stream().submit([this] { reset_swap(); });
     return;
   }
@@ -84,9 +85,8 @@ void HostGradients::zero() {
 
 void HostGradients::squares(std::vector<SquaresResult>& partial) {
   const StateStorage& storage = setup_.storage;
-  if (setup_.policy.swap_grads()) {  // every window out: the regions hold the step's gradients
-    flush_windows();
-    release_windows();  // the copy stream is drained: no task uses them
+  if (setup_.policy.swap_grads()) {  // the windows stay, for the step to take
+    settle_windows();
     for (std::size_t u = 0; u < storage.num_units(); ++u) partial[u] = squares_[u];
     return;
   }
@@ -168,23 +168,47 @@ float* HostGradients::window(std::size_t g) {
   return data;
 }
 
-void HostGradients::flush_windows() {
+void HostGradients::settle_windows() {
   if (planning_ || !setup_.policy.swap_grads()) return;
   const StateStorage& storage = setup_.storage;
   SwapStore* store = storage.optimizer_swap();
-  for (int i = 0; i < 2; ++i) {
-    const int w = (current_ + 1 + i) % 2;  // the current window last
-    store->wait(std::exchange(window_write_[w], SwapTicket{}));
-    const int group = window_group_[w];
+  // The window left last was written out behind the blocks of the current one: its data stays
+  // valid once the write is done.
+  for (SwapTicket& write : window_write_) store->wait(std::exchange(write, SwapTicket{}));
+  unwritten_ = -1;
+  const int group = window_group_[current_];
+  if (group >= 0) {
+    window_squares(storage, storage.sub_groups()[static_cast<std::size_t>(group)],
+                   static_cast<float*>(windows_[current_].data), squares_);
+    unwritten_ = current_;
+  }
+  settled_ = true;
+}
+
+std::vector<GradientWindow> HostGradients::take_windows(
+    const std::function<bool(std::size_t group, std::size_t size_bytes)>& adopt) {
+  std::vector<GradientWindow> taken;
+  if (!settled_) return taken;  // none kept (a plan, or outside a step)
+  const StateStorage& storage = setup_.storage;
+  SwapStore* store = storage.optimizer_swap();
+  const bool swapped_order = window_group_[1] >= 0 && window_group_[1] < window_group_[0];
+  for (const int w : {swapped_order ? 1 : 0, swapped_order ? 0 : 1}) {
+    const int group = std::exchange(window_group_[w], -1);
     if (group < 0) continue;
     const auto g = static_cast<std::size_t>(group);
-    if (w == current_) {  // the other window was written when it was left
-      window_squares(storage, storage.sub_groups()[g], static_cast<float*>(windows_[w].data),
-                     squares_);
+    if (adopt(g, windows_[w].buffer.size_bytes()))
+      taken.push_back({g, std::exchange(windows_[w], AlignedHostBuffer())});
+    else if (w == unwritten_)  // the region lacks the last blocks: written now
       store->wait(store->write(storage.grad_region(g), windows_[w].data));
-    }
-    window_group_[w] = -1;
   }
+  settled_ = false;
+  unwritten_ = -1;
+  release_windows();  // the copy stream is drained: no task uses them
+  return taken;
+}
+
+void HostGradients::spill_windows() {
+  take_windows([](std::size_t, std::size_t) { return false; });
 }
 
 void HostGradients::reset_swap() {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "grad_reduce.h"
@@ -61,11 +62,22 @@ class HostGradients {
   void unpack(const void* reduced, std::size_t count, std::vector<HostGradPiece> pieces,
               bool accumulate, float post);
   // Host units' squared norms into `partial` (per unit; device units untouched), once the copy
-  // stream has drained: swapped, writes every window out and releases the windows (the regions
-  // then hold the step's gradients).
+  // stream has drained. Swapped: the windows keep the last two sub-groups the backward reached,
+  // in memory (the current one is not written out, the other one's write is waited for), for
+  // the step to take (take_windows); every other sub-group's region holds its gradients.
   void squares(std::vector<SquaresResult>& partial);
+  // Swapped, after squares(): hands over each window that holds a sub-group's gradients and that
+  // `adopt(group, buffer size_bytes)` accepts (ascending groups; the gradients at the buffer's
+  // aligned start), so the step uses them from memory instead of writing and reading them back;
+  // writes the others out (those not written yet) and frees them. Outside a step (before
+  // squares(), after zero()) and in a plan: does nothing.
+  std::vector<GradientWindow> take_windows(
+      const std::function<bool(std::size_t group, std::size_t size_bytes)>& adopt);
+  // take_windows() adopting none: every region then holds the step's gradients.
+  void spill_windows();
   // The next step's gradients start from zero, on the copy stream after the queued unpacking:
-  // the host partition zeroed, or the windows dropped and the regions marked empty.
+  // the host partition zeroed, or the windows dropped and the regions marked empty (windows
+  // squares() kept are freed here: e.g. a step skipped for an overflow).
   void zero();
   // Swapped: whether sub-group g's region holds this step's gradients (else the step reads zeros).
   bool held(std::size_t g) const { return !holds_.empty() && holds_[g] != 0; }
@@ -78,8 +90,9 @@ class HostGradients {
   // The window holding sub-group g's gradients (copy stream's host tasks), written out and read
   // in as described above.
   float* window(std::size_t g);
-  // Writes both windows out and waits for the writes (host thread, copy stream drained).
-  void flush_windows();
+  // After the backward (host thread, copy stream drained): waits for the windows' writes in
+  // flight and takes the current window's squares; it stays unwritten (settled_, unwritten_).
+  void settle_windows();
   // Drops the windows' contents and the regions' (copy stream's host task).
   void reset_swap();
 
@@ -93,6 +106,10 @@ class HostGradients {
   int window_group_[2] = {-1, -1};
   SwapTicket window_write_[2];
   int current_ = 0;
+  // After squares(), until take_windows() or zero(): no task uses the windows, and window
+  // `unwritten_` (-1: none) holds gradients its region lacks.
+  bool settled_ = false;
+  int unwritten_ = -1;
   // Per unit: the squared norm of its gradients when its sub-group was last written out (the
   // flush before the step writes every window out, so these are the step's).
   std::vector<SquaresResult> squares_;

@@ -26,27 +26,31 @@ HostOptimizer::HostOptimizer(HostOptimizerSetup setup)
 bool HostOptimizer::take_params_refreshed() { return std::exchange(params_refreshed_, false); }
 
 SwapSlot HostOptimizer::make_swap_slot(std::size_t elements) const {
-  DeviceContext& ctx = setup_.context;
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
-  SwapSlot slot;
-  if (!policy.swap_optimizer()) return slot;
+  if (!policy.swap_optimizer()) return SwapSlot();
   std::size_t largest = elements;
   if (largest == 0)
     for (const SubGroup& group : storage.sub_groups())
       largest = std::max(largest, group.num_elements);
   const std::size_t alignment = storage.optimizer_swap()->io_alignment();
-  const std::size_t master_bytes = round_up(largest * sizeof(float), alignment);
-  const std::size_t state_bytes = round_up(states_ * largest * sizeof(float), alignment);
-  const std::size_t grads_bytes = policy.swap_grads() ? master_bytes : 0;
-  slot.memory =
-      allocate_aligned(ctx.allocator(policy.staging_space), swap_slot_bytes(largest) - alignment,
-                       alignment, MemoryCategory::kWorkspace);
+  return slot_in(
+      allocate_aligned(setup_.context.allocator(policy.staging_space),
+                       swap_slot_bytes(largest) - alignment, alignment, MemoryCategory::kWorkspace),
+      largest);
+}
+
+SwapSlot HostOptimizer::slot_in(AlignedHostBuffer memory, std::size_t elements) const {
+  const std::size_t alignment = setup_.storage.optimizer_swap()->io_alignment();
+  const std::size_t master_bytes = round_up(elements * sizeof(float), alignment);
+  const std::size_t grads_bytes = setup_.policy.swap_grads() ? master_bytes : 0;
+  SwapSlot slot;
+  slot.memory = std::move(memory);
   if (slot.memory.data != nullptr) {
     char* base = static_cast<char*>(slot.memory.data);
-    slot.master = reinterpret_cast<float*>(base);
-    slot.state = reinterpret_cast<float*>(base + master_bytes);
-    if (grads_bytes > 0) slot.grads = reinterpret_cast<float*>(base + master_bytes + state_bytes);
+    if (grads_bytes > 0) slot.grads = reinterpret_cast<float*>(base);
+    slot.master = reinterpret_cast<float*>(base + grads_bytes);
+    slot.state = reinterpret_cast<float*>(base + grads_bytes + master_bytes);
   }
   return slot;
 }
@@ -135,16 +139,20 @@ void HostOptimizer::device_groups_params_from_master() {
                 storage.owned_compute_params(u), policy.compute, storage.unit(u).owned_count);
 }
 
-namespace {
-
-// Double-buffered host staging of 16-bit parameters on their way to the device.
-struct ParamStaging {
-  AlignedHostBuffer buffers[2];
-  Event copied[2];
-  int next = 0;
+struct HostOptimizer::StepWork {
+  // nvme: slot i holds the sub-groups g with g % num_slots == i, sized for the largest of those
+  // (a large embedding sub-group then enlarges one slot, not all).
+  std::size_t num_slots = 1;
+  SwapSlot slots[3];
+  // Double-buffered host staging of 16-bit parameters on their way to the device.
+  AlignedHostBuffer staging[2];
+  Event staging_copied[2];
+  int next_staging = 0;
+  AlignedHostBuffer param_io;  // offload_param nvme: a shard on its way to its region
+  // The host sub-groups in the order they are stepped: those whose gradients the step took from
+  // the backward's windows first.
+  std::vector<std::size_t> order;
 };
-
-}  // namespace
 
 void HostOptimizer::free_slot(SwapSlot& slot) const {
   SwapStore* swap = setup_.storage.optimizer_swap();
@@ -164,112 +172,151 @@ void HostOptimizer::read_group(SwapSlot& slot, std::size_t g) const {
   slot.master_read = swap->read(storage.master_region(g), slot.master);
   slot.state_read =
       storage.state_region(g) >= 0 ? swap->read(storage.state_region(g), slot.state) : SwapTicket{};
-  slot.grads_read = policy.swap_grads() && setup_.gradients_held(g)
-                        ? swap->read(storage.grad_region(g), slot.grads)
-                        : SwapTicket{};
-  // A sub-group no block reached this step (no gradients): zeros, as the partition would hold.
-  if (policy.swap_grads() && !setup_.gradients_held(g))
+  slot.grads_read = SwapTicket{};
+  // Its gradient window, taken from the backward: the gradients are in place.
+  if (!policy.swap_grads() || std::exchange(slot.grads_group, -1) == static_cast<int>(g)) return;
+  if (setup_.gradients_held(g))
+    slot.grads_read = swap->read(storage.grad_region(g), slot.grads);
+  else  // a sub-group no block reached this step (no gradients): zeros, as the partition holds
     std::memset(slot.grads, 0, storage.sub_groups()[g].num_elements * sizeof(float));
 }
 
-void HostOptimizer::step(const OptimizerStep& args) {
+HostOptimizer::StepWork HostOptimizer::begin_step() {
   DeviceContext& ctx = setup_.context;
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
-  SwapStore* swap = storage.optimizer_swap();
   const std::vector<SubGroup>& groups = storage.sub_groups();
-  std::size_t largest = 0;
-  for (const SubGroup& group : groups) largest = std::max(largest, group.num_elements);
-  // Transient host buffers of the step (workspace): swap slots, 16-bit staging, swapped
-  // parameter shards. Allocated in a plan too, so the plan's peaks are the run's.
+  StepWork work;
   // pipeline_read / pipeline_write: a second slot, so one sub-group's read (or write) runs during
   // another's step; both: three, so the step of sub-group k overlaps the read of k+1 and the
   // write of k-1 (k+1's slot is k-2's, whose write had k-1's step to finish).
-  const bool pipeline_read = setup_.options.offload_optimizer.pipeline_read;
-  const bool pipeline_write = setup_.options.offload_optimizer.pipeline_write;
-  const std::size_t num_slots = step_slot_count();
-  SwapSlot slots[3];
-  // Slot i holds the sub-groups g with g % num_slots == i, sized for the largest of those (a
-  // large embedding sub-group then enlarges one slot, not all).
-  if (policy.swap_optimizer())
+  work.num_slots = step_slot_count();
+  const std::size_t num_slots = work.num_slots;
+  if (policy.swap_optimizer()) {
+    // A window becomes the slot of its sub-group when its buffer is that slot's size, so the step
+    // holds the bytes it would allocate (the windows were sized for the first slots).
+    std::vector<char> claimed(num_slots, 0);
+    std::vector<GradientWindow> windows;
+    if (policy.swap_grads() && setup_.take_gradient_windows)
+      windows = setup_.take_gradient_windows([&](std::size_t g, std::size_t size_bytes) {
+        const std::size_t slot = g % num_slots;
+        if (g < storage.device_groups() || claimed[slot] != 0 ||
+            size_bytes != swap_slot_bytes(step_slot_elements(slot)))
+          return false;
+        claimed[slot] = 1;
+        return true;
+      });
+    for (GradientWindow& window : windows) {
+      const std::size_t slot = window.group % num_slots;
+      work.slots[slot] = slot_in(std::move(window.memory), step_slot_elements(slot));
+      work.slots[slot].grads_group = static_cast<int>(window.group);
+      work.order.push_back(window.group);
+    }
     for (std::size_t i = 0; i < num_slots; ++i)
-      if (step_slot_elements(i) > 0) slots[i] = make_swap_slot(step_slot_elements(i));
-  ParamStaging staging;
-  const bool device_params = !policy.offload_params();
-  const bool convert_on_host = device_params && policy.compute != DType::kFloat32;
-  if (convert_on_host)
-    for (AlignedHostBuffer& buffer : staging.buffers)
+      if (claimed[i] == 0 && step_slot_elements(i) > 0)
+        work.slots[i] = make_swap_slot(step_slot_elements(i));
+  }
+  const std::size_t adopted = work.order.size();
+  for (std::size_t g = storage.device_groups(); g < groups.size(); ++g)
+    if (std::find(work.order.begin(), work.order.begin() + static_cast<std::ptrdiff_t>(adopted),
+                  g) == work.order.begin() + static_cast<std::ptrdiff_t>(adopted))
+      work.order.push_back(g);
+  std::size_t largest = 0;
+  for (const SubGroup& group : groups) largest = std::max(largest, group.num_elements);
+  if (!policy.offload_params() && policy.compute != DType::kFloat32)
+    for (AlignedHostBuffer& buffer : work.staging)
       buffer = allocate_aligned(ctx.allocator(policy.staging_space),
                                 largest * size_of(policy.compute), 64, MemoryCategory::kWorkspace);
-  AlignedHostBuffer param_io = make_param_io_buffer(ctx, policy, storage);
+  work.param_io = make_param_io_buffer(ctx, policy, storage);
+  return work;
+}
+
+void HostOptimizer::step(const OptimizerStep& args) {
+  // Transient host buffers of the step (workspace): swap slots, 16-bit staging, swapped
+  // parameter shards. Allocated in a plan too, so the plan's peaks are the run's.
+  StepWork work = begin_step();
   params_refreshed_ = true;
   if (planning_) return;
-
-  Stream& copy = ctx.copy_stream();
   // Partial offload: the device sub-groups step on the compute stream meanwhile.
   device_groups_step(args);
-  for (std::size_t g = storage.device_groups(); g < groups.size(); ++g) {
-    const SubGroup& group = groups[g];
-    float* master = nullptr;
-    float* state = nullptr;
-    SwapSlot* slot = nullptr;
-    if (policy.swap_optimizer()) {
-      slot = &slots[g % num_slots];
-      if (slot->group != static_cast<int>(g)) read_group(*slot, g);
-      swap->wait(slot->master_read);
-      swap->wait(slot->state_read);
-      swap->wait(slot->grads_read);
-      // pipeline_read: the next sub-group's read runs during this one's step.
-      if (pipeline_read && g + 1 < groups.size()) read_group(slots[(g + 1) % num_slots], g + 1);
-      master = slot->master;
-      state = slot->state;
-    } else {
-      master = storage.owned_params(static_cast<UnitId>(group.first_unit));
-      state = storage.owned_state(static_cast<UnitId>(group.first_unit));
-    }
-    std::vector<ShardChunk> chunks;
-    for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
-      const std::size_t offset = storage.unit(u).owned_offset - group.owned_offset;
-      const float* grads =
-          policy.swap_grads()
-              ? slot->grads + offset
-              : static_cast<const float*>(storage.owned_grads(static_cast<UnitId>(u)));
-      chunks.push_back(setup_.shard_chunk(static_cast<UnitId>(u), master + offset, grads,
-                                          state + states_ * offset));
-    }
-    setup_.optimizer.step(chunks, args);
+  for (std::size_t i = 0; i < work.order.size(); ++i) step_group(work, i, args);
+  finish_step(work);
+}
 
-    // The sub-group's compute parameters from its updated master: host->device on the copy
-    // stream (through 16-bit staging), or into the host / swapped parameter shard (offload_param).
-    AlignedHostBuffer* stage = nullptr;
-    if (convert_on_host) {
-      const int index = staging.next;
-      staging.next = 1 - index;
-      staging.copied[index].synchronize();  // the copy that read this buffer two groups ago
-      stage = &staging.buffers[index];
-      convert(master, DType::kFloat32, stage->data, policy.compute, group.num_elements);
-    }
-    send_group_params(group, master, stage ? stage->data : nullptr, copy, device_params, param_io);
-    const Event copied = copy.record();
-    if (stage) staging.copied[staging.next == 0 ? 1 : 0] = copied;
-    if (slot) {
-      slot->copied = copied;
-      slot->master_write = swap->write(storage.master_region(g), slot->master);
-      if (storage.state_region(g) >= 0)
-        slot->state_write = swap->write(storage.state_region(g), slot->state);
-      if (!pipeline_write) free_slot(*slot);  // pipeline_write: written behind the next step
-    }
-  }
+void HostOptimizer::step_group(StepWork& work, std::size_t i, const OptimizerStep& args) {
+  const StatePolicy& policy = setup_.policy;
+  const StateStorage& storage = setup_.storage;
+  SwapStore* swap = storage.optimizer_swap();
+  const std::size_t g = work.order[i];
+  const SubGroup& group = storage.sub_groups()[g];
+  float* master = storage.owned_params(static_cast<UnitId>(group.first_unit));
+  float* state = storage.owned_state(static_cast<UnitId>(group.first_unit));
+  SwapSlot* slot = nullptr;
   if (policy.swap_optimizer()) {
-    for (SwapSlot& slot : slots)
+    slot = &work.slots[g % work.num_slots];
+    if (slot->group != static_cast<int>(g)) read_group(*slot, g);
+    swap->wait(slot->master_read);
+    swap->wait(slot->state_read);
+    swap->wait(slot->grads_read);
+    // pipeline_read: the next sub-group's read runs during this one's step (when it goes to
+    // another slot: after the adopted windows the order may skip).
+    if (setup_.options.offload_optimizer.pipeline_read && i + 1 < work.order.size() &&
+        work.order[i + 1] % work.num_slots != g % work.num_slots)
+      read_group(work.slots[work.order[i + 1] % work.num_slots], work.order[i + 1]);
+    master = slot->master;
+    state = slot->state;
+  }
+  std::vector<ShardChunk> chunks;
+  for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
+    const std::size_t offset = storage.unit(u).owned_offset - group.owned_offset;
+    const float* grads =
+        policy.swap_grads()
+            ? slot->grads + offset
+            : static_cast<const float*>(storage.owned_grads(static_cast<UnitId>(u)));
+    chunks.push_back(setup_.shard_chunk(static_cast<UnitId>(u), master + offset, grads,
+                                        state + states_ * offset));
+  }
+  setup_.optimizer.step(chunks, args);
+
+  // The sub-group's compute parameters from its updated master: host->device on the copy
+  // stream (through 16-bit staging), or into the host / swapped parameter shard (offload_param).
+  Stream& copy = setup_.context.copy_stream();
+  const bool device_params = !policy.offload_params();
+  AlignedHostBuffer* stage = nullptr;
+  const int index = work.next_staging;
+  if (work.staging[0].buffer.allocated()) {
+    work.next_staging = 1 - index;
+    work.staging_copied[index].synchronize();  // the copy that read this buffer two groups ago
+    stage = &work.staging[index];
+    convert(master, DType::kFloat32, stage->data, policy.compute, group.num_elements);
+  }
+  send_group_params(group, master, stage ? stage->data : nullptr, copy, device_params,
+                    work.param_io);
+  const Event copied = copy.record();
+  if (stage) work.staging_copied[index] = copied;
+  if (slot) {
+    slot->copied = copied;
+    slot->master_write = swap->write(storage.master_region(g), slot->master);
+    if (storage.state_region(g) >= 0)
+      slot->state_write = swap->write(storage.state_region(g), slot->state);
+    // pipeline_write: written behind the next step.
+    if (!setup_.options.offload_optimizer.pipeline_write) free_slot(*slot);
+  }
+}
+
+void HostOptimizer::finish_step(StepWork& work) {
+  const StateStorage& storage = setup_.storage;
+  if (setup_.policy.swap_optimizer()) {
+    for (SwapSlot& slot : work.slots)
       if (slot.memory.buffer.allocated()) free_slot(slot);
-    swap->wait_all();
+    storage.optimizer_swap()->wait_all();
   }
   if (storage.owned_split() > 0)
     setup_.synchronize_compute("the optimizer step of the device sub-groups");
   // The staging buffers are read by queued copies: freed behind them.
-  for (AlignedHostBuffer& buffer : staging.buffers)
-    ctx.release_after(copy, std::make_shared<Buffer>(std::move(buffer.buffer)));
+  Stream& copy = setup_.context.copy_stream();
+  for (AlignedHostBuffer& buffer : work.staging)
+    setup_.context.release_after(copy, std::make_shared<Buffer>(std::move(buffer.buffer)));
 }
 
 void HostOptimizer::send_group_params(const SubGroup& group, const float* master,

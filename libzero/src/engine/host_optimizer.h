@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "state_storage.h"
 #include "swap_io.h"
@@ -23,7 +24,9 @@ namespace zero {
 
 // One sub-group's master, optimizer state and (gradients swapped) fp32 gradients in host memory
 // while it is swapped in (nvme), with the tickets of its pending writes and the event after the
-// last copy that reads its master. The gradients are read, never written back (DeepSpeed).
+// last copy that reads its master. The gradients are read, never written back (DeepSpeed). Laid
+// out gradients first, then master, then state, so a gradient window (GradientWindow) becomes a
+// slot with its gradients in place.
 struct SwapSlot {
   AlignedHostBuffer memory;
   float* master = nullptr;
@@ -33,6 +36,14 @@ struct SwapSlot {
   Event copied;
   int group = -1;  // the sub-group it holds (read or being read)
   SwapTicket master_read, state_read, grads_read;
+  int grads_group = -1;  // the sub-group whose gradients `grads` holds already (not read)
+};
+
+// A sub-group's swapped fp32 gradients still in host memory when the backward ends (a window of
+// HostGradients): `memory.data` holds them first, as a swap slot lays them out.
+struct GradientWindow {
+  std::size_t group = 0;
+  AlignedHostBuffer memory;
 };
 
 // What the step reads and writes. References outlive it (the engine's members).
@@ -51,6 +62,11 @@ struct HostOptimizerSetup {
   // Swapped gradient partition: whether sub-group g's region holds this step's gradients (else
   // the step reads zeros, as the partition would hold).
   std::function<bool(std::size_t g)> gradients_held;
+  // Swapped gradient partition, at the step: the gradient windows that `adopt(group, size_bytes)`
+  // accepts (HostGradients::take_windows), the rest written out and freed. May be empty.
+  std::function<std::vector<GradientWindow>(
+      const std::function<bool(std::size_t group, std::size_t size_bytes)>& adopt)>
+      take_gradient_windows;
   // A blocking wait for the compute stream, naming `what` in its error.
   std::function<void(const std::string& what)> synchronize_compute;
 };
@@ -89,6 +105,18 @@ class HostOptimizer {
   std::size_t step_slot_elements(std::size_t slot) const;
 
  private:
+  // The step's transient buffers and order (host_optimizer.cc).
+  struct StepWork;
+  // Allocates the step's buffers (in a plan too): the gradient windows it adopts become the
+  // slots of their sub-groups, which it steps first; then the other host sub-groups in order.
+  StepWork begin_step();
+  // The step of the `i`-th sub-group of work.order, with its reads, writes and parameter refresh.
+  void step_group(StepWork& work, std::size_t i, const OptimizerStep& args);
+  // Waits for the writes and frees the buffers behind the copies that read them.
+  void finish_step(StepWork& work);
+  // A swap slot for sub-groups of up to `elements` owned elements laid out in `memory`
+  // (swap_slot_bytes(elements) bytes).
+  SwapSlot slot_in(AlignedHostBuffer memory, std::size_t elements) const;
   // Partial offload: the device sub-groups' step on the compute stream (not waited for), and
   // their compute parameters from the master.
   void device_groups_step(const OptimizerStep& args);
