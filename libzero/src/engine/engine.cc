@@ -138,7 +138,11 @@ Engine::Impl::Impl(EngineOptions engine_options, DeviceContext* given_context,
                      bool accumulate, float post) {
                 host_grads.unpack(reduced, count, std::move(pieces), accumulate, post);
               },
-          .before_flush = [this] { host_grads.allocate_windows(); },
+          .before_flush =
+              [this] {
+                host_grads.allocate_windows(
+                    static_cast<std::size_t>(options.gradient_accumulation_steps));
+              },
           .synchronize = [this](const std::string& what) { synchronize(what); },
       }) {
   training.loss_scaler = loss_scaler.state();

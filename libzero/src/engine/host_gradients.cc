@@ -96,7 +96,7 @@ void HostGradients::squares(std::vector<SquaresResult>& partial) {
           host::squares_of(storage.owned_grads(u), DType::kFloat32, storage.unit(u).owned_count);
 }
 
-void HostGradients::allocate_windows() {
+void HostGradients::allocate_windows(std::size_t micro_steps_per_step) {
   const StateStorage& storage = setup_.storage;
   const HostOptimizer& host_optimizer = setup_.host_optimizer;
   if (!setup_.policy.swap_grads() || windows_[0].buffer.allocated()) return;
@@ -118,6 +118,16 @@ void HostGradients::allocate_windows() {
       window.data = reinterpret_cast<void*>(
           round_up(reinterpret_cast<std::uintptr_t>(window.buffer.data()), alignment));
   }
+  // The backward reaches the host sub-groups last to first, each once per micro-step, taking the
+  // other window at each: start where the first host sub-group then ends in the window sized for
+  // its slot (and the second in the other), so the step can take both (take_windows). Another
+  // order of blocks only costs the bytes this saves.
+  const std::size_t first_host = storage.device_groups();
+  const std::size_t host_groups = storage.sub_groups().size() - first_host;
+  const std::size_t slot = first_host % host_optimizer.step_slot_count();
+  const std::size_t last_window = slot < 2 ? slot : 0;
+  const std::size_t takes_after_first = micro_steps_per_step * host_groups - 1;
+  current_ = 1 - static_cast<int>(last_window ^ (takes_after_first % 2));
 }
 
 void HostGradients::release_windows() {

@@ -82,8 +82,10 @@ class HostGradients {
   // Swapped: whether sub-group g's region holds this step's gradients (else the step reads zeros).
   bool held(std::size_t g) const { return !holds_.empty() && holds_[g] != 0; }
   // Swapped: the windows live from the first reduction of a step (the reducer's before_flush) to
-  // squares(), so the step's swap slots and the windows are never held together.
-  void allocate_windows();
+  // squares(), where the step takes them as its slots or frees them. `micro_steps_per_step`
+  // (gradient accumulation) places the first block so that the backward ends in the windows the
+  // step can take.
+  void allocate_windows(std::size_t micro_steps_per_step = 1);
   void release_windows();
 
  private:
