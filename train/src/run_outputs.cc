@@ -119,9 +119,11 @@ std::string memory_line(const EngineOptions& options, const Engine& engine, int 
 
 std::string swap_rates(const SwapTraffic& traffic) {
   if (traffic.bytes_read == 0 && traffic.bytes_written == 0) return "";
-  char text[96];
-  std::snprintf(text, sizeof(text), " | swap read %.2f GB/s, write %.2f GB/s",
-                traffic.read_gb_per_s(), traffic.write_gb_per_s());
+  char text[160];
+  std::snprintf(text, sizeof(text), " | swap read %.2f GB/s, write %.2f GB/s (%.3f GB, %.3f GB)",
+                traffic.read_gb_per_s(), traffic.write_gb_per_s(),
+                static_cast<double>(traffic.bytes_read) / 1e9,
+                static_cast<double>(traffic.bytes_written) / 1e9);
   return text;
 }
 

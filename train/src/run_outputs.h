@@ -36,8 +36,8 @@ nlohmann::json hf_trainer_state(const TrainingArguments& arguments, std::int64_t
 // hold unsharded, and where the states are placed (offload: docs/engine.md).
 std::string memory_line(const EngineOptions& options, const Engine& engine, int world);
 
-// The log line's swap rates of a window's traffic (" | swap read 1.23 GB/s, write 0.98 GB/s"),
-// empty when nothing was swapped.
+// The log line's swap rates and bytes of a window's traffic (" | swap read 1.23 GB/s, write 0.98
+// GB/s (2.460 GB, 1.960 GB)": read, then written), empty when nothing was swapped.
 std::string swap_rates(const SwapTraffic& traffic);
 
 // exp(loss), inf where that overflows (run_clm catches math.exp's OverflowError as inf).
