@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -221,6 +224,97 @@ TEST(EngineGradSwap, TheStepOfAGroupOverlapsTheNextReadAndThePreviousWrite) {
                 steps[k])
           << region << previous;
     }
+  }
+}
+
+// Holds the step of one sub-group (the `gated`-th step() call of the first optimizer step) until
+// open() or 10 s; counts the sub-groups stepped.
+class GatedOptimizer final : public Optimizer {
+ public:
+  GatedOptimizer(std::unique_ptr<Optimizer> inner, int gated)
+      : inner_(std::move(inner)), gated_(gated) {}
+  std::string_view name() const override { return inner_->name(); }
+  int states_per_element() const override { return inner_->states_per_element(); }
+  std::vector<std::string> state_names() const override { return inner_->state_names(); }
+  double lr() const override { return inner_->lr(); }
+  double beta1() const override { return inner_->beta1(); }
+  void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override {
+    const bool gated = ++calls_ == gated_;
+    if (gated) {
+      std::unique_lock lock(mutex_);
+      timed_out_ = !opened_.wait_for(lock, std::chrono::seconds(10), [&] { return open_; });
+    }
+    inner_->step(chunks, step);
+    if (gated) {
+      std::lock_guard lock(mutex_);
+      passed_ = true;
+    }
+  }
+  void open() {
+    std::lock_guard lock(mutex_);
+    open_ = true;
+    opened_.notify_all();
+  }
+  bool passed() {  // the gated sub-group is stepped
+    std::lock_guard lock(mutex_);
+    return passed_;
+  }
+  bool timed_out() {
+    std::lock_guard lock(mutex_);
+    return timed_out_;
+  }
+
+ private:
+  std::unique_ptr<Optimizer> inner_;
+  int gated_;
+  std::atomic<int> calls_{0};
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = false, passed_ = false, timed_out_ = false;
+};
+
+// Stage 3: step() returns while the step runs on a worker in the forward's order, and the next
+// forward's gather of the first unit waits only for its own sub-group: here it returns while the
+// last sub-group's step is held (the serial step would hold step() itself until the timeout).
+// The run stays bitwise the run without offload.
+TEST(EngineOverlappedStep, TheNextForwardWaitsOnlyForItsUnitsSubGroup) {
+  for (int world : {1, 2}) {
+    const std::string what = "world " + std::to_string(world);
+    EngineOptions reference = offload_options(3, 1, false);
+    reference.offload_optimizer.device = config::OffloadDevice::kNone;
+    const SwapRun serial = run(reference, world);
+    const EngineOptions options = offload_options(3, 1, true);
+    // Host sub-groups: 5 at W = 1 (one unit each), 2 at W = 2 ({embed, block 0}, the rest).
+    const int groups = world == 1 ? 5 : 2;
+    std::mutex mutex;
+    TrainResult overlapped;
+    bool held_at_gather = false, timed_out = false;
+    run_ranks(world, [&](Communicator& comm) {
+      auto gated =
+          std::make_unique<GatedOptimizer>(optim::make_optimizer(options.optimizer), groups);
+      GatedOptimizer& gate = *gated;
+      Engine engine(options, comm, std::move(gated));
+      engine.set_swap_store_factory(memory_swap_store_factory());
+      TinyStack model;
+      model.register_units(engine);
+      bool held = false;
+      TrainResult mine = train_steps(comm, engine, kSteps, 24 / world, [&](int step, int first) {
+        if (step == 1) {  // the first step's last sub-group is still held
+          engine.gather(model.units().front()).release();
+          held = !gate.passed();
+          gate.open();
+        }
+        return model.micro_step(engine, make_batch({}, step, first, 24 / world));
+      });
+      if (comm.rank() != 0) return;
+      std::lock_guard lock(mutex);
+      overlapped = std::move(mine);
+      held_at_gather = held;
+      timed_out = gate.timed_out();
+    });
+    EXPECT_TRUE(held_at_gather) << what;
+    EXPECT_FALSE(timed_out) << what;
+    expect_bitwise(overlapped, serial.result, what);
   }
 }
 

@@ -404,6 +404,7 @@ TEST(EngineOffload, PlanEqualsTheRealRun) {
           model.micro_step(*engine, make_batch({}, micro, comm.rank() * 2, 2));
           engine->step();
         }
+        engine->wait_for_step();  // stage 3: the last step runs on a worker
         comm.synchronize();
         engine->context().copy_stream().synchronize();
         real[static_cast<std::size_t>(comm.rank())] = snapshot(engine->ledger());
@@ -438,7 +439,19 @@ TEST(EngineOffload, PlanEqualsTheRealRun) {
                                       "/" +
                                       std::string(zero::name_of(static_cast<MemoryCategory>(c)));
             EXPECT_EQ(plan.entries[s][c].current_bytes, run.entries[s][c].current_bytes) << where;
-            EXPECT_EQ(plan.entries[s][c].peak_bytes, run.entries[s][c].peak_bytes) << where;
+            // Stage 3, parameters on NVMe: the step runs beside the next forward, whose gather
+            // may hold a shard's read buffer (4096 bytes and the alignment) while the step holds
+            // its buffers, or not yet: the plan holds it (its bound), the run at most that.
+            const bool reads_beside_step =
+                stage == 3 && mode == Mode::kNvmeParams &&
+                c == static_cast<std::size_t>(MemoryCategory::kWorkspace);
+            if (reads_beside_step) {
+              EXPECT_GE(plan.entries[s][c].peak_bytes, run.entries[s][c].peak_bytes) << where;
+              EXPECT_LE(plan.entries[s][c].peak_bytes - run.entries[s][c].peak_bytes, 8192)
+                  << where;
+            } else {
+              EXPECT_EQ(plan.entries[s][c].peak_bytes, run.entries[s][c].peak_bytes) << where;
+            }
           }
       }
     }

@@ -242,6 +242,7 @@ TEST(EngineGatherMaster, ASaveReadsEachSwappedMasterOnce) {
       HostAllocator allocator(ledger);
       gpt2::EngineModel model(*engine, config, 2, 16, 7, allocator);
       train_two_steps(*engine, model, comm.rank());
+      engine->wait_for_step();  // stage 3: the last step's reads run behind step()
       const std::int64_t before = counters[rank].bytes_read;
       gpt2::save_hf_checkpoint(model, folder / std::to_string(world));
       save_reads[rank] = counters[rank].bytes_read - before;

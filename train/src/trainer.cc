@@ -256,6 +256,7 @@ void Trainer::record(const LogEntry& logged) {
 }
 
 void Trainer::evaluate(std::int64_t step) {
+  engine_->wait_for_step();  // an overlapped optimizer step ends in the train phase
   const RunMemory::Scope phase(memory(), Phase::kEvaluation);
   const Evaluation evaluation = task_->evaluate(step);
   record(evaluation.entry);
@@ -336,6 +337,7 @@ bool Trainer::train() {
     }
   }
   progress_.step = total_steps_;
+  engine_->wait_for_step();  // the last optimizer step, overlapped: part of the training time
   bar.finish();
   train_runtime_ = seconds_since(train_start);
   if (arguments_.load_best_model_at_end && best_.metric) load_best_model();
@@ -344,8 +346,7 @@ bool Trainer::train() {
   return true;
 }
 
-// The data position, the loss sums and the logs so far from the checkpoint; returns the first
-// step to run.
+// The data position, loss sums and logs so far from the checkpoint; returns the first step.
 std::int64_t Trainer::resume_training() {
   const Resumed& resumed = *resume_;
   progress_ = resumed.progress;
@@ -436,6 +437,7 @@ void Trainer::log_step(std::int64_t step) {
 void Trainer::save_resumable(std::int64_t step) {
   progress_.sampler_position = sampler_->position().step;
   progress_.stream_position = task_->train_data_position();
+  engine_->wait_for_step();  // an overlapped optimizer step ends in the train phase
   const RunMemory::Scope phase(memory(), Phase::kCheckpoint);
   const Clock::time_point start = Clock::now();
   // Trainer._save_checkpoint: the evaluation of this step may make this checkpoint the best,
@@ -483,14 +485,12 @@ void Trainer::stop_preempted(std::int64_t step) {
   result_.global_step = step;
 }
 
-// After training (or without it): the final evaluation, the test split, the final model, the
-// result files and the samples.
+// After training (or without): final evaluation, test split, final model, results, samples.
 TrainResult Trainer::finish() {
   const std::int64_t step = progress_.step;
   result_.global_step = step;
   result_.epoch = epoch_at(step, steps_per_epoch_);
-  // run_clm: trainer.evaluate() after training (an evaluation at the last step already is that
-  // one).
+  // run_clm: trainer.evaluate() after training (unless the last step evaluated already).
   if (arguments_.do_eval && last_eval_step_ != step) evaluate(step);
   if (last_evaluation_) {
     result_.eval_loss = last_evaluation_->eval_loss;

@@ -130,6 +130,7 @@ class CudaContext final : public DeviceContext {
   std::string_view backend() const override { return "cuda"; }
   Device device() const override { return Device::cuda(index_); }
   bool model_runs_on_host() const override { return false; }
+  void use_on_this_thread() override { ZERO_CUDA_CHECK(cudaSetDevice(index_)); }
   Allocator& allocator(MemorySpace space) override {
     switch (space) {
       case MemorySpace::kDevice: return *device_;

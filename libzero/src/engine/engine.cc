@@ -140,6 +140,7 @@ Engine::Impl::Impl(EngineOptions engine_options, DeviceContext* given_context,
               },
           .before_flush =
               [this] {
+                settle_step();  // the step's slots go before the windows come
                 host_grads.allocate_windows(
                     static_cast<std::size_t>(options.gradient_accumulation_steps));
               },
@@ -149,6 +150,19 @@ Engine::Impl::Impl(EngineOptions engine_options, DeviceContext* given_context,
 }
 
 const void* Engine::Impl::gather_source(UnitId u, void* gathered) {
+  // An overlapped step in flight: this unit's sub-group first (the gathers come in the forward's
+  // order, the step's order).
+  if (host_optimizer.step_in_flight()) {
+    Event refreshed;
+    try {
+      refreshed = host_optimizer.wait_for_unit(u);
+    } catch (const Error& error) {
+      ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", options.stage,
+                 ") the offloaded optimizer step of global step ", training.global_steps, ": ",
+                 error.what());
+    }
+    if (refreshed.impl() != nullptr) comm.stream().wait(refreshed);  // its copy to the device
+  }
   if (!policy.offload_params()) return storage.owned_compute_params(u);
   // offload_param: the shard rests in host memory (or a swap region) and is copied to its slot
   // of the gathered buffer first, then gathered in place.
@@ -242,6 +256,21 @@ void Engine::Impl::plan_param_reads() {
   if (window > 0)
     planned_param_reads =
         ctx.allocator(policy.param_cache_space).allocate(window, MemoryCategory::kWorkspace);
+}
+
+Buffer Engine::Impl::plan_reads_beside_step() {
+  if (planned_param_reads.allocated() || storage.param_store() == nullptr) return Buffer();
+  const std::size_t alignment = storage.param_store()->io_alignment();
+  std::size_t largest = 0;
+  for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
+    if (storage.unit(u).param_region >= 0)
+      largest =
+          std::max(largest, round_up(storage.unit(u).shard * size_of(policy.compute), alignment));
+  if (largest == 0) return Buffer();
+  // As copy_in_param_shard allocates it, so the run's cached block is the plan's.
+  return std::move(allocate_aligned(ctx.allocator(policy.param_cache_space), largest, alignment,
+                                    MemoryCategory::kWorkspace)
+                       .buffer);
 }
 
 void Engine::Impl::initialize_values() {
@@ -348,6 +377,11 @@ Engine::Engine(EngineOptions options, Communicator& communicator,
 
 Engine::~Engine() {
   // Queued work reads and frees the engine's buffers: drain it before they go.
+  try {
+    impl_->host_optimizer.wait_for_step();
+  } catch (...) {
+    // Reported to the caller that waited for it, or lost with the engine.
+  }
   try {
     impl_->comm_done.synchronize();
   } catch (...) {
@@ -519,7 +553,13 @@ void Engine::zero_grad() {
   // (the reducer's flush orders the communication stream after the compute stream).
   d.compute_after_comm();
   d.storage.zero_device_grads(d.ctx.compute_stream());
-  if (d.policy.grad_shard_space != MemorySpace::kDevice) d.host_grads.zero();  // copy stream
+  if (d.policy.grad_shard_space == MemorySpace::kDevice) return;
+  // The host partition, on the copy stream; an overlapped step still reads it (unless swapped:
+  // its regions stay, the step knows which hold gradients): zeroed once the step is done.
+  if (d.host_optimizer.step_in_flight() && !d.policy.swap_grads())
+    d.zero_host_grads_after_step = true;
+  else
+    d.host_grads.zero();
 }
 
 }  // namespace zero

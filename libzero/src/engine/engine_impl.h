@@ -80,6 +80,10 @@ class Engine::Impl {
   // context's streams run each copy at once, so the plan holds their bound here.
   Buffer planned_param_reads;
   void plan_param_reads();
+  // Planning an overlapped step: the read buffer of the largest swapped parameter shard, held
+  // beside the step's buffers as the next forward's gather may hold one (none needed when the
+  // prefetch window's bound is held already, or no shard is swapped).
+  Buffer plan_reads_beside_step();
   // offload_optimizer: the optimizer step on the host (and partial offload's device sub-groups),
   // with nvme's swap slots; its swap slots also serve checkpoints and the gradient windows.
   HostOptimizer host_optimizer;
@@ -122,12 +126,27 @@ class Engine::Impl {
   // 16-bit training: the compute parameters from the fp32 master (owned part), on the compute
   // stream.
   void params_from_master();
+  // Engine::refresh_params() without waiting for an overlapped step (step() calls it after
+  // starting one): the compute parameters from the master where the step did not refresh them,
+  // then stages 1-2's all-gather or stage 3's persistent units.
+  void refresh_compute_params();
 
   // engine_offload.cc: the step's squared norms with offload, and offload_param's shards.
   // The global squared norm's per-unit parts with offload_optimizer: waits for the reductions and
   // their unpacking, then partial offload's device units on the compute stream and the host
   // partition's (host_grads).
   void host_squares(std::vector<SquaresResult>& partial);
+  // The host optimizer step (reaching the regions after a checkpoint view first), its errors
+  // naming the rank and step: at stage 3 without device sub-groups on a worker while the next
+  // forward runs (HostOptimizer::step_async; overlaps_step()), else here.
+  void host_step(const OptimizerStep& args);
+  bool overlaps_step() const;
+  // Waits for an overlapped step in flight (every use of the states but a unit's gather, which
+  // waits for its own sub-group in gather_source); rethrows its error naming rank and step.
+  void settle_step();
+  // zero_grad() during an overlapped step, with the gradient partition in host memory (which the
+  // step reads): zeroed when the step is settled.
+  bool zero_host_grads_after_step = false;
   // Stage 3 offload_param: copies the unit's shard to `slot` (its place in the gathered buffer)
   // on the copy stream (reading it from its swap region first) and orders the communication
   // stream after it.

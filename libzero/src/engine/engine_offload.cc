@@ -43,6 +43,36 @@ void Engine::Impl::host_squares(std::vector<SquaresResult>& partial) {
   host_grads.squares(partial);
 }
 
+bool Engine::Impl::overlaps_step() const {
+  return policy.host_step && policy.param_shard && storage.owned_split() == 0;
+}
+
+void Engine::Impl::host_step(const OptimizerStep& args) {
+  try {
+    write_back_checkpoint_view();  // spans written for a load reach the regions first
+    if (overlaps_step())
+      host_optimizer.step_async(args);
+    else
+      host_optimizer.step(args);
+  } catch (const Error& error) {  // e.g. a swap store's I/O error, naming its file
+    ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", options.stage,
+               ") the offloaded optimizer step of global step ", training.global_steps, ": ",
+               error.what());
+  }
+}
+
+void Engine::Impl::settle_step() {
+  if (!host_optimizer.step_in_flight()) return;
+  try {
+    host_optimizer.wait_for_step();
+  } catch (const Error& error) {
+    ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", options.stage,
+               ") the offloaded optimizer step of global step ", training.global_steps, ": ",
+               error.what());
+  }
+  if (std::exchange(zero_host_grads_after_step, false)) host_grads.zero();
+}
+
 ShardChunk Engine::Impl::shard_chunk(UnitId u, float* params, const float* grads,
                                      float* state) const {
   const EngineUnit& unit = units[u];

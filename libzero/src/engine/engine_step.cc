@@ -17,6 +17,7 @@ namespace zero {
 bool Engine::step() {
   initialize();
   Impl& d = *impl_;
+  d.settle_step();
   ZERO_CHECK(d.reducer.reduced_units() == 0,
              "step() in the middle of a micro-step: ", d.reducer.reduced_units(), " of ",
              d.units.size(), " units have called reduce_grads()");
@@ -40,6 +41,8 @@ bool Engine::step() {
     if (policy.host_step) {
       d.host_grads.release_windows();  // as host_squares does after the flush
       d.write_back_checkpoint_view();
+      // An overlapped step: the next forward's parameter reads run beside its buffers.
+      const Buffer reads = d.overlaps_step() ? d.plan_reads_beside_step() : Buffer();
       d.host_optimizer.step(OptimizerStep{});  // recorded: the step's host buffers
     } else
       fp32_grads_workspace();   // recorded: allocated and freed as in a taken step
@@ -111,26 +114,16 @@ bool Engine::step() {
     d.comm.all_reduce(values, values, count, DType::kFloat32, ReduceOp::kSum, "optimizer stats");
     d.synchronize("all-reducing optimizer statistics");
   };
-  if (policy.host_step) {
-    // offload_optimizer: on the host, sub-group by sub-group, the compute parameters refreshed
-    // behind it (engine_offload.cc).
-    try {
-      d.write_back_checkpoint_view();  // spans written for a load reach the regions first
-      d.host_optimizer.step(args);
-    } catch (const Error& error) {  // e.g. a swap store's I/O error, naming its file
-      ZERO_THROW("engine (rank ", d.rank, "/", d.world, ", stage ", d.options.stage,
-                 ") the offloaded optimizer step of global step ", state.global_steps, ": ",
-                 error.what());
-    }
-  } else {
+  if (policy.host_step)  // offload_optimizer: on the host, sub-group by sub-group, the compute
+    d.host_step(args);   // parameters refreshed behind it (engine_offload.cc)
+  else
     d.device_step(args);
-  }
   if (d.schedule) d.schedule->step();
   d.loss_scaler.update(false);
   state.loss_scaler = d.loss_scaler.state();
   if (d.schedule) state.scheduler_last_batch_iteration = d.schedule->last_batch_iteration();
 
-  refresh_params();
+  d.refresh_compute_params();
   zero_grad();
   return true;
 }
@@ -161,16 +154,27 @@ void Engine::Impl::device_step(const OptimizerStep& args) {
   synchronize_compute("the optimizer step");
 }
 
+void Engine::wait_for_step() {
+  initialize();
+  impl_->settle_step();
+}
+
 void Engine::refresh_params() {
   initialize();
-  Impl& d = *impl_;
+  impl_->settle_step();
+  impl_->refresh_compute_params();
+}
+
+void Engine::Impl::refresh_compute_params() {
+  Impl& d = *this;
   // 16-bit training: the owned compute parameters from the (updated or loaded) fp32 master.
   // offload_optimizer: the host step refreshed them sub-group by sub-group on the copy stream
   // (a load refreshes them here), and the gathers follow the copy stream.
   if (d.policy.host_step) {
     d.write_back_checkpoint_view();  // spans written for a load reach the regions first
     if (!d.host_optimizer.take_params_refreshed()) d.host_optimizer.params_from_master();
-    if (!d.planning) {
+    // An overlapped step: each gather waits for its unit's refresh instead (gather_source).
+    if (!d.planning && !d.host_optimizer.step_in_flight()) {
       d.params_ready = d.ctx.copy_stream().record();
       d.comm.stream().wait(d.params_ready);
     }
@@ -179,12 +183,13 @@ void Engine::refresh_params() {
   }
   if (!d.planning) d.comm_after_compute();  // the updated (or loaded) shards come first
   if (d.policy.gather_after_step) d.all_gather_params();
-  if (d.policy.param_shard) d.gatherer.regather_persistent();
+  if (d.policy.param_shard) d.gatherer.regather_persistent(d.host_optimizer.step_in_flight());
 }
 
 std::vector<ShardState> Engine::shard_states() {
   initialize();
   Impl& d = *impl_;
+  d.settle_step();
   d.synchronize("reading shard state");
   d.synchronize_compute("reading shard state");
   // nvme: the regions are read into a host copy, written back by the next step() or
@@ -252,6 +257,7 @@ ShardState slot_shard(const Engine::Impl& d, UnitId u, const SubGroup& group, co
 }  // namespace
 
 void Engine::Impl::drain_for_shard_states() {
+  settle_step();
   synchronize("reading shard state");
   synchronize_compute("reading shard state");
   try {
@@ -457,6 +463,7 @@ TrainingState Engine::training_state() const { return impl_->training; }
 
 void Engine::set_training_state(const TrainingState& state) {
   Impl& d = *impl_;
+  d.settle_step();
   d.training = state;
   d.loss_scaler.set_state(state.loss_scaler);
   if (d.schedule) d.schedule->set_last_batch_iteration(state.scheduler_last_batch_iteration);

@@ -9,8 +9,12 @@
 #include "host_optimizer.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -152,7 +156,25 @@ struct HostOptimizer::StepWork {
   // The host sub-groups in the order they are stepped: those whose gradients the step took from
   // the backward's windows first.
   std::vector<std::size_t> order;
+  std::vector<char> held;  // per sub-group: gradients_held() when the step began
 };
+
+struct HostOptimizer::AsyncStep {
+  std::thread worker;
+  std::mutex mutex;
+  std::condition_variable progress;
+  std::vector<char> done;        // per sub-group: stepped, compute parameters refreshed
+  std::vector<Event> refreshed;  // per sub-group: after the copies of its compute parameters
+  bool finished = false;
+  std::exception_ptr error;
+};
+
+HostOptimizer::~HostOptimizer() {
+  try {
+    wait_for_step();
+  } catch (...) {  // reported by the wait that failed, or lost with the engine
+  }
+}
 
 void HostOptimizer::free_slot(SwapSlot& slot) const {
   SwapStore* swap = setup_.storage.optimizer_swap();
@@ -163,7 +185,7 @@ void HostOptimizer::free_slot(SwapSlot& slot) const {
   slot.copied = Event();
 }
 
-void HostOptimizer::read_group(SwapSlot& slot, std::size_t g) const {
+void HostOptimizer::read_group(SwapSlot& slot, std::size_t g, bool held) const {
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
   SwapStore* swap = storage.optimizer_swap();
@@ -175,7 +197,7 @@ void HostOptimizer::read_group(SwapSlot& slot, std::size_t g) const {
   slot.grads_read = SwapTicket{};
   // Its gradient window, taken from the backward: the gradients are in place.
   if (!policy.swap_grads() || std::exchange(slot.grads_group, -1) == static_cast<int>(g)) return;
-  if (setup_.gradients_held(g))
+  if (held)
     slot.grads_read = swap->read(storage.grad_region(g), slot.grads);
   else  // a sub-group no block reached this step (no gradients): zeros, as the partition holds
     std::memset(slot.grads, 0, storage.sub_groups()[g].num_elements * sizeof(float));
@@ -228,6 +250,10 @@ HostOptimizer::StepWork HostOptimizer::begin_step() {
       buffer = allocate_aligned(ctx.allocator(policy.staging_space),
                                 largest * size_of(policy.compute), 64, MemoryCategory::kWorkspace);
   work.param_io = make_param_io_buffer(ctx, policy, storage);
+  work.held.assign(groups.size(), 0);
+  if (policy.swap_grads())
+    for (std::size_t g = storage.device_groups(); g < groups.size(); ++g)
+      work.held[g] = setup_.gradients_held(g) ? 1 : 0;
   return work;
 }
 
@@ -243,7 +269,68 @@ void HostOptimizer::step(const OptimizerStep& args) {
   finish_step(work);
 }
 
-void HostOptimizer::step_group(StepWork& work, std::size_t i, const OptimizerStep& args) {
+void HostOptimizer::step_async(const OptimizerStep& args) {
+  wait_for_step();
+  ZERO_CHECK(setup_.storage.owned_split() == 0,
+             "the overlapped optimizer step has no device sub-groups (partial offload)");
+  auto work = std::make_shared<StepWork>(begin_step());
+  params_refreshed_ = true;
+  if (planning_) return;
+  async_ = std::make_unique<AsyncStep>();
+  AsyncStep& async = *async_;
+  async.done.assign(setup_.storage.sub_groups().size(), 0);
+  async.refreshed.resize(async.done.size());
+  // The worker issues no collective: an optimizer asking for one (LAMB's trust ratios, refused
+  // with offload) fails instead of running a collective off the rank's thread.
+  OptimizerStep worker_args = args;
+  worker_args.all_reduce_sum = [](float*, std::size_t count) {
+    ZERO_CHECK(count == 0, "an all-reduce in the overlapped optimizer step");
+  };
+  async.worker = std::thread([this, &async, work, args = std::move(worker_args)] {
+    try {
+      setup_.context.use_on_this_thread();
+      for (std::size_t i = 0; i < work->order.size(); ++i) {
+        const Event copied = step_group(*work, i, args);
+        std::lock_guard lock(async.mutex);
+        async.done[work->order[i]] = 1;
+        async.refreshed[work->order[i]] = copied;
+        async.progress.notify_all();
+      }
+      finish_step(*work);
+    } catch (...) {
+      std::lock_guard lock(async.mutex);
+      async.error = std::current_exception();
+    }
+    std::lock_guard lock(async.mutex);
+    async.finished = true;
+    async.progress.notify_all();
+  });
+}
+
+Event HostOptimizer::wait_for_unit(UnitId u) {
+  if (!async_) return Event();
+  const std::vector<SubGroup>& groups = setup_.storage.sub_groups();
+  std::size_t g = 0;
+  while (!(static_cast<std::size_t>(u) < groups[g].last_unit)) ++g;
+  AsyncStep& async = *async_;
+  {
+    std::unique_lock lock(async.mutex);
+    async.progress.wait(lock, [&] { return async.done[g] != 0 || async.finished; });
+    if (async.error == nullptr && async.done[g] != 0) return async.refreshed[g];
+  }
+  wait_for_step();  // its error, rethrown
+  return Event();
+}
+
+void HostOptimizer::wait_for_step() {
+  if (!async_) return;
+  async_->worker.join();
+  const std::exception_ptr error = async_->error;
+  async_.reset();
+  if (error) std::rethrow_exception(error);
+}
+
+Event HostOptimizer::step_group(StepWork& work, std::size_t i, const OptimizerStep& args) {
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
   SwapStore* swap = storage.optimizer_swap();
@@ -254,7 +341,7 @@ void HostOptimizer::step_group(StepWork& work, std::size_t i, const OptimizerSte
   SwapSlot* slot = nullptr;
   if (policy.swap_optimizer()) {
     slot = &work.slots[g % work.num_slots];
-    if (slot->group != static_cast<int>(g)) read_group(*slot, g);
+    if (slot->group != static_cast<int>(g)) read_group(*slot, g, work.held[g] != 0);
     swap->wait(slot->master_read);
     swap->wait(slot->state_read);
     swap->wait(slot->grads_read);
@@ -262,7 +349,8 @@ void HostOptimizer::step_group(StepWork& work, std::size_t i, const OptimizerSte
     // another slot: after the adopted windows the order may skip).
     if (setup_.options.offload_optimizer.pipeline_read && i + 1 < work.order.size() &&
         work.order[i + 1] % work.num_slots != g % work.num_slots)
-      read_group(work.slots[work.order[i + 1] % work.num_slots], work.order[i + 1]);
+      read_group(work.slots[work.order[i + 1] % work.num_slots], work.order[i + 1],
+                 work.held[work.order[i + 1]] != 0);
     master = slot->master;
     state = slot->state;
   }
@@ -302,6 +390,7 @@ void HostOptimizer::step_group(StepWork& work, std::size_t i, const OptimizerSte
     // pipeline_write: written behind the next step.
     if (!setup_.options.offload_optimizer.pipeline_write) free_slot(*slot);
   }
+  return copied;
 }
 
 void HostOptimizer::finish_step(StepWork& work) {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,24 @@ class HostOptimizer {
   // to the device on the copy stream (16-bit: converted on the host first), or into the host
   // parameter shard or its swap region (offload_param).
   void step(const OptimizerStep& args);
+  // The same step on a worker thread, returning once its buffers are allocated (here, on the
+  // calling thread: a plan of step() holds for it) and the gradient windows taken: the sub-groups
+  // in step()'s order (those the backward ended with first, then ascending: the order the next
+  // forward needs its units). Each sub-group's update is its own, so the results are step()'s.
+  // The worker issues no collective. Without device sub-groups only (owned_split() == 0).
+  void step_async(const OptimizerStep& args);
+  // Whether a step_async() has not been waited for (wait_for_step()).
+  bool step_in_flight() const { return async_ != nullptr; }
+  // Blocks until unit u's sub-group is stepped and its compute parameters are refreshed (the host
+  // shard written, or the copy to the device queued), and returns the event after that copy
+  // (empty when none); at once when no step is in flight. Rethrows the worker's error.
+  Event wait_for_unit(UnitId u);
+  // Blocks until the step in flight (if any) is done and its buffers are freed; rethrows its
+  // error (once).
+  void wait_for_step();
+  ~HostOptimizer();  // waits for a step in flight, dropping its error
+  HostOptimizer(const HostOptimizer&) = delete;
+  HostOptimizer& operator=(const HostOptimizer&) = delete;
   // Every sub-group's compute parameters from its fp32 master, as the step refreshes them (after
   // a checkpoint load or any rewrite of the master); waits for the copies.
   void params_from_master();
@@ -110,8 +129,9 @@ class HostOptimizer {
   // Allocates the step's buffers (in a plan too): the gradient windows it adopts become the
   // slots of their sub-groups, which it steps first; then the other host sub-groups in order.
   StepWork begin_step();
-  // The step of the `i`-th sub-group of work.order, with its reads, writes and parameter refresh.
-  void step_group(StepWork& work, std::size_t i, const OptimizerStep& args);
+  // The step of the `i`-th sub-group of work.order, with its reads, writes and parameter refresh;
+  // returns the event after the copies that refresh its compute parameters.
+  Event step_group(StepWork& work, std::size_t i, const OptimizerStep& args);
   // Waits for the writes and frees the buffers behind the copies that read them.
   void finish_step(StepWork& work);
   // A swap slot for sub-groups of up to `elements` owned elements laid out in `memory`
@@ -124,7 +144,9 @@ class HostOptimizer {
   // nvme: a slot is free once its writes are done and the copies reading its master have run;
   // read_group frees it, then starts the reads of sub-group g's master, state and gradients.
   void free_slot(SwapSlot& slot) const;
-  void read_group(SwapSlot& slot, std::size_t g) const;
+  // `held`: whether its gradient region holds the step's gradients (taken when the step began:
+  // the next step's zeroing may run meanwhile).
+  void read_group(SwapSlot& slot, std::size_t g, bool held) const;
   // Sub-group `group`'s compute parameters from its updated fp32 `master`: to the device on
   // `copy` (from `staged`, the values already in the compute dtype, when not null), else into the
   // host parameter shard or its swap region (offload_param).
@@ -135,6 +157,9 @@ class HostOptimizer {
   bool planning_ = false;
   std::size_t states_ = 0;  // the optimizer's states per element
   bool params_refreshed_ = false;
+  // step_async(): the worker and what it has done (host_optimizer.cc).
+  struct AsyncStep;
+  std::unique_ptr<AsyncStep> async_;
 };
 
 }  // namespace zero

@@ -50,7 +50,7 @@ void* ParamGatherer::gather(UnitId u) {
   Unit& unit = this->unit(u, "gather");
   ZERO_CHECK(setup_.param_shard, "gather('", unit.shape.name, "'): units are gathered at stage 3");
   follow_trace(u);
-  if (unit.state == State::kReleased) issue_gather(u, false);
+  if (unit.state == State::kReleased || std::exchange(unit.stale, false)) issue_gather(u, false);
   unit.prefetched = false;
   if (trace_valid_ && setup_.options.overlap_comm) prefetch_after_gather();
   DeviceContext& context = setup_.context;
@@ -163,13 +163,18 @@ void ParamGatherer::end_micro_step() {
   trace_position_ = 0;
 }
 
-void ParamGatherer::regather_persistent() {
+void ParamGatherer::regather_persistent(bool at_next_use) {
   for (UnitId u = 0; u < static_cast<UnitId>(units_.size()); ++u) {
-    const Unit& unit = units_[static_cast<std::size_t>(u)];
+    Unit& unit = units_[static_cast<std::size_t>(u)];
     if (!unit.persistent || !unit.gathered.allocated()) continue;
     ZERO_CHECK(unit.users == 0, "unit '", unit.shape.name,
                "' is still gathered at the optimizer step");
-    issue_gather(u, false);
+    if (at_next_use) {
+      wait_gathered(u);  // its last gather is done before the buffer is gathered into again
+      unit.stale = true;
+    } else {
+      issue_gather(u, false);
+    }
   }
 }
 

@@ -68,8 +68,9 @@ class ParamGatherer {
   // (or re-records a trace the order departed from) and rewinds the replay.
   void end_micro_step();
   // Stage 3, after the optimizer step refreshed the shards: re-gathers the persistent units. No
-  // unit may be held.
-  void regather_persistent();
+  // unit may be held. `at_next_use` (the step still runs, overlapped with the next forward): each
+  // is re-gathered by its next gather() instead, in the model's order on every rank.
+  void regather_persistent(bool at_next_use = false);
 
   // Elements gathered or in flight (what stage3_max_live_parameters caps).
   std::size_t live_elements() const { return live_elements_; }
@@ -85,6 +86,7 @@ class ParamGatherer {
     Event gathered_event;  // completes when `gathered` holds the full parameters
     int users = 0;
     bool prefetched = false;  // issued ahead of use and not consumed yet
+    bool stale = false;       // persistent, its shards updated since it was gathered
   };
 
   void follow_trace(UnitId u);

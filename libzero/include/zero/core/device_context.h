@@ -50,6 +50,10 @@ class DeviceContext {
   // engine then waits on the host for the compute stream before handing a buffer to the model.
   // False when the model enqueues its kernels on compute_stream() (CUDA, CPU asynchronous mode).
   virtual bool model_runs_on_host() const = 0;
+  // Makes this context's device current on the calling thread (cudaSetDevice), for a host thread
+  // of the engine's own that enqueues work on its streams (the overlapped optimizer step's
+  // worker). Nothing to do on the CPU.
+  virtual void use_on_this_thread() {}
   // True when the host may read and write `space`'s memory through plain pointers (memcpy, pread,
   // pwrite): host and pinned memory always, kDevice where the device is the CPU. Where false, the
   // host reaches the bytes only through copy() into host memory and a wait on the stream.

@@ -167,6 +167,12 @@ class Engine {
   // when not at a boundary or when the step was skipped for fp16 overflow.
   bool step();
   void zero_grad();
+  // At stage 3 with offload_optimizer (no partial offload) step() returns once the global norm is
+  // known and the step runs on a worker, sub-group by sub-group in the order of the next forward,
+  // whose gathers each wait for their unit's sub-group. This waits for all of it (and rethrows
+  // its error); reading the states (checkpoints, gather_master), the next backward and the
+  // destructor wait by themselves. A no-op otherwise.
+  void wait_for_step();
 
   // Averages `value` over all ranks (blocking; every rank calls it).
   double average_across_ranks(double value);
