@@ -49,11 +49,15 @@ __global__ void residual_layernorm_forward_kernel(float* residual_out, float* ou
                                   weight, bias, N, T, C, epsilon, dropout);
 }
 
+__device__ __forceinline__ float* dynamic_shared() {
+  extern __shared__ float layer_shared_floats[];
+  return layer_shared_floats;
+}
+
 __global__ void layernorm_backward_kernel(float* dinp, float* partial, const float* dout,
                                           const float* inp, const float* weight, const float* mean,
                                           const float* rstd, std::int64_t N, std::int64_t C) {
-  extern __shared__ float layernorm_shared[];
-  layernorm_backward_body(DeviceThread{}, layernorm_shared, dinp, partial, dout, inp, weight, mean,
+  layernorm_backward_body(DeviceThread{}, dynamic_shared(), dinp, partial, dout, inp, weight, mean,
                           rstd, N, C);
 }
 
