@@ -47,23 +47,31 @@ EngineOptions offload_options(int stage, int accumulation, bool nvme) {
   return options;
 }
 
-// Logs "step" for every sub-group the engine steps, into the store's event log.
-class RecordingOptimizer final : public Optimizer {
+// An optimizer that hands everything to `inner_`; the tests' optimizers below override step().
+class ForwardingOptimizer : public Optimizer {
  public:
-  RecordingOptimizer(std::unique_ptr<Optimizer> inner, SwapStoreCounters& log)
-      : inner_(std::move(inner)), log_(log) {}
+  explicit ForwardingOptimizer(std::unique_ptr<Optimizer> inner) : inner_(std::move(inner)) {}
   std::string_view name() const override { return inner_->name(); }
   int states_per_element() const override { return inner_->states_per_element(); }
   std::vector<std::string> state_names() const override { return inner_->state_names(); }
   double lr() const override { return inner_->lr(); }
   double beta1() const override { return inner_->beta1(); }
+
+ protected:
+  std::unique_ptr<Optimizer> inner_;
+};
+
+// Logs "step" for every sub-group the engine steps, into the store's event log.
+class RecordingOptimizer final : public ForwardingOptimizer {
+ public:
+  RecordingOptimizer(std::unique_ptr<Optimizer> inner, SwapStoreCounters& log)
+      : ForwardingOptimizer(std::move(inner)), log_(log) {}
   void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override {
     log_.record("step");
     inner_->step(chunks, step);
   }
 
  private:
-  std::unique_ptr<Optimizer> inner_;
   SwapStoreCounters& log_;
 };
 
@@ -229,15 +237,10 @@ TEST(EngineGradSwap, TheStepOfAGroupOverlapsTheNextReadAndThePreviousWrite) {
 
 // Holds the step of one sub-group (the `gated`-th step() call of the first optimizer step) until
 // open() or 10 s; counts the sub-groups stepped.
-class GatedOptimizer final : public Optimizer {
+class GatedOptimizer final : public ForwardingOptimizer {
  public:
   GatedOptimizer(std::unique_ptr<Optimizer> inner, int gated)
-      : inner_(std::move(inner)), gated_(gated) {}
-  std::string_view name() const override { return inner_->name(); }
-  int states_per_element() const override { return inner_->states_per_element(); }
-  std::vector<std::string> state_names() const override { return inner_->state_names(); }
-  double lr() const override { return inner_->lr(); }
-  double beta1() const override { return inner_->beta1(); }
+      : ForwardingOptimizer(std::move(inner)), gated_(gated) {}
   void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override {
     const bool gated = ++calls_ == gated_;
     if (gated) {
@@ -265,7 +268,6 @@ class GatedOptimizer final : public Optimizer {
   }
 
  private:
-  std::unique_ptr<Optimizer> inner_;
   int gated_;
   std::atomic<int> calls_{0};
   std::mutex mutex_;
