@@ -157,9 +157,7 @@ const void* Engine::Impl::gather_source(UnitId u, void* gathered) {
     try {
       refreshed = host_optimizer.wait_for_unit(u);
     } catch (const Error& error) {
-      ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", options.stage,
-                 ") the offloaded optimizer step of global step ", training.global_steps, ": ",
-                 error.what());
+      throw_host_step_error(error);
     }
     if (refreshed.impl() != nullptr) comm.stream().wait(refreshed);  // its copy to the device
   }
@@ -231,6 +229,12 @@ void Engine::Impl::allocate() {
                          .allocate(staging * size_of(policy.compute), MemoryCategory::kCommBuffers);
 }
 
+std::size_t Engine::Impl::swapped_shard_bytes(UnitId u) const {
+  const StateStorage::Placement& at = storage.unit(u);
+  if (at.param_region < 0) return 0;
+  return round_up(at.shard * size_of(policy.compute), storage.param_store()->io_alignment());
+}
+
 // A swapped shard's read is issued when its unit is gathered or prefetched and its host buffer
 // freed after the copy stream copied it (copy_in_param_shard): at most the units gathered at
 // once (stage3_max_live_parameters elements, at least the largest unit) have buffers in flight,
@@ -240,14 +244,10 @@ void Engine::Impl::plan_param_reads() {
   if (!planning || planned_param_reads.allocated() || storage.param_store() == nullptr ||
       !options.overlap_comm || options.prefetch_bucket_size <= 0)
     return;
-  const std::size_t alignment = storage.param_store()->io_alignment();
   std::size_t swapped = 0, largest = 0;
   for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
-    const StateStorage::Placement& at = storage.unit(u);
-    if (at.param_region < 0) continue;
-    const std::size_t bytes = round_up(at.shard * size_of(policy.compute), alignment);
-    swapped += bytes;
-    largest = std::max(largest, bytes);
+    swapped += swapped_shard_bytes(u);
+    largest = std::max(largest, swapped_shard_bytes(u));
   }
   const auto live =
       static_cast<std::size_t>(std::max<std::int64_t>(options.max_live_parameters, 0));
@@ -260,13 +260,11 @@ void Engine::Impl::plan_param_reads() {
 
 Buffer Engine::Impl::plan_reads_beside_step() {
   if (planned_param_reads.allocated() || storage.param_store() == nullptr) return Buffer();
-  const std::size_t alignment = storage.param_store()->io_alignment();
   std::size_t largest = 0;
   for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
-    if (storage.unit(u).param_region >= 0)
-      largest =
-          std::max(largest, round_up(storage.unit(u).shard * size_of(policy.compute), alignment));
+    largest = std::max(largest, swapped_shard_bytes(u));
   if (largest == 0) return Buffer();
+  const std::size_t alignment = storage.param_store()->io_alignment();
   // As copy_in_param_shard allocates it, so the run's cached block is the plan's.
   return std::move(allocate_aligned(ctx.allocator(policy.param_cache_space), largest, alignment,
                                     MemoryCategory::kWorkspace)

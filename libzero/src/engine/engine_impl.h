@@ -17,6 +17,7 @@
 #include "host_optimizer.h"
 #include "param_gather.h"
 #include "state_storage.h"
+#include "zero/core/error.h"
 #include "zero/engine/engine.h"
 #include "zero/engine/memory_formula.h"
 
@@ -84,6 +85,8 @@ class Engine::Impl {
   // beside the step's buffers as the next forward's gather may hold one (none needed when the
   // prefetch window's bound is held already, or no shard is swapped).
   Buffer plan_reads_beside_step();
+  // Unit u's parameter shard as its swap region's read buffer holds it (0: not swapped).
+  std::size_t swapped_shard_bytes(UnitId u) const;
   // offload_optimizer: the optimizer step on the host (and partial offload's device sub-groups),
   // with nvme's swap slots; its swap slots also serve checkpoints and the gradient windows.
   HostOptimizer host_optimizer;
@@ -144,6 +147,8 @@ class Engine::Impl {
   // Waits for an overlapped step in flight (every use of the states but a unit's gather, which
   // waits for its own sub-group in gather_source); rethrows its error naming rank and step.
   void settle_step();
+  // Rethrows an error of the host step naming the rank and the global step.
+  [[noreturn]] void throw_host_step_error(const Error& error) const;
   // zero_grad() during an overlapped step, with the gradient partition in host memory (which the
   // step reads): zeroed when the step is settled.
   bool zero_host_grads_after_step = false;

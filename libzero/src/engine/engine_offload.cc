@@ -43,6 +43,12 @@ void Engine::Impl::host_squares(std::vector<SquaresResult>& partial) {
   host_grads.squares(partial);
 }
 
+void Engine::Impl::throw_host_step_error(const Error& error) const {
+  ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", options.stage,
+             ") the offloaded optimizer step of global step ", training.global_steps, ": ",
+             error.what());
+}
+
 bool Engine::Impl::overlaps_step() const {
   return policy.host_step && policy.param_shard && storage.owned_split() == 0;
 }
@@ -55,9 +61,7 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
     else
       host_optimizer.step(args);
   } catch (const Error& error) {  // e.g. a swap store's I/O error, naming its file
-    ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", options.stage,
-               ") the offloaded optimizer step of global step ", training.global_steps, ": ",
-               error.what());
+    throw_host_step_error(error);
   }
 }
 
@@ -66,9 +70,7 @@ void Engine::Impl::settle_step() {
   try {
     host_optimizer.wait_for_step();
   } catch (const Error& error) {
-    ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", options.stage,
-               ") the offloaded optimizer step of global step ", training.global_steps, ": ",
-               error.what());
+    throw_host_step_error(error);
   }
   if (std::exchange(zero_host_grads_after_step, false)) host_grads.zero();
 }

@@ -238,11 +238,10 @@ HostOptimizer::StepWork HostOptimizer::begin_step() {
       if (claimed[i] == 0 && step_slot_elements(i) > 0)
         work.slots[i] = make_swap_slot(step_slot_elements(i));
   }
-  const std::size_t adopted = work.order.size();
+  std::vector<char> first(groups.size(), 0);  // stepped first: their windows were adopted
+  for (const std::size_t g : work.order) first[g] = 1;
   for (std::size_t g = storage.device_groups(); g < groups.size(); ++g)
-    if (std::find(work.order.begin(), work.order.begin() + static_cast<std::ptrdiff_t>(adopted),
-                  g) == work.order.begin() + static_cast<std::ptrdiff_t>(adopted))
-      work.order.push_back(g);
+    if (first[g] == 0) work.order.push_back(g);
   std::size_t largest = 0;
   for (const SubGroup& group : groups) largest = std::max(largest, group.num_elements);
   if (!policy.offload_params() && policy.compute != DType::kFloat32)
