@@ -140,7 +140,7 @@ TEST(EngineOffload, ParameterShardReadsAreWaitedForOffTheTrainingThread) {
 constexpr int kGpt2Steps = 6;
 
 TrainResult run_gpt2(int stage, int world, Mode mode, DType dtype = DType::kBFloat16,
-                     int accumulation = 1) {
+                     int accumulation = 1, SwapStoreCounters* counters = nullptr) {
   GPT2Run run = mixed_run(dtype, stage, accumulation, kGpt2Steps);
   // Units (W = 1): embeddings 4608, h.0 / h.1 12704, ln_f 64: sub-groups {embeddings}, {h.0},
   // {h.1, ln_f} at W = 1.
@@ -151,7 +151,8 @@ TrainResult run_gpt2(int stage, int world, Mode mode, DType dtype = DType::kBFlo
     omp_set_num_threads(1);
     const int rows = run.global_batch / (world * accumulation);
     std::unique_ptr<Engine> engine = make_engine(run.options, comm);
-    engine->set_swap_store_factory(memory_swap_store_factory());
+    engine->set_swap_store_factory(
+        memory_swap_store_factory(comm.rank() == 0 ? counters : nullptr));
     GPT2EngineDriver model(*engine, run.config, rows, run.seq_len, run.seed);
     TrainResult mine = train_steps(comm, *engine, run.steps, rows, [&](int step, int first) {
       const gpt2::DropoutKey dropout{run.seed, static_cast<std::uint64_t>(step), first, true};
@@ -183,6 +184,94 @@ TEST_P(Gpt2Offload, MatchesTheRunWithoutOffloadBitwise) {
 
 INSTANTIATE_TEST_SUITE_P(StagesAndWorlds, Gpt2Offload,
                          ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values(1, 2)));
+
+// Stage 3, optimizer on NVMe: with one micro-step per step and bf16 gradients the swapped
+// gradient partition holds the reduced bf16 values (half the fp32 bytes), widened × post where
+// they are used, so the run is bitwise the run without offload; with accumulation, or fp32, the
+// partition stays fp32. Each step reads and writes every sub-group's master and moments (12 bytes
+// per owned element each way), plus their initial write; of the gradients the step takes
+// embeddings' and h.0's from the backward's windows (h.0's written when its window was left) and
+// reads {h.1, ln_f}'s (12768 elements).
+TEST(EngineOffload, Bf16GradientsSwapInHalfTheBytesWithoutAccumulation) {
+  constexpr std::int64_t kOwned = 4608 + 2 * 12704 + 64, kH0 = 12704, kLast = 12704 + 64;
+  for (int world : {1, 2})
+    for (int accumulation : {1, 2})
+      for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
+        const std::string what = std::string(zero::name_of(dtype)) + " world " +
+                                 std::to_string(world) + " accumulation " +
+                                 std::to_string(accumulation);
+        const TrainResult reference = run_gpt2(3, world, Mode::kNone, dtype, accumulation);
+        SwapStoreCounters counters;
+        expect_bitwise(run_gpt2(3, world, Mode::kNvme, dtype, accumulation, &counters), reference,
+                       what);
+        if (world != 1 || accumulation != 1) continue;
+        const std::int64_t grad_bytes = dtype == DType::kBFloat16 ? 2 : 4;
+        EXPECT_EQ(counters.bytes_read, (12 * kOwned + grad_bytes * kLast) * kGpt2Steps) << what;
+        EXPECT_EQ(counters.bytes_written,
+                  (12 * kOwned + grad_bytes * (kH0 + kLast)) * kGpt2Steps + 12 * kOwned)
+            << what;
+      }
+}
+
+// The same swapped bf16 gradients across a checkpoint: shard_states() (read from the swap
+// regions) saved after 3 steps and loaded into a fresh engine continue as the uninterrupted run,
+// bitwise (stage 3, W = 2, the overlapped step).
+TEST(EngineOffload, Bf16SwappedGradientsResumeFromShardStatesBitwise) {
+  using Image = std::map<std::string, std::vector<std::vector<float>>>;  // unit -> [params, k...]
+  constexpr int kWorld = 2;
+  GPT2Run run = mixed_run(DType::kBFloat16, 3, 1, kGpt2Steps);
+  apply_offload(run.options, Mode::kNvme, 13'000, 4608 / kWorld);
+  ASSERT_EQ(state_policy(run.options).grad_swap_dtype, DType::kBFloat16);
+  const int rows = run.global_batch / kWorld;
+  auto train = [&](Engine& engine, GPT2EngineDriver& model, int rank, int first, int count) {
+    for (int step = first; step < first + count; ++step) {
+      const int sample = (step * kWorld + rank) * rows;
+      const gpt2::DropoutKey dropout{run.seed, static_cast<std::uint64_t>(step), sample, true};
+      model.micro_step(make_token_batch(run.config, run.seq_len, step, sample, rows), dropout);
+      engine.step();
+    }
+  };
+  std::vector<std::vector<float>> uninterrupted, resumed;
+  std::vector<Image> images(kWorld);
+  std::vector<TrainingState> training(kWorld);
+  run_ranks(kWorld, [&](Communicator& comm) {
+    std::unique_ptr<Engine> engine = make_engine(run.options, comm);
+    engine->set_swap_store_factory(memory_swap_store_factory());
+    GPT2EngineDriver model(*engine, run.config, rows, run.seq_len, run.seed);
+    train(*engine, model, comm.rank(), 0, 3);
+    Image& image = images[static_cast<std::size_t>(comm.rank())];
+    for (const ShardState& shard : engine->shard_states()) {
+      auto& values = image[shard.unit];
+      values.emplace_back(shard.params.begin(), shard.params.end());
+      for (const auto& [name, state] : shard.optimizer_state)
+        values.emplace_back(state.begin(), state.end());
+    }
+    training[static_cast<std::size_t>(comm.rank())] = engine->training_state();
+    train(*engine, model, comm.rank(), 3, 3);
+    std::vector<std::vector<float>> params = gathered_parameters(*engine);
+    if (comm.rank() == 0) uninterrupted = std::move(params);
+  });
+  run_ranks(kWorld, [&](Communicator& comm) {
+    std::unique_ptr<Engine> engine = make_engine(run.options, comm);
+    engine->set_swap_store_factory(memory_swap_store_factory());
+    GPT2EngineDriver model(*engine, run.config, rows, run.seq_len, run.seed);
+    const Image& image = images[static_cast<std::size_t>(comm.rank())];
+    for (ShardState& shard : engine->shard_states()) {
+      const auto& values = image.at(shard.unit);
+      std::copy(values[0].begin(), values[0].end(), shard.params.begin());
+      for (std::size_t k = 0; k < shard.optimizer_state.size(); ++k)
+        std::copy(values[k + 1].begin(), values[k + 1].end(),
+                  shard.optimizer_state[k].second.begin());
+    }
+    engine->set_training_state(training[static_cast<std::size_t>(comm.rank())]);
+    engine->refresh_params();
+    train(*engine, model, comm.rank(), 3, 3);
+    std::vector<std::vector<float>> params = gathered_parameters(*engine);
+    if (comm.rank() == 0) resumed = std::move(params);
+  });
+  ASSERT_EQ(resumed.size(), uninterrupted.size());
+  for (std::size_t u = 0; u < resumed.size(); ++u) EXPECT_EQ(resumed[u], uninterrupted[u]) << u;
+}
 
 // fp16: offload accumulates the gradient partition in fp32 where the run without offload
 // accumulates in fp16 (DeepSpeed's offload keeps an fp32 partition too), so the two differ by
@@ -326,16 +415,21 @@ TEST(EngineOffload, FormulaPlacesEachStateByMode) {
   options.offload_optimizer.device = config::OffloadDevice::kNvme;
   options.offload_optimizer.nvme_path = "/x";
   bytes = model_state_bytes(options, sizes, 4, 2);
-  // nvme: the fp32 gradient partition is swapped too (ZeRO-Infinity).
+  // nvme: the gradient partition is swapped too (ZeRO-Infinity), in bf16 as reduced with one
+  // micro-step per step, in fp32 with accumulation.
   EXPECT_EQ(bytes.in(MemorySpace::kHostPinned).grad_shard, 0);
-  EXPECT_EQ(bytes.in(MemorySpace::kNvme).total(), (4 + 4 + 8) * 256);
+  EXPECT_EQ(bytes.in(MemorySpace::kNvme).total(), (4 + 2 + 8) * 256);
+  options.gradient_accumulation_steps = 2;
+  EXPECT_EQ(model_state_bytes(options, sizes, 4, 2).in(MemorySpace::kNvme).total(),
+            (4 + 4 + 8) * 256);
+  options.gradient_accumulation_steps = 1;
   options.stage = 3;
   options.offload_param.device = config::OffloadDevice::kNvme;
   options.offload_param.nvme_path = "/x";
   options.offload_param.max_in_cpu = 0;
   bytes = model_state_bytes(options, sizes, 4, 2);
   EXPECT_EQ(bytes.in(MemorySpace::kDevice).total(), 0);
-  EXPECT_EQ(bytes.in(MemorySpace::kNvme).total(), (2 + 4 + 4 + 8) * 256);
+  EXPECT_EQ(bytes.in(MemorySpace::kNvme).total(), (2 + 4 + 2 + 8) * 256);
   options.offload_param.max_in_cpu = 256;  // the one unit's shard fits in host memory
   bytes = model_state_bytes(options, sizes, 4, 2);
   EXPECT_EQ(bytes.in(MemorySpace::kHost).param_shard, 2 * 256);

@@ -10,12 +10,14 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/host_optimizer.h"
 #include "engine/state_storage.h"
+#include "engine/stored_gradients.h"
 #include "memory_swap_store.h"
 #include "state_storage_util.h"
 #include "zero/comm/communicator.h"
@@ -55,6 +57,7 @@ class HostGradientsTest : public ::testing::Test {
         .optimizer = optimizer_,
         .shard_chunk = [](UnitId, float*, const float*, float*) { return ShardChunk{}; },
         .gradients_held = [](std::size_t) { return false; },
+        .stored_gradient_scale = [](std::size_t) { return 1.0f; },
         .take_gradient_windows = {},  // no gradient windows
         .synchronize_compute = [](const std::string&) {},
     });
@@ -128,6 +131,24 @@ class HostGradientsTest : public ::testing::Test {
   std::unique_ptr<HostOptimizer> host_optimizer_;
   std::unique_ptr<HostGradients> grads_;
 };
+
+// Widening in place gives widen_gradients' values (0 + widen(x) × post) for every count, the
+// tails of the halving included.
+TEST(StoredGradients, WideningInPlaceEqualsWideningIntoAnotherBuffer) {
+  for (const DType dtype : {DType::kBFloat16, DType::kFloat16})
+    for (const std::size_t count : {1, 22, 64, 65, 1023, 70'001}) {
+      std::vector<float> values(count), in_place(count), expected(count);
+      for (std::size_t i = 0; i < count; ++i)
+        values[i] = (i % 7 == 3 ? -1.0f : 1.0f) * static_cast<float>(i % 1000) / 37.0f;
+      convert(values.data(), DType::kFloat32, in_place.data(), dtype, count);
+      std::vector<char> stored(count * size_of(dtype));
+      std::memcpy(stored.data(), in_place.data(), stored.size());
+      widen_gradients_in_place(in_place.data(), dtype, 0.3f, count);
+      widen_gradients(stored.data(), dtype, 0.3f, expected.data(), count);
+      EXPECT_EQ(std::memcmp(in_place.data(), expected.data(), count * sizeof(float)), 0)
+          << name_of(dtype) << " count " << count;
+    }
+}
 
 TEST_F(HostGradientsTest, CpuOffloadScalesThenAccumulatesIntoTheHostPartition) {
   HostGradients& grads = make({8, 12});

@@ -76,6 +76,7 @@ class HostOptimizerTest : public ::testing::Test {
               return chunk;
             },
         .gradients_held = [this](std::size_t) { return gradients_held_; },
+        .stored_gradient_scale = [](std::size_t) { return 0.5f; },
         .take_gradient_windows = {},  // no gradient windows
         .synchronize_compute =
             [this](const std::string&) { context_->compute_stream().synchronize(); },
@@ -107,15 +108,19 @@ class HostOptimizerTest : public ::testing::Test {
       if (auto* grads = static_cast<float*>(storage_->owned_grads(u)))
         std::fill_n(grads, storage_->unit(u).owned_count, gradient(u));
     if (!policy_.swap_grads()) return;
+    // Stored 16-bit (bf16 without accumulation): twice the gradient, widened × 0.5 by the step.
+    const DType stored = policy_.grad_swap_dtype;
+    const float factor = stored == DType::kFloat32 ? 1.0f : 2.0f;
     const std::vector<SubGroup>& groups = storage_->sub_groups();
     for (std::size_t g = storage_->device_groups(); g < groups.size(); ++g) {
       for (std::size_t u = groups[g].first_unit; u < groups[g].last_unit; ++u)
-        std::fill_n(
-            slot.master +
-                (storage_->unit(static_cast<UnitId>(u)).owned_offset - groups[g].owned_offset),
-            storage_->unit(static_cast<UnitId>(u)).owned_count, 1.0f + static_cast<float>(u));
+        std::fill_n(slot.master + (storage_->unit(static_cast<UnitId>(u)).owned_offset -
+                                   groups[g].owned_offset),
+                    storage_->unit(static_cast<UnitId>(u)).owned_count,
+                    factor * (1.0f + static_cast<float>(u)));
+      convert(slot.master, DType::kFloat32, slot.state, stored, groups[g].num_elements);
       SwapStore& swap = *storage_->optimizer_swap();
-      swap.wait(swap.write(storage_->grad_region(g), slot.master));
+      swap.wait(swap.write(storage_->grad_region(g), slot.state));
     }
   }
 

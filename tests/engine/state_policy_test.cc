@@ -71,5 +71,29 @@ TEST(StatePolicy, OffloadPutsEachStateInItsSpace) {
   EXPECT_EQ(state_policy(options).params_space, MemorySpace::kDevice);
 }
 
+// The swapped gradient partition holds the reduced 16-bit values only where each element is
+// reduced once a step: stages 2-3, one micro-step, 16-bit model gradients; else fp32.
+TEST(StatePolicy, SwappedGradientsAreSixteenBitOnlyWithoutAccumulation) {
+  EngineOptions options;
+  options.stage = 3;
+  options.bf16.enabled = true;
+  options.offload_optimizer.device = config::OffloadDevice::kNvme;
+  EXPECT_EQ(state_policy(options).grad_swap_dtype, DType::kBFloat16);
+  options.stage = 2;
+  EXPECT_EQ(state_policy(options).grad_swap_dtype, DType::kBFloat16);
+  options.stage = 1;  // the accumulated full gradients are reduced (fp32 with bf16)
+  EXPECT_EQ(state_policy(options).grad_swap_dtype, DType::kFloat32);
+  options.stage = 3;
+  options.gradient_accumulation_steps = 2;
+  EXPECT_EQ(state_policy(options).grad_swap_dtype, DType::kFloat32);
+  options.gradient_accumulation_steps = 1;
+  options.bf16.enabled = false;
+  EXPECT_EQ(state_policy(options).grad_swap_dtype, DType::kFloat32);
+  options.fp16.enabled = true;
+  EXPECT_EQ(state_policy(options).grad_swap_dtype, DType::kFloat16);
+  options.offload_optimizer.device = config::OffloadDevice::kCpu;
+  EXPECT_EQ(state_policy(options).grad_swap_dtype, DType::kFloat32);
+}
+
 }  // namespace
 }  // namespace zero

@@ -100,6 +100,7 @@ Engine::Impl::Impl(EngineOptions engine_options, DeviceContext* given_context,
           .shard_chunk = [this](UnitId u, float* params, const float* grads,
                                 float* state) { return shard_chunk(u, params, grads, state); },
           .gradients_held = [this](std::size_t g) { return host_grads.held(g); },
+          .stored_gradient_scale = [this](std::size_t g) { return host_grads.stored_scale(g); },
           .take_gradient_windows =
               [this](const std::function<bool(std::size_t, std::size_t)>& adopt) {
                 return host_grads.take_windows(adopt);

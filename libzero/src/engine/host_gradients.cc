@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "../cpu/host_arithmetic.h"
+#include "stored_gradients.h"
 #include "zero/core/error.h"
 
 namespace zero {
@@ -31,8 +32,18 @@ void HostGradients::allocate(std::size_t receive_elements) {
   holds_.assign(groups.size(), 0);
   group_of_.assign(storage.num_units(), 0);
   squares_.assign(storage.num_units(), SquaresResult{});
+  posts_.assign(groups.size(), 1.0f);
+  std::size_t largest_unit = 0;
   for (std::size_t g = 0; g < groups.size(); ++g)
-    for (std::size_t u = groups[g].first_unit; u < groups[g].last_unit; ++u) group_of_[u] = g;
+    for (std::size_t u = groups[g].first_unit; u < groups[g].last_unit; ++u) {
+      group_of_[u] = g;
+      if (g >= storage.device_groups())
+        largest_unit = std::max(largest_unit, storage.unit(static_cast<UnitId>(u)).owned_count);
+    }
+  // Stored 16-bit: a unit's fp32 values for its squares (window_squares).
+  if (policy.grad_swap_dtype != DType::kFloat32)
+    widened_ = setup_.context.allocator(policy.staging_space)
+                   .allocate(largest_unit * sizeof(float), MemoryCategory::kWorkspace);
 }
 
 void HostGradients::unpack(const void* reduced, std::size_t count,
@@ -56,8 +67,14 @@ void HostGradients::unpack(const void* reduced, std::size_t count,
       float* destination = piece.destination;
       if (swapped) {  // into its sub-group's window (swapped in or out here, on this stream)
         const std::size_t g = group_of_[piece.unit];
-        destination = window(g) + (storage.unit(piece.unit).owned_offset -
-                                   storage.sub_groups()[g].owned_offset + piece.offset);
+        const std::size_t offset = storage.unit(piece.unit).owned_offset -
+                                   storage.sub_groups()[g].owned_offset + piece.offset;
+        if (setup_.policy.grad_swap_dtype != DType::kFloat32) {  // stored as reduced, once a step
+          std::memcpy(window(g) + offset * bytes, source, piece.count * bytes);
+          posts_[g] = post;
+          continue;
+        }
+        destination = reinterpret_cast<float*>(window(g)) + offset;
       }
       if (accumulate)
         host::axpy_values(source, dtype, destination, DType::kFloat32, piece.count, post);
@@ -109,7 +126,8 @@ void HostGradients::allocate_windows(std::size_t micro_steps_per_step) {
   // memory instead of adding to the process's resident memory.
   for (std::size_t w = 0; w < 2; ++w) {
     AlignedHostBuffer& window = windows_[w];
-    std::size_t bytes = round_up(largest * sizeof(float), alignment) + alignment;
+    std::size_t bytes =
+        round_up(largest * size_of(setup_.policy.grad_swap_dtype), alignment) + alignment;
     if (w < host_optimizer.step_slot_count() && host_optimizer.step_slot_elements(w) > 0)
       bytes = std::max(bytes, host_optimizer.swap_slot_bytes(host_optimizer.step_slot_elements(w)));
     window.buffer = setup_.context.allocator(setup_.policy.staging_space)
@@ -134,43 +152,45 @@ void HostGradients::release_windows() {
   for (AlignedHostBuffer& window : windows_) window = AlignedHostBuffer();
 }
 
-namespace {
-
-// The squared norm of each unit of `group` over its gradients in `window` (the step's global norm
-// takes these per-unit parts in unit order, as without swapping).
-void window_squares(const StateStorage& storage, const SubGroup& group, const float* window,
-                    std::vector<SquaresResult>& squares) {
+void HostGradients::window_squares(std::size_t g, const void* window) {
+  const StateStorage& storage = setup_.storage;
+  const SubGroup& group = storage.sub_groups()[g];
+  const DType stored = setup_.policy.grad_swap_dtype;
   for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
     const StateStorage::Placement& at = storage.unit(static_cast<UnitId>(u));
-    squares[u] = host::squares_of(window + (at.owned_offset - group.owned_offset), DType::kFloat32,
-                                  at.owned_count);
+    const void* values =
+        static_cast<const char*>(window) + (at.owned_offset - group.owned_offset) * size_of(stored);
+    if (stored != DType::kFloat32) {  // the fp32 values the step will widen them to
+      widen_gradients(values, stored, posts_[g], static_cast<float*>(widened_.data()),
+                      at.owned_count);
+      values = widened_.data();
+    }
+    squares_[u] = host::squares_of(values, DType::kFloat32, at.owned_count);
   }
 }
 
-}  // namespace
-
-float* HostGradients::window(std::size_t g) {
+char* HostGradients::window(std::size_t g) {
   const StateStorage& storage = setup_.storage;
   SwapStore* store = storage.optimizer_swap();
   const std::vector<SubGroup>& groups = storage.sub_groups();
   if (window_group_[current_] == static_cast<int>(g))
-    return static_cast<float*>(windows_[current_].data);
+    return static_cast<char*>(windows_[current_].data);
   // Write the current window out (behind), then take the other one for g.
   const int leaving = window_group_[current_];
   if (leaving >= 0) {
     const auto h = static_cast<std::size_t>(leaving);
-    window_squares(storage, groups[h], static_cast<float*>(windows_[current_].data), squares_);
+    window_squares(h, windows_[current_].data);
     window_write_[current_] = store->write(storage.grad_region(h), windows_[current_].data);
   }
   const int other = 1 - current_;
   store->wait(std::exchange(window_write_[other], SwapTicket{}));
-  auto* data = static_cast<float*>(windows_[other].data);
+  auto* data = static_cast<char*>(windows_[other].data);
   // The other window still holds g when g was the one written out before (its write is done).
   if (window_group_[other] != static_cast<int>(g)) {
     if (holds_[g] != 0)
       store->wait(store->read(storage.grad_region(g), data));
     else
-      std::memset(data, 0, groups[g].num_elements * sizeof(float));
+      std::memset(data, 0, groups[g].num_elements * size_of(setup_.policy.grad_swap_dtype));
   }
   holds_[g] = 1;
   window_group_[other] = static_cast<int>(g);
@@ -188,8 +208,7 @@ void HostGradients::settle_windows() {
   unwritten_ = -1;
   const int group = window_group_[current_];
   if (group >= 0) {
-    window_squares(storage, storage.sub_groups()[static_cast<std::size_t>(group)],
-                   static_cast<float*>(windows_[current_].data), squares_);
+    window_squares(static_cast<std::size_t>(group), windows_[current_].data);
     unwritten_ = current_;
   }
   settled_ = true;

@@ -2,7 +2,9 @@
 // block is copied device->host on the copy stream into a receive buffer and unpacked there by a
 // host task (scaled, or accumulated across micro-steps) into the host partition
 // (StateStorage::host_grad_shard), or, with nvme (policy.swap_grads()), into one of two
-// sub-group windows of the swapped partition; its squared norms for the step, and its zeroing.
+// sub-group windows of the swapped partition (in policy.grad_swap_dtype: fp32, or with one
+// micro-step and 16-bit gradients the reduced values with their post factor, widened where used);
+// its squared norms for the step, and its zeroing.
 //
 // The swapped partition (ZeRO-Infinity): one swap region per host sub-group (the storage's
 // grad_region), as DeepSpeed's partition_grads writes a sub-group's reduced fp32 gradients to its
@@ -81,6 +83,9 @@ class HostGradients {
   void zero();
   // Swapped: whether sub-group g's region holds this step's gradients (else the step reads zeros).
   bool held(std::size_t g) const { return !holds_.empty() && holds_[g] != 0; }
+  // Swapped in 16-bit (policy.grad_swap_dtype): the post factor sub-group g's stored values are
+  // widened with (widen_gradients), once its region or window holds this step's gradients.
+  float stored_scale(std::size_t g) const { return posts_.empty() ? 1.0f : posts_[g]; }
   // Swapped: the windows live from the first reduction of a step (the reducer's before_flush) to
   // squares(), where the step takes them as its slots or frees them. `micro_steps_per_step`
   // (gradient accumulation) places the first block so that the backward ends in the windows the
@@ -91,7 +96,11 @@ class HostGradients {
  private:
   // The window holding sub-group g's gradients (copy stream's host tasks), written out and read
   // in as described above.
-  float* window(std::size_t g);
+  // Its values in policy.grad_swap_dtype: fp32, or the 16-bit values as reduced (posts_[g]).
+  char* window(std::size_t g);
+  // Each unit of sub-group g's squared norm over its fp32 gradients, from `window` (the step's
+  // global norm takes these per-unit parts in unit order, as without swapping).
+  void window_squares(std::size_t g, const void* window);
   // After the backward (host thread, copy stream drained): waits for the windows' writes in
   // flight and takes the current window's squares; it stays unwritten (settled_, unwritten_).
   void settle_windows();
@@ -104,6 +113,8 @@ class HostGradients {
   // Swapped partition.
   std::vector<char> holds_;            // per sub-group: its region holds this step's gradients
   std::vector<std::size_t> group_of_;  // per unit: its sub-group
+  std::vector<float> posts_;           // per sub-group: the post factor of its stored values
+  Buffer widened_;                     // stored 16-bit: one unit's fp32 values (window_squares)
   AlignedHostBuffer windows_[2];
   int window_group_[2] = {-1, -1};
   SwapTicket window_write_[2];

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "stored_gradients.h"
 #include "zero/core/error.h"
 
 namespace zero {
@@ -157,6 +158,8 @@ struct HostOptimizer::StepWork {
   // the backward's windows first.
   std::vector<std::size_t> order;
   std::vector<char> held;  // per sub-group: gradients_held() when the step began
+  // Per sub-group: stored_gradient_scale() when the step began (16-bit stored gradients).
+  std::vector<float> scale;
 };
 
 struct HostOptimizer::AsyncStep {
@@ -197,6 +200,7 @@ void HostOptimizer::read_group(SwapSlot& slot, std::size_t g, bool held) const {
   slot.grads_read = SwapTicket{};
   // Its gradient window, taken from the backward: the gradients are in place.
   if (!policy.swap_grads() || std::exchange(slot.grads_group, -1) == static_cast<int>(g)) return;
+  slot.grads_stored = held && policy.grad_swap_dtype != DType::kFloat32;
   if (held)
     slot.grads_read = swap->read(storage.grad_region(g), slot.grads);
   else  // a sub-group no block reached this step (no gradients): zeros, as the partition holds
@@ -232,6 +236,7 @@ HostOptimizer::StepWork HostOptimizer::begin_step() {
       const std::size_t slot = window.group % num_slots;
       work.slots[slot] = slot_in(std::move(window.memory), step_slot_elements(slot));
       work.slots[slot].grads_group = static_cast<int>(window.group);
+      work.slots[slot].grads_stored = policy.grad_swap_dtype != DType::kFloat32;
       work.order.push_back(window.group);
     }
     for (std::size_t i = 0; i < num_slots; ++i)
@@ -250,9 +255,13 @@ HostOptimizer::StepWork HostOptimizer::begin_step() {
                                 largest * size_of(policy.compute), 64, MemoryCategory::kWorkspace);
   work.param_io = make_param_io_buffer(ctx, policy, storage);
   work.held.assign(groups.size(), 0);
+  work.scale.assign(groups.size(), 1.0f);
   if (policy.swap_grads())
-    for (std::size_t g = storage.device_groups(); g < groups.size(); ++g)
+    for (std::size_t g = storage.device_groups(); g < groups.size(); ++g) {
       work.held[g] = setup_.gradients_held(g) ? 1 : 0;
+      if (policy.grad_swap_dtype != DType::kFloat32)
+        work.scale[g] = setup_.stored_gradient_scale(g);
+    }
   return work;
 }
 
@@ -344,6 +353,9 @@ Event HostOptimizer::step_group(StepWork& work, std::size_t i, const OptimizerSt
     swap->wait(slot->master_read);
     swap->wait(slot->state_read);
     swap->wait(slot->grads_read);
+    if (std::exchange(slot->grads_stored, false))
+      widen_gradients_in_place(slot->grads, policy.grad_swap_dtype, work.scale[g],
+                               group.num_elements);
     // pipeline_read: the next sub-group's read runs during this one's step (when it goes to
     // another slot: after the adopted windows the order may skip).
     if (setup_.options.offload_optimizer.pipeline_read && i + 1 < work.order.size() &&

@@ -1,8 +1,8 @@
 // HostOptimizer: the optimizer step of offload_optimizer (ZeRO-Offload, ZeRO-Infinity) on the
 // host, one sub-group of whole units at a time, with nvme's swap-in and swap-out of each
-// sub-group's master, moments and gradients around it (pipelined with pipeline_read /
-// pipeline_write), the compute parameters refreshed behind it on the copy stream, and partial
-// offload's device sub-groups stepped on the compute stream meanwhile.
+// sub-group's master, moments and gradients (fp32, or stored 16-bit and widened) around it
+// (pipelined with pipeline_read / pipeline_write), the compute parameters refreshed behind it on
+// the copy stream, and partial offload's device sub-groups stepped on the compute stream meanwhile.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +38,9 @@ struct SwapSlot {
   int group = -1;  // the sub-group it holds (read or being read)
   SwapTicket master_read, state_read, grads_read;
   int grads_group = -1;  // the sub-group whose gradients `grads` holds already (not read)
+  // `grads` starts with the sub-group's stored 16-bit values (policy.grad_swap_dtype), widened
+  // to fp32 in place before its step.
+  bool grads_stored = false;
 };
 
 // A sub-group's swapped fp32 gradients still in host memory when the backward ends (a window of
@@ -63,6 +66,9 @@ struct HostOptimizerSetup {
   // Swapped gradient partition: whether sub-group g's region holds this step's gradients (else
   // the step reads zeros, as the partition would hold).
   std::function<bool(std::size_t g)> gradients_held;
+  // Gradients stored in 16-bit (policy.grad_swap_dtype): the factor sub-group g's are widened
+  // with (HostGradients::stored_scale), taken with gradients_held.
+  std::function<float(std::size_t g)> stored_gradient_scale;
   // Swapped gradient partition, at the step: the gradient windows that `adopt(group, size_bytes)`
   // accepts (HostGradients::take_windows), the rest written out and freed. May be empty.
   std::function<std::vector<GradientWindow>(

@@ -124,7 +124,9 @@ ModelStateBytesBySpace model_state_bytes(const StatePolicy& policy,
   if (policy.full_params) bytes.in(policy.params_space).params = compute * padded;
   if (policy.full_grads) bytes.in(policy.full_grads_space).grads = accumulate * padded;
   if (policy.grad_shard) {
-    bytes.in(policy.grad_shard_space).grad_shard = grad_shard * (shard - on_device);
+    const auto stored = static_cast<std::int64_t>(
+        size_of(policy.swap_grads() ? policy.grad_swap_dtype : policy.grad_shard_dtype));
+    bytes.in(policy.grad_shard_space).grad_shard = stored * (shard - on_device);
     bytes.in(MemorySpace::kDevice).grad_shard += grad_shard * on_device;
   }
   if (policy.param_shard) {

@@ -50,6 +50,9 @@ StatePolicy state_policy(const EngineOptions& options) {
     // DeepSpeed's ZeRO-Infinity swaps the fp32 gradient partition with the optimizer state
     // (partitioned_optimizer_swapper.py: swap_out_gradients, then swapped in with the sub-group).
     if (nvme) policy.grad_shard_space = MemorySpace::kNvme;
+    if (nvme && !policy.full_grads && options.gradient_accumulation_steps == 1 &&
+        size_of(policy.model_grads) == 2)
+      policy.grad_swap_dtype = policy.model_grads;
     policy.offload_ratio = optimizer.ratio;
   }
   if (param.device != OffloadDevice::kNone && policy.param_shard) {

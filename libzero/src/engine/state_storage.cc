@@ -201,13 +201,14 @@ void StateStorage::create_swap_stores(const std::vector<UnitShape>& units) {
                                                  states * count * sizeof(float),
                                                  MemoryCategory::kOptimizerState));
     }
-    // The fp32 gradient partition (ZeRO-Infinity): a region per host sub-group.
+    // The gradient partition (ZeRO-Infinity): a region per host sub-group, in grad_swap_dtype.
     if (policy.swap_grads()) {
       grad_regions_.assign(sub_groups_.size(), -1);
       for (std::size_t g = device_groups_; g < sub_groups_.size(); ++g)
-        grad_regions_[g] = optimizer_swap_->add_region("grad_shard sub-group " + std::to_string(g),
-                                                       sub_groups_[g].num_elements * sizeof(float),
-                                                       MemoryCategory::kGradShard);
+        grad_regions_[g] = optimizer_swap_->add_region(
+            "grad_shard sub-group " + std::to_string(g),
+            sub_groups_[g].num_elements * size_of(policy.grad_swap_dtype),
+            MemoryCategory::kGradShard);
     }
   }
   if (policy.swap_params()) {

@@ -44,6 +44,11 @@ struct StatePolicy {
   // offload_optimizer the step stays on the device, over an fp32 master of the owned shard there.
   bool host_step = false;                    // the optimizer runs on the host (offload_optimizer)
   DType grad_shard_dtype = DType::kFloat32;  // the owned accumulated gradients (grad_shard)
+  // swap_grads(): the dtype its swap regions hold. fp32, except with one micro-step per step at
+  // stages 2-3 and 16-bit model_grads: then each element is reduced once per step, so the regions
+  // hold the reduced 16-bit values and the step widens them × post into fp32 (the same values
+  // bit for bit, half the bytes written and read).
+  DType grad_swap_dtype = DType::kFloat32;
   // Where each persistent state lives. kNvme: swap regions (optimizer: master and state of each
   // sub-group; params: the units past max_in_cpu, the others in param_cache_space).
   MemorySpace params_space = MemorySpace::kDevice;       // full params or the param shard
