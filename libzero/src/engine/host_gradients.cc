@@ -33,17 +33,12 @@ void HostGradients::allocate(std::size_t receive_elements) {
   group_of_.assign(storage.num_units(), 0);
   squares_.assign(storage.num_units(), SquaresResult{});
   posts_.assign(groups.size(), 1.0f);
-  std::size_t largest_unit = 0;
   for (std::size_t g = 0; g < groups.size(); ++g)
     for (std::size_t u = groups[g].first_unit; u < groups[g].last_unit; ++u) {
       group_of_[u] = g;
       if (g >= storage.device_groups())
-        largest_unit = std::max(largest_unit, storage.unit(static_cast<UnitId>(u)).owned_count);
+        largest_unit_ = std::max(largest_unit_, storage.unit(static_cast<UnitId>(u)).owned_count);
     }
-  // Stored 16-bit: a unit's fp32 values for its squares (window_squares).
-  if (policy.grad_swap_dtype != DType::kFloat32)
-    widened_ = setup_.context.allocator(policy.staging_space)
-                   .allocate(largest_unit * sizeof(float), MemoryCategory::kWorkspace);
 }
 
 void HostGradients::unpack(const void* reduced, std::size_t count,
@@ -146,10 +141,15 @@ void HostGradients::allocate_windows(std::size_t micro_steps_per_step) {
   const std::size_t last_window = slot < 2 ? slot : 0;
   const std::size_t takes_after_first = micro_steps_per_step * host_groups - 1;
   current_ = 1 - static_cast<int>(last_window ^ (takes_after_first % 2));
+  // Stored 16-bit: a unit's fp32 values for its squares (window_squares), beside the windows.
+  if (setup_.policy.grad_swap_dtype != DType::kFloat32)
+    widened_ = setup_.context.allocator(setup_.policy.staging_space)
+                   .allocate(largest_unit_ * sizeof(float), MemoryCategory::kWorkspace);
 }
 
 void HostGradients::release_windows() {
   for (AlignedHostBuffer& window : windows_) window = AlignedHostBuffer();
+  widened_ = Buffer();
 }
 
 void HostGradients::window_squares(std::size_t g, const void* window) {

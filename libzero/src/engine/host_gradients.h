@@ -114,7 +114,9 @@ class HostGradients {
   std::vector<char> holds_;            // per sub-group: its region holds this step's gradients
   std::vector<std::size_t> group_of_;  // per unit: its sub-group
   std::vector<float> posts_;           // per sub-group: the post factor of its stored values
-  Buffer widened_;                     // stored 16-bit: one unit's fp32 values (window_squares)
+  // Stored 16-bit: one unit's fp32 values (window_squares), allocated with the windows.
+  Buffer widened_;
+  std::size_t largest_unit_ = 0;  // the largest host unit's owned elements
   AlignedHostBuffer windows_[2];
   int window_group_[2] = {-1, -1};
   SwapTicket window_write_[2];
