@@ -213,6 +213,15 @@ TEST(EngineOffload, Bf16GradientsSwapInHalfTheBytesWithoutAccumulation) {
       }
 }
 
+// fp16 (dynamic loss scale) without accumulation: the swapped partition in fp16 gives the run
+// with the fp32 partition in host memory, bitwise (the run without offload accumulates in fp16).
+TEST(EngineOffload, Fp16GradientsSwappedInSixteenBitsGiveTheHostPartitionsRun) {
+  for (int world : {1, 2})
+    expect_bitwise(run_gpt2(3, world, Mode::kNvme, DType::kFloat16),
+                   run_gpt2(3, world, Mode::kCpu, DType::kFloat16),
+                   "fp16 world " + std::to_string(world));
+}
+
 // The same swapped bf16 gradients across a checkpoint: shard_states() (read from the swap
 // regions) saved after 3 steps and loaded into a fresh engine continue as the uninterrupted run,
 // bitwise (stage 3, W = 2, the overlapped step).

@@ -244,11 +244,12 @@ TEST_F(StateStorageTest, NvmeRegionsFollowTheFilesLayout) {
   options_.sub_group_size = 8;
   StateStorage& storage = make({16, 16});
   EXPECT_EQ(paths_, (std::vector<std::string>{"/nvme/optimizer", "/nvme/params"}));
+  // bf16 with one micro-step per step: the gradient regions hold the reduced bf16 values.
   EXPECT_EQ(regions_,
             (std::vector<std::string>{
                 "master_params sub-group 0 32", "optimizer_state sub-group 0 64",
                 "master_params sub-group 1 32", "optimizer_state sub-group 1 64",
-                "grad_shard sub-group 0 32", "grad_shard sub-group 1 32", "param_shard u1 16"}));
+                "grad_shard sub-group 0 16", "grad_shard sub-group 1 16", "param_shard u1 16"}));
   EXPECT_EQ(storage.master_region(1), 2);
   EXPECT_EQ(storage.state_region(0), 1);
   EXPECT_EQ(storage.grad_region(1), 5);
