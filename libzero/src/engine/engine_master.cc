@@ -8,18 +8,6 @@
 
 namespace zero {
 
-namespace {
-
-// The sub-group holding unit `u` (offload_optimizer: sub-groups of whole units).
-std::size_t group_of(const Engine::Impl& d, std::size_t u) {
-  const std::vector<SubGroup>& groups = d.storage.sub_groups();
-  for (std::size_t g = 0; g < groups.size(); ++g)
-    if (u >= groups[g].first_unit && u < groups[g].last_unit) return g;
-  ZERO_THROW("gather_master: unit '", d.units[u].name, "' is in no optimizer sub-group");
-}
-
-}  // namespace
-
 Buffer Engine::gather_master(UnitId unit_id) {
   initialize();
   Impl& d = *impl_;
@@ -46,7 +34,7 @@ Buffer Engine::gather_master(UnitId unit_id) {
   AlignedHostBuffer region;
   const float* source = nullptr;
   if (swapped && !d.checkpoint_view.allocated()) {
-    const std::size_t g = group_of(d, u);
+    const std::size_t g = d.storage.group_of(unit_id);
     SwapStore& swap = *d.storage.optimizer_swap();
     const std::size_t alignment = swap.io_alignment();
     const std::size_t padded = swap.padded_bytes(d.storage.master_region(g));

@@ -30,15 +30,11 @@ void HostGradients::allocate(std::size_t receive_elements) {
   const StateStorage& storage = setup_.storage;
   const std::vector<SubGroup>& groups = storage.sub_groups();
   holds_.assign(groups.size(), 0);
-  group_of_.assign(storage.num_units(), 0);
   squares_.assign(storage.num_units(), SquaresResult{});
   posts_.assign(groups.size(), 1.0f);
-  for (std::size_t g = 0; g < groups.size(); ++g)
-    for (std::size_t u = groups[g].first_unit; u < groups[g].last_unit; ++u) {
-      group_of_[u] = g;
-      if (g >= storage.device_groups())
-        largest_unit_ = std::max(largest_unit_, storage.unit(static_cast<UnitId>(u)).owned_count);
-    }
+  for (std::size_t g = storage.device_groups(); g < groups.size(); ++g)
+    for (std::size_t u = groups[g].first_unit; u < groups[g].last_unit; ++u)
+      largest_unit_ = std::max(largest_unit_, storage.unit(static_cast<UnitId>(u)).owned_count);
 }
 
 void HostGradients::unpack(const void* reduced, std::size_t count,
@@ -61,7 +57,7 @@ void HostGradients::unpack(const void* reduced, std::size_t count,
       const void* source = static_cast<const char*>(host) + piece.bucket_offset * bytes;
       float* destination = piece.destination;
       if (swapped) {  // into its sub-group's window (swapped in or out here, on this stream)
-        const std::size_t g = group_of_[piece.unit];
+        const std::size_t g = setup_.storage.group_of(piece.unit);
         const std::size_t offset = storage.unit(piece.unit).owned_offset -
                                    storage.sub_groups()[g].owned_offset + piece.offset;
         if (setup_.policy.grad_swap_dtype != DType::kFloat32) {  // stored as reduced, once a step

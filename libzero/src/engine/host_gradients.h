@@ -111,9 +111,8 @@ class HostGradients {
   bool planning_ = false;
   Buffer receive_;  // the reduced block copied to the host (policy.staging_space)
   // Swapped partition.
-  std::vector<char> holds_;            // per sub-group: its region holds this step's gradients
-  std::vector<std::size_t> group_of_;  // per unit: its sub-group
-  std::vector<float> posts_;           // per sub-group: the post factor of its stored values
+  std::vector<char> holds_;   // per sub-group: its region holds this step's gradients
+  std::vector<float> posts_;  // per sub-group: the post factor of its stored values
   // Stored 16-bit: one unit's fp32 values (window_squares), allocated with the windows.
   Buffer widened_;
   std::size_t largest_unit_ = 0;  // the largest host unit's owned elements

@@ -97,8 +97,7 @@ void HostOptimizer::initialize_unit(UnitId u, const float* master, SwapSlot& slo
   if (!policy.swap_optimizer()) {
     std::memcpy(storage.owned_params(u), master, count * sizeof(float));
   } else {
-    std::size_t g = 0;
-    while (!(static_cast<std::size_t>(u) < groups[g].last_unit)) ++g;
+    const std::size_t g = storage.group_of(u);
     const SubGroup& group = groups[g];
     std::memcpy(slot.master + (at.owned_offset - group.owned_offset), master,
                 count * sizeof(float));
@@ -317,9 +316,7 @@ void HostOptimizer::step_async(const OptimizerStep& args) {
 
 Event HostOptimizer::wait_for_unit(UnitId u) {
   if (!async_) return Event();
-  const std::vector<SubGroup>& groups = setup_.storage.sub_groups();
-  std::size_t g = 0;
-  while (!(static_cast<std::size_t>(u) < groups[g].last_unit)) ++g;
+  const std::size_t g = setup_.storage.group_of(u);
   AsyncStep& async = *async_;
   {
     std::unique_lock lock(async.mutex);

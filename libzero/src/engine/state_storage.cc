@@ -111,6 +111,10 @@ void StateStorage::place(const std::vector<UnitShape>& units) {
   }
   if (policy.host_step) {
     sub_groups_ = optimizer_sub_groups(owned_counts, setup_.options.sub_group_size);
+    group_of_.assign(units_.size(), 0);
+    for (std::size_t g = 0; g < sub_groups_.size(); ++g)
+      for (std::size_t u = sub_groups_[g].first_unit; u < sub_groups_[g].last_unit; ++u)
+        group_of_[u] = g;
     device_groups_ = device_sub_groups(policy, sub_groups_.size());
     owned_split_ = device_groups_ < sub_groups_.size() ? sub_groups_[device_groups_].owned_offset
                                                        : owned_total_;

@@ -80,6 +80,8 @@ class StateStorage {
   // offload (ratio < 1): the first device_groups() keep master, state and gradient partition in
   // device buffers, owned elements [0, owned_split()); the host buffers hold the rest.
   const std::vector<SubGroup>& sub_groups() const { return sub_groups_; }
+  // The sub-group holding unit u (offload_optimizer: sub-groups of whole units).
+  std::size_t group_of(UnitId u) const { return group_of_.at(static_cast<std::size_t>(u)); }
   std::size_t device_groups() const { return device_groups_; }
   std::size_t owned_split() const { return owned_split_; }
   bool on_device(UnitId u) const { return unit(u).owned_offset < owned_split_; }
@@ -139,6 +141,7 @@ class StateStorage {
   Buffer optimizer_state_;  // k × Σ owned (less the device part)
 
   std::vector<SubGroup> sub_groups_;
+  std::vector<std::size_t> group_of_;  // per unit: its sub-group (host_step only)
   std::size_t device_groups_ = 0;
   std::size_t owned_split_ = 0;
   Buffer device_master_;  // partial offload: [0, owned_split) on the device
