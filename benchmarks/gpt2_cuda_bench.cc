@@ -140,11 +140,12 @@ void time_embeddings_and_norms(Bench& b) {
   float* dweight = b.arena.take<float>(C);
   float* dbias = b.arena.take<float>(C);
   b.add("residual_layernorm_forward", shape_of(N, C), int(2 * L), 4.0 * N * C * 4, false, [&] {
-    cuda::residual_layernorm_forward(residual, ln, mean, rstd, x, dx, weight, bias, b.B, b.T, C,
-                                     1e-5f, b.no_dropout, nullptr);
+    cuda::residual_layernorm_forward(residual, ln, DType::kFloat32, mean, rstd, x, dx, weight, bias,
+                                     b.B, b.T, C, 1e-5f, b.no_dropout, nullptr);
   });
-  b.add("layernorm_forward", shape_of(N, C), 1, 2.0 * N * C * 4, false,
-        [&] { cuda::layernorm_forward(ln, mean, rstd, x, weight, bias, N, C, 1e-5f, nullptr); });
+  b.add("layernorm_forward", shape_of(N, C), 1, 2.0 * N * C * 4, false, [&] {
+    cuda::layernorm_forward(ln, DType::kFloat32, mean, rstd, x, weight, bias, N, C, 1e-5f, nullptr);
+  });
   b.add("layernorm_backward", shape_of(N, C), int(2 * L + 1), 4.0 * N * C * 4, false, [&] {
     cuda::layernorm_backward(dx, dweight, dbias, ln, x, weight, mean, rstd, N, C, nullptr);
   });
@@ -155,7 +156,7 @@ void time_gelu_and_attention(Bench& b) {
   float* h = b.arena.take<float>(N * 4 * C);
   float* dh = b.arena.take<float>(N * 4 * C);
   b.add("gelu_forward", shape_of(N, 4 * C), int(L), 2.0 * N * 4 * C * 4, false,
-        [&] { cuda::gelu_forward(dh, h, N * 4 * C, nullptr); });
+        [&] { cuda::gelu_forward(dh, DType::kFloat32, h, N * 4 * C, nullptr); });
   b.add("gelu_backward", shape_of(N, 4 * C), int(L), 3.0 * N * 4 * C * 4, false,
         [&] { cuda::gelu_backward(dh, h, dh, N * 4 * C, nullptr); });
   // Attention: the tiled kernels (the model's), and the plain ones with their T×T probabilities.

@@ -299,6 +299,62 @@ TEST_P(Gpt2CudaEmulation, ResidualLayernormAndDropoutMatchTheCpuKernels) {
   }
 }
 
+// The activations only GEMMs read (gemm_input_dtype: bf16 on CUDA with bf16 parameters) written
+// by the same bodies into bf16: each element the CPU kernels' fp32 value rounded once (within half
+// a bf16 unit, 2^-8 relative, beside the fp32 bodies' own 1e-5), every element written, and the
+// fp32 results beside them (residual sum, mean, rstd) unchanged.
+TEST_P(Gpt2CudaEmulation, SixteenBitActivationOutputsAreTheFp32ValuesRounded) {
+  auto expect_rounded = [](const std::vector<BFloat16>& actual, const std::vector<float>& fp32) {
+    ASSERT_EQ(actual.size(), fp32.size());
+    for (std::size_t i = 0; i < actual.size(); ++i)
+      ASSERT_LE(std::fabs(double{to_float(actual[i])} - fp32[i]),
+                0.00390625 * std::fabs(fp32[i]) + 1e-6)
+          << "element " << i << ": " << to_float(actual[i]) << " vs " << fp32[i];
+  };
+  const BFloat16 unwritten = to_bf16(std::numeric_limits<float>::quiet_NaN());
+  for (const Shape& s : kShapes) {
+    for (bool drop : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "B " << s.B << " T " << s.T << " C " << s.C << " dropout " << drop);
+      const std::int64_t B = s.B, T = s.T, C = s.C, N = B * T;
+      const DropoutSite dropout = dropout_site(drop);
+      const auto residual = random_vector(N * C, 1), inp = random_vector(N * C, 2),
+                 weight = random_vector(C, 3), bias = random_vector(C, 4);
+      auto sum = nan_vector(N * C), out = nan_vector(N * C), mean = nan_vector(N),
+           rstd = nan_vector(N);
+      cpu::residual_dropout_forward(sum.data(), residual.data(), inp.data(), B, T, C, dropout);
+      cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), sum.data(), weight.data(),
+                             bias.data(), N, C, kEpsilon);
+      std::vector<BFloat16> out16(static_cast<std::size_t>(N * C), unwritten);
+      auto sum16 = nan_vector(N * C), mean16 = nan_vector(N), rstd16 = nan_vector(N);
+      emulate(cuda::row_warp_launch(N), [&](auto& thread, auto&) {
+        cuda::residual_layernorm_forward_body(
+            thread, sum16.data(), out16.data(), mean16.data(), rstd16.data(), residual.data(),
+            inp.data(), weight.data(), bias.data(), N, T, C, kEpsilon, dropout);
+      });
+      expect_rounded(out16, out);
+      EXPECT_CLOSE(sum16, sum);
+      EXPECT_CLOSE(mean16, mean);
+      EXPECT_CLOSE(rstd16, rstd);
+
+      std::vector<BFloat16> plain16(static_cast<std::size_t>(N * C), unwritten);
+      emulate(cuda::row_warp_launch(N), [&](auto& thread, auto&) {
+        cuda::layernorm_forward_body(thread, plain16.data(), mean16.data(), rstd16.data(),
+                                     sum.data(), weight.data(), bias.data(), N, C, kEpsilon);
+      });
+      expect_rounded(plain16, out);
+
+      auto gelu = nan_vector(N * C);
+      cpu::gelu_forward(gelu.data(), sum.data(), N * C);
+      std::vector<BFloat16> gelu16(static_cast<std::size_t>(N * C), unwritten);
+      emulate(cuda::elementwise_launch(N * C), [&](auto& thread, auto&) {
+        cuda::gelu_forward_body(thread, gelu16.data(), sum.data(), N * C);
+      });
+      expect_rounded(gelu16, gelu);
+    }
+  }
+}
+
 TEST_P(Gpt2CudaEmulation, GeluMatchesTheCpuKernels) {
   for (std::int64_t n : {1, 22, 1023}) {
     SCOPED_TRACE(n);

@@ -72,6 +72,18 @@ DropoutSite make_dropout(float probability) {
 
 constexpr double kFp32 = 1e-5;
 
+// 16-bit copies of fp32 values and their exact widening (what both sides compute on).
+std::vector<std::uint16_t> narrow(const std::vector<float>& values, DType dtype) {
+  std::vector<std::uint16_t> out(values.size());
+  convert(values.data(), DType::kFloat32, out.data(), dtype, values.size());
+  return out;
+}
+std::vector<float> widen(const std::vector<std::uint16_t>& values, DType dtype) {
+  std::vector<float> out(values.size());
+  convert(values.data(), dtype, out.data(), DType::kFloat32, values.size());
+  return out;
+}
+
 TEST_F(Gpt2CudaTest, EncoderForwardBackward) {
   const std::int64_t B = 3, T = 7, C = 37, V = 50;
   for (float p : {0.0f, 0.1f}) {
@@ -112,9 +124,9 @@ TEST_F(Gpt2CudaTest, ResidualLayerNormForwardBackward) {
                            bias.data(), N, C, 1e-5f);
     DeviceArray<float> d_residual(residual), d_inp(inp), d_weight(weight), d_bias(bias);
     DeviceArray<float> d_sum(N * C), d_out(N * C), d_mean(N), d_rstd(N);
-    cuda::residual_layernorm_forward(d_sum.get(), d_out.get(), d_mean.get(), d_rstd.get(),
-                                     d_residual.get(), d_inp.get(), d_weight.get(), d_bias.get(), B,
-                                     T, C, 1e-5f, dropout, nullptr);
+    cuda::residual_layernorm_forward(d_sum.get(), d_out.get(), DType::kFloat32, d_mean.get(),
+                                     d_rstd.get(), d_residual.get(), d_inp.get(), d_weight.get(),
+                                     d_bias.get(), B, T, C, 1e-5f, dropout, nullptr);
     expect_close(d_sum.host(), sum, kFp32, 0.0, "residual sum");
     // (x - mean) loses relative precision where x ≈ mean: a floor of 1e-5 · |weight| scale.
     expect_close(d_out.host(), out, kFp32, 1e-5, "layernorm out");
@@ -123,9 +135,25 @@ TEST_F(Gpt2CudaTest, ResidualLayerNormForwardBackward) {
 
     // Plain layer norm on the same rows.
     DeviceArray<float> d_out2(N * C), d_mean2(N), d_rstd2(N);
-    cuda::layernorm_forward(d_out2.get(), d_mean2.get(), d_rstd2.get(), d_sum.get(), d_weight.get(),
-                            d_bias.get(), N, C, 1e-5f, nullptr);
+    cuda::layernorm_forward(d_out2.get(), DType::kFloat32, d_mean2.get(), d_rstd2.get(),
+                            d_sum.get(), d_weight.get(), d_bias.get(), N, C, 1e-5f, nullptr);
     expect_close(d_out2.host(), out, kFp32, 1e-5, "plain layernorm out");
+
+    // bf16 outputs (the GEMMs' operand, gemm_input_dtype): the device's fp32 values rounded once,
+    // within half a bf16 unit in the last place (2^-8 relative).
+    DeviceArray<float> d_sum16(N * C), d_mean16(N), d_rstd16(N);
+    DeviceArray<std::uint16_t> d_out16(N * C), d_plain16(N * C);
+    cuda::residual_layernorm_forward(d_sum16.get(), d_out16.get(), DType::kBFloat16, d_mean16.get(),
+                                     d_rstd16.get(), d_residual.get(), d_inp.get(), d_weight.get(),
+                                     d_bias.get(), B, T, C, 1e-5f, dropout, nullptr);
+    cuda::layernorm_forward(d_plain16.get(), DType::kBFloat16, d_mean16.get(), d_rstd16.get(),
+                            d_sum.get(), d_weight.get(), d_bias.get(), N, C, 1e-5f, nullptr);
+    const std::vector<float> device_out = d_out.host();
+    expect_close(widen(d_out16.host(), DType::kBFloat16), device_out, 0.00390625, 1e-7,
+                 "bf16 residual layernorm out");
+    expect_close(widen(d_plain16.host(), DType::kBFloat16), d_out2.host(), 0.00390625, 1e-7,
+                 "bf16 layernorm out");
+    expect_close(d_sum16.host(), d_sum.host(), kFp32, 0.0, "residual sum beside a bf16 out");
 
     const auto dout = random_vector(N * C, 5);
     auto dinp = random_vector(N * C, 6), dweight = random_vector(C, 7), dbias = random_vector(C, 8);
@@ -150,7 +178,7 @@ TEST_F(Gpt2CudaTest, GeluForwardBackward) {
   cpu::gelu_forward(out.data(), inp.data(), n);
   cpu::gelu_backward(dinp.data(), inp.data(), dout.data(), n);
   DeviceArray<float> d_inp(inp), d_dout(dout), d_out(n), d_dinp(n);
-  cuda::gelu_forward(d_out.get(), d_inp.get(), n, nullptr);
+  cuda::gelu_forward(d_out.get(), DType::kFloat32, d_inp.get(), n, nullptr);
   cuda::gelu_backward(d_dinp.get(), d_inp.get(), d_dout.get(), n, nullptr);
   // The CPU's tanh is Eigen's rational approximation, the GPU's tanhf: 1 + tanh(z) for z ≪ 0
   // cancels (and the backward's 0.5(1 + t) + 0.5x(1 - t²)·... cancels again), and Eigen's tanh
@@ -166,6 +194,11 @@ TEST_F(Gpt2CudaTest, GeluForwardBackward) {
   cuda::gelu_backward(d_inplace.get(), d_inp.get(), d_inplace.get(), n, nullptr);
   expect_close(d_inplace.host(), dinp, kFp32, 2e-5, "gelu dinp in place");
   expect_relative_l2(d_inplace.host(), dinp, 1e-5, "gelu dinp in place");
+  // A bf16 out (the next GEMM's operand, gemm_input_dtype): the fp32 out rounded once.
+  DeviceArray<std::uint16_t> d_out16(n);
+  cuda::gelu_forward(d_out16.get(), DType::kBFloat16, d_inp.get(), n, nullptr);
+  expect_close(widen(d_out16.host(), DType::kBFloat16), d_out.host(), 0.00390625, 1e-7,
+               "bf16 gelu out");
 }
 
 TEST_F(Gpt2CudaTest, FusedSoftmaxCrossEntropy) {
@@ -331,18 +364,6 @@ TEST_F(Gpt2CudaTest, WideHeadsFallBackToThePlainAttention) {
                           nullptr);
   expect_close(d_att.host(), att, kFp32, 1e-7, "att");
   expect_close(d_out.host(), out, kFp32, 1e-6, "attention out");
-}
-
-// 16-bit copies of fp32 values and their exact widening (what both sides compute on).
-std::vector<std::uint16_t> narrow(const std::vector<float>& values, DType dtype) {
-  std::vector<std::uint16_t> out(values.size());
-  convert(values.data(), DType::kFloat32, out.data(), dtype, values.size());
-  return out;
-}
-std::vector<float> widen(const std::vector<std::uint16_t>& values, DType dtype) {
-  std::vector<float> out(values.size());
-  convert(values.data(), dtype, out.data(), DType::kFloat32, values.size());
-  return out;
 }
 
 // y = 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³))) on the host, for the GELU epilogue.

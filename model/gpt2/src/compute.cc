@@ -14,18 +14,27 @@ namespace {
 
 constexpr const char* kRecomputePrefix = "recompute.";
 
-// The block activation names, in layout order, with their row widths (elements per (b, t)).
+// The block activation names, in layout order, with their row widths (elements per (b, t)) and
+// whether only GEMMs read them (kept in gemm_input_dtype).
 struct BlockTensorShape {
   const char* name;
   std::int64_t per_row;
+  bool gemm_input = false;
 };
 std::vector<BlockTensorShape> block_internal_shapes(const GPT2Config& config, std::int64_t B,
                                                     std::int64_t T, const ComputeOptions& options) {
   const std::int64_t C = config.n_embd, H = config.hidden_size();
   const std::int64_t att = attention_layout(options.device, B, T, C, config.n_head).saved_per_row;
-  return {{"ln_1", C},      {"ln_1.mean", 1}, {"ln_1.rstd", 1}, {"qkv", 3 * C},
-          {"att", att},     {"atty", C},      {"residual2", C}, {"ln_2", C},
-          {"ln_2.mean", 1}, {"ln_2.rstd", 1}, {"fch", H},       {"fch_gelu", H}};
+  return {{"ln_1", C, true}, {"ln_1.mean", 1}, {"ln_1.rstd", 1}, {"qkv", 3 * C},
+          {"att", att},      {"atty", C},      {"residual2", C}, {"ln_2", C, true},
+          {"ln_2.mean", 1},  {"ln_2.rstd", 1}, {"fch", H},       {"fch_gelu", H, true}};
+}
+
+// A tensor of rows × per_row elements, as floats of the layout: 16-bit elements (a GEMM input in
+// gemm_input_dtype, or 16-bit logits) take half as many, rounded up.
+TensorSpec rows_spec(std::string name, std::int64_t rows, std::int64_t per_row, DType dtype) {
+  if (size_of(dtype) == sizeof(float)) return {std::move(name), {rows, per_row}};
+  return {std::move(name), {(rows * per_row + 1) / 2}};
 }
 
 // Activation tensors: "encoded", per block "h.l.<name>" (or one shared "recompute.<name>" set
@@ -34,27 +43,25 @@ std::vector<BlockTensorShape> block_internal_shapes(const GPT2Config& config, st
 std::vector<TensorSpec> activation_specs(const GPT2Config& config, std::int64_t B, std::int64_t T,
                                          const ComputeOptions& options) {
   const std::int64_t N = B * T, C = config.n_embd;
+  const DType gemm_input = gemm_input_dtype(options.device, options.param_dtype);
   std::vector<TensorSpec> specs;
   specs.push_back({"encoded", {N, C}});
+  auto block_specs = [&](const std::string& prefix) {
+    for (const auto& shape : block_internal_shapes(config, B, T, options))
+      specs.push_back(rows_spec(prefix + shape.name, N, shape.per_row,
+                                shape.gemm_input ? gemm_input : DType::kFloat32));
+  };
   for (int layer = 0; layer < config.n_layer; ++layer) {
     const std::string prefix = "h." + std::to_string(layer) + ".";
-    if (!options.activation_checkpointing)
-      for (const auto& shape : block_internal_shapes(config, B, T, options))
-        specs.push_back({prefix + shape.name, {N, shape.per_row}});
+    if (!options.activation_checkpointing) block_specs(prefix);
     specs.push_back({prefix + "residual3", {N, C}});
   }
-  if (options.activation_checkpointing)
-    for (const auto& shape : block_internal_shapes(config, B, T, options))
-      specs.push_back({std::string(kRecomputePrefix) + shape.name, {N, shape.per_row}});
-  specs.push_back({"ln_f", {N, C}});
+  if (options.activation_checkpointing) block_specs(kRecomputePrefix);
+  specs.push_back(rows_spec("ln_f", N, C, gemm_input));
   specs.push_back({"ln_f.mean", {N}});
   specs.push_back({"ln_f.rstd", {N}});
-  // 16-bit logits (logits_dtype) take half the floats.
-  const std::int64_t Vp = config.padded_vocab_size();
-  if (logits_dtype(options.device, options.param_dtype) == DType::kFloat32)
-    specs.push_back({"logits", {N, Vp}});
-  else
-    specs.push_back({"logits", {(N * Vp + 1) / 2}});
+  specs.push_back(rows_spec("logits", N, config.padded_vocab_size(),
+                            logits_dtype(options.device, options.param_dtype)));
   specs.push_back({"losses", {N}});
   specs.push_back({"logsumexp", {N}});
   return specs;
@@ -176,9 +183,10 @@ GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std:
                                    ? std::string(kRecomputePrefix)
                                    : "h." + std::to_string(layer) + ".";
     auto get = [&](const char* name) { return activation(prefix + name); };
-    blocks_.push_back({get("ln_1"), get("ln_1.mean"), get("ln_1.rstd"), get("qkv"), get("att"),
-                       get("atty"), get("residual2"), get("ln_2"), get("ln_2.mean"),
-                       get("ln_2.rstd"), get("fch"), get("fch_gelu"),
+    auto gemm_input = [&](const char* name) { return gemm_input_activation(prefix + name); };
+    blocks_.push_back({gemm_input("ln_1"), get("ln_1.mean"), get("ln_1.rstd"), get("qkv"),
+                       get("att"), get("atty"), get("residual2"), gemm_input("ln_2"),
+                       get("ln_2.mean"), get("ln_2.rstd"), get("fch"), gemm_input("fch_gelu"),
                        activation("h." + std::to_string(layer) + ".residual3")});
   }
 }
@@ -195,6 +203,12 @@ GPT2Compute::~GPT2Compute() {
 float* GPT2Compute::activation(const std::string& name) const {
   if (planning_) return nullptr;  // planned buffers have no memory
   return activation_buffer_.data_as<float>() + activation_layout_.slot(name).offset_elements;
+}
+ActivationOut GPT2Compute::gemm_input_activation(const std::string& name) const {
+  return {activation(name), gemm_input_dtype()};
+}
+DType GPT2Compute::gemm_input_dtype() const {
+  return gpt2::gemm_input_dtype(options_.device, options_.param_dtype);
 }
 float* GPT2Compute::workspace(const std::string& name) const {
   if (planning_) return nullptr;

@@ -170,7 +170,7 @@ void GPT2Compute::forward_head(ConstUnitData final_norm_params, ConstUnitData em
     weight = staged;
     bias = staged + C;
   }
-  float* ln_f = activation("ln_f");
+  const ActivationOut ln_f = gemm_input_activation("ln_f");
   k.layernorm_forward(stream(), ln_f, activation("ln_f.mean"), activation("ln_f.rstd"),
                       blocks_.back().residual3, weight, bias, N, C,
                       static_cast<float>(config_.layer_norm_epsilon));
@@ -248,7 +248,7 @@ void GPT2Compute::backward_head(ConstUnitData final_norm_params, ConstUnitData e
                      C,
                      scale,
                      options_.label_smoothing,
-                     activation("ln_f"),
+                     gemm_input_activation("ln_f"),
                      {embedding_params.data, embedding_params.dtype},
                      {embedding_grads.data, embedding_grads.dtype},
                      options_.param_dtype,

@@ -26,6 +26,18 @@ void Kernels::smoothed_crossentropy_backward(Stream& stream, float* logits, cons
   crossentropy_backward(stream, logits, logsumexp, targets, N, V, Vp, scale);
 }
 
+const float* Activation::fp32(std::string_view what) const {
+  ZERO_CHECK(dtype == DType::kFloat32, what, ": an fp32 activation is needed, got ",
+             name_of(dtype));
+  return static_cast<const float*>(data);
+}
+
+float* ActivationOut::fp32(std::string_view what) const {
+  ZERO_CHECK(dtype == DType::kFloat32, what, ": an fp32 activation is needed, got ",
+             name_of(dtype));
+  return static_cast<float*>(data);
+}
+
 namespace {
 
 float* fp32_logits(void* logits, DType dtype, std::string_view backend, const char* what) {
@@ -39,7 +51,10 @@ float* fp32_logits(void* logits, DType dtype, std::string_view backend, const ch
 void Kernels::logits_forward(Stream& stream, const LogitsForward& c, const GemmScratch& scratch) {
   float* logits = fp32_logits(c.logits, c.logits_dtype, backend(), "logits_forward");
   // logits (N, Vp) = ln_f (N, C) · wteᵀ
-  weight_gemm(stream, {true, c.N, c.Vp, c.C, c.ln_f, c.wte, c.C, 0.0f, logits}, scratch);
+  weight_gemm(
+      stream,
+      {true, c.N, c.Vp, c.C, c.ln_f.fp32("logits_forward (ln_f)"), c.wte, c.C, 0.0f, logits},
+      scratch);
   if (c.targets != nullptr)
     smoothed_crossentropy_forward(stream, c.losses, c.logsumexp, logits, c.targets, c.N, c.V, c.Vp,
                                   c.label_smoothing);
@@ -53,8 +68,14 @@ void Kernels::logits_backward(Stream& stream, const LogitsBackward& c, const Gem
   // contiguous: the 16-bit copy weight_gemm makes of it is grad_gemm's A.
   weight_gemm(stream, {false, c.N, c.C, c.Vp, logits, c.wte, c.C, 0.0f, c.dln}, scratch);
   grad_gemm(stream,
-            {c.Vp, c.C, c.N, logits, c.Vp, c.ln_f, c.dwte, c.param_dtype, /*a_is_staged=*/true},
+            {c.Vp, c.C, c.N, logits, c.Vp, c.ln_f.fp32("logits_backward (ln_f)"), c.dwte,
+             c.param_dtype, /*a_is_staged=*/true},
             scratch);
+}
+
+DType gemm_input_dtype(DeviceKind device, DType param_dtype) {
+  return device == DeviceKind::kCuda && param_dtype == DType::kBFloat16 ? DType::kBFloat16
+                                                                        : DType::kFloat32;
 }
 
 DType logits_dtype(DeviceKind device, DType param_dtype) {

@@ -28,16 +28,18 @@ class CpuKernels final : public Kernels {
     run(stream, [=] { cpu::encoder_backward(dwte, dwpe, dout, tokens, B, T, C, dropout); });
   }
 
-  void layernorm_forward(Stream& stream, float* out, float* mean, float* rstd, const float* inp,
-                         const float* weight, const float* bias, std::int64_t N, std::int64_t C,
-                         float epsilon) override {
+  void layernorm_forward(Stream& stream, ActivationOut activation, float* mean, float* rstd,
+                         const float* inp, const float* weight, const float* bias, std::int64_t N,
+                         std::int64_t C, float epsilon) override {
+    float* out = activation.fp32("GPT-2 CPU layernorm_forward (out)");
     run(stream, [=] { cpu::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, epsilon); });
   }
-  void residual_layernorm_forward(Stream& stream, float* residual_out, float* out, float* mean,
-                                  float* rstd, const float* residual, const float* inp,
+  void residual_layernorm_forward(Stream& stream, float* residual_out, ActivationOut activation,
+                                  float* mean, float* rstd, const float* residual, const float* inp,
                                   const float* weight, const float* bias, std::int64_t B,
                                   std::int64_t T, std::int64_t C, float epsilon,
                                   const DropoutSite& dropout) override {
+    float* out = activation.fp32("GPT-2 CPU residual_layernorm_forward (out)");
     run(stream, [=] {
       cpu::residual_dropout_forward(residual_out, residual, inp, B, T, C, dropout);
       cpu::layernorm_forward(out, mean, rstd, residual_out, weight, bias, B * T, C, epsilon);
@@ -235,8 +237,9 @@ void CpuKernels::grad_gemm_now(const GradGemm& c, const GemmScratch& scratch) {
 }
 
 void CpuKernels::linear_forward_now(const LinearForward& c, const GemmScratch& scratch) {
+  const float* inp = c.inp.fp32("GPT-2 CPU linear_forward (inp)");
   if (c.weight.dtype == DType::kFloat32) {
-    cpu::matmul_forward(c.out, c.inp, static_cast<const float*>(c.weight.data), c.bias, c.N, c.C,
+    cpu::matmul_forward(c.out, inp, static_cast<const float*>(c.weight.data), c.bias, c.N, c.C,
                         c.OC);
   } else {
     if (c.bias != nullptr) {
@@ -245,20 +248,22 @@ void CpuKernels::linear_forward_now(const LinearForward& c, const GemmScratch& s
         std::memcpy(c.out + row * c.OC, c.bias, c.OC * sizeof(float));
     }
     weight_gemm_now(
-        {false, c.N, c.OC, c.C, c.inp, c.weight, c.OC, c.bias != nullptr ? 1.0f : 0.0f, c.out},
+        {false, c.N, c.OC, c.C, inp, c.weight, c.OC, c.bias != nullptr ? 1.0f : 0.0f, c.out},
         scratch);
   }
-  if (c.gelu_out != nullptr) cpu::gelu_forward(c.gelu_out, c.out, c.N * c.OC);
+  if (c.gelu_out.data != nullptr)
+    cpu::gelu_forward(c.gelu_out.fp32("GPT-2 CPU linear_forward (gelu_out)"), c.out, c.N * c.OC);
 }
 
 void CpuKernels::linear_backward_now(const LinearBackward& c, const GemmScratch& scratch) {
+  const float* inp = c.inp.fp32("GPT-2 CPU linear_backward (inp)");
   if (c.weight.dtype == DType::kFloat32 && c.dweight.dtype == DType::kFloat32) {
-    cpu::matmul_backward(c.dinp, static_cast<float*>(c.dweight.data), c.dbias, c.dout, c.inp,
+    cpu::matmul_backward(c.dinp, static_cast<float*>(c.dweight.data), c.dbias, c.dout, inp,
                          static_cast<const float*>(c.weight.data), c.N, c.C, c.OC);
   } else {
     if (c.dinp != nullptr)
       weight_gemm_now({true, c.N, c.C, c.OC, c.dout, c.weight, c.OC, 0.0f, c.dinp}, scratch);
-    grad_gemm_now({c.C, c.OC, c.N, c.inp, c.C, c.dout, c.dweight, c.weight.dtype}, scratch);
+    grad_gemm_now({c.C, c.OC, c.N, inp, c.C, c.dout, c.dweight, c.weight.dtype}, scratch);
     if (c.dbias != nullptr) cpu::bias_backward(c.dbias, c.dout, c.N, c.OC);
   }
   if (c.gelu_input != nullptr && c.dinp != nullptr)

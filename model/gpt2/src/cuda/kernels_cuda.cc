@@ -52,18 +52,19 @@ class CudaKernels final : public Kernels {
     });
   }
 
-  void layernorm_forward(Stream& stream, float* out, float* mean, float* rstd, const float* inp,
-                         const float* weight, const float* bias, std::int64_t N, std::int64_t C,
-                         float epsilon) override {
-    cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, epsilon, native(stream));
+  void layernorm_forward(Stream& stream, ActivationOut out, float* mean, float* rstd,
+                         const float* inp, const float* weight, const float* bias, std::int64_t N,
+                         std::int64_t C, float epsilon) override {
+    cuda::layernorm_forward(out.data, out.dtype, mean, rstd, inp, weight, bias, N, C, epsilon,
+                            native(stream));
   }
-  void residual_layernorm_forward(Stream& stream, float* residual_out, float* out, float* mean,
-                                  float* rstd, const float* residual, const float* inp,
+  void residual_layernorm_forward(Stream& stream, float* residual_out, ActivationOut out,
+                                  float* mean, float* rstd, const float* residual, const float* inp,
                                   const float* weight, const float* bias, std::int64_t B,
                                   std::int64_t T, std::int64_t C, float epsilon,
                                   const DropoutSite& dropout) override {
-    cuda::residual_layernorm_forward(residual_out, out, mean, rstd, residual, inp, weight, bias, B,
-                                     T, C, epsilon, dropout, native(stream));
+    cuda::residual_layernorm_forward(residual_out, out.data, out.dtype, mean, rstd, residual, inp,
+                                     weight, bias, B, T, C, epsilon, dropout, native(stream));
   }
   void residual_forward(Stream& stream, float* out, const float* residual, const float* inp,
                         std::int64_t B, std::int64_t T, std::int64_t C,
@@ -182,13 +183,17 @@ class CudaKernels final : public Kernels {
   }
 
  private:
-  // `source` (n fp32) as a GEMM operand of `dtype`: itself for fp32, else rounded into `staged`.
-  const void* operand(Stream& stream, const float* source, std::int64_t n, DType dtype,
+  // `source` (n elements) as a GEMM operand of `dtype`: itself when it is of that dtype already
+  // (an fp32 GEMM's, or a 16-bit activation: gemm_input_dtype), else fp32 rounded into `staged`.
+  const void* operand(Stream& stream, Activation source, std::int64_t n, DType dtype,
                       void* staged) {
-    if (dtype == DType::kFloat32) return source;
+    if (source.dtype == dtype) return source.data;
+    ZERO_CHECK(source.dtype == DType::kFloat32, "GPT-2 CUDA kernels: a ", name_of(dtype),
+               " GEMM given a ", name_of(source.dtype), " operand");
     ZERO_CHECK(staged != nullptr, "GPT-2 CUDA kernels: a ", name_of(dtype),
                " GEMM without staging scratch");
-    context_.convert(stream, source, DType::kFloat32, staged, dtype, static_cast<std::size_t>(n));
+    context_.convert(stream, source.data, DType::kFloat32, staged, dtype,
+                     static_cast<std::size_t>(n));
     return staged;
   }
 
@@ -406,9 +411,11 @@ void CudaKernels::cudnn_attention_backward(Stream& stream, float* dqkv, const fl
 void CudaKernels::linear_forward(Stream& stream, const LinearForward& c,
                                  const GemmScratch& scratch) {
   const DType dtype = c.weight.dtype;
-  if (dtype == DType::kFloat32 && c.gelu_out == nullptr) {
-    cuda::matmul_forward(c.out, c.inp, static_cast<const float*>(c.weight.data), c.bias, c.N, c.C,
-                         c.OC, native(stream));
+  const bool gelu = c.gelu_out.data != nullptr;
+  if (dtype == DType::kFloat32 && !gelu) {
+    cuda::matmul_forward(c.out, c.inp.fp32("GPT-2 CUDA linear_forward (inp)"),
+                         static_cast<const float*>(c.weight.data), c.bias, c.N, c.C, c.OC,
+                         native(stream));
     return;
   }
   // out (N, OC) = inp · weight + bias, through cuBLASLt's bias (and GELU_AUX) epilogues.
@@ -416,21 +423,24 @@ void CudaKernels::linear_forward(Stream& stream, const LinearForward& c,
   cuda::GemmEpilogue epilogue;
   epilogue.bias = c.bias;
   float* destination = c.out;
-  // cuBLASLt's GELU_AUX wants the aux matrix's leading dimension a multiple of 8.
-  const bool fused_gelu = c.gelu_out != nullptr && c.OC % 8 == 0;
+  // cuBLASLt's GELU_AUX writes fp32 beside the fp32 pre-activation and wants the aux matrix's
+  // leading dimension a multiple of 8; a 16-bit gelu_out (gemm_input_dtype) is written by GELU's
+  // own pass from the fp32 pre-activation, rounded once.
+  const bool fused_gelu = gelu && c.gelu_out.dtype == DType::kFloat32 && c.OC % 8 == 0;
   if (fused_gelu) {
     epilogue.gelu = true;
     epilogue.pre_gelu = c.out;
-    destination = c.gelu_out;
+    destination = static_cast<float*>(c.gelu_out.data);
   }
   cuda::gemm(false, false, c.N, c.OC, c.C, A, c.C, c.weight.data, c.OC, dtype, 0.0f, destination,
              c.OC, DType::kFloat32, epilogue, native(stream));
-  if (c.gelu_out != nullptr && !fused_gelu)
-    cuda::gelu_forward(c.gelu_out, c.out, c.N * c.OC, native(stream));
+  if (gelu && !fused_gelu)
+    cuda::gelu_forward(c.gelu_out.data, c.gelu_out.dtype, c.out, c.N * c.OC, native(stream));
 }
 
 // 16-bit parameters: dout is read once, by one pass that rounds it into staged_b (both GEMMs' dout
-// operand) and sums dbias's columns; inp is rounded into staged_a. With gelu_input, GELU's
+// operand) and sums dbias's columns; an fp32 inp is rounded into staged_a (a 16-bit one, the
+// forward's gemm_input_dtype activation, is the operand as it is). With gelu_input, GELU's
 // backward runs after dinp's GEMM (or, under ZERO_GELU_BACKWARD=fused and where cuBLASLt has an
 // algorithm for it, in the GEMM's DGELU epilogue).
 void CudaKernels::linear_backward(Stream& stream, const LinearBackward& c,
@@ -438,7 +448,8 @@ void CudaKernels::linear_backward(Stream& stream, const LinearBackward& c,
   const DType dtype = c.weight.dtype;
   if (dtype == DType::kFloat32 && c.dweight.dtype == DType::kFloat32) {
     with_scratch(stream, [&](const cuda::Scratch& sums) {
-      cuda::matmul_backward(c.dinp, static_cast<float*>(c.dweight.data), c.dbias, c.dout, c.inp,
+      cuda::matmul_backward(c.dinp, static_cast<float*>(c.dweight.data), c.dbias, c.dout,
+                            c.inp.fp32("GPT-2 CUDA linear_backward (inp)"),
                             static_cast<const float*>(c.weight.data), c.N, c.C, c.OC,
                             native(stream), sums);
     });
@@ -486,7 +497,8 @@ void CudaKernels::linear_backward(Stream& stream, const LinearBackward& c,
              c.dweight.dtype, {}, native(stream));
 }
 
-// fp32 logits: Kernels' two calls. bf16 (logits_dtype): ln_f rounded into staged_a, the GEMM
+// fp32 logits: Kernels' two calls. bf16 (logits_dtype): ln_f (bf16 already, gemm_input_dtype, or
+// rounded into staged_a), the GEMM
 // writes the logits in bf16, and the cross-entropy reads them widened.
 void CudaKernels::logits_forward(Stream& stream, const LogitsForward& c,
                                  const GemmScratch& scratch) {
@@ -508,7 +520,8 @@ void CudaKernels::logits_forward(Stream& stream, const LogitsForward& c,
 }
 
 // 16-bit embeddings: the cross-entropy's gradient is written once, rounded, into staged_a (N, Vp),
-// the operand of both products; ln_f is rounded into staged_b. fp32: Kernels' three calls.
+// the operand of both products; an fp32 ln_f is rounded into staged_b. fp32: Kernels' three
+// calls.
 void CudaKernels::logits_backward(Stream& stream, const LogitsBackward& c,
                                   const GemmScratch& scratch) {
   const DType dtype = c.param_dtype;

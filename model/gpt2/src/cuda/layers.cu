@@ -1,6 +1,7 @@
 // GPT-2 CUDA layer kernels except attention and GEMMs: embeddings, (residual +) layer norm, GELU,
 // fused softmax + cross-entropy, column sums. Each kernel is a wrapper over its body in
 // layers_body.h (with the launch configurations), which the CPU emulation test runs.
+#include <type_traits>
 #include <vector>
 
 #include "layers_body.h"
@@ -33,13 +34,15 @@ __global__ void encoder_wpe_backward_kernel(float* dwpe, const float* dout, std:
   encoder_wpe_backward_body(DeviceThread{}, dwpe, dout, B, T, C, dropout);
 }
 
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
+template <typename Out>
+__global__ void layernorm_forward_kernel(Out* out, float* mean, float* rstd, const float* inp,
                                          const float* weight, const float* bias, std::int64_t N,
                                          std::int64_t C, float epsilon) {
   layernorm_forward_body(DeviceThread{}, out, mean, rstd, inp, weight, bias, N, C, epsilon);
 }
 
-__global__ void residual_layernorm_forward_kernel(float* residual_out, float* out, float* mean,
+template <typename Out>
+__global__ void residual_layernorm_forward_kernel(float* residual_out, Out* out, float* mean,
                                                   float* rstd, const float* residual,
                                                   const float* inp, const float* weight,
                                                   const float* bias, std::int64_t N, std::int64_t T,
@@ -85,7 +88,8 @@ __global__ void residual_dropout_kernel(float* out, const float* residual, const
   residual_dropout_body(DeviceThread{}, out, residual, inp, n, T, C, dropout);
 }
 
-__global__ void gelu_forward_kernel(float* out, const float* inp, std::int64_t n) {
+template <typename Out>
+__global__ void gelu_forward_kernel(Out* out, const float* inp, std::int64_t n) {
   gelu_forward_body(DeviceThread{}, out, inp, n);
 }
 
@@ -201,23 +205,31 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* ho
   free_scratch(scratch, device_table, stream);
 }
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, std::int64_t N, std::int64_t C, float epsilon,
-                       cudaStream_t stream) {
+void layernorm_forward(void* out, DType out_dtype, float* mean, float* rstd, const float* inp,
+                       const float* weight, const float* bias, std::int64_t N, std::int64_t C,
+                       float epsilon, cudaStream_t stream) {
   if (N == 0) return;
-  launch_kernel(layernorm_forward_kernel, row_warp_launch(N), stream, out, mean, rstd, inp, weight,
-                bias, N, C, epsilon);
+  with_storage_type(out_dtype, [&](auto* tag) {
+    using Out = std::remove_pointer_t<decltype(tag)>;
+    launch_kernel(layernorm_forward_kernel<Out>, row_warp_launch(N), stream, static_cast<Out*>(out),
+                  mean, rstd, inp, weight, bias, N, C, epsilon);
+  });
   ZERO_CUDA_CHECK(cudaGetLastError());
 }
 
-void residual_layernorm_forward(float* residual_out, float* out, float* mean, float* rstd,
-                                const float* residual, const float* inp, const float* weight,
-                                const float* bias, std::int64_t B, std::int64_t T, std::int64_t C,
-                                float epsilon, const DropoutSite& dropout, cudaStream_t stream) {
+void residual_layernorm_forward(float* residual_out, void* out, DType out_dtype, float* mean,
+                                float* rstd, const float* residual, const float* inp,
+                                const float* weight, const float* bias, std::int64_t B,
+                                std::int64_t T, std::int64_t C, float epsilon,
+                                const DropoutSite& dropout, cudaStream_t stream) {
   const std::int64_t N = B * T;
   if (N == 0) return;
-  launch_kernel(residual_layernorm_forward_kernel, row_warp_launch(N), stream, residual_out, out,
-                mean, rstd, residual, inp, weight, bias, N, T, C, epsilon, dropout);
+  with_storage_type(out_dtype, [&](auto* tag) {
+    using Out = std::remove_pointer_t<decltype(tag)>;
+    launch_kernel(residual_layernorm_forward_kernel<Out>, row_warp_launch(N), stream, residual_out,
+                  static_cast<Out*>(out), mean, rstd, residual, inp, weight, bias, N, T, C, epsilon,
+                  dropout);
+  });
   ZERO_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -290,9 +302,14 @@ void dropout_backward(float* dinp, const float* dout, std::int64_t B, std::int64
   residual_dropout_forward(dinp, nullptr, dout, B, T, C, dropout, stream);
 }
 
-void gelu_forward(float* out, const float* inp, std::int64_t n, cudaStream_t stream) {
+void gelu_forward(void* out, DType out_dtype, const float* inp, std::int64_t n,
+                  cudaStream_t stream) {
   if (n == 0) return;
-  launch_kernel(gelu_forward_kernel, elementwise_launch(n), stream, out, inp, n);
+  with_storage_type(out_dtype, [&](auto* tag) {
+    using Out = std::remove_pointer_t<decltype(tag)>;
+    launch_kernel(gelu_forward_kernel<Out>, elementwise_launch(n), stream, static_cast<Out*>(out),
+                  inp, n);
+  });
   ZERO_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -130,9 +130,11 @@ ZERO_HOST_DEVICE void encoder_wpe_backward_body(const Thread& thread, float* dwp
 
 // ---- layer norm ----
 
-// One warp per row of `x` (already holding residual + dropout(inp) when fused).
-template <typename Thread>
-ZERO_HOST_DEVICE void layernorm_row(const Thread& thread, float* y, float* mean, float* rstd,
+// One warp per row of `x` (already holding residual + dropout(inp) when fused). The row's output
+// `y` is fp32 or a 16-bit storage type (Out: the activation a GEMM reads, GPT2Compute's
+// gemm_input_dtype), rounded once from the fp32 value.
+template <typename Out, typename Thread>
+ZERO_HOST_DEVICE void layernorm_row(const Thread& thread, Out* y, float* mean, float* rstd,
                                     const float* x, const float* weight, const float* bias,
                                     std::int64_t row, std::int64_t C, float epsilon, int lane) {
   float sum = 0.0f;
@@ -145,15 +147,16 @@ ZERO_HOST_DEVICE void layernorm_row(const Thread& thread, float* y, float* mean,
   }
   const float s =
       1.0f / sqrtf(kernels::warp_sum(thread, variance_sum) / static_cast<float>(C) + epsilon);
-  for (std::int64_t c = lane; c < C; c += kWarpSize) y[c] = (x[c] - m) * s * weight[c] + bias[c];
+  for (std::int64_t c = lane; c < C; c += kWarpSize)
+    y[c] = kernels::Element<Out>::narrow((x[c] - m) * s * weight[c] + bias[c]);
   if (lane == 0) {
     mean[row] = m;
     rstd[row] = s;
   }
 }
 
-template <typename Thread>
-ZERO_HOST_DEVICE void layernorm_forward_body(const Thread& thread, float* out, float* mean,
+template <typename Out, typename Thread>
+ZERO_HOST_DEVICE void layernorm_forward_body(const Thread& thread, Out* out, float* mean,
                                              float* rstd, const float* inp, const float* weight,
                                              const float* bias, std::int64_t N, std::int64_t C,
                                              float epsilon) {
@@ -163,9 +166,9 @@ ZERO_HOST_DEVICE void layernorm_forward_body(const Thread& thread, float* out, f
                 kernels::lane_of(thread));
 }
 
-template <typename Thread>
+template <typename Out, typename Thread>
 ZERO_HOST_DEVICE void residual_layernorm_forward_body(
-    const Thread& thread, float* residual_out, float* out, float* mean, float* rstd,
+    const Thread& thread, float* residual_out, Out* out, float* mean, float* rstd,
     const float* residual, const float* inp, const float* weight, const float* bias, std::int64_t N,
     std::int64_t T, std::int64_t C, float epsilon, const DropoutSite& dropout) {
   const std::int64_t row = warp_row(thread);
@@ -426,13 +429,16 @@ ZERO_HOST_DEVICE void residual_dropout_body(const Thread& thread, float* out, co
 
 // ---- GELU ----
 
-template <typename Thread>
-ZERO_HOST_DEVICE void gelu_forward_body(const Thread& thread, float* out, const float* inp,
+// out (fp32, or a 16-bit storage type: the activation the next GEMM reads) = gelu(inp), rounded
+// once.
+template <typename Out, typename Thread>
+ZERO_HOST_DEVICE void gelu_forward_body(const Thread& thread, Out* out, const float* inp,
                                         std::int64_t n) {
   const std::int64_t i = global_x(thread);
   if (i >= n) return;
   const float x = inp[i];
-  out[i] = 0.5f * x * (1.0f + tanhf(kGeluScale * (x + kGeluCubic * (x * x * x))));
+  out[i] = kernels::Element<Out>::narrow(
+      0.5f * x * (1.0f + tanhf(kGeluScale * (x + kGeluCubic * (x * x * x)))));
 }
 
 template <typename Thread>

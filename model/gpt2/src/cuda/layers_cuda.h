@@ -49,16 +49,18 @@ void accumulate_rows(void* table, DType dtype, const float* in, const int* rows,
 void copy_rows(float* out, const float* in, const std::int64_t* rows, std::int64_t count,
                std::int64_t C, bool scatter, cudaStream_t stream);
 
-// out (N, C) = (inp - mean) · rstd · weight + bias; mean, rstd (N) kept for backward.
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, std::int64_t N, std::int64_t C, float epsilon,
-                       cudaStream_t stream);
+// out (N, C, of out_dtype: fp32, bf16 or fp16, rounded once) = (inp - mean) · rstd · weight +
+// bias; mean, rstd (N) kept for backward.
+void layernorm_forward(void* out, DType out_dtype, float* mean, float* rstd, const float* inp,
+                       const float* weight, const float* bias, std::int64_t N, std::int64_t C,
+                       float epsilon, cudaStream_t stream);
 // The residual and the next layer norm in one pass: residual_out (B, T, C) = residual +
 // dropout(inp) (cpu::residual_dropout_forward), then out = layernorm(residual_out) as above.
-void residual_layernorm_forward(float* residual_out, float* out, float* mean, float* rstd,
-                                const float* residual, const float* inp, const float* weight,
-                                const float* bias, std::int64_t B, std::int64_t T, std::int64_t C,
-                                float epsilon, const DropoutSite& dropout, cudaStream_t stream);
+void residual_layernorm_forward(float* residual_out, void* out, DType out_dtype, float* mean,
+                                float* rstd, const float* residual, const float* inp,
+                                const float* weight, const float* bias, std::int64_t B,
+                                std::int64_t T, std::int64_t C, float epsilon,
+                                const DropoutSite& dropout, cudaStream_t stream);
 // dinp += ..., dweight += ..., dbias += ... (dinp is the residual stream's gradient, so the
 // residual's backward is this accumulation). dweight/dbias are summed over rows in a fixed order
 // (deterministic run to run).
@@ -76,8 +78,10 @@ void residual_dropout_forward(float* out, const float* residual, const float* in
 void dropout_backward(float* dinp, const float* dout, std::int64_t B, std::int64_t T,
                       std::int64_t C, const DropoutSite& dropout, cudaStream_t stream);
 
-// GELU, tanh approximation. dinp = dout · gelu'(inp) (may alias dout).
-void gelu_forward(float* out, const float* inp, std::int64_t n, cudaStream_t stream);
+// GELU, tanh approximation: out (of out_dtype, rounded once) = gelu(inp). dinp = dout · gelu'(inp)
+// (may alias dout).
+void gelu_forward(void* out, DType out_dtype, const float* inp, std::int64_t n,
+                  cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, std::int64_t n,
                    cudaStream_t stream);
 

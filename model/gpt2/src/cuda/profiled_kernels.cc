@@ -52,13 +52,13 @@ class ProfiledKernels final : public Kernels {
     timed("encoder_backward", s,
           [&] { inner_->encoder_backward(s, dwte, dwpe, dout, tokens, host_tokens, B, T, C, d); });
   }
-  void layernorm_forward(Stream& s, float* out, float* mean, float* rstd, const float* inp,
+  void layernorm_forward(Stream& s, ActivationOut out, float* mean, float* rstd, const float* inp,
                          const float* weight, const float* bias, std::int64_t N, std::int64_t C,
                          float epsilon) override {
     timed("layernorm_forward", s,
           [&] { inner_->layernorm_forward(s, out, mean, rstd, inp, weight, bias, N, C, epsilon); });
   }
-  void residual_layernorm_forward(Stream& s, float* residual_out, float* out, float* mean,
+  void residual_layernorm_forward(Stream& s, float* residual_out, ActivationOut out, float* mean,
                                   float* rstd, const float* residual, const float* inp,
                                   const float* weight, const float* bias, std::int64_t B,
                                   std::int64_t T, std::int64_t C, float epsilon,
@@ -86,7 +86,7 @@ class ProfiledKernels final : public Kernels {
     timed("dropout_backward", s, [&] { inner_->dropout_backward(s, dinp, dout, B, T, C, d); });
   }
   void linear_forward(Stream& s, const LinearForward& c, const GemmScratch& g) override {
-    timed(shape(c.gelu_out ? "linear_forward+gelu" : "linear_forward", c.N, c.C, c.OC), s,
+    timed(shape(c.gelu_out.data ? "linear_forward+gelu" : "linear_forward", c.N, c.C, c.OC), s,
           [&] { inner_->linear_forward(s, c, g); });
   }
   void linear_backward(Stream& s, const LinearBackward& c, const GemmScratch& g) override {

@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "zero/core/dtype.h"
 #include "zero/core/kernel_thread.h"
 
 namespace zero::gpt2::cuda {
@@ -20,6 +21,17 @@ struct Fp16Element {
   __half value;
 };
 static_assert(sizeof(Bf16Element) == 2 && sizeof(Fp16Element) == 2);
+
+// f(tag) with tag a null pointer of `dtype`'s storage type (float*, Bf16Element* or
+// Fp16Element*): the one switch from a runtime dtype to a kernel template's element type.
+template <typename F>
+void with_storage_type(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat32: f(static_cast<float*>(nullptr)); return;
+    case DType::kBFloat16: f(static_cast<Bf16Element*>(nullptr)); return;
+    case DType::kFloat16: f(static_cast<Fp16Element*>(nullptr)); return;
+  }
+}
 
 }  // namespace zero::gpt2::cuda
 

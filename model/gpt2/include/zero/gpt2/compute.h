@@ -179,24 +179,28 @@ class GPT2Compute {
   void upload_inputs();
   void finish_loss(const float* losses);
   void forward_block_impl(int layer, const ConstUnitData& params);
+  // ln1, ln2 and fch_gelu only GEMMs read: kept in gemm_input_dtype() (kernels.h).
   struct BlockActivations {
-    float* ln1;
+    ActivationOut ln1;
     float* ln1_mean;
     float* ln1_rstd;
     float* qkv;
     float* att;
     float* atty;
     float* residual2;
-    float* ln2;
+    ActivationOut ln2;
     float* ln2_mean;
     float* ln2_rstd;
     float* fch;
-    float* fch_gelu;
+    ActivationOut fch_gelu;
     float* residual3;
   };
   DropoutSite dropout_site(std::uint32_t site, double probability) const;
   const float* block_input(int layer) const;
   float* activation(const std::string& name) const;
+  // The activation `name`, one only GEMMs read, in gemm_input_dtype().
+  ActivationOut gemm_input_activation(const std::string& name) const;
+  DType gemm_input_dtype() const;
   float* workspace(const std::string& name) const;
   // The 16-bit staging slots ("param32", "gradvec32"); null when the parameters are fp32.
   float* workspace_or_null(const std::string& name) const;

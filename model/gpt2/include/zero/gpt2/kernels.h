@@ -36,6 +36,29 @@ struct GradMatrix {
   DType dtype = DType::kFloat32;
 };
 
+// An activation a kernel reads (Activation) or writes (ActivationOut): fp32, or 16-bit where
+// gemm_input_dtype() keeps the activations only GEMMs read (layer norm outputs, GELU's output) in
+// the GEMMs' operand dtype, so no pass rounds them again before each product. A float pointer
+// converts implicitly (fp32); a kernel that computes in fp32 only takes fp32(what), which throws
+// zero::Error naming `what` for a 16-bit activation.
+struct Activation {
+  const void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  Activation() = default;
+  Activation(const float* fp32) : data(fp32) {}
+  Activation(const void* elements, DType element_dtype) : data(elements), dtype(element_dtype) {}
+  const float* fp32(std::string_view what) const;
+};
+struct ActivationOut {
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  ActivationOut() = default;
+  ActivationOut(float* fp32) : data(fp32) {}
+  ActivationOut(void* elements, DType element_dtype) : data(elements), dtype(element_dtype) {}
+  operator Activation() const { return {data, dtype}; }
+  float* fp32(std::string_view what) const;
+};
+
 // Scratch a GEMM with 16-bit parameters uses (views of GPT2Compute's workspace, unused with fp32
 // parameters): activations rounded to 16 bits (staged_a, staged_b: staged_a_elements and
 // staged_b_elements 16-bit elements, each at least 4·N·C) and fp32 products of 16-bit gradients
@@ -54,11 +77,12 @@ struct GemmScratch {
 };
 
 // out (N, OC) = inp (N, C) · weight (C, OC) + bias (OC); with gelu_out, gelu_out = gelu(out) as
-// well (the GELU epilogue; out keeps the pre-activation for the backward). bias may be null.
+// well (the GELU epilogue; out keeps the pre-activation for the backward). bias may be null. inp
+// and gelu_out are fp32 or the weight's 16-bit dtype (gemm_input_dtype).
 struct LinearForward {
   float* out = nullptr;
-  float* gelu_out = nullptr;
-  const float* inp = nullptr;
+  ActivationOut gelu_out;
+  Activation inp;
   Matrix weight;
   const float* bias = nullptr;
   std::int64_t N = 0, C = 0, OC = 0;
@@ -66,14 +90,15 @@ struct LinearForward {
 
 // dinp (N, C) = dout · weightᵀ (overwritten; skipped when null), then, with gelu_input,
 // dinp *= gelu'(gelu_input) (the GELU's backward, gelu_input (N, C) its pre-activation);
-// dweight (C, OC) += inpᵀ · dout; dbias (OC) += column sums of dout (skipped when null).
+// dweight (C, OC) += inpᵀ · dout; dbias (OC) += column sums of dout (skipped when null). inp is
+// the forward's (fp32 or the weight's 16-bit dtype).
 struct LinearBackward {
   float* dinp = nullptr;
   const float* gelu_input = nullptr;
   GradMatrix dweight;
   float* dbias = nullptr;
   const float* dout = nullptr;
-  const float* inp = nullptr;
+  Activation inp;
   Matrix weight;
   std::int64_t N = 0, C = 0, OC = 0;
 };
@@ -111,7 +136,7 @@ struct GradGemm {
 struct LogitsForward {
   void* logits = nullptr;
   DType logits_dtype = DType::kFloat32;
-  const float* ln_f = nullptr;
+  Activation ln_f;
   Matrix wte;
   std::int64_t N = 0, V = 0, Vp = 0, C = 0;
   const int* targets = nullptr;
@@ -133,7 +158,7 @@ struct LogitsBackward {
   const int* targets = nullptr;
   std::int64_t N = 0, V = 0, Vp = 0, C = 0;
   float scale = 1.0f, label_smoothing = 0.0f;
-  const float* ln_f = nullptr;
+  Activation ln_f;
   Matrix wte;
   GradMatrix dwte;
   DType param_dtype = DType::kFloat32;
@@ -160,12 +185,13 @@ class Kernels {
                                 std::int64_t T, std::int64_t C, const DropoutSite& dropout) = 0;
 
   // ---- layer norm and residual ----
-  // out (N, C) = (inp - mean) · rstd · weight + bias; mean, rstd (N) kept for backward.
-  virtual void layernorm_forward(Stream& stream, float* out, float* mean, float* rstd,
+  // out (N, C) = (inp - mean) · rstd · weight + bias; mean, rstd (N) kept for backward. out is
+  // fp32 or, where the next GEMM reads it, gemm_input_dtype's (rounded once).
+  virtual void layernorm_forward(Stream& stream, ActivationOut out, float* mean, float* rstd,
                                  const float* inp, const float* weight, const float* bias,
                                  std::int64_t N, std::int64_t C, float epsilon) = 0;
   // residual_out (B, T, C) = residual + dropout(inp), then out = layernorm(residual_out).
-  virtual void residual_layernorm_forward(Stream& stream, float* residual_out, float* out,
+  virtual void residual_layernorm_forward(Stream& stream, float* residual_out, ActivationOut out,
                                           float* mean, float* rstd, const float* residual,
                                           const float* inp, const float* weight, const float* bias,
                                           std::int64_t B, std::int64_t T, std::int64_t C,
@@ -287,6 +313,14 @@ std::unique_ptr<Kernels> make_kernels(DeviceContext& context);
 // The widest head CUDA's tiled attention takes (cuda::attention_is_tiled); wider heads run its
 // plain kernels.
 inline constexpr std::int64_t kCudaTiledAttentionMaxHeadSize = 128;
+
+// The dtype a device's kernels keep the activations only GEMMs read in (Activation): the layer
+// norms' outputs (ln_1, ln_2, ln_f) and GELU's output, each the A operand of its forward GEMM and
+// of its weight gradient's. bf16 on CUDA with bf16 parameters, the dtype those GEMMs take their
+// operands in, so each is written rounded once (the value the GEMM's staging would have made of
+// the fp32 one) and read twice without another pass, at half the bytes; fp32 otherwise (the CPU
+// kernels compute in fp32 and read these in fp32).
+DType gemm_input_dtype(DeviceKind device, DType param_dtype);
 
 // The dtype a device's kernels keep the LM head's logits in (LogitsForward, GPT2Compute's
 // "logits" activation): bf16 on CUDA with bf16 parameters (the GEMM writes them as PyTorch's
