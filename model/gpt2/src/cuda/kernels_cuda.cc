@@ -423,9 +423,9 @@ void CudaKernels::linear_forward(Stream& stream, const LinearForward& c,
   cuda::GemmEpilogue epilogue;
   epilogue.bias = c.bias;
   float* destination = c.out;
-  // cuBLASLt's GELU_AUX writes fp32 beside the fp32 pre-activation and wants the aux matrix's
-  // leading dimension a multiple of 8; a 16-bit gelu_out (gemm_input_dtype) is written by GELU's
-  // own pass from the fp32 pre-activation, rounded once.
+  // cuBLASLt's GELU_AUX stores the pre-activation (its aux) in D's type and wants the aux
+  // matrix's leading dimension a multiple of 8: fused for an fp32 gelu_out only; a 16-bit one
+  // (gemm_input_dtype) is written by GELU's own pass from the fp32 pre-activation, rounded once.
   const bool fused_gelu = gelu && c.gelu_out.dtype == DType::kFloat32 && c.OC % 8 == 0;
   if (fused_gelu) {
     epilogue.gelu = true;

@@ -1,0 +1,218 @@
+// The GPT-2 CUDA attention bodies run by the kernel emulator against the CPU kernels
+// (gpt2_cuda_emulation.h): the plain kernels (attention_body.h) and the tiled ones
+// (attention_flash_body.h, attention_flash_backward.h) elementwise, and the tiled forward's
+// log-sum-exp against one computed in double; fp32 within 1e-5 relative L2.
+#include "gpt2_cuda_emulation.h"
+
+namespace zero::gpt2::emulation_test {
+namespace {
+
+TEST_P(Gpt2CudaEmulation, AttentionMatchesTheCpuKernels) {
+  struct Case {
+    std::int64_t B, T, C, NH;
+  };
+  // T = 1; T past a warp's 32 lanes; head sizes 3 and 7 (C not a multiple of 4) and 65 (past two
+  // rounds of a warp's lanes).
+  for (const Case& k :
+       {Case{1, 1, 6, 2}, Case{2, 5, 21, 3}, Case{1, 37, 12, 4}, Case{1, 6, 130, 2}}) {
+    for (bool drop : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "B " << k.B << " T " << k.T << " C " << k.C << " NH "
+                                        << k.NH << " dropout " << drop);
+      const std::int64_t B = k.B, T = k.T, C = k.C, NH = k.NH;
+      const DropoutSite dropout = dropout_site(drop);
+      const auto qkv = random_vector(B * T * 3 * C, 1);
+      auto out = nan_vector(B * T * C), att = nan_vector(B * NH * T * T);
+      auto out_expected = out, att_expected = att;
+      cpu::attention_forward(out_expected.data(), att_expected.data(), qkv.data(), B, T, C, NH,
+                             dropout);
+      emulate(cuda::row_warp_launch(B * NH * T), [&](auto& thread, auto&) {
+        cuda::attention_forward_body(thread, out.data(), att.data(), qkv.data(), B, T, C, NH,
+                                     dropout);
+      });
+      EXPECT_CLOSE(out, out_expected);
+      EXPECT_CLOSE(att, att_expected);
+
+      const auto dout = random_vector(B * T * C, 2);
+      auto dqkv = nan_vector(B * T * 3 * C), datt = nan_vector(B * NH * T * T);
+      auto dqkv_expected = dqkv, datt_expected = datt;
+      cpu::attention_backward(dqkv_expected.data(), datt_expected.data(), dout.data(), qkv.data(),
+                              att_expected.data(), B, T, C, NH, dropout);
+      emulate(cuda::row_warp_launch(B * NH * T), [&](auto& thread, auto&) {
+        cuda::attention_dpre_body(thread, datt.data(), dout.data(), qkv.data(), att.data(), B, T, C,
+                                  NH, dropout);
+      });
+      emulate(cuda::elementwise_launch(B * T * C), [&](auto& thread, auto&) {
+        cuda::attention_dqkv_body(thread, dqkv.data(), datt.data(), dout.data(), qkv.data(),
+                                  att.data(), B, T, C, NH, dropout);
+      });
+      EXPECT_CLOSE(dqkv, dqkv_expected);
+    }
+  }
+}
+
+// The tiled attention's kernels emulated for padded head size HP: the forward, then the backward's
+// row terms D (a warp per row, from the forward's out), dk/dv and dq launches, each over the grid
+// attention_flash.cu launches.
+template <int HP>
+struct TiledAttention {
+  using Shared = cuda::FlashShared<HP>;
+  Order order;
+  std::int64_t B, T, C, NH;
+  DropoutSite dropout;
+
+  template <typename Body>
+  void emulate(int floats, Body&& body) const {
+    kernels::emulation::run_grid(cuda::flash_launch(B, T, NH, floats), order, 0,
+                                 [&](kernels::emulation::EmulatedThread& thread, void* shared) {
+                                   body(thread, static_cast<float*>(shared));
+                                 });
+  }
+  void forward(float* out, float* lse, const float* qkv) const {
+    emulate(Shared::kForward, [&](auto& thread, float* shared) {
+      cuda::flash_forward_body<HP>(thread, shared, out, lse, qkv, B, T, C, NH, dropout);
+    });
+  }
+  void backward(float* dqkv, float* delta, const float* dout, const float* out, const float* qkv,
+                const float* lse) const {
+    kernels::emulation::run_grid(cuda::flash_delta_launch(B, T, NH), order, 0,
+                                 [&](kernels::emulation::EmulatedThread& thread, void*) {
+                                   cuda::flash_delta_body(thread, delta, dout, out, B, T, C, NH);
+                                 });
+    emulate(Shared::kKeys, [&](auto& thread, float* shared) {
+      cuda::flash_dkv_body<HP>(thread, shared, dqkv, dout, qkv, lse, delta, B, T, C, NH, dropout);
+    });
+    emulate(Shared::kQueries, [&](auto& thread, float* shared) {
+      cuda::flash_dq_body<HP>(thread, shared, dqkv, dout, qkv, lse, delta, B, T, C, NH, dropout);
+    });
+  }
+};
+
+// f(TiledAttention<HP>) for head size C / NH's padded size.
+template <typename F>
+void with_tiled(std::int64_t HS, F&& f) {
+  switch (cuda::flash_head_bucket(HS)) {
+    case 16: return f(std::integral_constant<int, 16>{});
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+    default: FAIL() << "head size " << HS << " has no tiled kernel";
+  }
+}
+
+// Every element within `tolerance` · max(1, |expected|), and finite.
+void expect_elementwise(const std::vector<float>& actual, const std::vector<float>& expected,
+                        double tolerance, const char* what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double limit = tolerance * std::max(1.0, std::fabs(double(expected[i])));
+    if (!(std::fabs(double(actual[i]) - expected[i]) <= limit) && bad++ == 0) first = i;
+  }
+  EXPECT_EQ(bad, 0u) << what << ": first at " << first << ": " << actual[first] << " vs "
+                     << expected[first];
+}
+
+// log Σ_{t2 <= t} exp(q(t)·k(t2) / √HS) per (b, h, t), in double.
+std::vector<float> logsumexp_of_scores(const std::vector<float>& qkv, std::int64_t B,
+                                       std::int64_t T, std::int64_t C, std::int64_t NH) {
+  const std::int64_t HS = C / NH;
+  std::vector<float> lse(static_cast<std::size_t>(B * NH * T));
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < NH; ++h)
+      for (std::int64_t t = 0; t < T; ++t) {
+        std::vector<double> s(static_cast<std::size_t>(t + 1));
+        for (std::int64_t t2 = 0; t2 <= t; ++t2) {
+          double dot = 0.0;
+          for (std::int64_t i = 0; i < HS; ++i)
+            dot += double(qkv[(b * T + t) * 3 * C + h * HS + i]) *
+                   qkv[(b * T + t2) * 3 * C + C + h * HS + i];
+          s[t2] = dot / std::sqrt(double(HS));
+        }
+        const double max = *std::max_element(s.begin(), s.end());
+        double sum = 0.0;
+        for (double value : s) sum += std::exp(value - max);
+        lse[(b * NH + h) * T + t] = static_cast<float>(max + std::log(sum));
+      }
+  return lse;
+}
+
+// D = Σ_d dout · out per (b, h, t) row, in double, at (b·NH + h)·T + t.
+std::vector<float> row_terms(const std::vector<float>& dout, const std::vector<float>& out,
+                             std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH) {
+  const std::int64_t HS = C / NH;
+  std::vector<float> delta(static_cast<std::size_t>(B * NH * T));
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < NH; ++h)
+      for (std::int64_t t = 0; t < T; ++t) {
+        double dot = 0.0;
+        for (std::int64_t i = 0; i < HS; ++i)
+          dot += double(dout[(b * T + t) * C + h * HS + i]) * out[(b * T + t) * C + h * HS + i];
+        delta[(b * NH + h) * T + t] = static_cast<float>(dot);
+      }
+  return delta;
+}
+
+bool all_nan(const std::vector<float>& values, std::size_t from) {
+  return std::all_of(values.begin() + std::ptrdiff_t(from), values.end(),
+                     [](float v) { return std::isnan(v); });
+}
+
+TEST_P(Gpt2CudaEmulation, TiledAttentionMatchesTheCpuKernels) {
+  struct Case {
+    std::int64_t B, T, C, NH;
+  };
+  // Head sizes 3, 7, 12, 64, 65 and 128 (every padded size); T = 1, T below one tile of 64, T
+  // past one tile by 1 and by 36, and two tiles with a partial second.
+  for (const Case& k :
+       {Case{1, 1, 6, 2}, Case{2, 5, 21, 3}, Case{1, 37, 48, 4}, Case{2, 100, 128, 2},
+        Case{1, 70, 36, 3}, Case{1, 65, 256, 2}, Case{1, 6, 130, 2}}) {
+    for (float p : {0.0f, 0.1f}) {
+      SCOPED_TRACE(::testing::Message() << "B " << k.B << " T " << k.T << " C " << k.C << " NH "
+                                        << k.NH << " dropout " << p);
+      const std::int64_t B = k.B, T = k.T, C = k.C, NH = k.NH, rows = B * NH * T;
+      DropoutSite dropout = dropout_site(p > 0.0f);
+      dropout.probability = p;
+      const auto qkv = random_vector(B * T * 3 * C, 11), dout = random_vector(B * T * C, 12);
+      auto out = nan_vector(B * T * C), att = nan_vector(B * NH * T * T);
+      auto out_expected = out, att_expected = att;
+      cpu::attention_forward(out_expected.data(), att_expected.data(), qkv.data(), B, T, C, NH,
+                             dropout);
+      auto dqkv = nan_vector(B * T * 3 * C), datt = nan_vector(B * NH * T * T);
+      auto dqkv_expected = dqkv, datt_expected = datt;
+      cpu::attention_backward(dqkv_expected.data(), datt_expected.data(), dout.data(), qkv.data(),
+                              att_expected.data(), B, T, C, NH, dropout);
+      with_tiled(C / NH, [&](auto bucket) {
+        const TiledAttention<decltype(bucket)::value> tiled{GetParam(), B, T, C, NH, dropout};
+        tiled.forward(out.data(), att.data(), qkv.data());
+        tiled.backward(dqkv.data(), datt.data(), dout.data(), out.data(), qkv.data(), att.data());
+      });
+      EXPECT_CLOSE(out, out_expected);
+      expect_elementwise(out, out_expected, 1e-5, "out");
+      const std::vector<float> lse(att.begin(), att.begin() + rows);
+      expect_elementwise(lse, logsumexp_of_scores(qkv, B, T, C, NH), 1e-6, "log-sum-exp");
+      EXPECT_TRUE(all_nan(att, std::size_t(rows))) << "att past the log-sum-exp is written";
+      const std::vector<float> delta(datt.begin(), datt.begin() + rows);
+      expect_elementwise(delta, row_terms(dout, out_expected, B, T, C, NH), 1e-5, "row terms D");
+      EXPECT_TRUE(all_nan(datt, std::size_t(rows))) << "datt past the row terms is written";
+      EXPECT_CLOSE(dqkv, dqkv_expected);
+      expect_elementwise(dqkv, dqkv_expected, 1e-5, "dqkv");
+    }
+  }
+}
+
+TEST(Gpt2CudaEmulationShapes, TiledAttentionCoversHeadsUpTo128) {
+  EXPECT_EQ(cuda::flash_head_bucket(1), 16);
+  EXPECT_EQ(cuda::flash_head_bucket(12), 16);
+  EXPECT_EQ(cuda::flash_head_bucket(17), 32);
+  EXPECT_EQ(cuda::flash_head_bucket(64), 64);
+  EXPECT_EQ(cuda::flash_head_bucket(65), 128);
+  EXPECT_EQ(cuda::flash_head_bucket(128), 128);
+  EXPECT_EQ(cuda::flash_head_bucket(129), 0);  // the plain kernels
+  EXPECT_EQ(cuda::flash_head_bucket(0), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Orders, Gpt2CudaEmulation,
+                         ::testing::Values(Order::kForward, Order::kReverse), order_name);
+
+}  // namespace
+}  // namespace zero::gpt2::emulation_test
