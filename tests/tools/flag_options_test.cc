@@ -79,8 +79,8 @@ TEST(CommandFlags, TrainAndEstimateReadTheFlagsTheyShareAlike) {
     EXPECT_FALSE(same_field(flag, train_flags.values(), defaults)) << "the value did not land";
   }
   // the model (with the Hub cache's --cache_dir and --model_revision), batch, precision,
-  // checkpointing and config flags
-  EXPECT_EQ(shared, 12);
+  // checkpointing, config and device (--use_cpu) flags
+  EXPECT_EQ(shared, 13);
 }
 
 TEST(CommandFlags, BoolFlagsTakeTrueAndFalseInEveryCommand) {

@@ -13,6 +13,8 @@
 #include "zero/comm/communicator.h"
 #include "zero/core/error.h"
 #include "zero/core/node_memory.h"
+#include "zero/gpt2/compute.h"
+#include "zero/train/estimate.h"
 #include "zero/train/plan.h"
 #include "zero/train/trainer.h"
 
@@ -96,6 +98,39 @@ TEST(NodeMemory, ReadsThisProcessAndResetsItsPeak) {
   EXPECT_GE(high.peak_resident_bytes, before.resident_bytes + (200ll << 20));
   if (!reset_peak_resident()) GTEST_SKIP() << "/proc/self/clear_refs is not writable here";
   EXPECT_LT(read_process_memory().peak_resident_bytes, high.peak_resident_bytes - (200ll << 20));
+}
+
+// `zero estimate` describes GPU ranks (--num_gpus_per_node of --gpu_memory) and plans them with the
+// CUDA kernels' activation layout wherever it runs: on this machine (no GPU) it once planned the
+// CPU kernels' softmax (B·NH·T·T floats a layer: 9.7 GB at GPT-2 124M, B 16, T 1024) for an
+// 80 GiB GPU. --use_cpu plans CPU ranks.
+TEST(Estimate, PlansGpuRanksWithTheCudaKernelsLayoutWhereverItRuns) {
+  const std::int64_t B = 4, T = 256;
+  auto estimate_with = [&](bool use_cpu) {
+    TrainingArguments arguments;
+    arguments.dry_run = true;  // as `zero estimate` sets it
+    arguments.config_overrides = "n_layer=2,n_embd=128,n_head=4,n_positions=256";
+    arguments.per_device_train_batch_size = B;
+    arguments.block_size = T;
+    arguments.bf16 = true;
+    arguments.use_cpu = use_cpu;
+    std::vector<std::string> notes;
+    return estimate_run(arguments, EstimateArguments{}, notes);
+  };
+  auto layout = [&](const Estimate& estimate, DeviceKind device) {
+    return gpt2::GPT2Compute::plan(*estimate.setup.model, B, T,
+                                   {.param_dtype = DType::kBFloat16, .device = device})
+        .total_bytes();
+  };
+  const Estimate gpu = estimate_with(false), cpu = estimate_with(true);
+  ASSERT_TRUE(gpu.plan.activation_parts && cpu.plan.activation_parts);
+  const std::size_t cuda_bytes = layout(gpu, DeviceKind::kCuda);
+  const std::size_t cpu_bytes = layout(cpu, DeviceKind::kCpu);
+  ASSERT_LT(cuda_bytes, cpu_bytes);  // the CPU keeps the softmax, CUDA a log-sum-exp per row
+  EXPECT_FALSE(gpu.setup.device_is_host);
+  EXPECT_EQ(gpu.plan.activation_parts->total_bytes(), cuda_bytes);
+  EXPECT_TRUE(cpu.setup.device_is_host);
+  EXPECT_EQ(cpu.plan.activation_parts->total_bytes(), cpu_bytes);
 }
 
 TEST(RunPlan, PlansEveryPhaseTheRunEntersInItsOrder) {

@@ -156,6 +156,11 @@ Estimate estimate_of(const TrainingArguments& a, const EstimateArguments& e,
     estimate.total_params = estimate.setup.model->num_parameters();
     estimate.largest = deepspeed_largest_layer_params(*estimate.setup.model);
   }
+  // The ranks this estimate describes: GPUs (--num_gpus_per_node of --gpu_memory), planned with
+  // the CUDA kernels' activation layout wherever the estimate runs (a login node without a GPU
+  // plans the cluster's ranks, not its own CPU's), or CPU ranks with --use_cpu. `zero train
+  // --dry_run` plans the device the trainer would pick instead (choose_device).
+  estimate.setup.device_is_host = a.use_cpu;
   estimate.plan = plan_rank(estimate.setup, world, 0);
   estimate.max_batch = largest_fitting_batch(
       estimate.setup, hardware,

@@ -218,10 +218,12 @@ const Flag kRows[] = {
      .help = "torch.distributed.launch's --local-rank=N / --local_rank=N: this process's rank "
              "on its node (LOCAL_RANK)"},
     {.name = "use_cpu", .aliases = {"no_cuda"}, .type = kBool, .field = &T::use_cpu,
-     .commands = kTrain, .origin = kTrainingArguments, .section = Section::kTraining,
+     .commands = kTrain | kEstimate, .origin = kTrainingArguments, .section = Section::kTraining,
      .hf_default = both("False"), .show_default = true,
      .help = "run on the CPU even when CUDA devices are visible (without it, local rank r runs on "
-             "cuda:r mod the visible devices, CUDA_VISIBLE_DEVICES honoured)"},
+             "cuda:r mod the visible devices, CUDA_VISIBLE_DEVICES honoured)",
+     .estimate_help = "plan CPU ranks (the CPU kernels' activations, the device's memory being "
+                      "host memory) instead of GPU ranks"},
     {.name = "save_safetensors", .type = kBool, .field = &T::save_safetensors, .commands = kTrain,
      .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = only_4_46("True"),
      .show_default = true, .accepts = "True",
