@@ -11,6 +11,7 @@
 
 #include "memory_swap_store.h"
 #include "offload_modes.h"
+#include "shard_image.h"
 #include "test_model.h"
 #include "zero/comm/thread_communicator.h"
 #include "zero/core/device_context.h"
@@ -25,7 +26,6 @@ namespace {
 // written back on load) saved after 3 steps and loaded into a fresh engine continue as the
 // uninterrupted run, bitwise.
 TEST(EngineOffload, CheckpointStateResumesBitwise) {
-  using Image = std::map<std::string, std::vector<std::vector<float>>>;  // unit -> [params, k...]
   for (Mode mode :
        {Mode::kCpu, Mode::kNvme, Mode::kNvmeParams, Mode::kCpuRatio, Mode::kParamsNvme}) {
     EngineOptions options = parity_options(3, 1);
@@ -38,7 +38,7 @@ TEST(EngineOffload, CheckpointStateResumesBitwise) {
       }
     };
     std::vector<std::vector<float>> uninterrupted, resumed;
-    std::vector<Image> images(2);
+    std::vector<ShardImage> images(2);
     std::vector<TrainingState> training(2);
     run_ranks(2, [&](Communicator& comm) {
       std::unique_ptr<Engine> engine = make_engine(options, comm);
@@ -46,13 +46,7 @@ TEST(EngineOffload, CheckpointStateResumesBitwise) {
       TinyStack model;
       model.register_units(*engine);
       train(*engine, model, comm, 0, 3);
-      Image& image = images[static_cast<std::size_t>(comm.rank())];
-      for (const ShardState& shard : engine->shard_states()) {
-        auto& values = image[shard.unit];
-        values.emplace_back(shard.params.begin(), shard.params.end());
-        for (const auto& [name, state] : shard.optimizer_state)
-          values.emplace_back(state.begin(), state.end());
-      }
+      images[static_cast<std::size_t>(comm.rank())] = take_shard_image(*engine);
       training[static_cast<std::size_t>(comm.rank())] = engine->training_state();
       train(*engine, model, comm, 3, 3);  // continues after shard_states() (nvme: written back)
       std::vector<std::vector<float>> params = gathered_parameters(*engine);
@@ -63,14 +57,7 @@ TEST(EngineOffload, CheckpointStateResumesBitwise) {
       engine->set_swap_store_factory(memory_swap_store_factory());
       TinyStack model;
       model.register_units(*engine);
-      const Image& image = images[static_cast<std::size_t>(comm.rank())];
-      for (ShardState& shard : engine->shard_states()) {
-        const auto& values = image.at(shard.unit);
-        std::copy(values[0].begin(), values[0].end(), shard.params.begin());
-        for (std::size_t k = 0; k < shard.optimizer_state.size(); ++k)
-          std::copy(values[k + 1].begin(), values[k + 1].end(),
-                    shard.optimizer_state[k].second.begin());
-      }
+      put_shard_image(*engine, images[static_cast<std::size_t>(comm.rank())]);
       engine->set_training_state(training[static_cast<std::size_t>(comm.rank())]);
       engine->refresh_params();
       train(*engine, model, comm, 3, 3);

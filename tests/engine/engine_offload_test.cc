@@ -22,6 +22,7 @@
 #include "memory_swap_store.h"
 #include "mixed_precision_runs.h"
 #include "offload_modes.h"
+#include "shard_image.h"
 #include "test_model.h"
 #include "zero/comm/planning_communicator.h"
 #include "zero/comm/thread_communicator.h"
@@ -226,7 +227,6 @@ TEST(EngineOffload, Fp16GradientsSwappedInSixteenBitsGiveTheHostPartitionsRun) {
 // regions) saved after 3 steps and loaded into a fresh engine continue as the uninterrupted run,
 // bitwise (stage 3, W = 2, the overlapped step).
 TEST(EngineOffload, Bf16SwappedGradientsResumeFromShardStatesBitwise) {
-  using Image = std::map<std::string, std::vector<std::vector<float>>>;  // unit -> [params, k...]
   constexpr int kWorld = 2;
   GPT2Run run = mixed_run(DType::kBFloat16, 3, 1, kGpt2Steps);
   apply_offload(run.options, Mode::kNvme, 13'000, 4608 / kWorld);
@@ -241,20 +241,14 @@ TEST(EngineOffload, Bf16SwappedGradientsResumeFromShardStatesBitwise) {
     }
   };
   std::vector<std::vector<float>> uninterrupted, resumed;
-  std::vector<Image> images(kWorld);
+  std::vector<ShardImage> images(kWorld);
   std::vector<TrainingState> training(kWorld);
   run_ranks(kWorld, [&](Communicator& comm) {
     std::unique_ptr<Engine> engine = make_engine(run.options, comm);
     engine->set_swap_store_factory(memory_swap_store_factory());
     GPT2EngineDriver model(*engine, run.config, rows, run.seq_len, run.seed);
     train(*engine, model, comm.rank(), 0, 3);
-    Image& image = images[static_cast<std::size_t>(comm.rank())];
-    for (const ShardState& shard : engine->shard_states()) {
-      auto& values = image[shard.unit];
-      values.emplace_back(shard.params.begin(), shard.params.end());
-      for (const auto& [name, state] : shard.optimizer_state)
-        values.emplace_back(state.begin(), state.end());
-    }
+    images[static_cast<std::size_t>(comm.rank())] = take_shard_image(*engine);
     training[static_cast<std::size_t>(comm.rank())] = engine->training_state();
     train(*engine, model, comm.rank(), 3, 3);
     std::vector<std::vector<float>> params = gathered_parameters(*engine);
@@ -264,14 +258,7 @@ TEST(EngineOffload, Bf16SwappedGradientsResumeFromShardStatesBitwise) {
     std::unique_ptr<Engine> engine = make_engine(run.options, comm);
     engine->set_swap_store_factory(memory_swap_store_factory());
     GPT2EngineDriver model(*engine, run.config, rows, run.seq_len, run.seed);
-    const Image& image = images[static_cast<std::size_t>(comm.rank())];
-    for (ShardState& shard : engine->shard_states()) {
-      const auto& values = image.at(shard.unit);
-      std::copy(values[0].begin(), values[0].end(), shard.params.begin());
-      for (std::size_t k = 0; k < shard.optimizer_state.size(); ++k)
-        std::copy(values[k + 1].begin(), values[k + 1].end(),
-                  shard.optimizer_state[k].second.begin());
-    }
+    put_shard_image(*engine, images[static_cast<std::size_t>(comm.rank())]);
     engine->set_training_state(training[static_cast<std::size_t>(comm.rank())]);
     engine->refresh_params();
     train(*engine, model, comm.rank(), 3, 3);

@@ -131,50 +131,82 @@ TEST_P(Gpt2CudaEmulation, LayernormBackwardSumsManyChunks) {
   EXPECT_CLOSE(dbias, dbias_expected);
 }
 
-TEST_P(Gpt2CudaEmulation, ResidualLayernormAndDropoutMatchTheCpuKernels) {
-  for (const Shape& s : kShapes) {
+// A residual + layer norm case: random inputs at `shape`, dropout on or off, and the CPU kernels'
+// results on them (the oracle both residual tests compare with).
+struct ResidualNormCase {
+  std::int64_t B, T, C, N;
+  DropoutSite dropout;
+  std::vector<float> residual, inp, weight, bias;
+  std::vector<float> sum, out, mean, rstd;  // the CPU kernels'
+};
+ResidualNormCase residual_norm_case(const Shape& s, bool drop) {
+  const std::int64_t N = s.B * s.T, C = s.C;
+  ResidualNormCase c{s.B,
+                     s.T,
+                     C,
+                     N,
+                     dropout_site(drop),
+                     random_vector(N * C, 1),
+                     random_vector(N * C, 2),
+                     random_vector(C, 3),
+                     random_vector(C, 4),
+                     nan_vector(N * C),
+                     nan_vector(N * C),
+                     nan_vector(N),
+                     nan_vector(N)};
+  cpu::residual_dropout_forward(c.sum.data(), c.residual.data(), c.inp.data(), c.B, c.T, C,
+                                c.dropout);
+  cpu::layernorm_forward(c.out.data(), c.mean.data(), c.rstd.data(), c.sum.data(), c.weight.data(),
+                         c.bias.data(), N, C, kEpsilon);
+  return c;
+}
+
+// f(case) for every shape, dropout off and on, traced.
+template <typename F>
+void for_each_residual_norm_case(F&& f) {
+  for (const Shape& s : kShapes)
     for (bool drop : {false, true}) {
       SCOPED_TRACE(::testing::Message()
                    << "B " << s.B << " T " << s.T << " C " << s.C << " dropout " << drop);
-      const std::int64_t B = s.B, T = s.T, C = s.C, N = B * T;
-      const DropoutSite dropout = dropout_site(drop);
-      const auto residual = random_vector(N * C, 1), inp = random_vector(N * C, 2),
-                 weight = random_vector(C, 3), bias = random_vector(C, 4);
-      auto sum_expected = nan_vector(N * C), out_expected = nan_vector(N * C),
-           mean_expected = nan_vector(N), rstd_expected = nan_vector(N);
-      cpu::residual_dropout_forward(sum_expected.data(), residual.data(), inp.data(), B, T, C,
-                                    dropout);
-      cpu::layernorm_forward(out_expected.data(), mean_expected.data(), rstd_expected.data(),
-                             sum_expected.data(), weight.data(), bias.data(), N, C, kEpsilon);
-      auto sum = nan_vector(N * C), out = nan_vector(N * C), mean = nan_vector(N),
-           rstd = nan_vector(N);
-      emulate(cuda::row_warp_launch(N), [&](auto& thread, auto&) {
-        cuda::residual_layernorm_forward_body(
-            thread, sum.data(), out.data(), mean.data(), rstd.data(), residual.data(), inp.data(),
-            weight.data(), bias.data(), N, T, C, kEpsilon, dropout);
-      });
-      EXPECT_CLOSE(sum, sum_expected);
-      EXPECT_CLOSE(out, out_expected);
-      EXPECT_CLOSE(mean, mean_expected);
-      EXPECT_CLOSE(rstd, rstd_expected);
-
-      auto plain = nan_vector(N * C), plain_expected = plain;
-      cpu::residual_dropout_forward(plain_expected.data(), residual.data(), inp.data(), B, T, C,
-                                    dropout);
-      emulate(cuda::elementwise_launch(N * C), [&](auto& thread, auto&) {
-        cuda::residual_dropout_body(thread, plain.data(), residual.data(), inp.data(), N * C, T, C,
-                                    dropout);
-      });
-      EXPECT_CLOSE(plain, plain_expected);
-      auto dinp = nan_vector(N * C), dinp_expected = dinp;
-      cpu::dropout_backward(dinp_expected.data(), inp.data(), B, T, C, dropout);
-      emulate(cuda::elementwise_launch(N * C), [&](auto& thread, auto&) {
-        cuda::residual_dropout_body(thread, dinp.data(), static_cast<const float*>(nullptr),
-                                    inp.data(), N * C, T, C, dropout);
-      });
-      EXPECT_CLOSE(dinp, dinp_expected);
+      f(residual_norm_case(s, drop));
     }
-  }
+}
+
+TEST_P(Gpt2CudaEmulation, ResidualLayernormAndDropoutMatchTheCpuKernels) {
+  for_each_residual_norm_case([&](const ResidualNormCase& c) {
+    const std::int64_t B = c.B, T = c.T, C = c.C, N = c.N;
+    const DropoutSite& dropout = c.dropout;
+    const auto &residual = c.residual, &inp = c.inp, &weight = c.weight, &bias = c.bias;
+    const auto &sum_expected = c.sum, &out_expected = c.out, &mean_expected = c.mean,
+               &rstd_expected = c.rstd;
+    auto sum = nan_vector(N * C), out = nan_vector(N * C), mean = nan_vector(N),
+         rstd = nan_vector(N);
+    emulate(cuda::row_warp_launch(N), [&](auto& thread, auto&) {
+      cuda::residual_layernorm_forward_body(thread, sum.data(), out.data(), mean.data(),
+                                            rstd.data(), residual.data(), inp.data(), weight.data(),
+                                            bias.data(), N, T, C, kEpsilon, dropout);
+    });
+    EXPECT_CLOSE(sum, sum_expected);
+    EXPECT_CLOSE(out, out_expected);
+    EXPECT_CLOSE(mean, mean_expected);
+    EXPECT_CLOSE(rstd, rstd_expected);
+
+    auto plain = nan_vector(N * C), plain_expected = plain;
+    cpu::residual_dropout_forward(plain_expected.data(), residual.data(), inp.data(), B, T, C,
+                                  dropout);
+    emulate(cuda::elementwise_launch(N * C), [&](auto& thread, auto&) {
+      cuda::residual_dropout_body(thread, plain.data(), residual.data(), inp.data(), N * C, T, C,
+                                  dropout);
+    });
+    EXPECT_CLOSE(plain, plain_expected);
+    auto dinp = nan_vector(N * C), dinp_expected = dinp;
+    cpu::dropout_backward(dinp_expected.data(), inp.data(), B, T, C, dropout);
+    emulate(cuda::elementwise_launch(N * C), [&](auto& thread, auto&) {
+      cuda::residual_dropout_body(thread, dinp.data(), static_cast<const float*>(nullptr),
+                                  inp.data(), N * C, T, C, dropout);
+    });
+    EXPECT_CLOSE(dinp, dinp_expected);
+  });
 }
 
 // The activations only GEMMs read (gemm_input_dtype: bf16 on CUDA with bf16 parameters) written
@@ -190,47 +222,38 @@ TEST_P(Gpt2CudaEmulation, SixteenBitActivationOutputsAreTheFp32ValuesRounded) {
           << "element " << i << ": " << to_float(actual[i]) << " vs " << fp32[i];
   };
   const BFloat16 unwritten = to_bf16(std::numeric_limits<float>::quiet_NaN());
-  for (const Shape& s : kShapes) {
-    for (bool drop : {false, true}) {
-      SCOPED_TRACE(::testing::Message()
-                   << "B " << s.B << " T " << s.T << " C " << s.C << " dropout " << drop);
-      const std::int64_t B = s.B, T = s.T, C = s.C, N = B * T;
-      const DropoutSite dropout = dropout_site(drop);
-      const auto residual = random_vector(N * C, 1), inp = random_vector(N * C, 2),
-                 weight = random_vector(C, 3), bias = random_vector(C, 4);
-      auto sum = nan_vector(N * C), out = nan_vector(N * C), mean = nan_vector(N),
-           rstd = nan_vector(N);
-      cpu::residual_dropout_forward(sum.data(), residual.data(), inp.data(), B, T, C, dropout);
-      cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), sum.data(), weight.data(),
-                             bias.data(), N, C, kEpsilon);
-      std::vector<BFloat16> out16(static_cast<std::size_t>(N * C), unwritten);
-      auto sum16 = nan_vector(N * C), mean16 = nan_vector(N), rstd16 = nan_vector(N);
-      emulate(cuda::row_warp_launch(N), [&](auto& thread, auto&) {
-        cuda::residual_layernorm_forward_body(
-            thread, sum16.data(), out16.data(), mean16.data(), rstd16.data(), residual.data(),
-            inp.data(), weight.data(), bias.data(), N, T, C, kEpsilon, dropout);
-      });
-      expect_rounded(out16, out);
-      EXPECT_CLOSE(sum16, sum);
-      EXPECT_CLOSE(mean16, mean);
-      EXPECT_CLOSE(rstd16, rstd);
+  for_each_residual_norm_case([&](const ResidualNormCase& c) {
+    const std::int64_t T = c.T, C = c.C, N = c.N;
+    const DropoutSite& dropout = c.dropout;
+    const auto &residual = c.residual, &inp = c.inp, &weight = c.weight, &bias = c.bias;
+    const auto &sum = c.sum, &out = c.out, &mean = c.mean, &rstd = c.rstd;
+    std::vector<BFloat16> out16(static_cast<std::size_t>(N * C), unwritten);
+    auto sum16 = nan_vector(N * C), mean16 = nan_vector(N), rstd16 = nan_vector(N);
+    emulate(cuda::row_warp_launch(N), [&](auto& thread, auto&) {
+      cuda::residual_layernorm_forward_body(thread, sum16.data(), out16.data(), mean16.data(),
+                                            rstd16.data(), residual.data(), inp.data(),
+                                            weight.data(), bias.data(), N, T, C, kEpsilon, dropout);
+    });
+    expect_rounded(out16, out);
+    EXPECT_CLOSE(sum16, sum);
+    EXPECT_CLOSE(mean16, mean);
+    EXPECT_CLOSE(rstd16, rstd);
 
-      std::vector<BFloat16> plain16(static_cast<std::size_t>(N * C), unwritten);
-      emulate(cuda::row_warp_launch(N), [&](auto& thread, auto&) {
-        cuda::layernorm_forward_body(thread, plain16.data(), mean16.data(), rstd16.data(),
-                                     sum.data(), weight.data(), bias.data(), N, C, kEpsilon);
-      });
-      expect_rounded(plain16, out);
+    std::vector<BFloat16> plain16(static_cast<std::size_t>(N * C), unwritten);
+    emulate(cuda::row_warp_launch(N), [&](auto& thread, auto&) {
+      cuda::layernorm_forward_body(thread, plain16.data(), mean16.data(), rstd16.data(), sum.data(),
+                                   weight.data(), bias.data(), N, C, kEpsilon);
+    });
+    expect_rounded(plain16, out);
 
-      auto gelu = nan_vector(N * C);
-      cpu::gelu_forward(gelu.data(), sum.data(), N * C);
-      std::vector<BFloat16> gelu16(static_cast<std::size_t>(N * C), unwritten);
-      emulate(cuda::elementwise_launch(N * C), [&](auto& thread, auto&) {
-        cuda::gelu_forward_body(thread, gelu16.data(), sum.data(), N * C);
-      });
-      expect_rounded(gelu16, gelu);
-    }
-  }
+    auto gelu = nan_vector(N * C);
+    cpu::gelu_forward(gelu.data(), sum.data(), N * C);
+    std::vector<BFloat16> gelu16(static_cast<std::size_t>(N * C), unwritten);
+    emulate(cuda::elementwise_launch(N * C), [&](auto& thread, auto&) {
+      cuda::gelu_forward_body(thread, gelu16.data(), sum.data(), N * C);
+    });
+    expect_rounded(gelu16, gelu);
+  });
 }
 
 TEST_P(Gpt2CudaEmulation, GeluMatchesTheCpuKernels) {
