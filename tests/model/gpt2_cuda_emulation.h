@@ -1,5 +1,5 @@
 // The fixture the GPT-2 CUDA kernel emulation tests share (gpt2_cuda_emulation_test.cc: layers and
-// rows; gpt2_cuda_emulation_attention_test.cc: attention): the kernel bodies run on the CPU by the
+// rows; gpt2_cuda_attention_emulation_test.cc: attention): the kernel bodies run on the CPU by the
 // kernel emulator (tests/common/kernel_emulator.h) over the launch grids their launchers compute,
 // threads in forward and reverse order within each phase (the test parameter), against the CPU
 // kernels; random inputs and odd sizes.

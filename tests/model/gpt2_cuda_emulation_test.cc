@@ -5,7 +5,7 @@
 // threads in forward and reverse order within each phase; fp32 within 1e-5 relative L2, 16-bit
 // outputs within half a unit in the last place. The row kernels bit for bit against the CPU
 // Kernels (make_kernels on the CPU backend) for fp32, bf16 and fp16 tables. The attention bodies
-// are gpt2_cuda_emulation_attention_test's.
+// are gpt2_cuda_attention_emulation_test's.
 // Exempt (library calls, not our kernels): cuBLASLt's GEMMs behind cuda::gemm, matmul_forward and
 // matmul_backward's products (gemm_cublaslt.cc); its host logic is gpt2_cuda_host_test's.
 #include "gpt2_cuda_emulation.h"

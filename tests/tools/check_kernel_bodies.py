@@ -4,7 +4,7 @@ emulation test runs (docs/ARCHITECTURE.md, "Kernel bodies and their CPU emulatio
 
 A kernel's body may declare its __shared__ struct and must then be one call
 `[kernels::]NAME_body[<...>](DeviceThread{}, ...)`; NAME_body must be called in a test named
-*emulation_test.cc. Library calls (cuBLASLt, cuDNN) are not kernels of ours and are not seen here.
+*emulation_test.cc or in a fixture header they share (*emulation.h). Library calls (cuBLASLt, cuDNN) are not kernels of ours and are not seen here.
     check_kernel_bodies.py SOURCE_DIR
 """
 import pathlib
@@ -41,7 +41,10 @@ def main(root):
                      if not SKIP_PARTS & set(p.relative_to(root).parts)
                      and not p.relative_to(root).parts[0].startswith("build")
                      and p.relative_to(root).as_posix() != PLANTED)
-    tests = "\n".join(p.read_text() for p in root.glob("tests/**/*emulation_test.cc"))
+    # The emulation tests and the fixture headers they share (tests/model/gpt2_cuda_emulation.h).
+    tests = "\n".join(p.read_text() for pattern in ("tests/**/*emulation_test.cc",
+                                                     "tests/**/*emulation.h")
+                       for p in root.glob(pattern))
     problems, kernels = [], 0
     for source in sources:
         text = source.read_text()
@@ -55,7 +58,7 @@ def main(root):
             if not call:
                 problems.append(f"{where} is not one call of a *_body(DeviceThread{{}}, ...)")
             elif not re.search(r"\b" + call.group(1) + r"\b", tests):
-                problems.append(f"{where}'s {call.group(1)} runs in no *emulation_test.cc")
+                problems.append(f"{where}'s {call.group(1)} runs in no *emulation_test.cc or *emulation.h")
     if kernels == 0:
         problems.append(f"no __global__ kernel found under {root}")
     for problem in problems:
