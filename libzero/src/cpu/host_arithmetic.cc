@@ -127,6 +127,12 @@ void scale_values(const void* source, DType source_dtype, void* destination,
                 [alpha](float x, float) { return x * alpha; });
 }
 
+void scale_onto_zero(const void* source, DType source_dtype, float* destination, std::size_t count,
+                     float alpha) {
+  update_fp32(source, source_dtype, destination, count,
+              [alpha](float x, float) { return 0.0f + x * alpha; });
+}
+
 void axpy_values(const void* x, DType x_dtype, void* y, DType y_dtype, std::size_t count,
                  float alpha) {
   if (y_dtype == DType::kFloat32) {

@@ -17,6 +17,10 @@ void fill_values(void* destination, DType dtype, std::size_t count, float value)
 // destination = source × alpha
 void scale_values(const void* source, DType source_dtype, void* destination,
                   DType destination_dtype, std::size_t count, float alpha);
+// destination (fp32) = 0 + source × alpha: axpy_values into zeros, in one pass over memory (the
+// same values, a -0 product giving +0 as there).
+void scale_onto_zero(const void* source, DType source_dtype, float* destination, std::size_t count,
+                     float alpha);
 // y += x × alpha
 void axpy_values(const void* x, DType x_dtype, void* y, DType y_dtype, std::size_t count,
                  float alpha);

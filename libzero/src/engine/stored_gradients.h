@@ -11,11 +11,12 @@
 
 namespace zero {
 
-// fp32 gradients from `count` stored values of `dtype`: 0 + value × post, element by element.
+// fp32 gradients from `count` stored values of `dtype`: 0 + value × post, element by element (in
+// one pass; it was a zero fill then axpy_values, twice the memory traffic on the backward's and
+// the step's path).
 inline void widen_gradients(const void* stored, DType dtype, float post, float* widened,
                             std::size_t count) {
-  host::fill_values(widened, DType::kFloat32, count, 0.0f);
-  host::axpy_values(stored, dtype, widened, DType::kFloat32, count, post);
+  host::scale_onto_zero(stored, dtype, widened, count, post);
 }
 
 // In place: the `count` stored values at the start of `grads` widened over its `count` fp32
