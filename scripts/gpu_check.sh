@@ -246,7 +246,7 @@ step_train() {
   local shape="attn_pdrop=0,resid_pdrop=0,embd_pdrop=0${ZERO_GPU_CHECK_TRAIN_SHAPE:+,$ZERO_GPU_CHECK_TRAIN_SHAPE}"
   local batch=${ZERO_GPU_CHECK_TRAIN_BATCH:-16}
   local block=${ZERO_GPU_CHECK_TRAIN_BLOCK:-1024} steps=${ZERO_GPU_CHECK_TRAIN_STEPS:-20}
-  local work stage failed=0 sampler variant mode
+  local work stage failed=0 sampler variant mode generated=""
   work=$(mktemp -d)
   # Stages 0 and 3 as users run them; then stage 0 with DeepSpeed's wall_clock_breakdown and
   # ZERO_KERNEL_PROFILE (where a step's time goes: the table is in the log), stage 0 with the
@@ -316,9 +316,28 @@ step_train() {
     [[ $mode == *breakdown* ]] &&
       breakdown=", $(grep -a '^time (ms) per step' "$work/train$stage.log" | tail -n 1 | sed 's/^time (ms) per step | //'), $(grep -aom1 'kernel profile (ZERO_KERNEL_PROFILE): .*' "$work/train$stage.log" | sed 's/^kernel profile (ZERO_KERNEL_PROFILE): //')"
     echo "NOTE: stage $stage${mode:+ ($mode)}: ${tokens_per_s} tokens/s, MFU ${mfu} (989 TFLOP/s peak), ${first_loss} -> ${loss#loss }, ledger peak ${ledger:-?} MiB, nvidia-smi peak ${smi:-?} MiB, plan train ${plan:-?}, attention: ${attention_line:-?}${breakdown}"
+    [[ -n "$generated" ]] || generate_from "$work/out$stage" || failed=$((failed + 1))
+    generated=1
   done
   rm -rf "$work"
   [[ $failed -eq 0 ]]
+}
+
+# zero generate on the device from the first trained model: 32 new tokens after a prompt, fp32 and
+# bf16 (the parameters copied to the device once, each token's logits read back); the ids and
+# the time in a NOTE.
+generate_from() {
+  local model=$1 dtype ids start seconds flags
+  for dtype in fp32 bf16; do
+    flags=()
+    [[ $dtype == bf16 ]] && flags=(--bf16)
+    start=$(date +%s.%N)
+    ids=$("$BIN/zero" generate --model "$model" --prompt_ids 464,3290,286,262 --max_new_tokens 32 \
+            "${flags[@]}" 2>&1) || { echo "$ids"; echo "NOTE: zero generate ($dtype) failed"; return 1; }
+    seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}')
+    echo "$ids"
+    echo "NOTE: zero generate ($dtype, 32 tokens, whole process): ${seconds} s, ids $(tail -n 1 <<<"$ids" | cut -c1-60)..."
+  done
 }
 
 step_torch() {
@@ -382,7 +401,7 @@ run() {
   library_path=$(cuda_library_path)
   export LD_LIBRARY_PATH="${library_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export BIN=$bin GPU_COUNT=$gpu_count ROOT=$root KERNEL_TESTS="${kernel_tests[*]}" CUDA_TESTS="${cuda_tests[*]}" RESULTS=$results
-  export -f step_env step_tests sanitize step_memcheck step_racecheck step_kernels step_train step_torch
+  export -f step_env step_tests sanitize step_memcheck step_racecheck step_kernels step_train generate_from step_torch
 
   {
     echo "# gpu_check $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n)"

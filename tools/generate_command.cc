@@ -1,7 +1,7 @@
 // `zero generate`: continue a prompt of token ids with a Hugging Face GPT-2 checkpoint (greedy or
 // top-k). Token ids in and out until the tokenizer is wired in. The device is chosen as for `zero
-// train` (zero/core/launch.h); generation itself runs on the CPU until gpt2::generate takes a
-// device context, and the log line says so when a GPU was chosen.
+// train` (zero/core/launch.h): the checkpoint is read into host memory and, on a GPU, copied there
+// once (fp32, or bf16 with --bf16, fp16 with --fp16) for the forward of every new token.
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -9,6 +9,8 @@
 
 #include "commands.h"
 #include "zero/core/allocator.h"
+#include "zero/core/cpu_context.h"
+#include "zero/core/device_context.h"
 #include "zero/core/launch.h"
 #include "zero/core/logging.h"
 #include "zero/core/memory_ledger.h"
@@ -52,6 +54,8 @@ int run_generate(std::span<char* const> args) {
       "temperature", po::value<float>()->default_value(1.0f), "softmax temperature for top-k")(
       "seed", po::value<std::uint64_t>()->default_value(0), "sampling seed")(
       "stop_at_eos", "stop at the config's eos_token_id")(
+      "bf16", "compute in bf16 (the parameters rounded to bf16 on the device)")(
+      "fp16", "compute in fp16 (the parameters rounded to fp16 on the device)")(
       "use_cpu", "choose the CPU even when CUDA devices are visible")("no_cuda",
                                                                       "the old name of --use_cpu");
   for (char* const word : args)
@@ -63,15 +67,19 @@ int run_generate(std::span<char* const> args) {
   const auto variables = parse(args, options);
   const std::vector<int> prompt = parse_ids(variables["prompt_ids"].as<std::string>());
   if (prompt.empty()) throw UsageError{"--prompt_ids is empty"};
+  const int max_new_tokens = variables["max_new_tokens"].as<int>();
+  if (max_new_tokens < 0)
+    throw UsageError{"--max_new_tokens is " + std::to_string(max_new_tokens) + ", expected >= 0"};
+  if (variables.count("bf16") && variables.count("fp16"))
+    throw UsageError{"--bf16 and --fp16 are exclusive"};
+  const DType dtype = variables.count("bf16")   ? DType::kBFloat16
+                      : variables.count("fp16") ? DType::kFloat16
+                                                : DType::kFloat32;
   const DeviceChoice device =
       choose_device(variables.count("use_cpu") + variables.count("no_cuda") > 0);
-  if (device.device.kind == DeviceKind::kCpu)
-    log_info("zero generate: device ", device.describe());
-  else
-    log_info("zero generate: device ", device.describe(),
-             " chosen, but generation runs on the CPU (gpt2::generate has no device path yet)");
-  MemoryLedger ledger;
-  HostAllocator allocator(ledger);
+  log_info("zero generate: device ", device.describe(), ", ", name_of(dtype));
+  const std::unique_ptr<DeviceContext> context = make_device_context(device.device);
+  HostAllocator allocator(context->ledger());
   const gpt2::GPT2Model model =
       gpt2::load_hf_model(variables["model"].as<std::string>(), allocator);
   gpt2::SamplingOptions sampling;
@@ -80,8 +88,8 @@ int run_generate(std::span<char* const> args) {
   sampling.seed = variables["seed"].as<std::uint64_t>();
   const int stop =
       variables.count("stop_at_eos") ? static_cast<int>(model.config().eos_token_id) : -1;
-  const std::vector<int> tokens = gpt2::generate(
-      model, allocator, prompt, variables["max_new_tokens"].as<int>(), sampling, stop);
+  const std::vector<int> tokens =
+      gpt2::generate(model, *context, prompt, max_new_tokens, sampling, stop, dtype);
   for (std::size_t i = 0; i < tokens.size(); ++i) std::cout << (i ? "," : "") << tokens[i];
   std::cout << "\n";
   return 0;

@@ -6,8 +6,10 @@
 #include <cstring>
 #include <numeric>
 
+#include "../common/forwarding_context.h"
 #include "../common/tiny_gpt2.h"
 #include "zero/core/allocator.h"
+#include "zero/core/cpu_context.h"
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
 #include "zero/core/memory_ledger.h"
@@ -214,17 +216,88 @@ TEST_F(GPT2ModelTest, GenerateIsDeterministicAndGreedyFollowsTheLogits) {
   GPT2Model model(config, allocator_);
   model.init(10);
   const std::vector<int> prompt = {3, 1, 4};
-  const auto greedy = generate(model, allocator_, prompt, 15, {});
+  const auto greedy = generate(model, *context_, prompt, 15, {});
   ASSERT_EQ(greedy.size(), 18u);  // runs past n_positions: the window slides
   EXPECT_EQ(std::vector<int>(greedy.begin(), greedy.begin() + 3), prompt);
   GPT2Compute compute(config, 1, 4, *context_, allocator_);
   model.forward(compute, std::vector<int>(greedy.begin(), greedy.begin() + 4));
   EXPECT_EQ(greedy[4], sample_greedy({compute.logits() + 3 * config.padded_vocab_size(), 53}));
   const SamplingOptions top_k{.top_k = 5, .temperature = 0.8f, .seed = 3};
-  EXPECT_EQ(generate(model, allocator_, prompt, 6, top_k),
-            generate(model, allocator_, prompt, 6, top_k));
-  const auto stopped = generate(model, allocator_, prompt, 15, {}, greedy[3]);
+  EXPECT_EQ(generate(model, *context_, prompt, 6, top_k),
+            generate(model, *context_, prompt, 6, top_k));
+  const auto stopped = generate(model, *context_, prompt, 15, {}, greedy[3]);
   EXPECT_EQ(stopped.size(), 4u);
+}
+
+// The CPU backend with a device space the host does not address: what generation sees on a GPU
+// (the parameters copied through pinned memory), with the CPU's kernels.
+class OpaqueDeviceContext final : public testing::ForwardingContext {
+ public:
+  OpaqueDeviceContext() : ForwardingContext(make_cpu_context(CpuContextOptions{})) {}
+  bool host_addressable(MemorySpace space) const override {
+    return space != MemorySpace::kDevice && space != MemorySpace::kNvme;
+  }
+};
+
+TEST_F(GPT2ModelTest, NextTokenLogitsAreTheLastRowOfTheForward) {
+  const GPT2Config config = tiny_config();
+  GPT2Model model(config, allocator_);
+  model.init(12);
+  const std::vector<int> tokens = {5, 9, 2, 40, 7};
+  NextTokenLogits next_logits(model, *context_, 8);
+  const std::vector<float> logits = next_logits(tokens);
+  ASSERT_EQ(logits.size(), static_cast<std::size_t>(config.vocab_size));
+  GPT2Compute compute(config, 1, 5, *context_, allocator_);
+  model.forward(compute, tokens);
+  const float* last = compute.logits() + 4 * config.padded_vocab_size();
+  // Causal: the padded tail of the 8-position window changes nothing before it.
+  for (std::size_t v = 0; v < logits.size(); ++v) ASSERT_NEAR(logits[v], last[v], 1e-5) << v;
+  // Past the window only the last `window` tokens count.
+  std::vector<int> longer = {30, 31, 32, 33, 34};
+  longer.insert(longer.end(), tokens.begin(), tokens.end());
+  NextTokenLogits five(model, *context_, 5);
+  EXPECT_EQ(five(longer), five(tokens));
+  EXPECT_THROW(next_logits({}), Error);
+  EXPECT_THROW(NextTokenLogits(model, *context_, config.n_positions + 1), Error);
+}
+
+TEST_F(GPT2ModelTest, GenerationIsTheSameInEveryCpuModeAndThroughAnOpaqueDevice) {
+  const GPT2Config config = tiny_config();
+  GPT2Model model(config, allocator_);
+  model.init(21);
+  const std::vector<int> prompt = {3, 1, 4, 1, 5};
+  const SamplingOptions top_k{.top_k = 4, .temperature = 0.9f, .seed = 2};
+  const auto host = make_cpu_context(CpuContextOptions{});
+  const auto stressed =
+      make_cpu_context(CpuContextOptions{.stress = StreamStress{.seed = 5}, .asynchronous = true});
+  OpaqueDeviceContext opaque;
+  for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    SCOPED_TRACE(std::string(name_of(dtype)));
+    const std::vector<int> expected = generate(model, *host, prompt, 12, top_k, -1, dtype);
+    EXPECT_EQ(generate(model, *stressed, prompt, 12, top_k, -1, dtype), expected);
+    EXPECT_EQ(generate(model, opaque, prompt, 12, top_k, -1, dtype), expected);
+    NextTokenLogits on_host(model, *host, 8, dtype), on_stream(model, *stressed, 8, dtype),
+        copied(model, opaque, 8, dtype);
+    EXPECT_EQ(on_stream(prompt), on_host(prompt));  // bit for bit
+    EXPECT_EQ(copied(prompt), on_host(prompt));
+  }
+  // The parameters were copied to the opaque device once per NextTokenLogits, in its ledger.
+  EXPECT_GT(opaque.inner().ledger().entry(MemorySpace::kDevice, MemoryCategory::kParams).peak_bytes,
+            0);
+}
+
+TEST_F(GPT2ModelTest, Bf16GenerationRoundsTheParameters) {
+  const GPT2Config config = tiny_config();
+  GPT2Model model(config, allocator_);
+  model.init(22);
+  const std::vector<int> prompt = {8, 6, 7};
+  NextTokenLogits fp32(model, *context_, 4), bf16(model, *context_, 4, DType::kBFloat16);
+  const std::vector<float> exact = fp32(prompt), rounded = bf16(prompt);
+  double largest = 0.0;
+  for (std::size_t v = 0; v < exact.size(); ++v)
+    largest = std::max(largest, static_cast<double>(std::fabs(exact[v] - rounded[v])));
+  EXPECT_GT(largest, 0.0);   // the bf16 path ran
+  EXPECT_LT(largest, 5e-2);  // and is the same model
 }
 
 }  // namespace

@@ -118,11 +118,30 @@ void LmTask::save_model(const std::filesystem::path& folder) {
 
 void LmTask::load_model(const std::filesystem::path& folder) { load_pretrained(model_, folder); }
 
+// On the run's device, in its parameter dtype where the device is not the host (a GPU: the
+// model's parameters are copied there once); where that fails (the training states leave no
+// room), on the CPU in fp32, saying so: the model is saved by now, the samples are a look at it.
+std::vector<std::string> LmTask::samples_on_the_run_device(
+    const gpt2::GPT2Model& model, const TrainingArguments& arguments) const {
+  const text::Tokenizer& tokenizer = *context_.prepared.tokenizer;
+  DeviceContext& device = context_.engine.context();
+  const DType dtype = device.host_addressable(MemorySpace::kDevice) ? DType::kFloat32
+                                                                    : context_.engine.param_dtype();
+  try {
+    return generate_samples(model, device, dtype, tokenizer, arguments);
+  } catch (const Error& error) {
+    if (device.device().kind == DeviceKind::kCpu) throw;
+    context_.console.say("samples on %s failed (%s); generating them on the CPU\n",
+                         device.device().to_string().c_str(), error.what());
+    const std::unique_ptr<DeviceContext> cpu = make_cpu_context();
+    return generate_samples(model, *cpu, DType::kFloat32, tokenizer, arguments);
+  }
+}
+
 void LmTask::print_samples(const std::filesystem::path& folder, Allocator& allocator) const {
   const TrainingArguments& arguments = context_.arguments;
   const gpt2::GPT2Model model = gpt2::load_hf_model(folder, allocator);
-  const std::vector<std::string> samples =
-      generate_samples(model, allocator, *context_.prepared.tokenizer, arguments);
+  const std::vector<std::string> samples = samples_on_the_run_device(model, arguments);
   for (std::size_t s = 0; s < samples.size(); ++s)
     context_.console.say("sample %zu (top-k %d):\n%s\n%s\n", s + 1, arguments.top_k,
                          std::string(40, '-').c_str(), samples[s].c_str());

@@ -36,6 +36,8 @@ class LmTask final : public Task {
   void print_samples(const std::filesystem::path& folder, Allocator& allocator) const override;
 
  private:
+  std::vector<std::string> samples_on_the_run_device(const gpt2::GPT2Model& model,
+                                                     const TrainingArguments& arguments) const;
   TaskContext context_;
   std::int64_t B_ = 0, T_ = 0;
   gpt2::EngineModel model_;

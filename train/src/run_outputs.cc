@@ -141,8 +141,8 @@ bool plot_log(const std::filesystem::path& folder, const std::vector<LogEntry>& 
   return plot_losses(folder, train_points, eval_points, why);
 }
 
-std::vector<std::string> generate_samples(const gpt2::GPT2Model& model, Allocator& allocator,
-                                          const text::Tokenizer& tokenizer,
+std::vector<std::string> generate_samples(const gpt2::GPT2Model& model, DeviceContext& context,
+                                          DType param_dtype, const text::Tokenizer& tokenizer,
                                           const TrainingArguments& arguments) {
   const std::optional<text::TokenId> end_of_text = tokenizer.end_of_text_id();
   const int stop = end_of_text ? static_cast<int>(*end_of_text) : -1;
@@ -152,9 +152,12 @@ std::vector<std::string> generate_samples(const gpt2::GPT2Model& model, Allocato
   if (prompt.empty() && end_of_text) prompt.push_back(static_cast<int>(*end_of_text));
   if (prompt.empty()) prompt.push_back(0);
   std::vector<std::string> samples;
+  gpt2::NextTokenLogits next_logits(
+      model, context,
+      gpt2::generation_window(model.config(), prompt.size(), arguments.sample_tokens), param_dtype);
   for (int s = 0; s < arguments.num_samples; ++s) {
     const std::vector<int> tokens =
-        gpt2::generate(model, allocator, prompt, arguments.sample_tokens,
+        gpt2::generate(next_logits, prompt, arguments.sample_tokens,
                        {.top_k = arguments.top_k,
                         .temperature = static_cast<float>(arguments.temperature),
                         .seed = arguments.seed + static_cast<std::uint64_t>(s)},

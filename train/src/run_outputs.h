@@ -52,9 +52,10 @@ void plot_loss(const std::filesystem::path& folder, const std::vector<LogEntry>&
                const detail::Console& console, bool warn);
 
 // --num_samples continuations of --prompt (the end-of-text token when empty) by `model`, top-k
-// sampled with --seed + sample index, decoded without end-of-text tokens.
-std::vector<std::string> generate_samples(const gpt2::GPT2Model& model, Allocator& allocator,
-                                          const text::Tokenizer& tokenizer,
+// sampled with --seed + sample index, decoded without end-of-text tokens; computed on `context`'s
+// device with the parameters in `param_dtype` (gpt2::NextTokenLogits).
+std::vector<std::string> generate_samples(const gpt2::GPT2Model& model, DeviceContext& context,
+                                          DType param_dtype, const text::Tokenizer& tokenizer,
                                           const TrainingArguments& arguments);
 
 }  // namespace zero::train::detail

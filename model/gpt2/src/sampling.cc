@@ -1,10 +1,11 @@
-// Greedy and top-k sampling, and the forward-per-token prompt continuation.
+// Greedy and top-k sampling, and the forward-per-token prompt continuation on a DeviceContext.
 #include "zero/gpt2/sampling.h"
 
 #include <algorithm>
 #include <cmath>
 #include <memory>
 #include <numeric>
+#include <vector>
 
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
@@ -39,26 +40,98 @@ int sample_top_k(std::span<const float> logits, int k, float temperature, float 
   return order[k - 1];
 }
 
-std::vector<int> generate(const GPT2Model& model, Allocator& allocator, std::span<const int> prompt,
+NextTokenLogits::NextTokenLogits(const GPT2Model& model, DeviceContext& context,
+                                 std::int64_t window, DType param_dtype)
+    : model_(model), context_(context), window_(window) {
+  const GPT2Config& config = model.config();
+  ZERO_CHECK(window >= 1 && window <= config.n_positions, "generation window ", window,
+             " must be in [1, n_positions = ", config.n_positions, "]");
+  if (param_dtype != DType::kFloat32 || !context.host_addressable(MemorySpace::kDevice))
+    upload_params(param_dtype);
+  compute_ = std::make_unique<GPT2Compute>(config, 1, window, context,
+                                           ComputeOptions{.param_dtype = param_dtype});
+  last_row_ = context.allocator(MemorySpace::kHostPinned)
+                  .allocate(static_cast<std::size_t>(config.vocab_size) * sizeof(float),
+                            MemoryCategory::kWorkspace);
+}
+
+NextTokenLogits::~NextTokenLogits() {
+  try {  // queued work may still read the parameters
+    context_.compute_stream().synchronize();
+  } catch (...) {
+  }
+}
+
+// Each unit rounded on the host: into the device buffer where the host addresses it (a new
+// buffer no queued work touches), else into pinned memory that is copied and freed once the
+// stream has run the copy.
+void NextTokenLogits::upload_params(DType param_dtype) {
+  Stream& stream = context_.compute_stream();
+  Allocator& pinned = context_.allocator(MemorySpace::kHostPinned);
+  const bool host_addressable = context_.host_addressable(MemorySpace::kDevice);
+  for (int unit = 0; unit < model_.num_units(); ++unit) {
+    const FlatBuffer& host = model_.params(unit);
+    FlatBuffer& device = device_params_.emplace_back(host.layout(), param_dtype,
+                                                     context_.allocator(MemorySpace::kDevice),
+                                                     MemoryCategory::kParams);
+    if (host_addressable) {
+      convert(host.data(), DType::kFloat32, device.data(), param_dtype,
+              host.layout().padded_num_elements());
+      continue;
+    }
+    auto staged =
+        std::make_shared<Buffer>(pinned.allocate(device.size_bytes(), MemoryCategory::kParams));
+    convert(host.data(), DType::kFloat32, staged->data(), param_dtype,
+            host.layout().padded_num_elements());
+    context_.copy(stream, staged->data(), device.data(), device.size_bytes());
+    context_.release_after(stream, std::move(staged));
+  }
+}
+
+ConstUnitData NextTokenLogits::unit_params(int unit) const {
+  if (device_params_.empty()) return model_.param_data(unit);
+  return {device_params_[unit].data(), device_params_[unit].dtype()};
+}
+
+std::vector<float> NextTokenLogits::operator()(std::span<const int> tokens) {
+  ZERO_CHECK(!tokens.empty(), "next-token logits of an empty sequence");
+  const GPT2Config& config = model_.config();
+  const std::int64_t length = std::min<std::int64_t>(window_, std::ssize(tokens));
+  std::vector<int> input(static_cast<std::size_t>(window_), 0);  // causal: the tail is not read
+  std::copy(tokens.end() - length, tokens.end(), input.begin());
+  compute_->set_inputs(input, {});
+  compute_->forward_embeddings(unit_params(embeddings_unit()));
+  for (int layer = 0; layer < config.n_layer; ++layer)
+    compute_->forward_block(layer, unit_params(block_unit(layer)));
+  compute_->forward_head(unit_params(final_norm_unit(config)), unit_params(embeddings_unit()));
+  const DType dtype = compute_->logits_dtype();
+  const std::size_t row_bytes = static_cast<std::size_t>(config.vocab_size) * size_of(dtype);
+  const auto* logits = static_cast<const std::byte*>(compute_->logits_data());
+  Stream& stream = context_.compute_stream();
+  context_.copy(
+      stream,
+      logits + static_cast<std::size_t>((length - 1) * config.padded_vocab_size()) * size_of(dtype),
+      last_row_.data(), row_bytes);
+  stream.synchronize();
+  std::vector<float> row(static_cast<std::size_t>(config.vocab_size));
+  convert(last_row_.data(), dtype, row.data(), DType::kFloat32, row.size());
+  return row;
+}
+
+std::int64_t generation_window(const GPT2Config& config, std::size_t prompt_tokens,
+                               int max_new_tokens) {
+  return std::min<std::int64_t>(
+      config.n_positions, static_cast<std::int64_t>(prompt_tokens) + std::max(max_new_tokens, 1));
+}
+
+std::vector<int> generate(NextTokenLogits& next_logits, std::span<const int> prompt,
                           int max_new_tokens, const SamplingOptions& options, int stop_token) {
   ZERO_CHECK(!prompt.empty(), "generate: the prompt is empty");
-  const GPT2Config& config = model.config();
+  ZERO_CHECK(max_new_tokens >= 0, "generate: max_new_tokens is ", max_new_tokens,
+             ", expected >= 0");
   std::vector<int> tokens(prompt.begin(), prompt.end());
-  const std::int64_t window = std::min<std::int64_t>(
-      config.n_positions, static_cast<std::int64_t>(tokens.size()) + max_new_tokens);
-  // GPT2Model's parameters are host memory: the CPU backend's kernels, on this thread.
-  const std::unique_ptr<DeviceContext> context = make_cpu_context();
-  GPT2Compute compute(config, 1, window, *context, allocator);
-  std::vector<int> input(static_cast<std::size_t>(window));
-  const std::int64_t Vp = config.padded_vocab_size();
   for (int i = 0; i < max_new_tokens; ++i) {
-    const std::int64_t length =
-        std::min<std::int64_t>(window, static_cast<std::int64_t>(tokens.size()));
-    std::fill(input.begin(), input.end(), 0);
-    std::copy(tokens.end() - length, tokens.end(), input.begin());
-    model.forward(compute, input);
-    const std::span<const float> last(compute.logits() + (length - 1) * Vp,
-                                      static_cast<std::size_t>(config.vocab_size));
+    const std::vector<float> last = next_logits(tokens);
     const int next = options.top_k > 1 ? sample_top_k(last, options.top_k, options.temperature,
                                                       uniform_float(options.seed, i))
                                        : sample_greedy(last);
@@ -66,6 +139,16 @@ std::vector<int> generate(const GPT2Model& model, Allocator& allocator, std::spa
     if (next == stop_token) break;
   }
   return tokens;
+}
+
+std::vector<int> generate(const GPT2Model& model, DeviceContext& context,
+                          std::span<const int> prompt, int max_new_tokens,
+                          const SamplingOptions& options, int stop_token, DType param_dtype) {
+  ZERO_CHECK(!prompt.empty(), "generate: the prompt is empty");
+  NextTokenLogits next_logits(model, context,
+                              generation_window(model.config(), prompt.size(), max_new_tokens),
+                              param_dtype);
+  return generate(next_logits, prompt, max_new_tokens, options, stop_token);
 }
 
 }  // namespace zero::gpt2
