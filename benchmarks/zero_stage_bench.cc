@@ -1,12 +1,15 @@
 // Step-time overhead of ZeRO stage 3 over stage 0 for GPT-2 (20.0M parameters at the defaults)
-// under MPI, with overlap_comm on and off. Four engines (stage 0 and 3 × overlap on and off) are
-// built once over one communicator and measured interleaved: after `--warmup` steps each, every
-// round runs each configuration for `--steps` optimizer steps, the order rotating by one per round,
-// so slow phases of a shared machine fall on every configuration alike. A step is one micro-step
-// (forward, backward, reductions) plus engine.step(), timed from a barrier to the end of its last
-// collective; its time is the maximum over ranks. Reported on rank 0: per-configuration median
-// (and min, mean, max) over all measured steps, the overhead of stage 3 over stage 0 per overlap
-// setting, and one machine-readable line per overlap setting:
+// under MPI, with overlap_comm on and off, on the device zero train would pick (cuda:LOCAL_RANK
+// where a GPU is visible, else the CPU; `--use_cpu 1` forces the CPU). Four engines (stage 0 and 3
+// × overlap on and off), each with its own context on that device (the peak column counts its
+// model states and activations), are built once over one communicator and measured interleaved:
+// after `--warmup` steps each, every round runs each configuration for `--steps` optimizer steps,
+// the order rotating by one per round, so slow phases of a shared machine fall on every
+// configuration alike. A step is one micro-step (forward, backward, reductions) plus engine.step(),
+// timed from a barrier to the end of its last kernel and collective; its time is the maximum over
+// ranks. Reported on rank 0: per-configuration median (and min, mean, max) over all measured steps,
+// the overhead of stage 3 over stage 0 per overlap setting, and one machine-readable line per
+// overlap setting:
 //   RESULT world=W overlap=1 stage0_ms=.. stage3_ms=.. overhead_pct=..
 // Run by hand, never as a test:
 //   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -34,6 +37,7 @@
 #include "zero/comm/communicator.h"
 #include "zero/config/ds_config.h"
 #include "zero/core/allocator.h"
+#include "zero/core/cpu_context.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
 #include "zero/core/memory_ledger.h"
@@ -66,6 +70,7 @@ struct BenchFlags {
   std::int64_t stage3_max_live_parameters = 1'000'000'000;
   std::int64_t stage3_param_persistence_threshold = 100'000;
   std::int64_t seed = 1234;
+  std::int64_t use_cpu = 0;  // 1: the CPU even where a GPU is visible
 };
 
 struct FlagSpec {
@@ -92,6 +97,8 @@ constexpr std::array kFlagSpecs = {
     FlagSpec{"stage3_param_persistence_threshold", &BenchFlags::stage3_param_persistence_threshold,
              0, "elements"},
     FlagSpec{"seed", &BenchFlags::seed, 0, "initialisation, tokens and dropout"},
+    FlagSpec{"use_cpu", &BenchFlags::use_cpu, 0,
+             "1: the CPU even where a GPU is visible (0: cuda:LOCAL_RANK where one is)"},
 };
 
 std::string usage(const char* program) {
@@ -168,9 +175,11 @@ struct BenchConfig {
   }
 };
 
-// One configuration: its engine and the GPT-2 over it; activations outside the engine's ledger.
+// One configuration: its own context on the rank's device (streams, allocators, one ledger with
+// the activations), its engine and the GPT-2 over it.
 struct Bench {
   BenchConfig config{};
+  std::unique_ptr<zero::DeviceContext> context;  // outlives the engine and the model
   std::unique_ptr<zero::Engine> engine;
   std::unique_ptr<zero::gpt2::EngineModel> model;
   std::int64_t steps_run = 0;
@@ -226,6 +235,7 @@ double timed_step(Bench& bench, zero::Communicator& comm, const BenchFlags& flag
   const double cpu_start = process_cpu_ms();
   bench.model->train_micro_step(tokens, targets, dropout);
   bench.engine->step();
+  bench.context->compute_stream().synchronize();  // the device's work (a GPU's kernels)
   comm.synchronize();  // what the step left on the stream (stage 3's persistent re-gather)
   float times[2] = {
       static_cast<float>(std::chrono::duration<double, std::milli>(Clock::now() - start).count()),
@@ -254,14 +264,16 @@ Summary summarize(std::vector<double> values) {
 }
 
 // What runs, on rank 0's stdout: the command, the world, the model, the buckets, the schedule.
-void print_header(const BenchFlags& flags, zero::Communicator& comm,
-                  const zero::gpt2::GPT2Config& config, int argc, char** argv) {
+void print_header(const BenchFlags& flags, const zero::DeviceChoice& device,
+                  zero::Communicator& comm, const zero::gpt2::GPT2Config& config, int argc,
+                  char** argv) {
   const int world = comm.world_size();
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   const char* threads = std::getenv("OMP_NUM_THREADS");
   std::printf("zero_stage_bench: %s\n", command.c_str());
-  std::printf("world %d (%s), OMP_NUM_THREADS=%s\n", world, std::string(comm.backend()).c_str(),
+  std::printf("world %d (%s), device %s, OMP_NUM_THREADS=%s\n", world,
+              std::string(comm.backend()).c_str(), device.describe().c_str(),
               threads ? threads : "(unset)");
   std::printf(
       "GPT-2: L=%lld C=%lld NH=%lld V=%lld (Vp=%lld) T=%lld, %lld parameters (%.2fM); B=%lld "
@@ -286,7 +298,8 @@ void print_header(const BenchFlags& flags, zero::Communicator& comm,
   std::fflush(stdout);
 }
 
-int run(const BenchFlags& flags, zero::Communicator& comm, int argc, char** argv) {
+int run(const BenchFlags& flags, const zero::DeviceChoice& device, zero::Communicator& comm,
+        int argc, char** argv) {
   const int rank = comm.rank(), world = comm.world_size();
   const bool print = rank == 0;
   zero::gpt2::GPT2Config config;
@@ -297,11 +310,8 @@ int run(const BenchFlags& flags, zero::Communicator& comm, int argc, char** argv
   config.n_head = flags.n_head;
   config.validate();
 
-  if (print) print_header(flags, comm, config, argc, argv);
+  if (print) print_header(flags, device, comm, config, argc, argv);
 
-  // Activations and scratch of all four models: one ledger outside the engines'.
-  zero::MemoryLedger activation_ledger;
-  zero::HostAllocator activation_allocator(activation_ledger);
   std::vector<Bench> benches;
   for (const BenchConfig bench_config :
        {BenchConfig{0, true}, BenchConfig{3, true}, BenchConfig{0, false}, BenchConfig{3, false}}) {
@@ -319,10 +329,12 @@ int run(const BenchFlags& flags, zero::Communicator& comm, int argc, char** argv
     options.optimizer.weight_decay = 0.01;
     Bench bench;
     bench.config = bench_config;
-    bench.engine = zero::make_engine(options, comm);
+    bench.context = zero::make_device_context(device.device);
+    bench.engine = zero::make_engine(options, comm, {.context = bench.context.get()});
     bench.model = std::make_unique<zero::gpt2::EngineModel>(
         *bench.engine, config, flags.micro_batch_size, flags.block_size,
-        static_cast<std::uint64_t>(flags.seed), activation_allocator);
+        static_cast<std::uint64_t>(flags.seed),
+        bench.context->allocator(zero::MemorySpace::kDevice));
     benches.push_back(std::move(bench));
   }
 
@@ -399,8 +411,10 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   std::unique_ptr<zero::Communicator> comm;
   try {
-    comm = zero::make_communicator(zero::DeviceKind::kCpu);
-    exit_code = run(flags, *comm, argc, argv);
+    // The rank's device as zero train picks it; the communicator takes buffers where they live.
+    const zero::DeviceChoice device = zero::choose_device(flags.use_cpu != 0);
+    comm = zero::make_communicator(device.device.kind);
+    exit_code = run(flags, device, *comm, argc, argv);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "[rank %d] zero_stage_bench: %s\n", comm ? comm->rank() : 0, error.what());
     std::fflush(stderr);
