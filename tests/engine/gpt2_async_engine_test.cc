@@ -87,7 +87,8 @@ struct AsyncRun {
 };
 
 // `steps` optimizer steps of GPT-2 (gpt2_parity_options, one micro-step each) on `world` thread
-// ranks, each rank on its own CPU context in the given mode.
+// ranks, each rank on its own CPU context in the given mode, then one evaluation (its loss is the
+// last of `losses`, with a grad norm of 0) after the step has settled.
 AsyncRun run(int stage, int world, DType dtype, Offload offload, bool asynchronous, int steps = 3,
              gpt2::GPT2Config config = tiny_gpt2_config()) {
   GPT2Run gpt2 = mixed_run(dtype, stage, 1, steps);
@@ -120,6 +121,13 @@ AsyncRun run(int stage, int world, DType dtype, Offload offload, bool asynchrono
       mine.result.losses.push_back(loss);
       mine.result.grad_norms.push_back(engine->global_grad_norm());
     }
+    // An evaluation after the last step has settled (as the trainer's evaluate and save do): its
+    // gathers must follow the parameters the step copied to the device.
+    engine->wait_for_step();
+    const int first = comm.rank() * rows;
+    const TokenBatch batch = make_token_batch(gpt2.config, gpt2.seq_len, gpt2.steps, first, rows);
+    mine.result.losses.push_back(model.eval_loss(batch.tokens, batch.targets));
+    mine.result.grad_norms.push_back(0.0);
     mine.result.params = parameters_of(*engine);
     engine.reset();  // before its context
     if (comm.rank() == 0) {

@@ -73,6 +73,14 @@ void Engine::Impl::settle_step() {
     throw_host_step_error(error);
   }
   if (std::exchange(zero_host_grads_after_step, false)) host_grads.zero();
+  // The step's parameter copies (each sub-group's, on the copy stream) come before any gather:
+  // once settled, gather_source no longer waits per unit (on CUDA an evaluation or a save right
+  // after the step would all-gather shards still being copied; gpt2_async_engine_test's
+  // evaluation after wait_for_step fails under stream stress without this).
+  if (!planning) {
+    params_ready = ctx.copy_stream().record();
+    comm.stream().wait(params_ready);
+  }
 }
 
 ShardChunk Engine::Impl::shard_chunk(UnitId u, float* params, const float* grads,

@@ -272,7 +272,12 @@ void HostOptimizer::step(const OptimizerStep& args) {
   if (planning_) return;
   // Partial offload: the device sub-groups step on the compute stream meanwhile.
   device_groups_step(args);
-  for (std::size_t i = 0; i < work.order.size(); ++i) step_group(work, i, args);
+  try {
+    for (std::size_t i = 0; i < work.order.size(); ++i) step_group(work, i, args);
+  } catch (...) {
+    drain_failed_step();
+    throw;
+  }
   finish_step(work);
 }
 
@@ -305,6 +310,7 @@ void HostOptimizer::step_async(const OptimizerStep& args) {
       }
       finish_step(*work);
     } catch (...) {
+      drain_failed_step();  // before `work`'s buffers go with this thread's function
       std::lock_guard lock(async.mutex);
       async.error = std::current_exception();
     }
@@ -414,6 +420,18 @@ void HostOptimizer::finish_step(StepWork& work) {
   Stream& copy = setup_.context.copy_stream();
   for (AlignedHostBuffer& buffer : work.staging)
     setup_.context.release_after(copy, std::make_shared<Buffer>(std::move(buffer.buffer)));
+}
+
+void HostOptimizer::drain_failed_step() noexcept {
+  try {
+    setup_.context.copy_stream().synchronize();
+  } catch (...) {
+  }
+  if (!setup_.policy.swap_optimizer()) return;
+  try {
+    setup_.storage.optimizer_swap()->wait_all();
+  } catch (...) {
+  }
 }
 
 void HostOptimizer::send_group_params(const SubGroup& group, const float* master,

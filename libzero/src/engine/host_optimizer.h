@@ -140,6 +140,9 @@ class HostOptimizer {
   Event step_group(StepWork& work, std::size_t i, const OptimizerStep& args);
   // Waits for the writes and frees the buffers behind the copies that read them.
   void finish_step(StepWork& work);
+  // After a sub-group's step threw: waits, ignoring their errors (consequences of the first),
+  // for the copies and swap transfers that may still use the step's buffers, before they go.
+  void drain_failed_step() noexcept;
   // A swap slot for sub-groups of up to `elements` owned elements laid out in `memory`
   // (swap_slot_bytes(elements) bytes).
   SwapSlot slot_in(AlignedHostBuffer memory, std::size_t elements) const;
