@@ -98,6 +98,46 @@ TEST_P(TrainCuda, ResumingFromADeviceCheckpointContinuesTheRunBitwise) {
   expect_resume_continues_bitwise(folder.path(), bf16, DeviceKind::kCuda);
 }
 
+std::vector<double> eval_losses_on(train::TrainingArguments arguments, DeviceKind kind) {
+  arguments.use_cpu = kind == DeviceKind::kCpu;
+  std::unique_ptr<Communicator> communicator = make_communicator(kind);
+  const train::TrainResult result = train::train(arguments, *communicator, {.print = false});
+  std::vector<double> losses;
+  for (const train::LogEntry& entry : result.log_history)
+    if (entry.eval_loss) losses.push_back(*entry.eval_loss);
+  return losses;
+}
+
+// ZeRO-Offload at stage 3 with the parameters on the device: the host optimizer's step overlaps
+// the next forward, its sub-groups' parameters copied to the device on the copy stream; an
+// evaluation right after a step (the step settled first) must gather the copied parameters. The
+// evaluation losses within the tolerances above of the CPU run's.
+TEST_P(TrainCuda, EvaluationAfterAnOverlappedOffloadStepMatchesTheCpu) {
+  const bool bf16 = GetParam();
+  TempFolder folder(bf16 ? "cuda_offload_eval_bf16" : "cuda_offload_eval_fp32");
+  write_corpus(folder.path() / "corpus.txt", 600);
+  const fs::path config = folder.path() / "ds_offload.json";
+  std::ofstream(config) << R"({"train_micro_batch_size_per_gpu": "auto",
+    "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "weight_decay": "auto"}},
+    "zero_optimization": {"stage": 3, "sub_group_size": 2000, "stage3_param_persistence_threshold": 0,
+      "offload_optimizer": {"device": "cpu", "pin_memory": true}}})";
+  train::TrainingArguments arguments =
+      tiny_arguments(folder.path() / "corpus.txt", folder.path() / "cpu");
+  arguments.deepspeed = config.string();
+  arguments.bf16 = bf16;
+  arguments.do_eval = true;
+  arguments.eval_strategy = train::IntervalStrategy::kSteps;
+  arguments.eval_steps = 5;
+  const std::vector<double> cpu = eval_losses_on(arguments, DeviceKind::kCpu);
+  arguments.output_dir = (folder.path() / "cuda").string();
+  const std::vector<double> cuda = eval_losses_on(arguments, DeviceKind::kCuda);
+  ASSERT_GE(cpu.size(), 4u);
+  ASSERT_EQ(cuda.size(), cpu.size());
+  for (std::size_t i = 0; i < cpu.size(); ++i)
+    EXPECT_NEAR(cuda[i], cpu[i], (bf16 ? 2e-2 : 1e-4) * std::fabs(cpu[i])) << "evaluation " << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, TrainCuda, ::testing::Values(false, true),
                          [](const auto& instance) { return instance.param ? "bf16" : "fp32"; });
 
