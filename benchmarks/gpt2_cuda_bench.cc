@@ -139,12 +139,25 @@ void time_embeddings_and_norms(Bench& b) {
   float* bias = b.arena.take<float>(C);
   float* dweight = b.arena.take<float>(C);
   float* dbias = b.arena.take<float>(C);
-  b.add("residual_layernorm_forward", shape_of(N, C), int(2 * L), 4.0 * N * C * 4, false, [&] {
+  // fp32 outputs: an fp32 run's (0 calls: the step total is a bf16 run's, below).
+  b.add("residual_layernorm_forward", shape_of(N, C), 0, 4.0 * N * C * 4, false, [&] {
     cuda::residual_layernorm_forward(residual, ln, DType::kFloat32, mean, rstd, x, dx, weight, bias,
                                      b.B, b.T, C, 1e-5f, b.no_dropout, nullptr);
   });
-  b.add("layernorm_forward", shape_of(N, C), 1, 2.0 * N * C * 4, false, [&] {
+  b.add("layernorm_forward", shape_of(N, C), 0, 2.0 * N * C * 4, false, [&] {
     cuda::layernorm_forward(ln, DType::kFloat32, mean, rstd, x, weight, bias, N, C, 1e-5f, nullptr);
+  });
+  // The same with the bf16 outputs a bf16 run keeps (gemm_input_dtype): ln_1 and ln_2 fused with
+  // the residual, ln_f plain.
+  auto* ln16 = b.arena.take<std::uint16_t>(N * C);
+  b.add("residual_layernorm_forward (bf16 out)", shape_of(N, C), int(2 * L), 3.5 * N * C * 4, false,
+        [&] {
+          cuda::residual_layernorm_forward(residual, ln16, DType::kBFloat16, mean, rstd, x, dx,
+                                           weight, bias, b.B, b.T, C, 1e-5f, b.no_dropout, nullptr);
+        });
+  b.add("layernorm_forward (bf16 out)", shape_of(N, C), 1, 1.5 * N * C * 4, false, [&] {
+    cuda::layernorm_forward(ln16, DType::kBFloat16, mean, rstd, x, weight, bias, N, C, 1e-5f,
+                            nullptr);
   });
   b.add("layernorm_backward", shape_of(N, C), int(2 * L + 1), 4.0 * N * C * 4, false, [&] {
     cuda::layernorm_backward(dx, dweight, dbias, ln, x, weight, mean, rstd, N, C, nullptr);
@@ -155,8 +168,12 @@ void time_gelu_and_attention(Bench& b) {
   const std::int64_t N = b.N(), C = b.C, L = b.L, NH = b.NH, B = b.B, T = b.T;
   float* h = b.arena.take<float>(N * 4 * C);
   float* dh = b.arena.take<float>(N * 4 * C);
-  b.add("gelu_forward", shape_of(N, 4 * C), int(L), 2.0 * N * 4 * C * 4, false,
+  b.add("gelu_forward", shape_of(N, 4 * C), 0, 2.0 * N * 4 * C * 4, false,
         [&] { cuda::gelu_forward(dh, DType::kFloat32, h, N * 4 * C, nullptr); });
+  // A bf16 run's GELU writes bf16 (gemm_input_dtype) from the fc GEMM's fp32 output.
+  auto* h16 = b.arena.take<std::uint16_t>(N * 4 * C);
+  b.add("gelu_forward (bf16 out)", shape_of(N, 4 * C), int(L), 1.5 * N * 4 * C * 4, false,
+        [&] { cuda::gelu_forward(h16, DType::kBFloat16, h, N * 4 * C, nullptr); });
   b.add("gelu_backward", shape_of(N, 4 * C), int(L), 3.0 * N * 4 * C * 4, false,
         [&] { cuda::gelu_backward(dh, h, dh, N * 4 * C, nullptr); });
   // Attention: the tiled kernels (the model's), and the plain ones with their T×T probabilities.
