@@ -102,25 +102,24 @@ class CudaKernels final : public Kernels {
                DType::kFloat32, {}, native(stream));
   }
 
-  void attention_forward(Stream& stream, float* out, float* att, const float* qkv, std::int64_t B,
-                         std::int64_t T, std::int64_t C, std::int64_t NH,
+  void attention_forward(Stream& stream, ActivationOut out, float* att, Activation qkv,
+                         std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
                          const DropoutSite& dropout, DType precision,
                          const GemmScratch& scratch) override {
     if (use_cudnn(B, T, C, NH, dropout, precision))
-      cudnn_attention_forward(stream, out, att, qkv, B, T, C, NH, scratch);
+      cudnn_attention_forward(stream, out, att, qkv, {B, T, C, NH}, scratch);
     else
-      cuda::attention_forward(out, att, qkv, B, T, C, NH, dropout, native(stream));
+      tiled_attention_forward(stream, out, att, qkv, {B, T, C, NH}, dropout);
   }
   void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
-                          const float* out, const float* qkv, const float* att, std::int64_t B,
+                          Activation out, Activation qkv, const float* att, std::int64_t B,
                           std::int64_t T, std::int64_t C, std::int64_t NH,
                           const DropoutSite& dropout, DType precision,
                           const GemmScratch& scratch) override {
     if (use_cudnn(B, T, C, NH, dropout, precision))
-      cudnn_attention_backward(stream, dqkv, dout, out, qkv, att, B, T, C, NH, scratch);
+      cudnn_attention_backward(stream, dqkv, dout, out, qkv, att, {B, T, C, NH}, scratch);
     else
-      cuda::attention_backward(dqkv, datt, dout, out, qkv, att, B, T, C, NH, dropout,
-                               native(stream));
+      tiled_attention_backward(stream, dqkv, datt, dout, out, qkv, att, {B, T, C, NH}, dropout);
   }
 
   void crossentropy_forward(Stream& stream, float* losses, float* logsumexp, const float* logits,
@@ -212,17 +211,35 @@ class CudaKernels final : public Kernels {
     for (std::shared_ptr<Buffer>& buffer : held) context_.release_after(stream, std::move(buffer));
   }
 
+  void linear_forward_16bit_out(Stream& stream, const LinearForward& call,
+                                const GemmScratch& scratch);
   bool use_cudnn(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
                  const DropoutSite& dropout, DType precision);
   bool choose_attention(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
                         const DropoutSite& dropout, DType precision);
   void report_attention(const std::string& what);
-  void cudnn_attention_forward(Stream& stream, float* out, float* att, const float* qkv,
-                               std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
-                               const GemmScratch& scratch);
-  void cudnn_attention_backward(Stream& stream, float* dqkv, const float* dout, const float* out,
-                                const float* qkv, const float* att, std::int64_t B, std::int64_t T,
-                                std::int64_t C, std::int64_t NH, const GemmScratch& scratch);
+  // An attention call's shape: qkv (B, T, 3C), out (B, T, C), NH heads.
+  struct AttentionShape {
+    std::int64_t B, T, C, NH;
+    std::size_t out_elements() const { return static_cast<std::size_t>(B * T * C); }
+  };
+  void cudnn_attention_forward(Stream& stream, ActivationOut out, float* att, Activation qkv,
+                               const AttentionShape& shape, const GemmScratch& scratch);
+  void cudnn_attention_backward(Stream& stream, float* dqkv, const float* dout, Activation out,
+                                Activation qkv, const float* att, const AttentionShape& shape,
+                                const GemmScratch& scratch);
+  void tiled_attention_forward(Stream& stream, ActivationOut out, float* att, Activation qkv,
+                               const AttentionShape& shape, const DropoutSite& dropout);
+  void tiled_attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
+                                Activation out, Activation qkv, const float* att,
+                                const AttentionShape& shape, const DropoutSite& dropout);
+  // `source` (n elements) as bf16 for cuDNN: itself when bf16 (attention_io_dtype), else fp32
+  // rounded into `staged`.
+  const void* bf16_operand(Stream& stream, Activation source, std::size_t n, void* staged);
+  // `source` (n elements) as fp32 for the tiled kernels: itself when fp32, else bf16 widened into
+  // `scratch`'s memory.
+  const float* fp32_operand(Stream& stream, Activation source, std::size_t n,
+                            const cuda::Scratch& scratch);
   void* cudnn_workspace(Stream& stream, std::size_t bytes, const GemmScratch& scratch);
   // One buffer serves both directions: the larger of the two plans' workspaces.
   std::size_t cudnn_workspace_bytes(std::int64_t B, std::int64_t T, std::int64_t C,
@@ -369,51 +386,110 @@ void check_staging(const GemmScratch& scratch, std::int64_t a, std::int64_t b) {
              scratch.staged_b_elements, ")");
 }
 
-// qkv rounded to bf16 (staged_a), cuDNN's forward into a bf16 out (staged_b), widened into the
-// model's fp32 out; att takes cuDNN's (B, NH, T) softmax statistics.
-void CudaKernels::cudnn_attention_forward(Stream& stream, float* out, float* att, const float* qkv,
-                                          std::int64_t B, std::int64_t T, std::int64_t C,
-                                          std::int64_t NH, const GemmScratch& scratch) {
-  const auto n = static_cast<std::size_t>(B * T * C);
-  check_staging(scratch, 4 * B * T * C, 4 * B * T * C);
-  void* qkv16 = scratch.staged_a;
-  void* out16 = scratch.staged_b;
-  void* workspace = cudnn_workspace(stream, cudnn_workspace_bytes(B, T, C, NH), scratch);
-  context_.convert(stream, qkv, DType::kFloat32, qkv16, DType::kBFloat16, 3 * n);
-  cudnn_.forward(out16, att, qkv16, B, T, C, NH, workspace, native(stream));
-  context_.convert(stream, out16, DType::kBFloat16, out, DType::kFloat32, n);
+const void* CudaKernels::bf16_operand(Stream& stream, Activation source, std::size_t n,
+                                      void* staged) {
+  if (source.dtype == DType::kBFloat16) return source.data;
+  ZERO_CHECK(source.dtype == DType::kFloat32, "GPT-2 CUDA attention: a ", name_of(source.dtype),
+             " activation (fp32 or bf16 expected)");
+  context_.convert(stream, source.data, DType::kFloat32, staged, DType::kBFloat16, n);
+  return staged;
 }
 
-// The forward's inputs and out rounded to bf16 again (the same bf16 values cuDNN's forward saw
-// and wrote), dout rounded, cuDNN's backward into bf16 dq, dk, dv, widened into the fp32 dqkv.
+const float* CudaKernels::fp32_operand(Stream& stream, Activation source, std::size_t n,
+                                       const cuda::Scratch& scratch) {
+  if (source.dtype == DType::kFloat32) return static_cast<const float*>(source.data);
+  auto* widened = static_cast<float*>(scratch.allocate(n * sizeof(float)));
+  context_.convert(stream, source.data, source.dtype, widened, DType::kFloat32, n);
+  return widened;
+}
+
+// cuDNN's forward from qkv and into out as they are where they are bf16 (attention_io_dtype); an
+// fp32 qkv rounded into staged_a first, an fp32 out written bf16 into staged_b and widened. att
+// takes cuDNN's (B, NH, T) softmax statistics.
+void CudaKernels::cudnn_attention_forward(Stream& stream, ActivationOut out, float* att,
+                                          Activation qkv, const AttentionShape& s,
+                                          const GemmScratch& scratch) {
+  const std::size_t n = s.out_elements();
+  const bool staged = qkv.dtype != DType::kBFloat16 || out.dtype != DType::kBFloat16;
+  if (staged) check_staging(scratch, 4 * s.B * s.T * s.C, 4 * s.B * s.T * s.C);
+  const void* qkv16 = bf16_operand(stream, qkv, 3 * n, scratch.staged_a);
+  void* out16 = out.dtype == DType::kBFloat16 ? out.data : scratch.staged_b;
+  void* workspace = cudnn_workspace(stream, cudnn_workspace_bytes(s.B, s.T, s.C, s.NH), scratch);
+  cudnn_.forward(out16, att, qkv16, s.B, s.T, s.C, s.NH, workspace, native(stream));
+  if (out16 != out.data)
+    context_.convert(stream, out16, DType::kBFloat16, out.fp32("GPT-2 CUDA attention_forward"),
+                     DType::kFloat32, n);
+}
+
+// The forward's qkv and out read where they are bf16, else rounded to bf16 again (the same bf16
+// values cuDNN's forward saw and wrote) into staged_a; dout rounded into staged_b, cuDNN's
+// backward into bf16 dq, dk, dv (staged_b), widened into the fp32 dqkv.
 void CudaKernels::cudnn_attention_backward(Stream& stream, float* dqkv, const float* dout,
-                                           const float* out, const float* qkv, const float* att,
-                                           std::int64_t B, std::int64_t T, std::int64_t C,
-                                           std::int64_t NH, const GemmScratch& scratch) {
-  ZERO_CHECK(out != nullptr,
+                                           Activation out, Activation qkv, const float* att,
+                                           const AttentionShape& s, const GemmScratch& scratch) {
+  ZERO_CHECK(out.data != nullptr,
              "GPT-2 CUDA attention_backward: cuDNN's backward needs the forward's "
              "out (got null)");
-  const auto n = static_cast<std::size_t>(B * T * C);
-  check_staging(scratch, 4 * B * T * C, 4 * B * T * C);
-  // staged_a: qkv (3n) then out (n); staged_b: dqkv (3n) then dout (n), all bf16.
+  const std::size_t n = s.out_elements();
+  check_staging(scratch, 4 * s.B * s.T * s.C, 4 * s.B * s.T * s.C);
+  // staged_a: qkv (3n) then out (n) where they are fp32; staged_b: dqkv (3n) then dout (n).
   auto* staged_a = static_cast<std::uint16_t*>(scratch.staged_a);
   auto* staged_b = static_cast<std::uint16_t*>(scratch.staged_b);
-  void *qkv16 = staged_a, *out16 = staged_a + 3 * n;
+  const void* qkv16 = bf16_operand(stream, qkv, 3 * n, staged_a);
+  const void* out16 = bf16_operand(stream, out, n, staged_a + 3 * n);
   void *dqkv16 = staged_b, *dout16 = staged_b + 3 * n;
-  void* workspace = cudnn_workspace(stream, cudnn_workspace_bytes(B, T, C, NH), scratch);
-  context_.convert(stream, qkv, DType::kFloat32, qkv16, DType::kBFloat16, 3 * n);
-  context_.convert(stream, out, DType::kFloat32, out16, DType::kBFloat16, n);
+  void* workspace = cudnn_workspace(stream, cudnn_workspace_bytes(s.B, s.T, s.C, s.NH), scratch);
   context_.convert(stream, dout, DType::kFloat32, dout16, DType::kBFloat16, n);
-  cudnn_.backward(dqkv16, qkv16, out16, dout16, att, B, T, C, NH, workspace, native(stream));
+  cudnn_.backward(dqkv16, qkv16, out16, dout16, att, s.B, s.T, s.C, s.NH, workspace,
+                  native(stream));
   context_.convert(stream, dqkv16, DType::kBFloat16, dqkv, DType::kFloat32, 3 * n);
+}
+
+// The tiled fp32 kernels. A bf16 qkv (a layout made for cuDNN that the device's cuDNN then
+// refused) is widened into scratch, and a bf16 out written through fp32 scratch, rounded once.
+void CudaKernels::tiled_attention_forward(Stream& stream, ActivationOut out, float* att,
+                                          Activation qkv, const AttentionShape& s,
+                                          const DropoutSite& dropout) {
+  if (qkv.dtype == DType::kFloat32 && out.dtype == DType::kFloat32) {
+    cuda::attention_forward(static_cast<float*>(out.data), att, static_cast<const float*>(qkv.data),
+                            s.B, s.T, s.C, s.NH, dropout, native(stream));
+    return;
+  }
+  const std::size_t n = s.out_elements();
+  with_scratch(stream, [&](const cuda::Scratch& memory) {
+    const float* qkv32 = fp32_operand(stream, qkv, 3 * n, memory);
+    float* out32 = out.dtype == DType::kFloat32
+                       ? static_cast<float*>(out.data)
+                       : static_cast<float*>(memory.allocate(n * sizeof(float)));
+    cuda::attention_forward(out32, att, qkv32, s.B, s.T, s.C, s.NH, dropout, native(stream));
+    if (out32 != out.data) context_.convert(stream, out32, DType::kFloat32, out.data, out.dtype, n);
+  });
+}
+
+void CudaKernels::tiled_attention_backward(Stream& stream, float* dqkv, float* datt,
+                                           const float* dout, Activation out, Activation qkv,
+                                           const float* att, const AttentionShape& s,
+                                           const DropoutSite& dropout) {
+  const std::size_t n = s.out_elements();
+  with_scratch(stream, [&](const cuda::Scratch& memory) {
+    const float* qkv32 = fp32_operand(stream, qkv, 3 * n, memory);
+    const float* out32 = out.data == nullptr ? nullptr : fp32_operand(stream, out, n, memory);
+    cuda::attention_backward(dqkv, datt, dout, out32, qkv32, att, s.B, s.T, s.C, s.NH, dropout,
+                             native(stream));
+  });
 }
 
 void CudaKernels::linear_forward(Stream& stream, const LinearForward& c,
                                  const GemmScratch& scratch) {
   const DType dtype = c.weight.dtype;
   const bool gelu = c.gelu_out.data != nullptr;
+  if (c.out.dtype != DType::kFloat32) {
+    linear_forward_16bit_out(stream, c, scratch);
+    return;
+  }
+  float* out = static_cast<float*>(c.out.data);
   if (dtype == DType::kFloat32 && !gelu) {
-    cuda::matmul_forward(c.out, c.inp.fp32("GPT-2 CUDA linear_forward (inp)"),
+    cuda::matmul_forward(out, c.inp.fp32("GPT-2 CUDA linear_forward (inp)"),
                          static_cast<const float*>(c.weight.data), c.bias, c.N, c.C, c.OC,
                          native(stream));
     return;
@@ -422,20 +498,39 @@ void CudaKernels::linear_forward(Stream& stream, const LinearForward& c,
   const void* A = operand(stream, c.inp, c.N * c.C, dtype, scratch.staged_a);
   cuda::GemmEpilogue epilogue;
   epilogue.bias = c.bias;
-  float* destination = c.out;
+  float* destination = out;
   // cuBLASLt's GELU_AUX stores the pre-activation (its aux) in D's type and wants the aux
   // matrix's leading dimension a multiple of 8: fused for an fp32 gelu_out only; a 16-bit one
   // (gemm_input_dtype) is written by GELU's own pass from the fp32 pre-activation, rounded once.
   const bool fused_gelu = gelu && c.gelu_out.dtype == DType::kFloat32 && c.OC % 8 == 0;
   if (fused_gelu) {
     epilogue.gelu = true;
-    epilogue.pre_gelu = c.out;
+    epilogue.pre_gelu = out;
     destination = static_cast<float*>(c.gelu_out.data);
   }
   cuda::gemm(false, false, c.N, c.OC, c.C, A, c.C, c.weight.data, c.OC, dtype, 0.0f, destination,
              c.OC, DType::kFloat32, epilogue, native(stream));
   if (gelu && !fused_gelu)
-    cuda::gelu_forward(c.gelu_out.data, c.gelu_out.dtype, c.out, c.N * c.OC, native(stream));
+    cuda::gelu_forward(c.gelu_out.data, c.gelu_out.dtype, out, c.N * c.OC, native(stream));
+}
+
+// A 16-bit out (attention_io_dtype's qkv): the GEMM writes it in the weight's dtype, rounded once
+// from the fp32 sums, with the unit's own 16-bit bias in its epilogue (cuBLASLt's bias is of D's
+// type; the fp32 bias is that bias widened, so the sum is the same).
+void CudaKernels::linear_forward_16bit_out(Stream& stream, const LinearForward& c,
+                                           const GemmScratch& scratch) {
+  const DType dtype = c.weight.dtype;
+  ZERO_CHECK(c.out.dtype == dtype && c.gelu_out.data == nullptr, "GPT-2 CUDA linear_forward: a ",
+             name_of(c.out.dtype), " out needs ", name_of(c.out.dtype), " weights (got ",
+             name_of(dtype), ") and no GELU");
+  ZERO_CHECK(c.bias == nullptr || c.stored_bias != nullptr, "GPT-2 CUDA linear_forward: a ",
+             name_of(dtype), " out with a bias needs the bias in ", name_of(dtype),
+             " (LinearForward::stored_bias)");
+  const void* A = operand(stream, c.inp, c.N * c.C, dtype, scratch.staged_a);
+  cuda::GemmEpilogue epilogue;
+  epilogue.bias = c.bias != nullptr ? c.stored_bias : nullptr;
+  cuda::gemm(false, false, c.N, c.OC, c.C, A, c.C, c.weight.data, c.OC, dtype, 0.0f, c.out.data,
+             c.OC, dtype, epilogue, native(stream));
 }
 
 // 16-bit parameters: dout is read once, by one pass that rounds it into staged_b (both GEMMs' dout
