@@ -41,6 +41,8 @@ class GPT2ComputeCudaTest : public ::testing::TestWithParam<DType> {
     cuda_ = make_cuda_context(0);
   }
   void expect_matches_the_cpu_compute(const GPT2Config& config);
+  void expect_activations_as_planned(const GPT2Config& config, std::int64_t B, std::int64_t T,
+                                     DType dtype);
   MemoryLedger ledger_;
   HostAllocator host_{ledger_};
   std::unique_ptr<DeviceContext> cpu_ = make_cpu_context();
@@ -63,6 +65,20 @@ std::vector<std::uint16_t> to_16(const float* values, std::size_t count, DType d
   for (std::size_t i = 0; i < count; ++i)
     out[i] = dtype == DType::kBFloat16 ? to_bf16(values[i]).bits : to_fp16(values[i]).bits;
   return out;
+}
+
+// The device's activations in the ledger: the planned layout (padded to 16 elements) and the
+// uploaded inputs (3·N ints).
+void GPT2ComputeCudaTest::expect_activations_as_planned(const GPT2Config& config, std::int64_t B,
+                                                        std::int64_t T, DType dtype) {
+  const ActivationPlan plan =
+      GPT2Compute::plan(config, B, T, {.param_dtype = dtype, .device = DeviceKind::kCuda});
+  const std::int64_t planned =
+      static_cast<std::int64_t>(plan.total_bytes() - plan.workspace_bytes) + 3 * B * T * 4;
+  const std::int64_t activations =
+      cuda_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kActivations).current_bytes;
+  EXPECT_GE(activations, planned);
+  EXPECT_LT(activations, planned + 64);
 }
 
 // The CUDA compute of `config` against the CPU one: loss, logits, every gradient; the activations
@@ -148,15 +164,7 @@ void GPT2ComputeCudaTest::expect_matches_the_cpu_compute(const GPT2Config& confi
   if (gpu.logits_dtype() != DType::kFloat32) {
     EXPECT_THROW(gpu.logits(), Error);
   }
-  // The device's activations: the planned layout (padded to 16 elements) and the uploaded inputs.
-  const ActivationPlan plan =
-      GPT2Compute::plan(config, B, T, {.param_dtype = dtype, .device = DeviceKind::kCuda});
-  const std::int64_t planned =
-      static_cast<std::int64_t>(plan.total_bytes() - plan.workspace_bytes) + 3 * N * 4;
-  const std::int64_t activations =
-      cuda_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kActivations).current_bytes;
-  EXPECT_GE(activations, planned);
-  EXPECT_LT(activations, planned + 64);
+  expect_activations_as_planned(config, B, T, dtype);
   const std::int64_t resident_workspace =  // GPT2Compute's own; the kernels' scratch comes on top
       cuda_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kWorkspace).current_bytes;
   const float gpu_loss = run(
