@@ -23,6 +23,7 @@
 #include "zero/core/device_context.h"
 #include "zero/core/dtype.h"
 #include "zero/core/error.h"
+#include "zero/core/memory_ledger.h"
 #include "zero/gpt2/kernels.h"
 #include "zero/gpt2/layers_cpu.h"
 
@@ -104,6 +105,87 @@ TEST_F(CudnnAttentionTest, MatchesTheCpuOracleAtBf16) {
                                  DType::kBFloat16, scratch);
     EXPECT_LE(zero::testing::relative_difference(d_dqkv.host(), dqkv), 2e-2);
   }
+}
+
+std::vector<std::uint16_t> bf16_bits(const std::vector<float>& values) {
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = to_bf16(values[i]).bits;
+  return bits;
+}
+std::vector<float> widened(const std::vector<std::uint16_t>& bits) {
+  std::vector<float> values(bits.size());
+  convert(bits.data(), DType::kBFloat16, values.data(), DType::kFloat32, bits.size());
+  return values;
+}
+
+// The forward and backward of `kernels` on qkv and out of `io` (attention_io_dtype): fp32 (staged
+// to bf16 for cuDNN) or bf16 (read and written in place). Returns out widened and dqkv.
+struct AttentionRun {
+  std::vector<float> out, dqkv;
+};
+AttentionRun run_attention(Kernels& kernels, Stream& stream, DType io,
+                           const std::vector<float>& qkv, const std::vector<float>& dout,
+                           const Shape& s) {
+  const std::int64_t N = s.B * s.T, C = s.C;
+  DeviceArray<float> qkv32(qkv), out32(static_cast<std::size_t>(N * C)), d_dout(dout),
+      att(static_cast<std::size_t>(N * s.NH)), datt(static_cast<std::size_t>(N * s.NH)),
+      dqkv(static_cast<std::size_t>(N * 3 * C));
+  DeviceArray<std::uint16_t> qkv16(bf16_bits(qkv)), out16(static_cast<std::size_t>(N * C)),
+      staged_a(static_cast<std::size_t>(4 * N * C)), staged_b(static_cast<std::size_t>(4 * N * C));
+  GemmScratch scratch;
+  scratch.staged_a = staged_a.get();
+  scratch.staged_b = staged_b.get();
+  scratch.staged_a_elements = scratch.staged_b_elements = 4 * N * C;
+  const bool bf16 = io == DType::kBFloat16;
+  const ActivationOut out = bf16 ? ActivationOut(out16.get(), io) : ActivationOut(out32.get());
+  const Activation in = bf16 ? Activation(qkv16.get(), io) : Activation(qkv32.get());
+  kernels.attention_forward(stream, out, att.get(), in, s.B, s.T, C, s.NH, DropoutSite{},
+                            DType::kBFloat16, scratch);
+  kernels.attention_backward(stream, dqkv.get(), datt.get(), d_dout.get(), out, in, att.get(), s.B,
+                             s.T, C, s.NH, DropoutSite{}, DType::kBFloat16, scratch);
+  return {bf16 ? widened(out16.host()) : out32.host(), dqkv.host()};
+}
+
+// bf16 qkv and out (attention_io_dtype: what the GEMM writes and the projection reads) are read and
+// written in place: the same bf16 values cuDNN sees and writes as through the fp32 activations'
+// staging, so out is that out (its bf16 values widened), dqkv the same up to cuDNN's summation
+// order, and both within the oracle's tolerance.
+TEST_F(CudnnAttentionTest, ReadsAndWritesBf16ActivationsInPlace) {
+  for (const Shape& s : {Shape{2, 37, 128, 2}, Shape{1, 200, 192, 3}}) {
+    SCOPED_TRACE(::testing::Message() << "T " << s.T << " C " << s.C << " NH " << s.NH);
+    const auto qkv = rounded_to_bf16(testing::random_vector(s.B * s.T * 3 * s.C, 1));
+    const auto dout = testing::random_vector(s.B * s.T * s.C, 2);
+    Stream& stream = context_->compute_stream();
+    const AttentionRun staged = run_attention(*kernels_, stream, DType::kFloat32, qkv, dout, s);
+    const AttentionRun in_place = run_attention(*kernels_, stream, DType::kBFloat16, qkv, dout, s);
+    EXPECT_LE(zero::testing::relative_difference(in_place.out, staged.out), 1e-6);
+    EXPECT_LE(zero::testing::relative_difference(in_place.dqkv, staged.dqkv), 1e-3);
+    std::vector<float> out(s.B * s.T * s.C), att(s.B * s.NH * s.T * s.T);
+    cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH, DropoutSite{});
+    EXPECT_LE(zero::testing::relative_difference(in_place.out, out), 1e-2);
+  }
+}
+
+// A bf16 layout the tiled kernels get (ZERO_ATTENTION=tiled after the layout was made, or cuDNN
+// refusing the shape on the device) is widened for them and out rounded once: out is the fp32
+// kernels' out rounded to bf16, dqkv within bf16 tolerance of the CPU oracle's.
+TEST_F(CudnnAttentionTest, TheTiledKernelsTakeBf16ActivationsWidened) {
+  setenv("ZERO_ATTENTION", "tiled", 1);
+  const std::unique_ptr<Kernels> tiled = make_kernels(*context_);
+  const Shape s{2, 37, 128, 2};
+  const auto qkv = rounded_to_bf16(testing::random_vector(s.B * s.T * 3 * s.C, 1));
+  const auto dout = testing::random_vector(s.B * s.T * s.C, 2);
+  Stream& stream = context_->compute_stream();
+  const auto workspace = [&] {
+    return context_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kWorkspace).current_bytes;
+  };
+  const std::int64_t workspace_before = workspace();
+  const AttentionRun fp32 = run_attention(*tiled, stream, DType::kFloat32, qkv, dout, s);
+  const AttentionRun bf16 = run_attention(*tiled, stream, DType::kBFloat16, qkv, dout, s);
+  EXPECT_EQ(bf16.out, rounded_to_bf16(fp32.out));
+  EXPECT_LE(zero::testing::relative_difference(bf16.dqkv, fp32.dqkv), 2e-2);
+  stream.synchronize();
+  EXPECT_EQ(workspace(), workspace_before);  // the widened copies went back once the stream ran
 }
 
 // Where cuDNN's attention does not apply, ZERO_ATTENTION=cudnn says why instead of falling back.

@@ -41,6 +41,9 @@ class GPT2ComputeCudaTest : public ::testing::TestWithParam<DType> {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
     cuda_ = make_cuda_context(0);
   }
+  void expect_matches_the_cpu_compute(const GPT2Config& config);
+  void expect_activations_as_planned(const GPT2Config& config, std::int64_t B, std::int64_t T,
+                                     DType dtype);
   MemoryLedger ledger_;
   HostAllocator host_{ledger_};
   std::unique_ptr<DeviceContext> cpu_ = make_cpu_context();
@@ -65,9 +68,24 @@ std::vector<std::uint16_t> to_16(const float* values, std::size_t count, DType d
   return out;
 }
 
-TEST_P(GPT2ComputeCudaTest, MatchesTheCpuComputeOnLossLogitsAndGradients) {
+// The device's activations in the ledger: the planned layout (padded to 16 elements) and the
+// uploaded inputs (3·N ints).
+void GPT2ComputeCudaTest::expect_activations_as_planned(const GPT2Config& config, std::int64_t B,
+                                                        std::int64_t T, DType dtype) {
+  const ActivationPlan plan =
+      GPT2Compute::plan(config, B, T, {.param_dtype = dtype, .device = DeviceKind::kCuda});
+  const std::int64_t planned =
+      static_cast<std::int64_t>(plan.total_bytes() - plan.workspace_bytes) + 3 * B * T * 4;
+  const std::int64_t activations =
+      cuda_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kActivations).current_bytes;
+  EXPECT_GE(activations, planned);
+  EXPECT_LT(activations, planned + 64);
+}
+
+// The CUDA compute of `config` against the CPU one: loss, logits, every gradient; the activations
+// in the ledger as GPT2Compute::plan planned them (qkv and atty in attention_io_dtype).
+void GPT2ComputeCudaTest::expect_matches_the_cpu_compute(const GPT2Config& config) {
   const DType dtype = GetParam();
-  const GPT2Config config = tiny_config();
   const std::int64_t B = 3, T = 11, N = B * T, Vp = config.padded_vocab_size();
   GPT2Model model(config, host_);
   model.init(5);
@@ -147,8 +165,7 @@ TEST_P(GPT2ComputeCudaTest, MatchesTheCpuComputeOnLossLogitsAndGradients) {
   if (gpu.logits_dtype() != DType::kFloat32) {
     EXPECT_THROW(gpu.logits(), Error);
   }
-  EXPECT_GT(cuda_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kActivations).current_bytes,
-            0);
+  expect_activations_as_planned(config, B, T, dtype);
   const std::int64_t resident_workspace =  // GPT2Compute's own; the kernels' scratch comes on top
       cuda_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kWorkspace).current_bytes;
   const float gpu_loss = run(
@@ -180,6 +197,26 @@ TEST_P(GPT2ComputeCudaTest, MatchesTheCpuComputeOnLossLogitsAndGradients) {
     stream.synchronize();
     EXPECT_LT(relative_error(grad, grads_cpu[u]), tolerance) << "unit " << model.units()[u].name;
   }
+}
+
+// GPT2Config's dropout (attn_pdrop 0.1): the tiled fp32 attention, qkv and atty fp32.
+TEST_P(GPT2ComputeCudaTest, MatchesTheCpuComputeOnLossLogitsAndGradients) {
+  expect_matches_the_cpu_compute(tiny_config());
+}
+
+// No attention dropout: with bf16 parameters cuDNN's SDPA runs the attention (heads of 8 channels)
+// and qkv and atty are bf16 (attention_io_dtype), written by the qkv GEMM and cuDNN, read by cuDNN
+// and the projection's GEMM without a rounding pass.
+TEST_P(GPT2ComputeCudaTest, MatchesTheCpuComputeWithoutAttentionDropout) {
+  GPT2Config config = tiny_config();
+  config.attn_pdrop = 0.0;
+  // This build runs cuDNN's attention on these heads where it plans cuDNN's workspace.
+  const bool cudnn =
+      attention_layout(DeviceKind::kCuda, 3, 11, config.n_embd, config.n_head, DType::kBFloat16)
+          .library_workspace_bytes > 0;
+  EXPECT_EQ(attention_io_dtype(DeviceKind::kCuda, GetParam(), config.n_embd, config.n_head, 0.0),
+            GetParam() == DType::kBFloat16 && cudnn ? DType::kBFloat16 : DType::kFloat32);
+  expect_matches_the_cpu_compute(config);
 }
 
 // zero generate's path (sampling.h): the parameters copied to the GPU once, in fp32 or bf16

@@ -1,7 +1,8 @@
 // The GPT-2 CUDA attention bodies run by the kernel emulator against the CPU kernels
 // (gpt2_cuda_emulation.h): the plain kernels (attention_body.h) and the tiled ones
 // (attention_flash_body.h, attention_flash_backward.h) elementwise, and the tiled forward's
-// log-sum-exp against one computed in double; fp32 within 1e-5 relative L2.
+// log-sum-exp against one computed in double; fp32 within 1e-5 relative L2; bf16 q, k, v and out
+// through the tiled bodies as the CUDA kernels compose them.
 #include "gpt2_cuda_emulation.h"
 
 namespace zero::gpt2::emulation_test {
@@ -197,6 +198,45 @@ TEST_P(Gpt2CudaEmulation, TiledAttentionMatchesTheCpuKernels) {
       EXPECT_CLOSE(dqkv, dqkv_expected);
       expect_elementwise(dqkv, dqkv_expected, 1e-5, "dqkv");
     }
+  }
+}
+
+// bf16 q, k, v and out (attention_io_dtype) where the tiled kernels run the attention (a layout
+// made for cuDNN that the device's cuDNN refused): CudaKernels widens qkv exactly, the tiled
+// bodies compute in fp32 and out is rounded once, so each bf16 out element is the CPU oracle's
+// out on those q, k, v rounded (within half a bf16 ulp, every element written), and the backward
+// from the rounded out (its row terms D) stays within bf16 tolerance of the oracle's dqkv. The
+// cuDNN path's bf16 values come from cuBLASLt and cuDNN, not from bodies: attention_cudnn_test
+// and gpt2_compute_cuda_test check them on a GPU.
+TEST_P(Gpt2CudaEmulation, Bf16AttentionActivationsAreTheFp32ValuesRounded) {
+  struct Case {
+    std::int64_t B, T, C, NH;
+  };
+  for (const Case& k : {Case{2, 70, 128, 2}, Case{1, 11, 24, 3}}) {
+    SCOPED_TRACE(::testing::Message() << "T " << k.T << " C " << k.C << " NH " << k.NH);
+    const std::int64_t B = k.B, T = k.T, C = k.C, NH = k.NH;
+    auto qkv = random_vector(B * T * 3 * C, 21);
+    for (float& value : qkv) value = to_float(to_bf16(value));  // the bf16 qkv, widened
+    const auto dout = random_vector(B * T * C, 22);
+    auto out_expected = nan_vector(B * T * C), att_expected = nan_vector(B * NH * T * T);
+    auto dqkv_expected = nan_vector(B * T * 3 * C), datt_expected = att_expected;
+    cpu::attention_forward(out_expected.data(), att_expected.data(), qkv.data(), B, T, C, NH, {});
+    cpu::attention_backward(dqkv_expected.data(), datt_expected.data(), dout.data(), qkv.data(),
+                            att_expected.data(), B, T, C, NH, {});
+    auto out = nan_vector(B * T * C), lse = nan_vector(B * NH * T), delta = lse;
+    auto dqkv = nan_vector(B * T * 3 * C);
+    with_tiled(C / NH, [&](auto bucket) {
+      const TiledAttention<decltype(bucket)::value> tiled{GetParam(), B, T, C, NH, {}};
+      tiled.forward(out.data(), lse.data(), qkv.data());
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        const double rounded = to_float(to_bf16(out[i])), expected = out_expected[i];
+        ASSERT_LE(std::fabs(rounded - expected), 0.00390625 * std::fabs(expected) + 1e-6)
+            << "element " << i << ": " << rounded << " vs " << expected;
+        out[i] = static_cast<float>(rounded);  // what the backward reads of the bf16 out
+      }
+      tiled.backward(dqkv.data(), delta.data(), dout.data(), out.data(), qkv.data(), lse.data());
+    });
+    EXPECT_LE(zero::testing::relative_difference(dqkv, dqkv_expected), 1e-2);
   }
 }
 

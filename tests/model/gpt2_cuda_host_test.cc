@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <set>
 #include <vector>
@@ -13,8 +14,10 @@
 #include "layers_cuda.h"
 #include "zero/core/dtype.h"
 #include "zero/core/error.h"
+#include "zero/gpt2/compute.h"
 #include "zero/gpt2/kernels.h"
 #include "zero/gpt2/layers_cpu.h"
+#include "zero/gpt2/units.h"
 
 namespace zero::gpt2 {
 namespace {
@@ -113,6 +116,55 @@ TEST(Gpt2CudaHost, AttentionLayoutPlansCudnnsWorkspace) {
   EXPECT_EQ(
       attention_layout(DeviceKind::kCuda, 2, 8, 36, 3, DType::kBFloat16).library_workspace_bytes,
       0);  // heads of 12 channels: the tiled kernels
+}
+
+// qkv and atty are bf16 exactly where cuDNN's SDPA runs the attention on bf16 operands (CUDA, bf16
+// parameters, a build with it, heads of a multiple of 8 up to 256, no attention dropout, not
+// ZERO_ATTENTION=tiled): there the GEMM writes, cuDNN reads and writes, and the GEMM reads them.
+TEST(Gpt2CudaHost, AttentionIoDtypeIsBf16WhereCudnnRunsTheAttention) {
+  const DType cudnn = cuda::cudnn_attention_built() ? DType::kBFloat16 : DType::kFloat32;
+  const DeviceKind gpu = DeviceKind::kCuda;
+  EXPECT_EQ(attention_io_dtype(gpu, DType::kBFloat16, 768, 12, 0.0), cudnn);
+  EXPECT_EQ(attention_io_dtype(gpu, DType::kBFloat16, 2 * 256, 2, 0.0), cudnn);
+  EXPECT_EQ(attention_io_dtype(gpu, DType::kBFloat16, 2 * 264, 2, 0.0), DType::kFloat32);
+  EXPECT_EQ(attention_io_dtype(gpu, DType::kBFloat16, 36, 3, 0.0), DType::kFloat32);  // HS 12
+  EXPECT_EQ(attention_io_dtype(gpu, DType::kBFloat16, 768, 12, 0.1), DType::kFloat32);
+  EXPECT_EQ(attention_io_dtype(gpu, DType::kFloat32, 768, 12, 0.0), DType::kFloat32);
+  EXPECT_EQ(attention_io_dtype(gpu, DType::kFloat16, 768, 12, 0.0), DType::kFloat32);
+  EXPECT_EQ(attention_io_dtype(DeviceKind::kCpu, DType::kBFloat16, 768, 12, 0.0), DType::kFloat32);
+  setenv("ZERO_ATTENTION", "tiled", 1);
+  EXPECT_EQ(attention_io_dtype(gpu, DType::kBFloat16, 768, 12, 0.0), DType::kFloat32);
+  setenv("ZERO_ATTENTION", "cudnn", 1);
+  EXPECT_EQ(attention_io_dtype(gpu, DType::kBFloat16, 768, 12, 0.0), cudnn);
+  unsetenv("ZERO_ATTENTION");
+}
+
+// The plan follows the layout's dtypes: at GPT-2 124M, B 16, T 1024 on CUDA with bf16 parameters
+// and no attention dropout, each block keeps qkv (N, 3C) and atty (N, C) in bf16, N·4C·2 bytes
+// (100,663,296) less than in fp32 (what attn_pdrop 0.1 keeps: the tiled kernels'), and under
+// activation checkpointing the one shared block's set is that much smaller.
+TEST(Gpt2CudaHost, PlannedActivationsKeepQkvAndAttyInBf16WhereCudnnRunsTheAttention) {
+  GPT2Config cudnn_config = GPT2Config::gpt2_124m(), tiled_config = cudnn_config;
+  cudnn_config.attn_pdrop = 0.0;
+  tiled_config.attn_pdrop = 0.1;
+  const std::int64_t B = 16, T = 1024, N = B * T, C = cudnn_config.n_embd;
+  const std::size_t saved = cuda::cudnn_attention_built() ? std::size_t(N * 4 * C * 2) : 0;
+  if (cuda::cudnn_attention_built()) EXPECT_EQ(saved, 100663296u);
+  for (bool checkpointing : {false, true}) {
+    SCOPED_TRACE(checkpointing ? "activation checkpointing" : "every block kept");
+    const ComputeOptions options{.activation_checkpointing = checkpointing,
+                                 .param_dtype = DType::kBFloat16,
+                                 .device = DeviceKind::kCuda};
+    const ActivationPlan cudnn = GPT2Compute::plan(cudnn_config, B, T, options);
+    const ActivationPlan tiled = GPT2Compute::plan(tiled_config, B, T, options);
+    for (int layer = 0; layer < cudnn_config.n_layer; ++layer)
+      EXPECT_EQ(tiled.kept_bytes[block_unit(layer)] - cudnn.kept_bytes[block_unit(layer)],
+                checkpointing ? 0 : saved);
+    EXPECT_EQ(tiled.recompute_bytes - cudnn.recompute_bytes, checkpointing ? saved : 0);
+    EXPECT_EQ(tiled.workspace_bytes, cudnn.workspace_bytes);
+    EXPECT_EQ(tiled.total_bytes() - cudnn.total_bytes(),
+              checkpointing ? saved : saved * std::size_t(cudnn_config.n_layer));
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -539,6 +540,35 @@ TEST_F(Gpt2CudaTest, SixteenBitStagingPassesMatchTheFp32Kernels) {
                                            DType::kBFloat16, d_lse_w.get(), d_targets.get(), R, V,
                                            Vp, 0.25f, nullptr, 0.1f),
                Error);
+}
+
+// A bf16 out (attention_io_dtype's qkv) through the kernel seam: the GEMM writes bf16 with the
+// unit's bf16 bias in cuBLASLt's epilogue, the fp32 out's values (fp32 bias: the bf16 one
+// widened) rounded once, up to the summation order of another algorithm (one bf16 ulp). Refused:
+// a bf16 out without the bf16 bias, or with fp32 weights.
+TEST_F(Gpt2CudaTest, LinearForwardWritesA16BitOutWithTheStoredBias) {
+  const std::int64_t N = 37, C = 24, OC = 72;
+  const DType bf16 = DType::kBFloat16;
+  const auto inp16 = narrow(random_vector(N * C, 1), bf16),
+             weight16 = narrow(random_vector(C * OC, 2, 0.5), bf16),
+             bias16 = narrow(random_vector(OC, 3), bf16);
+  DeviceArray<std::uint16_t> d_inp(inp16), d_weight(weight16), d_bias16(bias16), d_out16(N * OC);
+  DeviceArray<float> d_bias(widen(bias16, bf16)), d_out(N * OC);
+  const std::unique_ptr<DeviceContext> context = make_cuda_context(0);
+  const std::unique_ptr<Kernels> kernels = make_kernels(*context);
+  Stream& stream = context->compute_stream();
+  LinearForward call{d_out.get(), {}, {d_inp.get(), bf16}, {d_weight.get(), bf16}, d_bias.get(), N,
+                     C,           OC, d_bias16.get()};
+  kernels->linear_forward(stream, call, GemmScratch{});
+  call.out = ActivationOut(d_out16.get(), bf16);
+  kernels->linear_forward(stream, call, GemmScratch{});
+  stream.synchronize();
+  expect_close(widen(d_out16.host(), bf16), d_out.host(), 0.0078125, 1e-6, "bf16 out");
+  call.stored_bias = nullptr;
+  EXPECT_THROW(kernels->linear_forward(stream, call, GemmScratch{}), Error);
+  call.stored_bias = d_bias16.get();
+  call.weight.dtype = DType::kFloat32;
+  EXPECT_THROW(kernels->linear_forward(stream, call, GemmScratch{}), Error);
 }
 
 // Layouts and algorithms are cached per problem: a repeated problem adds no plan, a new shape or

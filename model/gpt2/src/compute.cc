@@ -15,19 +15,23 @@ namespace {
 constexpr const char* kRecomputePrefix = "recompute.";
 
 // The block activation names, in layout order, with their row widths (elements per (b, t)) and
-// whether only GEMMs read them (kept in gemm_input_dtype).
+// dtypes: fp32, or 16-bit for those only GEMMs read (gemm_input_dtype) and the attention's input
+// and output (attention_io_dtype).
 struct BlockTensorShape {
   const char* name;
   std::int64_t per_row;
-  bool gemm_input = false;
+  DType dtype = DType::kFloat32;
 };
 std::vector<BlockTensorShape> block_internal_shapes(const GPT2Config& config, std::int64_t B,
                                                     std::int64_t T, const ComputeOptions& options) {
-  const std::int64_t C = config.n_embd, H = config.hidden_size();
-  const std::int64_t att = attention_layout(options.device, B, T, C, config.n_head).saved_per_row;
-  return {{"ln_1", C, true}, {"ln_1.mean", 1}, {"ln_1.rstd", 1}, {"qkv", 3 * C},
-          {"att", att},      {"atty", C},      {"residual2", C}, {"ln_2", C, true},
-          {"ln_2.mean", 1},  {"ln_2.rstd", 1}, {"fch", H},       {"fch_gelu", H, true}};
+  const std::int64_t C = config.n_embd, H = config.hidden_size(), NH = config.n_head;
+  const std::int64_t att = attention_layout(options.device, B, T, C, NH).saved_per_row;
+  const DType gemm = gemm_input_dtype(options.device, options.param_dtype);
+  const DType io =
+      attention_io_dtype(options.device, options.param_dtype, C, NH, config.attn_pdrop);
+  return {{"ln_1", C, gemm}, {"ln_1.mean", 1}, {"ln_1.rstd", 1}, {"qkv", 3 * C, io},
+          {"att", att},      {"atty", C, io},  {"residual2", C}, {"ln_2", C, gemm},
+          {"ln_2.mean", 1},  {"ln_2.rstd", 1}, {"fch", H},       {"fch_gelu", H, gemm}};
 }
 
 // A tensor of rows × per_row elements, as floats of the layout: 16-bit elements (a GEMM input in
@@ -48,8 +52,7 @@ std::vector<TensorSpec> activation_specs(const GPT2Config& config, std::int64_t 
   specs.push_back({"encoded", {N, C}});
   auto block_specs = [&](const std::string& prefix) {
     for (const auto& shape : block_internal_shapes(config, B, T, options))
-      specs.push_back(rows_spec(prefix + shape.name, N, shape.per_row,
-                                shape.gemm_input ? gemm_input : DType::kFloat32));
+      specs.push_back(rows_spec(prefix + shape.name, N, shape.per_row, shape.dtype));
   };
   for (int layer = 0; layer < config.n_layer; ++layer) {
     const std::string prefix = "h." + std::to_string(layer) + ".";
@@ -184,8 +187,9 @@ GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std:
                                    : "h." + std::to_string(layer) + ".";
     auto get = [&](const char* name) { return activation(prefix + name); };
     auto gemm_input = [&](const char* name) { return gemm_input_activation(prefix + name); };
-    blocks_.push_back({gemm_input("ln_1"), get("ln_1.mean"), get("ln_1.rstd"), get("qkv"),
-                       get("att"), get("atty"), get("residual2"), gemm_input("ln_2"),
+    auto attention_io = [&](const char* name) { return attention_activation(prefix + name); };
+    blocks_.push_back({gemm_input("ln_1"), get("ln_1.mean"), get("ln_1.rstd"), attention_io("qkv"),
+                       get("att"), attention_io("atty"), get("residual2"), gemm_input("ln_2"),
                        get("ln_2.mean"), get("ln_2.rstd"), get("fch"), gemm_input("fch_gelu"),
                        activation("h." + std::to_string(layer) + ".residual3")});
   }
@@ -209,6 +213,10 @@ ActivationOut GPT2Compute::gemm_input_activation(const std::string& name) const 
 }
 DType GPT2Compute::gemm_input_dtype() const {
   return gpt2::gemm_input_dtype(options_.device, options_.param_dtype);
+}
+ActivationOut GPT2Compute::attention_activation(const std::string& name) const {
+  return {activation(name), attention_io_dtype(options_.device, options_.param_dtype,
+                                               config_.n_embd, config_.n_head, config_.attn_pdrop)};
 }
 float* GPT2Compute::workspace(const std::string& name) const {
   if (planning_) return nullptr;

@@ -10,11 +10,14 @@
 namespace zero::gpt2 {
 namespace {
 
-// A block's vectors (layer norms, biases) as fp32 and its matrices in the unit's dtype.
+// A block's vectors (layer norms, biases) as fp32 and its matrices in the unit's dtype; the qkv
+// bias in the unit's dtype too (qkv_stored_bias: the unit's elements), for a 16-bit qkv
+// (attention_io_dtype) whose GEMM adds a bias of its own dtype.
 struct BlockParams {
   const float *ln1_weight, *ln1_bias, *qkv_bias, *attproj_bias, *ln2_weight, *ln2_bias, *fc_bias,
       *fcproj_bias;
   const void *qkv_weight, *attproj_weight, *fc_weight, *fcproj_weight;
+  const void* qkv_stored_bias;
 };
 struct BlockGrads {
   float *ln1_weight, *ln1_bias, *qkv_bias, *attproj_bias, *ln2_weight, *ln2_bias, *fc_bias,
@@ -28,9 +31,9 @@ BlockParams block_params(Kernels& kernels, Stream& stream, const ConstUnitData& 
                          const GPT2Config& config, float* staging) {
   if (unit.dtype == DType::kFloat32) {
     const BlockTensors<const float> p(static_cast<const float*>(unit.data), config);
-    return {p.ln1_weight, p.ln1_bias,       p.qkv_bias,  p.attproj_bias,
-            p.ln2_weight, p.ln2_bias,       p.fc_bias,   p.fcproj_bias,
-            p.qkv_weight, p.attproj_weight, p.fc_weight, p.fcproj_weight};
+    return {p.ln1_weight, p.ln1_bias,      p.qkv_bias,    p.attproj_bias, p.ln2_weight,
+            p.ln2_bias,   p.fc_bias,       p.fcproj_bias, p.qkv_weight,   p.attproj_weight,
+            p.fc_weight,  p.fcproj_weight, p.qkv_bias};
   }
   const BlockTensors<const std::uint16_t> p(static_cast<const std::uint16_t*>(unit.data), config);
   const std::int64_t C = config.n_embd, H = config.hidden_size();
@@ -53,6 +56,7 @@ BlockParams block_params(Kernels& kernels, Stream& stream, const ConstUnitData& 
   result.attproj_weight = p.attproj_weight;
   result.fc_weight = p.fc_weight;
   result.fcproj_weight = p.fcproj_weight;
+  result.qkv_stored_bias = p.qkv_bias;
   return result;
 }
 
@@ -135,8 +139,9 @@ void GPT2Compute::forward_block_impl(int layer, const ConstUnitData& params) {
   float* proj = workspace("proj");
   k.layernorm_forward(s, a.ln1, a.ln1_mean, a.ln1_rstd, block_input(layer), p.ln1_weight,
                       p.ln1_bias, N, C, epsilon);
-  k.linear_forward(s, {a.qkv, nullptr, a.ln1, {p.qkv_weight, dtype}, p.qkv_bias, N, C, 3 * C},
-                   scratch);
+  k.linear_forward(
+      s, {a.qkv, nullptr, a.ln1, {p.qkv_weight, dtype}, p.qkv_bias, N, C, 3 * C, p.qkv_stored_bias},
+      scratch);
   k.attention_forward(s, a.atty, a.att, a.qkv, B_, T_, C, config_.n_head,
                       dropout_site(site + 1, config_.attn_pdrop), dtype, scratch);
   k.linear_forward(s, {proj, nullptr, a.atty, {p.attproj_weight, dtype}, p.attproj_bias, N, C, C},

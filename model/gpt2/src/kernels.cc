@@ -95,6 +95,37 @@ std::unique_ptr<Kernels> make_kernels(DeviceContext& context) {
   return make_cpu_kernels(context);
 }
 
+namespace {
+
+// Whether this build runs cuDNN's attention for bf16 heads of HS channels (cuDNN's SDPA takes
+// multiples of 8 up to 256); the device may still refuse a shape (CudaKernels::use_cudnn).
+bool cudnn_takes_head(std::int64_t HS) {
+#ifdef ZERO_GPT2_WITH_CUDA
+  return cuda::cudnn_attention_built() && HS % 8 == 0 && HS <= 256;
+#else
+  (void)HS;
+  return false;
+#endif
+}
+
+bool attention_tiled_by_environment() {
+#ifdef ZERO_GPT2_WITH_CUDA
+  return cuda::attention_choice_from_environment() == cuda::AttentionChoice::kTiled;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+DType attention_io_dtype(DeviceKind device, DType param_dtype, std::int64_t C, std::int64_t NH,
+                         double attention_dropout) {
+  const bool cudnn = device == DeviceKind::kCuda && param_dtype == DType::kBFloat16 &&
+                     attention_dropout == 0.0 && NH > 0 && C % NH == 0 &&
+                     cudnn_takes_head(C / NH) && !attention_tiled_by_environment();
+  return cudnn ? DType::kBFloat16 : DType::kFloat32;
+}
+
 AttentionLayout attention_layout(DeviceKind device, std::int64_t B, std::int64_t T, std::int64_t C,
                                  std::int64_t NH, DType precision) {
   ZERO_CHECK(NH > 0 && C % NH == 0, "GPT-2 attention: n_embd ", C, " is not a multiple of n_head ",
@@ -103,12 +134,8 @@ AttentionLayout attention_layout(DeviceKind device, std::int64_t B, std::int64_t
   if (device != DeviceKind::kCuda || HS < 1 || HS > kCudaTiledAttentionMaxHeadSize)
     return {.saved_per_row = NH * T, .scratch = B * NH * T * T};
   AttentionLayout layout{.saved_per_row = NH, .scratch = B * NH * T};
-#ifdef ZERO_GPT2_WITH_CUDA
-  if (precision == DType::kBFloat16 && cuda::cudnn_attention_built() && HS % 8 == 0 && HS <= 256)
+  if (precision == DType::kBFloat16 && cudnn_takes_head(HS))
     layout.library_workspace_bytes = 4 * B * T * C + 4 * B * NH * T + 256;
-#else
-  (void)precision;
-#endif
   return layout;
 }
 

@@ -83,19 +83,23 @@ class CpuKernels final : public Kernels {
     run(stream, [=] { cpu::gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc); });
   }
 
-  void attention_forward(Stream& stream, float* out, float* att, const float* qkv, std::int64_t B,
-                         std::int64_t T, std::int64_t C, std::int64_t NH,
+  void attention_forward(Stream& stream, ActivationOut out, float* att, Activation qkv,
+                         std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
                          const DropoutSite& dropout, DType /*precision: fp32 always*/,
                          const GemmScratch&) override {
-    run(stream, [=] { cpu::attention_forward(out, att, qkv, B, T, C, NH, dropout); });
+    float* out32 = out.fp32("GPT-2 CPU attention_forward (out)");
+    const float* qkv32 = qkv.fp32("GPT-2 CPU attention_forward (qkv)");
+    run(stream, [=] { cpu::attention_forward(out32, att, qkv32, B, T, C, NH, dropout); });
   }
   // `out` unused: the CPU kernel keeps the probabilities and sums Σ att·datt per row itself.
   void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
-                          const float* /*out*/, const float* qkv, const float* att, std::int64_t B,
+                          Activation /*out*/, Activation qkv, const float* att, std::int64_t B,
                           std::int64_t T, std::int64_t C, std::int64_t NH,
                           const DropoutSite& dropout, DType /*precision*/,
                           const GemmScratch&) override {
-    run(stream, [=] { cpu::attention_backward(dqkv, datt, dout, qkv, att, B, T, C, NH, dropout); });
+    const float* qkv32 = qkv.fp32("GPT-2 CPU attention_backward (qkv)");
+    run(stream,
+        [=] { cpu::attention_backward(dqkv, datt, dout, qkv32, att, B, T, C, NH, dropout); });
   }
 
   void crossentropy_forward(Stream& stream, float* losses, float* logsumexp, const float* logits,
@@ -238,21 +242,21 @@ void CpuKernels::grad_gemm_now(const GradGemm& c, const GemmScratch& scratch) {
 
 void CpuKernels::linear_forward_now(const LinearForward& c, const GemmScratch& scratch) {
   const float* inp = c.inp.fp32("GPT-2 CPU linear_forward (inp)");
+  float* out = c.out.fp32("GPT-2 CPU linear_forward (out)");
   if (c.weight.dtype == DType::kFloat32) {
-    cpu::matmul_forward(c.out, inp, static_cast<const float*>(c.weight.data), c.bias, c.N, c.C,
-                        c.OC);
+    cpu::matmul_forward(out, inp, static_cast<const float*>(c.weight.data), c.bias, c.N, c.C, c.OC);
   } else {
     if (c.bias != nullptr) {
 #pragma omp parallel for schedule(static)
       for (std::int64_t row = 0; row < c.N; ++row)
-        std::memcpy(c.out + row * c.OC, c.bias, c.OC * sizeof(float));
+        std::memcpy(out + row * c.OC, c.bias, c.OC * sizeof(float));
     }
     weight_gemm_now(
-        {false, c.N, c.OC, c.C, inp, c.weight, c.OC, c.bias != nullptr ? 1.0f : 0.0f, c.out},
+        {false, c.N, c.OC, c.C, inp, c.weight, c.OC, c.bias != nullptr ? 1.0f : 0.0f, out},
         scratch);
   }
   if (c.gelu_out.data != nullptr)
-    cpu::gelu_forward(c.gelu_out.fp32("GPT-2 CPU linear_forward (gelu_out)"), c.out, c.N * c.OC);
+    cpu::gelu_forward(c.gelu_out.fp32("GPT-2 CPU linear_forward (gelu_out)"), out, c.N * c.OC);
 }
 
 void CpuKernels::linear_backward_now(const LinearBackward& c, const GemmScratch& scratch) {

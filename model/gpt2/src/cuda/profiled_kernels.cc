@@ -111,14 +111,14 @@ class ProfiledKernels final : public Kernels {
     timed(shape("gemm", M, N, K), s,
           [&] { inner_->gemm(s, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc); });
   }
-  void attention_forward(Stream& s, float* out, float* att, const float* qkv, std::int64_t B,
+  void attention_forward(Stream& s, ActivationOut out, float* att, Activation qkv, std::int64_t B,
                          std::int64_t T, std::int64_t C, std::int64_t NH, const DropoutSite& d,
                          DType precision, const GemmScratch& g) override {
     timed(shape("attention_forward", B, T, C), s,
           [&] { inner_->attention_forward(s, out, att, qkv, B, T, C, NH, d, precision, g); });
   }
-  void attention_backward(Stream& s, float* dqkv, float* datt, const float* dout, const float* out,
-                          const float* qkv, const float* att, std::int64_t B, std::int64_t T,
+  void attention_backward(Stream& s, float* dqkv, float* datt, const float* dout, Activation out,
+                          Activation qkv, const float* att, std::int64_t B, std::int64_t T,
                           std::int64_t C, std::int64_t NH, const DropoutSite& d, DType precision,
                           const GemmScratch& g) override {
     timed(shape("attention_backward", B, T, C), s, [&] {

@@ -179,14 +179,15 @@ class GPT2Compute {
   void upload_inputs();
   void finish_loss(const float* losses);
   void forward_block_impl(int layer, const ConstUnitData& params);
-  // ln1, ln2 and fch_gelu only GEMMs read: kept in gemm_input_dtype() (kernels.h).
+  // ln1, ln2 and fch_gelu only GEMMs read: kept in gemm_input_dtype() (kernels.h); qkv and atty
+  // in attention_io_dtype().
   struct BlockActivations {
     ActivationOut ln1;
     float* ln1_mean;
     float* ln1_rstd;
-    float* qkv;
+    ActivationOut qkv;
     float* att;
-    float* atty;
+    ActivationOut atty;
     float* residual2;
     ActivationOut ln2;
     float* ln2_mean;
@@ -201,6 +202,8 @@ class GPT2Compute {
   // The activation `name`, one only GEMMs read, in gemm_input_dtype().
   ActivationOut gemm_input_activation(const std::string& name) const;
   DType gemm_input_dtype() const;
+  // The attention's qkv or atty activation `name`, in attention_io_dtype().
+  ActivationOut attention_activation(const std::string& name) const;
   float* workspace(const std::string& name) const;
   // The 16-bit staging slots ("param32", "gradvec32"); null when the parameters are fp32.
   float* workspace_or_null(const std::string& name) const;

@@ -78,14 +78,18 @@ struct GemmScratch {
 
 // out (N, OC) = inp (N, C) · weight (C, OC) + bias (OC); with gelu_out, gelu_out = gelu(out) as
 // well (the GELU epilogue; out keeps the pre-activation for the backward). bias may be null. inp
-// and gelu_out are fp32 or the weight's 16-bit dtype (gemm_input_dtype).
+// and gelu_out are fp32 or the weight's 16-bit dtype (gemm_input_dtype). out is fp32, or the
+// weight's 16-bit dtype where attention_io_dtype() keeps qkv in it (no gelu_out then; CUDA only):
+// the GEMM writes it rounded once, adding stored_bias, the same bias in the weight's dtype (the
+// unit's own elements, of which `bias` is the widening; cuBLASLt adds a bias of D's type).
 struct LinearForward {
-  float* out = nullptr;
+  ActivationOut out;
   ActivationOut gelu_out;
   Activation inp;
   Matrix weight;
   const float* bias = nullptr;
   std::int64_t N = 0, C = 0, OC = 0;
+  const void* stored_bias = nullptr;
 };
 
 // dinp (N, C) = dout · weightᵀ (overwritten; skipped when null), then, with gelu_input,
@@ -230,21 +234,23 @@ class Kernels {
   // `precision` is the dtype the attention's matmuls may round their inputs to, as the GEMMs
   // round theirs to the parameters' dtype (GemmScratch): with bf16, CUDA runs cuDNN's fused SDPA
   // on the tensor cores (src/cuda/attention_cudnn.h; bf16 q, k, v, out and dout, fp32 softmax,
-  // when cuDNN takes the shape and dropout is off; ZERO_ATTENTION=tiled|cudnn overrides), its
-  // bf16 operands staged in `scratch`; fp32 and fp16, and the CPU, compute in fp32. att is the
-  // same layout either way.
-  virtual void attention_forward(Stream& stream, float* out, float* att, const float* qkv,
+  // when cuDNN takes the shape and dropout is off; ZERO_ATTENTION=tiled|cudnn overrides); fp32
+  // and fp16, and the CPU, compute in fp32. att is the same layout either way. qkv and out are
+  // fp32 or, on CUDA, bf16 (attention_io_dtype: what cuDNN reads and writes, so no pass rounds
+  // them); an fp32 one cuDNN takes is staged rounded in `scratch`, a bf16 one the tiled kernels
+  // take is widened into scratch of the kernels' own. The CPU kernels take fp32 only.
+  virtual void attention_forward(Stream& stream, ActivationOut out, float* att, Activation qkv,
                                  std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
                                  const DropoutSite& dropout, DType precision,
                                  const GemmScratch& scratch) = 0;
-  // dqkv (B, T, 3C) overwritten; datt scratch of attention_layout(device).scratch floats
+  // dqkv (B, T, 3C, fp32) overwritten; datt scratch of attention_layout(device).scratch floats
   // ((B, NH, T, T) on the CPU; B·NH·T for CUDA's tiled kernels). dout = d(out); out (B, T, C) is
-  // the forward's out for these qkv, att and dropout: CUDA's tiled kernels take each row's
-  // D = dout · out from it (one read of out, no forward re-run) and refuse a null `out`; the CPU
-  // kernels and CUDA's plain ones use att instead and ignore it.
+  // the forward's out for these qkv, att and dropout (of its dtype): CUDA's tiled kernels take
+  // each row's D = dout · out from it (one read of out, no forward re-run) and refuse a null
+  // `out`; the CPU kernels and CUDA's plain ones use att instead and ignore it.
   virtual void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
-                                  const float* out, const float* qkv, const float* att,
-                                  std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                                  Activation out, Activation qkv, const float* att, std::int64_t B,
+                                  std::int64_t T, std::int64_t C, std::int64_t NH,
                                   const DropoutSite& dropout, DType precision,
                                   const GemmScratch& scratch) = 0;
 
@@ -321,6 +327,19 @@ inline constexpr std::int64_t kCudaTiledAttentionMaxHeadSize = 128;
 // the fp32 one) and read twice without another pass, at half the bytes; fp32 otherwise (the CPU
 // kernels compute in fp32 and read these in fp32).
 DType gemm_input_dtype(DeviceKind device, DType param_dtype);
+
+// The dtype a device's kernels keep the attention's input qkv (the qkv GEMM's output) and output
+// atty (the attention projection's input) in, decided here for the layout, the planner and the
+// passes alike: bf16 where cuDNN's fused SDPA runs the attention on bf16 operands — CUDA with bf16
+// parameters, a build with cuDNN's attention, a head of a multiple of 8 channels up to 256 (as
+// attention_layout's library workspace), no attention dropout (attn_pdrop 0: cuDNN's dropout
+// masks are not the model's) and ZERO_ATTENTION not "tiled" — so the GEMM writes qkv rounded once,
+// cuDNN reads it and writes atty in place, and the projection's GEMM reads atty, with no pass
+// between them; fp32 otherwise (the tiled kernels compute in fp32, the CPU kernels take fp32).
+// Where the kernels end up not running cuDNN on a bf16 layout (cuDNN's library refuses the shape
+// on the device) they widen into scratch of their own, correct but slower.
+DType attention_io_dtype(DeviceKind device, DType param_dtype, std::int64_t C, std::int64_t NH,
+                         double attention_dropout);
 
 // The dtype a device's kernels keep the LM head's logits in (LogitsForward, GPT2Compute's
 // "logits" activation): bf16 on CUDA with bf16 parameters (the GEMM writes them as PyTorch's
