@@ -230,10 +230,13 @@ TEST_F(GPT2ModelTest, GenerateIsDeterministicAndGreedyFollowsTheLogits) {
 }
 
 // The CPU backend with a device space the host does not address: what generation sees on a GPU
-// (the parameters copied through pinned memory), with the CPU's kernels.
+// (the parameters copied through pinned memory), with the CPU's kernels in host mode (on the
+// calling thread) and its streams' tasks delayed at random, so a copy not waited for shows.
 class OpaqueDeviceContext final : public testing::ForwardingContext {
  public:
-  OpaqueDeviceContext() : ForwardingContext(make_cpu_context(CpuContextOptions{})) {}
+  OpaqueDeviceContext()
+      : ForwardingContext(make_cpu_context(CpuContextOptions{.stress = StreamStress{.seed = 11}})) {
+  }
   bool host_addressable(MemorySpace space) const override {
     return space != MemorySpace::kDevice && space != MemorySpace::kNvme;
   }

@@ -64,7 +64,7 @@ NextTokenLogits::~NextTokenLogits() {
 
 // Each unit rounded on the host: into the device buffer where the host addresses it (a new
 // buffer no queued work touches), else into pinned memory that is copied and freed once the
-// stream has run the copy.
+// stream has run the copy; the copies are waited for.
 void NextTokenLogits::upload_params(DType param_dtype) {
   Stream& stream = context_.compute_stream();
   Allocator& pinned = context_.allocator(MemorySpace::kHostPinned);
@@ -86,6 +86,9 @@ void NextTokenLogits::upload_params(DType param_dtype) {
     context_.copy(stream, staged->data(), device.data(), device.size_bytes());
     context_.release_after(stream, std::move(staged));
   }
+  // Once, before the first forward: where the model runs on the host (the CPU's host mode) its
+  // kernels read the parameters on this thread, not in the stream's order.
+  stream.synchronize();
 }
 
 ConstUnitData NextTokenLogits::unit_params(int unit) const {
