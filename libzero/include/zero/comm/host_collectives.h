@@ -1,10 +1,12 @@
 // Collectives over host values for callers outside the engine (the trainer's preemption flag,
-// its memory-peak gather, the classification task's predictions). A communicator that takes host
-// buffers (local, thread, mpi, gloo) gets the host pointers; one that takes device buffers (nccl)
-// gets a staging buffer from `context`'s device allocator (workspace, in the ledger), filled and
-// read back on the context's compute stream. Either way the call returns with the result in host
-// memory (it waits for the collective). The engine stages its own scalars through its reduce
-// bucket instead (Engine::Impl::all_reduce_host_values), so its plans hold no extra buffer.
+// its memory-peak gather, the classification task's predictions). The communicator gets a
+// staging buffer from `context`'s device allocator (workspace, in the ledger), filled and read
+// back on the context's compute stream: every collective buffer of a run is the device's, on the
+// CPU backend too, so the path NCCL takes is the one CI runs (and the checking communicator of
+// the tests sees). Only a host communicator (mpi, gloo, ...) beside a device whose memory the
+// host cannot address (CUDA) gets the host pointers. Either way the call returns with the result
+// in host memory (it waits for the collective). The engine stages its own scalars through its
+// reduce bucket instead (Engine::Impl::all_reduce_host_values), so its plans hold no extra buffer.
 #pragma once
 
 #include <span>
