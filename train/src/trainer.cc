@@ -169,7 +169,7 @@ TrainResult Trainer::run() {
   // Planned, checked against the node and refused if a phase cannot fit, before any allocation.
   memory_.emplace(arguments_, prepared_, resume_.has_value(), world_, *device_, console_);
   // Every rank has checked everything before rank 0 writes anything.
-  communicator_.barrier("zero::train inputs checked");
+  host_barrier(communicator_, "zero::train inputs checked");
   if (rank_ == 0) fs::create_directories(output_dir_);
   for (const std::string& warning : prepared_.deepspeed.warnings)
     console_.say("config: %s\n", warning.c_str());
@@ -458,7 +458,7 @@ void Trainer::save_resumable(std::int64_t step) {
 // final evaluation and the saved model are the best one's; with save_total_limit 1 the other
 // checkpoints go (rank 0), as after Hugging Face's training.
 void Trainer::load_best_model() {
-  communicator_.barrier("best checkpoint saved");
+  host_barrier(communicator_, "best checkpoint saved");
   console_.say("loading the best model from %s (score: %g)\n", best_.checkpoint.c_str(),
                *best_.metric);
   task_->load_model(best_.checkpoint);
@@ -468,7 +468,7 @@ void Trainer::load_best_model() {
       if (entry.is_directory() && entry.path().filename().string().starts_with("checkpoint-") &&
           entry.path().filename() != fs::path(best_.checkpoint).filename())
         fs::remove_all(entry.path());
-  communicator_.barrier("best model loaded");
+  host_barrier(communicator_, "best model loaded");
 }
 
 void Trainer::stop_preempted(std::int64_t step) {

@@ -136,8 +136,7 @@ CheckpointSave::CheckpointSave(Communicator& communicator, fs::path root, std::s
     fs::remove_all(staging_);
     fs::create_directories(staging_);
   }
-  communicator_.barrier("checkpoint staging folder");
-  communicator_.synchronize();  // the barrier is stream-ordered: the host waits for it
+  host_barrier(communicator_, "checkpoint staging folder");
 }
 
 CheckpointSave::~CheckpointSave() {
@@ -239,8 +238,7 @@ void CheckpointSave::write_engine(Engine& engine) {
 }
 
 fs::path CheckpointSave::commit() {
-  communicator_.barrier("checkpoint files written");
-  communicator_.synchronize();  // the barrier is stream-ordered: the host waits for it
+  host_barrier(communicator_, "checkpoint files written");
   const fs::path final_path = root_ / tag_;
   if (communicator_.rank() == 0) {
     for (const fs::directory_entry& entry : fs::recursive_directory_iterator(staging_))
@@ -259,8 +257,7 @@ fs::path CheckpointSave::commit() {
     write_file_atomically(root_ / kLatestFileName, tag_ + "\n");
   }
   committed_ = true;  // renamed: from here on a failure leaves the staging folder's name unused
-  communicator_.barrier("checkpoint committed");
-  communicator_.synchronize();  // the barrier is stream-ordered: the host waits for it
+  host_barrier(communicator_, "checkpoint committed");
   return final_path;
 }
 

@@ -57,6 +57,11 @@ void all_reduce_host(Communicator& communicator, DeviceContext& context, std::sp
   stage_out(context, staging, values);
 }
 
+void host_barrier(Communicator& communicator, std::string_view label) {
+  communicator.barrier(label);
+  communicator.synchronize();
+}
+
 void all_gather_host(Communicator& communicator, DeviceContext& context,
                      std::span<const float> send, std::span<float> recv, std::string_view label) {
   const std::size_t world = static_cast<std::size_t>(communicator.world_size());

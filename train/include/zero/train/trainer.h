@@ -94,11 +94,11 @@ struct RunOptions {
 // Runs on every rank of `communicator` (all ranks, same arguments), on the rank's device context
 // (options.make_device_context). Every collective of the run, the trainer's host values included,
 // takes buffers of that context's device allocator, so `communicator.buffers()` must be the
-// device's kind. Throws InputError for bad input (before output_dir is touched) and zero::Error
-// for failures while running. While it runs, SIGTERM and SIGUSR1 (and SIGINT with
-// options.stop_on_interrupt) make every rank finish the step, save a checkpoint and return with
-// `preempted` set; a second signal exits the process at once with 128 + the signal (the previous
-// handlers are back when it returns).
+// device's kind; none is still queued when it returns. Throws InputError for bad input (before
+// output_dir is touched) and zero::Error for failures while running. While it runs, SIGTERM and
+// SIGUSR1 (and SIGINT with options.stop_on_interrupt) make every rank finish the step, save a
+// checkpoint and return with `preempted` set; a second signal exits the process at once with
+// 128 + the signal (the previous handlers are back when it returns).
 TrainResult train(const TrainingArguments& arguments, Communicator& communicator,
                   const RunOptions& options = {});
 
