@@ -28,8 +28,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Values as 16-bit pieces in fp32 (exact), all-gathered: every rank's `values` (the same count
-// on every rank), in rank order; staged through the context's device memory where the
-// communicator takes device buffers (NCCL).
+// on every rank), in rank order, staged through the context's device memory (all_gather_host).
 std::vector<std::uint64_t> all_gather_u64(Communicator& communicator, DeviceContext& context,
                                           const std::vector<std::uint64_t>& values) {
   std::vector<float> local(values.size() * 4);
