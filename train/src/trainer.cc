@@ -25,15 +25,14 @@
 #include "phase_memory.h"
 #include "preemption.h"
 #include "prepare.h"
+#include "rank_device.h"
 #include "run_outputs.h"
 #include "step_breakdown.h"
 #include "task.h"
 #include "zero/comm/host_collectives.h"
 #include "zero/config/ds_config.h"
 #include "zero/core/allocator.h"
-#include "zero/core/cpu_context.h"
 #include "zero/core/device_context.h"
-#include "zero/core/launch.h"
 #include "zero/core/memory_ledger.h"
 #include "zero/engine/engine.h"
 #include "zero/engine/memory_formula.h"
@@ -566,29 +565,6 @@ void Trainer::write_results(const json& test_results) {
   if (arguments_.plot) plot_loss(output_dir_, result_.log_history, console_, options_.print);
 }
 
-// The rank's device, chosen here and nowhere else, and its context (options.make_device_context,
-// else the backend's own). Every collective of the run (the engine's, the trainer's through
-// host_collectives.h) takes buffers of this device: the communicator must take them where they
-// live.
-std::unique_ptr<DeviceContext> rank_device_context(const TrainingArguments& arguments,
-                                                   const Communicator& communicator,
-                                                   const RunOptions& options) {
-  const Device chosen = choose_device(arguments.use_cpu).device;
-  std::unique_ptr<DeviceContext> device = options.make_device_context
-                                              ? options.make_device_context(chosen)
-                                              : make_device_context(chosen);
-  ZERO_CHECK(device != nullptr && device->device() == chosen,
-             "zero::train: RunOptions::make_device_context returned ",
-             device ? "a context on " + device->device().to_string() : std::string("no context"),
-             " for ", chosen.to_string());
-  ZERO_CHECK(communicator.buffers() == chosen.kind, "zero::train: the model runs on ",
-             chosen.to_string(), " but the communicator (", communicator.backend(),
-             ") takes buffers of another kind of memory; make it with ",
-             "make_communicator(DeviceKind::", chosen.kind == DeviceKind::kCpu ? "kCpu" : "kCuda",
-             ")");
-  return device;
-}
-
 }  // namespace
 
 TrainResult train(const TrainingArguments& arguments, Communicator& communicator,
@@ -601,7 +577,8 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
                            options.print && communicator.rank() == 0);
     return planned;
   }
-  std::unique_ptr<DeviceContext> device = rank_device_context(arguments, communicator, options);
+  std::unique_ptr<DeviceContext> device =
+      make_rank_device_context(arguments, communicator, options);
   if (arguments.auto_find_batch_size) {  // before anything is allocated
     TrainingArguments fitted = arguments;
     const std::string note = apply_auto_find_batch_size(fitted, communicator, *device);
