@@ -36,13 +36,6 @@ class ClassifyTrain : public ::testing::Test {
   TempFolder folder_{"classify"};
 };
 
-std::vector<double> eval_losses(const train::TrainResult& result) {
-  std::vector<double> losses;
-  for (const train::LogEntry& entry : result.log_history)
-    if (entry.eval_loss) losses.push_back(*entry.eval_loss);
-  return losses;
-}
-
 // The same global batch (8) at worlds 1, 2, 4 and ZeRO stages 0-3: the same training losses,
 // validation losses and test report; 37 validation and 29 test examples counted once each.
 TEST_F(ClassifyTrain, SameLossesAndReportAtEveryWorldSizeAndStage) {
