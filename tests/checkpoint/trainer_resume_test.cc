@@ -16,15 +16,6 @@ namespace {
 volatile std::sig_atomic_t g_own_handler_calls = 0;
 extern "C" void own_handler(int) { g_own_handler_calls = g_own_handler_calls + 1; }
 
-train::TrainResult train_on(int world, const train::TrainingArguments& arguments) {
-  train::TrainResult first;
-  run_ranks(world, [&](Communicator& comm) {
-    train::TrainResult result = train::train(arguments, comm, {.print = false});
-    if (comm.rank() == 0) first = std::move(result);
-  });
-  return first;
-}
-
 class TrainerResume : public ::testing::Test {
  protected:
   void SetUp() override { write_corpus(corpus_, 400); }

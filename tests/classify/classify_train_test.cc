@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../train/train_test_util.h"
+#include "classify_test_util.h"
 #include "zero/comm/thread_communicator.h"
 #include "zero/train/classification_data.h"
 #include "zero/train/trainer.h"
@@ -16,55 +17,6 @@ namespace zero::testing {
 namespace {
 
 using nlohmann::json;
-
-// `count` labelled lines: the label's topic words mixed with shared words, so the task is
-// learnable but not trivial. Labels are names or (integers = true) 2, 10, 33.
-void write_labelled_csv(const fs::path& file, int count, std::uint64_t seed,
-                        bool integers = false) {
-  static const char* kShared[] = {"the", "a", "of", "and", "is", "to", "my", "not", "where"};
-  static const char* kTopics[3][4] = {{"sea", "ship", "wave", "sail"},
-                                      {"sword", "battle", "crown", "king"},
-                                      {"heart", "love", "thee", "fair"}};
-  static const char* kNames[3] = {"sea", "war", "love"};
-  static const char* kNumbers[3] = {"2", "10", "33"};
-  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 7;
-  auto next = [&state] {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return state >> 33;
-  };
-  std::ofstream out(file);
-  out << "id,text,label\n";
-  for (int i = 0; i < count; ++i) {
-    const int label = static_cast<int>(next() % 3);
-    out << i << ",\"";
-    const int words = 3 + static_cast<int>(next() % 6);
-    for (int w = 0; w < words; ++w)
-      out << (w ? " " : "") << (next() % 3 == 0 ? kTopics[label][next() % 4] : kShared[next() % 9]);
-    out << "\"," << (integers ? kNumbers[label] : kNames[label]) << "\n";
-  }
-}
-
-train::TrainingArguments classify_arguments(const fs::path& folder, const fs::path& output) {
-  train::TrainingArguments arguments;
-  arguments.task = "text-classification";
-  arguments.train_files = {(folder / "train.csv").string()};
-  arguments.validation_files = {(folder / "validation.csv").string()};
-  arguments.test_files = {(folder / "test.csv").string()};
-  arguments.text_column_names = "text";
-  arguments.max_seq_length = 12;
-  arguments.config_overrides = "n_layer=2,n_embd=32,n_head=4,n_positions=16";
-  arguments.tokenizer_vocab_size = 300;
-  arguments.output_dir = output.string();
-  arguments.do_train = arguments.do_eval = arguments.do_predict = true;
-  arguments.per_device_train_batch_size = 8;
-  arguments.per_device_eval_batch_size = 3;
-  arguments.num_train_epochs = 2;  // 64 examples / 8: 8 steps per epoch
-  arguments.logging_steps = 1;
-  arguments.learning_rate = 3e-3;
-  arguments.save_strategy = train::IntervalStrategy::kNo;
-  arguments.plot = false;
-  return arguments;
-}
 
 class ClassifyTrain : public ::testing::Test {
  protected:
@@ -83,13 +35,6 @@ class ClassifyTrain : public ::testing::Test {
   }
   TempFolder folder_{"classify"};
 };
-
-std::vector<double> eval_losses(const train::TrainResult& result) {
-  std::vector<double> losses;
-  for (const train::LogEntry& entry : result.log_history)
-    if (entry.eval_loss) losses.push_back(*entry.eval_loss);
-  return losses;
-}
 
 // The same global batch (8) at worlds 1, 2, 4 and ZeRO stages 0-3: the same training losses,
 // validation losses and test report; 37 validation and 29 test examples counted once each.

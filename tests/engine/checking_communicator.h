@@ -124,6 +124,12 @@ class CheckingCommunicator final : public Communicator {
     std::lock_guard lock(mutex_);
     return checked_;
   }
+  // Collectives issued by the calling thread's rank that have not run to completion yet (a caller
+  // that returns with one queued leaves its buffers, and the communicator, to a later run).
+  std::uint64_t collectives_pending() const {
+    std::lock_guard lock(mutex_);
+    return sequence() - completed_;
+  }
 
  protected:
   void enqueue(const CollectiveInfo& info, const void* send, void* recv) override {
@@ -149,6 +155,8 @@ class CheckingCommunicator final : public Communicator {
       case CollectiveOp::kBarrier: inner_.barrier(info.label); break;
     }
     inner_.synchronize();
+    std::lock_guard lock(mutex_);
+    ++completed_;
   }
 
  private:
@@ -179,6 +187,7 @@ class CheckingCommunicator final : public Communicator {
   mutable std::mutex mutex_;
   std::vector<std::string> violations_;
   std::int64_t checked_ = 0;
+  std::uint64_t completed_ = 0;
 };
 
 }  // namespace zero::testing

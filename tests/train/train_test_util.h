@@ -1,5 +1,6 @@
 // Shared pieces of the trainer tests: a small deterministic corpus, a tiny model's arguments, a
-// DeepSpeed config per stage, temporary folders, a one-rank run and a JSON file's contents.
+// DeepSpeed config per stage, temporary folders, one-rank and thread-rank runs, the logged losses
+// and a JSON file's contents.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,9 +12,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zero/comm/communicator.h"
+#include "zero/comm/thread_communicator.h"
 #include "zero/train/arguments.h"
 #include "zero/train/trainer.h"
 
@@ -113,6 +116,23 @@ inline std::vector<double> logged_losses(const std::vector<train::LogEntry>& his
   for (const train::LogEntry& entry : history)
     if (entry.loss) losses.push_back(*entry.loss);
   return losses;
+}
+
+inline std::vector<double> eval_losses(const train::TrainResult& result) {
+  std::vector<double> losses;
+  for (const train::LogEntry& entry : result.log_history)
+    if (entry.eval_loss) losses.push_back(*entry.eval_loss);
+  return losses;
+}
+
+// `arguments` trained by `world` thread ranks, quietly; rank 0's result.
+inline train::TrainResult train_on(int world, const train::TrainingArguments& arguments) {
+  train::TrainResult first;
+  run_ranks(world, [&](Communicator& comm) {
+    train::TrainResult result = train::train(arguments, comm, {.print = false});
+    if (comm.rank() == 0) first = std::move(result);
+  });
+  return first;
 }
 
 // A test in a folder of its own with trainer_test's corpus: arguments(out, steps) is

@@ -7,6 +7,7 @@
 
 #include "best_model.h"
 #include "prepare.h"
+#include "zero/comm/host_collectives.h"
 #include "zero/core/error.h"
 #include "zero/train/trainer.h"
 
@@ -132,7 +133,7 @@ fs::path save_checkpoint(Communicator& communicator, Engine& engine, const fs::p
       rotate_keeping_best(output_dir, options.save_total_limit, options.best_checkpoint);
     }
   }
-  communicator.barrier("checkpoint rotated");
+  host_barrier(communicator, "checkpoint rotated");
   return folder;
 }
 

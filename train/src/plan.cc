@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <sstream>
 #include <string_view>
+#include <vector>
 
 #include "prepare.h"
+#include "zero/comm/host_collectives.h"
 #include "zero/comm/planning_communicator.h"
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
@@ -205,17 +207,28 @@ class PhaseRecorder {
   RankPlan& plan_;
 };
 
+// The trainer's host values at a log, the largest it exchanges between steps (every rank's memory
+// peak, Trainer::log_step), through all_gather_host as the trainer sends them: the device bytes
+// it stages are in the plan.
+void gather_log_values(Communicator& communicator, DeviceContext& context) {
+  const float peak = 0.0f;
+  std::vector<float> peaks(static_cast<std::size_t>(communicator.world_size()));
+  all_gather_host(communicator, context, {&peak, 1}, peaks, "memory peaks");
+}
+
 // The phases after loading, in the trainer's order (trainer.cc): training steps, an evaluation,
 // checkpoints (the engine's shard states read, a step after one), the final evaluation and save.
 // `steps(n)` runs n optimizer steps, `evaluate()` one evaluation micro-batch, `gather_all()`
 // gathers every unit in turn as the final save does.
 template <typename Steps, typename Evaluate, typename GatherAll>
-void plan_phases_after_load(const PlanSetup& setup, Engine& engine, PhaseRecorder& recorder,
-                            std::int64_t checkpoint_outside, std::int64_t save_outside, Steps steps,
-                            Evaluate evaluate, GatherAll gather_all) {
+void plan_phases_after_load(const PlanSetup& setup, Engine& engine, Communicator& communicator,
+                            PhaseRecorder& recorder, std::int64_t checkpoint_outside,
+                            std::int64_t save_outside, Steps steps, Evaluate evaluate,
+                            GatherAll gather_all) {
   const PhaseSchedule& phases = setup.phases;
   if (phases.train) {
     steps(setup.steps);
+    gather_log_values(communicator, engine.context());
     recorder.end(Phase::kTrain);
   }
   if (phases.evaluate && phases.train) {
@@ -256,8 +269,8 @@ void plan_phases_after_load(const PlanSetup& setup, Engine& engine, PhaseRecorde
   }
 }
 
-void plan_gpt2(const PlanSetup& setup, Engine& engine, int rank, RankPlan& plan,
-               PhaseRecorder& recorder) {
+void plan_gpt2(const PlanSetup& setup, Engine& engine, Communicator& communicator, int rank,
+               RankPlan& plan, PhaseRecorder& recorder) {
   const gpt2::GPT2Config& config = *setup.model;
   ZERO_CHECK(setup.batch_size >= 1 && setup.seq_len >= 1,
              "a plan needs a positive micro-batch, got B=", setup.batch_size, " T=", setup.seq_len);
@@ -307,7 +320,7 @@ void plan_gpt2(const PlanSetup& setup, Engine& engine, int rank, RankPlan& plan,
       }
   };
   plan_phases_after_load(
-      setup, engine, recorder, writer, plan.save_host_bytes, steps,
+      setup, engine, communicator, recorder, writer, plan.save_host_bytes, steps,
       [&] { model.eval_loss(tokens, tokens); },
       [&] { gpt2::gather_saved_units(engine, model.units()); });
   plan.activation_parts =
@@ -319,7 +332,8 @@ void plan_gpt2(const PlanSetup& setup, Engine& engine, int rank, RankPlan& plan,
 
 // Units of the largest layer's size, the remainder last: the engine's unit protocol (engine.h)
 // with no model between the calls.
-void plan_counts(const PlanSetup& setup, Engine& engine, RankPlan& plan, PhaseRecorder& recorder) {
+void plan_counts(const PlanSetup& setup, Engine& engine, Communicator& communicator, RankPlan& plan,
+                 PhaseRecorder& recorder) {
   ZERO_CHECK(setup.total_params >= 1 && setup.largest_layer_params >= 1,
              "a plan from parameter counts needs --params and --largest_layer_params >= 1");
   ZERO_CHECK(setup.largest_layer_params <= setup.total_params, "--largest_layer_params ",
@@ -353,7 +367,7 @@ void plan_counts(const PlanSetup& setup, Engine& engine, RankPlan& plan, PhaseRe
   PlanSetup without_evaluation = setup;  // no activations to evaluate with
   without_evaluation.phases.evaluate = false;
   plan_phases_after_load(
-      without_evaluation, engine, recorder, 0, 0, steps, [] {}, gather_all);
+      without_evaluation, engine, communicator, recorder, 0, 0, steps, [] {}, gather_all);
   plan.parameters = setup.total_params;
 }
 
@@ -375,9 +389,9 @@ RankPlan plan_rank(const PlanSetup& setup, int world_size, int rank) {
     Engine& engine = *engine_owner;
     PhaseRecorder recorder(context->ledger(), plan);
     if (setup.model) {
-      plan_gpt2(setup, engine, rank, plan, recorder);
+      plan_gpt2(setup, engine, communicator, rank, plan, recorder);
     } else {
-      plan_counts(setup, engine, plan, recorder);
+      plan_counts(setup, engine, communicator, plan, recorder);
     }
     for (UnitId unit = 0; unit < static_cast<UnitId>(engine.num_units()); ++unit) {
       sizes.push_back(engine.layout(unit).num_elements());

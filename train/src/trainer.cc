@@ -25,15 +25,14 @@
 #include "phase_memory.h"
 #include "preemption.h"
 #include "prepare.h"
+#include "rank_device.h"
 #include "run_outputs.h"
 #include "step_breakdown.h"
 #include "task.h"
 #include "zero/comm/host_collectives.h"
 #include "zero/config/ds_config.h"
 #include "zero/core/allocator.h"
-#include "zero/core/cpu_context.h"
 #include "zero/core/device_context.h"
-#include "zero/core/launch.h"
 #include "zero/core/memory_ledger.h"
 #include "zero/engine/engine.h"
 #include "zero/engine/memory_formula.h"
@@ -169,7 +168,7 @@ TrainResult Trainer::run() {
   // Planned, checked against the node and refused if a phase cannot fit, before any allocation.
   memory_.emplace(arguments_, prepared_, resume_.has_value(), world_, *device_, console_);
   // Every rank has checked everything before rank 0 writes anything.
-  communicator_.barrier("zero::train inputs checked");
+  host_barrier(communicator_, "zero::train inputs checked");
   if (rank_ == 0) fs::create_directories(output_dir_);
   for (const std::string& warning : prepared_.deepspeed.warnings)
     console_.say("config: %s\n", warning.c_str());
@@ -458,7 +457,7 @@ void Trainer::save_resumable(std::int64_t step) {
 // final evaluation and the saved model are the best one's; with save_total_limit 1 the other
 // checkpoints go (rank 0), as after Hugging Face's training.
 void Trainer::load_best_model() {
-  communicator_.barrier("best checkpoint saved");
+  host_barrier(communicator_, "best checkpoint saved");
   console_.say("loading the best model from %s (score: %g)\n", best_.checkpoint.c_str(),
                *best_.metric);
   task_->load_model(best_.checkpoint);
@@ -468,7 +467,7 @@ void Trainer::load_best_model() {
       if (entry.is_directory() && entry.path().filename().string().starts_with("checkpoint-") &&
           entry.path().filename() != fs::path(best_.checkpoint).filename())
         fs::remove_all(entry.path());
-  communicator_.barrier("best model loaded");
+  host_barrier(communicator_, "best model loaded");
 }
 
 void Trainer::stop_preempted(std::int64_t step) {
@@ -578,16 +577,8 @@ TrainResult train(const TrainingArguments& arguments, Communicator& communicator
                            options.print && communicator.rank() == 0);
     return planned;
   }
-  // The rank's device, chosen here and nowhere else. Every collective of the run (the engine's,
-  // the trainer's through host_collectives.h) takes buffers of this device: the communicator must
-  // take them where they live.
   std::unique_ptr<DeviceContext> device =
-      make_device_context(choose_device(arguments.use_cpu).device);
-  ZERO_CHECK(communicator.buffers() == device->device().kind, "zero::train: the model runs on ",
-             device->device().to_string(), " but the communicator (", communicator.backend(),
-             ") takes buffers of another kind of memory; make it with ",
-             "make_communicator(DeviceKind::",
-             device->device().kind == DeviceKind::kCpu ? "kCpu" : "kCuda", ")");
+      make_rank_device_context(arguments, communicator, options);
   if (arguments.auto_find_batch_size) {  // before anything is allocated
     TrainingArguments fitted = arguments;
     const std::string note = apply_auto_find_batch_size(fitted, communicator, *device);

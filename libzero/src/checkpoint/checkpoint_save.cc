@@ -28,8 +28,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Values as 16-bit pieces in fp32 (exact), all-gathered: every rank's `values` (the same count
-// on every rank), in rank order; staged through the context's device memory where the
-// communicator takes device buffers (NCCL).
+// on every rank), in rank order, staged through the context's device memory (all_gather_host).
 std::vector<std::uint64_t> all_gather_u64(Communicator& communicator, DeviceContext& context,
                                           const std::vector<std::uint64_t>& values) {
   std::vector<float> local(values.size() * 4);
@@ -136,8 +135,7 @@ CheckpointSave::CheckpointSave(Communicator& communicator, fs::path root, std::s
     fs::remove_all(staging_);
     fs::create_directories(staging_);
   }
-  communicator_.barrier("checkpoint staging folder");
-  communicator_.synchronize();  // the barrier is stream-ordered: the host waits for it
+  host_barrier(communicator_, "checkpoint staging folder");
 }
 
 CheckpointSave::~CheckpointSave() {
@@ -239,8 +237,7 @@ void CheckpointSave::write_engine(Engine& engine) {
 }
 
 fs::path CheckpointSave::commit() {
-  communicator_.barrier("checkpoint files written");
-  communicator_.synchronize();  // the barrier is stream-ordered: the host waits for it
+  host_barrier(communicator_, "checkpoint files written");
   const fs::path final_path = root_ / tag_;
   if (communicator_.rank() == 0) {
     for (const fs::directory_entry& entry : fs::recursive_directory_iterator(staging_))
@@ -259,8 +256,7 @@ fs::path CheckpointSave::commit() {
     write_file_atomically(root_ / kLatestFileName, tag_ + "\n");
   }
   committed_ = true;  // renamed: from here on a failure leaves the staging folder's name unused
-  communicator_.barrier("checkpoint committed");
-  communicator_.synchronize();  // the barrier is stream-ordered: the host waits for it
+  host_barrier(communicator_, "checkpoint committed");
   return final_path;
 }
 

@@ -13,8 +13,12 @@
 namespace zero {
 namespace {
 
-bool takes_host_buffers(const Communicator& communicator) {
-  return communicator.buffers() == DeviceKind::kCpu;
+// Host pointers only where the communicator takes host memory and the device's memory is not
+// host memory (a CUDA context beside a host communicator); everywhere else the values are staged
+// through the device allocator, as every other collective buffer of a run is.
+bool takes_host_pointers(const Communicator& communicator, const DeviceContext& context) {
+  return communicator.buffers() == DeviceKind::kCpu &&
+         !context.host_addressable(MemorySpace::kDevice);
 }
 
 // A device buffer of `count` floats holding `source` from float `offset` on.
@@ -40,7 +44,7 @@ void stage_out(DeviceContext& context, const Buffer& staging, std::span<float> d
 
 void all_reduce_host(Communicator& communicator, DeviceContext& context, std::span<float> values,
                      ReduceOp op, std::string_view label) {
-  if (takes_host_buffers(communicator)) {
+  if (takes_host_pointers(communicator, context)) {
     communicator.all_reduce(values.data(), values.data(), values.size(), DType::kFloat32, op,
                             label);
     communicator.synchronize();
@@ -53,12 +57,17 @@ void all_reduce_host(Communicator& communicator, DeviceContext& context, std::sp
   stage_out(context, staging, values);
 }
 
+void host_barrier(Communicator& communicator, std::string_view label) {
+  communicator.barrier(label);
+  communicator.synchronize();
+}
+
 void all_gather_host(Communicator& communicator, DeviceContext& context,
                      std::span<const float> send, std::span<float> recv, std::string_view label) {
   const std::size_t world = static_cast<std::size_t>(communicator.world_size());
   ZERO_CHECK(recv.size() == send.size() * world, "all_gather_host (", label, "): recv holds ",
              recv.size(), " values, expected ", send.size(), " x ", world, " ranks");
-  if (takes_host_buffers(communicator)) {
+  if (takes_host_pointers(communicator, context)) {
     communicator.all_gather(send.data(), recv.data(), send.size(), DType::kFloat32, label);
     communicator.synchronize();
     return;

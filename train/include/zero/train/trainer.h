@@ -5,12 +5,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "zero/comm/communicator.h"
+#include "zero/core/device.h"
+#include "zero/core/device_context.h"
 #include "zero/core/error.h"
 #include "zero/engine/optimizer.h"
 #include "zero/train/arguments.h"
@@ -80,12 +83,21 @@ struct RunOptions {
   bool print = true;  // log lines on stdout and progress bars on stderr (rank 0)
   // SIGINT (Ctrl-C) stops the run as SIGTERM does (the Python module, `zero.train`).
   bool stop_on_interrupt = false;
+  // The rank's device context for `device`, the device train() chose (choose_device: --use_cpu,
+  // LOCAL_RANK, the visible GPUs); empty: make_device_context(device). For a backend of one's
+  // own, or a test double that watches where buffers live (tests/train/trainer_device_test.cc).
+  // Called once per train(), on the calling thread, before any collective; the context must be
+  // on `device` (train() checks it), and train() destroys it before it returns.
+  std::function<std::unique_ptr<DeviceContext>(const Device& device)> make_device_context = {};
 };
 
-// Runs on every rank of `communicator` (all ranks, same arguments). Throws InputError for bad
-// input (before output_dir is touched) and zero::Error for failures while running. While it runs,
-// SIGTERM and SIGUSR1 (and SIGINT with options.stop_on_interrupt) make every rank finish the step,
-// save a checkpoint and return with `preempted` set; a second signal exits the process at once with
+// Runs on every rank of `communicator` (all ranks, same arguments), on the rank's device context
+// (options.make_device_context). Every collective of the run, the trainer's host values included,
+// takes buffers of that context's device allocator, so `communicator.buffers()` must be the
+// device's kind; none is still queued when it returns. Throws InputError for bad input (before
+// output_dir is touched) and zero::Error for failures while running. While it runs, SIGTERM and
+// SIGUSR1 (and SIGINT with options.stop_on_interrupt) make every rank finish the step, save a
+// checkpoint and return with `preempted` set; a second signal exits the process at once with
 // 128 + the signal (the previous handlers are back when it returns).
 TrainResult train(const TrainingArguments& arguments, Communicator& communicator,
                   const RunOptions& options = {});
