@@ -174,7 +174,9 @@ void time_gelu_and_attention(Bench& b) {
   auto* h16 = b.arena.take<std::uint16_t>(N * 4 * C);
   b.add("gelu_forward (bf16 out)", shape_of(N, 4 * C), int(L), 1.5 * N * 4 * C * 4, false,
         [&] { cuda::gelu_forward(h16, DType::kBFloat16, h, N * 4 * C, nullptr); });
-  b.add("gelu_backward", shape_of(N, 4 * C), int(L), 3.0 * N * 4 * C * 4, false,
+  // GELU's backward as its own pass: 0 calls, fc's backward applies it in its staged pass
+  // (gelu_bias_backward_staged, below).
+  b.add("gelu_backward", shape_of(N, 4 * C), 0, 3.0 * N * 4 * C * 4, false,
         [&] { cuda::gelu_backward(dh, h, dh, N * 4 * C, nullptr); });
   // Attention: the tiled kernels (the model's), and the plain ones with their T×T probabilities.
   float* out = b.arena.take<float>(N * C);
@@ -221,9 +223,38 @@ void time_gelu_and_attention(Bench& b) {
   });
 }
 
+// The bf16 linear backward's one pass over dout (fp32, N × OC) per linear: dbias's column sums and
+// dout rounded into the GEMMs' bf16 staging (read 4 bytes, write 2 per element); fc's also reads
+// the GELU's pre-activation and applies GELU's backward (gelu_bias_backward_staged: 10 bytes per
+// element, where gelu_backward then bias_backward_staged moved 12 + 6). The passes fc's replaced,
+// and the fp32 run's bias_backward, count 0 calls.
+void time_bias_passes(Bench& b, const float* dout, std::uint16_t* staged) {
+  const std::int64_t N = b.N(), C = b.C, L = b.L;
+  constexpr DType kBf16 = DType::kBFloat16;
+  float* dbias = b.arena.take<float>(4 * C);
+  float* preactivation = b.arena.take<float>(N * 4 * C);
+  struct Pass {
+    const char* linear;
+    std::int64_t OC;
+    int calls;
+  };
+  for (const Pass& p : {Pass{"qkv", 3 * C, int(L)}, Pass{"attn_proj, fc_proj", C, int(2 * L)},
+                        Pass{"fc (unfused)", 4 * C, 0}}) {
+    b.add(std::string("bias_backward_staged ") + p.linear, shape_of(N, p.OC), p.calls,
+          6.0 * N * p.OC, false,
+          [&] { cuda::bias_backward_staged(dbias, staged, kBf16, dout, N, p.OC, nullptr); });
+  }
+  b.add("gelu_bias_backward_staged fc", shape_of(N, 4 * C), int(L), 10.0 * N * 4 * C, false, [&] {
+    cuda::gelu_bias_backward_staged(dbias, staged, kBf16, dout, preactivation, N, 4 * C, nullptr);
+  });
+  b.add("bias_backward (fp32)", shape_of(N, 3 * C), 0, double(N) * 3 * C * 4, false,
+        [&] { cuda::bias_backward(dbias, dout, N, 3 * C, nullptr); });
+}
+
 // bf16 operands, fp32 accumulation and output, as the model's bf16 path: forward out = inp · W,
 // backward dinp = dout · Wᵀ and dW += inpᵀ · dout, per layer and the lm head; then the bias
-// backward and the fused softmax + cross-entropy over the padded vocabulary (fp32 logits).
+// passes (time_bias_passes) and the fused softmax + cross-entropy over the padded vocabulary (fp32
+// logits).
 void time_gemms_and_loss(Bench& b) {
   const std::int64_t N = b.N(), C = b.C, L = b.L, Vp = b.Vp;
   struct Linear {
@@ -258,9 +289,7 @@ void time_gemms_and_loss(Bench& b) {
                  kFp32, {}, nullptr);
     });
   }
-  float* dbias = b.arena.take<float>(4 * C);
-  b.add("bias_backward", shape_of(N, 3 * C), int(4 * L), double(N) * 3 * C * 4, false,
-        [&] { cuda::bias_backward(dbias, out32, N, 3 * C, nullptr); });
+  time_bias_passes(b, out32, d16);
   float* losses = b.arena.take<float>(N);
   float* logsumexp = b.arena.take<float>(N);
   b.add("crossentropy_forward", shape_of(N, Vp), 1, double(N) * Vp * 4, false, [&] {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/random_inputs.h"
 #include "../common/tiny_gpt2.h"
 #include "zero/core/allocator.h"
 #include "zero/core/device.h"
@@ -34,6 +35,8 @@
 
 namespace zero::gpt2 {
 namespace {
+
+using zero::testing::random_vector;
 
 class GPT2ComputeCudaTest : public ::testing::TestWithParam<DType> {
  protected:
@@ -355,6 +358,118 @@ TEST_P(GPT2KernelRowsCudaTest, RowOperationsMatchTheCpuKernelsBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TableDtypes, GPT2KernelRowsCudaTest,
+                         ::testing::Values(DType::kFloat32, DType::kBFloat16, DType::kFloat16),
+                         [](const auto& test) { return std::string(name_of(test.param)); });
+
+// The kernel seam's linear backward of a linear whose forward ran the GELU epilogue (fc's: dout
+// the gradient of gelu(out), gelu_preactivation the forward's out), over fp32, bf16 and fp16
+// parameters, fp32 gradients, at N 300 (past a 256-row chunk), C 40, OC 72 (not a multiple of 32).
+class GPT2KernelLinearCudaTest : public GPT2KernelRowsCudaTest {
+ protected:
+  static constexpr std::int64_t N = 300, C = 40, OC = 72;
+  struct Outputs {
+    std::vector<float> dinp, dweight, dbias, dout;
+  };
+  // One CUDA linear_backward on uploads of these values (dweight and dbias += from `dweight_`
+  // and `dbias_`), with or without the GELU and the bias; what it wrote, and dout after it.
+  Outputs cuda_linear_backward(const std::vector<float>& dout, bool gelu, bool bias);
+  std::vector<float> floats(const Buffer& buffer, std::int64_t count) {
+    std::vector<float> values(static_cast<std::size_t>(count));
+    const auto bytes = download(buffer.data(), values.size() * sizeof(float));
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+    return values;
+  }
+  Buffer upload(const std::vector<float>& values) {
+    return GPT2KernelRowsCudaTest::upload(values.data(), values.size() * sizeof(float));
+  }
+  std::vector<unsigned char> weight_;  // (C, OC) in the parameters' dtype
+  const std::vector<float> inp_ = random_vector(N * C, 13),
+                           preactivation_ = random_vector(N * OC, 11, 3.0),
+                           dweight_ = random_vector(C * OC, 15), dbias_ = random_vector(OC, 16);
+};
+
+GPT2KernelLinearCudaTest::Outputs GPT2KernelLinearCudaTest::cuda_linear_backward(
+    const std::vector<float>& dout, bool gelu, bool bias) {
+  const std::unique_ptr<Kernels> gpu = make_kernels(*cuda_);
+  Buffer weight = GPT2KernelRowsCudaTest::upload(weight_.data(), weight_.size());
+  Buffer inp = upload(inp_), d_dout = upload(dout), preactivation = upload(preactivation_),
+         dweight = upload(dweight_), dbias = upload(dbias_), dinp = upload(inp_);
+  const std::int64_t staged = N * std::max(C, OC);
+  Allocator& device = cuda_->allocator(MemorySpace::kDevice);
+  Buffer staged_a = device.allocate(staged * 2, MemoryCategory::kWorkspace),
+         staged_b = device.allocate(staged * 2, MemoryCategory::kWorkspace);
+  GemmScratch scratch;
+  scratch.staged_a = staged_a.data();
+  scratch.staged_b = staged_b.data();
+  scratch.staged_a_elements = scratch.staged_b_elements = staged;
+  gpu->linear_backward(cuda_->compute_stream(),
+                       {dinp.data_as<float>(),
+                        {dweight.data(), DType::kFloat32},
+                        bias ? dbias.data_as<float>() : nullptr,
+                        d_dout.data_as<float>(),
+                        inp.data_as<const float>(),
+                        {weight.data(), GetParam()},
+                        N,
+                        C,
+                        OC,
+                        gelu ? preactivation.data_as<const float>() : nullptr},
+                       scratch);
+  return {floats(dinp, N * C), floats(dweight, C * OC), floats(dbias, OC), floats(d_dout, N * OC)};
+}
+
+// CUDA: with a bias (16-bit: the one staged pass, gelu_bias_backward_staged) bit for bit the call
+// given g = dout ⊙ gelu'(x) without the GELU (the unfused form), g being what the call without a
+// bias leaves in dout (there CUDA applies GELU's backward in place, as LinearBackward allows);
+// with 16-bit parameters the staged pass leaves dout as it was, with fp32 it holds g. Against the
+// CPU Kernels' same call: relative to each tensor's largest magnitude, g 2e-5 (Eigen's tanh
+// against tanhf), the rest 1e-4 with fp32 parameters, 5e-2 with 16-bit ones (the CPU may
+// multiply by dout unrounded).
+TEST_P(GPT2KernelLinearCudaTest, LinearBackwardAppliesGeluWhereItReadsDout) {
+  const DType dtype = GetParam();
+  const auto weight32 = random_vector(C * OC, 12, 0.5), dout = random_vector(N * OC, 14);
+  weight_.resize(weight32.size() * size_of(dtype));
+  convert(weight32.data(), DType::kFloat32, weight_.data(), dtype, weight32.size());
+  const Outputs no_bias = cuda_linear_backward(dout, /*gelu=*/true, /*bias=*/false);
+  const std::vector<float>& g = no_bias.dout;
+  const Outputs unfused = cuda_linear_backward(g, /*gelu=*/false, /*bias=*/true);
+  const Outputs fused = cuda_linear_backward(dout, /*gelu=*/true, /*bias=*/true);
+  EXPECT_EQ(fused.dinp, unfused.dinp);
+  EXPECT_EQ(fused.dweight, unfused.dweight);
+  EXPECT_EQ(fused.dbias, unfused.dbias);
+  EXPECT_EQ(no_bias.dinp, unfused.dinp);
+  EXPECT_EQ(no_bias.dweight, unfused.dweight);
+  EXPECT_EQ(no_bias.dbias, dbias_);
+  EXPECT_EQ(fused.dout, dtype == DType::kFloat32 ? g : dout);
+
+  const std::unique_ptr<Kernels> cpu = make_kernels(*cpu_);
+  std::vector<float> dinp(N * C), dweight = dweight_, dbias = dbias_, cpu_dout = dout;
+  std::vector<std::uint16_t> staged_a(N * std::max(C, OC)), staged_b(staged_a.size());
+  GemmScratch scratch;
+  scratch.staged_a = staged_a.data();
+  scratch.staged_b = staged_b.data();
+  scratch.staged_a_elements = scratch.staged_b_elements =
+      static_cast<std::int64_t>(staged_a.size());
+  cpu->linear_backward(cpu_->compute_stream(),
+                       {dinp.data(),
+                        {dweight.data(), DType::kFloat32},
+                        dbias.data(),
+                        cpu_dout.data(),
+                        inp_.data(),
+                        {weight_.data(), dtype},
+                        N,
+                        C,
+                        OC,
+                        preactivation_.data()},
+                       scratch);
+  cpu_->compute_stream().synchronize();
+  const double tolerance = dtype == DType::kFloat32 ? 1e-4 : 5e-2;
+  EXPECT_LT(relative_error(g, cpu_dout), 2e-5) << "g (the CPU applies it in place too)";
+  EXPECT_LT(relative_error(fused.dinp, dinp), tolerance) << "dinp";
+  EXPECT_LT(relative_error(fused.dweight, dweight), tolerance) << "dweight";
+  EXPECT_LT(relative_error(fused.dbias, dbias), tolerance) << "dbias";
+}
+
+INSTANTIATE_TEST_SUITE_P(ParameterDtypes, GPT2KernelLinearCudaTest,
                          ::testing::Values(DType::kFloat32, DType::kBFloat16, DType::kFloat16),
                          [](const auto& test) { return std::string(name_of(test.param)); });
 

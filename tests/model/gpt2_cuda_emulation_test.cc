@@ -110,6 +110,47 @@ TEST_P(Gpt2CudaEmulation, LayernormMatchesTheCpuKernels) {
   }
 }
 
+// fc's 16-bit backward pass (StagedGeluBiasTerms, gelu_bias_backward_staged): g = dout ⊙
+// gelu'(x) rounded into the staging and summed into dbias, in one pass. Against the two passes it
+// replaces, run the same way (gelu_backward_body, then StagedBiasTerms over the fp32 g): the
+// staging and dbias bit for bit, the staging being that g rounded to nearest even. Against the
+// CPU oracle (cpu::gelu_backward, cpu::bias_backward): g and dbias within 1e-5 relative L2.
+TEST_P(Gpt2CudaEmulation, GeluStagedBiasPassMatchesTheUnfusedPasses) {
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(::testing::Message() << "N " << s.B * s.T << " C " << s.C);
+    const std::int64_t N = s.B * s.T, C = s.C, n = N * C;
+    const auto dout = random_vector(n, 1), preactivation = random_vector(n, 2, 3.0),
+               initial = random_vector(C, 3);
+    auto g_expected = nan_vector(n), dbias_expected = initial;
+    cpu::gelu_backward(g_expected.data(), preactivation.data(), dout.data(), n);
+    cpu::bias_backward(dbias_expected.data(), g_expected.data(), N, C);
+    auto g = nan_vector(n);
+    emulate(cuda::elementwise_launch(n), [&](auto& thread, auto&) {
+      cuda::gelu_backward_body(thread, g.data(), preactivation.data(), dout.data(), n);
+    });
+    EXPECT_CLOSE(g, g_expected);
+    auto check = [&](auto element, const char* name) {
+      using T = decltype(element);
+      SCOPED_TRACE(name);
+      std::vector<T> staged(static_cast<std::size_t>(n), T{0xffff}), unfused_staged = staged;
+      auto dbias = initial, unfused_dbias = initial;
+      column_sums(dbias.data(), static_cast<float*>(nullptr),
+                  cuda::StagedGeluBiasTerms<T>{dout.data(), preactivation.data(), staged.data()}, N,
+                  C);
+      column_sums(unfused_dbias.data(), static_cast<float*>(nullptr),
+                  cuda::StagedBiasTerms<T>{g.data(), unfused_staged.data()}, N, C);
+      EXPECT_EQ(dbias, unfused_dbias);
+      EXPECT_CLOSE(dbias, dbias_expected);
+      for (std::size_t i = 0; i < staged.size(); ++i) {
+        ASSERT_EQ(staged[i].bits, unfused_staged[i].bits) << "element " << i;
+        ASSERT_EQ(staged[i].bits, kernels::Element<T>::narrow(g[i]).bits) << "element " << i;
+      }
+    };
+    check(BFloat16{}, "bf16");
+    check(Float16{}, "fp16");
+  }
+}
+
 // Past 256 chunks of kNormRows rows the chunk table's column sums take two row chunks; the last
 // block has fewer rows than warps.
 TEST_P(Gpt2CudaEmulation, LayernormBackwardSumsManyChunks) {

@@ -444,40 +444,41 @@ TEST_F(Gpt2CudaTest, CublasLtBiasAndGeluEpilogues) {
                Error);
 }
 
-// GELU's backward in the GEMM's epilogue (cuBLASLt's DGELU, what a 16-bit linear backward with a
-// GELU input runs): (A · B) ⊙ gelu'(pre), against the CPU's product and gelu_backward, fp32 and
-// bf16 operands, and the GEMM then gelu_backward as the reference on the device.
-TEST_F(Gpt2CudaTest, CublasLtGeluBackwardEpilogue) {
-  const std::int64_t M = 29, N = 64, K = 48;  // N a multiple of 8: the aux matrix's ld
-  const auto A = random_vector(M * K, 1, 0.5), B = random_vector(N * K, 2, 0.5),
-             pre = random_vector(M * N, 3, 2.0);
-  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+// fc's 16-bit backward pass (gelu_bias_backward_staged): GELU's backward, the staging and dbias in
+// one pass, bit for bit what the passes it replaced give (gelu_backward, then bias_backward_staged
+// over its fp32 output), bf16 and fp16, at an odd shape (past a 256-row chunk, OC not a multiple
+// of 32); dout and the pre-activation left as they were; that g against the CPU's; an fp32
+// staging refused.
+TEST_F(Gpt2CudaTest, GeluStagedBiasPassMatchesTheUnfusedPasses) {
+  const std::int64_t N = 300, OC = 97;
+  const auto dout = random_vector(N * OC, 1), pre = random_vector(N * OC, 2, 3.0),
+             bias = random_vector(OC, 3);
+  DeviceArray<float> d_dout(dout), d_pre(pre), d_g(N * OC);
+  cuda::gelu_backward(d_g.get(), d_pre.get(), d_dout.get(), N * OC, nullptr);
+  std::vector<float> g(N * OC);
+  auto dbias = bias;
+  cpu::gelu_backward(g.data(), pre.data(), dout.data(), N * OC);
+  cpu::bias_backward(dbias.data(), g.data(), N, OC);
+  // GeluForwardBackward's tolerances (Eigen's tanh against tanhf).
+  expect_close(d_g.host(), g, kFp32, 2e-5, "g");
+  expect_relative_l2(d_g.host(), g, 1e-5, "g");
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
     SCOPED_TRACE(std::string(name_of(dtype)));
-    const std::vector<float> a = dtype == DType::kFloat32 ? A : widen(narrow(A, dtype), dtype);
-    const std::vector<float> b = dtype == DType::kFloat32 ? B : widen(narrow(B, dtype), dtype);
-    std::vector<float> product(M * N), expected(M * N);
-    cpu::gemm(false, true, M, N, K, 1.0f, a.data(), K, b.data(), K, 0.0f, product.data(), N);
-    cpu::gelu_backward(expected.data(), pre.data(), product.data(), M * N);
-    DeviceArray<float> d_A(A), d_B(B), d_pre(pre), d_out(M * N), d_unfused(M * N);
-    DeviceArray<std::uint16_t> d_A16(narrow(A, DType::kBFloat16)),
-        d_B16(narrow(B, DType::kBFloat16));
-    const void* first =
-        dtype == DType::kFloat32 ? static_cast<const void*>(d_A.get()) : d_A16.get();
-    const void* second =
-        dtype == DType::kFloat32 ? static_cast<const void*>(d_B.get()) : d_B16.get();
-    cuda::GemmEpilogue epilogue;
-    epilogue.gelu_input = d_pre.get();
-    ASSERT_TRUE(cuda::try_gemm(false, true, M, N, K, first, K, second, K, dtype, 0.0f, d_out.get(),
-                               N, DType::kFloat32, epilogue, nullptr))
-        << "cuBLASLt has no DGELU algorithm for this problem (linear_backward runs it unfused)";
-    cuda::gemm(false, true, M, N, K, first, K, second, K, dtype, 0.0f, d_unfused.get(), N,
-               DType::kFloat32, {}, nullptr);
-    cuda::gelu_backward(d_unfused.get(), d_pre.get(), d_unfused.get(), M * N, nullptr);
-    // cuBLASLt's tanh is not the CPU's (CublasLtBiasAndGeluEpilogues): 1e-4, and 1e-4 relative.
-    expect_close(d_out.host(), expected, 1e-4, 1e-4 * std::sqrt(double(K)), "DGELU epilogue");
-    expect_close(d_out.host(), d_unfused.host(), 1e-4, 1e-5 * std::sqrt(double(K)),
-                 "DGELU epilogue against the unfused kernels");
+    DeviceArray<float> d_dbias(bias), d_unfused_dbias(bias);
+    DeviceArray<std::uint16_t> d_staged(N * OC), d_unfused_staged(N * OC);
+    cuda::gelu_bias_backward_staged(d_dbias.get(), d_staged.get(), dtype, d_dout.get(), d_pre.get(),
+                                    N, OC, nullptr);
+    cuda::bias_backward_staged(d_unfused_dbias.get(), d_unfused_staged.get(), dtype, d_g.get(), N,
+                               OC, nullptr);
+    EXPECT_EQ(d_dbias.host(), d_unfused_dbias.host());
+    EXPECT_EQ(d_staged.host(), d_unfused_staged.host());
+    expect_close(d_dbias.host(), dbias, kFp32, 2e-5 * std::sqrt(double(N)), "dbias");
   }
+  EXPECT_EQ(d_dout.host(), dout);
+  EXPECT_EQ(d_pre.host(), pre);
+  EXPECT_THROW(cuda::gelu_bias_backward_staged(d_g.get(), d_dout.get(), DType::kFloat32,
+                                               d_dout.get(), d_pre.get(), N, OC, nullptr),
+               Error);
 }
 
 // The 16-bit linear backward's one pass over dout: dbias as bias_backward's bit for bit, and dout

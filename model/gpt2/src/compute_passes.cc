@@ -288,15 +288,15 @@ void GPT2Compute::backward_block(int layer, ConstUnitData params, UnitData grads
   float* datty = workspace("datty");
 
   const DropoutSite mlp_dropout = dropout_site(site + 3, config_.resid_pdrop);
-  const float* dfcproj = dresidual;
+  float* dfcproj = dresidual;
   if (mlp_dropout.active()) {
     k.dropout_backward(s, dproj, dresidual, B_, T_, C, mlp_dropout);
     dfcproj = dproj;
   }
-  // dhidden = (dfcproj · fcprojᵀ) ⊙ gelu'(fch): the GELU's backward fused into the GEMM's.
+  // dhidden = dfcproj · fcprojᵀ, the gradient of gelu(fch); fc's backward applies GELU's
+  // (dhidden ⊙ gelu'(fch)) where it reads dhidden, which it may overwrite.
   k.linear_backward(s,
                     {dhidden,
-                     a.fch,
                      {g.fcproj_weight, grads.dtype},
                      g.fcproj_bias,
                      dfcproj,
@@ -308,7 +308,6 @@ void GPT2Compute::backward_block(int layer, ConstUnitData params, UnitData grads
                     scratch);
   k.linear_backward(s,
                     {dln,
-                     nullptr,
                      {g.fc_weight, grads.dtype},
                      g.fc_bias,
                      dhidden,
@@ -316,20 +315,20 @@ void GPT2Compute::backward_block(int layer, ConstUnitData params, UnitData grads
                      {p.fc_weight, dtype},
                      N,
                      C,
-                     H},
+                     H,
+                     a.fch},
                     scratch);
   k.layernorm_backward(s, dresidual, g.ln2_weight, g.ln2_bias, dln, a.residual2, p.ln2_weight,
                        a.ln2_mean, a.ln2_rstd, N, C);
 
   const DropoutSite attention_out_dropout = dropout_site(site + 2, config_.resid_pdrop);
-  const float* dattproj = dresidual;
+  float* dattproj = dresidual;
   if (attention_out_dropout.active()) {
     k.dropout_backward(s, dproj, dresidual, B_, T_, C, attention_out_dropout);
     dattproj = dproj;
   }
   k.linear_backward(s,
                     {datty,
-                     nullptr,
                      {g.attproj_weight, grads.dtype},
                      g.attproj_bias,
                      dattproj,
@@ -344,7 +343,6 @@ void GPT2Compute::backward_block(int layer, ConstUnitData params, UnitData grads
                        config_.n_head, dropout_site(site + 1, config_.attn_pdrop), dtype, scratch);
   k.linear_backward(s,
                     {dln,
-                     nullptr,
                      {g.qkv_weight, grads.dtype},
                      g.qkv_bias,
                      dqkv,

@@ -259,8 +259,11 @@ void CpuKernels::linear_forward_now(const LinearForward& c, const GemmScratch& s
     cpu::gelu_forward(c.gelu_out.fp32("GPT-2 CPU linear_forward (gelu_out)"), out, c.N * c.OC);
 }
 
+// GELU's backward in place on dout (LinearBackward's contract), then the linear's.
 void CpuKernels::linear_backward_now(const LinearBackward& c, const GemmScratch& scratch) {
   const float* inp = c.inp.fp32("GPT-2 CPU linear_backward (inp)");
+  if (c.gelu_preactivation != nullptr)
+    cpu::gelu_backward(c.dout, c.gelu_preactivation, c.dout, c.N * c.OC);
   if (c.weight.dtype == DType::kFloat32 && c.dweight.dtype == DType::kFloat32) {
     cpu::matmul_backward(c.dinp, static_cast<float*>(c.dweight.data), c.dbias, c.dout, inp,
                          static_cast<const float*>(c.weight.data), c.N, c.C, c.OC);
@@ -270,8 +273,6 @@ void CpuKernels::linear_backward_now(const LinearBackward& c, const GemmScratch&
     grad_gemm_now({c.C, c.OC, c.N, inp, c.C, c.dout, c.dweight, c.weight.dtype}, scratch);
     if (c.dbias != nullptr) cpu::bias_backward(c.dbias, c.dout, c.N, c.OC);
   }
-  if (c.gelu_input != nullptr && c.dinp != nullptr)
-    cpu::gelu_backward(c.dinp, c.gelu_input, c.dinp, c.N * c.C);
 }
 
 }  // namespace

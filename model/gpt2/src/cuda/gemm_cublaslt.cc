@@ -155,15 +155,13 @@ struct Preference {
 };
 
 // The cached plan of `key`, made on first use: layouts and the heuristic's first algorithm for
-// `operation` (whose attributes besides the bias and aux pointers the key determines). Null when
-// the heuristic has none and the call is not `required` (remembered: asked once per problem).
-const Plan* plan_for(const PlanKey& key, cublasLtHandle_t handle, cublasLtMatmulDesc_t operation,
-                     bool required) {
+// `operation` (whose attributes besides the bias and aux pointers the key determines).
+const Plan* plan_for(const PlanKey& key, cublasLtHandle_t handle, cublasLtMatmulDesc_t operation) {
   Library& lib = library();
   std::lock_guard lock(lib.mutex);
   auto [entry, inserted] = lib.plans.try_emplace(key);
   std::unique_ptr<Plan>& slot = entry->second;
-  if (!inserted && (slot || !required)) return slot.get();
+  if (!inserted && slot) return slot.get();
   auto plan = std::make_unique<Plan>();
   const cudaDataType_t ab_type = cuda_type(key.ab_dtype), c_type = cuda_type(key.c_dtype);
   const auto& d = key.dims;
@@ -187,7 +185,6 @@ const Plan* plan_for(const PlanKey& key, cublasLtHandle_t handle, cublasLtMatmul
   const cublasStatus_t status = lt().cublasLtMatmulAlgoGetHeuristic(
       handle, operation, plan->first, plan->second, plan->output, plan->output,
       preference.preference, 1, &heuristic, &found);
-  if (!required && (status != CUBLAS_STATUS_SUCCESS || found == 0)) return nullptr;
   ZERO_CUBLAS_CHECK(status);
   ZERO_CHECK(found > 0, "gemm: cuBLASLt has no algorithm for the column-major problem (", d[6],
              " x ", d[7], ", inner ", key.first_transposed ? d[0] : d[1], ") ",
@@ -218,30 +215,21 @@ LtProblem lt_problem(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N,
   return p;
 }
 
-namespace {
-
-// gemm(), or (not `required`) false without running anything when cuBLASLt has no algorithm.
-bool run_gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
-              const void* A, std::int64_t lda, const void* B, std::int64_t ldb, DType ab_dtype,
-              float beta, void* C, std::int64_t ldc, DType c_dtype, const GemmEpilogue& epilogue,
-              cudaStream_t stream, bool required) {
+void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const void* A,
+          std::int64_t lda, const void* B, std::int64_t ldb, DType ab_dtype, float beta, void* C,
+          std::int64_t ldc, DType c_dtype, const GemmEpilogue& epilogue, cudaStream_t stream) {
   ZERO_CHECK(c_dtype == ab_dtype || c_dtype == DType::kFloat32, "gemm: C is ", name_of(c_dtype),
              " with ", name_of(ab_dtype), " operands (C must be fp32 or the operands' dtype)");
   ZERO_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm: negative shape M=", M, " N=", N, " K=", K);
   ZERO_CHECK(ldc >= N && lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N),
              "gemm: leading dimensions lda=", lda, " ldb=", ldb, " ldc=", ldc,
              " too small for M=", M, " N=", N, " K=", K);
-  const bool has_epilogue =
-      epilogue.bias != nullptr || epilogue.gelu || epilogue.gelu_input != nullptr;
+  const bool has_epilogue = epilogue.bias != nullptr || epilogue.gelu;
   ZERO_CHECK(!has_epilogue || beta == 0.0f, "gemm: beta = ", beta,
              " with a bias/GELU epilogue (the epilogue needs beta = 0)");
   ZERO_CHECK(epilogue.pre_gelu == nullptr || (epilogue.gelu && ldc % 8 == 0),
              "gemm: pre_gelu needs gelu and ldc (", ldc, ") a multiple of 8 (cuBLASLt's AUX_LD)");
-  ZERO_CHECK(epilogue.gelu_input == nullptr ||
-                 (!epilogue.gelu && epilogue.bias == nullptr && ldc % 8 == 0),
-             "gemm: gelu_input (GELU's backward) takes no other epilogue and ldc (", ldc,
-             ") a multiple of 8 (cuBLASLt's AUX_LD)");
-  if (M == 0 || N == 0) return true;
+  if (M == 0 || N == 0) return;
 
   MatmulDesc operation;
   ZERO_CUBLAS_CHECK(lt().cublasLtMatmulDescCreate(&operation.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -260,14 +248,12 @@ bool run_gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::i
     mode = epilogue.bias != nullptr ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
   else if (epilogue.bias != nullptr)
     mode = CUBLASLT_EPILOGUE_BIAS;
-  else if (epilogue.gelu_input != nullptr)
-    mode = CUBLASLT_EPILOGUE_DGELU;
   ZERO_CUBLAS_CHECK(lt().cublasLtMatmulDescSetAttribute(
       operation.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &mode, sizeof(mode)));
   if (epilogue.bias != nullptr)
     ZERO_CUBLAS_CHECK(lt().cublasLtMatmulDescSetAttribute(
         operation.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epilogue.bias, sizeof(void*)));
-  const void* aux = epilogue.pre_gelu != nullptr ? epilogue.pre_gelu : epilogue.gelu_input;
+  const void* aux = epilogue.pre_gelu;
   if (aux != nullptr) {
     ZERO_CUBLAS_CHECK(lt().cublasLtMatmulDescSetAttribute(
         operation.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(void*)));
@@ -289,30 +275,11 @@ bool run_gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::i
   key.aux_ld = aux != nullptr ? ldc : 0;
   key.alignments = {alignment_of(B), alignment_of(A), alignment_of(C), alignment_of(C)};
   auto [handle, workspace] = handle_and_workspace(key.device, stream);
-  const Plan* plan = plan_for(key, handle, operation.desc, required);
-  if (plan == nullptr) return false;
+  const Plan* plan = plan_for(key, handle, operation.desc);
   const float alpha = 1.0f;
   ZERO_CUBLAS_CHECK(lt().cublasLtMatmul(handle, operation.desc, &alpha, B, plan->first, A,
                                         plan->second, &beta, C, plan->output, C, plan->output,
                                         &plan->algorithm, workspace, kWorkspaceBytes, stream));
-  return true;
-}
-
-}  // namespace
-
-void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const void* A,
-          std::int64_t lda, const void* B, std::int64_t ldb, DType ab_dtype, float beta, void* C,
-          std::int64_t ldc, DType c_dtype, const GemmEpilogue& epilogue, cudaStream_t stream) {
-  run_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, ab_dtype, beta, C, ldc, c_dtype, epilogue,
-           stream, /*required=*/true);
-}
-
-bool try_gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
-              const void* A, std::int64_t lda, const void* B, std::int64_t ldb, DType ab_dtype,
-              float beta, void* C, std::int64_t ldc, DType c_dtype, const GemmEpilogue& epilogue,
-              cudaStream_t stream) {
-  return run_gemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, ab_dtype, beta, C, ldc, c_dtype,
-                  epilogue, stream, /*required=*/false);
 }
 
 std::size_t gemm_plans_cached() {

@@ -67,31 +67,37 @@ void CudaKernels::linear_forward_16bit_out(Stream& stream, const LinearForward& 
 
 // 16-bit parameters: dout is read once, by one pass that rounds it into staged_b (both GEMMs' dout
 // operand) and sums dbias's columns; an fp32 inp is rounded into staged_a (a 16-bit one, the
-// forward's gemm_input_dtype activation, is the operand as it is). With gelu_input, GELU's
-// backward runs after dinp's GEMM (or, under ZERO_GELU_BACKWARD=fused and where cuBLASLt has an
-// algorithm for it, in the GEMM's DGELU epilogue).
+// forward's gemm_input_dtype activation, is the operand as it is). With gelu_preactivation that
+// pass computes g = dout ⊙ gelu'(gelu_preactivation) as it reads dout (gelu_bias_backward_staged);
+// without a dbias to sum, and with fp32 parameters, GELU's backward runs in place on dout first.
 void CudaKernels::linear_backward(Stream& stream, const LinearBackward& c,
                                   const GemmScratch& scratch) {
   const DType dtype = c.weight.dtype;
-  if (dtype == DType::kFloat32 && c.dweight.dtype == DType::kFloat32) {
+  const bool staged = dtype != DType::kFloat32;
+  const bool gelu_in_staging = c.gelu_preactivation != nullptr && staged && c.dbias != nullptr;
+  if (c.gelu_preactivation != nullptr && !gelu_in_staging)
+    cuda::gelu_backward(c.dout, c.gelu_preactivation, c.dout, c.N * c.OC, native(stream));
+  if (!staged && c.dweight.dtype == DType::kFloat32) {
     with_scratch(stream, [&](const cuda::Scratch& sums) {
       cuda::matmul_backward(c.dinp, static_cast<float*>(c.dweight.data), c.dbias, c.dout,
                             c.inp.fp32("GPT-2 CUDA linear_backward (inp)"),
                             static_cast<const float*>(c.weight.data), c.N, c.C, c.OC,
                             native(stream), sums);
     });
-    if (c.gelu_input != nullptr && c.dinp != nullptr)
-      cuda::gelu_backward(c.dinp, c.gelu_input, c.dinp, c.N * c.C, native(stream));
     return;
   }
   const void* dout = c.dout;
-  if (dtype != DType::kFloat32) {
+  if (staged) {
     check_staging(scratch, c.N * c.C, c.N * c.OC);
     dout = scratch.staged_b;
     if (c.dbias != nullptr) {
       with_scratch(stream, [&](const cuda::Scratch& sums) {
-        cuda::bias_backward_staged(c.dbias, scratch.staged_b, dtype, c.dout, c.N, c.OC,
-                                   native(stream), sums);
+        if (gelu_in_staging)
+          cuda::gelu_bias_backward_staged(c.dbias, scratch.staged_b, dtype, c.dout,
+                                          c.gelu_preactivation, c.N, c.OC, native(stream), sums);
+        else
+          cuda::bias_backward_staged(c.dbias, scratch.staged_b, dtype, c.dout, c.N, c.OC,
+                                     native(stream), sums);
       });
     } else {
       context_.convert(stream, c.dout, DType::kFloat32, scratch.staged_b, dtype,
@@ -102,23 +108,11 @@ void CudaKernels::linear_backward(Stream& stream, const LinearBackward& c,
       cuda::bias_backward(c.dbias, c.dout, c.N, c.OC, native(stream), sums);
     });
   }
-  if (c.dinp != nullptr) {
-    // dinp (N, C) = dout · weightᵀ [· gelu'(gelu_input)]
-    bool gelu_done = false;
-    if (c.gelu_input != nullptr && c.C % 8 == 0 && fused_gelu_backward_) {
-      cuda::GemmEpilogue epilogue;
-      epilogue.gelu_input = c.gelu_input;
-      gelu_done =
-          cuda::try_gemm(false, true, c.N, c.C, c.OC, dout, c.OC, c.weight.data, c.OC, dtype, 0.0f,
-                         c.dinp, c.C, DType::kFloat32, epilogue, native(stream));
-    }
-    if (!gelu_done)
-      cuda::gemm(false, true, c.N, c.C, c.OC, dout, c.OC, c.weight.data, c.OC, dtype, 0.0f, c.dinp,
-                 c.C, DType::kFloat32, {}, native(stream));
-    if (c.gelu_input != nullptr && !gelu_done)
-      cuda::gelu_backward(c.dinp, c.gelu_input, c.dinp, c.N * c.C, native(stream));
-  }
-  // dweight (C, OC) += inpᵀ · dout, rounded once into dweight's dtype.
+  // dinp (N, C) = g · weightᵀ
+  if (c.dinp != nullptr)
+    cuda::gemm(false, true, c.N, c.C, c.OC, dout, c.OC, c.weight.data, c.OC, dtype, 0.0f, c.dinp,
+               c.C, DType::kFloat32, {}, native(stream));
+  // dweight (C, OC) += inpᵀ · g, rounded once into dweight's dtype.
   const void* inp = operand(stream, c.inp, c.N * c.C, dtype, scratch.staged_a);
   cuda::gemm(true, false, c.C, c.OC, c.N, inp, c.C, dout, c.OC, dtype, 1.0f, c.dweight.data, c.OC,
              c.dweight.dtype, {}, native(stream));

@@ -289,14 +289,6 @@ class CudaKernels final : public Kernels {
   }
 
   DeviceContext& context_;
-  // ZERO_GELU_BACKWARD=fused: GELU's backward in the dinp GEMM's epilogue (cuBLASLt's DGELU)
-  // instead of its own kernel after the GEMM. Off by default: on an H100 (cuBLASLt 13.1, the
-  // heuristic's first algorithm) the fused GEMM took 0.96 ms per fc_proj backward against 0.81 ms
-  // for GEMM + kernel (ZERO_KERNEL_PROFILE, benchmarks/RESULTS.md).
-  const bool fused_gelu_backward_ = [] {
-    const char* value = std::getenv("ZERO_GELU_BACKWARD");
-    return value != nullptr && std::string_view(value) == "fused";
-  }();
   const cuda::AttentionChoice attention_choice_ = cuda::attention_choice_from_environment();
   cuda::CudnnAttention cudnn_;
   std::string reported_attention_;

@@ -268,23 +268,37 @@ void bias_backward(float* dbias, const float* dout, std::int64_t N, std::int64_t
   column_sums(dbias, nullptr, BiasTerms{dout}, N, OC, stream, scratch);
 }
 
+namespace {
+
+// column_sums of Terms<T>{inputs..., staged} into dbias, T the 16-bit storage type of `dtype`.
+template <template <typename> class Terms, typename... Inputs>
+void staged_column_sums(const char* what, float* dbias, void* staged, DType dtype, std::int64_t N,
+                        std::int64_t OC, cudaStream_t stream, const Scratch& scratch,
+                        Inputs... inputs) {
+  ZERO_CHECK(dtype != DType::kFloat32, what, ": the staged copy must be 16-bit, not ",
+             name_of(dtype));
+  with_storage_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    if constexpr (!std::is_same_v<T, float>)
+      column_sums(dbias, nullptr, Terms<T>{inputs..., static_cast<T*>(staged)}, N, OC, stream,
+                  scratch);
+  });
+}
+
+}  // namespace
+
 void bias_backward_staged(float* dbias, void* staged, DType dtype, const float* dout,
                           std::int64_t N, std::int64_t OC, cudaStream_t stream,
                           const Scratch& scratch) {
-  switch (dtype) {
-    case DType::kBFloat16:
-      column_sums(dbias, nullptr,
-                  StagedBiasTerms<Bf16Element>{dout, static_cast<Bf16Element*>(staged)}, N, OC,
-                  stream, scratch);
-      return;
-    case DType::kFloat16:
-      column_sums(dbias, nullptr,
-                  StagedBiasTerms<Fp16Element>{dout, static_cast<Fp16Element*>(staged)}, N, OC,
-                  stream, scratch);
-      return;
-    case DType::kFloat32: break;
-  }
-  ZERO_CHECK(false, "bias_backward_staged: the staged copy must be 16-bit, not ", name_of(dtype));
+  staged_column_sums<StagedBiasTerms>("bias_backward_staged", dbias, staged, dtype, N, OC, stream,
+                                      scratch, dout);
+}
+
+void gelu_bias_backward_staged(float* dbias, void* staged, DType dtype, const float* dout,
+                               const float* preactivation, std::int64_t N, std::int64_t OC,
+                               cudaStream_t stream, const Scratch& scratch) {
+  staged_column_sums<StagedGeluBiasTerms>("gelu_bias_backward_staged", dbias, staged, dtype, N, OC,
+                                          stream, scratch, dout, preactivation);
 }
 
 void residual_dropout_forward(float* out, const float* residual, const float* inp, std::int64_t B,

@@ -312,6 +312,16 @@ ZERO_HOST_DEVICE void layernorm_backward_body(const Thread& thread, float* share
   }
 }
 
+// dout · gelu'(x), GELU's (tanh form) backward at one element, as layers_cpu.cc computes it. The
+// product is rounded on its own (never contracted into an FMA with a sum it feeds), so a pass that
+// sums it (StagedGeluBiasTerms) adds the value it stores, as bias_backward adds gelu_backward's.
+ZERO_HOST_DEVICE_INLINE float gelu_backward_value(float dout, float x) {
+  const float t = tanhf(kGeluScale * (x + kGeluCubic * (x * x * x)));
+  return kernels::multiply_rounded(
+      dout, 0.5f * (1.0f + t) +
+                0.5f * x * (1.0f - t * t) * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x));
+}
+
 // ---- column sums in a fixed order ----
 
 struct LayernormTerms {
@@ -350,6 +360,25 @@ struct StagedBiasTerms {
     const float d = dout[row * C + c];
     staged[row * C + c] = kernels::Element<T>::narrow(d);
     values[0] = d;
+  }
+};
+
+// StagedBiasTerms of g = dout ⊙ gelu'(preactivation) (GELU's backward, gelu_backward_value): the
+// backward of a linear whose forward ran the GELU epilogue reads dout (the next GEMM's raw
+// output) and the pre-activation once, and neither g in fp32 nor a separate GELU pass is
+// written. dbias sums the fp32 g, in bias_backward's order.
+template <typename T>
+struct StagedGeluBiasTerms {
+  const float* dout;
+  const float* preactivation;
+  T* staged;
+  static constexpr int kOutputs = 1;
+  ZERO_HOST_DEVICE_INLINE void operator()(std::int64_t row, std::int64_t c, std::int64_t C,
+                                          float* values) const {
+    const std::int64_t i = row * C + c;
+    const float g = gelu_backward_value(dout[i], preactivation[i]);
+    staged[i] = kernels::Element<T>::narrow(g);
+    values[0] = g;
   }
 };
 
@@ -446,10 +475,7 @@ ZERO_HOST_DEVICE void gelu_backward_body(const Thread& thread, float* dinp, cons
                                          const float* dout, std::int64_t n) {
   const std::int64_t i = global_x(thread);
   if (i >= n) return;
-  const float x = inp[i];
-  const float t = tanhf(kGeluScale * (x + kGeluCubic * (x * x * x)));
-  dinp[i] = dout[i] * (0.5f * (1.0f + t) +
-                       0.5f * x * (1.0f - t * t) * kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x));
+  dinp[i] = gelu_backward_value(dout[i], inp[i]);
 }
 
 // ---- softmax + cross-entropy ----

@@ -142,25 +142,16 @@ void attention_plain_backward(float* dqkv, float* datt, const float* dout, const
 // + beta · C. A and B share `ab_dtype` (fp32, bf16, fp16); C is `c_dtype` (ab_dtype or fp32);
 // products and sums in fp32 (fp32 operands: no TF32). bias (N, c_dtype) may be null. With `gelu`, C
 // = gelu(product + bias) and, when pre_gelu is not null, pre_gelu (M, N, c_dtype) receives product
-// + bias (cuBLASLt's GELU_AUX epilogue) for the backward. With gelu_input (M, N, c_dtype, the
-// forward's pre_gelu), C = product · gelu'(gelu_input), GELU's backward (cuBLASLt's DGELU; no bias
-// or gelu with it). beta must be 0 when an epilogue is used; pre_gelu and gelu_input need ldc a
-// multiple of 8.
+// + bias (cuBLASLt's GELU_AUX epilogue) for the backward. beta must be 0 when an epilogue is used;
+// pre_gelu needs ldc a multiple of 8.
 struct GemmEpilogue {
   const void* bias = nullptr;
   bool gelu = false;
   void* pre_gelu = nullptr;
-  const void* gelu_input = nullptr;
 };
 void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K, const void* A,
           std::int64_t lda, const void* B, std::int64_t ldb, DType ab_dtype, float beta, void* C,
           std::int64_t ldc, DType c_dtype, const GemmEpilogue& epilogue, cudaStream_t stream);
-// gemm(), but false (nothing enqueued) when cuBLASLt has no algorithm for the problem, so the
-// caller can run the unfused form instead (the answer is cached per problem like the plans).
-bool try_gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
-              const void* A, std::int64_t lda, const void* B, std::int64_t ldb, DType ab_dtype,
-              float beta, void* C, std::int64_t ldc, DType c_dtype, const GemmEpilogue& epilogue,
-              cudaStream_t stream);
 
 // out (N, OC) = inp (N, C) · weight (C, OC) + bias (OC), fp32 (cpu::matmul_forward).
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
@@ -178,6 +169,12 @@ void bias_backward(float* dbias, const float* dout, std::int64_t N, std::int64_t
 void bias_backward_staged(float* dbias, void* staged, DType dtype, const float* dout,
                           std::int64_t N, std::int64_t OC, cudaStream_t stream,
                           const Scratch& scratch = {});
+// bias_backward_staged of g = dout ⊙ gelu'(preactivation) (N, OC), GELU's backward in the same
+// pass: dout and preactivation read once, g summed in fp32 into dbias and rounded into staged, no
+// fp32 g written (the backward of a linear whose forward ran the GELU epilogue).
+void gelu_bias_backward_staged(float* dbias, void* staged, DType dtype, const float* dout,
+                               const float* preactivation, std::int64_t N, std::int64_t OC,
+                               cudaStream_t stream, const Scratch& scratch = {});
 
 // The column-major problem gemm() hands cuBLASLt for its row-major call: Cᵀ (N, M) =
 // op(B)ᵀ · op(A)ᵀ, B's storage first. rows/cols/ld describe each stored matrix as cuBLASLt's

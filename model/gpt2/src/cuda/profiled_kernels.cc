@@ -90,8 +90,9 @@ class ProfiledKernels final : public Kernels {
           [&] { inner_->linear_forward(s, c, g); });
   }
   void linear_backward(Stream& s, const LinearBackward& c, const GemmScratch& g) override {
-    timed(shape(c.gelu_input ? "linear_backward+gelu" : "linear_backward", c.N, c.C, c.OC), s,
-          [&] { inner_->linear_backward(s, c, g); });
+    // "gelu+linear_backward": GELU's backward applied to dout in the linear's own pass (fc's).
+    timed(shape(c.gelu_preactivation ? "gelu+linear_backward" : "linear_backward", c.N, c.C, c.OC),
+          s, [&] { inner_->linear_backward(s, c, g); });
   }
   void weight_gemm(Stream& s, const WeightGemm& c, const GemmScratch& g) override {
     timed(shape("weight_gemm", c.M, c.N, c.K), s, [&] { inner_->weight_gemm(s, c, g); });

@@ -92,19 +92,25 @@ struct LinearForward {
   const void* stored_bias = nullptr;
 };
 
-// dinp (N, C) = dout · weightᵀ (overwritten; skipped when null), then, with gelu_input,
-// dinp *= gelu'(gelu_input) (the GELU's backward, gelu_input (N, C) its pre-activation);
-// dweight (C, OC) += inpᵀ · dout; dbias (OC) += column sums of dout (skipped when null). inp is
-// the forward's (fp32 or the weight's 16-bit dtype).
+// With g = dout (N, OC), the gradient of out: dinp (N, C) = g · weightᵀ (overwritten; skipped
+// when null); dweight (C, OC) += inpᵀ · g; dbias (OC) += column sums of g (skipped when null). inp
+// is the forward's (fp32 or the weight's 16-bit dtype).
+// With gelu_preactivation (N, OC, fp32), the forward ran its GELU epilogue (LinearForward::
+// gelu_out) and dout is the gradient of gelu(out), gelu_preactivation the forward's out: then g =
+// dout ⊙ gelu'(gelu_preactivation): GELU's backward belongs to this linear's backward, applied
+// where dout is read. dout must then be the caller's scratch, not read after the call: a kernel
+// may overwrite it with g (the CPU kernels, and CUDA with fp32 parameters, apply GELU's backward
+// in place before the products; CUDA with 16-bit parameters computes g in the one pass that
+// rounds it into the GEMM staging and sums dbias, and leaves dout as it was).
 struct LinearBackward {
   float* dinp = nullptr;
-  const float* gelu_input = nullptr;
   GradMatrix dweight;
   float* dbias = nullptr;
-  const float* dout = nullptr;
+  float* dout = nullptr;
   Activation inp;
   Matrix weight;
   std::int64_t N = 0, C = 0, OC = 0;
+  const float* gelu_preactivation = nullptr;
 };
 
 // out (M, N) = A (M, K) · op(W) + beta · out, W stored (K, N), or (N, K) when trans_w, row
