@@ -16,9 +16,11 @@
 #include "zero/core/cpu_context.h"
 #include "zero/core/cpu_stream.h"
 #include "zero/core/device_context.h"
+#include "zero/core/error.h"
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/classifier.h"
 #include "zero/gpt2/compute.h"
+#include "zero/gpt2/kernels.h"
 #include "zero/gpt2/model.h"
 #include "zero/gpt2/units.h"
 
@@ -172,6 +174,39 @@ TEST(ClassifierHeadOffHost, EqualsTheHostPathBitwise) {
   EXPECT_EQ(got.predictions, expected.predictions);
   EXPECT_EQ(got.dscore, expected.dscore);
   EXPECT_EQ(got.dnorm, expected.dnorm);
+}
+
+// The CPU kernels take fp32 activations only; a 16-bit one (the CUDA kernels' gemm_input_dtype)
+// is refused at the call, naming it, in asynchronous mode too (not later, as the stream's error).
+TEST(CpuKernelsOffHost, RefuseSixteenBitGemmActivationsAtTheCall) {
+  const std::unique_ptr<DeviceContext> context = make_cpu_context({.asynchronous = true});
+  const std::unique_ptr<Kernels> kernels = make_kernels(*context);
+  std::vector<float> out(8 * 8), weight(8 * 8), inp(8 * 8);
+  std::vector<std::uint16_t> half(8 * 8);
+  const GemmScratch scratch{};
+  Stream& stream = context->compute_stream();
+  LinearForward forward{out.data(),
+                        nullptr,
+                        {half.data(), DType::kBFloat16},
+                        {weight.data(), DType::kFloat32},
+                        nullptr,
+                        8,
+                        8,
+                        8};
+  try {
+    kernels->linear_forward(stream, forward, scratch);
+    ADD_FAILURE() << "a bf16 input was taken";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("GPT-2 CPU linear_forward (inp)"), std::string::npos)
+        << error.what();
+  }
+  forward.inp = inp.data();
+  forward.out = {half.data(), DType::kBFloat16};
+  EXPECT_THROW(kernels->linear_forward(stream, forward, scratch), Error);
+  LinearBackward backward;
+  backward.inp = {half.data(), DType::kBFloat16};
+  EXPECT_THROW(kernels->linear_backward(stream, backward, scratch), Error);
+  stream.synchronize();  // nothing was queued: no error waits on the stream
 }
 
 }  // namespace

@@ -63,12 +63,18 @@ class CpuKernels final : public Kernels {
     run(stream, [=] { cpu::dropout_backward(dinp, dout, B, T, C, dropout); });
   }
 
+  // The activations' dtypes are checked at the call, as the layer norms' are (in asynchronous mode
+  // a check inside the task would surface later, as the stream's error).
   void linear_forward(Stream& stream, const LinearForward& call,
                       const GemmScratch& scratch) override {
+    call.inp.fp32("GPT-2 CPU linear_forward (inp)");
+    call.out.fp32("GPT-2 CPU linear_forward (out)");
+    if (call.gelu_out.data != nullptr) call.gelu_out.fp32("GPT-2 CPU linear_forward (gelu_out)");
     run(stream, [=] { linear_forward_now(call, scratch); });
   }
   void linear_backward(Stream& stream, const LinearBackward& call,
                        const GemmScratch& scratch) override {
+    call.inp.fp32("GPT-2 CPU linear_backward (inp)");
     run(stream, [=] { linear_backward_now(call, scratch); });
   }
   void weight_gemm(Stream& stream, const WeightGemm& call, const GemmScratch& scratch) override {
