@@ -11,8 +11,6 @@
 
 namespace zero::host {
 
-float load(const void* data, DType dtype, std::size_t i);
-void store(void* data, DType dtype, std::size_t i, float value);
 void fill_values(void* destination, DType dtype, std::size_t count, float value);
 // destination = source × alpha
 void scale_values(const void* source, DType source_dtype, void* destination,

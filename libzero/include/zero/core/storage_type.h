@@ -1,0 +1,40 @@
+// Loops over arrays of a runtime DType with their element types known to the compiler: one switch
+// per call (visit), the conversions inline (zero/core/dtype.h), so each loop vectorises. What
+// zero::convert and the CPU backend's host arithmetic are written with. (In a namespace of its
+// own: argument-dependent lookup on a DType argument would otherwise find `visit` beside other
+// dispatchers, such as the CUDA kernels' with_storage_type.)
+#pragma once
+
+#include <type_traits>
+
+#include "zero/core/dtype.h"
+
+namespace zero::storage {
+
+// A stored value widened exactly to fp32.
+inline float widen(float value) { return value; }
+inline float widen(BFloat16 value) { return to_float(value); }
+inline float widen(Float16 value) { return to_float(value); }
+
+// An fp32 value rounded once (to nearest even) into storage type T (float: itself).
+template <typename T>
+inline T narrow(float value) {
+  if constexpr (std::is_same_v<T, float>)
+    return value;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return to_bf16(value);
+  else
+    return to_fp16(value);
+}
+
+// f(tag), tag a value of `dtype`'s storage type (float, BFloat16 or Float16).
+template <typename F>
+void visit(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat32: f(float{}); return;
+    case DType::kBFloat16: f(BFloat16{}); return;
+    case DType::kFloat16: f(Float16{}); return;
+  }
+}
+
+}  // namespace zero::storage
