@@ -185,15 +185,17 @@ class CudaKernels final : public Kernels {
   }
 
  private:
-  // `source` (n elements) as a GEMM operand of `dtype`: itself when it is of that dtype already
-  // (an fp32 GEMM's, or a 16-bit activation: gemm_input_dtype), else fp32 rounded into `staged`.
+  // `source` (n elements) as an operand of `dtype` (a GEMM's, or cuDNN's attention's bf16 ones):
+  // itself when it is of that dtype already (an fp32 GEMM's, or a 16-bit activation:
+  // gemm_input_dtype, attention_io_dtype), else fp32 rounded into `staged`.
   const void* operand(Stream& stream, Activation source, std::int64_t n, DType dtype,
                       void* staged) {
     if (source.dtype == dtype) return source.data;
     ZERO_CHECK(source.dtype == DType::kFloat32, "GPT-2 CUDA kernels: a ", name_of(dtype),
-               " GEMM given a ", name_of(source.dtype), " operand");
+               " operand (a GEMM's or cuDNN's attention's) given a ", name_of(source.dtype),
+               " activation");
     ZERO_CHECK(staged != nullptr, "GPT-2 CUDA kernels: a ", name_of(dtype),
-               " GEMM without staging scratch");
+               " operand without staging scratch");
     context_.convert(stream, source.data, DType::kFloat32, staged, dtype,
                      static_cast<std::size_t>(n));
     return staged;
@@ -236,9 +238,6 @@ class CudaKernels final : public Kernels {
   void tiled_attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
                                 Activation out, Activation qkv, const float* att,
                                 const AttentionShape& shape, const DropoutSite& dropout);
-  // `source` (n elements) as bf16 for cuDNN: itself when bf16 (attention_io_dtype), else fp32
-  // rounded into `staged`.
-  const void* bf16_operand(Stream& stream, Activation source, std::size_t n, void* staged);
   // `source` (n elements) as fp32 for the tiled kernels: itself when fp32, else bf16 widened into
   // `scratch`'s memory.
   const float* fp32_operand(Stream& stream, Activation source, std::size_t n,

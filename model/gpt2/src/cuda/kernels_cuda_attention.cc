@@ -78,15 +78,6 @@ void* CudaKernels::cudnn_workspace(Stream& stream, std::size_t bytes, const Gemm
   return cudnn_workspace_->data();
 }
 
-const void* CudaKernels::bf16_operand(Stream& stream, Activation source, std::size_t n,
-                                      void* staged) {
-  if (source.dtype == DType::kBFloat16) return source.data;
-  ZERO_CHECK(source.dtype == DType::kFloat32, "GPT-2 CUDA attention: a ", name_of(source.dtype),
-             " activation (fp32 or bf16 expected)");
-  context_.convert(stream, source.data, DType::kFloat32, staged, DType::kBFloat16, n);
-  return staged;
-}
-
 const float* CudaKernels::fp32_operand(Stream& stream, Activation source, std::size_t n,
                                        const cuda::Scratch& scratch) {
   if (source.dtype == DType::kFloat32) return static_cast<const float*>(source.data);
@@ -104,7 +95,7 @@ void CudaKernels::cudnn_attention_forward(Stream& stream, ActivationOut out, flo
   const std::size_t n = s.out_elements();
   const bool staged = qkv.dtype != DType::kBFloat16 || out.dtype != DType::kBFloat16;
   if (staged) check_staging(scratch, 4 * s.B * s.T * s.C, 4 * s.B * s.T * s.C);
-  const void* qkv16 = bf16_operand(stream, qkv, 3 * n, scratch.staged_a);
+  const void* qkv16 = operand(stream, qkv, 3 * n, DType::kBFloat16, scratch.staged_a);
   void* out16 = out.dtype == DType::kBFloat16 ? out.data : scratch.staged_b;
   void* workspace = cudnn_workspace(stream, cudnn_workspace_bytes(s.B, s.T, s.C, s.NH), scratch);
   cudnn_.forward(out16, att, qkv16, s.B, s.T, s.C, s.NH, workspace, native(stream));
@@ -127,8 +118,8 @@ void CudaKernels::cudnn_attention_backward(Stream& stream, float* dqkv, const fl
   // staged_a: qkv (3n) then out (n) where they are fp32; staged_b: dqkv (3n) then dout (n).
   auto* staged_a = static_cast<std::uint16_t*>(scratch.staged_a);
   auto* staged_b = static_cast<std::uint16_t*>(scratch.staged_b);
-  const void* qkv16 = bf16_operand(stream, qkv, 3 * n, staged_a);
-  const void* out16 = bf16_operand(stream, out, n, staged_a + 3 * n);
+  const void* qkv16 = operand(stream, qkv, 3 * n, DType::kBFloat16, staged_a);
+  const void* out16 = operand(stream, out, n, DType::kBFloat16, staged_a + 3 * n);
   void *dqkv16 = staged_b, *dout16 = staged_b + 3 * n;
   void* workspace = cudnn_workspace(stream, cudnn_workspace_bytes(s.B, s.T, s.C, s.NH), scratch);
   context_.convert(stream, dout, DType::kFloat32, dout16, DType::kBFloat16, n);
