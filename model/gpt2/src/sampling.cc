@@ -62,33 +62,32 @@ NextTokenLogits::~NextTokenLogits() {
   }
 }
 
-// Each unit rounded on the host: into the device buffer where the host addresses it (a new
-// buffer no queued work touches), else into pinned memory that is copied and freed once the
-// stream has run the copy; the copies are waited for.
+// Each unit rounded on the host: into its device buffer where the host addresses it, else into
+// one pinned buffer of the largest unit's size, copied and waited for unit by unit (the host's
+// rounding is the slower part; the pinned memory stays one unit's, whatever the model's size).
+// Waited for before the first forward, which may run on this thread (the CPU's host mode).
 void NextTokenLogits::upload_params(DType param_dtype) {
-  Stream& stream = context_.compute_stream();
-  Allocator& pinned = context_.allocator(MemorySpace::kHostPinned);
+  Allocator& device_memory = context_.allocator(MemorySpace::kDevice);
   const bool host_addressable = context_.host_addressable(MemorySpace::kDevice);
+  std::size_t largest = 0;
+  for (int unit = 0; unit < model_.num_units(); ++unit)
+    largest = std::max(largest, model_.params(unit).layout().padded_num_elements());
+  Buffer staging;
+  if (!host_addressable)
+    staging = context_.allocator(MemorySpace::kHostPinned)
+                  .allocate(largest * size_of(param_dtype), MemoryCategory::kWorkspace);
+  Stream& stream = context_.compute_stream();
   for (int unit = 0; unit < model_.num_units(); ++unit) {
     const FlatBuffer& host = model_.params(unit);
-    FlatBuffer& device = device_params_.emplace_back(host.layout(), param_dtype,
-                                                     context_.allocator(MemorySpace::kDevice),
+    FlatBuffer& device = device_params_.emplace_back(host.layout(), param_dtype, device_memory,
                                                      MemoryCategory::kParams);
-    if (host_addressable) {
-      convert(host.data(), DType::kFloat32, device.data(), param_dtype,
-              host.layout().padded_num_elements());
-      continue;
-    }
-    auto staged =
-        std::make_shared<Buffer>(pinned.allocate(device.size_bytes(), MemoryCategory::kParams));
-    convert(host.data(), DType::kFloat32, staged->data(), param_dtype,
+    void* rounded = host_addressable ? device.data() : staging.data();
+    convert(host.data(), DType::kFloat32, rounded, param_dtype,
             host.layout().padded_num_elements());
-    context_.copy(stream, staged->data(), device.data(), device.size_bytes());
-    context_.release_after(stream, std::move(staged));
+    if (host_addressable) continue;
+    context_.copy(stream, rounded, device.data(), device.size_bytes());
+    stream.synchronize();  // before the staging buffer takes the next unit
   }
-  // Once, before the first forward: where the model runs on the host (the CPU's host mode) its
-  // kernels read the parameters on this thread, not in the stream's order.
-  stream.synchronize();
 }
 
 ConstUnitData NextTokenLogits::unit_params(int unit) const {
