@@ -31,18 +31,8 @@ void convert(const void* source, DType source_dtype, void* destination, DType de
     if (count > 0) std::memcpy(destination, source, count * size_of(source_dtype));
     return;
   }
-  // One loop per (source, destination) pair; each element converted alone, so the threads change
-  // nothing.
-  storage::visit(source_dtype, [&](auto source_tag) {
-    storage::visit(destination_dtype, [&](auto destination_tag) {
-      using From = decltype(source_tag);
-      using To = decltype(destination_tag);
-      const auto* x = static_cast<const From*>(source);
-      auto* y = static_cast<To*>(destination);
-#pragma omp parallel for simd schedule(static) if (count > (1 << 16))
-      for (std::size_t i = 0; i < count; ++i) y[i] = storage::narrow<To>(storage::widen(x[i]));
-    });
-  });
+  storage::transform(source, source_dtype, destination, destination_dtype, count,
+                     [](float x, float) { return x; });
 }
 
 }  // namespace zero
