@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,9 @@
 namespace zero {
 namespace {
 
-// params -= lr × grad_scale × grads; state += grads. Records the chunks it was handed.
+// params -= lr × grad_scale × grads; state += grads. Records the chunks it was handed, under a
+// lock: step() may run on two threads at once (Optimizer's contract: partial offload steps the
+// device sub-groups on the compute stream while the host steps its own).
 class RecordingOptimizer final : public Optimizer {
  public:
   std::string_view name() const override { return "recording"; }
@@ -37,7 +40,10 @@ class RecordingOptimizer final : public Optimizer {
   double beta1() const override { return 0.0; }
   void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override {
     for (ShardChunk& chunk : chunks) {
-      chunk_sizes.push_back(chunk.num_elements);
+      {
+        std::lock_guard lock(mutex_);
+        chunk_sizes.push_back(chunk.num_elements);
+      }
       for (std::size_t i = 0; i < chunk.num_elements; ++i) {
         chunk.params[i] -= static_cast<float>(step.lr * step.grad_scale) * chunk.grads[i];
         chunk.state[i] += chunk.grads[i];
@@ -45,6 +51,9 @@ class RecordingOptimizer final : public Optimizer {
     }
   }
   std::vector<std::size_t> chunk_sizes;
+
+ private:
+  std::mutex mutex_;
 };
 
 class HostOptimizerTest : public ::testing::Test {

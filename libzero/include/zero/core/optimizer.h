@@ -77,7 +77,9 @@ struct OptimizerRule {
 
 // An optimizer over flat fp32 shards. step() is called once per taken step on every rank with
 // the rank's chunks (all units' shards); it updates params and state in place (and a chunk's
-// params_16bit when set).
+// params_16bit when set). It keeps no mutable state of its own: step() may run on two threads at
+// once over disjoint chunks (partial offload: the device sub-groups on the compute stream, the
+// host's on the host).
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
