@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -471,8 +472,25 @@ void abort_gloo_peers(int exit_code) {
 }
 }  // namespace detail
 
+namespace {
+
+// Gloo's TCP transport writes to its peers' sockets without MSG_NOSIGNAL, so a write to a rank
+// that died raised SIGPIPE and killed this one before the watchdog could name the dead rank (the
+// TSan run of comm_gloo_watchdog_kill_np2 once saw "process 0 killed by signal 13"). Where
+// SIGPIPE still has its default action, it is ignored, as Python (so PyTorch's Gloo) does at
+// start: the write then fails with EPIPE and Gloo reports the closed connection. A handler the
+// program installed is left as it is.
+void ignore_default_sigpipe() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL)
+    std::signal(SIGPIPE, SIG_IGN);
+}
+
+}  // namespace
+
 std::unique_ptr<Communicator> make_gloo_communicator(const GlooRendezvous& rendezvous,
                                                      CommOptions options) {
+  ignore_default_sigpipe();
   return std::make_unique<GlooCommunicator>(options, rendezvous);
 }
 
