@@ -22,7 +22,7 @@
 //   bs   1 MiB qd 32 rings 1: zero write 1895, fio 1361; zero read 1261, fio  965
 //   bs   1 MiB qd 8  rings 2: zero write 2025, fio 1945; zero read 1316, fio 1487
 // With --first_write: writes zero 874 / 1662 / 1752 / 1687, fio 1275 / 1928 / 1721 / 1829 (the
-// 128 KiB first write ran below fio in 9 of 10 runs; see docs/ARCHITECTURE.md).
+// 128 KiB first write ran below fio in 9 of 10 runs; see docs/nvme_store.md, "Measured").
 #include <sys/mman.h>
 
 #include <algorithm>

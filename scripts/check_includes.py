@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks that every #include of the project points down its dependency order (ctest include_order).
 
-The order, lowest first (docs/ARCHITECTURE.md, "Layout and targets"):
+The order, lowest first (docs/ARCHITECTURE.md, "Dependency rules"):
 
   0  zero::core (libzero/), itself layered: core (src/core, src/cpu, src/cuda, zero/core)
      <- comm, config <- engine <- checkpoint

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Every __global__ kernel of the tree is a wrapper over a __host__ __device__ body that a CPU
-emulation test runs (docs/ARCHITECTURE.md, "Kernel bodies and their CPU emulation").
+emulation test runs (docs/kernels.md, "Kernel bodies and their CPU emulation").
 
 A kernel's body may declare its __shared__ struct and must then be one call
 `[kernels::]NAME_body[<...>](DeviceThread{}, ...)`; NAME_body must be called in a test named
