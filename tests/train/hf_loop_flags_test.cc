@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "auto_batch_size.h"
+#include "plan/auto_batch_size.h"
 #include "train_test_util.h"
 #include "zero/comm/communicator.h"
 #include "zero/comm/thread_communicator.h"

@@ -1,7 +1,7 @@
-// The Tasks without the Trainer (train/src/task.h, task_kind.h): task_kind's choice and what each
-// kind says before a model exists, make_task's choice, the causal LM's validation the same at
-// worlds 1 and 2, the classification task's training counts and its epoch line.
-#include "task.h"
+// The Tasks without the Trainer (train/src/task/task.h, kind/task_kind.h): task_kind's choice and
+// what each kind says before a model exists, make_task's choice, the causal LM's validation the
+// same at worlds 1 and 2, the classification task's training counts and its epoch line.
+#include "task/task.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "prepare.h"
+#include "prepare/prepare.h"
 #include "train_test_util.h"
 #include "zero/comm/thread_communicator.h"
 #include "zero/factory/engine_factory.h"
