@@ -9,9 +9,9 @@
 
 #include "zero/core/launch.h"
 #include "zero/train/cli.h"
-#include "zero/train/config_precedence.h"
 #include "zero/train/hub_cache.h"
 #include "zero/train/input_error.h"
+#include "zero/train/run_config.h"
 
 namespace zero::train {
 
@@ -139,20 +139,19 @@ std::string deepspeed_json_of(const TrainingArguments& a, const EstimateArgument
 }
 
 // Throws InputError for a model or config the planner cannot read.
-Estimate estimate_of(const TrainingArguments& a, const EstimateArguments& e,
-                     const Hardware& hardware) {
+Estimate estimate_of(const RunConfig& run, const EstimateArguments& e, const Hardware& hardware) {
+  const TrainingArguments& a = run.arguments;
   Estimate estimate;
   estimate.hardware = hardware;
   estimate.by_counts = !e.params.empty();
   const int world = hardware.world_size();
-  const std::string deepspeed_json = deepspeed_json_of(a, e);
   if (estimate.by_counts) {
     estimate.total_params = parse_count("params", e.params);
     estimate.largest = parse_count("largest_layer_params", e.largest_layer_params);
     estimate.setup =
-        plan_setup_from_counts(a, estimate.total_params, estimate.largest, world, deepspeed_json);
+        plan_setup(run, planned_from_counts(a, estimate.total_params, estimate.largest));
   } else {
-    estimate.setup = plan_setup(a, world, deepspeed_json);
+    estimate.setup = plan_setup(run);
     estimate.total_params = estimate.setup.model->num_parameters();
     estimate.largest = deepspeed_largest_layer_params(*estimate.setup.model);
   }
@@ -197,11 +196,13 @@ Estimate estimate_run(TrainingArguments& a, const EstimateArguments& e,
   const Hardware hardware = hardware_of(e);
   for (const std::string& line : resolve_hub_names(a, process_environment()))
     notes.push_back("from the Hugging Face cache: " + line);
-  // The config precedence rule (zero/train/config_precedence.h), as `zero train` applies it.
-  for (const std::string& line :
-       apply_config_precedence(a, std::int64_t{e.num_gpus_per_node} * e.num_nodes))
+  // The run's configuration, resolved as `zero train` resolves it (zero/train/run_config.h).
+  const RunConfig run = make_run_config(a, hardware.world_size(), deepspeed_json_of(a, e),
+                                        /*model_from_flags=*/e.params.empty());
+  for (const std::string& line : run.from_file)
     notes.push_back("from the DeepSpeed config: " + line);
-  return estimate_of(a, e, hardware);
+  a = run.arguments;
+  return estimate_of(run, e, hardware);
 }
 
 std::string estimate_json(const Estimate& estimate, const EstimateArguments& e) {

@@ -12,9 +12,9 @@
 #include "zero/core/launch.h"
 #include "zero/core/logging.h"
 #include "zero/train/arguments.h"
-#include "zero/train/config_precedence.h"
 #include "zero/train/hub_cache.h"
 #include "zero/train/launch_flags.h"
+#include "zero/train/run_config.h"
 
 namespace zero::train {
 
@@ -51,12 +51,13 @@ TrainResult train_from_flags(cli::CommandFlags& flags, const RunOptions& options
   for (const std::string& note : flags.notes()) log_info(note);
   for (const std::string& note : process.notes) log_info(note);
   for (const std::string& note : notes) log_info(note);
-  // The config precedence rule (zero/train/config_precedence.h) before anything is sized.
-  const std::int64_t world =
-      a.dry_run && a.world_size > 0 ? a.world_size : communicator->world_size();
-  for (const std::string& line : apply_config_precedence(a, world))
-    log_info("from the DeepSpeed config: ", line);
-  return train(a, *communicator, options);
+  // The run's configuration, resolved once (zero/train/run_config.h): the config precedence rule
+  // and the DeepSpeed config, before anything is sized or read.
+  const int world =
+      a.dry_run && a.world_size > 0 ? static_cast<int>(a.world_size) : communicator->world_size();
+  const RunConfig run = make_run_config(a, world);
+  for (const std::string& line : run.from_file) log_info("from the DeepSpeed config: ", line);
+  return train(run, *communicator, options);
 }
 
 }  // namespace zero::train

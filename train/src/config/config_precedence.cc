@@ -236,14 +236,32 @@ void take_scalars(TrainingArguments& arguments, const json& root, FromFile& from
 
 }  // namespace
 
+DeepSpeedText deepspeed_text_of(const TrainingArguments& arguments, const std::string& json_text) {
+  static constexpr std::string_view kDefaultConfig =
+      R"({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+          "gradient_clipping": "auto", "zero_optimization": {"stage": 0},
+          "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}})";
+  if (!json_text.empty()) return {json_text, "(the options given)", "the DeepSpeed config"};
+  if (arguments.deepspeed.empty())
+    return {std::string(kDefaultConfig), "(no --deepspeed)", "the default config"};
+  return {with_batch_from_flags(read_deepspeed_file(arguments.deepspeed)), arguments.deepspeed,
+          "--deepspeed " + arguments.deepspeed};
+}
+
 std::vector<std::string> apply_config_precedence(TrainingArguments& arguments,
                                                  std::int64_t world_size) {
   if (arguments.deepspeed.empty()) return {};
-  const std::string text = with_batch_from_flags(read_deepspeed_file(arguments.deepspeed));
-  const json root = parse(text);
-  if (!root.is_object()) return {};  // resolve_config reports it when the engine is set up
-  const config::TrainerValues values =
-      trainer_values_by_precedence(arguments, text, world_size, std::nullopt, std::nullopt);
+  return apply_config_precedence(arguments, deepspeed_text_of(arguments), world_size);
+}
+
+std::vector<std::string> apply_config_precedence(TrainingArguments& arguments,
+                                                 const DeepSpeedText& deepspeed,
+                                                 std::int64_t world_size) {
+  if (arguments.deepspeed.empty()) return {};
+  const json root = parse(deepspeed.text);
+  if (!root.is_object()) return {};  // resolve_config reports it (make_run_config)
+  const config::TrainerValues values = trainer_values_by_precedence(
+      arguments, deepspeed.text, world_size, std::nullopt, std::nullopt);
   FromFile from_file(arguments.deepspeed);
   take_batch(arguments, root, values, from_file);
   take_scalars(arguments, root, from_file);

@@ -55,32 +55,17 @@ void apply_report_to(const TrainingArguments& arguments, config::DeepSpeedConfig
 
 }  // namespace
 
-EngineSetup resolve_engine(const TrainingArguments& arguments, int world, std::int64_t total_steps,
-                           std::optional<std::int64_t> hidden_size, const std::string& json_text) {
+EngineSetup resolve_engine(const TrainingArguments& arguments, const DeepSpeedText& deepspeed,
+                           int world, std::optional<std::int64_t> total_steps,
+                           std::optional<std::int64_t> hidden_size) {
   EngineSetup setup;
-  static constexpr std::string_view kDefaultConfig =
-      R"({"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
-          "gradient_clipping": "auto", "zero_optimization": {"stage": 0},
-          "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"}})";
-  std::string text = json_text;
-  std::string source = "(the options given)";
-  if (text.empty() && arguments.deepspeed.empty()) {
-    text = kDefaultConfig;
-    source = "(no --deepspeed)";
-  } else if (text.empty()) {
-    text = with_batch_from_flags(read_deepspeed_file(arguments.deepspeed));
-    source = arguments.deepspeed;
-  }
   // The config precedence rule (config_precedence.h): a flag not given yields to a value written
   // in the file; a given one must agree with it.
   const config::TrainerValues values =
-      trainer_values_by_precedence(arguments, text, world, total_steps, hidden_size);
-  const std::string what = json_text.empty() && !arguments.deepspeed.empty()
-                               ? "--deepspeed " + arguments.deepspeed
-                           : json_text.empty() ? std::string("the default config")
-                                               : std::string("the DeepSpeed config");
-  setup.deepspeed =
-      as_input_error(what, [&] { return config::resolve_config(text, values, source); });
+      trainer_values_by_precedence(arguments, deepspeed.text, world, total_steps, hidden_size);
+  const std::string& what = deepspeed.what;
+  setup.deepspeed = as_input_error(
+      what, [&] { return config::resolve_config(deepspeed.text, values, deepspeed.source); });
   as_input_error("--report_to", [&] { apply_report_to(arguments, setup.deepspeed.config); });
   config::OptimizerConfig default_optimizer;
   default_optimizer.type =

@@ -9,20 +9,21 @@
 #include "zero/config/ds_config.h"
 #include "zero/engine/from_config.h"
 #include "zero/train/arguments.h"
+#include "zero/train/config_precedence.h"
 
 namespace zero::train::detail {
 
-// The DeepSpeed config with "auto" filled from the arguments as Hugging Face's Trainer fills it
-// (`json_text` when not empty, else --deepspeed, else stage 0 with the flags' AdamW), and the
-// engine's options from it. `hidden_size` fills the "auto" bucket sizes and thresholds (none:
-// such an "auto" is an error). Throws InputError naming the source. prepare() and the planner
-// (plan.cc) both resolve through it.
+// `deepspeed`'s config with "auto" filled from the arguments as Hugging Face's Trainer fills it,
+// under the config precedence rule, and the engine's options from it. `total_steps` fills the
+// scheduler's "auto" lengths (none: a length the file writes is kept unchecked), `hidden_size` the
+// "auto" bucket sizes and thresholds (none: such an "auto" is an error). Throws InputError naming
+// the source. make_run_config resolves a run's through it.
 struct EngineSetup {
   config::ConfigResult deepspeed;
   EngineOptionsResult engine;
 };
-EngineSetup resolve_engine(const TrainingArguments& arguments, int world, std::int64_t total_steps,
-                           std::optional<std::int64_t> hidden_size,
-                           const std::string& json_text = {});
+EngineSetup resolve_engine(const TrainingArguments& arguments, const DeepSpeedText& deepspeed,
+                           int world, std::optional<std::int64_t> total_steps,
+                           std::optional<std::int64_t> hidden_size);
 
 }  // namespace zero::train::detail

@@ -13,7 +13,6 @@
 #include "zero/core/cuda_ops.h"
 #include "zero/core/launch.h"
 #include "zero/core/node_memory.h"
-#include "zero/train/config_precedence.h"
 #include "zero/train/plan.h"
 
 namespace zero::train::detail {
@@ -44,8 +43,7 @@ std::int64_t node_memory_bytes(const std::map<std::string, std::string>& environ
   return read_node_memory().limit_bytes();
 }
 
-std::int64_t planned_node_bytes(const TrainingArguments& arguments, int world, int ranks) {
-  const PlanSetup setup = plan_setup(arguments, world);
+std::int64_t planned_node_bytes(const PlanSetup& setup, int world, int ranks) {
   const RankPlan plan = plan_rank(setup, world, 0);
   std::int64_t largest = 0;
   for (std::size_t p = 0; p < kNumPhases; ++p) {
@@ -57,26 +55,25 @@ std::int64_t planned_node_bytes(const TrainingArguments& arguments, int world, i
   return setup.device_is_host ? ranks * largest : largest + GpuAllowance{}.total();
 }
 
-std::int64_t fitting_batch_size(const TrainingArguments& arguments, int world, int ranks,
-                                std::int64_t budget_bytes, std::string& note,
-                                const std::string& budget) {
+std::int64_t fitting_batch_size(const RunConfig& run, int ranks, std::int64_t budget_bytes,
+                                std::string& note, const std::string& budget) {
+  const TrainingArguments& arguments = run.arguments;
   if (!task_kind(arguments.task).planned())
     input_error(
         "--auto_find_batch_size: the planner plans --task causal-lm runs only; give "
         "--per_device_train_batch_size");
   if (!arguments.deepspeed.empty()) {  // the batch must be the flag's to halve it
-    const nlohmann::json config =
-        nlohmann::json::parse(read_deepspeed_file(arguments.deepspeed), nullptr, false);
+    const nlohmann::json config = nlohmann::json::parse(run.deepspeed_text.text, nullptr, false);
     for (const char* key : {"train_micro_batch_size_per_gpu", "train_batch_size"})
       if (config.is_object() && config.contains(key) && config[key].is_number())
         input_error("--auto_find_batch_size: ", arguments.deepspeed, " writes ", key, " ",
                     config[key].dump(), "; give it \"auto\" so the batch found is the run's");
   }
-  TrainingArguments trial = arguments;
+  PlanSetup setup = plan_setup(run);
   std::ostringstream tried;
   for (std::int64_t batch = arguments.per_device_train_batch_size; batch >= 1; batch /= 2) {
-    trial.per_device_train_batch_size = batch;
-    const std::int64_t bytes = planned_node_bytes(trial, world, ranks);
+    setup.batch_size = batch;
+    const std::int64_t bytes = planned_node_bytes(setup, run.world_size, ranks);
     tried << (batch == arguments.per_device_train_batch_size ? "" : ", ") << batch << ": "
           << gib(bytes);
     if (bytes <= budget_bytes) {
@@ -92,11 +89,9 @@ std::int64_t fitting_batch_size(const TrainingArguments& arguments, int world, i
               "); give the run more memory, more ranks or a ZeRO stage that shards more");
 }
 
-std::string apply_auto_find_batch_size(TrainingArguments& arguments, Communicator& communicator,
-                                       DeviceContext& context) {
-  const std::map<std::string, std::string> environment = process_environment();
+RunConfig fit_batch_size(const RunConfig& run, Communicator& communicator, DeviceContext& context,
+                         std::string& note) {
   const int world = communicator.world_size();
-  std::string note;
   // A CUDA rank is bounded by its own GPU's memory, a CPU rank by the node's.
   const Device device = context.device();
   std::int64_t budget_bytes = 0;
@@ -108,16 +103,16 @@ std::string apply_auto_find_batch_size(TrainingArguments& arguments, Communicato
         budget_bytes = static_cast<std::int64_t>(info.total_memory_bytes);
     ZERO_CHECK(budget_bytes > 0, "--auto_find_batch_size: cannot read the memory of ", budget);
   } else {
-    budget_bytes = node_memory_bytes(environment);
+    budget_bytes = node_memory_bytes(process_environment());
   }
   const std::int64_t batch =
-      fitting_batch_size(arguments, world, ranks_on_this_node(world), budget_bytes, note, budget);
+      fitting_batch_size(run, ranks_on_this_node(world), budget_bytes, note, budget);
   // Every rank runs the smallest batch any node fits (the maximum of the negated batches).
   float negated = -static_cast<float>(batch);
   all_reduce_host(communicator, context, {&negated, 1}, ReduceOp::kMax, "auto_find_batch_size");
-  arguments.per_device_train_batch_size = static_cast<std::int64_t>(-negated);
-  arguments.auto_find_batch_size = false;
-  return note;
+  RunConfig fitted = with_micro_batch(run, static_cast<std::int64_t>(-negated));
+  fitted.arguments.auto_find_batch_size = false;
+  return fitted;
 }
 
 }  // namespace zero::train::detail

@@ -18,23 +18,18 @@ namespace {
 
 double mib(std::int64_t bytes) { return static_cast<double>(bytes) / 1048576.0; }
 
-// The plan's setup from what prepare() found (the model's config, the resolved engine options,
-// the run's length), as plan_setup() would from the flags alone.
-PlanSetup setup_of(const TrainingArguments& arguments, const Prepared& prepared, bool resumes,
-                   const DeviceContext& device) {
-  PlanSetup setup;
-  setup.model = prepared.model_config;
-  setup.pretrained = prepared.pretrained;
-  setup.batch_size = arguments.per_device_train_batch_size;
-  setup.device_is_host = device.device().kind == DeviceKind::kCpu;
-  setup.seq_len = prepared.block_size;
-  setup.gradient_checkpointing = arguments.gradient_checkpointing;
-  setup.generates_samples = arguments.num_samples > 0;
-  setup.seed = arguments.seed;
-  setup.engine = prepared.engine.options;
-  setup.phases = plan_phases(arguments, prepared.total_steps, prepared.steps_per_epoch);
-  setup.phases.resume = resumes;
-  return setup;
+// What the run plans: the model, block size and phases prepare() found (the run's length, a
+// resume), on the run's own device.
+PlannedRun planned_of(const Prepared& prepared, const TrainingArguments& arguments, bool resumes,
+                      const DeviceContext& device) {
+  PlannedRun planned;
+  planned.model = prepared.model_config;
+  planned.pretrained = prepared.pretrained;
+  planned.seq_len = prepared.block_size;
+  planned.device_is_host = device.device().kind == DeviceKind::kCpu;
+  planned.phases = plan_phases(arguments, prepared.total_steps, prepared.steps_per_epoch);
+  planned.phases.resume = resumes;
+  return planned;
 }
 
 // The ranks of this run on this node: the launcher's local world size, else the whole world
@@ -46,16 +41,17 @@ int ranks_on_this_node(int world) {
   return launch.launcher == Launcher::kNone ? world : std::max(launch.local_world_size, 1);
 }
 
-RunMemory::RunMemory(const TrainingArguments& arguments, const Prepared& prepared, bool resumes,
-                     int world, const DeviceContext& device, const Console& console)
+RunMemory::RunMemory(const RunConfig& run, const Prepared& prepared, bool resumes,
+                     const DeviceContext& device, const Console& console)
     : console_(console) {
+  const int world = run.world_size;
   measured_.fill(-1);
   if (!prepared.task->planned()) {
     console_.say("memory plan: --task %s is not planned; no phase is checked\n",
                  std::string(prepared.task->name()).c_str());
     return;
   }
-  const PlanSetup setup = setup_of(arguments, prepared, resumes, device);
+  const PlanSetup setup = plan_setup(run, planned_of(prepared, run.arguments, resumes, device));
   RankPlan plan;
   try {
     plan = plan_rank(setup, world, 0);
@@ -91,7 +87,7 @@ RunMemory::RunMemory(const TrainingArguments& arguments, const Prepared& prepare
         for (const std::string& setting : proposal.settings) advice += " " + setting + ";";
         advice += " " + proposal.fit.message();
       }
-      if (!arguments.ignore_memory_plan)
+      if (!run.arguments.ignore_memory_plan)
         input_error("the memory plan says this run cannot finish: ", fit.message(), "; ", advice,
                     " (--ignore_memory_plan runs it anyway)");
       console_.say("memory plan: %s; running anyway (--ignore_memory_plan)\n", advice.c_str());

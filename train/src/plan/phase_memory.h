@@ -13,6 +13,7 @@
 #include "zero/comm/communicator.h"
 #include "zero/core/device_context.h"
 #include "zero/train/plan.h"
+#include "zero/train/run_config.h"
 #include "zero/train/run_types.h"
 
 namespace zero::train::detail {
@@ -26,8 +27,9 @@ int ranks_on_this_node(int world);
 // that does not fit (unless --ignore_memory_plan) or the nvme_path without room.
 class RunMemory {
  public:
-  // `device`: the run's own context; its kind decides whether device bytes are host memory.
-  RunMemory(const TrainingArguments& arguments, const Prepared& prepared, bool resumes, int world,
+  // `device`: the run's own context; its kind decides whether device bytes are host memory. The
+  // plan is `run`'s (plan_setup) with the model, block size and length prepare() found.
+  RunMemory(const RunConfig& run, const Prepared& prepared, bool resumes,
             const DeviceContext& device, const Console& console);
 
   // Ends the current phase (its measured peak) and begins `phase` (VmHWM reset).

@@ -12,6 +12,7 @@
 
 #include "config/engine_setup.h"
 #include "config/input_checks.h"
+#include "prepare/model_config.h"
 #include "prepare/prepare.h"
 #include "zero/comm/host_collectives.h"
 #include "zero/comm/planning_communicator.h"
@@ -19,7 +20,6 @@
 #include "zero/core/error.h"
 #include "zero/engine/engine.h"
 #include "zero/factory/engine_factory.h"
-#include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/engine_model.h"
 #include "zero/gpt2/engine_save.h"
 #include "zero/gpt2/hf_weights.h"
@@ -79,93 +79,84 @@ MemoryPeaks MemoryPeaks::of(const MemoryLedger& ledger) {
   return peaks;
 }
 
-PlanSetup plan_setup(const TrainingArguments& arguments, int world_size,
-                     const std::string& deepspeed_json) {
-  const detail::TaskKind& task = detail::checked_task(arguments);
-  if (world_size < 1) input_error("--world_size must be at least 1, got ", world_size);
-  if (!task.planned())
+PlannedRun planned_from_flags(const TrainingArguments& arguments) {
+  if (!detail::checked_task(arguments).planned())
     input_error("--dry_run plans --task causal-lm only; --task ", arguments.task,
                 " is not planned yet");
-  PlanSetup setup;
-  setup.device_is_host = trainer_device_is_host(arguments);
+  PlannedRun planned;
   // The model's config, as prepare() finds it, without reading weights or data.
-  gpt2::GPT2Config config;
-  const bool pretrained = !arguments.model_name_or_path.empty();
-  if (pretrained) {
-    const fs::path folder = arguments.model_name_or_path;
-    if (!fs::is_regular_file(folder / "config.json"))
-      input_error("--model_name_or_path ", folder.string(), ": no config.json there");
-    config = as_input_error("--model_name_or_path " + folder.string(),
-                            [&] { return gpt2::load_hf_config(folder); });
-    if (!arguments.config_overrides.empty())
-      input_error("--config_overrides can't be used with --model_name_or_path (as run_clm)");
-  } else if (!arguments.config_name.empty()) {
-    fs::path path = arguments.config_name;
-    if (fs::is_directory(path)) path /= "config.json";
-    config = as_input_error("--config_name " + arguments.config_name,
-                            [&] { return gpt2::GPT2Config::load(path); });
-  } else if (!arguments.tokenizer_name.empty()) {
+  gpt2::GPT2Config scratch;
+  const bool from_scratch = arguments.model_name_or_path.empty() && arguments.config_name.empty();
+  if (from_scratch && !arguments.tokenizer_name.empty()) {
     // From scratch, sized to the tokenizer (prepare()'s rule).
     const text::Tokenizer tokenizer = as_input_error("tokenizer " + arguments.tokenizer_name, [&] {
       return text::Tokenizer::load(arguments.tokenizer_name);
     });
-    config.vocab_size = static_cast<std::int64_t>(tokenizer.vocab_size());
-  } else if (!arguments.train_files.empty()) {
+    scratch.vocab_size = static_cast<std::int64_t>(tokenizer.vocab_size());
+  } else if (from_scratch && !arguments.train_files.empty()) {
     // A tokenizer would be learned on the train files: at most --tokenizer_vocab_size tokens.
-    config.vocab_size = arguments.tokenizer_vocab_size;
-    setup.warnings.push_back("vocabulary planned at --tokenizer_vocab_size " +
-                             std::to_string(arguments.tokenizer_vocab_size) +
-                             " (the tokenizer learned on the train files holds at most that many)");
+    scratch.vocab_size = arguments.tokenizer_vocab_size;
+    planned.warnings.push_back(
+        "vocabulary planned at --tokenizer_vocab_size " +
+        std::to_string(arguments.tokenizer_vocab_size) +
+        " (the tokenizer learned on the train files holds at most that many)");
   }
-  if (!pretrained && !arguments.config_overrides.empty())
-    as_input_error("--config_overrides",
-                   [&] { config.apply_overrides(arguments.config_overrides); });
-  as_input_error("model config", [&] { config.validate(); });
-  setup.seq_len = arguments.block_size > 0 ? arguments.block_size
-                                           : std::min<std::int64_t>(1024, config.n_positions);
-  if (setup.seq_len > config.n_positions)
-    input_error("--block_size ", setup.seq_len, " is larger than the model's n_positions ",
+  const gpt2::GPT2Config config = detail::model_config_from_flags(arguments, scratch);
+  planned.seq_len = arguments.block_size > 0 ? arguments.block_size
+                                             : std::min<std::int64_t>(1024, config.n_positions);
+  if (planned.seq_len > config.n_positions)
+    input_error("--block_size ", planned.seq_len, " is larger than the model's n_positions ",
                 config.n_positions);
-  setup.model = config;
-  setup.pretrained = pretrained;
-  setup.batch_size = arguments.per_device_train_batch_size;
-  setup.generates_samples = arguments.num_samples > 0;
-  setup.gradient_checkpointing = arguments.gradient_checkpointing;
-  setup.seed = arguments.seed;
-  const std::int64_t total_steps = arguments.max_steps > 0 ? arguments.max_steps : 1;
-  setup.phases = dry_run_phases(arguments, setup.warnings);
-  detail::EngineSetup engine =
-      detail::resolve_engine(arguments, world_size, total_steps, config.n_embd, deepspeed_json);
-  setup.engine = std::move(engine.engine.options);
-  for (std::string& warning : engine.deepspeed.warnings) setup.warnings.push_back(warning);
-  for (std::string& warning : engine.engine.warnings) setup.warnings.push_back(warning);
-  return setup;
+  planned.model = config;
+  planned.pretrained = !arguments.model_name_or_path.empty();
+  planned.device_is_host = trainer_device_is_host(arguments);
+  planned.phases = dry_run_phases(arguments, planned.warnings);
+  return planned;
 }
 
-PlanSetup plan_setup_from_counts(const TrainingArguments& arguments, std::int64_t total_params,
-                                 std::int64_t largest_layer_params, int world_size,
-                                 const std::string& deepspeed_json) {
-  detail::checked_task(arguments);
-  if (world_size < 1) input_error("--world_size must be at least 1, got ", world_size);
+PlannedRun planned_from_counts(const TrainingArguments& arguments, std::int64_t total_params,
+                               std::int64_t largest_layer_params) {
   if (total_params < 1) input_error("--params must be at least 1, got ", total_params);
   if (largest_layer_params < 1 || largest_layer_params > total_params)
     input_error("--largest_layer_params must be in [1, --params ", total_params, "], got ",
                 largest_layer_params);
+  PlannedRun planned;
+  planned.total_params = total_params;
+  planned.largest_layer_params = largest_layer_params;
+  planned.device_is_host = trainer_device_is_host(arguments);
+  planned.phases = dry_run_phases(arguments, planned.warnings);
+  return planned;
+}
+
+PlanSetup plan_setup(const RunConfig& run, const PlannedRun& planned) {
+  const TrainingArguments& arguments = run.arguments;
   PlanSetup setup;
-  setup.device_is_host = trainer_device_is_host(arguments);
-  setup.total_params = total_params;
-  setup.largest_layer_params = largest_layer_params;
+  setup.model = planned.model;
+  setup.total_params = planned.total_params;
+  setup.largest_layer_params = planned.largest_layer_params;
   setup.batch_size = arguments.per_device_train_batch_size;
+  setup.device_is_host = planned.device_is_host;
+  setup.seq_len = planned.seq_len;
+  setup.gradient_checkpointing =  // parameter counts have no activations to recompute
+      planned.model && arguments.gradient_checkpointing;
+  setup.pretrained = planned.pretrained;
   setup.generates_samples = arguments.num_samples > 0;
   setup.seed = arguments.seed;
-  const std::int64_t total_steps = arguments.max_steps > 0 ? arguments.max_steps : 1;
-  setup.phases = dry_run_phases(arguments, setup.warnings);
-  detail::EngineSetup engine =
-      detail::resolve_engine(arguments, world_size, total_steps, std::nullopt, deepspeed_json);
-  setup.engine = std::move(engine.engine.options);
-  for (std::string& warning : engine.deepspeed.warnings) setup.warnings.push_back(warning);
-  for (std::string& warning : engine.engine.warnings) setup.warnings.push_back(warning);
+  setup.engine = run.engine.options;
+  setup.warnings = planned.warnings;
+  for (const std::string& warning : run.deepspeed.warnings) setup.warnings.push_back(warning);
+  for (const std::string& warning : run.engine.warnings) setup.warnings.push_back(warning);
+  setup.phases = planned.phases;
   return setup;
+}
+
+PlanSetup plan_setup(const RunConfig& run) {
+  return plan_setup(run, planned_from_flags(run.arguments));
+}
+
+PlanSetup plan_setup(const TrainingArguments& arguments, int world_size,
+                     const std::string& deepspeed_json) {
+  return plan_setup(make_run_config(arguments, world_size, deepspeed_json));
 }
 
 std::int64_t deepspeed_largest_layer_params(const gpt2::GPT2Config& config) {
@@ -519,9 +510,10 @@ std::string format_plan(const RankPlan& plan, const GpuAllowance* allowance) {
   return out.str();
 }
 
-std::vector<RankPlan> dry_run(const TrainingArguments& arguments, int world_size, bool print) {
+std::vector<RankPlan> dry_run(const RunConfig& run, bool print) {
   const auto start = std::chrono::steady_clock::now();
-  const PlanSetup setup = plan_setup(arguments, world_size);
+  const int world_size = run.world_size;
+  const PlanSetup setup = plan_setup(run);
   std::vector<int> ranks;
   if (world_size <= 64) {
     for (int rank = 0; rank < world_size; ++rank) ranks.push_back(rank);

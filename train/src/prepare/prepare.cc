@@ -16,6 +16,7 @@
 #include "config/console.h"
 #include "config/engine_setup.h"
 #include "config/input_checks.h"
+#include "prepare/model_config.h"
 #include "prepare/resume_folder.h"
 #include "zero/text/text_files.h"
 #include "zero/train/dataset_folder.h"
@@ -69,27 +70,6 @@ DataFiles check_data_files(const TrainingArguments& arguments, bool console) {
   return files;
 }
 
-// The model's config from --model_name_or_path (and what of it is the task's) or
-// --config_name; GPT-2's defaults otherwise.
-void load_model_config(const TrainingArguments& arguments, Prepared& prepared) {
-  if (!arguments.model_name_or_path.empty()) {
-    const fs::path folder = arguments.model_name_or_path;
-    if (!fs::is_regular_file(folder / "config.json"))
-      input_error("--model_name_or_path ", folder.string(),
-                  ": no config.json there (a Hugging Face checkpoint folder: config.json and "
-                  "model.safetensors)");
-    prepared.model_config = as_input_error("--model_name_or_path " + folder.string(),
-                                           [&] { return gpt2::load_hf_config(folder); });
-    prepared.pretrained = true;
-    prepared.task->load_checkpoint_config(folder, prepared);
-  } else if (!arguments.config_name.empty()) {
-    fs::path path = arguments.config_name;
-    if (fs::is_directory(path)) path /= "config.json";
-    prepared.model_config = as_input_error("--config_name " + arguments.config_name,
-                                           [&] { return gpt2::GPT2Config::load(path); });
-  }
-}
-
 // The tokenizer: named, the model's, or learned on the task's training texts.
 void load_tokenizer(const TrainingArguments& arguments, const TaskSources& sources, bool console,
                     Prepared& prepared) {
@@ -118,23 +98,18 @@ void load_tokenizer(const TrainingArguments& arguments, const TaskSources& sourc
                 prepared.learned_vocabulary->tokens.size(), seconds_since(start));
 }
 
-// The model config sized to the tokenizer (from scratch), --config_overrides, and run_clm's
-// block_size: min(1024, model max length) by default; larger than n_positions is an error.
+// The model's config (model_config_from_flags; from scratch, GPT-2's shape sized to the tokenizer)
+// and what of the checkpoint's is the task's, and run_clm's block_size: min(1024, model max
+// length) by default; larger than n_positions is an error.
 void shape_model(const TrainingArguments& arguments, Prepared& prepared) {
-  const std::optional<text::TokenId> end_of_text = prepared.tokenizer->end_of_text_id();
-  gpt2::GPT2Config& model_config = prepared.model_config;
-  if (!prepared.pretrained && arguments.config_name.empty()) {
-    // From scratch on GPT-2's architecture, sized to the tokenizer.
-    model_config.vocab_size = static_cast<std::int64_t>(prepared.tokenizer->vocab_size());
-    if (end_of_text) model_config.bos_token_id = model_config.eos_token_id = *end_of_text;
-  }
-  if (!arguments.config_overrides.empty()) {
-    if (prepared.pretrained)
-      input_error("--config_overrides can't be used with --model_name_or_path (as run_clm)");
-    as_input_error("--config_overrides",
-                   [&] { model_config.apply_overrides(arguments.config_overrides); });
-  }
-  as_input_error("model config", [&] { model_config.validate(); });
+  gpt2::GPT2Config scratch;
+  scratch.vocab_size = static_cast<std::int64_t>(prepared.tokenizer->vocab_size());
+  if (const std::optional<text::TokenId> end_of_text = prepared.tokenizer->end_of_text_id())
+    scratch.bos_token_id = scratch.eos_token_id = *end_of_text;
+  prepared.model_config = model_config_from_flags(arguments, scratch);
+  if (prepared.pretrained)
+    prepared.task->load_checkpoint_config(arguments.model_name_or_path, prepared);
+  const gpt2::GPT2Config& model_config = prepared.model_config;
   if (static_cast<std::int64_t>(prepared.tokenizer->vocab_size()) > model_config.vocab_size)
     input_error("the tokenizer has ", prepared.tokenizer->vocab_size(),
                 " tokens but the model's vocab_size is ", model_config.vocab_size);
@@ -170,6 +145,17 @@ void count_steps(const TrainingArguments& arguments, int world, Prepared& prepar
   prepared.total_steps = std::max<std::int64_t>(prepared.total_steps, 1);
 }
 
+// The run's DeepSpeed config and engine options: those resolved where the run started, with a
+// "scheduler" section's "auto" lengths filled from the steps counted in the data when --max_steps
+// did not give them (Hugging Face's trainer_config_finalize): the same text, resolved for them.
+EngineSetup run_engine(const RunConfig& run, std::int64_t total_steps) {
+  if (run.arguments.max_steps > 0 ||
+      run.engine.options.scheduler.type == config::SchedulerType::kNone)
+    return {run.deepspeed, run.engine};
+  return resolve_engine(run.arguments, run.deepspeed_text, run.world_size, total_steps,
+                        run.hidden_size);
+}
+
 }  // namespace
 
 const TaskKind& checked_task(const TrainingArguments& arguments) {
@@ -181,11 +167,14 @@ const TaskKind& checked_task(const TrainingArguments& arguments) {
   });
 }
 
-Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool print) {
+Prepared prepare(const RunConfig& run, int rank, bool print) {
+  const TrainingArguments& arguments = run.arguments;
+  const int world = run.world_size;
   const PrepareScope scope{.world = world, .rank = rank, .console = print && rank == 0};
   check_run_arguments(arguments);
   Prepared prepared;
   prepared.task = &task_kind(arguments.task);
+  prepared.pretrained = !arguments.model_name_or_path.empty();
   const DataFiles files = check_data_files(arguments, scope.console);
   // CSV files the task converts go to a scratch folder outside output_dir, removed when prepare()
   // returns (or when streaming ends).
@@ -193,18 +182,12 @@ Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool p
       fs::temp_directory_path() /
       ("zero_csv_scratch_" + std::to_string(::getpid()) + "_" + std::to_string(rank)));
   const TaskSources sources = prepared.task->read_sources(arguments, files, prepared.scratch->path);
-  if (!arguments.deepspeed.empty() && !fs::is_regular_file(arguments.deepspeed))
-    input_error("--deepspeed ", arguments.deepspeed, ": no such file");
 
-  load_model_config(arguments, prepared);
   load_tokenizer(arguments, sources, scope.console, prepared);
   shape_model(arguments, prepared);
   prepared.task->prepare_data(arguments, files, sources, scope, prepared);
   count_steps(arguments, world, prepared);
-
-  // The DeepSpeed config, "auto" filled from the arguments as Hugging Face's Trainer does.
-  EngineSetup engine =
-      resolve_engine(arguments, world, prepared.total_steps, prepared.model_config.n_embd);
+  EngineSetup engine = run_engine(run, prepared.total_steps);
   prepared.deepspeed = std::move(engine.deepspeed);
   prepared.engine = std::move(engine.engine);
   return prepared;

@@ -18,6 +18,7 @@
 #include "zero/gpt2/engine_model.h"
 #include "zero/gpt2/hf_weights.h"
 #include "zero/train/arguments.h"
+#include "zero/train/run_config.h"
 
 namespace zero::train::detail {
 
@@ -25,9 +26,10 @@ namespace zero::train::detail {
 // returns --task's kind. Throws InputError naming the flag.
 const TaskKind& checked_task(const TrainingArguments& arguments);
 
-// Checks every input (arguments, files, model, tokenizer, config) and loads the data, on every
-// rank, writing nothing; throws InputError naming what is wrong.
-Prepared prepare(const TrainingArguments& arguments, int world, int rank, bool print);
+// Checks every input of `run` (arguments, files, model, tokenizer) and loads the data, on rank
+// `rank` of run.world_size, writing nothing; throws InputError naming what is wrong. The engine's
+// options are the run's (its scheduler's "auto" lengths from the steps counted here).
+Prepared prepare(const RunConfig& run, int rank, bool print);
 
 // `value` as indented JSON at `path`.
 void write_json(const fs::path& path, const nlohmann::json& value);

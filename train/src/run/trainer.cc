@@ -58,8 +58,8 @@ using nlohmann::json;
 // logs, evaluations and checkpoints, and writes the final model and the result files.
 class Trainer {
  public:
-  Trainer(const TrainingArguments& arguments, Communicator& communicator,
-          std::unique_ptr<DeviceContext> device, const RunOptions& options);
+  Trainer(const RunConfig& run, Communicator& communicator, std::unique_ptr<DeviceContext> device,
+          const RunOptions& options);
   TrainResult run();
 
  private:
@@ -83,6 +83,7 @@ class Trainer {
   TrainResult finish();
   void write_results(const json& test_results);
 
+  const RunConfig& run_;
   const TrainingArguments& arguments_;
   Communicator& communicator_;
   const RunOptions options_;
@@ -133,32 +134,33 @@ class Trainer {
   double eval_runtime_ = 0.0, train_runtime_ = 0.0;
 };
 
-Trainer::Trainer(const TrainingArguments& arguments, Communicator& communicator,
+Trainer::Trainer(const RunConfig& run, Communicator& communicator,
                  std::unique_ptr<DeviceContext> device, const RunOptions& options)
-    : arguments_(arguments),
+    : run_(run),
+      arguments_(run.arguments),
       communicator_(communicator),
       options_(options),
       run_start_(Clock::now()),
       rank_(communicator.rank()),
       world_(communicator.world_size()),
       console_(options.print && rank_ == 0),
-      prepared_(prepare(arguments, world_, rank_, options.print)),
-      shape_(run_shape(arguments, prepared_, world_)),
-      output_dir_(arguments.output_dir),
-      B_(arguments.per_device_train_batch_size),
+      prepared_(prepare(run, rank_, options.print)),
+      shape_(run_shape(arguments_, prepared_, world_)),
+      output_dir_(arguments_.output_dir),
+      B_(arguments_.per_device_train_batch_size),
       T_(prepared_.block_size),
       accumulation_(prepared_.deepspeed.config.gradient_accumulation_steps),
       total_steps_(prepared_.total_steps),
       steps_per_epoch_(prepared_.steps_per_epoch),
-      warmup_(warmup_steps_for(arguments, total_steps_)),
+      warmup_(warmup_steps_for(arguments_, total_steps_)),
       samples_per_step_(B_ * world_ * accumulation_),
-      tokens_seen_(tokens_seen_of(arguments)),
+      tokens_seen_(tokens_seen_of(arguments_)),
       device_(std::move(device)),
       breakdown_(prepared_.deepspeed.config.wall_clock_breakdown, *device_) {
-  checked_best_metric_key(arguments);
-  if (const std::optional<fs::path> folder = resume_folder(arguments))  // checked, nothing written
+  checked_best_metric_key(arguments_);
+  if (const std::optional<fs::path> folder = resume_folder(arguments_))  // checked, nothing written
     resume_ = check_resume(*folder, prepared_.model_config, shape_);
-  if (arguments.do_train) preemption_.emplace(options.stop_on_interrupt);
+  if (arguments_.do_train) preemption_.emplace(options.stop_on_interrupt);
   // Test hook: rank 0 signals itself (SIGUSR1) after this step, as Slurm's --signal would.
   if (const char* preempt_test = std::getenv("ZERO_TEST_PREEMPT_AT_STEP"))
     preempt_test_step_ = std::atoll(preempt_test);
@@ -166,7 +168,7 @@ Trainer::Trainer(const TrainingArguments& arguments, Communicator& communicator,
 
 TrainResult Trainer::run() {
   // Planned, checked against the node and refused if a phase cannot fit, before any allocation.
-  memory_.emplace(arguments_, prepared_, resume_.has_value(), world_, *device_, console_);
+  memory_.emplace(run_, prepared_, resume_.has_value(), *device_, console_);
   // Every rank has checked everything before rank 0 writes anything.
   host_barrier(communicator_, "zero::train inputs checked");
   if (rank_ == 0) fs::create_directories(output_dir_);
@@ -567,25 +569,31 @@ void Trainer::write_results(const json& test_results) {
 
 }  // namespace
 
-TrainResult train(const TrainingArguments& arguments, Communicator& communicator,
-                  const RunOptions& options) {
-  if (arguments.dry_run) {  // the memory plan of this run, nothing allocated (plan.cc)
+TrainResult train(const RunConfig& run, Communicator& communicator, const RunOptions& options) {
+  if (run.arguments.dry_run) {  // the memory plan of this run, nothing allocated (plan.cc)
     TrainResult planned;
-    planned.plan = dry_run(arguments,
-                           arguments.world_size > 0 ? static_cast<int>(arguments.world_size)
-                                                    : communicator.world_size(),
-                           options.print && communicator.rank() == 0);
+    planned.plan = dry_run(run, options.print && communicator.rank() == 0);
     return planned;
   }
+  if (run.world_size != communicator.world_size())
+    throw InputError("the run was configured for " + std::to_string(run.world_size) +
+                     " ranks; the communicator has " + std::to_string(communicator.world_size()));
   std::unique_ptr<DeviceContext> device =
-      make_rank_device_context(arguments, communicator, options);
-  if (arguments.auto_find_batch_size) {  // before anything is allocated
-    TrainingArguments fitted = arguments;
-    const std::string note = apply_auto_find_batch_size(fitted, communicator, *device);
-    if (options.print && communicator.rank() == 0) std::printf("%s\n", note.c_str());
-    return Trainer(fitted, communicator, std::move(device), options).run();
-  }
-  return Trainer(arguments, communicator, std::move(device), options).run();
+      make_rank_device_context(run.arguments, communicator, options);
+  if (!run.arguments.auto_find_batch_size)
+    return Trainer(run, communicator, std::move(device), options).run();
+  std::string note;  // before anything is allocated
+  const RunConfig fitted = fit_batch_size(run, communicator, *device, note);
+  if (options.print && communicator.rank() == 0) std::printf("%s\n", note.c_str());
+  return Trainer(fitted, communicator, std::move(device), options).run();
+}
+
+TrainResult train(const TrainingArguments& arguments, Communicator& communicator,
+                  const RunOptions& options) {
+  const bool planned = arguments.dry_run && arguments.world_size > 0;
+  return train(make_run_config(arguments, planned ? static_cast<int>(arguments.world_size)
+                                                  : communicator.world_size()),
+               communicator, options);
 }
 
 }  // namespace zero::train

@@ -7,6 +7,7 @@
 #include "zero/comm/communicator.h"
 #include "zero/train/arguments.h"
 #include "zero/train/hf_schedule.h"
+#include "zero/train/run_config.h"
 #include "zero/train/run_types.h"
 
 namespace zero::train {
@@ -19,6 +20,11 @@ namespace zero::train {
 // SIGUSR1 (and SIGINT with options.stop_on_interrupt) make every rank finish the step, save a
 // checkpoint and return with `preempted` set; a second signal exits the process at once with
 // 128 + the signal (the previous handlers are back when it returns).
+// `run` resolved for communicator.world_size() ranks (for --dry_run, any world size).
+TrainResult train(const RunConfig& run, Communicator& communicator, const RunOptions& options = {});
+// train(make_run_config(arguments, W), ...): W is --world_size for --dry_run when given, else the
+// communicator's; make_run_config's InputErrors (the DeepSpeed config's among them) come before
+// any data is read.
 TrainResult train(const TrainingArguments& arguments, Communicator& communicator,
                   const RunOptions& options = {});
 
