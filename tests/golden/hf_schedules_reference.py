@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Hugging Face's own LR schedules (transformers.get_scheduler) as the oracle for `zero train`'s
-schedules without a DeepSpeed "scheduler" section (train/src/hf_schedule.cc).
+schedules without a DeepSpeed "scheduler" section (train/src/config/hf_schedule.cc).
 
 Usage: hf_schedules_reference.py OUT.json   (exits 77 when torch or transformers is missing: the
 C++ test, tests/train/hf_schedule_golden_test.cc, then skips).

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "auto_batch_size.h"
+#include "plan/auto_batch_size.h"
 #include "train_test_util.h"
 #include "zero/comm/communicator.h"
 #include "zero/comm/thread_communicator.h"
@@ -307,15 +307,21 @@ TEST_F(LoopFlags, IgnoreDataSkipRestartsTheEpochsData) {
 // 4 but not 8, the run trains with 4.
 TEST_F(LoopFlags, AutoFindBatchSizeHalvesUntilThePlanFits) {
   train::TrainingArguments a = arguments("auto", 2);
-  const std::int64_t at_8 = train::detail::planned_node_bytes(a, 1, 1);
-  train::TrainingArguments four = a;
-  four.per_device_train_batch_size = 4;
-  const std::int64_t at_4 = train::detail::planned_node_bytes(four, 1, 1);
+  const train::RunConfig run = train::make_run_config(a, 1);
+  train::PlanSetup setup = train::plan_setup(run);
+  const std::int64_t at_8 = train::detail::planned_node_bytes(setup, 1, 1);
+  setup.batch_size = 4;
+  const std::int64_t at_4 = train::detail::planned_node_bytes(setup, 1, 1);
   ASSERT_LT(at_4, at_8);
   std::string note;
-  EXPECT_EQ(train::detail::fitting_batch_size(a, 1, 1, (at_4 + at_8) / 2, note), 4);
+  EXPECT_EQ(train::detail::fitting_batch_size(run, 1, (at_4 + at_8) / 2, note), 4);
   EXPECT_NE(note.find("per_device_train_batch_size 4"), std::string::npos) << note;
-  EXPECT_EQ(train::detail::fitting_batch_size(a, 1, 1, at_8, note), 8);
+  EXPECT_EQ(train::detail::fitting_batch_size(run, 1, at_8, note), 8);
+  const train::RunConfig four = train::with_micro_batch(run, 4);
+  EXPECT_EQ(four.deepspeed.config.train_micro_batch_size_per_gpu, 4);
+  EXPECT_EQ(four.deepspeed.config.train_batch_size,
+            4 * run.deepspeed.config.gradient_accumulation_steps);
+  EXPECT_EQ(train::plan_setup(four).batch_size, 4);
 
   ::setenv("ZERO_NODE_MEMORY_BYTES", std::to_string((at_4 + at_8) / 2).c_str(), 1);
   a.auto_find_batch_size = true;

@@ -213,7 +213,8 @@ TEST(Planner, LargeShapesPlanToTheZeroPaperFormula) {
     arguments.deepspeed = config.string();
     arguments.block_size = 2048;
     arguments.per_device_train_batch_size = 1;
-    const std::vector<train::RankPlan> plans = train::dry_run(arguments, 8, false);
+    const std::vector<train::RankPlan> plans =
+        train::dry_run(train::make_run_config(arguments, 8), false);
     ASSERT_EQ(plans.size(), 8u);
     for (const train::RankPlan& plan : plans) {
       const std::int64_t states =

@@ -1,7 +1,7 @@
-// The Tasks without the Trainer (train/src/task.h, task_kind.h): task_kind's choice and what each
-// kind says before a model exists, make_task's choice, the causal LM's validation the same at
-// worlds 1 and 2, the classification task's training counts and its epoch line.
-#include "task.h"
+// The Tasks without the Trainer (train/src/task/task.h, kind/task_kind.h): task_kind's choice and
+// what each kind says before a model exists, make_task's choice, the causal LM's validation the
+// same at worlds 1 and 2, the classification task's training counts and its epoch line.
+#include "task/task.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "prepare.h"
+#include "prepare/prepare.h"
 #include "train_test_util.h"
 #include "zero/comm/thread_communicator.h"
 #include "zero/factory/engine_factory.h"
@@ -29,8 +29,9 @@ using train::detail::TrainerProgress;
 // One rank's task over an engine built from prepare()'s options, as the Trainer builds them.
 struct TaskOnRank {
   TaskOnRank(const train::TrainingArguments& arguments, Communicator& communicator)
-      : prepared(train::detail::prepare(arguments, communicator.world_size(), communicator.rank(),
-                                        /*print=*/false)),
+      : prepared(
+            train::detail::prepare(train::make_run_config(arguments, communicator.world_size()),
+                                   communicator.rank(), /*print=*/false)),
         engine(make_engine(prepared.engine.options, communicator)),
         task(make_task({arguments, prepared, *engine, communicator, Console(false)})) {}
   Prepared prepared;
@@ -119,8 +120,10 @@ TEST(Task, TaskKindIsChosenByNameAndSaysWhatItTakes) {
   write_corpus(folder.path() / "corpus.txt", 300);
   const train::TrainingArguments lm_arguments =
       tiny_arguments(folder.path() / "corpus.txt", folder.path() / "lm");
-  EXPECT_EQ(train::detail::prepare(lm_arguments, 1, 0, false).task, &lm);
-  EXPECT_EQ(train::detail::prepare(classification_arguments(folder.path()), 1, 0, false).task,
+  EXPECT_EQ(train::detail::prepare(train::make_run_config(lm_arguments, 1), 0, false).task, &lm);
+  EXPECT_EQ(train::detail::prepare(
+                train::make_run_config(classification_arguments(folder.path()), 1), 0, false)
+                .task,
             &classification);
 }
 

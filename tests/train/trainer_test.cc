@@ -517,6 +517,20 @@ TEST_F(TrainerInputErrors, ConfigThatContradictsAFlag) {
   EXPECT_NE(message.find("train_micro_batch_size_per_gpu"), std::string::npos) << message;
 }
 
+// A broken --deepspeed file is reported before any data is read (the config is resolved where
+// the run starts): the train file named here does not exist, and the error is the JSON's.
+TEST_F(TrainerInputErrors, BrokenDeepSpeedJsonIsReportedBeforeTheData) {
+  train::TrainingArguments arguments = arguments_;
+  const fs::path config = folder_.path() / "broken.json";
+  std::ofstream(config) << R"({"zero_optimization": {"stage": 2,}})";
+  arguments.deepspeed = config.string();
+  arguments.train_files = {(folder_.path() / "absent.txt").string()};
+  const std::string message = error_of(arguments);
+  EXPECT_NE(message.find("--deepspeed " + config.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("not valid JSON"), std::string::npos) << message;
+  EXPECT_EQ(message.find("absent.txt"), std::string::npos) << "data read first: " << message;
+}
+
 TEST_F(TrainerInputErrors, NonEmptyOutputDirWithoutOverwrite) {
   fs::create_directories(arguments_.output_dir);
   std::ofstream(fs::path(arguments_.output_dir) / "keep.txt") << "mine";

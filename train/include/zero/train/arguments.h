@@ -172,7 +172,8 @@ struct TrainingArguments {
   bool was_given(std::string_view flag) const;
 };
 
-// Throws zero::Error naming the flag for a value out of range (batch sizes < 1, ...).
+// Throws zero::Error naming the flag for a value out of range (batch sizes < 1, ...). The rules of
+// --task's own flags are its kind's (train() and the planner check both before any work).
 void check_arguments(const TrainingArguments& arguments);
 
 // --include_num_input_tokens_seen as transformers 5.x reads it (a bool maps to all or no). Throws

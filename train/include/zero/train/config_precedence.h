@@ -31,12 +31,30 @@ config::TrainerValues trainer_values_by_precedence(const TrainingArguments& argu
                                                    std::optional<std::int64_t> total_steps,
                                                    std::optional<std::int64_t> hidden_size);
 
+// A run's DeepSpeed config as text, read once where a command starts: --deepspeed's file with
+// the batch from the flags when it writes none (with_batch_from_flags), or text the caller gives
+// (`zero estimate`'s flags, the Python module), or with neither stage 0 with the batch, clipping
+// and precision keys "auto". `source` names it in resolve_config's errors, `what` in the
+// trainer's ("--deepspeed ds.json", "the DeepSpeed config", "the default config").
+struct DeepSpeedText {
+  std::string text;
+  std::string source;
+  std::string what;
+};
+// Throws InputError naming --deepspeed when its file cannot be read.
+DeepSpeedText deepspeed_text_of(const TrainingArguments& arguments,
+                                const std::string& json_text = {});
+
 // Resolves arguments.deepspeed's config under the rule and sets each field whose flag was not
 // given to the config's value (the batch triple as DeepSpeed derives it for `world_size`).
 // Returns one line per value taken from the file ("--per_device_train_batch_size 3
 // (train_micro_batch_size_per_gpu in ds.json)"). Throws InputError for a missing or invalid
 // file and for a given flag that contradicts it. Without --deepspeed it does nothing.
 std::vector<std::string> apply_config_precedence(TrainingArguments& arguments,
+                                                 std::int64_t world_size);
+// The same with the file's text already read (deepspeed_text_of).
+std::vector<std::string> apply_config_precedence(TrainingArguments& arguments,
+                                                 const DeepSpeedText& deepspeed,
                                                  std::int64_t world_size);
 
 // `json_text` with "train_micro_batch_size_per_gpu": "auto" added when it writes none of

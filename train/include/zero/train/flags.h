@@ -2,7 +2,7 @@
 // row each: its name and other spellings, type, where its value lands, Hugging Face's default per
 // transformers version, what zero does with it, which commands take it, and its help. The
 // commands build their options from it (zero/train/flag_options.h) and docs/flags.md is generated
-// from it; a new flag is one row in train/src/flags.cc (plus its field, when it has one).
+// from it; a new flag is one row in train/src/cli/flags.cc (plus its field, when it has one).
 #pragma once
 
 #include <array>

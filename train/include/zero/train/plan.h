@@ -24,6 +24,7 @@
 #include "zero/gpt2/compute.h"
 #include "zero/gpt2/config.h"
 #include "zero/train/arguments.h"
+#include "zero/train/run_config.h"
 
 namespace zero::train {
 
@@ -112,23 +113,44 @@ struct PlanSetup {
   PhaseSchedule phases;
 };
 
-// The dry run's preparation of `arguments` for `world_size` ranks, reading no data: arguments
-// checked, the model's config (--model_name_or_path's config.json (no weights read),
-// --config_name, or GPT-2 124M's shape; from scratch the vocabulary is --tokenizer_name's size,
+// What a plan runs besides the run's configuration: the model (GPT-2 by its config, or parameter
+// counts), its sequence length, the device it runs on and the phases.
+struct PlannedRun {
+  std::optional<gpt2::GPT2Config> model;  // unset: total_params in units of largest_layer_params
+  std::int64_t total_params = 0;
+  std::int64_t largest_layer_params = 0;
+  std::int64_t seq_len = 1;
+  bool pretrained = false;
+  bool device_is_host = true;
+  PhaseSchedule phases;
+  std::vector<std::string> warnings;
+};
+
+// The run `arguments` describe, reading no data (the dry run's, `zero estimate`'s and
+// --auto_find_batch_size's): the model's config (--model_name_or_path's config.json, no weights;
+// --config_name; or GPT-2 124M's shape; from scratch the vocabulary is --tokenizer_name's size,
 // else --tokenizer_vocab_size when a tokenizer would be learned on --train_file (the most it can
-// hold), else GPT-2's 50257; then --config_overrides), the block size (run_clm's rule) and the
-// DeepSpeed config with "auto" filled from the flags (--deepspeed, or `deepspeed_json` when not
-// empty; total steps: --max_steps, else 1, which changes no allocation). Throws InputError.
-// Only --task causal-lm is planned.
+// hold), else GPT-2's 50257; then --config_overrides), run_clm's block size, the device
+// (trainer_device_is_host) and the phases of the flags (the length: --max_steps, else unknown;
+// training when neither --do_train nor --do_eval is given). Throws InputError. Only --task
+// causal-lm is planned.
+PlannedRun planned_from_flags(const TrainingArguments& arguments);
+
+// `total_params` parameters in units of at most `largest_layer_params` (no model config), on the
+// device and with the phases of planned_from_flags. Throws InputError for counts out of range.
+PlannedRun planned_from_counts(const TrainingArguments& arguments, std::int64_t total_params,
+                               std::int64_t largest_layer_params);
+
+// The one way a PlanSetup is made: `planned` at run's micro-batch, with its flags (gradient
+// checkpointing, samples, seed) and engine options (RunConfig::engine: resolved for
+// run.world_size, the scheduler's lengths planned as 1, which changes no allocation).
+PlanSetup plan_setup(const RunConfig& run, const PlannedRun& planned);
+// plan_setup(run, planned_from_flags(run.arguments)): the plan of `run` before any data is read.
+PlanSetup plan_setup(const RunConfig& run);
+// The same from arguments for `world_size` ranks (make_run_config(arguments, world_size,
+// deepspeed_json): the config precedence rule applied, --deepspeed or `deepspeed_json` resolved).
 PlanSetup plan_setup(const TrainingArguments& arguments, int world_size,
                      const std::string& deepspeed_json = {});
-
-// The same from parameter counts (no model config): `total_params` in units of at most
-// `largest_layer_params`; the DeepSpeed config as plan_setup resolves it, with no hidden size
-// (an "auto" bucket size or threshold is then an error naming it).
-PlanSetup plan_setup_from_counts(const TrainingArguments& arguments, std::int64_t total_params,
-                                 std::int64_t largest_layer_params, int world_size,
-                                 const std::string& deepspeed_json = {});
 
 // DeepSpeed's largest layer of GPT-2 (estimate_zero3_model_states_mem_needs_all_live): the most
 // parameters one module holds directly, max(wte V x C, wpe n_positions x C, mlp.c_fc 4C^2 + 4C).
@@ -198,10 +220,10 @@ RankPlan plan_rank(const PlanSetup& setup, int world_size, int rank);
 // with `allowance`, the GPU rank's total with it.
 std::string format_plan(const RankPlan& plan, const GpuAllowance* allowance);
 
-// `zero train --dry_run`: plans every rank of `world_size` (ranks of one run hold the same bytes
+// `zero train --dry_run`: plans every rank of run.world_size (ranks of one run hold the same bytes
 // by construction, padded shards being equal; every rank is planned anyway up to 64, then ranks
 // 0 and N-1), prints the plan of rank 0 and the ranks that differ from it, and returns the plans.
-std::vector<RankPlan> dry_run(const TrainingArguments& arguments, int world_size, bool print);
+std::vector<RankPlan> dry_run(const RunConfig& run, bool print);
 
 // The phases' resident peaks, one line each, with the baseline on its own line.
 std::string format_phases(const RankPlan& plan, bool device_is_host);

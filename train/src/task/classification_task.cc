@@ -1,0 +1,221 @@
+// The text-classification task (classification_task.h).
+#include "task/classification_task.h"
+
+#include <algorithm>
+#include <string>
+
+#include "prepare/prepare.h"
+#include "zero/comm/host_collectives.h"
+#include "zero/gpt2/classifier.h"
+#include "zero/gpt2/engine_save.h"
+#include "zero/text/progress.h"
+#include "zero/train/classification_metrics.h"
+
+namespace zero::train::detail {
+
+using nlohmann::json;
+
+ClassificationTask::ClassificationTask(const TaskContext& context)
+    : context_(context),
+      B_(context.arguments.per_device_train_batch_size),
+      pad_id_(static_cast<int>(context.prepared.head.pad_token_id)),
+      model_(context.engine, context.prepared.model_config, context.prepared.head, B_,
+             context.prepared.block_size, context.arguments.seed, context.engine.allocator(),
+             {.activation_checkpointing = context.arguments.gradient_checkpointing,
+              .label_smoothing = static_cast<float>(context.arguments.label_smoothing_factor)}) {
+  if (context_.prepared.pretrained) load_pretrained(model_, context_.arguments.model_name_or_path);
+}
+
+void ClassificationTask::print_task() const {
+  const Prepared& prepared = context_.prepared;
+  std::string names;
+  for (const std::string& label : prepared.head.id2label)
+    names += (names.empty() ? "" : ", ") + label;
+  context_.console.say(
+      "task: text-classification, %lld labels (%s), pad_token_id %d, score.weight %s\n",
+      static_cast<long long>(prepared.head.num_labels), names.c_str(), pad_id_,
+      prepared.pretrained_head ? "from the checkpoint" : "initialised N(0, initializer_range)");
+}
+
+void ClassificationTask::print_data() const {
+  const Prepared& prepared = context_.prepared;
+  context_.console.say(
+      "data: %zu train, %zu validation and %zu test examples of %lld tokens (padded; %lld "
+      "train examples truncated)\n",
+      prepared.train_blocks, prepared.eval_blocks, prepared.test_examples,
+      static_cast<long long>(prepared.block_size),
+      static_cast<long long>(prepared.classify_train.truncated));
+}
+
+void ClassificationTask::next_train_batch(text::DistributedSampler& sampler, MicroBatch& batch) {
+  fill_classification_batch(context_.prepared.classify_train, sampler.next(), B_, pad_id_,
+                            batch.tokens, batch.targets);
+  // A row's tokens end at its first pad, where the model reads the label from (padding past it).
+  const std::size_t T = batch.tokens.size() / static_cast<std::size_t>(B_);
+  batch.rows = batch.non_padding_tokens = 0;
+  for (std::size_t b = 0; b < static_cast<std::size_t>(B_); ++b) {
+    if (batch.targets[b] < 0) continue;
+    ++batch.rows;
+    const auto row = std::span(batch.tokens).subspan(b * T, T);
+    batch.non_padding_tokens +=
+        static_cast<std::uint64_t>(std::find(row.begin(), row.end(), pad_id_) - row.begin());
+  }
+}
+
+double ClassificationTask::train_micro_step(const MicroBatch& batch,
+                                            const gpt2::DropoutKey& dropout,
+                                            TrainerProgress& progress) {
+  const double loss = model_.train_micro_step(batch.tokens, batch.targets, dropout);
+  const std::vector<int> predicted = model_.predictions();
+  for (std::size_t b = 0; b < predicted.size(); ++b)
+    if (batch.targets[b] >= 0) {
+      progress.epoch_correct += predicted[b] == batch.targets[b];
+      ++progress.epoch_counted;
+    }
+  return loss;
+}
+
+std::optional<LogEntry> ClassificationTask::end_step(std::int64_t step, const LogEntry* evaluation,
+                                                     TrainerProgress& progress) {
+  const Prepared& prepared = context_.prepared;
+  if (step % prepared.steps_per_epoch != 0 && step != prepared.total_steps) return std::nullopt;
+  const double correct = context_.engine.average_across_ranks(progress.epoch_correct);
+  const double counted = context_.engine.average_across_ranks(progress.epoch_counted);
+  LogEntry entry;
+  entry.step = step;
+  entry.epoch = epoch_at(step, prepared.steps_per_epoch);
+  entry.epoch_train_loss =
+      progress.epoch_loss / static_cast<double>(std::max<std::int64_t>(progress.epoch_steps, 1));
+  entry.train_accuracy = counted > 0 ? correct / counted : 0.0;
+  std::string validation;
+  if (evaluation) {
+    char text[96];
+    std::snprintf(text, sizeof(text), " | eval_loss %.4f | eval_accuracy %.4f",
+                  *evaluation->eval_loss, *evaluation->eval_accuracy);
+    validation = text;
+  }
+  context_.console.say("epoch %.2f | train_loss %.4f | train_accuracy %.4f%s\n", entry.epoch,
+                       *entry.epoch_train_loss, *entry.train_accuracy, validation.c_str());
+  progress.epoch_correct = progress.epoch_counted = progress.epoch_loss = 0.0;
+  progress.epoch_steps = 0;
+  return entry;
+}
+
+ClassificationTask::Outcome ClassificationTask::evaluate_split(const ClassificationDataset& data,
+                                                               std::size_t count,
+                                                               const char* what) {
+  const Clock::time_point start = Clock::now();
+  const int rank = context_.engine.rank(), world = context_.engine.world_size();
+  const std::int64_t eval_B = context_.arguments.per_device_eval_batch_size;
+  const auto total = static_cast<std::int64_t>(count);
+  const std::int64_t global = eval_B * world;
+  const std::int64_t batches = (total + global - 1) / global;
+  text::ProgressBar bar(what, static_cast<std::uint64_t>(batches), "batches",
+                        context_.console.enabled());
+  std::vector<int> tokens, labels;
+  // This rank's predictions, eval_B per global batch, -1 where a row is padding.
+  std::vector<float> local(static_cast<std::size_t>(batches * eval_B), -1.0f);
+  double loss_sum = 0.0, counted = 0.0;
+  for (std::int64_t batch_index = 0; batch_index < batches; ++batch_index) {
+    const std::int64_t begin = batch_index * global + rank * eval_B;
+    const std::int64_t end = std::min(begin + eval_B, total);
+    for (std::int64_t chunk = begin; chunk < begin + eval_B; chunk += B_) {
+      std::vector<std::size_t> rows;
+      for (std::int64_t i = chunk; i < std::min(chunk + B_, end); ++i)
+        rows.push_back(static_cast<std::size_t>(i));
+      fill_classification_batch(data, rows, B_, pad_id_, tokens, labels);
+      const double loss = model_.evaluate(tokens, labels);
+      loss_sum += loss * static_cast<double>(model_.num_counted());
+      counted += static_cast<double>(model_.num_counted());
+      const std::vector<int> predicted = model_.predictions();
+      for (std::size_t b = 0; b < rows.size(); ++b)
+        local[static_cast<std::size_t>(batch_index * eval_B + (chunk - begin)) + b] =
+            static_cast<float>(predicted[b]);
+    }
+    bar.add(1);
+  }
+  bar.finish();
+  std::vector<float> all(local.size() * static_cast<std::size_t>(world));
+  all_gather_host(context_.communicator, context_.engine.context(), local, all,
+                  "classification predictions");
+  Outcome outcome;
+  outcome.predictions.assign(count, -1);
+  for (int r = 0; r < world; ++r)
+    for (std::int64_t batch_index = 0; batch_index < batches; ++batch_index)
+      for (std::int64_t i = 0; i < eval_B; ++i) {
+        const float value = all[static_cast<std::size_t>(r) * local.size() +
+                                static_cast<std::size_t>(batch_index * eval_B + i)];
+        const std::int64_t example = batch_index * global + r * eval_B + i;
+        if (value < 0.0f) continue;
+        ZERO_CHECK(example < total && outcome.predictions[example] == -1,
+                   "classification evaluation: example ", example, " predicted twice");
+        outcome.predictions[static_cast<std::size_t>(example)] = static_cast<int>(value);
+      }
+  std::int64_t correct = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    ZERO_CHECK(outcome.predictions[i] >= 0, "classification evaluation: example ", i,
+               " has no prediction");
+    correct += outcome.predictions[i] == data.labels[i];
+  }
+  const double mean_counted = context_.engine.average_across_ranks(counted);
+  const double mean_sum = context_.engine.average_across_ranks(loss_sum);
+  outcome.loss = mean_counted > 0 ? mean_sum / mean_counted : 0.0;
+  outcome.accuracy = count > 0 ? static_cast<double>(correct) / static_cast<double>(count) : 0.0;
+  outcome.seconds = seconds_since(start);
+  return outcome;
+}
+
+Evaluation ClassificationTask::evaluate(std::int64_t step) {
+  const Prepared& prepared = context_.prepared;
+  const Outcome validation =
+      evaluate_split(prepared.classify_validation, prepared.eval_blocks, "eval");
+  Evaluation evaluation;
+  LogEntry& entry = evaluation.entry;
+  entry.step = step;
+  entry.epoch = epoch_at(step, prepared.steps_per_epoch);
+  entry.eval_loss = validation.loss;
+  entry.eval_accuracy = validation.accuracy;
+  evaluation.seconds = validation.seconds;
+  context_.console.say(
+      "step %lld/%lld | eval_loss %.4f | eval_accuracy %.4f | %zu examples in %.1f s\n",
+      static_cast<long long>(step), static_cast<long long>(prepared.total_steps), validation.loss,
+      validation.accuracy, prepared.eval_blocks, validation.seconds);
+  return evaluation;
+}
+
+json ClassificationTask::predict(TrainResult& result) {
+  const Prepared& prepared = context_.prepared;
+  const Outcome test = evaluate_split(prepared.classify_test, prepared.test_examples, "test");
+  const std::vector<int> truth(
+      prepared.classify_test.labels.begin(),
+      prepared.classify_test.labels.begin() + static_cast<std::ptrdiff_t>(prepared.test_examples));
+  ClassificationReport report =
+      classification_report(truth, test.predictions, prepared.head.id2label);
+  const std::string text = report.text(), confusion = report.confusion_text();
+  context_.console.say(
+      "test: %zu examples, loss %.4f, accuracy %.4f\n%s\nconfusion matrix (rows: true label, "
+      "columns: predicted):\n%s",
+      prepared.test_examples, test.loss, report.accuracy, text.c_str(), confusion.c_str());
+  json test_results = {{"test_loss", test.loss},
+                       {"test_accuracy", report.accuracy},
+                       {"test_samples", prepared.test_examples},
+                       {"test_runtime", test.seconds},
+                       {"labels", prepared.head.id2label},
+                       {"classification_report", json::parse(report.to_json_text())},
+                       {"classification_report_text", text},
+                       {"confusion_matrix", report.confusion},
+                       {"predictions", test.predictions}};
+  result.test_loss = test.loss;
+  result.test_report = std::move(report);
+  return test_results;
+}
+
+void ClassificationTask::save_model(const std::filesystem::path& folder) {
+  gpt2::save_classifier_checkpoint(model_, folder);
+}
+
+void ClassificationTask::load_model(const std::filesystem::path& folder) {
+  load_pretrained(model_, folder);
+}
+
+}  // namespace zero::train::detail

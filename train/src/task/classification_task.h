@@ -1,0 +1,59 @@
+// The text-classification task (internal to zero::train): run_classification's
+// GPT2ForSequenceClassification on padded examples; validated at every epoch's end (and as
+// --eval_strategy asks) by loss and accuracy, an epoch line with the epoch's training loss and
+// accuracy, and with --do_predict the test split's scikit-learn report.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "kind/task_kind.h"
+#include "task/task.h"
+#include "zero/gpt2/engine_classifier.h"
+#include "zero/train/classification_data.h"
+
+namespace zero::train::detail {
+
+class ClassificationTask final : public Task {
+ public:
+  explicit ClassificationTask(const TaskContext& context);
+
+  void print_task() const override;
+  void print_data() const override;
+  bool evaluates_every_epoch() const override { return true; }
+  const char* model_class() const override { return "GPT2ForSequenceClassification"; }
+
+  void next_train_batch(text::DistributedSampler& sampler, MicroBatch& batch) override;
+  // Also counts the training forward's correct predictions (dropout on) into the epoch's.
+  double train_micro_step(const MicroBatch& batch, const gpt2::DropoutKey& dropout,
+                          TrainerProgress& progress) override;
+  // At an epoch's end and the last step: the epoch's line (mean training loss and accuracy over
+  // its steps, all ranks' rows; the validation of this step when it ran); resets the epoch.
+  std::optional<LogEntry> end_step(std::int64_t step, const LogEntry* evaluation,
+                                   TrainerProgress& progress) override;
+
+  Evaluation evaluate(std::int64_t step) override;
+  nlohmann::json predict(TrainResult& result) override;
+
+  void save_model(const std::filesystem::path& folder) override;
+  void load_model(const std::filesystem::path& folder) override;
+
+ private:
+  // The first `count` examples of `data`, evaluated (all ranks): global batches of eval_B × W,
+  // rank r rows [first + r·eval_B, first + (r+1)·eval_B) in micro-batches of B, the rows past
+  // `count` padded and ignored, so every example counts exactly once whatever the world size.
+  struct Outcome {
+    double loss = 0.0;
+    double accuracy = 0.0;
+    std::vector<int> predictions;  // every example's, on every rank, in example order
+    double seconds = 0.0;
+  };
+  Outcome evaluate_split(const ClassificationDataset& data, std::size_t count, const char* what);
+
+  TaskContext context_;
+  std::int64_t B_ = 0;
+  int pad_id_ = 0;
+  gpt2::EngineClassifier model_;
+};
+
+}  // namespace zero::train::detail
