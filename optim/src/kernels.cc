@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "coefficients.h"
 #include "zero/core/error.h"
 
 namespace zero::optim {
@@ -132,30 +133,6 @@ Half half_of(DType dtype, const char* kernel) {
 
 int half_index(Half half) { return static_cast<int>(half); }
 
-struct AdamCoefficients {
-  float beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
-  float step_size;     // lr / bc1
-  float inv_sqrt_bc2;  // 1 / sqrt(bc2)
-  float decay;         // 1 - lr·wd (AdamW)
-  float l2;            // wd (Adam)
-  float grad_scale;
-};
-
-AdamCoefficients adam_coefficients(const AdamHyperparams& h) {
-  const double bc1 = h.bias_correction ? 1.0 - std::pow(h.beta1, static_cast<double>(h.step)) : 1.0;
-  const double bc2 = h.bias_correction ? 1.0 - std::pow(h.beta2, static_cast<double>(h.step)) : 1.0;
-  return {static_cast<float>(h.beta1),
-          static_cast<float>(1.0 - h.beta1),
-          static_cast<float>(h.beta2),
-          static_cast<float>(1.0 - h.beta2),
-          static_cast<float>(h.eps),
-          static_cast<float>(h.lr / bc1),
-          static_cast<float>(1.0 / std::sqrt(bc2)),
-          static_cast<float>(1.0 - h.lr * h.weight_decay),
-          static_cast<float>(h.weight_decay),
-          static_cast<float>(h.grad_scale)};
-}
-
 // The body every Adam clone inlines; adam_step_reference does the same operations in order.
 template <bool kAdamW, Half H>
 ZERO_ALWAYS_INLINE void adam_body(float* __restrict params, const float* __restrict grads,
@@ -209,10 +186,6 @@ void run_adam(float* params, const float* grads, float* exp_avg, float* exp_avg_
                      half == nullptr ? nullptr : half + begin, end - begin, c);
              });
 }
-
-struct SgdCoefficients {
-  float lr, momentum, one_minus_dampening, weight_decay, grad_scale;
-};
 
 template <Half H>
 ZERO_ALWAYS_INLINE void sgd_plain_body(float* __restrict params, const float* __restrict grads,
@@ -283,31 +256,11 @@ void run_sgd(float* params, const float* grads, float* momentum_buffer, std::siz
   ZERO_CHECK(!momentum || momentum_buffer != nullptr || count == 0, "sgd_step: momentum ",
              h.momentum, " needs a momentum buffer");
   const SgdChunk chunk = kChunks[momentum ? 1 : 0][half_index(kind)];
-  const SgdCoefficients c{static_cast<float>(h.lr), static_cast<float>(h.momentum),
-                          static_cast<float>(1.0 - h.dampening), static_cast<float>(h.weight_decay),
-                          static_cast<float>(h.grad_scale)};
+  const SgdCoefficients c = sgd_coefficients(h);
   for_chunks(count, threads_for(h.threads), kChunkAlign, [&](std::size_t begin, std::size_t end) {
     chunk(params + begin, grads + begin, momentum ? momentum_buffer + begin : nullptr,
           half == nullptr ? nullptr : half + begin, end - begin, c, h.first_step, h.nesterov);
   });
-}
-
-struct LambCoefficients {
-  float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, grad_scale;
-};
-
-LambCoefficients lamb_coefficients(const LambHyperparams& h) {
-  return {static_cast<float>(h.beta1),     static_cast<float>(1.0 - h.beta1),
-          static_cast<float>(h.beta2),     static_cast<float>(1.0 - h.beta2),
-          static_cast<float>(h.eps),       static_cast<float>(h.weight_decay),
-          static_cast<float>(h.grad_scale)};
-}
-
-double lamb_step_size(const LambHyperparams& h) {
-  if (!h.bias_correction) return h.lr;
-  const double bc1 = 1.0 - std::pow(h.beta1, static_cast<double>(h.step));
-  const double bc2 = 1.0 - std::pow(h.beta2, static_cast<double>(h.step));
-  return h.lr * std::sqrt(bc2) / bc1;
 }
 
 // One block (at most kSumBlockElements): the moments, and Σp², Σu² as kSumLanes partial sums
@@ -385,6 +338,46 @@ void run_lamb_apply(float* params, const float* exp_avg, const float* exp_avg_sq
 }
 
 }  // namespace
+
+AdamCoefficients adam_coefficients(const AdamHyperparams& h) {
+  const double bc1 = h.bias_correction ? 1.0 - std::pow(h.beta1, static_cast<double>(h.step)) : 1.0;
+  const double bc2 = h.bias_correction ? 1.0 - std::pow(h.beta2, static_cast<double>(h.step)) : 1.0;
+  return {static_cast<float>(h.beta1),
+          static_cast<float>(1.0 - h.beta1),
+          static_cast<float>(h.beta2),
+          static_cast<float>(1.0 - h.beta2),
+          static_cast<float>(h.eps),
+          static_cast<float>(h.lr / bc1),
+          static_cast<float>(1.0 / std::sqrt(bc2)),
+          static_cast<float>(h.adam_w_mode ? 1.0 - h.lr * h.weight_decay : 1.0),
+          static_cast<float>(h.adam_w_mode ? 0.0 : h.weight_decay),
+          static_cast<float>(h.grad_scale)};
+}
+
+SgdCoefficients sgd_coefficients(const SgdHyperparams& h) {
+  return {static_cast<float>(h.lr),
+          static_cast<float>(h.momentum),
+          static_cast<float>(1.0 - h.dampening),
+          static_cast<float>(h.weight_decay),
+          static_cast<float>(h.grad_scale),
+          h.momentum != 0.0,
+          h.first_step,
+          h.nesterov};
+}
+
+LambCoefficients lamb_coefficients(const LambHyperparams& h) {
+  return {static_cast<float>(h.beta1),     static_cast<float>(1.0 - h.beta1),
+          static_cast<float>(h.beta2),     static_cast<float>(1.0 - h.beta2),
+          static_cast<float>(h.eps),       static_cast<float>(h.weight_decay),
+          static_cast<float>(h.grad_scale)};
+}
+
+double lamb_step_size(const LambHyperparams& h) {
+  if (!h.bias_correction) return h.lr;
+  const double bc1 = 1.0 - std::pow(h.beta1, static_cast<double>(h.step));
+  const double bc2 = 1.0 - std::pow(h.beta2, static_cast<double>(h.step));
+  return h.lr * std::sqrt(bc2) / bc1;
+}
 
 int resolve_cpu_optimizer_threads(const char* setting, int openmp_threads, int allowed_cpus) {
   if (setting != nullptr && *setting != '\0') {

@@ -1,4 +1,5 @@
-// Adam/AdamW, SGD and Lamb over the engine's shard chunks, and the optimizer factory.
+// Adam/AdamW, SGD and Lamb over the engine's shard chunks on the host (their step_on is
+// device_step.cc's), and the optimizer factory.
 #include "zero/optim/optimizers.h"
 
 #include <cstdint>
@@ -12,7 +13,7 @@ Adam::Adam(const config::OptimizerConfig& options)
     : options_(options),
       adam_w_mode_(options.type == config::OptimizerType::kAdamW || options.adam_w_mode) {}
 
-void Adam::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
+AdamHyperparams Adam::hyperparams(const OptimizerStep& step) const {
   AdamHyperparams hyper;
   hyper.lr = step.lr;
   hyper.beta1 = step.beta1;
@@ -23,6 +24,11 @@ void Adam::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
   hyper.bias_correction = options_.bias_correction;
   hyper.step = step.step;
   hyper.grad_scale = step.grad_scale;
+  return hyper;
+}
+
+void Adam::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
+  AdamHyperparams hyper = hyperparams(step);
   hyper.threads = cpu_optimizer_threads();
   for (ShardChunk& chunk : chunks) {
     if (chunk.params_16bit != nullptr)
@@ -44,7 +50,7 @@ std::vector<std::string> Sgd::state_names() const {
   return {"momentum_buffer"};
 }
 
-void Sgd::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
+SgdHyperparams Sgd::hyperparams(const OptimizerStep& step) const {
   SgdHyperparams hyper;
   hyper.lr = step.lr;
   hyper.momentum = options_.momentum;
@@ -53,6 +59,11 @@ void Sgd::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
   hyper.nesterov = options_.nesterov;
   hyper.first_step = step.step == 1;
   hyper.grad_scale = step.grad_scale;
+  return hyper;
+}
+
+void Sgd::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
+  SgdHyperparams hyper = hyperparams(step);
   hyper.threads = cpu_optimizer_threads();
   for (ShardChunk& chunk : chunks) {
     if (chunk.params_16bit != nullptr)
@@ -65,7 +76,7 @@ void Sgd::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
 
 Lamb::Lamb(const config::OptimizerConfig& options) : options_(options) {}
 
-void Lamb::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
+LambHyperparams Lamb::hyperparams(const OptimizerStep& step) const {
   LambHyperparams hyper;
   hyper.lr = step.lr;
   hyper.beta1 = step.beta1;
@@ -77,6 +88,11 @@ void Lamb::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
   hyper.grad_scale = step.grad_scale;
   hyper.max_coeff = options_.max_coeff;
   hyper.min_coeff = options_.min_coeff;
+  return hyper;
+}
+
+void Lamb::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
+  LambHyperparams hyper = hyperparams(step);
   hyper.threads = cpu_optimizer_threads();
   // Per-tensor Σp² and Σu² over this rank's pieces, then over all ranks: [p0, u0, p1, u1, ...].
   std::vector<float> sums(2 * static_cast<std::size_t>(step.num_tensors), 0.0f);

@@ -1,10 +1,10 @@
 // A DeviceContext that forwards every call to another one, for tests that change one behaviour of
-// a real backend (the optimizer step emulated, a device allocator that tracks its blocks) and keep
-// the rest. (The model's kernels off the host are the CPU backend's own asynchronous mode.)
+// a real backend (a device allocator that tracks its blocks, device memory the host cannot
+// address) and keep the rest. (The model's kernels off the host are the CPU backend's own
+// asynchronous mode.)
 #pragma once
 
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 
@@ -55,10 +55,6 @@ class ForwardingContext : public DeviceContext {
   void sum_of_squares(Stream& stream, const void* x, DType dtype, std::size_t count,
                       SquaresResult* result) override {
     inner_->sum_of_squares(stream, x, dtype, count, result);
-  }
-  void optimizer_step(Stream& stream, Optimizer& optimizer, std::span<ShardChunk> chunks,
-                      const OptimizerStep& step) override {
-    inner_->optimizer_step(stream, optimizer, chunks, step);
   }
 
  private:

@@ -4,7 +4,8 @@
 // context's own operations (copy, convert, fill, ...), which lift the guard on their stream for
 // the time they run. host_addressable(kDevice) is false. Tests turn the guard on around the code
 // under test (checkpoint saves and loads, gather_master), off where the host model reads its
-// gathered units.
+// gathered units and where the optimizer steps (Optimizer::step_on runs the optimizer's own CPU
+// kernels on the stream, not an operation of this context).
 #pragma once
 
 #include <sys/mman.h>
@@ -15,7 +16,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <span>
 
 #include "forwarding_context.h"
 #include "zero/core/allocator.h"
@@ -140,10 +140,6 @@ class GuardedDeviceContext final : public ForwardingContext {
   void sum_of_squares(Stream& stream, const void* x, DType dtype, std::size_t count,
                       SquaresResult* result) override {
     lifted(stream, [&] { ForwardingContext::sum_of_squares(stream, x, dtype, count, result); });
-  }
-  void optimizer_step(Stream& stream, Optimizer& optimizer, std::span<ShardChunk> chunks,
-                      const OptimizerStep& step) override {
-    lifted(stream, [&] { ForwardingContext::optimizer_step(stream, optimizer, chunks, step); });
   }
 
  private:

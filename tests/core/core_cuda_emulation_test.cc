@@ -1,29 +1,25 @@
 // libzero's CUDA kernel bodies (libzero/src/cuda/elementwise_body.h: fill, scale/axpy, sum of
-// squares, convert; optimizer_body.h: Adam/AdamW, SGD, Lamb's two passes) run on the CPU by the
-// kernel emulator (tests/common/kernel_emulator.h) over the launch grids their launchers compute,
-// against the CPU oracles: the CPU DeviceContext's operations and optim's scalar reference steps.
-// Random inputs, odd counts (1, 22, 1023, 4099: tails past the 4-wide vector loop), fp32, bf16
-// and fp16, the vector path (aligned arrays) and the scalar one (an array one element off).
-// Tolerances: fp32 1e-5 relative L2; 16-bit outputs within llm.c's bf16 tolerance (one rounding of
-// the fp32 result, relative 2^-8 per element). Also the emulator's own divergence checks.
+// squares, convert) run on the CPU by the kernel emulator (tests/common/kernel_emulator.h) over
+// the launch grids their launchers compute, against the CPU oracle: the CPU DeviceContext's
+// operations. (optim's fused optimizer bodies: tests/optim/optim_cuda_body_emulation_test.cc.)
+// Random inputs, odd counts (1, 22, 1023, 4099), fp32, bf16 and fp16. Tolerances: fp32 1e-5
+// relative L2; 16-bit outputs within llm.c's bf16 tolerance (one rounding of the fp32 result,
+// relative 2^-8 per element). Also the emulator's own divergence checks.
 // Exempt: none (libzero's CUDA sources launch no library kernels).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "elementwise_body.h"
-#include "kernel_emulator.h"
-#include "optimizer_body.h"
+#include "kernel_emulation_test.h"
 #include "random_inputs.h"
 #include "relative_difference.h"
 #include "zero/core/device_context.h"
 #include "zero/core/dtype.h"
 #include "zero/core/error.h"
-#include "zero/optim/kernels.h"
 
 namespace zero {
 namespace {
@@ -31,7 +27,6 @@ namespace {
 using kernels::LaunchConfig;
 using kernels::emulation::EmulatedThread;
 using kernels::emulation::NoShared;
-using kernels::emulation::Order;
 using zero::testing::random_vector;
 using zero::testing::relative_difference;
 
@@ -40,7 +35,6 @@ struct EmulatedTypes {
   using Float16 = zero::Float16;
 };
 
-const std::size_t kCounts[] = {1, 22, 1023, 4099};
 const DType kDtypes[] = {DType::kFloat32, DType::kBFloat16, DType::kFloat16};
 
 // `count` elements of `dtype` (as bytes) holding `values` rounded.
@@ -57,18 +51,14 @@ std::vector<float> widened(const std::vector<unsigned char>& bytes, DType dtype)
 
 double tolerance(DType dtype) { return dtype == DType::kFloat32 ? 1e-5 : 1.0 / 256; }
 
-class CudaEmulation : public ::testing::TestWithParam<Order> {
+class CudaEmulation : public testing::KernelEmulationTest {
  protected:
-  template <typename Shared = NoShared, typename Body>
-  void emulate(const LaunchConfig& config, Body&& body) {
-    kernels::emulation::run<Shared>(config, GetParam(), body);
-  }
   std::unique_ptr<DeviceContext> cpu_ = make_cpu_context(StreamStress{});
 };
 
 TEST_P(CudaEmulation, ElementwiseKernelsMatchTheCpuContext) {
   Stream& stream = cpu_->compute_stream();
-  for (std::size_t count : kCounts) {
+  for (std::size_t count : testing::kEmulationCounts) {
     for (DType source_dtype : kDtypes) {
       for (DType destination_dtype : kDtypes) {
         SCOPED_TRACE(::testing::Message() << count << " " << name_of(source_dtype) << " -> "
@@ -131,7 +121,7 @@ TEST_P(CudaEmulation, ElementwiseKernelsMatchTheCpuContext) {
 
 TEST_P(CudaEmulation, SumOfSquaresMatchesTheCpuContext) {
   Stream& stream = cpu_->compute_stream();
-  for (std::size_t count : kCounts) {
+  for (std::size_t count : testing::kEmulationCounts) {
     for (DType dtype : kDtypes) {
       for (bool planted_nan : {false, true}) {
         SCOPED_TRACE(::testing::Message()
@@ -157,175 +147,11 @@ TEST_P(CudaEmulation, SumOfSquaresMatchesTheCpuContext) {
   }
 }
 
-// The fp32 state of one optimizer pass, and 16-bit copies of gradients and parameters.
-struct OptimizerState {
-  std::vector<float> params, grads, exp_avg, exp_avg_sq;
-  explicit OptimizerState(std::size_t count)
-      : params(random_vector<float>(count, 5)),
-        grads(random_vector<float>(count, 6)),
-        exp_avg(random_vector<float>(count, 7, 0.1)),
-        exp_avg_sq(random_vector<float>(count, 8, 0.1)) {
-    for (float& v : exp_avg_sq) v = v * v;
-  }
-};
-
-// The launcher's arrays over `state` starting `offset` elements in (offset 1: the scalar path).
-cuda::OptimizerArrays arrays_of(OptimizerState& state, std::size_t offset, void* copy) {
-  cuda::OptimizerArrays a;
-  a.params = state.params.data() + offset;
-  a.grads = state.grads.data() + offset;
-  a.state0 = state.exp_avg.data() + offset;
-  a.state1 = state.exp_avg_sq.data() + offset;
-  a.params_16bit = copy;
-  a.count = state.params.size() - offset;
-  return a;
-}
-
-TEST_P(CudaEmulation, AdamAndSgdBodiesMatchTheCpuReference) {
-  for (std::size_t count : kCounts) {
-    for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
-      if (offset >= count) continue;
-      SCOPED_TRACE(::testing::Message() << count << " offset " << offset);
-      OptimizerState actual(count), expected(count);
-      std::vector<BFloat16> copy(count);
-      cuda::OptimizerArrays a = arrays_of(actual, offset, copy.data());
-      const bool vectorized = cuda::vectorizable(a);
-      EXPECT_EQ(vectorized, offset == 0);
-      optim::AdamHyperparams hyper;
-      hyper.lr = 1e-2, hyper.weight_decay = 0.1, hyper.step = 3, hyper.grad_scale = 0.5;
-      const double bc1 = 1.0 - std::pow(hyper.beta1, 3.0), bc2 = 1.0 - std::pow(hyper.beta2, 3.0);
-      const cuda::AdamRule adam{
-          {static_cast<float>(hyper.beta1), static_cast<float>(1.0 - hyper.beta1),
-           static_cast<float>(hyper.beta2), static_cast<float>(1.0 - hyper.beta2),
-           static_cast<float>(hyper.eps), static_cast<float>(hyper.lr / bc1),
-           static_cast<float>(1.0 / std::sqrt(bc2)),
-           static_cast<float>(1.0 - hyper.lr * hyper.weight_decay), 0.0f, 0.5f}};
-      emulate(cuda::optimizer_launch(a.count, vectorized), [&](EmulatedThread& thread, NoShared&) {
-        cuda::update_body(thread, a.params, static_cast<const float*>(a.grads), a.state0, a.state1,
-                          copy.data(), a.count, adam, vectorized);
-      });
-      optim::adam_step_reference(expected.params.data() + offset, expected.grads.data() + offset,
-                                 expected.exp_avg.data() + offset,
-                                 expected.exp_avg_sq.data() + offset, a.count, hyper);
-      EXPECT_LT(relative_difference(actual.params, expected.params), 1e-5);
-      EXPECT_LT(relative_difference(actual.exp_avg, expected.exp_avg), 1e-5);
-      EXPECT_LT(relative_difference(actual.exp_avg_sq, expected.exp_avg_sq), 1e-5);
-      for (std::size_t i = 0; i < a.count; ++i)
-        ASSERT_EQ(to_float(copy[i]), to_float(to_bf16(actual.params[offset + i]))) << i;
-
-      // Again from the updated state with bf16 gradients, read through the vector path's 8-byte
-      // loads.
-      std::vector<BFloat16> grads16(count);
-      convert(actual.grads.data(), DType::kFloat32, grads16.data(), DType::kBFloat16, count);
-      convert(grads16.data(), DType::kBFloat16, expected.grads.data(), DType::kFloat32, count);
-      emulate(cuda::optimizer_launch(a.count, vectorized), [&](EmulatedThread& thread, NoShared&) {
-        cuda::update_body(thread, a.params, grads16.data() + offset, a.state0, a.state1,
-                          static_cast<BFloat16*>(nullptr), a.count, adam, vectorized);
-      });
-      optim::adam_step_reference(expected.params.data() + offset, expected.grads.data() + offset,
-                                 expected.exp_avg.data() + offset,
-                                 expected.exp_avg_sq.data() + offset, a.count, hyper);
-      EXPECT_LT(relative_difference(actual.params, expected.params), 1e-5);
-      EXPECT_LT(relative_difference(actual.exp_avg_sq, expected.exp_avg_sq), 1e-5);
-
-      // SGD with Nesterov momentum, past its first step, fp16 gradients.
-      optim::SgdHyperparams sgd;
-      sgd.lr = 0.1, sgd.momentum = 0.9, sgd.dampening = 0.1, sgd.weight_decay = 0.01;
-      sgd.nesterov = true, sgd.first_step = false;
-      std::vector<Float16> half_grads(count);
-      convert(actual.grads.data(), DType::kFloat32, half_grads.data(), DType::kFloat16, count);
-      convert(half_grads.data(), DType::kFloat16, expected.grads.data(), DType::kFloat32, count);
-      const cuda::SgdMomentumRule momentum{{0.1f, 0.9f, 0.9f, 0.01f, 1.0f, true, false, true}};
-      emulate(cuda::optimizer_launch(a.count, vectorized), [&](EmulatedThread& thread, NoShared&) {
-        cuda::update_body(thread, a.params, half_grads.data() + offset, a.state0, a.state1,
-                          static_cast<BFloat16*>(nullptr), a.count, momentum, vectorized);
-      });
-      optim::sgd_step_reference(expected.params.data() + offset, expected.grads.data() + offset,
-                                expected.exp_avg.data() + offset, a.count, sgd);
-      EXPECT_LT(relative_difference(actual.params, expected.params), 1e-5);
-      EXPECT_LT(relative_difference(actual.exp_avg, expected.exp_avg), 1e-5);
-    }
-  }
-}
-
-// The vector loop runs only when every array is aligned for its access; the emulated loads check
-// it, so a wrong vectorizable() would throw here.
-TEST_P(CudaEmulation, VectorPathNeedsEveryArrayAligned) {
-  const std::size_t count = 22;
-  alignas(16) float params[count + 4], grads[count + 4], m[count + 4], v[count + 4];
-  alignas(16) BFloat16 copy[count + 4];
-  for (int misaligned = -1; misaligned < 5; ++misaligned) {
-    SCOPED_TRACE(misaligned);
-    const int k = misaligned;
-    cuda::OptimizerArrays a;
-    a.params = params + (k == 0), a.grads = grads + (k == 1), a.state0 = m + (k == 2);
-    a.state1 = v + (k == 3), a.params_16bit = copy + (k == 4), a.count = count;
-    a.grads_dtype = DType::kFloat32;
-    for (float* array : {params, grads, m, v}) std::fill(array, array + count + 4, 0.5f);
-    const bool vectorized = cuda::vectorizable(a);
-    EXPECT_EQ(vectorized, misaligned < 0);
-    const cuda::SgdPlainRule rule{{0.1f, 0.0f, 1.0f, 0.0f, 1.0f, false, true, false}};
-    emulate(cuda::optimizer_launch(count, vectorized), [&](EmulatedThread& thread, NoShared&) {
-      cuda::update_body(thread, a.params, static_cast<const float*>(a.grads), a.state0, a.state1,
-                        static_cast<BFloat16*>(a.params_16bit), count, rule, vectorized);
-    });
-    EXPECT_EQ(a.params[count - 1], 0.5f - 0.1f * 0.5f);
-  }
-}
-
-TEST_P(CudaEmulation, LambPassesMatchTheCpuKernels) {
-  for (std::size_t count : kCounts) {
-    for (std::size_t offset : {std::size_t{0}, std::size_t{1}}) {
-      if (offset >= count) continue;
-      SCOPED_TRACE(::testing::Message() << count << " offset " << offset);
-      OptimizerState actual(count), expected(count);
-      cuda::OptimizerArrays a = arrays_of(actual, offset, nullptr);
-      const bool vectorized = cuda::vectorizable(a);
-      optim::LambHyperparams hyper;
-      hyper.weight_decay = 0.01, hyper.threads = 1;
-      const cuda::LambCoefficients c{static_cast<float>(hyper.beta1),
-                                     static_cast<float>(1.0 - hyper.beta1),
-                                     static_cast<float>(hyper.beta2),
-                                     static_cast<float>(1.0 - hyper.beta2),
-                                     static_cast<float>(hyper.eps),
-                                     static_cast<float>(hyper.weight_decay),
-                                     1.0f};
-      double sums[2] = {0.0, 0.0};
-      emulate<cuda::LambSumsShared>(
-          cuda::optimizer_launch(a.count, vectorized),
-          [&](EmulatedThread& thread, cuda::LambSumsShared& shared) {
-            cuda::lamb_moments_body(thread, shared, a.params, static_cast<const float*>(a.grads),
-                                    a.state0, a.state1, a.count, c, sums, vectorized);
-          });
-      const optim::SumsOfSquares expected_sums = optim::lamb_moments(
-          expected.params.data() + offset, expected.grads.data() + offset,
-          expected.exp_avg.data() + offset, expected.exp_avg_sq.data() + offset, a.count, hyper);
-      EXPECT_NEAR(sums[0], expected_sums.params, 1e-6 * expected_sums.params);
-      EXPECT_NEAR(sums[1], expected_sums.update, 1e-5 * expected_sums.update);
-      EXPECT_LT(relative_difference(actual.exp_avg, expected.exp_avg), 1e-5);
-      EXPECT_LT(relative_difference(actual.exp_avg_sq, expected.exp_avg_sq), 1e-5);
-
-      const double ratio = optim::lamb_trust_ratio(sums[0], sums[1], hyper);
-      const float step = static_cast<float>(hyper.lr * ratio);  // no bias correction at step 1
-      hyper.bias_correction = false;
-      const cuda::LambApplyRule apply{c.eps, c.weight_decay, step};
-      std::vector<Float16> copy(count);
-      emulate(cuda::optimizer_launch(a.count, vectorized), [&](EmulatedThread& thread, NoShared&) {
-        cuda::update_body(thread, a.params, static_cast<const float*>(nullptr), a.state0, a.state1,
-                          copy.data(), a.count, apply, vectorized);
-      });
-      optim::lamb_apply(expected.params.data() + offset, expected.exp_avg.data() + offset,
-                        expected.exp_avg_sq.data() + offset, a.count, hyper, ratio);
-      EXPECT_LT(relative_difference(actual.params, expected.params), 1e-5);
-    }
-  }
-}
-
 // At real sizes the grid stops at 65535 blocks and each thread strides over more elements than
 // the test sizes reach; here a grid of 3 blocks takes every loop round more than once.
 TEST_P(CudaEmulation, GridStrideLoopsCoverEveryElementOnASmallGrid) {
   const LaunchConfig small = kernels::linear_launch(3, kernels::kElementwiseThreads);
-  const std::size_t count = 4099;  // 1024 groups of 4 and a tail of 3: two rounds of 768 threads
+  const std::size_t count = 4099;  // five rounds of 768 threads and a part of a sixth
   const auto values = random_vector<float>(count, 9);
   std::vector<BFloat16> narrowed(count), expected(count);
   convert(values.data(), DType::kFloat32, expected.data(), DType::kBFloat16, count);
@@ -340,21 +166,6 @@ TEST_P(CudaEmulation, GridStrideLoopsCoverEveryElementOnASmallGrid) {
   double expected_sum = 0.0;
   for (float v : values) expected_sum += static_cast<double>(v) * v;
   EXPECT_NEAR(sums[0], expected_sum, 1e-12 * expected_sum);
-  for (bool vectorized : {false, true}) {
-    OptimizerState actual(count), expected_state(count);
-    cuda::OptimizerArrays a = arrays_of(actual, 0, nullptr);
-    const cuda::SgdMomentumRule rule{{0.1f, 0.9f, 1.0f, 0.0f, 1.0f, true, false, false}};
-    emulate(small, [&](EmulatedThread& thread, NoShared&) {
-      cuda::update_body(thread, a.params, static_cast<const float*>(a.grads), a.state0, a.state1,
-                        static_cast<BFloat16*>(nullptr), count, rule, vectorized);
-    });
-    optim::SgdHyperparams sgd;
-    sgd.lr = 0.1, sgd.momentum = 0.9, sgd.first_step = false;
-    optim::sgd_step_reference(expected_state.params.data(), expected_state.grads.data(),
-                              expected_state.exp_avg.data(), count, sgd);
-    EXPECT_LT(relative_difference(actual.params, expected_state.params), 1e-5) << vectorized;
-    EXPECT_LT(relative_difference(actual.exp_avg, expected_state.exp_avg), 1e-5) << vectorized;
-  }
 }
 
 TEST_P(CudaEmulation, ShufflesExchangeAsTheHardwareAndDivergenceIsAnError) {
@@ -385,16 +196,11 @@ TEST_P(CudaEmulation, ShufflesExchangeAsTheHardwareAndDivergenceIsAnError) {
   });
   expect_error("is not aligned", [](EmulatedThread&, NoShared&) {
     alignas(16) float values[8] = {};
-    float out[cuda::kVector];
-    cuda::load4(values + 1, out);  // a 16-byte access 4 bytes past alignment
+    kernels::require_aligned(values + 1, 16, "a vector load");  // 4 bytes past alignment
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Orders, CudaEmulation, ::testing::Values(Order::kForward, Order::kReverse),
-                         [](const ::testing::TestParamInfo<Order>& param) {
-                           return param.param == Order::kForward ? "ForwardThreadOrder"
-                                                                 : "ReverseThreadOrder";
-                         });
+ZERO_EMULATION_THREAD_ORDERS(CudaEmulation);
 
 }  // namespace
 }  // namespace zero

@@ -1,16 +1,20 @@
 // The device layer's CPU and planning backends: operations, event ordering, buffer lifetimes,
-// the optimizer step on a stream, and what a planning context records.
+// Optimizer::step_on's default (the CPU kernels on a CPU context's stream, nothing in a plan, a
+// refusal elsewhere), and what a planning context records.
 #include "zero/core/device_context.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "../common/forwarding_context.h"
 #include "device_context_checks.h"
 #include "zero/core/error.h"
-#include "zero/engine/optimizer.h"
+#include "zero/core/optimizer.h"
 
 namespace zero::testing {
 namespace {
@@ -70,8 +74,15 @@ class ScaledSgd final : public Optimizer {
   std::thread::id thread;
 };
 
-TEST(CpuDeviceContext, OptimizerStepRunsOnTheStream) {
-  auto context = make_cpu_context(StreamStress{});
+// A CPU context that says it is cuda:0, so a step on it must be refused without a device.
+class CudaLabelledContext final : public ForwardingContext {
+ public:
+  CudaLabelledContext() : ForwardingContext(make_cpu_context(StreamStress{})) {}
+  std::string_view backend() const override { return "cuda"; }
+  Device device() const override { return Device::cuda(0); }
+};
+
+TEST(OptimizerStepOn, RunsOnACpuStreamNotInAPlanAndRefusesOtherDevices) {
   std::vector<float> params = {1.0f, 2.0f}, grads = {4.0f, -8.0f};
   std::vector<ShardChunk> chunks(1);
   chunks[0].params = params.data();
@@ -81,11 +92,25 @@ TEST(CpuDeviceContext, OptimizerStepRunsOnTheStream) {
   step.lr = 0.5;
   step.grad_scale = 0.25;
   ScaledSgd optimizer;
-  context->optimizer_step(context->compute_stream(), optimizer, chunks, step);
+  auto planning = make_planning_context();
+  optimizer.step_on(*planning, planning->compute_stream(), chunks, step);
+  EXPECT_EQ(params[0], 1.0f) << "a plan computes nothing";
+  auto context = make_cpu_context(StreamStress{});
+  optimizer.step_on(*context, context->compute_stream(), chunks, step);
   context->compute_stream().synchronize();
   EXPECT_EQ(params[0], 0.5f);
   EXPECT_EQ(params[1], 3.0f);
   EXPECT_NE(optimizer.thread, std::this_thread::get_id());
+  CudaLabelledContext cuda;
+  try {
+    optimizer.step_on(cuda, cuda.compute_stream(), chunks, step);
+    FAIL() << "expected zero::Error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("'scaled_sgd' has CPU kernels only"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(params[0], 0.5f);
 }
 
 TEST(PlanningDeviceContext, RecordsWithoutMemoryAndComputesNothing) {

@@ -103,8 +103,8 @@ std::vector<Launch> gpt2_launches(const GPT2Config& config, std::int64_t B, std:
   std::size_t params = 0;
   for (const UnitSpec& unit : gpt2_units(config)) params += unit.num_elements();
   for (bool vectorized : {false, true}) {
-    launches.push_back({"optimizer", zero::cuda::optimizer_launch(params, vectorized),
-                        sizeof(zero::cuda::LambSumsShared), false, 0});
+    launches.push_back({"optimizer", zero::optim::cuda::optimizer_launch(params, vectorized),
+                        sizeof(zero::optim::cuda::LambSumsShared), false, 0});
   }
   launches.push_back({"elementwise and convert", kernels::grid_stride_launch(params),
                       sizeof(kernels::SquaresShared), false, 0});
@@ -215,7 +215,7 @@ TEST(Gpt2CudaLaunch, OptimizerArraysOfEveryShardTakeTheVectorPath) {
           const ElementRange shard = layout.shard(rank);
           // The shard chunk: params, grads (fp32 or bf16), state = [exp_avg | exp_avg_sq] and
           // the 16-bit copy, each from its own device buffer at the shard's offset.
-          zero::cuda::OptimizerArrays a;
+          zero::optim::cuda::OptimizerArrays a;
           a.params = reinterpret_cast<float*>(kBase) + shard.begin;
           a.state0 = reinterpret_cast<float*>(kBase);
           a.state1 = a.state0 + shard.size();
@@ -226,12 +226,13 @@ TEST(Gpt2CudaLaunch, OptimizerArraysOfEveryShardTakeTheVectorPath) {
             a.grads = grads == DType::kFloat32
                           ? static_cast<const void*>(reinterpret_cast<float*>(kBase) + shard.begin)
                           : reinterpret_cast<std::uint16_t*>(kBase) + shard.begin;
-            ASSERT_TRUE(zero::cuda::vectorizable(a)) << "rank " << rank;
+            ASSERT_TRUE(zero::optim::cuda::vectorizable(a)) << "rank " << rank;
           }
           // Lamb's passes start at every tensor boundary inside the shard.
           for (const TensorSlot& slot : layout.slots()) {
             if (slot.offset_elements <= shard.begin || slot.offset_elements >= shard.end) continue;
-            EXPECT_EQ((slot.offset_elements - shard.begin) % zero::cuda::kVector, 0u) << slot.name;
+            EXPECT_EQ((slot.offset_elements - shard.begin) % zero::optim::cuda::kVector, 0u)
+                << slot.name;
           }
         }
       }

@@ -1,8 +1,9 @@
-// DeviceContext::optimizer_step on any backend against the optimizer's own CPU kernels
-// (Optimizer::step on host copies, optim/src/kernels.cc: the oracle): Adam, AdamW, SGD (plain,
-// momentum, nesterov) and Lamb over two chunks (one 16-byte aligned, one not), odd sizes, three
-// steps, fp32/bf16/fp16 gradients, with and without a bf16/fp16 parameter copy.
-// tests/optim/device_optimizer_test.cc runs them on the CPU context, optim_cuda_test.cc on CUDA.
+// Optimizer::step_on on any backend against the optimizer's own CPU kernels (Optimizer::step on
+// host copies, optim/src/kernels.cc: the oracle): Adam, AdamW, SGD (plain, momentum, nesterov)
+// and Lamb over two chunks (one 16-byte aligned, one not), odd sizes, three steps, fp32/bf16/fp16
+// gradients, with and without a bf16/fp16 parameter copy. tests/optim/device_optimizer_test.cc
+// runs them on the CPU context, optim_cuda_test.cc on CUDA, optim_cuda_emulation_test.cc through
+// the CUDA step's host twins.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,7 +12,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -156,12 +159,18 @@ inline void set_up_chunks(DeviceContext& context, std::vector<ChunkBuffers>& chu
   }
 }
 
+// How the device under test takes a step over the device chunks; empty: Optimizer::step_on on
+// the context's compute stream.
+using DeviceStep = std::function<void(Optimizer& optimizer, std::span<ShardChunk> chunks,
+                                      const OptimizerStep& step)>;
+
 // Runs `steps` steps of `options` on `context` and on the host, comparing params and state
 // (fp32 within 1e-5 relative) and the 16-bit copy (bit for bit against converting the device's
 // own fp32 result) after each step.
 inline void check_device_optimizer(DeviceContext& context, const config::OptimizerConfig& options,
                                    DType grads_dtype, bool with_copy, DType copy_dtype,
-                                   std::size_t count_a, std::size_t count_b, int steps = 3) {
+                                   std::size_t count_a, std::size_t count_b,
+                                   const DeviceStep& device_step, int steps = 3) {
   auto device_optimizer = optim::make_optimizer(options);
   auto host_optimizer = optim::make_optimizer(options);
   const int states = host_optimizer->states_per_element();
@@ -229,7 +238,10 @@ inline void check_device_optimizer(DeviceContext& context, const config::Optimiz
       for (std::size_t i = 0; i < count; ++i) values[i] *= 2.0f;
     };
     host_optimizer->step(host_chunks, args);
-    context.optimizer_step(context.compute_stream(), *device_optimizer, device_chunks, args);
+    if (device_step)
+      device_step(*device_optimizer, device_chunks, args);
+    else
+      device_optimizer->step_on(context, context.compute_stream(), device_chunks, args);
     context.compute_stream().synchronize();
 
     for (std::size_t c = 0; c < chunks.size(); ++c) {
@@ -266,7 +278,8 @@ inline const std::vector<ChunkSizes> kDeviceOptimizerSizes = {
 
 // The whole matrix on `context`: every case × gradient dtype × copy, at sizes with tails.
 inline void check_device_optimizers(DeviceContext& context,
-                                    const std::vector<ChunkSizes>& sizes = kDeviceOptimizerSizes) {
+                                    const std::vector<ChunkSizes>& sizes = kDeviceOptimizerSizes,
+                                    const DeviceStep& device_step = {}) {
   for (const DeviceOptimizerCase& c : device_optimizer_cases()) {
     for (DType grads : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
       for (int copy = 0; copy < 3; ++copy) {
@@ -275,7 +288,8 @@ inline void check_device_optimizers(DeviceContext& context,
           SCOPED_TRACE(c.name + ", grads " + std::string(name_of(grads)) + ", copy " +
                        (copy == 0 ? std::string("none") : std::string(name_of(copy_dtype))) +
                        ", sizes " + std::to_string(size.a) + "+" + std::to_string(size.b));
-          check_device_optimizer(context, c.options, grads, copy != 0, copy_dtype, size.a, size.b);
+          check_device_optimizer(context, c.options, grads, copy != 0, copy_dtype, size.a, size.b,
+                                 device_step);
           if (::testing::Test::HasFatalFailure()) return;
         }
       }

@@ -1,6 +1,6 @@
-// DeviceContext::optimizer_step on the CPU backend (the optional 16-bit gradient and parameter
-// copy fields included) against Optimizer::step, and Optimizer::rule(), the description a device
-// backend runs as its own kernel.
+// Optimizer::step_on on the CPU backend (the optional 16-bit gradient and parameter copy fields
+// included) against Optimizer::step, and the optimizers' hyperparams(), what their kernels (the
+// CPU ones and the CUDA ones) are handed for a step.
 #include <gtest/gtest.h>
 
 #include "device_optimizer_checks.h"
@@ -29,14 +29,19 @@ TEST(DeviceOptimizer, CpuContextRefusesAmbiguousGradients) {
   chunks[0].state = state.data();
   chunks[0].num_elements = 4;
   OptimizerStep step;
-  EXPECT_THROW(context->optimizer_step(context->compute_stream(), *optimizer, chunks, step), Error);
+  EXPECT_THROW(optimizer->step_on(*context, context->compute_stream(), chunks, step), Error);
   chunks[0].grads_16bit = nullptr;
   chunks[0].params_16bit = grads16.data();
   chunks[0].params_16bit_dtype = DType::kFloat32;
-  EXPECT_THROW(context->optimizer_step(context->compute_stream(), *optimizer, chunks, step), Error);
+  EXPECT_THROW(optimizer->step_on(*context, context->compute_stream(), chunks, step), Error);
 }
 
-TEST(DeviceOptimizer, RuleDescribesTheConfiguredOptimizer) {
+TEST(DeviceOptimizer, HyperparamsAreTheConfiguredOnesWithTheStepsValues) {
+  OptimizerStep step;
+  step.step = 3;
+  step.lr = 0.25;
+  step.beta1 = 0.7;  // a cycled beta1 wins over the configured one
+  step.grad_scale = 0.125;
   config::OptimizerConfig adamw;
   adamw.type = config::OptimizerType::kAdamW;
   adamw.adam_w_mode = false;  // AdamW's type wins, as in Adam's constructor
@@ -44,41 +49,49 @@ TEST(DeviceOptimizer, RuleDescribesTheConfiguredOptimizer) {
   adamw.eps = 1e-6;
   adamw.weight_decay = 0.1;
   adamw.bias_correction = false;
-  auto rule = optim::make_optimizer(adamw)->rule();
-  ASSERT_TRUE(rule.has_value());
-  EXPECT_EQ(rule->kind, OptimizerRule::Kind::kAdam);
-  EXPECT_TRUE(rule->adam_w_mode);
-  EXPECT_EQ(rule->beta2, 0.95);
-  EXPECT_EQ(rule->eps, 1e-6);
-  EXPECT_EQ(rule->weight_decay, 0.1);
-  EXPECT_FALSE(rule->bias_correction);
+  const optim::AdamHyperparams adam = optim::Adam(adamw).hyperparams(step);
+  EXPECT_TRUE(adam.adam_w_mode);
+  EXPECT_EQ(adam.lr, 0.25);
+  EXPECT_EQ(adam.beta1, 0.7);
+  EXPECT_EQ(adam.beta2, 0.95);
+  EXPECT_EQ(adam.eps, 1e-6);
+  EXPECT_EQ(adam.weight_decay, 0.1);
+  EXPECT_FALSE(adam.bias_correction);
+  EXPECT_EQ(adam.step, 3);
+  EXPECT_EQ(adam.grad_scale, 0.125);
+  EXPECT_EQ(adam.threads, 0);
+  config::OptimizerConfig plain_adam = adamw;
+  plain_adam.type = config::OptimizerType::kAdam;
+  EXPECT_FALSE(optim::Adam(plain_adam).hyperparams(step).adam_w_mode);
 
-  config::OptimizerConfig adam = adamw;
-  adam.type = config::OptimizerType::kAdam;
-  EXPECT_FALSE(optim::make_optimizer(adam)->rule()->adam_w_mode);
+  config::OptimizerConfig sgd_options;
+  sgd_options.type = config::OptimizerType::kSgd;
+  sgd_options.momentum = 0.9;
+  sgd_options.nesterov = true;
+  sgd_options.weight_decay = 0.01;
+  const optim::Sgd sgd(sgd_options);
+  const optim::SgdHyperparams later = sgd.hyperparams(step);
+  EXPECT_EQ(later.lr, 0.25);
+  EXPECT_EQ(later.momentum, 0.9);
+  EXPECT_EQ(later.dampening, 0.0);
+  EXPECT_TRUE(later.nesterov);
+  EXPECT_EQ(later.weight_decay, 0.01);
+  EXPECT_EQ(later.grad_scale, 0.125);
+  EXPECT_FALSE(later.first_step);
+  step.step = 1;
+  EXPECT_TRUE(sgd.hyperparams(step).first_step);
 
-  config::OptimizerConfig sgd;
-  sgd.type = config::OptimizerType::kSgd;
-  sgd.momentum = 0.9;
-  sgd.nesterov = true;
-  sgd.weight_decay = 0.01;
-  rule = optim::make_optimizer(sgd)->rule();
-  ASSERT_TRUE(rule.has_value());
-  EXPECT_EQ(rule->kind, OptimizerRule::Kind::kSgd);
-  EXPECT_EQ(rule->momentum, 0.9);
-  EXPECT_EQ(rule->dampening, 0.0);
-  EXPECT_TRUE(rule->nesterov);
-  EXPECT_EQ(rule->weight_decay, 0.01);
-
-  config::OptimizerConfig lamb;
-  lamb.type = config::OptimizerType::kLamb;
-  lamb.max_coeff = 5.0;
-  lamb.min_coeff = 0.1;
-  rule = optim::make_optimizer(lamb)->rule();
-  ASSERT_TRUE(rule.has_value());
-  EXPECT_EQ(rule->kind, OptimizerRule::Kind::kLamb);
-  EXPECT_EQ(rule->max_coeff, 5.0);
-  EXPECT_EQ(rule->min_coeff, 0.1);
+  config::OptimizerConfig lamb_options;
+  lamb_options.type = config::OptimizerType::kLamb;
+  lamb_options.betas = {0.85, 0.98};
+  lamb_options.max_coeff = 5.0;
+  lamb_options.min_coeff = 0.1;
+  const optim::LambHyperparams lamb = optim::Lamb(lamb_options).hyperparams(step);
+  EXPECT_EQ(lamb.beta1, 0.7);
+  EXPECT_EQ(lamb.beta2, 0.98);
+  EXPECT_EQ(lamb.step, 1);
+  EXPECT_EQ(lamb.max_coeff, 5.0);
+  EXPECT_EQ(lamb.min_coeff, 0.1);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// The CUDA device context's fused optimizer kernels against optim/'s CPU kernels (skips without a
-// device): Adam/AdamW/SGD/Lamb, fp32 and 16-bit gradients, 16-bit parameter copies, aligned and
-// unaligned chunks, odd sizes.
+// optim/'s fused CUDA optimizer kernels (Optimizer::step_on on a CUDA context) against its CPU
+// kernels (skips without a device): Adam/AdamW/SGD/Lamb, fp32 and 16-bit gradients, 16-bit
+// parameter copies, aligned and unaligned chunks, odd sizes.
 #include <gtest/gtest.h>
 
 #include "device_optimizer_checks.h"
@@ -22,7 +22,7 @@ TEST_F(OptimizerCudaTest, FusedStepsMatchTheCpuKernels) {
   testing::check_device_optimizers(*context);
 }
 
-// An optimizer with host code only is refused with its name.
+// An optimizer with CPU kernels only (Optimizer::step_on's default) is refused with its name.
 class HostOnlyOptimizer final : public Optimizer {
  public:
   std::string_view name() const override { return "HostOnly"; }
@@ -33,12 +33,12 @@ class HostOnlyOptimizer final : public Optimizer {
   void step(std::span<ShardChunk>, const OptimizerStep&) override {}
 };
 
-TEST_F(OptimizerCudaTest, RefusesAnOptimizerWithoutADeviceRule) {
+TEST_F(OptimizerCudaTest, RefusesAnOptimizerWithCpuKernelsOnly) {
   auto context = make_cuda_context(0);
   HostOnlyOptimizer optimizer;
   std::vector<ShardChunk> chunks;
   try {
-    context->optimizer_step(context->compute_stream(), optimizer, chunks, OptimizerStep{});
+    optimizer.step_on(*context, context->compute_stream(), chunks, OptimizerStep{});
     FAIL() << "expected zero::Error";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("HostOnly"), std::string::npos) << error.what();

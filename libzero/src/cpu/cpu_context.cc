@@ -18,7 +18,6 @@
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
 #include "zero/core/logging.h"
-#include "zero/core/optimizer.h"
 
 namespace zero {
 namespace {
@@ -139,31 +138,6 @@ class CpuContext final : public DeviceContext {
                       SquaresResult* result) override {
     stream.submit([=] { *result = squares_of(x, dtype, count); });
   }
-  void optimizer_step(Stream& stream, Optimizer& optimizer, std::span<ShardChunk> chunks,
-                      const OptimizerStep& step) override {
-    auto owned = std::make_shared<std::vector<ShardChunk>>(chunks.begin(), chunks.end());
-    for (const ShardChunk& chunk : *owned) {
-      ZERO_CHECK(
-          chunk.num_elements == 0 || (chunk.grads == nullptr) != (chunk.grads_16bit == nullptr),
-          optimizer.name(), " step: a chunk needs exactly one of grads and grads_16bit");
-      ZERO_CHECK((chunk.grads_16bit == nullptr || chunk.grads_16bit_dtype != DType::kFloat32) &&
-                     (chunk.params_16bit == nullptr || chunk.params_16bit_dtype != DType::kFloat32),
-                 optimizer.name(), " step: grads_16bit/params_16bit must be bf16 or fp16");
-    }
-    stream.submit([&optimizer, owned, step] {
-      // 16-bit gradients widened first; the 16-bit parameter copy is written by the optimizer's
-      // own pass (optim/'s kernels).
-      std::vector<std::vector<float>> widened;
-      for (ShardChunk& chunk : *owned) {
-        if (chunk.grads_16bit == nullptr) continue;
-        widened.emplace_back(chunk.num_elements);
-        zero::convert(chunk.grads_16bit, chunk.grads_16bit_dtype, widened.back().data(),
-                      DType::kFloat32, chunk.num_elements);
-        chunk.grads = widened.back().data();
-      }
-      optimizer.step(*owned, step);
-    });
-  }
 
  private:
   HostAllocator device_;
@@ -226,7 +200,6 @@ class PlanningContext final : public DeviceContext {
   void sum_of_squares(Stream&, const void*, DType, std::size_t, SquaresResult* result) override {
     *result = {};
   }
-  void optimizer_step(Stream&, Optimizer&, std::span<ShardChunk>, const OptimizerStep&) override {}
 
  private:
   PlanningAllocator device_;

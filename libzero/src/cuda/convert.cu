@@ -1,8 +1,11 @@
 // dtype conversion on a CUDA device: fp32/bf16/fp16 in any direction, round to nearest even. The
 // kernel's body is elementwise_body.h's convert_body.
-#include "device_elements.h"
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "elementwise_body.h"
 #include "zero/core/cuda_check.h"
+#include "zero/core/cuda_elements.h"
 #include "zero/core/cuda_ops.h"
 
 namespace zero {

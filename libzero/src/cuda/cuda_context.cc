@@ -1,7 +1,6 @@
 // The CUDA backend of the device layer: streams and events over cudaStream_t/cudaEvent_t, a
 // caching cudaMalloc allocator for device memory, cudaHostAlloc pinned memory, and the
-// operations as kernels (cuda_kernels.cu, the optimizer's in optimizer_kernels.cu) or
-// cudaMemcpyAsync, all enqueued on streams.
+// operations as kernels (cuda_kernels.cu) or cudaMemcpyAsync, all enqueued on streams.
 #include <cuda_runtime.h>
 
 #include <exception>
@@ -9,7 +8,6 @@
 
 #include "cuda_allocators.h"
 #include "cuda_kernels.h"
-#include "cuda_optimizer.h"
 #include "cuda_stream.h"
 #include "zero/core/cuda_check.h"
 #include "zero/core/cuda_ops.h"
@@ -185,10 +183,6 @@ class CudaContext final : public DeviceContext {
       const auto* values = buffers->first.data_as<double>();
       *result = {values[0], values[1] != 0.0};
     });
-  }
-  void optimizer_step(Stream& stream, Optimizer& optimizer, std::span<ShardChunk> chunks,
-                      const OptimizerStep& step) override {
-    cuda::optimizer_step(stream, native(stream), *device_, *pinned_, optimizer, chunks, step);
   }
 
  private:

@@ -1,9 +1,12 @@
 // Elementwise kernels of the CUDA backend: fill, scale/axpy, sum of squares with inf/NaN flag,
 // over fp32/bf16/fp16 with fp32 arithmetic. Each kernel's body is in elementwise_body.h.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "cuda_kernels.h"
-#include "device_elements.h"
 #include "elementwise_body.h"
 #include "zero/core/cuda_check.h"
+#include "zero/core/cuda_elements.h"
 
 namespace zero::cuda {
 namespace {

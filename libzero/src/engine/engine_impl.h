@@ -112,7 +112,7 @@ class Engine::Impl {
   Event comm_done;
 
   bool at_boundary_micro_step() const;
-  // The optimizer step on the device (DeviceContext::optimizer_step), when not offloaded.
+  // The optimizer step on the device (Optimizer::step_on), when not offloaded.
   void device_step(const OptimizerStep& args);
 
   void allocate();

@@ -148,7 +148,7 @@ void Engine::Impl::device_step(const OptimizerStep& args) {
     }
     chunks.push_back(shard_chunk(u, storage.owned_params(u), grads, storage.owned_state(u)));
   }
-  ctx.optimizer_step(compute, *optimizer, chunks, args);
+  optimizer->step_on(ctx, compute, chunks, args);
   // The optimizer may issue collectives of its own (LAMB's trust ratios through all_reduce_sum):
   // they must be issued before the post-step gathers, in the same order on every rank.
   synchronize_compute("the optimizer step");

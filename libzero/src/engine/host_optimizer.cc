@@ -129,7 +129,7 @@ void HostOptimizer::device_groups_step(const OptimizerStep& args) {
     chunks.push_back(setup_.shard_chunk(u, storage.owned_params(u),
                                         static_cast<const float*>(storage.owned_grads(u)),
                                         storage.owned_state(u)));
-  ctx.optimizer_step(ctx.compute_stream(), setup_.optimizer, chunks, args);
+  setup_.optimizer.step_on(ctx, ctx.compute_stream(), chunks, args);
   device_groups_params_from_master();
 }
 

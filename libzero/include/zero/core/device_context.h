@@ -13,7 +13,6 @@
 
 #include <cstddef>
 #include <memory>
-#include <span>
 #include <string>
 #include <string_view>
 
@@ -25,10 +24,6 @@
 #include "zero/core/stream.h"
 
 namespace zero {
-
-class Optimizer;
-struct ShardChunk;
-struct OptimizerStep;
 
 // A sum of squares, readable on the host once its stream has run it.
 struct SquaresResult {
@@ -91,10 +86,6 @@ class DeviceContext {
   // must stay valid until the stream has run the operation.
   virtual void sum_of_squares(Stream& stream, const void* x, DType dtype, std::size_t count,
                               SquaresResult* result) = 0;
-  // One optimizer step over this rank's shard chunks (the kernels are the optimizer's: optim/).
-  // The chunks' buffers are this context's device space.
-  virtual void optimizer_step(Stream& stream, Optimizer& optimizer, std::span<ShardChunk> chunks,
-                              const OptimizerStep& step) = 0;
   // Keeps `object` alive until `stream` has run everything submitted so far (a buffer that
   // queued work still reads), then drops it on the stream's side.
   void release_after(Stream& stream, std::shared_ptr<void> object);

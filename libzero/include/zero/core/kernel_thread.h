@@ -132,7 +132,7 @@ ZERO_HOST_DEVICE_INLINE bool is_finite(double value) {
 }
 
 // Widening and narrowing of a storage type through fp32: specialised for float here, for
-// __nv_bfloat16/__half in the CUDA sources (libzero/src/cuda/device_elements.h) and for
+// __nv_bfloat16/__half in the CUDA sources (zero/core/cuda_elements.h) and for
 // zero::BFloat16/Float16 in the emulator, all rounding to nearest even.
 template <typename T>
 struct Element;

@@ -1,12 +1,12 @@
-// zero::Optimizer: the interface through which the engine and the device layer run an optimizer
-// step over a rank's flat fp32 shard (implemented in optim/, zero::optim), with the shard chunks
-// and per-step values it is handed. In the core because DeviceContext::optimizer_step takes it.
+// zero::Optimizer: the interface through which the engine runs an optimizer step over a rank's
+// flat fp32 shard (implemented in optim/, zero::optim), with the shard chunks and per-step values
+// it is handed: on the host, or on a device context's stream (the optimizer's own kernels for the
+// context's backend, as GPT-2's kernels run on the context they are given).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,6 +15,9 @@
 #include "zero/core/dtype.h"
 
 namespace zero {
+
+class DeviceContext;  // zero/core/device_context.h
+class Stream;         // zero/core/stream.h
 
 // One tensor's piece of a shard chunk: elements [offset, offset + size) of the chunk belong to
 // tensor `tensor` (an index shared by every rank, so per-tensor sums can be all-reduced).
@@ -33,8 +36,8 @@ struct ShardChunk {
   std::size_t num_elements = 0;
   std::vector<TensorSegment> segments;  // ordered, covering the chunk's non-padding elements
   // Optional fusions. 16-bit gradients read in place of `grads` (which is then null), widened to
-  // fp32 before OptimizerStep::grad_scale is applied: resolved by DeviceContext::optimizer_step
-  // (the CUDA kernels read them in their pass; the CPU context widens them first, Optimizer::step
+  // fp32 before OptimizerStep::grad_scale is applied: resolved by Optimizer::step_on (the CUDA
+  // kernels read them in their pass; on the CPU backend they are widened first, Optimizer::step
   // reads only `grads`).
   const void* grads_16bit = nullptr;
   DType grads_16bit_dtype = DType::kBFloat16;
@@ -57,29 +60,11 @@ struct OptimizerStep {
   std::function<void(float* values, std::size_t count)> all_reduce_sum;
 };
 
-// An optimizer's update rule and fixed hyperparameters, for device backends that run the step as
-// their own fused kernel (CUDA). The per-step values (lr, beta1, step, grad_scale) come from
-// OptimizerStep. The arithmetic is optim/'s CPU kernels' (zero/optim/kernels.h), the oracle.
-struct OptimizerRule {
-  enum class Kind { kAdam, kSgd, kLamb };
-  Kind kind = Kind::kAdam;
-  double beta2 = 0.999;         // Adam, Lamb
-  double eps = 1e-8;            // Adam, Lamb
-  double weight_decay = 0.0;    // all
-  bool adam_w_mode = true;      // Adam: decoupled decay (AdamW) vs L2 in the gradient
-  bool bias_correction = true;  // Adam, Lamb
-  double momentum = 0.0;        // SGD (0: no momentum buffer)
-  double dampening = 0.0;       // SGD
-  bool nesterov = false;        // SGD
-  double max_coeff = 10.0;      // Lamb: trust ratio clamp
-  double min_coeff = 0.01;      // Lamb
-};
-
-// An optimizer over flat fp32 shards. step() is called once per taken step on every rank with
-// the rank's chunks (all units' shards); it updates params and state in place (and a chunk's
-// params_16bit when set). It keeps no mutable state of its own: step() may run on two threads at
-// once over disjoint chunks (partial offload: the device sub-groups on the compute stream, the
-// host's on the host).
+// An optimizer over flat fp32 shards. It steps once per taken step on every rank with the rank's
+// chunks (all units' shards), through step() on the host or step_on() on a device context, and
+// updates params and state in place (and a chunk's params_16bit when set). It keeps no mutable
+// state of its own: step() may run on two threads at once over disjoint chunks (partial offload:
+// step_on() steps the device sub-groups on the compute stream, the host steps its own).
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -90,10 +75,17 @@ class Optimizer {
   virtual std::vector<std::string> state_names() const = 0;
   virtual double lr() const = 0;     // the configured (base) learning rate
   virtual double beta1() const = 0;  // the configured beta1 (0 where it has none)
-  // The rule a device backend runs as its own kernel; nullopt for an optimizer with host code
-  // only (a device backend then refuses it, naming it).
-  virtual std::optional<OptimizerRule> rule() const { return std::nullopt; }
+  // One step now, on the calling thread, over chunks in host memory (fp32 `grads` only): the CPU
+  // kernels, the host side of offload_optimizer and the oracle of every device's step.
   virtual void step(std::span<ShardChunk> chunks, const OptimizerStep& step) = 0;
+  // One step enqueued on `stream` of `context`, over chunks in the context's device memory (either
+  // gradient field). This default runs step() on the stream of a CPU context (16-bit gradients
+  // widened first), does nothing on a planning context (a plan computes nothing) and refuses any
+  // other backend, naming the optimizer; an optimizer with device kernels overrides it (optim/'s
+  // run theirs on CUDA). Throws zero::Error for a chunk with both or neither gradient field
+  // (unless empty) or a 16-bit field of dtype fp32.
+  virtual void step_on(DeviceContext& context, Stream& stream, std::span<ShardChunk> chunks,
+                       const OptimizerStep& step);
 };
 
 }  // namespace zero

@@ -1,4 +1,6 @@
-// Adam/AdamW, SGD and Lamb as zero::Optimizer implementations over the engine's shard chunks.
+// Adam/AdamW, SGD and Lamb as zero::Optimizer implementations over the engine's shard chunks: on
+// the host and on a CPU context through the CPU kernels (kernels.h), on a CUDA context through
+// their fused kernels (optim/src/cuda/, in a build with CUDA), on the context's stream.
 #pragma once
 
 #include <memory>
@@ -19,17 +21,12 @@ class Adam final : public Optimizer {
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   double lr() const override { return options_.lr; }
   double beta1() const override { return options_.betas[0]; }
-  std::optional<OptimizerRule> rule() const override {
-    OptimizerRule rule;
-    rule.kind = OptimizerRule::Kind::kAdam;
-    rule.beta2 = options_.betas[1];
-    rule.eps = options_.eps;
-    rule.weight_decay = options_.weight_decay;
-    rule.adam_w_mode = adam_w_mode_;
-    rule.bias_correction = options_.bias_correction;
-    return rule;
-  }
+  // This step's hyperparameters for the kernels (adam_step, the CUDA ones): the configured ones
+  // with the step's lr, beta1, step count and gradient scale (threads 0: the default).
+  AdamHyperparams hyperparams(const OptimizerStep& step) const;
   void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override;
+  void step_on(DeviceContext& context, Stream& stream, std::span<ShardChunk> chunks,
+               const OptimizerStep& step) override;
 
  private:
   config::OptimizerConfig options_;
@@ -45,16 +42,12 @@ class Sgd final : public Optimizer {
   std::vector<std::string> state_names() const override;
   double lr() const override { return options_.lr; }
   double beta1() const override { return 0.0; }
-  std::optional<OptimizerRule> rule() const override {
-    OptimizerRule rule;
-    rule.kind = OptimizerRule::Kind::kSgd;
-    rule.weight_decay = options_.weight_decay;
-    rule.momentum = options_.momentum;
-    rule.dampening = options_.dampening;
-    rule.nesterov = options_.nesterov;
-    return rule;
-  }
+  // This step's hyperparameters for the kernels (sgd_step, the CUDA ones): the configured ones
+  // with the step's lr and gradient scale, first_step on step 1 (threads 0: the default).
+  SgdHyperparams hyperparams(const OptimizerStep& step) const;
   void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override;
+  void step_on(DeviceContext& context, Stream& stream, std::span<ShardChunk> chunks,
+               const OptimizerStep& step) override;
 
  private:
   config::OptimizerConfig options_;
@@ -70,18 +63,12 @@ class Lamb final : public Optimizer {
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   double lr() const override { return options_.lr; }
   double beta1() const override { return options_.betas[0]; }
-  std::optional<OptimizerRule> rule() const override {
-    OptimizerRule rule;
-    rule.kind = OptimizerRule::Kind::kLamb;
-    rule.beta2 = options_.betas[1];
-    rule.eps = options_.eps;
-    rule.weight_decay = options_.weight_decay;
-    rule.bias_correction = options_.bias_correction;
-    rule.max_coeff = options_.max_coeff;
-    rule.min_coeff = options_.min_coeff;
-    return rule;
-  }
+  // This step's hyperparameters for the kernels (lamb_moments and lamb_apply, the CUDA ones): the
+  // configured ones with the step's lr, beta1, step count and gradient scale (threads 0).
+  LambHyperparams hyperparams(const OptimizerStep& step) const;
   void step(std::span<ShardChunk> chunks, const OptimizerStep& step) override;
+  void step_on(DeviceContext& context, Stream& stream, std::span<ShardChunk> chunks,
+               const OptimizerStep& step) override;
 
  private:
   config::OptimizerConfig options_;

@@ -1,10 +1,13 @@
 // Fused optimizer kernels and their launchers; the kernels' bodies, element rules and launch
 // configuration are optimizer_body.h's.
-#include "device_elements.h"
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "optimizer_kernels.h"
 #include "zero/core/cuda_check.h"
+#include "zero/core/cuda_elements.h"
 
-namespace zero::cuda {
+namespace zero::optim::cuda {
 namespace {
 
 using kernels::DeviceThread;
@@ -152,4 +155,4 @@ void launch_lamb_apply(const OptimizerArrays& arrays, float eps, float weight_de
   launch_rule(a, LambApplyRule{eps, weight_decay, step}, stream);
 }
 
-}  // namespace zero::cuda
+}  // namespace zero::optim::cuda

@@ -10,35 +10,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../coefficients.h"
 #include "zero/core/dtype.h"
 #include "zero/core/kernel_thread.h"
 
-namespace zero::cuda {
-
-// g = grad·grad_scale + l2·p; m = β1 m + (1-β1) g; v = β2 v + (1-β2) g²;
-// p = p·decay - step_size · m / (sqrt(v)·inv_sqrt_bc2 + eps)
-struct AdamCoefficients {
-  float beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
-  float step_size;     // lr / bc1
-  float inv_sqrt_bc2;  // 1 / sqrt(bc2)
-  float decay;         // 1 - lr·wd (AdamW) or 1
-  float l2;            // wd (Adam) or 0
-  float grad_scale;
-};
-
-// torch.optim.SGD: g = grad·grad_scale + wd·p; buf = g (first) or μ buf + (1-dampening) g;
-// p -= lr · (nesterov ? g + μ buf : buf); without momentum p -= lr · g.
-struct SgdCoefficients {
-  float lr, momentum, one_minus_dampening, weight_decay, grad_scale;
-  bool has_momentum;
-  bool first_step;
-  bool nesterov;
-};
-
-// Lamb pass 1: moments as Adam (no bias correction inside), u = m / (sqrt(v) + eps) + wd·p.
-struct LambCoefficients {
-  float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, grad_scale;
-};
+namespace zero::optim::cuda {
 
 // The arrays of one pass over `count` elements, all device memory (or mapped pinned memory).
 // state0/state1: the optimizer's state slices (Adam/Lamb: exp_avg, exp_avg_sq; SGD: the
@@ -118,9 +94,9 @@ ZERO_HOST_DEVICE_INLINE void store4(T* data, const float in[kVector]) {
 #endif
 }
 
-// The element rules. Each has the CPU kernel's expression order (optim/src/kernels.cc); nvcc may
-// contract a·b + c into an FMA as GCC does for the CPU's AVX2/AVX-512 clones, so results agree
-// to rounding, not bit for bit.
+// The element rules, over the coefficients the CPU kernels take (coefficients.h). Each has the CPU
+// kernel's expression order (optim/src/kernels.cc); nvcc may contract a·b + c into an FMA, which
+// the CPU build does not, so results agree to rounding, not bit for bit.
 struct AdamRule {
   static constexpr int kStates = 2;
   static constexpr bool kReadsGrads = true;
@@ -274,4 +250,4 @@ ZERO_HOST_DEVICE void lamb_moments_body(const Thread& thread, LambSumsShared& sh
   }
 }
 
-}  // namespace zero::cuda
+}  // namespace zero::optim::cuda

@@ -1,9 +1,8 @@
 // Fused optimizer kernels over flat fp32 shards (optimizer_kernels.cu): Adam/AdamW, SGD with
 // momentum, Lamb's two passes. One pass reads the gradient (fp32 or 16-bit, unscale/clip factor
 // folded in), updates the fp32 master parameters and moments in place and writes an optional
-// 16-bit copy of the parameters. The coefficients are computed on the host exactly as
-// optim/src/kernels.cc computes them, so the element arithmetic is the CPU kernels' (internal;
-// C++17 so nvcc compiles it).
+// 16-bit copy of the parameters. The coefficients are the CPU kernels' own (coefficients.h), so the
+// element arithmetic is theirs (internal; C++17 so nvcc compiles it).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,7 +12,7 @@
 #include "optimizer_body.h"
 #include "zero/core/dtype.h"
 
-namespace zero::cuda {
+namespace zero::optim::cuda {
 
 // Each launch checks cudaGetLastError and throws zero::Error on a launch failure.
 void launch_adam(const OptimizerArrays& arrays, const AdamCoefficients& coefficients,
@@ -31,7 +30,7 @@ void launch_lamb_apply(const OptimizerArrays& arrays, float eps, float weight_de
 // Host twins of the passes above (host memory): the kernels' own element rules in their scalar
 // order, so the host-side arithmetic of a device step (coefficients, expressions, 16-bit
 // handling, Lamb's bookkeeping) is testable without a device (cuda_optimizer.h's
-// optimizer_step_on_host).
+// HostPasses).
 void host_adam(const OptimizerArrays& arrays, const AdamCoefficients& coefficients);
 void host_sgd(const OptimizerArrays& arrays, const SgdCoefficients& coefficients);
 // sums[0] += Σ p², sums[1] += Σ u² (host doubles, element order).
@@ -39,4 +38,4 @@ void host_lamb_moments(const OptimizerArrays& arrays, const LambCoefficients& co
                        double* sums);
 void host_lamb_apply(const OptimizerArrays& arrays, float eps, float weight_decay, float step);
 
-}  // namespace zero::cuda
+}  // namespace zero::optim::cuda

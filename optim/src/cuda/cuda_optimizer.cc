@@ -1,13 +1,12 @@
-// The CUDA backend's optimizer step: the coefficients exactly as optim/src/kernels.cc computes
-// them (double arithmetic, rounded to float once), the fused kernels of optimizer_kernels.cu, and
-// Lamb's per-tensor norms between its two passes.
+// optim/'s optimizers on a CUDA context: the coefficients from coefficients.h (the CPU kernels'
+// own), the fused kernels of optimizer_kernels.cu or their host twins, and Lamb's per-tensor norms
+// between its two passes.
 #include "cuda_optimizer.h"
 
+#include <cuda_runtime.h>
+
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <string>
-#include <string_view>
 #include <vector>
 
 #include "optimizer_kernels.h"
@@ -15,67 +14,8 @@
 #include "zero/core/cuda_ops.h"
 #include "zero/core/error.h"
 
-namespace zero::cuda {
+namespace zero::optim::cuda {
 namespace {
-
-AdamCoefficients adam_coefficients(const OptimizerRule& rule, const OptimizerStep& step) {
-  const auto t = static_cast<double>(step.step);
-  const double bc1 = rule.bias_correction ? 1.0 - std::pow(step.beta1, t) : 1.0;
-  const double bc2 = rule.bias_correction ? 1.0 - std::pow(rule.beta2, t) : 1.0;
-  return {static_cast<float>(step.beta1),
-          static_cast<float>(1.0 - step.beta1),
-          static_cast<float>(rule.beta2),
-          static_cast<float>(1.0 - rule.beta2),
-          static_cast<float>(rule.eps),
-          static_cast<float>(step.lr / bc1),
-          static_cast<float>(1.0 / std::sqrt(bc2)),
-          static_cast<float>(rule.adam_w_mode ? 1.0 - step.lr * rule.weight_decay : 1.0),
-          static_cast<float>(rule.adam_w_mode ? 0.0 : rule.weight_decay),
-          static_cast<float>(step.grad_scale)};
-}
-
-SgdCoefficients sgd_coefficients(const OptimizerRule& rule, const OptimizerStep& step) {
-  return {static_cast<float>(step.lr),
-          static_cast<float>(rule.momentum),
-          static_cast<float>(1.0 - rule.dampening),
-          static_cast<float>(rule.weight_decay),
-          static_cast<float>(step.grad_scale),
-          rule.momentum != 0.0,
-          step.step == 1,
-          rule.nesterov};
-}
-
-LambCoefficients lamb_coefficients(const OptimizerRule& rule, const OptimizerStep& step) {
-  return {static_cast<float>(step.beta1),     static_cast<float>(1.0 - step.beta1),
-          static_cast<float>(rule.beta2),     static_cast<float>(1.0 - rule.beta2),
-          static_cast<float>(rule.eps),       static_cast<float>(rule.weight_decay),
-          static_cast<float>(step.grad_scale)};
-}
-
-double lamb_step_size(const OptimizerRule& rule, const OptimizerStep& step) {
-  if (!rule.bias_correction) return step.lr;
-  const auto t = static_cast<double>(step.step);
-  const double bc1 = 1.0 - std::pow(step.beta1, t);
-  const double bc2 = 1.0 - std::pow(rule.beta2, t);
-  return step.lr * std::sqrt(bc2) / bc1;
-}
-
-double lamb_trust_ratio(double params_sum_of_squares, double update_sum_of_squares,
-                        const OptimizerRule& rule) {
-  const double w_norm = std::sqrt(params_sum_of_squares);
-  const double u_norm = std::sqrt(update_sum_of_squares);
-  if (w_norm == 0.0 || u_norm == 0.0) return 1.0;
-  return std::clamp(w_norm / u_norm, rule.min_coeff, rule.max_coeff);
-}
-
-int expected_states(const OptimizerRule& rule) {
-  switch (rule.kind) {
-    case OptimizerRule::Kind::kAdam:
-    case OptimizerRule::Kind::kLamb: return 2;
-    case OptimizerRule::Kind::kSgd: return rule.momentum != 0.0 ? 1 : 0;
-  }
-  return 0;
-}
 
 // The arrays of `chunk` from element `offset`, `count` elements.
 OptimizerArrays arrays_of(const ShardChunk& chunk, std::size_t offset, std::size_t count,
@@ -122,30 +62,13 @@ void check_chunk(const ShardChunk& chunk, std::size_t index, int states,
                ") exceeds its ", chunk.num_elements, " elements");
 }
 
-// Where the passes run: the device (kernels on a stream) or the host (the kernels' element rules
-// in host loops, for tests without a device). Everything else in a step is shared.
-class Passes {
- public:
-  virtual ~Passes() = default;
-  virtual void adam(const OptimizerArrays& arrays, const AdamCoefficients& coefficients) = 0;
-  virtual void sgd(const OptimizerArrays& arrays, const SgdCoefficients& coefficients) = 0;
-  // Lamb: room for `segments` pairs of sums, zeroed; pass 1 of segment k into pair k; then the
-  // pairs on the host (after a host wait on the device); float scratch the host and the
-  // all-reduce can address; pass 2; the 16-bit copy of `count` elements no segment covers.
-  virtual void lamb_begin(std::size_t segments) = 0;
-  virtual void lamb_moments(const OptimizerArrays& arrays, const LambCoefficients& coefficients,
-                            std::size_t segment) = 0;
-  virtual const double* lamb_segment_sums() = 0;
-  virtual float* lamb_tensor_sums(std::size_t count) = 0;
-  virtual void lamb_apply(const OptimizerArrays& arrays, float eps, float weight_decay,
-                          float step) = 0;
-  virtual void copy_params(const float* params, void* copy, DType dtype, std::size_t count) = 0;
-};
-
 class DevicePasses final : public Passes {
  public:
-  DevicePasses(Stream& stream, cudaStream_t native_stream, Allocator& device, Allocator& pinned)
-      : stream_(stream), native_(native_stream), device_(device), pinned_(pinned) {}
+  DevicePasses(DeviceContext& context, Stream& stream)
+      : stream_(stream),
+        native_(static_cast<cudaStream_t>(cuda_stream_handle(stream))),
+        device_(context.allocator(MemorySpace::kDevice)),
+        pinned_(context.allocator(MemorySpace::kHostPinned)) {}
   void adam(const OptimizerArrays& arrays, const AdamCoefficients& coefficients) override {
     launch_adam(arrays, coefficients, native_);
   }
@@ -228,9 +151,14 @@ class HostPasses final : public Passes {
   std::vector<float> tensor_sums_;
 };
 
+// The checks of every chunk for a step keeping `states` fp32 values per element.
+void check_chunks(std::span<ShardChunk> chunks, int states, std::string_view optimizer) {
+  for (std::size_t i = 0; i < chunks.size(); ++i) check_chunk(chunks[i], i, states, optimizer);
+}
+
 // Lamb: pass 1 per segment into per-segment sums, per-tensor sums in float on the host in
 // chunk and segment order (as optim::Lamb::step), all-reduced, pass 2 per segment.
-void lamb_step(Passes& passes, const OptimizerRule& rule, std::span<ShardChunk> chunks,
+void lamb_step(Passes& passes, const LambHyperparams& hyper, std::span<ShardChunk> chunks,
                const OptimizerStep& step) {
   std::size_t num_segments = 0;
   for (const ShardChunk& chunk : chunks) num_segments += chunk.segments.size();
@@ -239,7 +167,7 @@ void lamb_step(Passes& passes, const OptimizerRule& rule, std::span<ShardChunk> 
       ZERO_CHECK(segment.tensor >= 0 && segment.tensor < step.num_tensors,
                  "Lamb step on CUDA: segment of tensor ", segment.tensor,
                  " outside OptimizerStep::num_tensors = ", step.num_tensors);
-  const LambCoefficients coefficients = lamb_coefficients(rule, step);
+  const LambCoefficients coefficients = lamb_coefficients(hyper);
   passes.lamb_begin(num_segments);
   std::size_t k = 0;
   for (const ShardChunk& chunk : chunks)
@@ -258,9 +186,9 @@ void lamb_step(Passes& passes, const OptimizerRule& rule, std::span<ShardChunk> 
       ++k;
     }
   if (step.all_reduce_sum) step.all_reduce_sum(sums, num_sums);
-  const double step_size = lamb_step_size(rule, step);
-  const auto eps = static_cast<float>(rule.eps);
-  const auto decay = static_cast<float>(rule.weight_decay);
+  const double step_size = lamb_step_size(hyper);
+  const auto eps = static_cast<float>(hyper.eps);
+  const auto decay = static_cast<float>(hyper.weight_decay);
   for (const ShardChunk& chunk : chunks) {
     std::size_t covered = 0;  // the 16-bit copy of elements no segment covers (padding)
     auto copy_gap = [&](std::size_t end) {
@@ -271,7 +199,7 @@ void lamb_step(Passes& passes, const OptimizerRule& rule, std::span<ShardChunk> 
     };
     for (const TensorSegment& segment : chunk.segments) {
       const double ratio =
-          lamb_trust_ratio(sums[2 * segment.tensor], sums[2 * segment.tensor + 1], rule);
+          lamb_trust_ratio(sums[2 * segment.tensor], sums[2 * segment.tensor + 1], hyper);
       copy_gap(segment.offset_elements);
       passes.lamb_apply(arrays_of(chunk, segment.offset_elements, segment.num_elements, 2), eps,
                         decay, static_cast<float>(step_size * ratio));
@@ -281,50 +209,37 @@ void lamb_step(Passes& passes, const OptimizerRule& rule, std::span<ShardChunk> 
   }
 }
 
-void run_step(Passes& passes, std::string_view where, const Optimizer& optimizer,
-              std::span<ShardChunk> chunks, const OptimizerStep& step) {
-  const std::optional<OptimizerRule> rule = optimizer.rule();
-  ZERO_CHECK(rule.has_value(), "optimizer '", optimizer.name(),
-             "' has no device rule (Optimizer::rule()), so it cannot step on CUDA (", where,
-             "); Adam, AdamW, SGD and Lamb can");
-  const int states = expected_states(*rule);
-  ZERO_CHECK(optimizer.states_per_element() == states, "optimizer '", optimizer.name(), "' keeps ",
-             optimizer.states_per_element(), " state values per element but its rule needs ",
-             states);
-  for (std::size_t i = 0; i < chunks.size(); ++i)
-    check_chunk(chunks[i], i, states, optimizer.name());
-  switch (rule->kind) {
-    case OptimizerRule::Kind::kAdam: {
-      const AdamCoefficients coefficients = adam_coefficients(*rule, step);
-      for (const ShardChunk& chunk : chunks)
-        if (chunk.num_elements > 0)
-          passes.adam(arrays_of(chunk, 0, chunk.num_elements, states), coefficients);
-      return;
-    }
-    case OptimizerRule::Kind::kSgd: {
-      const SgdCoefficients coefficients = sgd_coefficients(*rule, step);
-      for (const ShardChunk& chunk : chunks)
-        if (chunk.num_elements > 0)
-          passes.sgd(arrays_of(chunk, 0, chunk.num_elements, states), coefficients);
-      return;
-    }
-    case OptimizerRule::Kind::kLamb: lamb_step(passes, *rule, chunks, step); return;
-  }
-}
-
 }  // namespace
 
-void optimizer_step(Stream& stream, cudaStream_t native_stream, Allocator& device,
-                    Allocator& pinned, const Optimizer& optimizer, std::span<ShardChunk> chunks,
-                    const OptimizerStep& step) {
-  DevicePasses passes(stream, native_stream, device, pinned);
-  run_step(passes, "stream '" + stream.name() + "'", optimizer, chunks, step);
+std::unique_ptr<Passes> device_passes(DeviceContext& context, Stream& stream) {
+  return std::make_unique<DevicePasses>(context, stream);
 }
 
-void optimizer_step_on_host(const Optimizer& optimizer, std::span<ShardChunk> chunks,
-                            const OptimizerStep& step) {
-  HostPasses passes;
-  run_step(passes, "host emulation", optimizer, chunks, step);
+std::unique_ptr<Passes> host_passes() { return std::make_unique<HostPasses>(); }
+
+void fused_step(Passes& passes, std::string_view optimizer, std::span<ShardChunk> chunks,
+                const OptimizerStep&, const AdamHyperparams& hyper) {
+  check_chunks(chunks, 2, optimizer);
+  const AdamCoefficients coefficients = adam_coefficients(hyper);
+  for (const ShardChunk& chunk : chunks)
+    if (chunk.num_elements > 0)
+      passes.adam(arrays_of(chunk, 0, chunk.num_elements, 2), coefficients);
 }
 
-}  // namespace zero::cuda
+void fused_step(Passes& passes, std::string_view optimizer, std::span<ShardChunk> chunks,
+                const OptimizerStep&, const SgdHyperparams& hyper) {
+  const int states = hyper.momentum != 0.0 ? 1 : 0;
+  check_chunks(chunks, states, optimizer);
+  const SgdCoefficients coefficients = sgd_coefficients(hyper);
+  for (const ShardChunk& chunk : chunks)
+    if (chunk.num_elements > 0)
+      passes.sgd(arrays_of(chunk, 0, chunk.num_elements, states), coefficients);
+}
+
+void fused_step(Passes& passes, std::string_view optimizer, std::span<ShardChunk> chunks,
+                const OptimizerStep& step, const LambHyperparams& hyper) {
+  check_chunks(chunks, 2, optimizer);
+  lamb_step(passes, hyper, chunks, step);
+}
+
+}  // namespace zero::optim::cuda
