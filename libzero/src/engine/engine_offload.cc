@@ -56,6 +56,9 @@ bool Engine::Impl::overlaps_step() const {
 void Engine::Impl::host_step(const OptimizerStep& args) {
   try {
     write_back_checkpoint_view();  // spans written for a load reach the regions first
+    // A plan's step runs at once, not beside the next forward: it holds the parameter read that
+    // forward's gathers may hold meanwhile.
+    const Buffer reads = planning && overlaps_step() ? plan_reads_beside_step() : Buffer();
     if (overlaps_step())
       host_optimizer.step_async(args);
     else

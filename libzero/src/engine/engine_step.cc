@@ -28,38 +28,13 @@ bool Engine::step() {
     return false;
   ++state.global_steps;
   const StatePolicy& policy = d.policy;
-  const std::size_t owned_total = d.storage.owned_total();
-  // 16-bit accumulated gradients: the optimizer reads an fp32 copy of the owned gradients
-  // (DeepSpeed converts the partition to fp32 for the step), a workspace for the step only.
-  auto fp32_grads_workspace = [&] {
-    return policy.fp32_grads_for_step()
-               ? Buffer()
-               : allocator().allocate(owned_total * sizeof(float), MemoryCategory::kWorkspace);
-  };
-  if (d.planning) {
-    d.synchronize("reducing gradients before the optimizer step");
-    if (policy.host_step) {
-      d.host_grads.release_windows();  // as host_squares does after the flush
-      d.write_back_checkpoint_view();
-      // An overlapped step: the next forward's parameter reads run beside its buffers.
-      const Buffer reads = d.overlaps_step() ? d.plan_reads_beside_step() : Buffer();
-      d.host_optimizer.step(OptimizerStep{});  // recorded: the step's host buffers
-    } else
-      fp32_grads_workspace();   // recorded: allocated and freed as in a taken step
-    if (!d.skip_collectives) {  // the collectives of a taken step, on no data
-      if (policy.partitioned && d.world > 1) {
-        float total = 0.0f;
-        d.all_reduce_host_values({&total, 1}, ReduceOp::kSum, "grad norm");
-      }
-      refresh_params();
-    }
-    return false;
-  }
 
   // Global squared norm over owned gradients: per shard on the compute stream once the
   // reductions have landed, summed on the host (the overflow flag and the norm are host values),
   // all-reduced (stage 0 holds replicas). A shard with an inf/NaN element contributes +inf, so
-  // the all-reduced sum carries every rank's overflow flag.
+  // the all-reduced sum carries every rank's overflow flag. A plan runs this same path on no
+  // data: its squares are zeros (the planning context's, and the host partition's untouched), so
+  // its norm is finite and it records the allocations and collectives of a taken step.
   Stream& compute = d.ctx.compute_stream();
   std::vector<SquaresResult> partial(d.units.size());
   if (policy.host_step) {  // the gradient partition is on the host
@@ -131,6 +106,8 @@ bool Engine::step() {
 void Engine::Impl::device_step(const OptimizerStep& args) {
   Stream& compute = ctx.compute_stream();
   const std::size_t owned_total = storage.owned_total();
+  // 16-bit accumulated gradients: the optimizer reads an fp32 copy of the owned gradients
+  // (DeepSpeed converts the partition to fp32 for the step), a workspace for the step only.
   Buffer fp32_grads = policy.fp32_grads_for_step()
                           ? Buffer()
                           : ctx.allocator(MemorySpace::kDevice)
@@ -474,6 +451,7 @@ void Engine::set_training_state(const TrainingState& state) {
 
 void Engine::Impl::all_reduce_host_values(std::span<float> values, ReduceOp op,
                                           const std::string& label) {
+  if (skip_collectives) return;  // a plan on a communicator that moves data: nothing to reduce
   const std::size_t bytes = values.size_bytes();
   const Buffer& bucket = reducer.bucket();
   ZERO_CHECK(bucket.size_bytes() >= bytes, "engine: ", label, " needs ", bytes,

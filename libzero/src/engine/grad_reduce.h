@@ -13,10 +13,10 @@
 #include "zero/core/allocator.h"
 #include "zero/core/device_context.h"
 #include "zero/core/stream.h"
-#include "zero/engine/engine.h"
 #include "zero/engine/memory_formula.h"
 #include "zero/engine/options.h"
 #include "zero/engine/state_policy.h"
+#include "zero/engine/types.h"
 
 namespace zero {
 

@@ -98,6 +98,7 @@ void HostGradients::squares(std::vector<SquaresResult>& partial) {
     for (std::size_t u = 0; u < storage.num_units(); ++u) partial[u] = squares_[u];
     return;
   }
+  if (planning_) return;  // no values: the squares stay zero, as the planning context's
   for (UnitId u = 0; u < static_cast<UnitId>(storage.num_units()); ++u)
     if (!storage.on_device(u))
       partial[u] =
@@ -195,7 +196,11 @@ char* HostGradients::window(std::size_t g) {
 }
 
 void HostGradients::settle_windows() {
-  if (planning_ || !setup_.policy.swap_grads()) return;
+  if (!setup_.policy.swap_grads()) return;
+  if (planning_) {  // no window holds gradients: freed, as the step frees those it does not take
+    release_windows();
+    return;
+  }
   const StateStorage& storage = setup_.storage;
   SwapStore* store = storage.optimizer_swap();
   // The window left last was written out behind the blocks of the current one: its data stays

@@ -66,13 +66,15 @@ class HostGradients {
   // Host units' squared norms into `partial` (per unit; device units untouched), once the copy
   // stream has drained. Swapped: the windows keep the last two sub-groups the backward reached,
   // in memory (the current one is not written out, the other one's write is waited for), for
-  // the step to take (take_windows); every other sub-group's region holds its gradients.
+  // the step to take (take_windows); every other sub-group's region holds its gradients. In a
+  // plan: no values (the squares stay zero).
   void squares(std::vector<SquaresResult>& partial);
   // Swapped, after squares(): hands over each window that holds a sub-group's gradients and that
   // `adopt(group, buffer size_bytes)` accepts (ascending groups; the gradients at the buffer's
   // aligned start), so the step uses them from memory instead of writing and reading them back;
   // writes the others out (those not written yet) and frees them. Outside a step (before
-  // squares(), after zero()) and in a plan: does nothing.
+  // squares(), after zero()) and in a plan (whose squares() frees the windows, none holding
+  // gradients): does nothing.
   std::vector<GradientWindow> take_windows(
       const std::function<bool(std::size_t group, std::size_t size_bytes)>& adopt);
   // take_windows() adopting none: every region then holds the step's gradients.

@@ -17,9 +17,9 @@
 #include "zero/core/optimizer.h"
 #include "zero/core/stream.h"
 #include "zero/core/swap_store.h"
-#include "zero/engine/engine.h"
 #include "zero/engine/options.h"
 #include "zero/engine/state_policy.h"
+#include "zero/engine/types.h"
 
 namespace zero {
 

@@ -12,8 +12,8 @@
 #include "zero/core/device_context.h"
 #include "zero/core/dtype.h"
 #include "zero/core/stream.h"
-#include "zero/engine/engine.h"
 #include "zero/engine/options.h"
+#include "zero/engine/types.h"
 
 namespace zero {
 

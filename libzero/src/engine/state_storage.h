@@ -16,10 +16,10 @@
 #include "zero/core/partition.h"
 #include "zero/core/stream.h"
 #include "zero/core/swap_store.h"
-#include "zero/engine/engine.h"
 #include "zero/engine/memory_formula.h"
 #include "zero/engine/options.h"
 #include "zero/engine/state_policy.h"
+#include "zero/engine/types.h"
 
 namespace zero {
 
