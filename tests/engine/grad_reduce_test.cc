@@ -1,16 +1,19 @@
-// GradReducer on its own (world 1, CPU context): buckets flushed when full and at the end of a
-// micro-step, the post-scale into the owned gradients (added at stages 2-3, written once at the
-// boundary at stages 0-1), the host pieces handed to the unpack hook, and the per-micro-step
-// bookkeeping of reduced units.
+// GradReducer on its own (world 1, CPU context, a StateStorage): buckets flushed when full and at
+// the end of a micro-step, the post-scale into the owned gradients (added at stages 2-3, written
+// once at the boundary at stages 0-1), the host pieces handed to a recording
+// HostGradientReceiver, and the per-micro-step bookkeeping of reduced units.
 #include "engine/grad_reduce.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/state_storage.h"
+#include "state_storage_util.h"
 #include "zero/comm/communicator.h"
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
@@ -20,16 +23,47 @@
 namespace zero {
 namespace {
 
+// Records the pieces handed to the host (unit, offset, count, block) and counts the flushes.
+class RecordingReceiver final : public HostGradientReceiver {
+ public:
+  struct Piece {
+    UnitId unit;
+    std::size_t offset, count, block;
+    bool operator==(const Piece&) const = default;
+  };
+  void before_flush() override { ++flushes; }
+  void unpack(const void*, std::size_t count, std::vector<HostGradPiece> handed, bool,
+              float) override {
+    for (const HostGradPiece& piece : handed)
+      pieces.push_back({piece.unit, piece.offset, piece.count, count});
+  }
+  std::vector<Piece> pieces;
+  int flushes = 0;
+};
+
 class GradReducerTest : public ::testing::Test {
  protected:
-  // Units of `sizes` elements at `stage`, a bucket of `bucket` elements. The owned (and, stages
-  // 0-1, full) gradients of unit u start at u * 1000.
+  // Units of `sizes` elements at `stage` (one unit per sub-group: with partial_offload_, the
+  // first on the device, the rest in the host partition), a bucket of `bucket` elements. The
+  // owned (and, stages 0-1, full) gradients of unit u start at u * 1000.
   GradReducer& make(int stage, std::vector<std::size_t> sizes, std::size_t bucket) {
     options_.stage = stage;
+    if (partial_offload_) {
+      options_.offload_optimizer.device = config::OffloadDevice::kCpu;
+      options_.offload_optimizer.ratio = 0.5;
+      options_.sub_group_size = 1;
+    }
     policy_ = state_policy(options_);
-    policy_.host_step = host_step_;
-    for (std::size_t u = 0; u < sizes.size(); ++u)
-      owned_.emplace_back(sizes[u], static_cast<float>(u * 1000));
+    storage_ = testing::allocated_storage(*context_, options_, policy_, sizes, 0, 1, 1,
+                                          SwapStoreFactory{}, [](std::size_t) { return 1; });
+    context_->compute_stream().synchronize();  // the storage's zeroing, before the values
+    for (UnitId u = 0; u < static_cast<UnitId>(sizes.size()); ++u) {
+      const auto initial = static_cast<float>(u * 1000);
+      const std::size_t count = sizes[static_cast<std::size_t>(u)];
+      std::fill_n(static_cast<float*>(storage_->owned_grads(u)), count, initial);
+      if (policy_.full_grads)
+        std::fill_n(static_cast<float*>(storage_->full_grads(u)), count, initial);
+    }
     reducer_ = std::make_unique<GradReducer>(GradReduceSetup{
         .context = *context_,
         .communicator = *communicator_,
@@ -37,16 +71,8 @@ class GradReducerTest : public ::testing::Test {
         .policy = policy_,
         .comm_done = comm_done_,
         .skip_collectives = false,
-        .full_grads = [this](UnitId u) { return static_cast<void*>(owned(u).data()); },
-        .owned_grads = [this](UnitId u) { return static_cast<void*>(owned(u).data()); },
-        .on_host = [](UnitId u) { return u % 2 == 1; },
-        .unpack_on_host =
-            [this](const void*, std::size_t count, std::vector<HostGradPiece> pieces, bool, float) {
-              for (const HostGradPiece& piece : pieces)
-                host_pieces_.push_back({piece.unit, piece.offset, piece.count, count});
-            },
-        .before_flush = [this] { ++flushes_; },
-        .synchronize = [this](const std::string&) { communicator_->synchronize(); },
+        .storage = *storage_,
+        .host = host_,
     });
     std::vector<GradReducer::UnitShape> shapes;
     for (std::size_t u = 0; u < sizes.size(); ++u)
@@ -56,11 +82,15 @@ class GradReducerTest : public ::testing::Test {
     return *reducer_;
   }
 
-  std::vector<float>& owned(UnitId u) { return owned_[static_cast<std::size_t>(u)]; }
+  // Unit u's owned gradients (fp32).
+  std::vector<float> owned(UnitId u) {
+    const auto* values = static_cast<const float*>(storage_->owned_grads(u));
+    return {values, values + storage_->unit(u).owned_count};
+  }
 
   // A transient gradient buffer of unit u (stages 2-3) holding `value` + i.
   std::shared_ptr<Buffer> transient(UnitId u, float value) {
-    const std::size_t n = owned(u).size();
+    const std::size_t n = storage_->unit(u).padded;
     auto buffer =
         std::make_shared<Buffer>(context_->allocator(MemorySpace::kDevice)
                                      .allocate(n * sizeof(float), MemoryCategory::kGrads));
@@ -70,27 +100,23 @@ class GradReducerTest : public ::testing::Test {
 
   void TearDown() override { comm_done_.synchronize(); }
 
-  struct HostPiece {
-    UnitId unit;
-    std::size_t offset, count, block;
-    bool operator==(const HostPiece&) const = default;
-  };
-
   EngineOptions options_ = [] {
     EngineOptions options;
     options.gradient_accumulation_steps = 2;
     options.overlap_comm = true;
+    options.alignment_elements = 1;
     return options;
   }();
-  bool host_step_ = false;
+  bool partial_offload_ = false;
   StatePolicy policy_;
   std::unique_ptr<DeviceContext> context_ = make_cpu_context();
   std::unique_ptr<Communicator> communicator_ =
       make_local_communicator(CommOptions::from_environment(), context_.get());
   Event comm_done_;
-  std::vector<std::vector<float>> owned_;
-  std::vector<HostPiece> host_pieces_;
-  int flushes_ = 0;
+  std::unique_ptr<StateStorage> storage_;
+  RecordingReceiver host_;
+  int& flushes_ = host_.flushes;
+  std::vector<RecordingReceiver::Piece>& host_pieces_ = host_.pieces;
   std::unique_ptr<GradReducer> reducer_;
 };
 
@@ -126,17 +152,19 @@ TEST_F(GradReducerTest, Stage0ReducesTheFullGradientsOnlyAtTheBoundary) {
   EXPECT_EQ(owned(1), std::vector<float>(2, 500.0f));
 }
 
-TEST_F(GradReducerTest, HostUnitsGoToTheUnpackHookWithTheirOffsets) {
-  host_step_ = true;
+TEST_F(GradReducerTest, HostUnitsGoToTheReceiverWithTheirOffsets) {
+  partial_offload_ = true;
   GradReducer& reducer = make(2, {3, 5}, 4);
   reducer.reduce(0, transient(0, 1.0f), true);
   reducer.reduce(1, transient(1, 2.0f), true);
   reducer.end_micro_step(true);
   comm_done_.synchronize();
   // Bucket 1: unit 0 [0, 3) on the device, unit 1 [0, 1) to the host; bucket 2: unit 1 [1, 5).
-  EXPECT_EQ(host_pieces_, (std::vector<HostPiece>{{1, 0, 1, 4}, {1, 1, 4, 4}}));
+  ASSERT_TRUE(storage_->on_device(0));
+  ASSERT_FALSE(storage_->on_device(1));
+  EXPECT_EQ(host_pieces_, (std::vector<RecordingReceiver::Piece>{{1, 0, 1, 4}, {1, 1, 4, 4}}));
   for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(owned(0)[i], 0.5f * (1.0f + static_cast<float>(i)));
-  EXPECT_EQ(owned(1), std::vector<float>(5, 1000.0f));  // the hook's, not written here
+  EXPECT_EQ(owned(1), std::vector<float>(5, 1000.0f));  // the receiver's, not written here
 }
 
 TEST_F(GradReducerTest, EachUnitIsReducedOncePerMicroStep) {

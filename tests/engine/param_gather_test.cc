@@ -1,6 +1,6 @@
 // ParamGatherer on its own (world 1, CPU context): the gathered values, the release of buffers,
 // prefetch along the recorded order under the bucket and the live cap, the trace's invalidation,
-// persistence and the re-gather after a step.
+// persistence and the re-gather after a step. The shards come from a recording ParamShardSource.
 #include "engine/param_gather.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +18,17 @@
 namespace zero {
 namespace {
 
+// Unit u's shard from the test's values, recording the units handed to an all-gather in order.
+class RecordingShards final : public ParamShardSource {
+ public:
+  const void* param_shard(UnitId u, void*) override {
+    sourced.push_back(u);
+    return shards[static_cast<std::size_t>(u)].data();
+  }
+  std::vector<std::vector<float>> shards;
+  std::vector<UnitId> sourced;
+};
+
 class ParamGathererTest : public ::testing::Test {
  protected:
   // Units of `sizes` elements; unit u's shard holds u * 100 + i.
@@ -25,7 +36,7 @@ class ParamGathererTest : public ::testing::Test {
     for (std::size_t u = 0; u < sizes.size(); ++u) {
       std::vector<float> values(sizes[u]);
       for (std::size_t i = 0; i < sizes[u]; ++i) values[i] = static_cast<float>(u * 100 + i);
-      shards_.push_back(std::move(values));
+      source_.shards.push_back(std::move(values));
     }
     gatherer_ = std::make_unique<ParamGatherer>(ParamGatherSetup{
         .context = *context_,
@@ -35,11 +46,7 @@ class ParamGathererTest : public ::testing::Test {
         .compute = DType::kFloat32,
         .param_shard = param_shard,
         .skip_collectives = false,
-        .shard_source =
-            [this](UnitId u, void*) {
-              sourced_.push_back(u);
-              return static_cast<const void*>(shards_[static_cast<std::size_t>(u)].data());
-            },
+        .shards = source_,
     });
     std::vector<ParamGatherer::UnitShape> shapes;
     for (std::size_t u = 0; u < sizes.size(); ++u)
@@ -71,8 +78,8 @@ class ParamGathererTest : public ::testing::Test {
   std::unique_ptr<Communicator> communicator_ =
       make_local_communicator(CommOptions::from_environment(), context_.get());
   Event comm_done_;
-  std::vector<std::vector<float>> shards_;
-  std::vector<UnitId> sourced_;  // the units whose shard was handed to an all-gather, in order
+  RecordingShards source_;
+  std::vector<UnitId>& sourced_ = source_.sourced;  // units handed to an all-gather, in order
   std::unique_ptr<ParamGatherer> gatherer_;
 };
 
@@ -148,7 +155,7 @@ TEST_F(ParamGathererTest, PersistentUnitsStayGatheredAndAreRegatheredAfterTheSte
   micro_step({0, 1});
   EXPECT_EQ(gatherer.live_elements(), 4U);
   sourced_.clear();
-  shards_[0][0] = -1.0f;  // the step updated the shard
+  source_.shards[0][0] = -1.0f;  // the step updated the shard
   gatherer.regather_persistent();
   EXPECT_EQ(sourced_, std::vector<UnitId>{0});
   EXPECT_EQ(static_cast<const float*>(gatherer.gather(0))[0], -1.0f);

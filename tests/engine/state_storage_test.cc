@@ -289,7 +289,7 @@ TEST_F(StateStorageTest, MisuseIsRefusedByName) {
         }
       },
       Error);
-  EXPECT_THROW(storage.allocate({{"again", 4, 4, 1}}), Error);
+  EXPECT_THROW(storage.allocate({{"again", 4, 4, {{0, 4}}}}), Error);
   EXPECT_THROW(storage.set_swap_store_factory(nullptr), Error);
 }
 
@@ -306,7 +306,7 @@ TEST_F(StateStorageTest, NvmeWithoutAFactorySaysHowToInstallOne) {
                                          .world = 1,
                                          .states_per_element = kStates});
   try {
-    storage.allocate({{"u0", 16, 16, 1}});
+    storage.allocate({{"u0", 16, 16, {{0, 16}}}});
     FAIL() << "allocated nvme states without a swap store factory";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("no swap store factory"), std::string::npos);

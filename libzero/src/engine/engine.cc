@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine_impl.h"
+#include "waits.h"
 #include "zero/core/error.h"
 #include "zero/engine/memory_formula.h"
 
@@ -91,28 +92,13 @@ Engine::Impl::Impl(EngineOptions engine_options, DeviceContext* given_context,
           .world = world,
           .states_per_element = static_cast<std::size_t>(optimizer->states_per_element()),
       }),
-      host_optimizer(HostOptimizerSetup{
+      offload(HostOffloadSetup{
           .context = ctx,
+          .communicator = communicator,
           .options = options,
           .policy = policy,
           .storage = storage,
           .optimizer = *optimizer,
-          .shard_chunk = [this](UnitId u, float* params, const float* grads,
-                                float* state) { return shard_chunk(u, params, grads, state); },
-          .gradients_held = [this](std::size_t g) { return host_grads.held(g); },
-          .stored_gradient_scale = [this](std::size_t g) { return host_grads.stored_scale(g); },
-          .take_gradient_windows =
-              [this](const std::function<bool(std::size_t, std::size_t)>& adopt) {
-                return host_grads.take_windows(adopt);
-              },
-          .synchronize_compute = [this](const std::string& what) { synchronize_compute(what); },
-      }),
-      host_grads(HostGradientsSetup{
-          .context = ctx,
-          .communicator = communicator,
-          .policy = policy,
-          .storage = storage,
-          .host_optimizer = host_optimizer,
       }),
       gatherer(ParamGatherSetup{
           .context = ctx,
@@ -122,7 +108,7 @@ Engine::Impl::Impl(EngineOptions engine_options, DeviceContext* given_context,
           .compute = policy.compute,
           .param_shard = policy.param_shard,
           .skip_collectives = skip_collectives,
-          .shard_source = [this](UnitId u, void* gathered) { return gather_source(u, gathered); },
+          .shards = offload,
       }),
       reducer(GradReduceSetup{
           .context = ctx,
@@ -131,44 +117,10 @@ Engine::Impl::Impl(EngineOptions engine_options, DeviceContext* given_context,
           .policy = policy,
           .comm_done = comm_done,
           .skip_collectives = skip_collectives,
-          .full_grads = [this](UnitId u) { return storage.full_grads(u); },
-          .owned_grads = [this](UnitId u) { return storage.owned_grads(u); },
-          .on_host = [this](UnitId u) { return !storage.on_device(u); },
-          .unpack_on_host =
-              [this](const void* reduced, std::size_t count, std::vector<HostGradPiece> pieces,
-                     bool accumulate, float post) {
-                host_grads.unpack(reduced, count, std::move(pieces), accumulate, post);
-              },
-          .before_flush =
-              [this] {
-                settle_step();  // the step's slots go before the windows come
-                host_grads.allocate_windows(
-                    static_cast<std::size_t>(options.gradient_accumulation_steps));
-              },
-          .synchronize = [this](const std::string& what) { synchronize(what); },
+          .storage = storage,
+          .host = offload,
       }) {
   training.loss_scaler = loss_scaler.state();
-}
-
-const void* Engine::Impl::gather_source(UnitId u, void* gathered) {
-  // An overlapped step in flight: this unit's sub-group first (the gathers come in the forward's
-  // order, the step's order).
-  if (host_optimizer.step_in_flight()) {
-    Event refreshed;
-    try {
-      refreshed = host_optimizer.wait_for_unit(u);
-    } catch (const Error& error) {
-      throw_host_step_error(error);
-    }
-    if (refreshed.impl() != nullptr) comm.stream().wait(refreshed);  // its copy to the device
-  }
-  if (!policy.offload_params()) return storage.owned_compute_params(u);
-  // offload_param: the shard rests in host memory (or a swap region) and is copied to its slot
-  // of the gathered buffer first, then gathered in place.
-  const std::size_t bytes = storage.unit(u).shard * size_of(policy.compute);
-  void* slot = static_cast<char*>(gathered) + static_cast<std::size_t>(rank) * bytes;
-  copy_in_param_shard(u, slot);
-  return slot;
 }
 
 bool Engine::Impl::at_boundary_micro_step() const {
@@ -176,21 +128,11 @@ bool Engine::Impl::at_boundary_micro_step() const {
 }
 
 void Engine::Impl::synchronize(const std::string& what) {
-  try {
-    comm.synchronize();
-  } catch (const Error& error) {
-    ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", options.stage, ") ", what, ": ",
-               error.what());
-  }
+  synchronize_naming(comm, options.stage, what);
 }
 
 void Engine::Impl::synchronize_compute(const std::string& what) {
-  try {
-    ctx.compute_stream().synchronize();
-  } catch (const Error& error) {
-    ZERO_THROW("engine (rank ", rank, "/", world, ", stage ", options.stage, ") ", what, ": ",
-               error.what());
-  }
+  synchronize_naming(ctx.compute_stream(), comm, options.stage, what);
 }
 
 void Engine::Impl::hand_to_model(const Event& ready, const std::string& what) {
@@ -204,9 +146,12 @@ void Engine::Impl::compute_after_comm() { ctx.compute_stream().wait(comm.stream(
 
 void Engine::Impl::allocate() {
   std::vector<StateStorage::UnitShape> stored;
-  for (const EngineUnit& unit : units)
+  for (const EngineUnit& unit : units) {
+    std::vector<ElementRange> tensors;
+    for (const TensorSlot& slot : unit.layout.slots()) tensors.push_back(slot.range());
     stored.push_back({unit.name, unit.layout.num_elements(), unit.layout.padded_num_elements(),
-                      static_cast<int>(unit.layout.slots().size())});
+                      std::move(tensors)});
+  }
   storage.allocate(stored);
   std::vector<ParamGatherer::UnitShape> shapes;
   std::vector<GradReducer::UnitShape> reduced_shapes;
@@ -223,53 +168,11 @@ void Engine::Impl::allocate() {
   const BucketSize bucket_size = reduce_bucket_elements(options, sizes, world);
   reducer.allocate(bucket_size);
   if (policy.host_step)  // the largest reduced block a flush hands to the host: one rank's
-    host_grads.allocate(bucket_size.bucket_elements / static_cast<std::size_t>(world));
+    offload.allocate(bucket_size.bucket_elements / static_cast<std::size_t>(world));
   const std::size_t staging = allgather_staging_elements(options, sizes, world);
   if (staging > 0)
     gather_staging = ctx.allocator(MemorySpace::kDevice)
                          .allocate(staging * size_of(policy.compute), MemoryCategory::kCommBuffers);
-}
-
-std::size_t Engine::Impl::swapped_shard_bytes(UnitId u) const {
-  const StateStorage::Placement& at = storage.unit(u);
-  if (at.param_region < 0) return 0;
-  return round_up(at.shard * size_of(policy.compute), storage.param_store()->io_alignment());
-}
-
-// A swapped shard's read is issued when its unit is gathered or prefetched and its host buffer
-// freed after the copy stream copied it (copy_in_param_shard): at most the units gathered at
-// once (stage3_max_live_parameters elements, at least the largest unit) have buffers in flight,
-// and only the swapped ones. A real run allocates them as it goes; the plan holds the bound from
-// the first such read on (training: loading reads no parameter shard this way).
-void Engine::Impl::plan_param_reads() {
-  if (!planning || planned_param_reads.allocated() || storage.param_store() == nullptr ||
-      !options.overlap_comm || options.prefetch_bucket_size <= 0)
-    return;
-  std::size_t swapped = 0, largest = 0;
-  for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
-    swapped += swapped_shard_bytes(u);
-    largest = std::max(largest, swapped_shard_bytes(u));
-  }
-  const auto live =
-      static_cast<std::size_t>(std::max<std::int64_t>(options.max_live_parameters, 0));
-  const std::size_t window = std::min(
-      swapped, std::max(largest, live / static_cast<std::size_t>(world) * size_of(policy.compute)));
-  if (window > 0)
-    planned_param_reads =
-        ctx.allocator(policy.param_cache_space).allocate(window, MemoryCategory::kWorkspace);
-}
-
-Buffer Engine::Impl::plan_reads_beside_step() {
-  if (planned_param_reads.allocated() || storage.param_store() == nullptr) return Buffer();
-  std::size_t largest = 0;
-  for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
-    largest = std::max(largest, swapped_shard_bytes(u));
-  if (largest == 0) return Buffer();
-  const std::size_t alignment = storage.param_store()->io_alignment();
-  // As copy_in_param_shard allocates it, so the run's cached block is the plan's.
-  return std::move(allocate_aligned(ctx.allocator(policy.param_cache_space), largest, alignment,
-                                    MemoryCategory::kWorkspace)
-                       .buffer);
 }
 
 void Engine::Impl::initialize_values() {
@@ -289,7 +192,7 @@ void Engine::Impl::initialize_values() {
                        .allocate(largest * sizeof(float), MemoryCategory::kWorkspace);
   // Offload with swap regions: one sub-group's master and zero state, written when complete;
   // one swapped parameter shard, written once converted.
-  SwapSlot group_slot = host_optimizer.make_swap_slot();
+  SwapSlot group_slot = offload.make_swap_slot();
   AlignedHostBuffer param_io = make_param_io_buffer(ctx, policy, storage);
   // offload_param without offload_optimizer: the shard is converted on the device and copied out.
   const Buffer param_staging = make_param_device_staging();
@@ -348,7 +251,7 @@ void Engine::Impl::initialize_values() {
       // The host-side initialisation below reads what these queued copies write.
       compute_after_comm();
       synchronize_compute("initialising unit '" + unit.name + "'");
-      if (host_master) host_optimizer.initialize_unit(u, master, group_slot, param_io);
+      if (host_master) offload.initialize_unit(u, master, group_slot, param_io);
       if (policy.offload_params() && !policy.host_step)
         store_param_shard(u, full + own, param_staging, param_io);
     }
@@ -377,7 +280,7 @@ Engine::Engine(EngineOptions options, Communicator& communicator,
 Engine::~Engine() {
   // Queued work reads and frees the engine's buffers: drain it before they go.
   try {
-    impl_->host_optimizer.wait_for_step();
+    impl_->offload.wait_for_step();
   } catch (...) {
     // Reported to the caller that waited for it, or lost with the engine.
   }
@@ -553,12 +456,8 @@ void Engine::zero_grad() {
   d.compute_after_comm();
   d.storage.zero_device_grads(d.ctx.compute_stream());
   if (d.policy.grad_shard_space == MemorySpace::kDevice) return;
-  // The host partition, on the copy stream; an overlapped step still reads it (unless swapped:
-  // its regions stay, the step knows which hold gradients): zeroed once the step is done.
-  if (d.host_optimizer.step_in_flight() && !d.policy.swap_grads())
-    d.zero_host_grads_after_step = true;
-  else
-    d.host_grads.zero();
+  // The host partition, on the copy stream (an overlapped step still reading it: once settled).
+  d.offload.zero();
 }
 
 }  // namespace zero

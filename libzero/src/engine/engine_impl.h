@@ -1,8 +1,9 @@
 // Engine::Impl: the engine's private state (options, context, units, the training state and loss
 // scaler, the micro-step counter, the last boundary's norm), its flat state storage
-// (state_storage.h), its host optimizer step (host_optimizer.h), its host gradient partition
-// (host_gradients.h), its stage-3 gatherer (param_gather.h) and its gradient reducer
-// (grad_reduce.h). Engine holds only its Impl.
+// (state_storage.h), the host side of offload (host_offload.h: the host gradient partition, the
+// host optimizer step, the shards the gathers start from), its stage-3 gatherer (param_gather.h)
+// and its gradient reducer (grad_reduce.h). Engine holds only its Impl; the parts take
+// references to the parts they use, in this order.
 #pragma once
 
 #include <cstddef>
@@ -13,8 +14,7 @@
 #include <vector>
 
 #include "grad_reduce.h"
-#include "host_gradients.h"
-#include "host_optimizer.h"
+#include "host_offload.h"
 #include "param_gather.h"
 #include "state_storage.h"
 #include "zero/core/error.h"
@@ -76,25 +76,12 @@ class Engine::Impl {
   StateStorage storage;
   // comm_buffers: stage 1-2 chunked all-gather of the updated parameters.
   Buffer gather_staging;
-  // Planning only (stage 3, offload_param nvme, prefetching on): the host buffers of the
-  // parameter shard reads a prefetch window keeps in flight (copy_in_param_shard); a planning
-  // context's streams run each copy at once, so the plan holds their bound here.
-  Buffer planned_param_reads;
-  void plan_param_reads();
-  // Planning an overlapped step: the read buffer of the largest swapped parameter shard, held
-  // beside the step's buffers as the next forward's gather may hold one (none needed when the
-  // prefetch window's bound is held already, or no shard is swapped).
-  Buffer plan_reads_beside_step();
-  // Unit u's parameter shard as its swap region's read buffer holds it (0: not swapped).
-  std::size_t swapped_shard_bytes(UnitId u) const;
-  // offload_optimizer: the optimizer step on the host (and partial offload's device sub-groups),
-  // with nvme's swap slots; its swap slots also serve checkpoints and the gradient windows.
-  HostOptimizer host_optimizer;
-  // The optimizer's view of unit u's owned shard: its buffers and its tensors' segments.
-  ShardChunk shard_chunk(UnitId u, float* params, const float* grads, float* state) const;
-  // offload_optimizer: the reduced blocks copied to the host and unpacked into the host gradient
-  // partition, or (nvme) its sub-group windows and swap regions.
-  HostGradients host_grads;
+  // The host side of offload: the reduced blocks unpacked into the host gradient partition (or
+  // nvme's sub-group windows and swap regions), the optimizer step on the host (and partial
+  // offload's device sub-groups) with nvme's swap slots (which also serve checkpoints), and the
+  // shards stage 3's gathers start from. An overlapped step in flight is settled by every use of
+  // the states (offload.settle_step()) but a unit's gather, which waits for its own sub-group.
+  HostOffload offload;
   // offload_optimizer nvme: shard_states() reads every sub-group's master and state into this
   // host copy (the resident layout: master, then k states, at the units' owned offsets); the next
   // step() or refresh_params() writes it back to the regions and frees it.
@@ -118,10 +105,6 @@ class Engine::Impl {
   void allocate();
   void initialize_values();
 
-  // This rank's shard of unit u for the stage-3 all-gather into `gathered` (the gatherer's
-  // shard_source): the resident shard, or with offload_param its copy in this rank's slot.
-  const void* gather_source(UnitId u, void* gathered);
-
   // engine_params.cc
   // The reducer's end of a micro-step (flushing what is queued), then the gatherer's.
   void end_micro_step();
@@ -137,25 +120,13 @@ class Engine::Impl {
   // engine_offload.cc: the step's squared norms with offload, and offload_param's shards.
   // The global squared norm's per-unit parts with offload_optimizer: waits for the reductions and
   // their unpacking, then partial offload's device units on the compute stream and the host
-  // partition's (host_grads).
+  // partition's (offload).
   void host_squares(std::vector<SquaresResult>& partial);
   // The host optimizer step (reaching the regions after a checkpoint view first), its errors
   // naming the rank and step: at stage 3 without device sub-groups on a worker while the next
-  // forward runs (HostOptimizer::step_async; overlaps_step()), else here.
+  // forward runs (HostOffload::step_async; overlaps_step()), else here.
   void host_step(const OptimizerStep& args);
   bool overlaps_step() const;
-  // Waits for an overlapped step in flight (every use of the states but a unit's gather, which
-  // waits for its own sub-group in gather_source); rethrows its error naming rank and step.
-  void settle_step();
-  // Rethrows an error of the host step naming the rank and the global step.
-  [[noreturn]] void throw_host_step_error(const Error& error) const;
-  // zero_grad() during an overlapped step, with the gradient partition in host memory (which the
-  // step reads): zeroed when the step is settled.
-  bool zero_host_grads_after_step = false;
-  // Stage 3 offload_param: copies the unit's shard to `slot` (its place in the gathered buffer)
-  // on the copy stream (reading it from its swap region first) and orders the communication
-  // stream after it.
-  void copy_in_param_shard(UnitId u, void* slot);
   // offload_param without offload_optimizer: unit u's shard from fp32 device values `source`,
   // converted into `device_staging` (a device buffer of the largest shard in the compute dtype)
   // on the compute stream and copied to the host shard (or written to its swap region through

@@ -11,7 +11,7 @@ namespace zero {
 Buffer Engine::gather_master(UnitId unit_id) {
   initialize();
   Impl& d = *impl_;
-  d.settle_step();
+  d.offload.settle_step();
   ZERO_CHECK(unit_id >= 0 && static_cast<std::size_t>(unit_id) < d.units.size(),
              "gather_master: no unit ", unit_id, " (the engine has ", d.units.size(), ")");
   ZERO_CHECK(d.policy.master_weights, "gather_master: the engine keeps no fp32 master (",

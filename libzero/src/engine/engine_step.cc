@@ -17,7 +17,7 @@ namespace zero {
 bool Engine::step() {
   initialize();
   Impl& d = *impl_;
-  d.settle_step();
+  d.offload.settle_step();
   ZERO_CHECK(d.reducer.reduced_units() == 0,
              "step() in the middle of a micro-step: ", d.reducer.reduced_units(), " of ",
              d.units.size(), " units have called reduce_grads()");
@@ -28,38 +28,13 @@ bool Engine::step() {
     return false;
   ++state.global_steps;
   const StatePolicy& policy = d.policy;
-  const std::size_t owned_total = d.storage.owned_total();
-  // 16-bit accumulated gradients: the optimizer reads an fp32 copy of the owned gradients
-  // (DeepSpeed converts the partition to fp32 for the step), a workspace for the step only.
-  auto fp32_grads_workspace = [&] {
-    return policy.fp32_grads_for_step()
-               ? Buffer()
-               : allocator().allocate(owned_total * sizeof(float), MemoryCategory::kWorkspace);
-  };
-  if (d.planning) {
-    d.synchronize("reducing gradients before the optimizer step");
-    if (policy.host_step) {
-      d.host_grads.release_windows();  // as host_squares does after the flush
-      d.write_back_checkpoint_view();
-      // An overlapped step: the next forward's parameter reads run beside its buffers.
-      const Buffer reads = d.overlaps_step() ? d.plan_reads_beside_step() : Buffer();
-      d.host_optimizer.step(OptimizerStep{});  // recorded: the step's host buffers
-    } else
-      fp32_grads_workspace();   // recorded: allocated and freed as in a taken step
-    if (!d.skip_collectives) {  // the collectives of a taken step, on no data
-      if (policy.partitioned && d.world > 1) {
-        float total = 0.0f;
-        d.all_reduce_host_values({&total, 1}, ReduceOp::kSum, "grad norm");
-      }
-      refresh_params();
-    }
-    return false;
-  }
 
   // Global squared norm over owned gradients: per shard on the compute stream once the
   // reductions have landed, summed on the host (the overflow flag and the norm are host values),
   // all-reduced (stage 0 holds replicas). A shard with an inf/NaN element contributes +inf, so
-  // the all-reduced sum carries every rank's overflow flag.
+  // the all-reduced sum carries every rank's overflow flag. A plan runs this same path on no
+  // data: its squares are zeros (the planning context's, and the host partition's untouched), so
+  // its norm is finite and it records the allocations and collectives of a taken step.
   Stream& compute = d.ctx.compute_stream();
   std::vector<SquaresResult> partial(d.units.size());
   if (policy.host_step) {  // the gradient partition is on the host
@@ -131,6 +106,8 @@ bool Engine::step() {
 void Engine::Impl::device_step(const OptimizerStep& args) {
   Stream& compute = ctx.compute_stream();
   const std::size_t owned_total = storage.owned_total();
+  // 16-bit accumulated gradients: the optimizer reads an fp32 copy of the owned gradients
+  // (DeepSpeed converts the partition to fp32 for the step), a workspace for the step only.
   Buffer fp32_grads = policy.fp32_grads_for_step()
                           ? Buffer()
                           : ctx.allocator(MemorySpace::kDevice)
@@ -146,7 +123,8 @@ void Engine::Impl::device_step(const OptimizerStep& args) {
                   at.owned_count);
       grads = copy;
     }
-    chunks.push_back(shard_chunk(u, storage.owned_params(u), grads, storage.owned_state(u)));
+    chunks.push_back(
+        storage.shard_chunk(u, storage.owned_params(u), grads, storage.owned_state(u)));
   }
   optimizer->step_on(ctx, compute, chunks, args);
   // The optimizer may issue collectives of its own (LAMB's trust ratios through all_reduce_sum):
@@ -156,12 +134,12 @@ void Engine::Impl::device_step(const OptimizerStep& args) {
 
 void Engine::wait_for_step() {
   initialize();
-  impl_->settle_step();
+  impl_->offload.settle_step();
 }
 
 void Engine::refresh_params() {
   initialize();
-  impl_->settle_step();
+  impl_->offload.settle_step();
   impl_->refresh_compute_params();
 }
 
@@ -172,9 +150,10 @@ void Engine::Impl::refresh_compute_params() {
   // (a load refreshes them here), and the gathers follow the copy stream.
   if (d.policy.host_step) {
     d.write_back_checkpoint_view();  // spans written for a load reach the regions first
-    if (!d.host_optimizer.take_params_refreshed()) d.host_optimizer.params_from_master();
-    // An overlapped step: each gather waits for its unit's refresh instead (gather_source).
-    if (!d.planning && !d.host_optimizer.step_in_flight()) {
+    if (!d.offload.take_params_refreshed()) d.offload.params_from_master();
+    // An overlapped step: each gather waits for its unit's refresh instead
+    // (HostOffload::param_shard).
+    if (!d.planning && !d.offload.step_in_flight()) {
       d.params_ready = d.ctx.copy_stream().record();
       d.comm.stream().wait(d.params_ready);
     }
@@ -183,13 +162,13 @@ void Engine::Impl::refresh_compute_params() {
   }
   if (!d.planning) d.comm_after_compute();  // the updated (or loaded) shards come first
   if (d.policy.gather_after_step) d.all_gather_params();
-  if (d.policy.param_shard) d.gatherer.regather_persistent(d.host_optimizer.step_in_flight());
+  if (d.policy.param_shard) d.gatherer.regather_persistent(d.offload.step_in_flight());
 }
 
 std::vector<ShardState> Engine::shard_states() {
   initialize();
   Impl& d = *impl_;
-  d.settle_step();
+  d.offload.settle_step();
   d.synchronize("reading shard state");
   d.synchronize_compute("reading shard state");
   // nvme: the regions are read into a host copy, written back by the next step() or
@@ -257,7 +236,7 @@ ShardState slot_shard(const Engine::Impl& d, UnitId u, const SubGroup& group, co
 }  // namespace
 
 void Engine::Impl::drain_for_shard_states() {
-  settle_step();
+  offload.settle_step();
   synchronize("reading shard state");
   synchronize_compute("reading shard state");
   try {
@@ -278,7 +257,7 @@ void Engine::visit_shard_states(const std::function<void(const ShardState&)>& vi
   d.drain_for_shard_states();
   SwapStore* swap = d.storage.optimizer_swap();
   const std::vector<SubGroup>& groups = d.storage.sub_groups();
-  SwapSlot slot = d.host_optimizer.make_swap_slot();  // one sub-group's master and state
+  SwapSlot slot = d.offload.make_swap_slot();  // one sub-group's master and state
   if (d.planning) return;
   const std::vector<std::string> names = d.optimizer->state_names();
   for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -304,7 +283,7 @@ void Engine::fill_shard_states(const std::function<void(ShardState&)>& fill, Sha
   d.drain_for_shard_states();
   SwapStore* swap = d.storage.optimizer_swap();
   const std::vector<SubGroup>& groups = d.storage.sub_groups();
-  SwapSlot slot = d.host_optimizer.make_swap_slot();  // one sub-group's master and state
+  SwapSlot slot = d.offload.make_swap_slot();  // one sub-group's master and state
   if (d.planning) return;
   const std::vector<std::string> names = d.optimizer->state_names();
   const std::size_t states = names.size();
@@ -413,7 +392,7 @@ void Engine::Impl::read_checkpoint_view() {
   checkpoint_view =
       ctx.allocator(policy.staging_space)
           .allocate((1 + states) * owned_total * sizeof(float), MemoryCategory::kWorkspace);
-  SwapSlot slot = host_optimizer.make_swap_slot();
+  SwapSlot slot = offload.make_swap_slot();
   if (planning) return;
   float* master = view_master();
   float* state = master + owned_total;
@@ -433,11 +412,11 @@ void Engine::Impl::write_back_checkpoint_view() {
   const std::vector<SubGroup>& groups = storage.sub_groups();
   if (!checkpoint_view.allocated()) return;
   // Its slot is not held beside the gradient windows squares() kept: those are written out.
-  host_grads.spill_windows();
+  offload.spill_windows();
   if (!planning) {
     const std::size_t owned_total = storage.owned_total();
     const auto states = static_cast<std::size_t>(optimizer->states_per_element());
-    SwapSlot slot = host_optimizer.make_swap_slot();
+    SwapSlot slot = offload.make_swap_slot();
     const float* master = view_master();
     const float* state = master + owned_total;
     for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -463,7 +442,7 @@ TrainingState Engine::training_state() const { return impl_->training; }
 
 void Engine::set_training_state(const TrainingState& state) {
   Impl& d = *impl_;
-  d.settle_step();
+  d.offload.settle_step();
   d.training = state;
   d.loss_scaler.set_state(state.loss_scaler);
   if (d.schedule) d.schedule->set_last_batch_iteration(state.scheduler_last_batch_iteration);
@@ -474,6 +453,7 @@ void Engine::set_training_state(const TrainingState& state) {
 
 void Engine::Impl::all_reduce_host_values(std::span<float> values, ReduceOp op,
                                           const std::string& label) {
+  if (skip_collectives) return;  // a plan on a communicator that moves data: nothing to reduce
   const std::size_t bytes = values.size_bytes();
   const Buffer& bucket = reducer.bucket();
   ZERO_CHECK(bucket.size_bytes() >= bytes, "engine: ", label, " needs ", bytes,

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "waits.h"
 #include "zero/core/error.h"
 
 namespace zero {
@@ -89,7 +90,7 @@ void GradReducer::flush() {
   pending_.clear();
   const std::size_t block = pending_elements_;
   pending_elements_ = 0;
-  if (setup_.before_flush) setup_.before_flush();  // swapped gradients: windows from here on
+  setup_.host.before_flush();  // swapped gradients: windows from here on
   if (setup_.skip_collectives) return;
 
   const bool blocked = policy.partitioned;
@@ -132,7 +133,7 @@ void GradReducer::flush() {
   for (Item& item : items) {
     const std::size_t shard = units_[static_cast<std::size_t>(item.unit)].shape.shard;
     // The source: a transient buffer (stages 2-3) or the full gradients, both bucket_dtype.
-    void* base = item.source ? item.source->data() : setup_.full_grads(item.unit);
+    void* base = item.source ? item.source->data() : setup_.storage.full_grads(item.unit);
     const std::size_t count = item.end - item.begin;
     // Block r of the piece is at source + r·shard.
     for (int r = 0; r < blocks; ++r)
@@ -140,9 +141,11 @@ void GradReducer::flush() {
                 bucket_dtype, in_bucket(send, static_cast<std::size_t>(r) * block + offset),
                 bucket_dtype, count, pre);
     // Null for a swapped gradient partition: the host task finds the sub-group's window.
-    void* owned = blocked ? setup_.owned_grads(item.unit) : setup_.full_grads(item.unit);
+    void* owned =
+        blocked ? setup_.storage.owned_grads(item.unit) : setup_.storage.full_grads(item.unit);
     pieces.push_back({owned ? in_destination(owned, item.begin) : nullptr, count, offset,
-                      policy.host_step && setup_.on_host(item.unit), item.unit, item.begin});
+                      policy.host_step && !setup_.storage.on_device(item.unit), item.unit,
+                      item.begin});
     offset += count;
     // Transient gradient buffers are free once packed.
     if (item.source) ctx.release_after(stream, std::move(item.source));
@@ -176,9 +179,9 @@ void GradReducer::flush() {
                 destination_dtype, piece.count, post);
   }
   if (!host_pieces.empty())
-    setup_.unpack_on_host(reduced, block, std::move(host_pieces), accumulate, post);
+    setup_.host.unpack(reduced, block, std::move(host_pieces), accumulate, post);
   setup_.comm_done = stream.record();
-  if (!options.overlap_comm) setup_.synchronize("reducing a gradient bucket");
+  if (!options.overlap_comm) synchronize_naming(comm, options.stage, "reducing a gradient bucket");
 }
 
 }  // namespace zero

@@ -4,19 +4,19 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "state_storage.h"
 #include "zero/comm/communicator.h"
 #include "zero/core/allocator.h"
 #include "zero/core/device_context.h"
 #include "zero/core/stream.h"
-#include "zero/engine/engine.h"
 #include "zero/engine/memory_formula.h"
 #include "zero/engine/options.h"
 #include "zero/engine/state_policy.h"
+#include "zero/engine/types.h"
 
 namespace zero {
 
@@ -31,13 +31,28 @@ struct HostGradPiece {
   std::size_t offset;
 };
 
+// Where the reducer hands the host's reduced pieces (offload_optimizer; HostOffload in the
+// engine). Compute thread.
+class HostGradientReceiver {
+ public:
+  virtual ~HostGradientReceiver() = default;
+  // Each flush with queued pieces calls it first, before anything is packed (HostOffload: an
+  // overlapped step is waited for, its slots going before the gradient windows come, which are
+  // allocated here).
+  virtual void before_flush() = 0;
+  // After the collective: the host pieces of the reduced block (`count` elements of
+  // policy.model_grads at `reduced`), `post` × (added to, when `accumulate`) their destinations.
+  virtual void unpack(const void* reduced, std::size_t count, std::vector<HostGradPiece> pieces,
+                      bool accumulate, float post) = 0;
+};
+
 // What the reducer reads and where its reduced gradients go. References outlive the reducer (the
 // engine's members); `options` is read at each flush, as the engine's own options are.
 struct GradReduceSetup {
   DeviceContext& context;
   Communicator& communicator;
   // overlap_comm, reduce_scatter, prescale_gradients, gradient_predivide_factor,
-  // gradient_accumulation_steps.
+  // gradient_accumulation_steps; the stage its errors name.
   const EngineOptions& options;
   // What is sharded (partitioned, full_grads, grad_shard, host_step) and the gradient dtypes.
   const StatePolicy& policy;
@@ -45,22 +60,12 @@ struct GradReduceSetup {
   Event& comm_done;
   // Planning with a communicator that moves data: buckets fill and empty, nothing is reduced.
   bool skip_collectives = false;
-  // Stages 0-1: unit u's full gradients (policy.accumulate), the flat bucket's source and the
-  // destination of flat reductions.
-  std::function<void*(UnitId u)> full_grads;
-  // Unit u's owned gradients (policy.owned_grads_dtype()); null for a swapped partition.
-  std::function<void*(UnitId u)> owned_grads;
-  // Whether unit u's owned gradients are in the host partition (offload_optimizer).
-  std::function<bool(UnitId u)> on_host;
-  // After the collective: the host pieces of the reduced block (`count` elements of
-  // policy.model_grads at `reduced`), `post` × (added to, when `accumulate`) their destinations.
-  std::function<void(const void* reduced, std::size_t count, std::vector<HostGradPiece> pieces,
-                     bool accumulate, float post)>
-      unpack_on_host;
-  // Each flush with queued pieces calls it first (the gradient swap allocates its windows).
-  std::function<void()> before_flush;
-  // A blocking wait for the communicator, naming `what` in its error (overlap_comm off).
-  std::function<void(const std::string& what)> synchronize;
+  // The units' gradients: stages 0-1 full_grads (the flat bucket's source and the destination of
+  // flat reductions), owned_grads (null for a swapped partition) and which units' owned
+  // gradients are in the host partition (!on_device, offload_optimizer).
+  const StateStorage& storage;
+  // The host's pieces (offload_optimizer); before_flush() is called at every flush.
+  HostGradientReceiver& host;
 };
 
 // Queues each unit's gradients as the model hands them over (reduce), flushes a bucket when it is

@@ -91,7 +91,7 @@ void ParamGatherer::issue_gather(UnitId u, bool prefetch) {
   unit.state = State::kAvailable;
   if (prefetch) unit.prefetched = true;
   if (setup_.skip_collectives) return;
-  const void* own = setup_.shard_source(u, unit.gathered.data());
+  const void* own = setup_.shards.param_shard(u, unit.gathered.data());
   // The label carries the unit into the communicator's call check: ranks gathering different
   // units (even of one size) fail there, every rank, naming each rank's unit, not in a hang.
   Communicator& communicator = setup_.communicator;

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,10 +11,21 @@
 #include "zero/core/device_context.h"
 #include "zero/core/dtype.h"
 #include "zero/core/stream.h"
-#include "zero/engine/engine.h"
 #include "zero/engine/options.h"
+#include "zero/engine/types.h"
 
 namespace zero {
+
+// Where this rank's shard of a unit comes from for its stage-3 all-gather (HostOffload in the
+// engine: the resident shard, or offload_param's copy of the host or swapped one).
+class ParamShardSource {
+ public:
+  virtual ~ParamShardSource() = default;
+  // This rank's shard of unit u, ready on the communication stream, for the all-gather into
+  // `gathered` (P_u elements of the compute dtype): the resident shard, or (offload_param) the
+  // shard copied into this rank's slot of `gathered` first. Called only when collectives run.
+  virtual const void* param_shard(UnitId u, void* gathered) = 0;
+};
 
 // What the gatherer reads and where it sends its work. References outlive the gatherer (the
 // engine's members); `options` is read at each call, as the engine's own options are.
@@ -30,10 +40,8 @@ struct ParamGatherSetup {
   bool param_shard = false;
   // Planning with a communicator that moves data: buffers are allocated, nothing is gathered.
   bool skip_collectives = false;
-  // This rank's shard of unit u, ready on the communication stream, for the all-gather into
-  // `gathered` (P_u elements of `compute`): the resident shard, or (offload_param) the shard
-  // copied into this rank's slot of `gathered` first. Called only when collectives run.
-  std::function<const void*(UnitId u, void* gathered)> shard_source;
+  // This rank's shards.
+  ParamShardSource& shards;
 };
 
 // Tracks, per unit, the gathered buffer, whether its all-gather is in flight, how many gathers

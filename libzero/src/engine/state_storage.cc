@@ -66,6 +66,29 @@ const StateStorage::Placement& StateStorage::unit(UnitId u) const {
   return units_[static_cast<std::size_t>(u)];
 }
 
+const std::string& StateStorage::unit_name(UnitId u) const {
+  return names_.at(static_cast<std::size_t>(u));
+}
+
+ShardChunk StateStorage::shard_chunk(UnitId u, float* params, const float* grads,
+                                     float* state) const {
+  const Placement& at = unit(u);
+  ShardChunk chunk;
+  chunk.params = params;
+  chunk.grads = grads;
+  chunk.state = state;
+  chunk.num_elements = at.owned_count;
+  const ElementRange owned = owned_range(u);
+  const std::vector<ElementRange>& tensors = tensors_[static_cast<std::size_t>(u)];
+  for (std::size_t t = 0; t < tensors.size(); ++t) {
+    const ElementRange piece = intersect(tensors[t], owned);
+    if (piece.empty()) continue;
+    chunk.segments.push_back(
+        {piece.begin - owned.begin, piece.size(), at.first_tensor + static_cast<int>(t)});
+  }
+  return chunk;
+}
+
 ElementRange StateStorage::owned_range(UnitId u) const {
   const Placement& unit = this->unit(u);
   if (!setup_.policy.partitioned) return {0, unit.padded};
@@ -105,9 +128,11 @@ void StateStorage::place(const std::vector<UnitShape>& units) {
     owned_total_ += unit.owned_count;
     shard_total_ += unit.shard;
     if (!swapped_params_[i]) param_total_ += unit.shard;
-    num_tensors_ += units[i].tensors;
+    num_tensors_ += static_cast<int>(units[i].tensors.size());
     owned_counts.push_back(unit.owned_count);
     units_.push_back(unit);
+    names_.push_back(units[i].name);
+    tensors_.push_back(units[i].tensors);
   }
   if (policy.host_step) {
     sub_groups_ = optimizer_sub_groups(owned_counts, setup_.options.sub_group_size);

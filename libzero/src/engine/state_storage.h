@@ -13,13 +13,14 @@
 
 #include "zero/core/allocator.h"
 #include "zero/core/device_context.h"
+#include "zero/core/optimizer.h"
 #include "zero/core/partition.h"
 #include "zero/core/stream.h"
 #include "zero/core/swap_store.h"
-#include "zero/engine/engine.h"
 #include "zero/engine/memory_formula.h"
 #include "zero/engine/options.h"
 #include "zero/engine/state_policy.h"
+#include "zero/engine/types.h"
 
 namespace zero {
 
@@ -42,12 +43,12 @@ class StateStorage {
   explicit StateStorage(StateStorageSetup setup);
 
   // A unit as registered: `elements` real elements, `padded` = P_u (a multiple of the world
-  // size), `tensors` in its layout.
+  // size), its tensors' ranges in its layout (FlatLayout's slots, in order).
   struct UnitShape {
     std::string name;
     std::size_t elements = 0;
     std::size_t padded = 0;
-    int tensors = 0;
+    std::vector<ElementRange> tensors;
   };
   // Where unit u's state sits in the flat buffers.
   struct Placement {
@@ -70,11 +71,15 @@ class StateStorage {
   bool allocated() const { return allocated_; }
 
   const Placement& unit(UnitId u) const;
+  const std::string& unit_name(UnitId u) const;
   std::size_t num_units() const { return units_.size(); }
   int num_tensors() const { return num_tensors_; }
   std::size_t owned_total() const { return owned_total_; }
   // The rank's owned range of unit u in its padded elements: its shard (stages 1-3) or all of it.
   ElementRange owned_range(UnitId u) const;
+  // The optimizer's view of unit u's owned shard at these buffers (owned_count elements each;
+  // `state`: k × owned_count): its tensors' segments within the shard, numbered globally.
+  ShardChunk shard_chunk(UnitId u, float* params, const float* grads, float* state) const;
 
   // offload_optimizer: the sub-groups of whole units the host optimizer steps together. Partial
   // offload (ratio < 1): the first device_groups() keep master, state and gradient partition in
@@ -127,6 +132,8 @@ class StateStorage {
   bool allocated_ = false;
   SwapStoreFactory swap_factory_;
   std::vector<Placement> units_;
+  std::vector<std::string> names_;                  // per unit
+  std::vector<std::vector<ElementRange>> tensors_;  // per unit: its tensors' ranges
   std::vector<bool> swapped_params_;  // per unit: its shard in a swap region (offload_param nvme)
   int num_tensors_ = 0;
   std::size_t full_total_ = 0, owned_total_ = 0, shard_total_ = 0, param_total_ = 0;

@@ -1,5 +1,5 @@
 // Host buffers for swap I/O: allocations aligned to a SwapStore's io_alignment() (O_DIRECT), for
-// the optimizer's sub-group slots (host_optimizer.h), the gradient windows and the swapped
+// the optimizer's sub-group slots (host_offload.h), the gradient windows and the swapped
 // parameter shards.
 #pragma once
 

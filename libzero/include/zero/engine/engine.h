@@ -31,20 +31,11 @@
 #include "zero/engine/loss_scaler.h"
 #include "zero/engine/optimizer.h"
 #include "zero/engine/options.h"
+#include "zero/engine/types.h"
 
 namespace zero {
 
-using UnitId = int;
 class Engine;
-
-// Fills a unit's tensors with initial values: called once per tensor with its slot and its
-// (num_elements) values. Must give the same values on every rank (rank 0's are broadcast).
-using InitFunction = std::function<void(const TensorSlot& slot, std::span<float> values)>;
-// Fills elements [range) of a unit's flat parameters (within [0, num_elements()), any range, in
-// layout order) with their initial values, the same value for an element whatever range covers
-// it: each rank then generates only the elements it holds (its partition at stage 3, the whole
-// unit where it holds it all) and nothing is broadcast.
-using RangeInitFunction = std::function<void(ElementRange range, std::span<float> values)>;
 
 // The full parameters of a gathered unit, valid until release() or destruction (RAII). They are
 // in the engine's parameter dtype (Engine::param_dtype(): fp32, or bf16/fp16 in mixed precision)
@@ -82,48 +73,6 @@ class GatheredUnit {
   void* data_ = nullptr;
   DType dtype_ = DType::kFloat32;
   const FlatLayout* layout_ = nullptr;
-};
-
-// The buffer a unit's backward accumulates (+=) its gradients into: zero at the start of each
-// accumulation cycle (stages 0, 1) or of each micro-step (stages 2, 3). `raw` holds the layout's
-// padded elements of `dtype` (Engine::grad_dtype()); `data` is the same memory typed when dtype
-// is fp32 (else null).
-struct GradientBuffer {
-  float* data = nullptr;
-  const FlatLayout* layout = nullptr;
-  void* raw = nullptr;
-  DType dtype = DType::kFloat32;
-  std::span<float> tensor(std::string_view name) const;  // fp32 buffers
-  template <typename T>
-  T* data_as() const {
-    check_dtype(dtype_of<T>());
-    return static_cast<T*>(raw);
-  }
-
- private:
-  void check_dtype(DType requested) const;
-};
-
-// One contiguous piece of a unit owned by this rank, for checkpoints: its flat range within the
-// unit's layout (world-independent numbering; padding excluded), the fp32 master values and
-// the optimizer state slices over the same range. `space` is where the spans live: where the
-// engine's context says the host cannot address it (DeviceContext::host_addressable: device
-// memory of a GPU), the host reaches the values only through Engine::read_shard_values and
-// write_shard_values, which stage them through bounded pinned buffers.
-struct ShardState {
-  std::string unit;
-  ElementRange range;
-  std::span<float> params;
-  std::vector<std::pair<std::string, std::span<float>>> optimizer_state;
-  MemorySpace space = MemorySpace::kHost;
-};
-
-struct TrainingState {
-  std::int64_t global_steps = 0;     // boundaries reached (taken or skipped), as DeepSpeed
-  std::int64_t skipped_steps = 0;    // boundaries skipped for fp16 overflow
-  std::int64_t optimizer_steps = 0;  // steps taken (Adam's bias-correction step)
-  std::int64_t scheduler_last_batch_iteration = -1;
-  LossScaler::State loss_scaler;
 };
 
 class Engine {

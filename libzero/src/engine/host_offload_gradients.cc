@@ -1,27 +1,24 @@
-// HostGradients (host_gradients.h): the reduced blocks' copy to the host and their unpacking into
-// the host gradient partition or, swapped (offload_optimizer nvme), its two sub-group windows.
+// HostOffload's gradients (host_offload.h): the reduced blocks' copy to the host and their
+// unpacking into the host gradient partition or, swapped (offload_optimizer nvme), its two
+// sub-group windows.
 //
 // Streams: device->host copies of reduced blocks run on the context's copy stream; the host-side
 // accumulation of a block is a host task on that stream after its copy. Every hand-over is an
 // event (the communication stream waits for the copy stream before it overwrites a block that is
 // still being copied), so the partition never asks which backend it runs on.
-#include "host_gradients.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <utility>
 
 #include "../cpu/host_arithmetic.h"
+#include "host_offload.h"
 #include "stored_gradients.h"
 #include "zero/core/error.h"
 
 namespace zero {
 
-HostGradients::HostGradients(HostGradientsSetup setup)
-    : setup_(std::move(setup)), planning_(setup_.context.planning()) {}
-
-void HostGradients::allocate(std::size_t receive_elements) {
+void HostOffload::allocate(std::size_t receive_elements) {
   const StatePolicy& policy = setup_.policy;
   receive_ =
       setup_.context.allocator(policy.staging_space)
@@ -37,8 +34,8 @@ void HostGradients::allocate(std::size_t receive_elements) {
       largest_unit_ = std::max(largest_unit_, storage.unit(static_cast<UnitId>(u)).owned_count);
 }
 
-void HostGradients::unpack(const void* reduced, std::size_t count,
-                           std::vector<HostGradPiece> pieces, bool accumulate, float post) {
+void HostOffload::unpack(const void* reduced, std::size_t count, std::vector<HostGradPiece> pieces,
+                         bool accumulate, float post) {
   if (planning_) return;
   DeviceContext& ctx = setup_.context;
   Communicator& comm = setup_.communicator;
@@ -75,9 +72,13 @@ void HostGradients::unpack(const void* reduced, std::size_t count,
   });
 }
 
-void HostGradients::zero() {
+void HostOffload::zero() {
   if (planning_) return;
   DeviceContext& ctx = setup_.context;
+  if (step_in_flight() && !setup_.policy.swap_grads()) {  // the step still reads the partition
+    zero_after_step_ = true;
+    return;
+  }
   if (setup_.policy.swap_grads()) {  // on the copy stream too: after the queued accumulations
     if (settled_) spill_windows();   // no task uses them: squares() drained the copy stream
     ctx.copy_stream().submit([this] { reset_swap(); });
@@ -91,22 +92,27 @@ void HostGradients::zero() {
   ctx.copy_stream().submit([data, bytes] { std::memset(data, 0, bytes); });
 }
 
-void HostGradients::squares(std::vector<SquaresResult>& partial) {
+void HostOffload::squares(std::vector<SquaresResult>& partial) {
   const StateStorage& storage = setup_.storage;
   if (setup_.policy.swap_grads()) {  // the windows stay, for the step to take
     settle_windows();
     for (std::size_t u = 0; u < storage.num_units(); ++u) partial[u] = squares_[u];
     return;
   }
+  if (planning_) return;  // no values: the squares stay zero, as the planning context's
   for (UnitId u = 0; u < static_cast<UnitId>(storage.num_units()); ++u)
     if (!storage.on_device(u))
       partial[u] =
           host::squares_of(storage.owned_grads(u), DType::kFloat32, storage.unit(u).owned_count);
 }
 
-void HostGradients::allocate_windows(std::size_t micro_steps_per_step) {
+void HostOffload::before_flush() {
+  settle_step();  // the step's slots go before the windows come
+  allocate_windows(static_cast<std::size_t>(setup_.options.gradient_accumulation_steps));
+}
+
+void HostOffload::allocate_windows(std::size_t micro_steps_per_step) {
   const StateStorage& storage = setup_.storage;
-  const HostOptimizer& host_optimizer = setup_.host_optimizer;
   if (!setup_.policy.swap_grads() || windows_[0].buffer.allocated()) return;
   std::size_t largest = 0;
   for (const SubGroup& group : storage.sub_groups())
@@ -119,8 +125,8 @@ void HostGradients::allocate_windows(std::size_t micro_steps_per_step) {
     AlignedHostBuffer& window = windows_[w];
     std::size_t bytes =
         round_up(largest * size_of(setup_.policy.grad_swap_dtype), alignment) + alignment;
-    if (w < host_optimizer.step_slot_count() && host_optimizer.step_slot_elements(w) > 0)
-      bytes = std::max(bytes, host_optimizer.swap_slot_bytes(host_optimizer.step_slot_elements(w)));
+    if (w < step_slot_count() && step_slot_elements(w) > 0)
+      bytes = std::max(bytes, swap_slot_bytes(step_slot_elements(w)));
     window.buffer = setup_.context.allocator(setup_.policy.staging_space)
                         .allocate(bytes, MemoryCategory::kWorkspace);
     if (window.buffer.data() != nullptr)
@@ -133,7 +139,7 @@ void HostGradients::allocate_windows(std::size_t micro_steps_per_step) {
   // order of blocks only costs the bytes this saves.
   const std::size_t first_host = storage.device_groups();
   const std::size_t host_groups = storage.sub_groups().size() - first_host;
-  const std::size_t slot = first_host % host_optimizer.step_slot_count();
+  const std::size_t slot = first_host % step_slot_count();
   const std::size_t last_window = slot < 2 ? slot : 0;
   const std::size_t takes_after_first = micro_steps_per_step * host_groups - 1;
   current_ = 1 - static_cast<int>(last_window ^ (takes_after_first % 2));
@@ -143,12 +149,12 @@ void HostGradients::allocate_windows(std::size_t micro_steps_per_step) {
                    .allocate(largest_unit_ * sizeof(float), MemoryCategory::kWorkspace);
 }
 
-void HostGradients::release_windows() {
+void HostOffload::release_windows() {
   for (AlignedHostBuffer& window : windows_) window = AlignedHostBuffer();
   widened_ = Buffer();
 }
 
-void HostGradients::window_squares(std::size_t g, const void* window) {
+void HostOffload::window_squares(std::size_t g, const void* window) {
   const StateStorage& storage = setup_.storage;
   const SubGroup& group = storage.sub_groups()[g];
   const DType stored = setup_.policy.grad_swap_dtype;
@@ -165,7 +171,7 @@ void HostGradients::window_squares(std::size_t g, const void* window) {
   }
 }
 
-char* HostGradients::window(std::size_t g) {
+char* HostOffload::window(std::size_t g) {
   const StateStorage& storage = setup_.storage;
   SwapStore* store = storage.optimizer_swap();
   const std::vector<SubGroup>& groups = storage.sub_groups();
@@ -194,8 +200,12 @@ char* HostGradients::window(std::size_t g) {
   return data;
 }
 
-void HostGradients::settle_windows() {
-  if (planning_ || !setup_.policy.swap_grads()) return;
+void HostOffload::settle_windows() {
+  if (!setup_.policy.swap_grads()) return;
+  if (planning_) {  // no window holds gradients: freed, as the step frees those it does not take
+    release_windows();
+    return;
+  }
   const StateStorage& storage = setup_.storage;
   SwapStore* store = storage.optimizer_swap();
   // The window left last was written out behind the blocks of the current one: its data stays
@@ -210,7 +220,7 @@ void HostGradients::settle_windows() {
   settled_ = true;
 }
 
-std::vector<GradientWindow> HostGradients::take_windows(
+std::vector<GradientWindow> HostOffload::take_windows(
     const std::function<bool(std::size_t group, std::size_t size_bytes)>& adopt) {
   std::vector<GradientWindow> taken;
   if (!settled_) return taken;  // none kept (a plan, or outside a step)
@@ -232,11 +242,11 @@ std::vector<GradientWindow> HostGradients::take_windows(
   return taken;
 }
 
-void HostGradients::spill_windows() {
+void HostOffload::spill_windows() {
   take_windows([](std::size_t, std::size_t) { return false; });
 }
 
-void HostGradients::reset_swap() {
+void HostOffload::reset_swap() {
   for (int w = 0; w < 2; ++w) {
     setup_.storage.optimizer_swap()->wait(std::exchange(window_write_[w], SwapTicket{}));
     window_group_[w] = -1;

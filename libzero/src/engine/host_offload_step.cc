@@ -1,4 +1,5 @@
-// HostOptimizer: offload_optimizer's step on the host, sub-group by sub-group.
+// HostOffload's step (host_offload.h): offload_optimizer's step on the host, sub-group by
+// sub-group.
 //
 // Streams: host->device copies of updated parameters run on the context's copy stream while the
 // host thread steps the next sub-group; a swap slot (nvme) or a 16-bit staging buffer is reused
@@ -6,8 +7,6 @@
 // and (swapped) gradients are read into a slot before its step and written back after it; with
 // pipeline_read the next sub-group's read, with pipeline_write the previous one's write, run
 // during the step.
-#include "host_optimizer.h"
-
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -18,19 +17,20 @@
 #include <utility>
 #include <vector>
 
+#include "host_offload.h"
 #include "stored_gradients.h"
 #include "zero/core/error.h"
 
 namespace zero {
 
-HostOptimizer::HostOptimizer(HostOptimizerSetup setup)
+HostOffload::HostOffload(HostOffloadSetup setup)
     : setup_(std::move(setup)),
       planning_(setup_.context.planning()),
       states_(static_cast<std::size_t>(setup_.optimizer.states_per_element())) {}
 
-bool HostOptimizer::take_params_refreshed() { return std::exchange(params_refreshed_, false); }
+bool HostOffload::take_params_refreshed() { return std::exchange(params_refreshed_, false); }
 
-SwapSlot HostOptimizer::make_swap_slot(std::size_t elements) const {
+SwapSlot HostOffload::make_swap_slot(std::size_t elements) const {
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
   if (!policy.swap_optimizer()) return SwapSlot();
@@ -45,7 +45,7 @@ SwapSlot HostOptimizer::make_swap_slot(std::size_t elements) const {
       largest);
 }
 
-SwapSlot HostOptimizer::slot_in(AlignedHostBuffer memory, std::size_t elements) const {
+SwapSlot HostOffload::slot_in(AlignedHostBuffer memory, std::size_t elements) const {
   const std::size_t alignment = setup_.storage.optimizer_swap()->io_alignment();
   const std::size_t master_bytes = round_up(elements * sizeof(float), alignment);
   const std::size_t grads_bytes = setup_.policy.swap_grads() ? master_bytes : 0;
@@ -60,7 +60,7 @@ SwapSlot HostOptimizer::slot_in(AlignedHostBuffer memory, std::size_t elements) 
   return slot;
 }
 
-std::size_t HostOptimizer::swap_slot_bytes(std::size_t elements) const {
+std::size_t HostOffload::swap_slot_bytes(std::size_t elements) const {
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
   const std::size_t alignment = storage.optimizer_swap()->io_alignment();
@@ -70,13 +70,13 @@ std::size_t HostOptimizer::swap_slot_bytes(std::size_t elements) const {
   return master_bytes + state_bytes + grads_bytes + alignment;
 }
 
-std::size_t HostOptimizer::step_slot_count() const {
+std::size_t HostOffload::step_slot_count() const {
   const bool pipeline_read = setup_.options.offload_optimizer.pipeline_read;
   const bool pipeline_write = setup_.options.offload_optimizer.pipeline_write;
   return pipeline_read && pipeline_write ? 3 : (pipeline_read || pipeline_write ? 2 : 1);
 }
 
-std::size_t HostOptimizer::step_slot_elements(std::size_t slot) const {
+std::size_t HostOffload::step_slot_elements(std::size_t slot) const {
   const StateStorage& storage = setup_.storage;
   const std::vector<SubGroup>& groups = storage.sub_groups();
   const std::size_t count = step_slot_count();
@@ -86,8 +86,8 @@ std::size_t HostOptimizer::step_slot_elements(std::size_t slot) const {
   return elements;
 }
 
-void HostOptimizer::initialize_unit(UnitId u, const float* master, SwapSlot& slot,
-                                    AlignedHostBuffer& param_io) {
+void HostOffload::initialize_unit(UnitId u, const float* master, SwapSlot& slot,
+                                  AlignedHostBuffer& param_io) {
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
   SwapStore* swap = storage.optimizer_swap();
@@ -120,20 +120,20 @@ void HostOptimizer::initialize_unit(UnitId u, const float* master, SwapSlot& slo
   }
 }
 
-void HostOptimizer::device_groups_step(const OptimizerStep& args) {
+void HostOffload::device_groups_step(const OptimizerStep& args) {
   DeviceContext& ctx = setup_.context;
   const StateStorage& storage = setup_.storage;
   if (storage.owned_split() == 0 || planning_) return;
   std::vector<ShardChunk> chunks;
   for (UnitId u = 0; u < static_cast<UnitId>(storage.num_units()) && storage.on_device(u); ++u)
-    chunks.push_back(setup_.shard_chunk(u, storage.owned_params(u),
-                                        static_cast<const float*>(storage.owned_grads(u)),
-                                        storage.owned_state(u)));
+    chunks.push_back(storage.shard_chunk(u, storage.owned_params(u),
+                                         static_cast<const float*>(storage.owned_grads(u)),
+                                         storage.owned_state(u)));
   setup_.optimizer.step_on(ctx, ctx.compute_stream(), chunks, args);
   device_groups_params_from_master();
 }
 
-void HostOptimizer::device_groups_params_from_master() {
+void HostOffload::device_groups_params_from_master() {
   DeviceContext& ctx = setup_.context;
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
@@ -143,7 +143,7 @@ void HostOptimizer::device_groups_params_from_master() {
                 storage.owned_compute_params(u), policy.compute, storage.unit(u).owned_count);
 }
 
-struct HostOptimizer::StepWork {
+struct HostOffload::StepWork {
   // nvme: slot i holds the sub-groups g with g % num_slots == i, sized for the largest of those
   // (a large embedding sub-group then enlarges one slot, not all).
   std::size_t num_slots = 1;
@@ -156,12 +156,12 @@ struct HostOptimizer::StepWork {
   // The host sub-groups in the order they are stepped: those whose gradients the step took from
   // the backward's windows first.
   std::vector<std::size_t> order;
-  std::vector<char> held;  // per sub-group: gradients_held() when the step began
-  // Per sub-group: stored_gradient_scale() when the step began (16-bit stored gradients).
+  std::vector<char> held;  // per sub-group: held() when the step began
+  // Per sub-group: stored_scale() when the step began (16-bit stored gradients).
   std::vector<float> scale;
 };
 
-struct HostOptimizer::AsyncStep {
+struct HostOffload::AsyncStep {
   std::thread worker;
   std::mutex mutex;
   std::condition_variable progress;
@@ -169,16 +169,17 @@ struct HostOptimizer::AsyncStep {
   std::vector<Event> refreshed;  // per sub-group: after the copies of its compute parameters
   bool finished = false;
   std::exception_ptr error;
+  std::int64_t global_step = 0;  // the boundary it belongs to, which its errors name
 };
 
-HostOptimizer::~HostOptimizer() {
+HostOffload::~HostOffload() {
   try {
     wait_for_step();
   } catch (...) {  // reported by the wait that failed, or lost with the engine
   }
 }
 
-void HostOptimizer::free_slot(SwapSlot& slot) const {
+void HostOffload::free_slot(SwapSlot& slot) const {
   SwapStore* swap = setup_.storage.optimizer_swap();
   swap->wait(slot.master_write);
   swap->wait(slot.state_write);
@@ -187,7 +188,7 @@ void HostOptimizer::free_slot(SwapSlot& slot) const {
   slot.copied = Event();
 }
 
-void HostOptimizer::read_group(SwapSlot& slot, std::size_t g, bool held) const {
+void HostOffload::read_group(SwapSlot& slot, std::size_t g, bool held) const {
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
   SwapStore* swap = storage.optimizer_swap();
@@ -206,7 +207,7 @@ void HostOptimizer::read_group(SwapSlot& slot, std::size_t g, bool held) const {
     std::memset(slot.grads, 0, storage.sub_groups()[g].num_elements * sizeof(float));
 }
 
-HostOptimizer::StepWork HostOptimizer::begin_step() {
+HostOffload::StepWork HostOffload::begin_step() {
   DeviceContext& ctx = setup_.context;
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
@@ -222,8 +223,8 @@ HostOptimizer::StepWork HostOptimizer::begin_step() {
     // holds the bytes it would allocate (the windows were sized for the first slots).
     std::vector<char> claimed(num_slots, 0);
     std::vector<GradientWindow> windows;
-    if (policy.swap_grads() && setup_.take_gradient_windows)
-      windows = setup_.take_gradient_windows([&](std::size_t g, std::size_t size_bytes) {
+    if (policy.swap_grads())
+      windows = take_windows([&](std::size_t g, std::size_t size_bytes) {
         const std::size_t slot = g % num_slots;
         if (g < storage.device_groups() || claimed[slot] != 0 ||
             size_bytes != swap_slot_bytes(step_slot_elements(slot)))
@@ -257,14 +258,13 @@ HostOptimizer::StepWork HostOptimizer::begin_step() {
   work.scale.assign(groups.size(), 1.0f);
   if (policy.swap_grads())
     for (std::size_t g = storage.device_groups(); g < groups.size(); ++g) {
-      work.held[g] = setup_.gradients_held(g) ? 1 : 0;
-      if (policy.grad_swap_dtype != DType::kFloat32)
-        work.scale[g] = setup_.stored_gradient_scale(g);
+      work.held[g] = held(g) ? 1 : 0;
+      if (policy.grad_swap_dtype != DType::kFloat32) work.scale[g] = stored_scale(g);
     }
   return work;
 }
 
-void HostOptimizer::step(const OptimizerStep& args) {
+void HostOffload::step(const OptimizerStep& args) {
   // Transient host buffers of the step (workspace): swap slots, 16-bit staging, swapped
   // parameter shards. Allocated in a plan too, so the plan's peaks are the run's.
   StepWork work = begin_step();
@@ -281,7 +281,7 @@ void HostOptimizer::step(const OptimizerStep& args) {
   finish_step(work);
 }
 
-void HostOptimizer::step_async(const OptimizerStep& args) {
+void HostOffload::step_async(const OptimizerStep& args, std::int64_t global_step) {
   wait_for_step();
   ZERO_CHECK(setup_.storage.owned_split() == 0,
              "the overlapped optimizer step has no device sub-groups (partial offload)");
@@ -290,6 +290,7 @@ void HostOptimizer::step_async(const OptimizerStep& args) {
   if (planning_) return;
   async_ = std::make_unique<AsyncStep>();
   AsyncStep& async = *async_;
+  async.global_step = global_step;
   async.done.assign(setup_.storage.sub_groups().size(), 0);
   async.refreshed.resize(async.done.size());
   // The worker issues no collective: an optimizer asking for one (LAMB's trust ratios, refused
@@ -320,7 +321,7 @@ void HostOptimizer::step_async(const OptimizerStep& args) {
   });
 }
 
-Event HostOptimizer::wait_for_unit(UnitId u) {
+Event HostOffload::wait_for_unit(UnitId u) {
   if (!async_) return Event();
   const std::size_t g = setup_.storage.group_of(u);
   AsyncStep& async = *async_;
@@ -333,7 +334,7 @@ Event HostOptimizer::wait_for_unit(UnitId u) {
   return Event();
 }
 
-void HostOptimizer::wait_for_step() {
+void HostOffload::wait_for_step() {
   if (!async_) return;
   async_->worker.join();
   const std::exception_ptr error = async_->error;
@@ -341,7 +342,30 @@ void HostOptimizer::wait_for_step() {
   if (error) std::rethrow_exception(error);
 }
 
-Event HostOptimizer::step_group(StepWork& work, std::size_t i, const OptimizerStep& args) {
+std::int64_t HostOffload::global_step_in_flight() const { return async_ ? async_->global_step : 0; }
+
+void HostOffload::settle_step() {
+  if (!async_) return;
+  const std::int64_t global_step = global_step_in_flight();
+  try {
+    wait_for_step();
+  } catch (const Error& error) {
+    throw_step_error(error, global_step);
+  }
+  if (std::exchange(zero_after_step_, false)) zero();
+  // The step's parameter copies (each sub-group's, on the copy stream) come before any gather:
+  // once settled, param_shard() no longer waits per unit (gpt2_async_engine_test's evaluation
+  // after wait_for_step fails under stream stress without this).
+  if (!planning_) setup_.communicator.stream().wait(setup_.context.copy_stream().record());
+}
+
+void HostOffload::throw_step_error(const Error& error, std::int64_t global_step) const {
+  const Communicator& comm = setup_.communicator;
+  ZERO_THROW("engine (rank ", comm.rank(), "/", comm.world_size(), ", stage ", setup_.options.stage,
+             ") the offloaded optimizer step of global step ", global_step, ": ", error.what());
+}
+
+Event HostOffload::step_group(StepWork& work, std::size_t i, const OptimizerStep& args) {
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
   SwapStore* swap = storage.optimizer_swap();
@@ -375,8 +399,8 @@ Event HostOptimizer::step_group(StepWork& work, std::size_t i, const OptimizerSt
         policy.swap_grads()
             ? slot->grads + offset
             : static_cast<const float*>(storage.owned_grads(static_cast<UnitId>(u)));
-    chunks.push_back(setup_.shard_chunk(static_cast<UnitId>(u), master + offset, grads,
-                                        state + states_ * offset));
+    chunks.push_back(storage.shard_chunk(static_cast<UnitId>(u), master + offset, grads,
+                                         state + states_ * offset));
   }
   setup_.optimizer.step(chunks, args);
 
@@ -407,22 +431,27 @@ Event HostOptimizer::step_group(StepWork& work, std::size_t i, const OptimizerSt
   return copied;
 }
 
-void HostOptimizer::finish_step(StepWork& work) {
+void HostOffload::finish_step(StepWork& work) {
   const StateStorage& storage = setup_.storage;
   if (setup_.policy.swap_optimizer()) {
     for (SwapSlot& slot : work.slots)
       if (slot.memory.buffer.allocated()) free_slot(slot);
     storage.optimizer_swap()->wait_all();
   }
-  if (storage.owned_split() > 0)
-    setup_.synchronize_compute("the optimizer step of the device sub-groups");
+  if (storage.owned_split() > 0) {
+    try {
+      setup_.context.compute_stream().synchronize();
+    } catch (const Error& error) {
+      ZERO_THROW("the optimizer step of the device sub-groups: ", error.what());
+    }
+  }
   // The staging buffers are read by queued copies: freed behind them.
   Stream& copy = setup_.context.copy_stream();
   for (AlignedHostBuffer& buffer : work.staging)
     setup_.context.release_after(copy, std::make_shared<Buffer>(std::move(buffer.buffer)));
 }
 
-void HostOptimizer::drain_failed_step() noexcept {
+void HostOffload::drain_failed_step() noexcept {
   try {
     setup_.context.copy_stream().synchronize();
   } catch (...) {
@@ -434,9 +463,8 @@ void HostOptimizer::drain_failed_step() noexcept {
   }
 }
 
-void HostOptimizer::send_group_params(const SubGroup& group, const float* master,
-                                      const void* staged, Stream& copy, bool device_params,
-                                      AlignedHostBuffer& param_io) {
+void HostOffload::send_group_params(const SubGroup& group, const float* master, const void* staged,
+                                    Stream& copy, bool device_params, AlignedHostBuffer& param_io) {
   DeviceContext& ctx = setup_.context;
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
@@ -459,7 +487,7 @@ void HostOptimizer::send_group_params(const SubGroup& group, const float* master
   }
 }
 
-void HostOptimizer::params_from_master() {
+void HostOffload::params_from_master() {
   DeviceContext& ctx = setup_.context;
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
