@@ -1,11 +1,14 @@
 // The fiber scheduler behind kernel_emulator.h: one block at a time, each thread a ucontext fiber
-// with its own stack, phases separated by warp shuffles, warp barriers and block barriers.
+// with its own stack, phases separated by warp shuffles, warp barriers and block barriers; and the
+// record of shared-memory accesses that finds races.
 #include "kernel_emulator.h"
 
 #include <ucontext.h>
 
+#include <algorithm>
 #include <exception>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +38,42 @@ std::string describe(KernelDim dim) {
          ")";
 }
 
+std::string describe_thread(unsigned linear) {
+  return "thread " + std::to_string(linear) + " (warp " + std::to_string(linear / kWarpSize) +
+         ", lane " + std::to_string(linear % kWarpSize) + ")";
+}
+
+// Shared memory of exactly `bytes` (at least 1), aligned for any Shared type: nothing past its end
+// is addressable, so AddressSanitizer reports an index one past it.
+struct SharedFree {
+  void operator()(char* data) const { ::operator delete (data, std::align_val_t{64}); }
+};
+std::unique_ptr<char[], SharedFree> allocate_shared(std::size_t bytes) {
+  return std::unique_ptr<char[], SharedFree>(
+      static_cast<char*>(::operator new (std::max<std::size_t>(bytes, 1), std::align_val_t{64})));
+}
+
+constexpr std::size_t kWordBytes = 4;
+
+// What the threads of the running block did to one word of shared memory, by phase: block phases
+// are counted over the whole grid (a new block and each __syncthreads start one), warp phases per
+// warp (each __syncwarp starts one). An access is ordered after an earlier one when a block phase
+// lies between them, or when both are lanes of one warp and a warp phase lies between them.
+struct WordRecord {
+  std::uint32_t write_phase = 0;  // block phase of the last write (0: none yet)
+  std::uint32_t write_warp_phase = 0;
+  std::uint32_t writer = 0;
+  // The reads since that write, in read_phase (0: none): lanes `read_lanes` of warp `read_warp` in
+  // its warp phase `read_warp_phase` (earlier phases of that warp are ordered before its next
+  // access), or lanes of several warps (other_warps).
+  std::uint32_t read_phase = 0;
+  std::uint32_t read_warp = 0;
+  std::uint32_t read_warp_phase = 0;
+  std::uint32_t read_lanes = 0;
+  bool other_warps = false;
+  std::uint32_t reader = 0, other_reader = 0;  // a reader of read_warp and one of another warp
+};
+
 }  // namespace
 
 class BlockRun {
@@ -46,13 +85,17 @@ class BlockRun {
         body_(body),
         count_(static_cast<unsigned>(config.block.count())),
         fibers_(count_),
-        shared_(std::max<std::size_t>(shared_bytes, 1) + 64) {
+        shared_bytes_(shared_bytes),
+        shared_(allocate_shared(shared_bytes)),
+        words_((shared_bytes + kWordBytes - 1) / kWordBytes),
+        warp_phases_((count_ + kWarpSize - 1) / kWarpSize) {
     for (Fiber& fiber : fibers_) fiber.stack = std::make_unique_for_overwrite<char[]>(kStackBytes);
   }
 
   void run_block(KernelDim block_index) {
     block_index_ = block_index;
-    std::memset(shared_.data(), 0xFF, shared_.size());
+    ++phase_;  // the previous block's accesses are no race
+    std::memset(shared_.get(), 0xFF, shared_bytes_);
     const KernelDim dim = config_.block;
     for (unsigned linear = 0; linear < count_; ++linear) {
       Fiber& fiber = fibers_[linear];
@@ -96,6 +139,53 @@ class BlockRun {
     return fiber.result;
   }
 
+  void check_shared(const void* address) const {
+    const auto at = reinterpret_cast<std::uintptr_t>(address);
+    const auto base = reinterpret_cast<std::uintptr_t>(shared_.get());
+    if (at < base || at > base + shared_bytes_)
+      ZERO_THROW("kernel emulation: block ", describe(block_index_),
+                 ": a shared-memory view of an address outside the block's ", shared_bytes_,
+                 " bytes of shared memory");
+  }
+
+  // Thread `linear`'s access of `bytes` at `address`: a race with an earlier access it is not
+  // ordered after (WordRecord) is an error naming both threads, as racecheck's hazards.
+  void record(unsigned linear, const void* address, std::size_t bytes, bool write) {
+    const std::size_t offset =
+        reinterpret_cast<std::uintptr_t>(address) - reinterpret_cast<std::uintptr_t>(shared_.get());
+    if (offset >= shared_bytes_ || bytes > shared_bytes_ - offset)
+      ZERO_THROW("kernel emulation: block ", describe(block_index_), ": ", describe_thread(linear),
+                 " accesses ", bytes, " bytes of shared memory at byte ",
+                 static_cast<std::ptrdiff_t>(offset), ", past the block's ", shared_bytes_);
+    ZERO_CHECK(offset % kWordBytes == 0, "kernel emulation: shared-memory access at byte ", offset,
+               " is not aligned to its 4-byte words");
+    const std::uint32_t warp = linear / kWarpSize, lane = linear % kWarpSize;
+    const std::uint32_t warp_phase = warp_phases_[warp];
+    for (std::size_t w = offset / kWordBytes; w < (offset + bytes + kWordBytes - 1) / kWordBytes;
+         ++w) {
+      WordRecord& word = words_[w];
+      const bool written =
+          word.write_phase == phase_ && word.writer != linear &&
+          !(word.writer / kWarpSize == warp && word.write_warp_phase != warp_phase);
+      if (written) race(write ? "write after write" : "read after write", w, linear, word.writer);
+      if (!write) {
+        add_read(word, linear, warp, lane, warp_phase);
+        continue;
+      }
+      if (word.read_phase == phase_) {
+        const std::uint32_t others = word.read_lanes & ~(1u << lane);
+        if (word.other_warps || word.read_warp != warp)
+          race("write after read", w, linear,
+               word.reader / kWarpSize == warp ? word.other_reader : word.reader);
+        if (word.read_warp_phase == warp_phase && others != 0)
+          race("write after read", w, linear,
+               warp * kWarpSize + static_cast<std::uint32_t>(__builtin_ctz(others)));
+      }
+      word.write_phase = phase_, word.write_warp_phase = warp_phase, word.writer = linear;
+      word.read_phase = 0;
+    }
+  }
+
  private:
   struct Fiber {
     ucontext_t context{};
@@ -118,10 +208,31 @@ class BlockRun {
     fiber.state = State::kDone;
   }
 
-  void* shared_data() {
-    // Aligned for any Shared type.
-    auto address = reinterpret_cast<std::uintptr_t>(shared_.data());
-    return shared_.data() + ((64 - address % 64) % 64);
+  void* shared_data() { return shared_.get(); }
+
+  void add_read(WordRecord& word, std::uint32_t linear, std::uint32_t warp, std::uint32_t lane,
+                std::uint32_t warp_phase) const {
+    if (word.read_phase != phase_) {
+      word.read_phase = phase_, word.read_warp = warp, word.read_warp_phase = warp_phase;
+      word.read_lanes = 1u << lane, word.other_warps = false, word.reader = linear;
+    } else if (word.read_warp != warp) {
+      if (!word.other_warps) word.other_reader = linear;
+      word.other_warps = true;
+    } else if (word.read_warp_phase != warp_phase) {
+      word.read_warp_phase = warp_phase, word.read_lanes = 1u << lane, word.reader = linear;
+    } else {
+      word.read_lanes |= 1u << lane;
+    }
+  }
+
+  [[noreturn]] void race(const char* hazard, std::size_t word, unsigned linear,
+                         unsigned other) const {
+    const bool one_warp = linear / kWarpSize == other / kWarpSize;
+    ZERO_THROW("kernel emulation: block ", describe(block_index_), ": shared-memory race (", hazard,
+               ") at byte ", word * kWordBytes, ": ", describe_thread(linear), " after ",
+               describe_thread(other), " with no ",
+               one_warp ? "__syncwarp or __syncthreads between (a shuffle orders no memory)"
+                        : "__syncthreads between");
   }
 
   [[noreturn]] void diverged(unsigned warp, const std::string& what) const {
@@ -156,6 +267,7 @@ class BlockRun {
       }
       if (lead.state == State::kShuffle && (lead.lane_mask < 0 || lead.lane_mask >= kWarpSize))
         diverged(warp, "shuffle mask " + std::to_string(lead.lane_mask) + " out of range");
+      if (lead.state == State::kWarpSync) ++warp_phases_[warp];
       for (unsigned lane = 0; lane < kWarpSize; ++lane) {
         Fiber& fiber = fibers_[first + lane];
         if (fiber.state == State::kShuffle)
@@ -174,6 +286,7 @@ class BlockRun {
     if (done > 0)
       ZERO_THROW("kernel emulation: block ", describe(block_index_), ": ", waiting,
                  " threads wait at __syncthreads after ", done, " threads exited");
+    ++phase_;
     for (Fiber& fiber : fibers_) fiber.state = State::kReady;
     return true;
   }
@@ -183,7 +296,11 @@ class BlockRun {
   const std::function<void(EmulatedThread&, void*)>& body_;
   const unsigned count_;
   std::vector<Fiber> fibers_;
-  std::vector<char> shared_;
+  const std::size_t shared_bytes_;
+  std::unique_ptr<char[], SharedFree> shared_;
+  std::vector<WordRecord> words_;
+  std::vector<std::uint32_t> warp_phases_;
+  std::uint32_t phase_ = 0;
   ucontext_t scheduler_{};
   KernelDim block_index_;
   std::exception_ptr error_;
@@ -191,6 +308,10 @@ class BlockRun {
 
 std::uint64_t EmulatedThread::exchange(std::uint64_t bits, int lane_mask, std::size_t bytes) const {
   return run_->wait(linear_, State::kShuffle, bits, lane_mask, bytes);
+}
+void EmulatedThread::check_shared(const void* address) const { run_->check_shared(address); }
+void EmulatedThread::record_shared(const void* address, std::size_t bytes, bool write) const {
+  run_->record(linear_, address, bytes, write);
 }
 void EmulatedThread::sync_warp() const { run_->wait(linear_, State::kWarpSync, 0, 0, 0); }
 void EmulatedThread::sync_block() const { run_->wait(linear_, State::kBarrier, 0, 0, 0); }

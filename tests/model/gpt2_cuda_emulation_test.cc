@@ -4,8 +4,9 @@
 // sizes (C not a multiple of 32 or 4, T = 1, rows past a chunk of 256), dropout on and off,
 // threads in forward and reverse order within each phase; fp32 within 1e-5 relative L2, 16-bit
 // outputs within half a unit in the last place. The row kernels bit for bit against the CPU
-// Kernels (make_kernels on the CPU backend) for fp32, bf16 and fp16 tables. The attention bodies
-// are gpt2_cuda_attention_emulation_test's.
+// Kernels (make_kernels on the CPU backend) for fp32, bf16 and fp16 tables. A shared-memory race is
+// an error (the emulator's check; e0ba3f2's racy layer norm backward fails it). The attention
+// bodies are gpt2_cuda_attention_emulation_test's.
 // Exempt (library calls, not our kernels): cuBLASLt's GEMMs behind cuda::gemm, matmul_forward and
 // matmul_backward's products (gemm_cublaslt.cc); its host logic is gpt2_cuda_host_test's.
 #include "gpt2_cuda_emulation.h"
@@ -170,6 +171,40 @@ TEST_P(Gpt2CudaEmulation, LayernormBackwardSumsManyChunks) {
   EXPECT_CLOSE(dinp, dinp_expected);
   EXPECT_CLOSE(dweight, dweight_expected);
   EXPECT_CLOSE(dbias, dbias_expected);
+}
+
+// e0ba3f2's one-pass layer norm backward zeroed its warp's two shared rows as one run of 2·C
+// columns, lane l taking columns l, l + 32, ...: when C % 32 != 0 a lane zeroed dbias entries that
+// another lane of its warp then adds to, ordered by nothing but the row's shuffles. The emulator
+// ran the lanes one after another between shuffles, so the sums came out right; racecheck caught
+// it on an H100 (run 0306, fixed in 7f23a8a). Here that zeroing before the row function the body
+// calls today: the emulator's race check fails it, in both thread orders.
+TEST_P(Gpt2CudaEmulation, E0ba3f2sRacyLayernormBackwardIsARace) {
+  const std::int64_t N = 6, C = 37;
+  const auto inp = random_vector(N * C, 1, 2.0), weight = random_vector(C, 2),
+             dout = random_vector(N * C, 4), mean = random_vector(N, 5), rstd = random_vector(N, 6);
+  auto dinp = random_vector(N * C, 7);
+  const LaunchConfig config = cuda::layernorm_backward_launch(N, C);
+  try {
+    kernels::emulation::run_grid(
+        config, GetParam(), config.dynamic_shared_bytes,
+        [&](kernels::emulation::EmulatedThread& thread, void* shared) {
+          const int lane = kernels::lane_of(thread);
+          const int warp = static_cast<int>(kernels::linear_thread(thread) / kernels::kWarpSize);
+          const auto dweight = thread.shared(static_cast<float*>(shared)) + warp * 2 * C;
+          const auto dbias = dweight + C;
+          for (std::int64_t c = lane; c < 2 * C; c += kernels::kWarpSize) dweight[c] = 0.0f;
+          for (std::int64_t row = warp; row < N; row += cuda::kNormWarps)
+            cuda::layernorm_backward_row(thread, dinp.data() + row * C, dweight, dbias,
+                                         dout.data() + row * C, inp.data() + row * C, weight.data(),
+                                         mean[row], rstd[row], C, lane);
+        });
+    ADD_FAILURE() << "no race reported";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("shared-memory race (read after write)"), std::string::npos) << message;
+    EXPECT_NE(message.find("a shuffle orders no memory"), std::string::npos) << message;
+  }
 }
 
 // A residual + layer norm case: random inputs at `shape`, dropout on or off, and the CPU kernels'
