@@ -3,6 +3,8 @@
 // (attention_flash_body.h, attention_flash_backward.h) elementwise, and the tiled forward's
 // log-sum-exp against one computed in double; fp32 within 1e-5 relative L2; bf16 q, k, v and out
 // through the tiled bodies as the CUDA kernels compose them.
+#include <set>
+
 #include "gpt2_cuda_emulation.h"
 
 namespace zero::gpt2::emulation_test {
@@ -162,11 +164,16 @@ TEST_P(Gpt2CudaEmulation, TiledAttentionMatchesTheCpuKernels) {
   struct Case {
     std::int64_t B, T, C, NH;
   };
-  // Head sizes 3, 7, 12, 64, 65 and 128 (every padded size); T = 1, T below one tile of 64, T
-  // past one tile by 1 and by 36, and two tiles with a partial second.
-  for (const Case& k :
-       {Case{1, 1, 6, 2}, Case{2, 5, 21, 3}, Case{1, 37, 48, 4}, Case{2, 100, 128, 2},
-        Case{1, 70, 36, 3}, Case{1, 65, 256, 2}, Case{1, 6, 130, 2}}) {
+  // Head sizes 3, 7, 12, 25, 32, 64, 65 and 128 (every padded size: 16, 32, 64, 128; 32 at the
+  // chaos soak's shape, n_embd 128 over 4 heads at T 64); T = 1, T below one tile of 64, one whole
+  // tile, T past one tile by 1 and by 36, and two tiles with a partial second.
+  const Case cases[] = {Case{1, 1, 6, 2},     Case{2, 5, 21, 3},  Case{1, 37, 48, 4},
+                        Case{2, 100, 128, 2}, Case{1, 70, 36, 3}, Case{1, 65, 256, 2},
+                        Case{1, 6, 130, 2},   Case{1, 70, 75, 3}, Case{2, 64, 128, 4}};
+  std::set<int> buckets;
+  for (const Case& k : cases) buckets.insert(cuda::flash_head_bucket(k.C / k.NH));
+  EXPECT_EQ(buckets, (std::set<int>{16, 32, 64, 128}));
+  for (const Case& k : cases) {
     for (float p : {0.0f, 0.1f}) {
       SCOPED_TRACE(::testing::Message() << "B " << k.B << " T " << k.T << " C " << k.C << " NH "
                                         << k.NH << " dropout " << p);
