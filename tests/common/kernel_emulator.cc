@@ -15,6 +15,10 @@
 
 #include "zero/core/error.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 namespace zero::kernels::emulation {
 namespace {
 
@@ -51,6 +55,20 @@ struct SharedFree {
 std::unique_ptr<char[], SharedFree> allocate_shared(std::size_t bytes) {
   return std::unique_ptr<char[], SharedFree>(
       static_cast<char*>(::operator new (std::max<std::size_t>(bytes, 1), std::align_val_t{64})));
+}
+
+// AddressSanitizer's fiber annotations around each swapcontext (no-ops in other builds): ASan is
+// told which stack the switch enters, so an exception thrown on a fiber and the fake stacks of
+// detect_stack_use_after_return stay correct. `fake_stack` null on a fiber's last switch.
+void start_switch(void** fake_stack, const void* bottom, std::size_t size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+#endif
+}
+void finish_switch(void* fake_stack, const void** bottom, std::size_t* size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(fake_stack, bottom, size);
+#endif
 }
 
 constexpr std::size_t kWordBytes = 4;
@@ -120,7 +138,10 @@ class BlockRun {
       for (unsigned k = 0; k < count_; ++k) {
         const unsigned linear = order_ == Order::kForward ? k : count_ - 1 - k;
         if (fibers_[linear].state != State::kReady) continue;
+        void* fake_stack = nullptr;
+        start_switch(&fake_stack, fibers_[linear].stack.get(), kStackBytes);
         swapcontext(&scheduler_, &fibers_[linear].context);
+        finish_switch(fake_stack, nullptr, nullptr);
         if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
       }
       if (!release_waiting()) return;
@@ -135,7 +156,9 @@ class BlockRun {
     fiber.bits = bits;
     fiber.lane_mask = lane_mask;
     fiber.bytes = bytes;
+    start_switch(&fiber.fake_stack, scheduler_stack_, scheduler_stack_bytes_);
     swapcontext(&fiber.context, &scheduler_);
+    finish_switch(fiber.fake_stack, nullptr, nullptr);
     return fiber.result;
   }
 
@@ -195,17 +218,20 @@ class BlockRun {
     std::uint64_t bits = 0, result = 0;
     int lane_mask = 0;
     std::size_t bytes = 0;
+    void* fake_stack = nullptr;  // ASan's, while the fiber is switched out
   };
 
   static void entry(unsigned high, unsigned low, unsigned linear) {
     auto* run = reinterpret_cast<BlockRun*>((static_cast<std::uintptr_t>(high) << 32) | low);
     Fiber& fiber = run->fibers_[linear];
+    finish_switch(nullptr, &run->scheduler_stack_, &run->scheduler_stack_bytes_);
     try {
       run->body_(fiber.thread, run->shared_data());
     } catch (...) {  // rethrown by the scheduler, off the fiber's stack
       run->error_ = std::current_exception();
     }
     fiber.state = State::kDone;
+    start_switch(nullptr, run->scheduler_stack_, run->scheduler_stack_bytes_);  // to uc_link
   }
 
   void* shared_data() { return shared_.get(); }
@@ -302,6 +328,8 @@ class BlockRun {
   std::vector<std::uint32_t> warp_phases_;
   std::uint32_t phase_ = 0;
   ucontext_t scheduler_{};
+  const void* scheduler_stack_ = nullptr;  // the scheduler's stack, for ASan's switches back
+  std::size_t scheduler_stack_bytes_ = 0;
   KernelDim block_index_;
   std::exception_ptr error_;
 };
