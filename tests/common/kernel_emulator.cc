@@ -114,26 +114,7 @@ class BlockRun {
     block_index_ = block_index;
     ++phase_;  // the previous block's accesses are no race
     std::memset(shared_.get(), 0xFF, shared_bytes_);
-    const KernelDim dim = config_.block;
-    for (unsigned linear = 0; linear < count_; ++linear) {
-      Fiber& fiber = fibers_[linear];
-      fiber.state = State::kReady;
-      fiber.thread.run_ = this;
-      fiber.thread.linear_ = linear;
-      fiber.thread.block_index_ = block_index;
-      fiber.thread.thread_index_ = {linear % dim.x, (linear / dim.x) % dim.y,
-                                    linear / (dim.x * dim.y)};
-      fiber.thread.block_dim_ = dim;
-      fiber.thread.grid_dim_ = config_.grid;
-      getcontext(&fiber.context);
-      fiber.context.uc_stack.ss_sp = fiber.stack.get();
-      fiber.context.uc_stack.ss_size = kStackBytes;
-      fiber.context.uc_link = &scheduler_;
-      const auto self = reinterpret_cast<std::uintptr_t>(this);
-      makecontext(&fiber.context, reinterpret_cast<void (*)()>(&BlockRun::entry), 3,
-                  static_cast<unsigned>(self >> 32), static_cast<unsigned>(self & 0xFFFFFFFFu),
-                  linear);
-    }
+    for (unsigned linear = 0; linear < count_; ++linear) prepare_fiber(linear);
     while (true) {
       for (unsigned k = 0; k < count_; ++k) {
         const unsigned linear = order_ == Order::kForward ? k : count_ - 1 - k;
@@ -220,6 +201,29 @@ class BlockRun {
     std::size_t bytes = 0;
     void* fake_stack = nullptr;  // ASan's, while the fiber is switched out
   };
+
+  // Fiber `linear` of the block at block_index_, ready to start. Its own function: getcontext
+  // returns twice, which would leave a caller's loop variables open to clobbering.
+  void prepare_fiber(unsigned linear) {
+    const KernelDim dim = config_.block;
+    Fiber& fiber = fibers_[linear];
+    fiber.state = State::kReady;
+    fiber.thread.run_ = this;
+    fiber.thread.linear_ = linear;
+    fiber.thread.block_index_ = block_index_;
+    fiber.thread.thread_index_ = {linear % dim.x, (linear / dim.x) % dim.y,
+                                  linear / (dim.x * dim.y)};
+    fiber.thread.block_dim_ = dim;
+    fiber.thread.grid_dim_ = config_.grid;
+    getcontext(&fiber.context);
+    fiber.context.uc_stack.ss_sp = fiber.stack.get();
+    fiber.context.uc_stack.ss_size = kStackBytes;
+    fiber.context.uc_link = &scheduler_;
+    const auto self = reinterpret_cast<std::uintptr_t>(this);
+    makecontext(&fiber.context, reinterpret_cast<void (*)()>(&BlockRun::entry), 3,
+                static_cast<unsigned>(self >> 32), static_cast<unsigned>(self & 0xFFFFFFFFu),
+                linear);
+  }
 
   static void entry(unsigned high, unsigned low, unsigned linear) {
     auto* run = reinterpret_cast<BlockRun*>((static_cast<std::uintptr_t>(high) << 32) | low);
