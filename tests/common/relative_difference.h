@@ -1,4 +1,4 @@
-// The relative distance the parity tests compare parameters by.
+// The distances the parity and kernel tests compare results by: relative L2 and elementwise.
 #pragma once
 
 #include <algorithm>
@@ -22,6 +22,26 @@ inline double relative_difference(const std::vector<float>& a, const std::vector
     norm += double(b[i]) * b[i];
   }
   return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+// Where a and b differ most, each element's difference relative to max(1, |b[i]|) (an absolute
+// difference for values below 1): the index and the difference. Infinite where exactly one of the
+// two is NaN or the sizes differ; two NaNs (an element neither wrote) are equal.
+struct ElementwiseDifference {
+  std::size_t index = 0;
+  double difference = 0.0;
+};
+inline ElementwiseDifference elementwise_difference(const std::vector<float>& a,
+                                                    const std::vector<float>& b) {
+  if (a.size() != b.size()) return {0, std::numeric_limits<double>::infinity()};
+  ElementwiseDifference worst;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    double difference = std::fabs(double(a[i]) - b[i]) / std::max(1.0, std::fabs(double(b[i])));
+    if (std::isnan(difference)) difference = std::numeric_limits<double>::infinity();
+    if (difference > worst.difference) worst = {i, difference};
+  }
+  return worst;
 }
 
 }  // namespace zero::testing

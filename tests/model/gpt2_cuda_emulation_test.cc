@@ -2,10 +2,12 @@
 // on the CPU by the kernel emulator over the launch grids their launchers compute
 // (gpt2_cuda_emulation.h), against the CPU kernels (zero/gpt2/layers_cpu.h): random inputs, odd
 // sizes (C not a multiple of 32 or 4, T = 1, rows past a chunk of 256), dropout on and off,
-// threads in forward and reverse order within each phase; fp32 within 1e-5 relative L2, 16-bit
-// outputs within half a unit in the last place. The row kernels bit for bit against the CPU
-// Kernels (make_kernels on the CPU backend) for fp32, bf16 and fp16 tables. The attention bodies
-// are gpt2_cuda_attention_emulation_test's.
+// threads in forward and reverse order within each phase; fp32 within 1e-5 relative L2 and each
+// element within a bound measured per result (EXPECT_CLOSE), 16-bit outputs within half a unit in
+// the last place. The row kernels bit for bit against the CPU Kernels (make_kernels on the CPU
+// backend) for fp32, bf16 and fp16 tables. A shared-memory race is an error (the emulator's check;
+// e0ba3f2's racy layer norm backward fails it). The attention bodies are
+// gpt2_cuda_attention_emulation_test's.
 // Exempt (library calls, not our kernels): cuBLASLt's GEMMs behind cuda::gemm, matmul_forward and
 // matmul_backward's products (gemm_cublaslt.cc); its host logic is gpt2_cuda_host_test's.
 #include "gpt2_cuda_emulation.h"
@@ -29,7 +31,7 @@ TEST_P(Gpt2CudaEmulation, EncoderMatchesTheCpuKernels) {
         cuda::encoder_forward_body(thread, actual.data(), tokens.data(), wte.data(), wpe.data(), B,
                                    T, C, dropout);
       });
-      EXPECT_CLOSE(actual, expected);
+      EXPECT_CLOSE(actual, expected, 0.0);
 
       const auto dout = random_vector(N * C, 4);
       auto dwte = random_vector(V * C, 5), dwpe = random_vector(T * C, 6);
@@ -46,8 +48,8 @@ TEST_P(Gpt2CudaEmulation, EncoderMatchesTheCpuKernels) {
       emulate(cuda::elementwise_launch(T * C), [&](auto& thread, auto&) {
         cuda::encoder_wpe_backward_body(thread, dwpe.data(), dout.data(), B, T, C, dropout);
       });
-      EXPECT_CLOSE(dwte, dwte_expected);
-      EXPECT_CLOSE(dwpe, dwpe_expected);
+      EXPECT_CLOSE(dwte, dwte_expected, 3e-6);
+      EXPECT_CLOSE(dwpe, dwpe_expected, 1.5e-6);
     }
   }
 }
@@ -66,9 +68,9 @@ TEST_P(Gpt2CudaEmulation, LayernormMatchesTheCpuKernels) {
       cuda::layernorm_forward_body(thread, out.data(), mean.data(), rstd.data(), inp.data(),
                                    weight.data(), bias.data(), N, C, kEpsilon);
     });
-    EXPECT_CLOSE(out, out_expected);
-    EXPECT_CLOSE(mean, mean_expected);
-    EXPECT_CLOSE(rstd, rstd_expected);
+    EXPECT_CLOSE(out, out_expected, 1.5e-6);
+    EXPECT_CLOSE(mean, mean_expected, 3e-7);
+    EXPECT_CLOSE(rstd, rstd_expected, 2e-7);
 
     const auto dout = random_vector(N * C, 4);
     auto dinp = random_vector(N * C, 5), dweight = random_vector(C, 6), dbias = random_vector(C, 7);
@@ -81,22 +83,22 @@ TEST_P(Gpt2CudaEmulation, LayernormMatchesTheCpuKernels) {
     });
     column_sums(dweight.data(), dbias.data(),
                 cuda::LayernormTerms{dout.data(), inp.data(), mean.data(), rstd.data()}, N, C);
-    EXPECT_CLOSE(dinp, dinp_expected);
-    EXPECT_CLOSE(dweight, dweight_expected);
-    EXPECT_CLOSE(dbias, dbias_expected);
+    EXPECT_CLOSE(dinp, dinp_expected, 1e-6);
+    EXPECT_CLOSE(dweight, dweight_expected, 1.5e-5);
+    EXPECT_CLOSE(dbias, dbias_expected, 2e-5);
 
     // The one-pass backward (the two passes above are its fallback past the shared memory).
     auto dinp_fused = random_vector(N * C, 5), dweight_fused = random_vector(C, 6),
          dbias_fused = random_vector(C, 7);
     layernorm_backward(dinp_fused, dweight_fused, dbias_fused, dout, inp, weight, mean, rstd, N, C);
-    EXPECT_CLOSE(dinp_fused, dinp_expected);
-    EXPECT_CLOSE(dweight_fused, dweight_expected);
-    EXPECT_CLOSE(dbias_fused, dbias_expected);
+    EXPECT_CLOSE(dinp_fused, dinp_expected, 1e-6);
+    EXPECT_CLOSE(dweight_fused, dweight_expected, 1.5e-5);
+    EXPECT_CLOSE(dbias_fused, dbias_expected, 1.5e-5);
 
     auto bias_grad = random_vector(C, 8), bias_grad_expected = bias_grad;
     cpu::bias_backward(bias_grad_expected.data(), dout.data(), N, C);
     column_sums(bias_grad.data(), static_cast<float*>(nullptr), cuda::BiasTerms{dout.data()}, N, C);
-    EXPECT_CLOSE(bias_grad, bias_grad_expected);
+    EXPECT_CLOSE(bias_grad, bias_grad_expected, 1.5e-5);
 
     // The 16-bit linear backward's pass: the same sums, bit for bit, and dout rounded (to nearest
     // even) into the staged copy, every element written once.
@@ -128,7 +130,7 @@ TEST_P(Gpt2CudaEmulation, GeluStagedBiasPassMatchesTheUnfusedPasses) {
     emulate(cuda::elementwise_launch(n), [&](auto& thread, auto&) {
       cuda::gelu_backward_body(thread, g.data(), preactivation.data(), dout.data(), n);
     });
-    EXPECT_CLOSE(g, g_expected);
+    EXPECT_CLOSE(g, g_expected, 3e-5);
     auto check = [&](auto element, const char* name) {
       using T = decltype(element);
       SCOPED_TRACE(name);
@@ -140,7 +142,7 @@ TEST_P(Gpt2CudaEmulation, GeluStagedBiasPassMatchesTheUnfusedPasses) {
       column_sums(unfused_dbias.data(), static_cast<float*>(nullptr),
                   cuda::StagedBiasTerms<T>{g.data(), unfused_staged.data()}, N, C);
       EXPECT_EQ(dbias, unfused_dbias);
-      EXPECT_CLOSE(dbias, dbias_expected);
+      EXPECT_CLOSE(dbias, dbias_expected, 2.5e-5);
       for (std::size_t i = 0; i < staged.size(); ++i) {
         ASSERT_EQ(staged[i].bits, unfused_staged[i].bits) << "element " << i;
         ASSERT_EQ(staged[i].bits, kernels::Element<T>::narrow(g[i]).bits) << "element " << i;
@@ -167,9 +169,43 @@ TEST_P(Gpt2CudaEmulation, LayernormBackwardSumsManyChunks) {
   cpu::layernorm_backward(dinp_expected.data(), dweight_expected.data(), dbias_expected.data(),
                           dout.data(), inp.data(), weight.data(), mean.data(), rstd.data(), N, C);
   layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
-  EXPECT_CLOSE(dinp, dinp_expected);
-  EXPECT_CLOSE(dweight, dweight_expected);
-  EXPECT_CLOSE(dbias, dbias_expected);
+  EXPECT_CLOSE(dinp, dinp_expected, 1e-6);
+  EXPECT_CLOSE(dweight, dweight_expected, 1e-5);
+  EXPECT_CLOSE(dbias, dbias_expected, 5e-6);
+}
+
+// e0ba3f2's one-pass layer norm backward zeroed its warp's two shared rows as one run of 2·C
+// columns, lane l taking columns l, l + 32, ...: when C % 32 != 0 a lane zeroed dbias entries that
+// another lane of its warp then adds to, ordered by nothing but the row's shuffles. The emulator
+// ran the lanes one after another between shuffles, so the sums came out right; racecheck caught
+// it on an H100 (run 0306, fixed in 7f23a8a). Here that zeroing before the row function the body
+// calls today: the emulator's race check fails it, in both thread orders.
+TEST_P(Gpt2CudaEmulation, E0ba3f2sRacyLayernormBackwardIsARace) {
+  const std::int64_t N = 6, C = 37;
+  const auto inp = random_vector(N * C, 1, 2.0), weight = random_vector(C, 2),
+             dout = random_vector(N * C, 4), mean = random_vector(N, 5), rstd = random_vector(N, 6);
+  auto dinp = random_vector(N * C, 7);
+  const LaunchConfig config = cuda::layernorm_backward_launch(N, C);
+  try {
+    kernels::emulation::run_grid(
+        config, GetParam(), config.dynamic_shared_bytes,
+        [&](kernels::emulation::EmulatedThread& thread, void* shared) {
+          const int lane = kernels::lane_of(thread);
+          const int warp = static_cast<int>(kernels::linear_thread(thread) / kernels::kWarpSize);
+          const auto dweight = thread.shared(static_cast<float*>(shared)) + warp * 2 * C;
+          const auto dbias = dweight + C;
+          for (std::int64_t c = lane; c < 2 * C; c += kernels::kWarpSize) dweight[c] = 0.0f;
+          for (std::int64_t row = warp; row < N; row += cuda::kNormWarps)
+            cuda::layernorm_backward_row(thread, dinp.data() + row * C, dweight, dbias,
+                                         dout.data() + row * C, inp.data() + row * C, weight.data(),
+                                         mean[row], rstd[row], C, lane);
+        });
+    ADD_FAILURE() << "no race reported";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("shared-memory race (read after write)"), std::string::npos) << message;
+    EXPECT_NE(message.find("a shuffle orders no memory"), std::string::npos) << message;
+  }
 }
 
 // A residual + layer norm case: random inputs at `shape`, dropout on or off, and the CPU kernels'
@@ -227,10 +263,10 @@ TEST_P(Gpt2CudaEmulation, ResidualLayernormAndDropoutMatchTheCpuKernels) {
                                             rstd.data(), residual.data(), inp.data(), weight.data(),
                                             bias.data(), N, T, C, kEpsilon, dropout);
     });
-    EXPECT_CLOSE(sum, sum_expected);
-    EXPECT_CLOSE(out, out_expected);
-    EXPECT_CLOSE(mean, mean_expected);
-    EXPECT_CLOSE(rstd, rstd_expected);
+    EXPECT_CLOSE(sum, sum_expected, 5e-7);
+    EXPECT_CLOSE(out, out_expected, 2e-6);
+    EXPECT_CLOSE(mean, mean_expected, 4e-7);
+    EXPECT_CLOSE(rstd, rstd_expected, 4e-7);
 
     auto plain = nan_vector(N * C), plain_expected = plain;
     cpu::residual_dropout_forward(plain_expected.data(), residual.data(), inp.data(), B, T, C,
@@ -239,14 +275,14 @@ TEST_P(Gpt2CudaEmulation, ResidualLayernormAndDropoutMatchTheCpuKernels) {
       cuda::residual_dropout_body(thread, plain.data(), residual.data(), inp.data(), N * C, T, C,
                                   dropout);
     });
-    EXPECT_CLOSE(plain, plain_expected);
+    EXPECT_CLOSE(plain, plain_expected, 5e-7);
     auto dinp = nan_vector(N * C), dinp_expected = dinp;
     cpu::dropout_backward(dinp_expected.data(), inp.data(), B, T, C, dropout);
     emulate(cuda::elementwise_launch(N * C), [&](auto& thread, auto&) {
       cuda::residual_dropout_body(thread, dinp.data(), static_cast<const float*>(nullptr),
                                   inp.data(), N * C, T, C, dropout);
     });
-    EXPECT_CLOSE(dinp, dinp_expected);
+    EXPECT_CLOSE(dinp, dinp_expected, 0.0);
   });
 }
 
@@ -276,9 +312,9 @@ TEST_P(Gpt2CudaEmulation, SixteenBitActivationOutputsAreTheFp32ValuesRounded) {
                                             weight.data(), bias.data(), N, T, C, kEpsilon, dropout);
     });
     expect_rounded(out16, out);
-    EXPECT_CLOSE(sum16, sum);
-    EXPECT_CLOSE(mean16, mean);
-    EXPECT_CLOSE(rstd16, rstd);
+    EXPECT_CLOSE(sum16, sum, 5e-7);
+    EXPECT_CLOSE(mean16, mean, 4e-7);
+    EXPECT_CLOSE(rstd16, rstd, 4e-7);
 
     std::vector<BFloat16> plain16(static_cast<std::size_t>(N * C), unwritten);
     emulate(cuda::row_warp_launch(N), [&](auto& thread, auto&) {
@@ -306,13 +342,13 @@ TEST_P(Gpt2CudaEmulation, GeluMatchesTheCpuKernels) {
     emulate(cuda::elementwise_launch(n), [&](auto& thread, auto&) {
       cuda::gelu_forward_body(thread, out.data(), inp.data(), n);
     });
-    EXPECT_CLOSE(out, out_expected);
+    EXPECT_CLOSE(out, out_expected, 2e-6);
     auto dinp = nan_vector(n), dinp_expected = dinp;
     cpu::gelu_backward(dinp_expected.data(), inp.data(), dout.data(), n);
     emulate(cuda::elementwise_launch(n), [&](auto& thread, auto&) {
       cuda::gelu_backward_body(thread, dinp.data(), inp.data(), dout.data(), n);
     });
-    EXPECT_CLOSE(dinp, dinp_expected);
+    EXPECT_CLOSE(dinp, dinp_expected, 1e-5);
   }
 }
 
@@ -340,8 +376,8 @@ TEST_P(Gpt2CudaEmulation, CrossentropyMatchesTheCpuKernels) {
         cuda::crossentropy_forward_body(thread, shared, losses.data(), lse.data(), logits.data(),
                                         targets.data(), V, Vp, smoothing);
       });
-      EXPECT_CLOSE(losses, losses_expected);
-      EXPECT_CLOSE(lse, lse_expected);
+      EXPECT_CLOSE(losses, losses_expected, 5e-7);
+      EXPECT_CLOSE(lse, lse_expected, 4e-7);
       for (std::int64_t row = 0; row < N; ++row) {
         const int target = targets[row];
         if (target < 0 || target >= V) {
@@ -401,7 +437,7 @@ TEST_P(Gpt2CudaEmulation, CrossentropyMatchesTheCpuKernels) {
       // With V = 1 a counted row's gradient is scale·(1 - ε/V - (1 - ε)): zero up to rounding, so
       // no relative norm; every element within 1e-5 relative plus a floor of 1e-6 · scale.
       if (V > 1) {
-        EXPECT_CLOSE(dlogits, dlogits_expected);
+        EXPECT_CLOSE(dlogits, dlogits_expected, 3e-7);
       }
       for (std::size_t i = 0; i < dlogits.size(); ++i) {
         EXPECT_NEAR(dlogits[i], dlogits_expected[i],

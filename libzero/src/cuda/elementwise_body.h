@@ -82,13 +82,14 @@ ZERO_HOST_DEVICE void squares_body(const Thread& thread, SquaresShared& shared, 
     nonfinite |= !is_finite(value);
     sum += value * value;
   }
-  shared.partial[t] = sum;
+  const auto partial = thread.shared(shared.partial);
+  partial[t] = sum;
   thread.sync_block();
   for (int step = static_cast<int>(thread.block_dim().x) / 2; step > 0; step /= 2) {
-    if (static_cast<int>(t) < step) shared.partial[t] += shared.partial[t + step];
+    if (static_cast<int>(t) < step) partial[t] += partial[t + step];
     thread.sync_block();
   }
-  if (t == 0) thread.atomic_add(result, shared.partial[0]);
+  if (t == 0) thread.atomic_add(result, partial[0]);
   if (nonfinite) result[1] = 1.0;
 }
 

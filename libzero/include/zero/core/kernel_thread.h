@@ -1,11 +1,12 @@
 // What a CUDA kernel body sees of its thread: block and thread indices, the warp's shuffles, the
-// block's barrier, atomics, and the launch configuration its launcher computes. Every __global__
-// kernel of zero is a one-line wrapper that calls a `__host__ __device__` body templated on the
-// thread type: on the device the thread is DeviceThread (blockIdx, __shfl_xor_sync,
-// __syncthreads); in the CPU tests it is the emulator's (tests/common/kernel_emulator.h), which
-// runs the same body over the same launch grid with the 32 lanes of a warp stepped together at
-// each shuffle, shared memory per block and __syncthreads as phase boundaries. Includes no CUDA
-// header (nvcc provides the built-ins it names); C++17 so nvcc compiles it.
+// block's barrier, atomics, views of shared memory, and the launch configuration its launcher
+// computes. Every __global__ kernel of zero is a one-line wrapper that calls a
+// `__host__ __device__` body templated on the thread type: on the device the thread is
+// DeviceThread (blockIdx, __shfl_xor_sync, __syncthreads); in the CPU tests it is the emulator's
+// (tests/common/kernel_emulator.h), which runs the same body over the same launch grid with the
+// 32 lanes of a warp stepped together at each shuffle, shared memory per block, __syncthreads as
+// phase boundaries, and every shared-memory access checked for races. Includes no CUDA header
+// (nvcc provides the built-ins it names); C++17 so nvcc compiles it.
 #pragma once
 
 #include <cmath>
@@ -131,6 +132,35 @@ ZERO_HOST_DEVICE_INLINE bool is_finite(double value) {
 #endif
 }
 
+// A body's view of shared memory, `thread.shared(pointer)`: element i is `view[i]`. A body touches
+// shared memory only through views, so the emulator sees every access (a static __shared__
+// struct's members and the dynamic shared memory alike: `thread.shared(shared.partial)`). On the
+// device the view is the pointer: view[i] is a T&, and inlined it compiles to the plain access.
+// In emulation (kernel_emulator.h) view[i] records which thread read or wrote which word between
+// barriers, and fails on a race as compute-sanitizer's racecheck reports one.
+template <typename T>
+class SharedView {
+ public:
+  ZERO_HOST_DEVICE_INLINE explicit SharedView(T* data) : data_(data) {}
+  template <typename Index>
+  ZERO_HOST_DEVICE_INLINE T& operator[](Index i) const {
+    return data_[i];
+  }
+  // The view from element `offset` on.
+  template <typename Index>
+  ZERO_HOST_DEVICE_INLINE SharedView operator+(Index offset) const {
+    return SharedView(data_ + offset);
+  }
+  // Element i's address for a vector access (a 128-bit load) or an alignment check; no access.
+  template <typename Index>
+  ZERO_HOST_DEVICE_INLINE T* address(Index i) const {
+    return data_ + i;
+  }
+
+ private:
+  T* data_;
+};
+
 // Widening and narrowing of a storage type through fp32: specialised for float here, for
 // __nv_bfloat16/__half in the CUDA sources (zero/core/cuda_elements.h) and for
 // zero::BFloat16/Float16 in the emulator, all rounding to nearest even.
@@ -153,6 +183,11 @@ struct DeviceThread {
   template <typename T>
   __device__ T shfl_xor(T value, int lane_mask) const {
     return __shfl_xor_sync(0xffffffffu, value, lane_mask);
+  }
+  // A view of shared memory at `data` (SharedView).
+  template <typename T>
+  __device__ SharedView<T> shared(T* data) const {
+    return SharedView<T>(data);
   }
   __device__ void sync_warp() const { __syncwarp(); }
   __device__ void sync_block() const { __syncthreads(); }

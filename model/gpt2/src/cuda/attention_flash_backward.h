@@ -22,14 +22,14 @@ ZERO_HOST_DEVICE void flash_dkv_body(const Thread& thread, float* shared, float*
   const auto [HS, C3, bh, b, h, tx, ty, scale, head] = flash_thread(thread, qkv, T, C, NH);
   const std::int64_t k0 = static_cast<std::int64_t>(thread.block_index().x) * kFlashTile;
   if (b >= B) return;
-  float* k_tile = shared;
-  float* v_tile = k_tile + Layout::kTile;
-  float* q_tile = v_tile + Layout::kTile;
-  float* dout_tile = q_tile + Layout::kTile;
-  float* p_tile = dout_tile + Layout::kTile;  // [key][query]
-  float* dpre_tile = p_tile + Layout::kScores;
-  float* lse_row = dpre_tile + Layout::kScores;
-  float* delta_row = lse_row + kFlashTile;
+  const auto k_tile = thread.shared(shared);
+  const auto v_tile = k_tile + Layout::kTile;
+  const auto q_tile = v_tile + Layout::kTile;
+  const auto dout_tile = q_tile + Layout::kTile;
+  const auto p_tile = dout_tile + Layout::kTile;  // [key][query]
+  const auto dpre_tile = p_tile + Layout::kScores;
+  const auto lse_row = dpre_tile + Layout::kScores;
+  const auto delta_row = lse_row + kFlashTile;
   const float* dhead = dout + b * T * C + h * HS;
   flash_load_tile<HP>(thread, k_tile, head + C, C3, k0, T, HS);
   flash_load_tile<HP>(thread, v_tile, head + 2 * C, C3, k0, T, HS);
@@ -82,13 +82,13 @@ ZERO_HOST_DEVICE void flash_dq_body(const Thread& thread, float* shared, float* 
   const auto [HS, C3, bh, b, h, tx, ty, scale, head] = flash_thread(thread, qkv, T, C, NH);
   const std::int64_t qt = flash_tiles(T) - 1 - thread.block_index().x, q0 = qt * kFlashTile;
   if (b >= B) return;
-  float* q_tile = shared;
-  float* dout_tile = q_tile + Layout::kTile;
-  float* k_tile = dout_tile + Layout::kTile;
-  float* v_tile = k_tile + Layout::kTile;
-  float* dpre_tile = v_tile + Layout::kTile;  // [query][key]
-  float* lse_row = dpre_tile + Layout::kScores;
-  float* delta_row = lse_row + kFlashTile;
+  const auto q_tile = thread.shared(shared);
+  const auto dout_tile = q_tile + Layout::kTile;
+  const auto k_tile = dout_tile + Layout::kTile;
+  const auto v_tile = k_tile + Layout::kTile;
+  const auto dpre_tile = v_tile + Layout::kTile;  // [query][key]
+  const auto lse_row = dpre_tile + Layout::kScores;
+  const auto delta_row = lse_row + kFlashTile;
   flash_load_tile<HP>(thread, q_tile, head, C3, q0, T, HS);
   flash_load_tile<HP>(thread, dout_tile, dout + b * T * C + h * HS, C, q0, T, HS);
   flash_load_rows(thread, lse_row, lse + bh * T, q0, T);

@@ -58,11 +58,12 @@ constexpr LaunchConfig flash_launch(std::int64_t B, std::int64_t T, std::int64_t
 }
 
 // Rows first..first+63 of a (T, HS) matrix at `source` (rows `stride` floats apart) into a shared
-// tile of 64 × HP (row stride HP + 4), zeros past T and past HS.
-template <int HP, typename Thread>
-ZERO_HOST_DEVICE_INLINE void flash_load_tile(const Thread& thread, float* tile, const float* source,
-                                             std::int64_t stride, std::int64_t first,
-                                             std::int64_t T, std::int64_t HS) {
+// tile of 64 × HP (row stride HP + 4), zeros past T and past HS. Shared memory is a view
+// (thread.shared, kernel_thread.h's SharedView) here and below.
+template <int HP, typename Thread, typename SharedFloats>
+ZERO_HOST_DEVICE_INLINE void flash_load_tile(const Thread& thread, const SharedFloats& tile,
+                                             const float* source, std::int64_t stride,
+                                             std::int64_t first, std::int64_t T, std::int64_t HS) {
   for (int e = static_cast<int>(kernels::linear_thread(thread)); e < kFlashTile * HP;
        e += kFlashThreads) {
     const int r = e / HP, d = e % HP;
@@ -72,9 +73,10 @@ ZERO_HOST_DEVICE_INLINE void flash_load_tile(const Thread& thread, float* tile, 
 }
 
 // values[first..first+63] into shared `row` (zeros past T).
-template <typename Thread>
-ZERO_HOST_DEVICE_INLINE void flash_load_rows(const Thread& thread, float* row, const float* values,
-                                             std::int64_t first, std::int64_t T) {
+template <typename Thread, typename SharedFloats>
+ZERO_HOST_DEVICE_INLINE void flash_load_rows(const Thread& thread, const SharedFloats& row,
+                                             const float* values, std::int64_t first,
+                                             std::int64_t T) {
   const int e = static_cast<int>(kernels::linear_thread(thread));
   if (e < kFlashTile) row[e] = first + e < T ? values[first + e] : 0.0f;
 }
@@ -93,30 +95,31 @@ ZERO_HOST_DEVICE_INLINE float flash_row_max(const Thread& thread, float value) {
   return value;
 }
 
-// v = p[0..3], one 128-bit shared-memory load on the device (p 16-byte aligned: tile strides and
+// v = tile[i..i+3], one 128-bit shared-memory load on the device (16-byte aligned: tile strides and
 // offsets are multiples of 4 floats; emulation checks it).
-ZERO_HOST_DEVICE_INLINE void flash_load4(const float* p, float (&v)[4]) {
+template <typename SharedFloats>
+ZERO_HOST_DEVICE_INLINE void flash_load4(const SharedFloats& tile, int i, float (&v)[4]) {
 #if defined(__CUDA_ARCH__)
-  const float4 x = *reinterpret_cast<const float4*>(p);
+  const float4 x = *reinterpret_cast<const float4*>(tile.address(i));
   v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
 #else
-  kernels::require_aligned(p, 16, "a tiled attention shared load");
-  v[0] = p[0], v[1] = p[1], v[2] = p[2], v[3] = p[3];
+  kernels::require_aligned(tile.address(i), 16, "a tiled attention shared load");
+  v[0] = tile[i], v[1] = tile[i + 1], v[2] = tile[i + 2], v[3] = tile[i + 3];
 #endif
 }
 
 // acc[i][j] += Σ_d a[(ty + 16i)·s + d] · b[(tx + 16j)·s + d] over d < HP in order (s = HP + 4):
 // a 64 × 64 tile of A·Bᵀ, four d per 128-bit load of each operand.
-template <int HP>
-ZERO_HOST_DEVICE_INLINE void flash_scores(float (&acc)[kFlashPer][kFlashPer], const float* a,
-                                          const float* b, int ty, int tx) {
+template <int HP, typename SharedFloats>
+ZERO_HOST_DEVICE_INLINE void flash_scores(float (&acc)[kFlashPer][kFlashPer], const SharedFloats& a,
+                                          const SharedFloats& b, int ty, int tx) {
   constexpr int s = FlashShared<HP>::kStride;
   for (int d = 0; d < HP; d += 4) {
     float av[kFlashPer][4], bv[kFlashPer][4];
     ZERO_UNROLL
-    for (int i = 0; i < kFlashPer; ++i) flash_load4(a + (ty + kFlashLanes * i) * s + d, av[i]);
+    for (int i = 0; i < kFlashPer; ++i) flash_load4(a, (ty + kFlashLanes * i) * s + d, av[i]);
     ZERO_UNROLL
-    for (int j = 0; j < kFlashPer; ++j) flash_load4(b + (tx + kFlashLanes * j) * s + d, bv[j]);
+    for (int j = 0; j < kFlashPer; ++j) flash_load4(b, (tx + kFlashLanes * j) * s + d, bv[j]);
     ZERO_UNROLL
     for (int e = 0; e < 4; ++e) {
       ZERO_UNROLL
@@ -130,15 +133,16 @@ ZERO_HOST_DEVICE_INLINE void flash_scores(float (&acc)[kFlashPer][kFlashPer], co
 
 // acc[i][j] += Σ_k w[(ty + 16i)·68 + k] · m[k·(HP + 4) + tx + 16j] over the 64 tile rows k in
 // order: a score tile times a (64, HP) tile, for the thread's rows and head columns.
-template <int HP>
-ZERO_HOST_DEVICE_INLINE void flash_apply(float (&acc)[kFlashPer][HP / kFlashLanes], const float* w,
-                                         const float* m, int ty, int tx) {
+template <int HP, typename SharedFloats>
+ZERO_HOST_DEVICE_INLINE void flash_apply(float (&acc)[kFlashPer][HP / kFlashLanes],
+                                         const SharedFloats& w, const SharedFloats& m, int ty,
+                                         int tx) {
   constexpr int s = FlashShared<HP>::kStride, ws = FlashShared<HP>::kScoreStride;
   constexpr int cols = HP / kFlashLanes;
   for (int k = 0; k < kFlashTile; k += 4) {
     float wv[kFlashPer][4];
     ZERO_UNROLL
-    for (int i = 0; i < kFlashPer; ++i) flash_load4(w + (ty + kFlashLanes * i) * ws + k, wv[i]);
+    for (int i = 0; i < kFlashPer; ++i) flash_load4(w, (ty + kFlashLanes * i) * ws + k, wv[i]);
     ZERO_UNROLL
     for (int e = 0; e < 4; ++e) {
       float mv[cols];
@@ -211,10 +215,10 @@ ZERO_HOST_DEVICE void flash_forward_body(const Thread& thread, float* shared, fl
   const auto [HS, C3, bh, b, h, tx, ty, scale, head] = flash_thread(thread, qkv, T, C, NH);
   const std::int64_t qt = flash_tiles(T) - 1 - thread.block_index().x, q0 = qt * kFlashTile;
   if (b >= B) return;
-  float* q_tile = shared;
-  float* k_tile = q_tile + Layout::kTile;
-  float* v_tile = k_tile + Layout::kTile;
-  float* p_tile = v_tile + Layout::kTile;
+  const auto q_tile = thread.shared(shared);
+  const auto k_tile = q_tile + Layout::kTile;
+  const auto v_tile = k_tile + Layout::kTile;
+  const auto p_tile = v_tile + Layout::kTile;
   flash_load_tile<HP>(thread, q_tile, head, C3, q0, T, HS);
   float o[kFlashPer][cols] = {}, m[kFlashPer], l[kFlashPer];
   std::uint64_t row_keys[kFlashPer];

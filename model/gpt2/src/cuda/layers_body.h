@@ -240,13 +240,14 @@ constexpr LaunchConfig layernorm_backward_launch(std::int64_t N, std::int64_t C)
 // One row of the one-pass backward, by one warp: lane `lane` takes columns lane, lane + 32, ...
 // in kNormUnroll groups whose loads come before their stores, so a lane has a group's loads in
 // flight at once (dinp may alias nothing the compiler can prove). Past C a group's lanes read
-// zeros, which add nothing to the row's sums.
+// zeros, which add nothing to the row's sums. dweight and dbias: the warp's shared rows (views).
 constexpr int kNormUnroll = 4;
-template <typename Thread>
-ZERO_HOST_DEVICE_INLINE void layernorm_backward_row(const Thread& thread, float* dx, float* dweight,
-                                                    float* dbias, const float* d, const float* x,
-                                                    const float* weight, float m, float s,
-                                                    std::int64_t C, int lane) {
+template <typename Thread, typename SharedFloats>
+ZERO_HOST_DEVICE_INLINE void layernorm_backward_row(const Thread& thread, float* dx,
+                                                    const SharedFloats& dweight,
+                                                    const SharedFloats& dbias, const float* d,
+                                                    const float* x, const float* weight, float m,
+                                                    float s, std::int64_t C, int lane) {
   constexpr std::int64_t kStep = std::int64_t{kWarpSize} * kNormUnroll;
   float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
   for (std::int64_t base = lane; base < C; base += kStep) {
@@ -293,8 +294,9 @@ ZERO_HOST_DEVICE void layernorm_backward_body(const Thread& thread, float* share
                                               const float* rstd, std::int64_t N, std::int64_t C) {
   const int lane = kernels::lane_of(thread);
   const int warp = static_cast<int>(kernels::linear_thread(thread) / kWarpSize);
-  float* dweight = shared + static_cast<std::int64_t>(warp) * 2 * C;
-  float* dbias = dweight + C;
+  const auto sums = thread.shared(shared);
+  const auto dweight = sums + static_cast<std::int64_t>(warp) * 2 * C;
+  const auto dbias = dweight + C;
   // Each lane owns columns lane, lane + 32, ... of its warp's two rows: no other lane touches
   // them before the barrier.
   for (std::int64_t c = lane; c < C; c += kWarpSize) dweight[c] = dbias[c] = 0.0f;
@@ -307,7 +309,7 @@ ZERO_HOST_DEVICE void layernorm_backward_body(const Thread& thread, float* share
   const std::int64_t threads = thread.block_dim().x;
   for (std::int64_t i = kernels::linear_thread(thread); i < 2 * C; i += threads) {
     float total = 0.0f;
-    for (int w = 0; w < kNormWarps; ++w) total += shared[static_cast<std::int64_t>(w) * 2 * C + i];
+    for (int w = 0; w < kNormWarps; ++w) total += sums[static_cast<std::int64_t>(w) * 2 * C + i];
     partial[chunk * 2 * C + i] = total;
   }
 }
@@ -407,13 +409,14 @@ ZERO_HOST_DEVICE void column_partials_body(const Thread& thread,
       for (int k = 0; k < Terms::kOutputs; ++k) local[k] += values[k];
     }
   }
-  for (int k = 0; k < Terms::kOutputs; ++k) shared.sums[k][lane.y][lane.x] = local[k];
+  for (int k = 0; k < Terms::kOutputs; ++k)
+    thread.shared(shared.sums[k][lane.y])[lane.x] = local[k];
   thread.sync_block();
   if (lane.y == 0 && c < C) {
     for (int k = 0; k < Terms::kOutputs; ++k) {
       float total = 0.0f;
       for (int row_lane = 0; row_lane < kRowLanes; ++row_lane)
-        total += shared.sums[k][row_lane][lane.x];
+        total += thread.shared(shared.sums[k][row_lane])[lane.x];
       partial[(chunk * Terms::kOutputs + k) * C + c] = total;
     }
   }
@@ -521,14 +524,16 @@ ZERO_HOST_DEVICE void crossentropy_forward_body(const Thread& thread, Crossentro
     local = merge(local, other);
     sum += thread.shfl_xor(sum, offset);
   }
+  const auto warps = thread.shared(shared.warps);
+  const auto sums = thread.shared(shared.sums);
   if (x % kWarpSize == 0) {
-    shared.warps[x / kWarpSize] = local;
-    shared.sums[x / kWarpSize] = sum;
+    warps[x / kWarpSize] = local;
+    sums[x / kWarpSize] = sum;
   }
   thread.sync_block();
   if (x == 0) {
-    MaxSum total = shared.warps[0];
-    for (int w = 1; w < kLayerThreads / kWarpSize; ++w) total = merge(total, shared.warps[w]);
+    MaxSum total = warps[0];
+    for (int w = 1; w < kLayerThreads / kWarpSize; ++w) total = merge(total, warps[w]);
     const float lse = total.max + logf(total.sum);
     logsumexp[row] = lse;
     const int target = targets[row];
@@ -538,8 +543,8 @@ ZERO_HOST_DEVICE void crossentropy_forward_body(const Thread& thread, Crossentro
     }
     float loss = lse - kernels::Element<In>::widen(z[target]);
     if (label_smoothing != 0.0f) {
-      float row_sum = shared.sums[0];
-      for (int w = 1; w < kLayerThreads / kWarpSize; ++w) row_sum += shared.sums[w];
+      float row_sum = sums[0];
+      for (int w = 1; w < kLayerThreads / kWarpSize; ++w) row_sum += sums[w];
       const float mean = row_sum / static_cast<float>(V);
       loss = (1.0f - label_smoothing) * loss + label_smoothing * (lse - mean);
     }
