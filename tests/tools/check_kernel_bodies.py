@@ -20,9 +20,7 @@ CALL = re.compile(r"^(?:__shared__\s+[\w:<>, ]+\s+shared;)?"
 SKIP_PARTS = {".git", ".device"}
 PLANTED = "tests/tools/planted_spill.cu"
 # Bodies whose shared memory is still raw, each with its reason.
-RAW_SHARED = {
-    "lamb_moments_body": "optimizer_body.h moves to optim/src/cuda/ (issue 41), converted there",
-}
+RAW_SHARED = {}
 
 
 def function_body(text, start):

@@ -234,19 +234,21 @@ ZERO_HOST_DEVICE void lamb_moments_body(const Thread& thread, LambSumsShared& sh
     m[i] = a;
     v[i] = b;
   }
-  shared.partial[0][t] = params_sum;
-  shared.partial[1][t] = update_sum;
+  const auto params_partial = thread.shared(shared.partial[0]);
+  const auto update_partial = thread.shared(shared.partial[1]);
+  params_partial[t] = params_sum;
+  update_partial[t] = update_sum;
   thread.sync_block();
   for (int half = kOptimizerThreads / 2; half > 0; half /= 2) {
     if (static_cast<int>(t) < half) {
-      shared.partial[0][t] += shared.partial[0][t + half];
-      shared.partial[1][t] += shared.partial[1][t + half];
+      params_partial[t] += params_partial[t + half];
+      update_partial[t] += update_partial[t + half];
     }
     thread.sync_block();
   }
   if (t == 0) {
-    thread.atomic_add(&sums[0], shared.partial[0][0]);
-    thread.atomic_add(&sums[1], shared.partial[1][0]);
+    thread.atomic_add(&sums[0], params_partial[0]);
+    thread.atomic_add(&sums[1], update_partial[0]);
   }
 }
 
