@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds, and runs `zero train` on 2 MPI ranks: a small
-# GPT-2 trained from scratch with ZeRO-3 on the Debian `fortunes` corpus, as Hugging Face's
-# run_clm.py would be run (same flags, DeepSpeed config with "auto" values): a byte-level BPE
-# learned on the corpus, the loss every 25 steps, evaluation (loss, perplexity) every 100, samples,
-# and a Hugging Face checkpoint, results files and loss.svg in build/demo_output. Then the
-# collective bandwidth benchmark.
+# The main job: installs what it needs and is missing, builds what it runs (`zero` and comm_bench:
+# scripts/setup.sh and scripts/build.sh with --main-job; scripts/test.sh adds the rest), and runs
+# `zero train` on 2 MPI ranks: a small GPT-2 trained from scratch with ZeRO-3 on the Debian
+# `fortunes` corpus, as Hugging Face's run_clm.py would be run (same flags, DeepSpeed config with
+# "auto" values): a byte-level BPE learned on the corpus, the loss every 25 steps, evaluation
+# (loss, perplexity) every 100, samples, and a Hugging Face checkpoint, results files and loss.svg
+# in build/demo_output. Then the collective bandwidth benchmark.
 # Extra arguments go to `zero train` (e.g. --max_steps 50); ZERO_DEMO_BENCH=0 skips the benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-bash scripts/build.sh
+bash scripts/setup.sh --main-job
+bash scripts/build.sh --main-job
 build=${ZERO_BUILD_DIR:-build}
 mpirun=(mpirun --oversubscribe --bind-to none -np 2)
 [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)

@@ -2,30 +2,43 @@
 # Installs, idempotently, the Debian packages zero builds and tests with, then the golden tests'
 # private Python venv (scripts/setup_venv.sh; ZERO_SETUP_VENV=0 skips it) and the Python module's
 # build venv (below; ZERO_SETUP_PY_VENV=0 skips it).
+# With --main-job (scripts/demo.sh): only the packages the main job builds and runs with (the
+# compiler, the libraries `zero` links, MPI, the corpus, gnuplot), no venv: what the tests alone
+# need (GoogleTest, Google Benchmark, Python, PyTorch, ...) waits for scripts/test.sh.
 # Only installs what is missing; needs root (or sudo) only when something is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+main_job=0
+if [ "${1:-}" = --main-job ]; then main_job=1; fi
 
+# The main job's: every package that decides how `zero` is configured and built is here, so that
+# scripts/test.sh's later build in the same folder recompiles none of it.
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   liburing-dev  # NVMe swap: io_uring, O_DIRECT (libzero/src/offload/)
-  fio           # benchmarks/nvme_bench: the same I/O measured by fio, side by side
   libopenmpi-dev openmpi-bin
   libgloo-dev  # the Gloo communicator (torchrun, srun without PMI)
-  iproute2     # `ip netns`: the two-host Gloo test (tests/comm/two_host_netns.sh)
   libeigen3-dev libopenblas-dev
   libdnnl-dev  # oneDNN: the GPT-2 bf16 GEMMs (AMX / AVX512-BF16 matmul)
   libboost-program-options-dev
   nlohmann-json3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev
-  python3 python3-venv python3-numpy python3-regex  # python3-regex: tests/golden/gpt2_tokenizer_reference.py
-  python3-dev  # the Python module (bindings/python): Python.h
   fortunes  # the demo corpus: /usr/share/games/fortunes (scripts/demo.sh, `zero train`)
   gnuplot-nox  # `zero train`: output_dir/loss.svg (skipped with a warning without it)
+)
+# The tests' and the other tools'.
+test_packages=(
+  fio           # benchmarks/nvme_bench: the same I/O measured by fio, side by side
+  iproute2     # `ip netns`: the two-host Gloo test (tests/comm/two_host_netns.sh)
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-venv python3-numpy python3-regex  # python3-regex: tests/golden/gpt2_tokenizer_reference.py
+  python3-dev  # the Python module (bindings/python): Python.h
   universal-ctags  # scripts/check_lengths.sh (ctest code_lengths): function spans
 )
-if [ "${ZERO_SETUP_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi
+if [ "$main_job" = 0 ]; then
+  packages+=("${test_packages[@]}")
+  if [ "${ZERO_SETUP_TORCH:-1}" = 1 ]; then packages+=(python3-torch); fi
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -63,8 +76,10 @@ setup_cudnn_frontend() {
   fi
 }
 setup_venv() {
-  if [ "${ZERO_SETUP_VENV:-1}" = 1 ]; then bash scripts/setup_venv.sh; fi
-  setup_py_venv
+  if [ "$main_job" = 0 ]; then
+    if [ "${ZERO_SETUP_VENV:-1}" = 1 ]; then bash scripts/setup_venv.sh; fi
+    setup_py_venv
+  fi
   setup_cudnn_frontend
 }
 if [ ${#missing[@]} -eq 0 ]; then
