@@ -140,6 +140,27 @@ TEST(CommandFlags, WarmupStepsTakesAFraction) {
   EXPECT_EQ(train::warmup_steps_for(steps.values().training, 95), 30);
 }
 
+TEST(CommandFlags, AFlagGivenTwiceTakesItsLastValueAsArgparseDoes) {
+  CommandFlags flags(Command::kTrain);
+  // scripts/demo.sh's own --max_steps 300, then the user's --max_steps 50.
+  parse_words(flags, {"--max_steps", "300", "--learning_rate", "3e-3", "--do_train", "True",
+                      "--max_steps=50", "--learning_rate", "1e-4"});
+  EXPECT_EQ(flags.values().training.max_steps, 50);
+  EXPECT_EQ(flags.values().training.learning_rate, 1e-4);
+  EXPECT_TRUE(flags.values().training.do_train);
+  CommandFlags estimate(Command::kEstimate);
+  parse_words(estimate,
+              {"--per_device_train_batch_size", "4", "--per_device_train_batch_size", "2"});
+  EXPECT_EQ(estimate.values().training.per_device_train_batch_size, 2);
+  CommandFlags bad(Command::kTrain);
+  try {
+    parse_words(bad, {"--max_steps", "many", "--max_steps", "5"});
+    ADD_FAILURE() << "an earlier bad value is still an error";
+  } catch (const UsageError& error) {
+    EXPECT_NE(error.message.find("max_steps"), std::string::npos) << error.message;
+  }
+}
+
 TEST(CommandFlags, AnAliasLandsInItsFlagsField) {
   CommandFlags flags(Command::kTrain);
   parse_words(flags, {"--evaluation_strategy", "steps", "--train_file", "a.txt"});

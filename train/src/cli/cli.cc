@@ -1,7 +1,10 @@
 // Option parsing for the subcommands, with the nearest known option suggested on typos.
 #include "zero/train/cli.h"
 
+#include <iterator>
+#include <set>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "zero/core/suggest.h"
@@ -20,6 +23,27 @@ std::string suggestion(const std::string& unknown, const po::options_description
   return "";
 }
 
+// An option given more than once keeps its last value, as Hugging Face's argparse does
+// (`scripts/demo.sh --max_steps 50` over the script's own `--max_steps 300`); Boost would refuse
+// the second. An earlier value is still checked, as argparse converts each (`--max_steps x
+// --max_steps 5` is an error). Positional words share their key and are all kept.
+void keep_last_occurrences(po::parsed_options& parsed, const po::options_description& options) {
+  std::set<std::string> seen;
+  std::vector<po::option> kept;
+  for (auto option = parsed.options.rbegin(); option != parsed.options.rend(); ++option) {
+    if (option->position_key != -1 || seen.insert(option->string_key).second) {
+      kept.push_back(std::move(*option));
+      continue;
+    }
+    po::parsed_options earlier(&options);
+    earlier.options.push_back(*option);
+    po::variables_map checked;
+    po::store(earlier, checked);
+  }
+  parsed.options.assign(std::make_move_iterator(kept.rbegin()),
+                        std::make_move_iterator(kept.rend()));
+}
+
 }  // namespace
 
 po::variables_map parse(std::span<char* const> args, const po::options_description& options,
@@ -31,7 +55,9 @@ po::variables_map parse(std::span<char* const> args, const po::options_descripti
     parser.options(options).style(po::command_line_style::default_style &
                                   ~po::command_line_style::allow_guessing);
     if (positional != nullptr) parser.positional(*positional);
-    po::store(parser.run(), variables);
+    po::parsed_options parsed = parser.run();
+    keep_last_occurrences(parsed, options);
+    po::store(parsed, variables);
     po::notify(variables);
   } catch (const po::unknown_option& error) {
     throw UsageError{"unknown option '" + error.get_option_name() + "'" +

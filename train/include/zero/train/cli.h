@@ -16,7 +16,8 @@ struct UsageError {
 };
 
 // Parses `args` (the words after the subcommand) against `options` (and positional names, if
-// any). Unknown options, missing values and bad values become UsageError naming the option and,
+// any). An option given more than once takes its last value (HF argparse). Unknown options,
+// missing values and bad values become UsageError naming the option and,
 // for unknown ones, the nearest known option. Returns the variables map (already notified).
 po::variables_map parse(std::span<char* const> args, const po::options_description& options,
                         const po::positional_options_description* positional = nullptr);
