@@ -18,13 +18,7 @@ namespace zero {
 
 const void* HostOffload::param_shard(UnitId u, void* gathered) {
   // An overlapped step in flight: this unit's sub-group first (the gathers come in the forward's
-  // order, the step's order). Where the parameters' swap regions share the optimizer's store (one
-  // folder per rank and path), the whole step first: its last act, finish_step's wait_all on that
-  // store, would otherwise finish this unit's read under it, and the copy stream's wait then
-  // names an unknown ticket (engine_mpi_test's MpiOffload, about 1 run in 50).
-  const StateStorage& shared = setup_.storage;
-  if (async_ && shared.param_store() != nullptr && shared.param_store() == shared.optimizer_swap())
-    settle_step();
+  // order, the step's order).
   if (async_) {
     Event refreshed;
     const std::int64_t global_step = global_step_in_flight();

@@ -434,9 +434,12 @@ Event HostOffload::step_group(StepWork& work, std::size_t i, const OptimizerStep
 void HostOffload::finish_step(StepWork& work) {
   const StateStorage& storage = setup_.storage;
   if (setup_.policy.swap_optimizer()) {
+    // Only the step's own tickets: each slot's writes (free_slot) and each read (its sub-group's
+    // step_group waited it). Never the store's wait_all: the parameters' swap regions may share
+    // this store (offload_param on the same path), and a gather's read in flight on the engine's
+    // thread is the gather's to wait.
     for (SwapSlot& slot : work.slots)
       if (slot.memory.buffer.allocated()) free_slot(slot);
-    storage.optimizer_swap()->wait_all();
   }
   if (storage.owned_split() > 0) {
     try {

@@ -78,6 +78,10 @@ class SwapStore {
   virtual SwapTicket read_range(int region, std::size_t offset, std::size_t bytes,
                                 void* destination) = 0;
   virtual void wait(SwapTicket ticket) = 0;
+  // Waits for every transfer issued so far, from any thread, and finishes their tickets. Where
+  // several parts share one store (an offloaded step's slots and stage 3's parameter reads),
+  // each waits its own tickets; wait_all is for a store no one else is using (tests' doubles
+  // refuse a later wait on a ticket it finished).
   virtual void wait_all() = 0;
 
   // Alignment of host buffers and of region sizes for direct I/O (the filesystem's block size).
