@@ -48,6 +48,23 @@ set(ZERO_MPIEXEC_EXTRA_FLAGS "--oversubscribe;--allow-run-as-root;--bind-to;none
 set(ZERO_MPI_TEST_ENV
     "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_btl=self,vader,tcp;OMPI_MCA_btl_vader_single_copy_mechanism=none;OMPI_MCA_rmaps_base_oversubscribe=1")
 
+# Every test of the calling folder gets a Hugging Face home of its own,
+# HF_HOME=<the folder's build dir>/hf_home/<test>: zero's token cache (the datasets cache's
+# zero_tokens), datasets' and the Hub's caches then land in the test's folder, never in
+# ~/.cache/huggingface or beside shared data, and one test's cache never feeds another. Call it
+# first in each tests/ folder's CMakeLists.txt: it runs when the folder's file has been read, so
+# it sees every test the file adds.
+function(zero_isolate_test_caches)
+  cmake_language(DEFER CALL _zero_set_test_homes)
+endfunction()
+function(_zero_set_test_homes)
+  get_property(tests DIRECTORY PROPERTY TESTS)
+  foreach(test IN LISTS tests)
+    set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT
+                 "HF_HOME=${CMAKE_CURRENT_BINARY_DIR}/hf_home/${test}")
+  endforeach()
+endfunction()
+
 # A test program is one *_test.cc file and is named after it: the ctest name is the file's stem
 # (plus _np<N> for each world size of an mpi test, or a suffix naming a second run of the same
 # program under another environment), so `ctest -R STEM` finds what a file holds and a failing

@@ -1,14 +1,17 @@
 // Issue 23: the Hugging Face flags left from the first pass, each with a value that changes
-// something observable: --overwrite_cache (the token cache file beside the data or in
-// --cache_dir), 5.x's fractional --warmup_steps (the learning rates),
+// something observable: --overwrite_cache (the token cache file in the datasets cache or in
+// --cache_dir, never beside the data), 5.x's fractional --warmup_steps (the learning rates),
 // --include_num_input_tokens_seen all/non_padding (the counts) and --label_smoothing_factor (the
 // losses).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,44 +47,108 @@ class DataFlags : public TinyRunTest {
   DataFlags() : TinyRunTest("hf_data_flags", 1) {}
 };
 
-// run_clm's tokenized data is cached beside the data (datasets' map cache): the second run maps
-// the same file (not rewritten: same inode) and trains the same; --overwrite_cache writes a new
-// one; another --keep_linebreaks, a touched file or --cache_dir each have their own.
+// HF_HOME set to `value` while it lives (the previous value back after).
+class HfHome {
+ public:
+  explicit HfHome(const fs::path& value) {
+    if (const char* was = std::getenv("HF_HOME")) previous_ = was;
+    ::setenv("HF_HOME", value.c_str(), 1);
+  }
+  ~HfHome() {
+    if (previous_) {
+      ::setenv("HF_HOME", previous_->c_str(), 1);
+    } else {
+      ::unsetenv("HF_HOME");
+    }
+  }
+
+ private:
+  std::optional<std::string> previous_;
+};
+
+// The names in `folder`, recursively, with their sizes and times.
+std::vector<std::string> listing(const fs::path& folder) {
+  std::vector<std::string> names;
+  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(folder))
+    names.push_back(fs::relative(entry.path(), folder).string() + " " +
+                    std::to_string(entry.is_regular_file() ? entry.file_size() : 0) + " " +
+                    std::to_string(entry.last_write_time().time_since_epoch().count()));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// run_clm's tokenized data is cached in the datasets cache (HF_HOME/datasets/zero_tokens), as
+// datasets keeps what load_dataset prepares, never beside the data: the second run maps the same
+// file (not rewritten: same inode) and trains the same; --overwrite_cache writes a new one;
+// another --keep_linebreaks, a touched file or --cache_dir each have their own.
 TEST_F(DataFlags, TokenCacheIsReusedAndOverwriteCacheRebuildsIt) {
-  const fs::path beside = folder_.path() / ".zero_cache";
-  const train::TrainResult first = run_one(arguments("first", 3));
-  const std::vector<fs::path> files = cache_files(beside);
+  const HfHome home(folder_.path() / "hf_home");
+  const fs::path cache = folder_.path() / "hf_home" / "datasets" / "zero_tokens";
+  const fs::path data = folder_.path() / "data";
+  fs::create_directories(data);
+  fs::rename(corpus(), data / "corpus.txt");
+  auto on_data = [&](const std::string& out, std::int64_t steps) {
+    train::TrainingArguments a = arguments(out, steps);
+    a.train_files = {(data / "corpus.txt").string()};
+    return a;
+  };
+  const std::vector<std::string> data_before = listing(data);
+  const train::TrainResult first = run_one(on_data("first", 3));
+  const std::vector<fs::path> files = cache_files(cache);
   ASSERT_EQ(files.size(), 1u) << "the train file's stream (validation is split from it)";
   const ino_t written = inode_of(files[0]);
   const auto written_time = fs::last_write_time(files[0]);
 
-  const train::TrainResult second = run_one(arguments("second", 3));
-  EXPECT_EQ(cache_files(beside), files);
+  const train::TrainResult second = run_one(on_data("second", 3));
+  EXPECT_EQ(cache_files(cache), files);
   EXPECT_EQ(inode_of(files[0]), written) << "the cache was used, not rewritten";
   EXPECT_EQ(fs::last_write_time(files[0]), written_time);
   EXPECT_EQ(logged_losses(second.log_history), logged_losses(first.log_history));
 
-  train::TrainingArguments overwrite = arguments("overwrite", 3);
+  train::TrainingArguments overwrite = on_data("overwrite", 3);
   overwrite.overwrite_cache = true;
   const train::TrainResult rebuilt = run_one(overwrite);
-  EXPECT_EQ(cache_files(beside), files);
+  EXPECT_EQ(cache_files(cache), files);
   EXPECT_NE(inode_of(files[0]), written) << "--overwrite_cache wrote the file again";
   EXPECT_EQ(logged_losses(rebuilt.log_history), logged_losses(first.log_history));
 
-  train::TrainingArguments stripped = arguments("stripped", 1);
+  train::TrainingArguments stripped = on_data("stripped", 1);
   stripped.keep_linebreaks = false;
   run_one(stripped);
-  EXPECT_EQ(cache_files(beside).size(), 2u) << "--keep_linebreaks False: other ids, other file";
+  EXPECT_EQ(cache_files(cache).size(), 2u) << "--keep_linebreaks False: other ids, other file";
+  EXPECT_EQ(listing(data), data_before) << "nothing written beside the data";
 
-  fs::last_write_time(corpus(), fs::last_write_time(corpus()) + std::chrono::seconds(5));
-  run_one(arguments("touched", 1));
-  EXPECT_EQ(cache_files(beside).size(), 3u) << "a touched data file is not trusted";
+  fs::last_write_time(data / "corpus.txt",
+                      fs::last_write_time(data / "corpus.txt") + std::chrono::seconds(5));
+  run_one(on_data("touched", 1));
+  EXPECT_EQ(cache_files(cache).size(), 3u) << "a touched data file is not trusted";
 
-  train::TrainingArguments elsewhere = arguments("elsewhere", 1);
+  train::TrainingArguments elsewhere = on_data("elsewhere", 1);
   elsewhere.cache_dir = (folder_.path() / "hf_cache").string();
   run_one(elsewhere);
   EXPECT_EQ(cache_files(folder_.path() / "hf_cache" / "zero_tokens").size(), 1u);
-  EXPECT_EQ(cache_files(beside).size(), 3u);
+  EXPECT_EQ(cache_files(cache).size(), 3u);
+}
+
+// The cache is named by the data's content: a file of the same name in another folder, other
+// text, tokenized by the same tokenizer, gets its own cache file rather than the first's tokens.
+TEST_F(DataFlags, TwoDataFilesOfOneNameHaveTheirOwnCache) {
+  const HfHome home(folder_.path() / "hf_home");
+  const fs::path cache = folder_.path() / "hf_home" / "datasets" / "zero_tokens";
+  run_one(arguments("tokenizer", 1));  // learns the tokenizer both runs below load
+  for (const char* other : {"a", "b"}) fs::create_directories(folder_.path() / other);
+  fs::copy_file(corpus(), folder_.path() / "a" / "corpus.txt");
+  write_corpus(folder_.path() / "b" / "corpus.txt", 600, 2);
+  const std::size_t before = cache_files(cache).size();
+  std::vector<std::vector<double>> losses;
+  for (const char* other : {"a", "b"}) {
+    train::TrainingArguments a = arguments(std::string("out_") + other, 2);
+    a.train_files = {(folder_.path() / other / "corpus.txt").string()};
+    a.tokenizer_name = (folder_.path() / "tokenizer").string();
+    losses.push_back(logged_losses(run_one(a).log_history));
+  }
+  EXPECT_EQ(cache_files(cache).size(), before + 2) << "a/corpus.txt and b/corpus.txt";
+  EXPECT_NE(losses[0], losses[1]) << "b trained on a's tokens";
 }
 
 // A cache folder that cannot be created is a warning, not a failed run.

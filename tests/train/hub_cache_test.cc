@@ -85,6 +85,30 @@ TEST(HubCacheFolder, FollowsHuggingFaceHubsOrder) {
   EXPECT_EQ(hub_cache_folder("", {{"HF_HOME", "/h"}}), fs::path("/h/hub"));
   EXPECT_EQ(hub_cache_folder("", {{"HOME", "/home/u"}}),
             fs::path("/home/u/.cache/huggingface/hub"));
+  EXPECT_EQ(hub_cache_folder("", {{"XDG_CACHE_HOME", "/x"}, {"HOME", "/home/u"}}),
+            fs::path("/x/huggingface/hub"));
+}
+
+// datasets' config.py: HF_DATASETS_CACHE, else HF_HOME/datasets, else
+// XDG_CACHE_HOME/huggingface/datasets, else ~/.cache/huggingface/datasets; run_clm's --cache_dir
+// (load_dataset's cache_dir) first.
+TEST(DatasetsCacheFolder, FollowsDatasetsOrderWithCacheDirFirst) {
+  const std::map<std::string, std::string> all = {{"HF_DATASETS_CACHE", "/d"},
+                                                  {"HF_HUB_CACHE", "/a"},
+                                                  {"HF_HOME", "/h"},
+                                                  {"XDG_CACHE_HOME", "/x"},
+                                                  {"HOME", "/home/u"}};
+  EXPECT_EQ(datasets_cache_folder("/c", all), fs::path("/c"));
+  EXPECT_EQ(datasets_cache_folder("", all), fs::path("/d"));
+  EXPECT_EQ(datasets_cache_folder("", {{"HF_HUB_CACHE", "/a"}, {"HF_HOME", "/h"}}),
+            fs::path("/h/datasets"));
+  EXPECT_EQ(datasets_cache_folder("", {{"XDG_CACHE_HOME", "/x"}, {"HOME", "/home/u"}}),
+            fs::path("/x/huggingface/datasets"));
+  EXPECT_EQ(datasets_cache_folder("", {{"HOME", "/home/u"}}),
+            fs::path("/home/u/.cache/huggingface/datasets"));
+  const fs::path without_home = datasets_cache_folder("", {});
+  EXPECT_TRUE(without_home.is_absolute()) << without_home << ": ~ from the password database";
+  EXPECT_EQ(without_home.filename(), "datasets");
 }
 
 TEST_F(HubCache, ArgumentsResolveInPlace) {

@@ -100,8 +100,10 @@ const Flag kRows[] = {
     {.name = "cache_dir", .field = &T::cache_dir, .commands = kTrain | kEstimate,
      .origin = kModelArguments, .section = Section::kModel, .hf_default = kNone,
      .help = "the Hugging Face Hub cache Hub ids are read from, offline (default: HF_HUB_CACHE, "
-             "HF_HOME/hub or ~/.cache/huggingface/hub); the tokenized data is cached in its "
-             "zero_tokens folder"},
+             "HF_HOME/hub or ~/.cache/huggingface/hub), and the datasets cache the tokenized "
+             "data is kept in, in its zero_tokens folder (default: HF_DATASETS_CACHE, "
+             "HF_HOME/datasets or ~/.cache/huggingface/datasets), as run_clm passes it to "
+             "from_pretrained and load_dataset"},
     inert("use_fast_tokenizer", kBool, both("True"),
           "zero has one tokenizer (byte-level BPE, as the fast one)", kModelArguments),
     {.name = "model_revision", .field = &T::model_revision, .commands = kTrain | kEstimate,
@@ -134,10 +136,11 @@ const Flag kRows[] = {
      .help = "the dataset's configuration: its subfolder of that name"},
     {.name = "overwrite_cache", .type = kBool, .field = &T::overwrite_cache, .commands = kTrain,
      .origin = kDataArguments, .section = Section::kData, .hf_default = both("False"),
-     .help = "tokenize the data again and rewrite its cache (--cache_dir/zero_tokens, else "
-             ".zero_cache beside the first data file; keyed by the files' content, size and "
-             "time, the tokenizer and --keep_linebreaks; text-classification encodes its "
-             "examples every run)"},
+     .help = "tokenize the data again and rewrite its cache (zero_tokens in the datasets "
+             "cache: --cache_dir, else HF_DATASETS_CACHE, HF_HOME/datasets or "
+             "~/.cache/huggingface/datasets; never beside the data; keyed by the files' "
+             "content, size and time, the tokenizer and --keep_linebreaks; "
+             "text-classification encodes its examples every run)"},
     {.name = "keep_linebreaks", .type = kBool, .field = &T::keep_linebreaks, .commands = kTrain,
      .origin = kDataArguments, .section = Section::kData, .hf_default = both("True"),
      .show_default = true,

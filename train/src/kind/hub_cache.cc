@@ -1,6 +1,9 @@
 // Hub ids to snapshot folders in the local Hugging Face cache (zero/train/hub_cache.h).
 #include "zero/train/hub_cache.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <fstream>
 #include <sstream>
@@ -55,6 +58,20 @@ std::string folder_name(const std::string& id, RepoType type) {
   return folder;
 }
 
+// Hugging Face's home folder: HF_HOME, else XDG_CACHE_HOME/huggingface, else
+// ~/.cache/huggingface (huggingface_hub's and datasets' order; ~ as expanduser reads it: HOME,
+// else the user's home in the password database).
+fs::path hf_home_folder(const std::map<std::string, std::string>& environment) {
+  if (const std::string home = value_of(environment, "HF_HOME"); !home.empty()) return home;
+  if (const std::string xdg = value_of(environment, "XDG_CACHE_HOME"); !xdg.empty())
+    return fs::path(xdg) / "huggingface";
+  std::string home = value_of(environment, "HOME");
+  if (home.empty())
+    if (const struct passwd* user = ::getpwuid(::getuid()); user != nullptr && user->pw_dir)
+      home = user->pw_dir;
+  return fs::path(home) / ".cache" / "huggingface";
+}
+
 }  // namespace
 
 fs::path hub_cache_folder(const std::string& cache_dir,
@@ -62,11 +79,15 @@ fs::path hub_cache_folder(const std::string& cache_dir,
   if (!cache_dir.empty()) return cache_dir;
   for (const char* name : {"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"})
     if (const std::string value = value_of(environment, name); !value.empty()) return value;
-  if (const std::string home = value_of(environment, "HF_HOME"); !home.empty())
-    return fs::path(home) / "hub";
-  if (const std::string xdg = value_of(environment, "XDG_CACHE_HOME"); !xdg.empty())
-    return fs::path(xdg) / "huggingface" / "hub";
-  return fs::path(value_of(environment, "HOME")) / ".cache" / "huggingface" / "hub";
+  return hf_home_folder(environment) / "hub";
+}
+
+fs::path datasets_cache_folder(const std::string& cache_dir,
+                               const std::map<std::string, std::string>& environment) {
+  if (!cache_dir.empty()) return cache_dir;
+  if (const std::string value = value_of(environment, "HF_DATASETS_CACHE"); !value.empty())
+    return value;
+  return hf_home_folder(environment) / "datasets";
 }
 
 fs::path resolve_hub_folder(const std::string& flag, const std::string& name,

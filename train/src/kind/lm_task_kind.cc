@@ -10,7 +10,9 @@
 #include "kind/prepared.h"
 #include "kind/task_kind.h"
 #include "zero/core/error.h"
+#include "zero/core/launch.h"
 #include "zero/text/streaming.h"
+#include "zero/train/hub_cache.h"
 
 namespace zero::train::detail {
 namespace {
@@ -92,13 +94,13 @@ void prepare_streaming(const TrainingArguments& arguments, const PrepareScope& s
   }
 }
 
-// Where run_clm's tokenized data is cached (text::load_token_stream): --cache_dir/zero_tokens,
-// else a .zero_cache folder beside the first data file, as datasets keeps its caches beside the
-// data it maps.
-fs::path token_cache_folder(const TrainingArguments& arguments, const DataFiles& files) {
-  if (!arguments.cache_dir.empty()) return fs::path(arguments.cache_dir) / "zero_tokens";
-  const std::string& first = files.train.empty() ? files.validation.at(0) : files.train.front();
-  return fs::absolute(first).parent_path() / ".zero_cache";
+// Where run_clm's tokenized data is cached (text::load_token_stream): the zero_tokens folder of
+// the datasets cache (--cache_dir, else HF_DATASETS_CACHE, else HF_HOME/datasets, else
+// ~/.cache/huggingface/datasets), where datasets keeps what load_dataset prepares. Never beside
+// the data: a data folder may be read-only, shared or a checkout. A file's cache is named by its
+// content (text::data_key), so two files of one name do not meet there.
+fs::path token_cache_folder(const TrainingArguments& arguments) {
+  return datasets_cache_folder(arguments.cache_dir, process_environment()) / "zero_tokens";
 }
 
 // run_clm's splits and blocks.
@@ -144,10 +146,10 @@ class LmTaskKind final : public TaskKind {
       input_error("no tokenizer: give --tokenizer_name or --train_file");
     as_input_error("--train_file", [&] { trainer.add_files(sources.train_paths); });
   }
-  void prepare_data(const TrainingArguments& arguments, const DataFiles& files,
+  void prepare_data(const TrainingArguments& arguments, const DataFiles& /*files*/,
                     const TaskSources& sources, const PrepareScope& scope,
                     Prepared& prepared) const override {
-    const fs::path cache = token_cache_folder(arguments, files);
+    const fs::path cache = token_cache_folder(arguments);
     if (arguments.streaming) {
       prepare_streaming(arguments, scope, cache, sources, prepared);
     } else {

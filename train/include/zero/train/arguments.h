@@ -32,7 +32,8 @@ struct TrainingArguments {
   std::int64_t tokenizer_vocab_size = 2048;
   // Hub ids in the three flags above resolve offline through the local Hugging Face cache
   // (zero/train/hub_cache.h): --cache_dir (default: HF_HUB_CACHE, HF_HOME/hub, ...) at
-  // --model_revision (a branch, tag or commit hash).
+  // --model_revision (a branch, tag or commit hash). --cache_dir is also the datasets cache, as
+  // run_clm hands it to load_dataset: the token cache goes to its zero_tokens folder.
   std::string cache_dir;
   std::string model_revision = "main";
 
@@ -159,8 +160,9 @@ struct TrainingArguments {
   // load_dataset("text", keep_linebreaks=False)); --dataset_name: a folder of text/json/csv files,
   // or a dataset in the Hub cache (zero/train/dataset_folder.h), in place of the files.
   bool keep_linebreaks = true;
-  // The tokenized data is cached (text::load_token_stream) in cache_dir/zero_tokens, else in a
-  // .zero_cache folder beside the first data file; --overwrite_cache rebuilds it.
+  // The tokenized data is cached (text::load_token_stream) in the datasets cache's zero_tokens
+  // folder (cache_dir, else HF_DATASETS_CACHE, HF_HOME/datasets, ...: zero/train/hub_cache.h),
+  // never beside the data; --overwrite_cache rebuilds it.
   bool overwrite_cache = false;
   std::string dataset_name;
   std::string dataset_config_name;

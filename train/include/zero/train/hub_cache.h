@@ -3,7 +3,8 @@
 // <cache>/models--<org>--<name>/refs/<revision> holds a commit hash, and
 // <cache>/models--<org>--<name>/snapshots/<hash>/ the files. The cache folder is --cache_dir,
 // else HF_HUB_CACHE, else HF_HOME/hub, else XDG_CACHE_HOME/huggingface/hub, else
-// ~/.cache/huggingface/hub (huggingface_hub's order).
+// ~/.cache/huggingface/hub (huggingface_hub's order). The datasets cache beside it holds zero's
+// token cache.
 #pragma once
 
 #include <filesystem>
@@ -18,6 +19,12 @@ namespace zero::train {
 // The Hub cache folder for `cache_dir` (empty: not given) and `environment`.
 std::filesystem::path hub_cache_folder(const std::string& cache_dir,
                                        const std::map<std::string, std::string>& environment);
+
+// The datasets cache folder, where datasets keeps what load_dataset prepares (run_clm passes
+// --cache_dir to load_dataset as to from_pretrained): `cache_dir` when given, else
+// HF_DATASETS_CACHE, else hf_home_folder()/datasets. zero's token cache is its zero_tokens folder.
+std::filesystem::path datasets_cache_folder(const std::string& cache_dir,
+                                            const std::map<std::string, std::string>& environment);
 
 // `name` when it is an existing folder; else the snapshot folder of the Hub id `name` at
 // `revision` (a branch or tag under refs/, or a commit hash) in `cache`. "gpt2", "gpt2-medium",
