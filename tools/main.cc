@@ -10,6 +10,7 @@
 #include "zero/comm/communicator.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
+#include "zero/core/logging.h"
 #include "zero/core/suggest.h"
 #include "zero/train/cli.h"
 #include "zero/version.h"
@@ -53,6 +54,7 @@ void print_help() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  zero::set_log_sink(zero::stderr_log_sink);  // the library is quiet until its host sets a sink
   // `python -m torch.distributed.launch --no-python zero train ...` runs
   // `zero --local-rank=N train ...` (torch < 2: --local_rank=N): the launcher's flag goes to the
   // command, as the first of its own.
