@@ -1,6 +1,6 @@
-// Example: zero::Engine set up from a DeepSpeed JSON config, as `zero train --deepspeed` sets it up,
-// fitting y = w·x + b. load_config_file resolves the file ("auto" filled from the values given, as
-// the Hugging Face Trainer fills them; DeepSpeed's defaults and batch rule), then
+// Example: zero::Engine set up from a DeepSpeed JSON config, as `zero train --deepspeed` sets it
+// up, fitting y = w·x + b. load_config_file resolves the file ("auto" filled from the values given,
+// as the Hugging Face Trainer fills them; DeepSpeed's defaults and batch rule), then
 // engine_options_from_config maps it onto the engine's options.
 // Run: ./engine_from_config configs/ds_zero3.json      mpirun -np 2 ./engine_from_config ...
 #include <cmath>
@@ -24,11 +24,20 @@ int main(int argc, char** argv) {
   // What the config's "auto" values become (--per_device_train_batch_size, --learning_rate, ...
   // in `zero train`); hidden_size fills the bucket sizes and stage 3's persistence threshold;
   // fp32, since this model reads its units as fp32.
-  const zero::config::TrainerValues trainer{
-      .world_size = comm->world_size(), .per_device_train_batch_size = B,
-      .gradient_accumulation_steps = 1, .learning_rate = 0.05, .adam_beta1 = 0.9,
-      .adam_beta2 = 0.999, .adam_epsilon = 1e-8, .weight_decay = 0.0, .warmup_steps = 10,
-      .total_steps = 200, .max_grad_norm = 1.0, .fp16 = false, .bf16 = false, .hidden_size = D};
+  const zero::config::TrainerValues trainer{.world_size = comm->world_size(),
+                                            .per_device_train_batch_size = B,
+                                            .gradient_accumulation_steps = 1,
+                                            .learning_rate = 0.05,
+                                            .adam_beta1 = 0.9,
+                                            .adam_beta2 = 0.999,
+                                            .adam_epsilon = 1e-8,
+                                            .weight_decay = 0.0,
+                                            .warmup_steps = 10,
+                                            .total_steps = 200,
+                                            .max_grad_norm = 1.0,
+                                            .fp16 = false,
+                                            .bf16 = false,
+                                            .hidden_size = D};
   // Both throw zero::Error naming the JSON path of every bad or unfilled setting.
   const zero::config::ConfigResult config = zero::config::load_config_file(argv[1], trainer);
   const zero::EngineOptionsResult options = zero::engine_options_from_config(config.config);
