@@ -26,6 +26,7 @@ struct Op {
 }  // namespace
 
 int main(int argc, char** argv) {
+  zero::set_log_sink(zero::stderr_log_sink);
   std::size_t max_bytes = std::size_t{64} << 20;
   zero::DType dtype = zero::DType::kFloat32;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   arguments.deepspeed = ZERO_SOURCE_DIR "/configs/ds_zero3_demo.json";
   arguments.plot = false;
 
+  // The library logs (the launch line, data notes) only into a sink the program sets.
+  zero::set_log_sink(zero::stderr_log_sink);
   std::unique_ptr<zero::Communicator> comm = zero::make_communicator(zero::DeviceKind::kCpu);
   zero::set_log_rank(comm->rank(), comm->world_size());
   int exit_code = 0;

@@ -22,7 +22,7 @@ int main() {
   options.scheduler.warmup_max_lr = 1e-2;
   options.scheduler.warmup_num_steps = 20;
   // AdamW and WarmupLR from the options (zero::optim); NVMe swap if asked (zero::offload).
-  const std::unique_ptr<zero::Engine> engine = zero::make_engine(options, *comm);
+  std::unique_ptr<zero::Engine> engine = zero::make_engine(options, *comm);
   auto init = [](const zero::TensorSlot& slot, std::span<float> values) {
     for (std::size_t i = 0; i < values.size(); ++i)  // deterministic: same on every rank
       values[i] = slot.name == "w" ? 0.3f * std::sin(1.7f * i + slot.num_elements) : 0.0f;
@@ -83,6 +83,7 @@ int main() {
   if (comm->rank() == 0)
     std::printf("final loss %.5f\n%s", loss, engine->ledger().report("rank 0").c_str());
   const bool ok = loss < 0.1f * first_loss;
+  engine.reset();  // before the communicator it uses (its last collectives may still be queued)
   comm.reset();
   zero::finalize_communication();
   return ok ? 0 : 1;

@@ -6,6 +6,8 @@
 # test-only packages, and a folder configured already is left as it is. Without it: everything,
 # with -DZERO_MAIN_JOB_ONLY=OFF, so that a folder the main job configured is widened to the full
 # build and builds the rest beside what it compiled.
+# ZERO_PARSE_ONLY=1 (scripts/check_doc_commands.py): stops before CMake runs (the checker checks
+# the -D names against a build's cache).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${ZERO_BUILD_DIR:-build}
@@ -17,5 +19,6 @@ if [ "${1:-}" = --main-job ]; then
   [ -f "$build_dir/CMakeCache.txt" ] || profile=(-DZERO_MAIN_JOB_ONLY=ON)
   targets=(--target zero comm_bench)
 fi
+[ "${ZERO_PARSE_ONLY:-0}" != 1 ] || { echo "scripts/build.sh: the command line parses"; exit 0; }
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${profile[@]}" "$@" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)" "${targets[@]}"

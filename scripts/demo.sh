@@ -7,13 +7,20 @@
 # (loss, perplexity) every 100, samples, and a Hugging Face checkpoint, results files and loss.svg
 # in build/demo_output. Then the collective bandwidth benchmark.
 # Extra arguments go to `zero train` (e.g. --max_steps 50); ZERO_DEMO_BENCH=0 skips the benchmark.
+# ZERO_PARSE_ONLY=1 (scripts/check_doc_commands.py): installs, builds and runs nothing; one `zero
+# train` parses the whole command line (this script's flags and the extra ones) and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh --main-job
-bash scripts/build.sh --main-job
+parse_only=${ZERO_PARSE_ONLY:-0}
 build=${ZERO_BUILD_DIR:-build}
 mpirun=(mpirun --oversubscribe --bind-to none -np 2)
 [ "$(id -u)" -eq 0 ] && mpirun+=(--allow-run-as-root)
+if [ "$parse_only" = 1 ]; then
+  mpirun=()
+else
+  bash scripts/setup.sh --main-job
+  bash scripts/build.sh --main-job
+fi
 export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_vader_single_copy_mechanism=none
 # Two ranks share the machine's cores: one OpenMP thread each, no spinning against each other.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
@@ -35,6 +42,6 @@ corpus=$(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' | so
   --output_dir "$build/demo_output" --overwrite_output_dir True \
   "$@"
 
-if [ "${ZERO_DEMO_BENCH:-1}" = 1 ]; then
+if [ "${ZERO_DEMO_BENCH:-1}" = 1 ] && [ "$parse_only" != 1 ]; then
   "${mpirun[@]}" "$build/benchmarks/comm_bench" --max_bytes $((16 << 20))
 fi

@@ -11,6 +11,8 @@ seed=${2:-42}
 shift $(( $# >= 2 ? 2 : 1 ))
 classes=("$@")
 [ ${#classes[@]} -gt 0 ] || classes=(computers politics science startrek)
+# ZERO_PARSE_ONLY=1 (scripts/check_doc_commands.py): stop here, before the corpus is read.
+[ "${ZERO_PARSE_ONLY:-0}" != 1 ] || { echo "scripts/fortunes_classification_data.sh: the command line parses"; exit 0; }
 dir=/usr/share/games/fortunes
 for class in "${classes[@]}"; do
   [ -f "$dir/$class" ] || { echo "no $dir/$class: install the Debian package 'fortunes'" >&2; exit 1; }

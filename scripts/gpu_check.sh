@@ -46,6 +46,10 @@ usage() {
   exit "${1:-2}"
 }
 die() { echo "gpu_check.sh: $*" >&2; exit 2; }
+# ZERO_PARSE_ONLY=1 (scripts/check_doc_commands.py): stop once the arguments are checked.
+stop_if_parse_only() {
+  [ "${ZERO_PARSE_ONLY:-0}" != 1 ] || { echo "scripts/gpu_check.sh: the command line parses"; exit 0; }
+}
 
 build() {
   local output=$root/.device/gpu_bundle.tar.xz
@@ -56,6 +60,7 @@ build() {
       *) die "build: unknown argument '$1' (see --help)" ;;
     esac
   done
+  stop_if_parse_only
   local build_dir=${ZERO_GPU_BUILD_DIR:-$root/build-gpu}
   # RelWithDebInfo as scripts/build.sh, so ccache serves every file but the GPT-2 kernels; the
   # bundle strips the debug info.
@@ -371,6 +376,7 @@ run() {
   [[ ${#steps[@]} -gt 0 ]] || steps=("${all_steps[@]}")
   [[ -z "$bundle" || -z "$from_build" ]] || die "run: --bundle and --from-build exclude each other"
   [[ -n "$bundle" || -n "$from_build" ]] || bundle=$root/.device/gpu_bundle.tar.xz
+  stop_if_parse_only
 
   gpu_count=0
   if command -v nvidia-smi >/dev/null; then

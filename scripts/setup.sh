@@ -6,10 +6,16 @@
 # compiler, the libraries `zero` links, MPI, the corpus, gnuplot), no venv: what the tests alone
 # need (GoogleTest, Google Benchmark, Python, PyTorch, ...) waits for scripts/test.sh.
 # Only installs what is missing; needs root (or sudo) only when something is missing.
+# ZERO_PARSE_ONLY=1 (scripts/check_doc_commands.py): stops once the arguments are checked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 main_job=0
-if [ "${1:-}" = --main-job ]; then main_job=1; fi
+case "$*" in
+  "") ;;
+  --main-job) main_job=1 ;;
+  *) echo "setup.sh: unknown arguments '$*' (the one argument is --main-job)" >&2; exit 2 ;;
+esac
+[ "${ZERO_PARSE_ONLY:-0}" != 1 ] || { echo "scripts/setup.sh: the command line parses"; exit 0; }
 
 # The main job's: every package that decides how `zero` is configured and built is here, so that
 # scripts/test.sh's later build in the same folder recompiles none of it.

@@ -5,9 +5,12 @@
 # line; then this script lists the skipped tests, and its closing line counts both suites. Under
 # CI=true (what the CI runner sets) a skipped test that is not labelled cuda fails the run: only
 # GPU tests may skip in CI (and tests missing the shared data folder, both suites). In CI the
-# sanitizer builds run too (scripts/sanitize.sh; ZERO_SANITIZERS, below).
+# sanitizer builds run too (scripts/sanitize.sh; ZERO_SANITIZERS, below). Extra arguments go to
+# scripts/build.sh (CMake); ZERO_PARSE_ONLY=1 (scripts/check_doc_commands.py) checks them there
+# and runs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ "${ZERO_PARSE_ONLY:-0}" != 1 ] || exec bash scripts/build.sh "$@"
 # One venv path for setup (scripts/setup_venv.sh) and cmake (cmake/ZeroTesting.cmake), even where
 # HOME is unset (bash's ~ then reads the password database).
 export ZERO_VENV=${ZERO_VENV:-${HOME:-$(cd ~ && pwd)}/.cache/zero/venv}

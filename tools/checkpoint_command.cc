@@ -100,15 +100,14 @@ int run_checkpoint(std::span<char* const> args) {
     throw UsageError{"expected 'info DIR' or 'consolidate DIR OUT'"};
   const std::string action = variables["action"].as<std::string>();
   const fs::path dir = variables["dir"].as<std::string>();
-  if (action == "info") {
-    if (variables.count("out")) throw UsageError{"info takes one folder"};
-    return run_info(dir, !variables.count("no_checksums"));
-  }
-  if (action == "consolidate") {
-    if (!variables.count("out")) throw UsageError{"consolidate needs DIR and OUT"};
-    return run_consolidate(dir, variables["out"].as<std::string>());
-  }
-  throw UsageError{"unknown action '" + action + "' (info or consolidate)"};
+  if (action != "info" && action != "consolidate")
+    throw UsageError{"unknown action '" + action + "' (info or consolidate)"};
+  if (action == "info" && variables.count("out")) throw UsageError{"info takes one folder"};
+  if (action == "consolidate" && !variables.count("out"))
+    throw UsageError{"consolidate needs DIR and OUT"};
+  stop_if_parse_only();
+  if (action == "info") return run_info(dir, !variables.count("no_checksums"));
+  return run_consolidate(dir, variables["out"].as<std::string>());
 }
 
 }  // namespace zero::cli

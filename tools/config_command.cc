@@ -31,6 +31,7 @@ int run_config(std::span<char* const> args) {
     return 0;
   }
   if (!flags.given("file")) throw UsageError{"missing the config FILE"};
+  stop_if_parse_only();
   const std::string& file = flags.values().config.file;
   std::vector<std::string> notes;
   try {

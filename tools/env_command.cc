@@ -68,6 +68,7 @@ int run_env(std::span<char* const> args) {
         "env", "Prints the launch environment, the build's features and the devices.", options);
     return 0;
   }
+  stop_if_parse_only();
   const LaunchInfo launch = detect_launch();
   std::cout << "zero " << kVersion << "\n"
             << "launch: " << launch.describe() << "\n"

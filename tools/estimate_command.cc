@@ -138,6 +138,7 @@ int run_estimate(std::span<char* const> args) {
                        flags.options());
     return 0;
   }
+  stop_if_parse_only();
   train::TrainingArguments& a =
       flags.values().training;  // Hugging Face's defaults, as `zero train`
   a.dry_run = true;

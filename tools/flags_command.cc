@@ -19,6 +19,7 @@ int run_flags(std::span<char* const> args) {
                        options);
     return 0;
   }
+  stop_if_parse_only();
   std::cout << train::flags_markdown();
   return 0;
 }

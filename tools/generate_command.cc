@@ -72,6 +72,7 @@ int run_generate(std::span<char* const> args) {
     throw UsageError{"--max_new_tokens is " + std::to_string(max_new_tokens) + ", expected >= 0"};
   if (variables.count("bf16") && variables.count("fp16"))
     throw UsageError{"--bf16 and --fp16 are exclusive"};
+  stop_if_parse_only();
   const DType dtype = variables.count("bf16")   ? DType::kBFloat16
                       : variables.count("fp16") ? DType::kFloat16
                                                 : DType::kFloat32;

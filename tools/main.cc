@@ -1,4 +1,5 @@
 // The `zero` command: one binary, one table of subcommands.
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <span>
@@ -10,6 +11,7 @@
 #include "zero/comm/communicator.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
+#include "zero/core/logging.h"
 #include "zero/core/suggest.h"
 #include "zero/train/cli.h"
 #include "zero/version.h"
@@ -52,7 +54,13 @@ void print_help() {
 
 }  // namespace
 
+void zero::cli::stop_if_parse_only() {
+  const char* value = std::getenv("ZERO_PARSE_ONLY");
+  if (value != nullptr && std::string_view(value) == "1") throw ParsedOnly{};
+}
+
 int main(int argc, char** argv) {
+  zero::set_log_sink(zero::stderr_log_sink);  // the library is quiet until its host sets a sink
   // `python -m torch.distributed.launch --no-python zero train ...` runs
   // `zero --local-rank=N train ...` (torch < 2: --local_rank=N): the launcher's flag goes to the
   // command, as the first of its own.
@@ -90,6 +98,9 @@ int main(int argc, char** argv) {
     const int code = command->run(std::span<char* const>(argv + 2, argv + argc));
     zero::finalize_communication();
     return code;
+  } catch (const zero::cli::ParsedOnly&) {
+    std::cout << "zero " << command->name << ": the command line parses (ZERO_PARSE_ONLY=1)\n";
+    return 0;
   } catch (const zero::cli::UsageError& error) {
     std::cerr << "zero " << command->name << ": " << error.message << "\nRun 'zero "
               << command->name << " --help' for its options.\n";

@@ -58,6 +58,7 @@ int run_train(std::span<char* const> args) {
     }
   const auto variables = parse(args, options, &positional);
   ZERO_CHECK(variables.count("files"), "no training files given");
+  stop_if_parse_only();
   std::vector<std::filesystem::path> files;
   for (const auto& file : variables["files"].as<std::vector<std::string>>())
     files.emplace_back(file);
@@ -92,6 +93,7 @@ int run_codec(std::span<char* const> args, bool encode) {
       return 0;
     }
   const auto variables = parse(args, options, &positional);
+  stop_if_parse_only();
   std::vector<std::string> files;
   if (variables.count("files")) files = variables["files"].as<std::vector<std::string>>();
   const text::Tokenizer tokenizer = text::Tokenizer::load(tokenizer_name);

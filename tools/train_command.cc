@@ -26,6 +26,7 @@ int run_train_command(std::span<char* const> args) {
                          flags.options());
     return 0;
   }
+  stop_if_parse_only();
   try {
     train::train_from_flags(flags);
   } catch (const train::InputError& error) {

@@ -19,6 +19,7 @@
 int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "skip";
   int rank = 0;
+  zero::set_log_sink(zero::stderr_log_sink);
   try {
     zero::CommOptions options;
     options.timeout = std::chrono::seconds(2);

@@ -13,6 +13,7 @@
 #include "zero/comm/communicator.h"
 #include "zero/config/ds_config.h"
 #include "zero/core/error.h"
+#include "zero/core/logging.h"
 #include "zero/train/cli.h"
 #include "zero/train/trainer.h"
 
@@ -77,6 +78,7 @@ void add_errors(nb::module_& m) {
 
 NB_MODULE(_zero, m) {
   m.doc() = "zero's C++ planner, config checker, tokenizer and trainer (see the package `zero`)";
+  zero::set_log_sink(zero::stderr_log_sink);  // as the `zero` command prints its log lines
   zero::python::add_errors(m);
   zero::python::add_commands(m);
   zero::python::add_checkpoint(m);

@@ -1,4 +1,5 @@
-// Rank-prefixed log lines on stderr; info on rank 0 unless ZERO_LOG_ALL_RANKS=1.
+// Rank-prefixed log records into the host's sink (none by default); info on rank 0 unless
+// ZERO_LOG_ALL_RANKS=1.
 #include "zero/core/logging.h"
 
 #include <atomic>
@@ -6,12 +7,18 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <utility>
 
 namespace zero {
 namespace {
 
 std::atomic<int> g_rank{0};
 std::atomic<int> g_world_size{1};
+
+// The sink and the lock that serialises its calls; g_has_sink lets log_enabled skip formatting.
+std::mutex g_sink_mutex;
+LogSink g_sink;
+std::atomic<bool> g_has_sink{false};
 
 LogLevel level_from_environment() {
   const char* text = std::getenv("ZERO_LOG_LEVEL");
@@ -30,6 +37,21 @@ bool all_ranks_from_environment() {
 
 }  // namespace
 
+LogSink set_log_sink(LogSink sink) {
+  std::lock_guard lock(g_sink_mutex);
+  std::swap(g_sink, sink);
+  g_has_sink = static_cast<bool>(g_sink);
+  return sink;
+}
+
+void stderr_log_sink(const LogRecord& record) {
+  static constexpr const char* kTags[] = {"debug: ", "", "warning: ", "error: "};
+  std::fprintf(stderr, "[rank %d/%d] %s%.*s\n", record.rank, record.world_size,
+               kTags[static_cast<int>(record.level)], static_cast<int>(record.message.size()),
+               record.message.data());
+  std::fflush(stderr);
+}
+
 void set_log_rank(int rank, int world_size) {
   g_rank = rank;
   g_world_size = world_size;
@@ -38,18 +60,15 @@ void set_log_rank(int rank, int world_size) {
 bool log_enabled(LogLevel level) {
   static const LogLevel threshold = level_from_environment();
   static const bool all_ranks = all_ranks_from_environment();
+  if (!g_has_sink.load()) return false;
   if (level < threshold) return false;
   if (level <= LogLevel::kInfo && !all_ranks && g_rank.load() != 0) return false;
   return true;
 }
 
 void log_message(LogLevel level, std::string_view message) {
-  static std::mutex mutex;
-  static constexpr const char* kTags[] = {"debug: ", "", "warning: ", "error: "};
-  std::lock_guard lock(mutex);
-  std::fprintf(stderr, "[rank %d/%d] %s%.*s\n", g_rank.load(), g_world_size.load(),
-               kTags[static_cast<int>(level)], static_cast<int>(message.size()), message.data());
-  std::fflush(stderr);
+  std::lock_guard lock(g_sink_mutex);
+  if (g_sink) g_sink(LogRecord{level, g_rank.load(), g_world_size.load(), message});
 }
 
 }  // namespace zero

@@ -14,6 +14,29 @@ namespace zero {
 
 // ---- GatheredUnit / GradientBuffer ----
 
+namespace {
+
+// The tensor `name` of a unit's layout; an error names the unit ("unit 'fc1'") and its tensors.
+const TensorSlot& slot_of(const FlatLayout& layout, std::string_view name,
+                          const std::string& unit) {
+  for (const TensorSlot& slot : layout.slots())
+    if (slot.name == name) return slot;
+  std::string known;
+  for (const TensorSlot& slot : layout.slots()) known += (known.empty() ? "" : ", ") + slot.name;
+  ZERO_THROW(unit, " has no tensor '", name, "'; it has: ", known);
+}
+
+std::string unit_label(std::string_view name) { return "unit '" + std::string(name) + "'"; }
+
+// A gathered unit's label; by number once the view no longer refers to its engine.
+std::string unit_label(const Engine* engine, UnitId unit) {
+  if (engine == nullptr || unit < 0 || static_cast<std::size_t>(unit) >= engine->num_units())
+    return "unit #" + std::to_string(unit);
+  return unit_label(engine->unit_name(unit));
+}
+
+}  // namespace
+
 GatheredUnit::GatheredUnit(GatheredUnit&& other) noexcept
     : engine_(std::exchange(other.engine_, nullptr)),
       unit_(other.unit_),
@@ -42,18 +65,18 @@ GatheredUnit::~GatheredUnit() {
 }
 
 std::span<float> GatheredUnit::tensor(std::string_view name) const {
-  const TensorSlot& slot = layout_->slot(name);
+  const TensorSlot& slot = slot_of(*layout_, name, unit_label(engine_, unit_));
   return {data() + slot.offset_elements, slot.num_elements};
 }
 
 void GatheredUnit::check_dtype(DType requested) const {
-  ZERO_CHECK(requested == dtype_, "unit #", unit_, " is stored in ", name_of(dtype_),
+  ZERO_CHECK(requested == dtype_, unit_label(engine_, unit_), " is stored in ", name_of(dtype_),
              ", not read as ", name_of(requested));
 }
 
 void GradientBuffer::check_dtype(DType requested) const {
-  ZERO_CHECK(requested == dtype, "gradients are stored in ", name_of(dtype), ", not read as ",
-             name_of(requested));
+  ZERO_CHECK(requested == dtype, "the gradients of ", unit_label(unit), " are stored in ",
+             name_of(dtype), ", not read as ", name_of(requested));
 }
 
 void GatheredUnit::release() {
@@ -63,7 +86,7 @@ void GatheredUnit::release() {
 }
 
 std::span<float> GradientBuffer::tensor(std::string_view name) const {
-  const TensorSlot& slot = layout->slot(name);
+  const TensorSlot& slot = slot_of(*layout, name, unit_label(unit));
   return {data_as<float>() + slot.offset_elements, slot.num_elements};
 }
 
@@ -341,12 +364,26 @@ void Engine::initialize() {
   d.initialize_values();
 }
 
+namespace {
+
+std::string names_of(const std::vector<EngineUnit>& units) {
+  std::string known;
+  for (const EngineUnit& unit : units) known += (known.empty() ? "" : ", ") + unit.name;
+  return known;
+}
+
+}  // namespace
+
 UnitId Engine::unit(std::string_view name) const {
   for (std::size_t i = 0; i < impl_->units.size(); ++i)
     if (impl_->units[i].name == name) return static_cast<UnitId>(i);
-  std::string known;
-  for (const EngineUnit& unit : impl_->units) known += (known.empty() ? "" : ", ") + unit.name;
-  ZERO_THROW("the engine has no unit '", name, "'; units: ", known);
+  ZERO_THROW("the engine has no unit '", name, "'; units: ", names_of(impl_->units));
+}
+
+void Engine::Impl::check_unit(UnitId unit, std::string_view what) const {
+  if (unit >= 0 && static_cast<std::size_t>(unit) < units.size()) return;
+  ZERO_THROW(what, ": no unit #", unit, "; the engine has ", units.size(), " unit(s)",
+             units.empty() ? "" : ": ", names_of(units));
 }
 
 std::size_t Engine::num_units() const { return impl_->units.size(); }
@@ -390,7 +427,7 @@ bool Engine::is_gradient_accumulation_boundary() const { return impl_->at_bounda
 GatheredUnit Engine::gather(UnitId unit) {
   initialize();
   Impl& d = *impl_;
-  ZERO_CHECK(unit >= 0 && unit < static_cast<UnitId>(d.units.size()), "gather: no unit #", unit);
+  d.check_unit(unit, "gather");
   void* data = nullptr;
   if (d.policy.param_shard) {
     data = d.gatherer.gather(unit);
@@ -408,7 +445,7 @@ void Engine::release(UnitId unit) { impl_->gatherer.release(unit); }
 GradientBuffer Engine::grads(UnitId unit) {
   initialize();
   Impl& d = *impl_;
-  ZERO_CHECK(unit >= 0 && unit < static_cast<UnitId>(d.units.size()), "grads: no unit #", unit);
+  d.check_unit(unit, "grads");
   EngineUnit& u = d.units[unit];
   const std::size_t padded = d.storage.unit(unit).padded;
   ZERO_CHECK(!d.reducer.reduced(unit), "grads('", u.name, "') after reduce_grads('", u.name,
@@ -428,14 +465,14 @@ GradientBuffer Engine::grads(UnitId unit) {
   }
   // Zeroed (and, stages 0-1, no longer read by a reduction) on the compute stream.
   if (!d.planning) d.hand_to_model(Event(), "zeroing the gradients of unit '" + u.name + "'");
-  return {dtype == DType::kFloat32 ? static_cast<float*>(data) : nullptr, &u.layout, data, dtype};
+  return {dtype == DType::kFloat32 ? static_cast<float*>(data) : nullptr, &u.layout, data, dtype,
+          u.name};
 }
 
 void Engine::reduce_grads(UnitId unit) {
   initialize();
   Impl& d = *impl_;
-  ZERO_CHECK(unit >= 0 && unit < static_cast<UnitId>(d.units.size()), "reduce_grads: no unit #",
-             unit);
+  d.check_unit(unit, "reduce_grads");
   EngineUnit& u = d.units[unit];
   ZERO_CHECK(!d.reducer.reduced(unit), "reduce_grads('", u.name,
              "') called twice in one micro-step");

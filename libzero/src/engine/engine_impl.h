@@ -99,6 +99,9 @@ class Engine::Impl {
   Event comm_done;
 
   bool at_boundary_micro_step() const;
+  // Throws unless `unit` is a registered unit, the message listing them by name: "`what`: no
+  // unit #7; the engine has 2 units: fc1, fc2".
+  void check_unit(UnitId unit, std::string_view what) const;
   // The optimizer step on the device (Optimizer::step_on), when not offloaded.
   void device_step(const OptimizerStep& args);
 

@@ -12,8 +12,7 @@ Buffer Engine::gather_master(UnitId unit_id) {
   initialize();
   Impl& d = *impl_;
   d.offload.settle_step();
-  ZERO_CHECK(unit_id >= 0 && static_cast<std::size_t>(unit_id) < d.units.size(),
-             "gather_master: no unit ", unit_id, " (the engine has ", d.units.size(), ")");
+  d.check_unit(unit_id, "gather_master");
   ZERO_CHECK(d.policy.master_weights, "gather_master: the engine keeps no fp32 master (",
              name_of(d.policy.compute), " parameters without master weights)");
   const auto u = static_cast<std::size_t>(unit_id);

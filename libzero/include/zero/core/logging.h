@@ -1,8 +1,10 @@
-// Rank-prefixed logging: "[rank r/W] message" to stderr. Info prints on rank 0 only unless
-// ZERO_LOG_ALL_RANKS=1; warnings and errors print on every rank.
-// ZERO_LOG_LEVEL=debug|info|warn|error.
+// Rank-prefixed logging into a sink the host program sets. A program that links the library
+// prints nothing until it calls set_log_sink: the `zero` command and the Python module set
+// stderr_log_sink ("[rank r/W] message" on stderr). Info reaches the sink from rank 0 only unless
+// ZERO_LOG_ALL_RANKS=1; warnings and errors from every rank. ZERO_LOG_LEVEL=debug|info|warn|error.
 #pragma once
 
+#include <functional>
 #include <string_view>
 
 #include "zero/core/error.h"
@@ -11,9 +13,27 @@ namespace zero {
 
 enum class LogLevel { kDebug, kInfo, kWarning, kError };
 
-// Sets this process's rank and world size for the prefix (defaults: 0 of 1).
+// One line for a sink; `message` is valid for the call only.
+struct LogRecord {
+  LogLevel level;
+  int rank;
+  int world_size;
+  std::string_view message;
+};
+
+// Called under a lock (one record at a time, from any thread); it must not log.
+using LogSink = std::function<void(const LogRecord&)>;
+
+// Installs `sink` (an empty one: none, the default) and returns the one it replaces.
+LogSink set_log_sink(LogSink sink);
+
+// "[rank r/W] warning: message\n" on stderr, flushed: the `zero` command's format.
+void stderr_log_sink(const LogRecord& record);
+
+// Sets this process's rank and world size for the records (defaults: 0 of 1).
 void set_log_rank(int rank, int world_size);
 void log_message(LogLevel level, std::string_view message);
+// Whether a record of `level` would reach a sink (false while none is set).
 bool log_enabled(LogLevel level);
 
 template <typename... Args>
@@ -30,7 +50,7 @@ void log_warning(Args&&... args) {
 }
 template <typename... Args>
 void log_error(Args&&... args) {
-  log_message(LogLevel::kError, detail::concat(args...));
+  if (log_enabled(LogLevel::kError)) log_message(LogLevel::kError, detail::concat(args...));
 }
 
 }  // namespace zero

@@ -40,6 +40,7 @@ struct GradientBuffer {
   const FlatLayout* layout = nullptr;
   void* raw = nullptr;
   DType dtype = DType::kFloat32;
+  std::string_view unit;  // the unit's name (errors name it), valid while the engine lives
   std::span<float> tensor(std::string_view name) const;  // fp32 buffers
   template <typename T>
   T* data_as() const {
