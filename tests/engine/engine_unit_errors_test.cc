@@ -59,7 +59,7 @@ TEST_P(EngineUnitErrors, AnUnknownUnitNumberListsTheUnitsByName) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, EngineUnitErrors, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "bf16" : "fp32"; });
+                         [](const auto& test) { return test.param ? "bf16" : "fp32"; });
 
 TEST(EngineUnitErrors, AnFp32ReadOfABf16UnitNamesIt) {
   TwoUnits model(/*bf16=*/true);
