@@ -147,8 +147,9 @@ TEST_F(ClassifierGolden, LogitsLossGradientsAndSavedCheckpointMatchPyTorch) {
                 static_cast<long long>(read_back.read_int("hf_rows")[0]));
     expect_within("saved checkpoint's logits (transformers)",
                   read_back.read_float("hf_relative_error")[0], 1e-5);
-  } else {
-    std::printf("  transformers not importable: the saved model was read by the reference only\n");
+  } else {  // every check above ran; the skip makes the missing cross-check visible (CI fails it)
+    GTEST_SKIP() << "transformers not importable by ZERO_PYTHON: the saved model was read by the "
+                    "plain-torch reference only, not by GPT2ForSequenceClassification";
   }
 }
 

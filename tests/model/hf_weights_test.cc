@@ -1,9 +1,11 @@
 // Streaming Hugging Face loads (zero/gpt2/hf_weights.h): a sharded checkpoint as transformers'
-// save_pretrained(max_shard_size="200KB") writes it (tests/golden/hf_sharded_reference.py; our own
-// writer where torch/transformers are absent) loads bit for bit as the single file; any range of
-// any unit reads as the whole load's slice; a missing shard, a missing tensor, a shape mismatch
-// and a truncated file name the file and the tensor; reading through the mapping keeps the
-// resident peak to one chunk (VmHWM).
+// save_pretrained(max_shard_size="200KB") writes it (tests/golden/hf_sharded_reference.py) loads
+// bit for bit as the single file; any range of any unit reads as the whole load's slice; a missing
+// shard, a missing tensor, a shape mismatch and a truncated file name the file and the tensor;
+// reading through the mapping keeps the resident peak to one chunk (VmHWM). Where torch or
+// transformers is absent the checkpoints come from zero's own writer: the reader's cases still
+// run, and the case that reads transformers' files skips, naming what is missing (a skip fails
+// CI: scripts/test.sh).
 #include "zero/gpt2/hf_weights.h"
 
 #include <gtest/gtest.h>
@@ -43,6 +45,7 @@ class HFWeightsTest : public ::testing::Test {
     const int status =
         testing::run_golden_script("hf_sharded_reference.py", "--out \"" + folder_.string() + "\"");
     ASSERT_TRUE(status == 0 || status == 3) << "hf_sharded_reference.py exited " << status;
+    written_by_transformers_ = status == 0;
     if (status == 3) {  // no torch/transformers: the same shapes, through our own writer
       const GPT2Config config = tiny_config(
           {.vocab_size = 250, .n_positions = 32, .n_embd = 64, .n_layer = 3, .n_head = 4});
@@ -65,6 +68,7 @@ class HFWeightsTest : public ::testing::Test {
   }
 
   static inline fs::path folder_;
+  static inline bool written_by_transformers_ = false;
   MemoryLedger ledger_;
   HostAllocator allocator_{ledger_};
 };
@@ -79,6 +83,10 @@ std::vector<std::string> shard_names(const fs::path& folder) {
 }
 
 TEST_F(HFWeightsTest, ShardedLoadEqualsTheSingleFileBitForBit) {
+  if (!written_by_transformers_)
+    GTEST_SKIP() << "torch/transformers not importable by ZERO_PYTHON (hf_sharded_reference.py "
+                    "exit 3): transformers' sharded files were not read (the other cases ran on "
+                    "zero's writer)";
   EXPECT_GE(shard_names(folder_ / "sharded").size(), 3u);
   EXPECT_TRUE(fs::exists(folder_ / "sharded" / "model.safetensors.index.json"));
   const GPT2Model single = load_hf_model(folder_ / "single", allocator_);
