@@ -1,6 +1,7 @@
 """Fixtures of the Python module's tests: the module (build/bindings/python on PYTHONPATH, or an
 installed `zero`), the `zero` CLI beside it (for same-output checks), a tiny corpus and trained
-tiny model, and ../shared/data (the GPT-2 BPE files, tiny shakespeare) where present."""
+tiny model, a tokenizer trained on the repository's own text, and ../shared/data (the GPT-2 BPE
+files) where present."""
 
 import os
 import pathlib
@@ -46,9 +47,30 @@ def gpt2_dir():
     return require_shared("gpt2")
 
 
+def repository_markdown():
+    """Text every checkout has: docs/*.md and the README."""
+    return sorted((SOURCE_DIR / "docs").glob("*.md")) + [SOURCE_DIR / "README.md"]
+
+
 @pytest.fixture(scope="session")
-def shakespeare_lines():
-    return require_shared("tinyshakespeare/input.txt").read_text(encoding="utf-8").splitlines()
+def repository_lines():
+    """The repository's Markdown, line by line (about 4,000 lines, 360 kB): English prose, code,
+    tables and a few non-ASCII characters, without the shared data folder."""
+    lines = []
+    for path in repository_markdown():
+        lines += path.read_text(encoding="utf-8").splitlines()
+    return lines
+
+
+@pytest.fixture(scope="session")
+def trained_tokenizer_dir(cli, tmp_path_factory):
+    """A byte-level BPE of 2,000 tokens that `zero tokenizer train` learns from the repository's
+    Markdown here (0.2 s): the tokenizer tests that do not need GPT-2's own ids run on it where
+    the shared data folder is absent (CI)."""
+    folder = tmp_path_factory.mktemp("trained_tokenizer")
+    run_cli(cli, "tokenizer", "train", "--vocab_size", 2000, "--output", folder,
+            *repository_markdown())
+    return folder
 
 
 # A corpus made here: no shared data needed for training.
