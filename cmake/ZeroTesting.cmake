@@ -137,3 +137,24 @@ function(zero_add_mpi_test)
       ENVIRONMENT "${ZERO_MPI_TEST_ENV};OMP_NUM_THREADS=${threads};${ZERO_TEST_ENV}")
   endforeach()
 endfunction()
+
+# zero_add_output_test(NAME <name> EXIT <code> PASS <regex> COMMAND <command...>)
+# A test that passes on its output: PASS_REGULAR_EXPRESSION alone makes ctest ignore the exit
+# status, so a run that crashes after printing what the regex wants would pass. The command runs
+# under tests/common/expect_exit.sh, and the regex must be followed by its line saying the command
+# exited with <code>. Other properties (labels, timeout, environment) are set by the caller. The
+# test check_output_tests (tests/common/check_output_tests.py) fails on a PASS_REGULAR_EXPRESSION
+# or WILL_FAIL test registered otherwise.
+function(zero_add_output_test)
+  cmake_parse_arguments(PARSE_ARGV 0 ARG "" "NAME;EXIT;PASS" "COMMAND")
+  if(NOT ARG_EXIT MATCHES "^[0-9]+$" OR NOT ARG_PASS OR NOT ARG_COMMAND)
+    message(FATAL_ERROR "zero_add_output_test(${ARG_NAME}): needs EXIT <code>, PASS <regex> and COMMAND")
+  endif()
+  add_test(NAME ${ARG_NAME}
+           COMMAND sh ${PROJECT_SOURCE_DIR}/tests/common/expect_exit.sh ${ARG_EXIT} ${ARG_COMMAND})
+  # The property is a list of alternatives: a ';' of the regex must not split it.
+  string(REPLACE ";" "[;]" pass "${ARG_PASS}")
+  set_tests_properties(${ARG_NAME} PROPERTIES PASS_REGULAR_EXPRESSION
+                       "(${pass}).*expect_exit: exit status ${ARG_EXIT} as expected")
+endfunction()
+
