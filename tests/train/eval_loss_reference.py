@@ -7,7 +7,12 @@ model.safetensors} and prints the float64 mean next-token cross-entropy over FIL
 block of token ids per line), as run_clm's evaluation counts it (labels = inputs, shifted); then,
 with --label_smoothing E, the same loss label-smoothed as Hugging Face's LabelSmoother computes it
 (cross_entropy(label_smoothing=E)) on a second line.
-Exit code 3 when torch is not importable (the C++ test then skips).
+
+  eval_loss_reference.py --blocks FILE --transformers DIR
+prints the same float64 mean loss of the model zero saved in DIR, as transformers'
+GPT2LMHeadModel.from_pretrained(DIR) computes it (labels = input_ids: the model shifts them).
+Exit code 3 when torch (or, with --transformers, transformers) is not importable (the C++ test
+then skips).
 """
 import argparse
 import json
@@ -20,15 +25,35 @@ import gpt2_reference as ref  # noqa: E402  (exits 3 without torch)
 torch = ref.torch
 
 
+def transformers_loss(folder, blocks):
+    try:
+        from transformers import GPT2LMHeadModel
+        from transformers.utils import logging
+    except Exception as error:  # noqa: BLE001
+        print(f"transformers unavailable: {error}", file=sys.stderr)
+        sys.exit(3)
+    logging.set_verbosity_error()
+    model = GPT2LMHeadModel.from_pretrained(folder).double().eval()
+    tokens = torch.tensor(blocks, dtype=torch.long)
+    with torch.no_grad():
+        return model(input_ids=tokens, labels=tokens).loss.item()
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--vocab", type=int, required=True)
+    parser.add_argument("--vocab", type=int)
     parser.add_argument("--blocks", required=True)
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out")
     parser.add_argument("--label_smoothing", type=float, default=None)
+    parser.add_argument("--transformers", metavar="DIR")
     args = parser.parse_args()
     with open(args.blocks) as f:
         blocks = [[int(word) for word in line.split()] for line in f if line.strip()]
+    if args.transformers is not None:
+        print(f"{transformers_loss(args.transformers, blocks):.17g}")
+        return
+    if args.vocab is None or args.out is None:
+        parser.error("--vocab and --out are required without --transformers")
     seq = len(blocks[0])
     config = dict(ref.CONFIG, vocab_size=args.vocab, n_positions=seq, bos_token_id=args.vocab - 1,
                   eos_token_id=args.vocab - 1)
