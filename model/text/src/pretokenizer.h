@@ -56,22 +56,29 @@ class Pretokenizer {
       on_piece(text);
       return;
     }
+    // The last pattern's pieces go to on_piece directly (inlined: GPT-2's single pattern).
+    const bool last = level + 1 == codes_.size();
+    auto emit = [&](std::string_view piece) {
+      if (last)
+        on_piece(piece);
+      else
+        split_from(level + 1, piece, on_piece);
+    };
     std::size_t piece_start = 0;
     std::size_t search = 0;
     while (search < text.size()) {
       const Match match = find(level, text, search);
       if (match.start == std::string_view::npos) break;
-      if (match.start > piece_start)
-        split_from(level + 1, text.substr(piece_start, match.start - piece_start), on_piece);
+      if (match.start > piece_start) emit(text.substr(piece_start, match.start - piece_start));
       if (match.end > match.start) {
-        split_from(level + 1, text.substr(match.start, match.end - match.start), on_piece);
+        emit(text.substr(match.start, match.end - match.start));
         piece_start = search = match.end;
       } else {
         piece_start = match.start;
         search = next_character(text, match.start);
       }
     }
-    if (piece_start < text.size()) split_from(level + 1, text.substr(piece_start), on_piece);
+    if (piece_start < text.size()) emit(text.substr(piece_start));
   }
   // The leftmost match of pattern `level` at or after byte `offset` of `text`.
   Match find(std::size_t level, std::string_view text, std::size_t offset) const;
