@@ -99,7 +99,20 @@ def stress_text():
         "\n\n\nthree newlines before, two after\n\n",
         "    indented four\n\tindented tab\n  \n",
     ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + whitespace_lines()) + "\n"
+
+
+# Code points the engines could disagree on being space: Unicode's White_Space (which Oniguruma's,
+# Python's and zero's \s are), U+180E (PCRE2's own \s in UCP mode still has it), and U+200B.
+SPACES = "\t\x0b\x0c \x85\xa0\u1680\u2000\u2009\u200a\u2028\u2029\u202f\u205f\u3000\u180e\u200b"
+
+
+def whitespace_lines():
+    """Each space-like code point between words, in runs, before letters, digits and punctuation
+    and at the end: where a different \\s splits differently (the training corpus repeats these,
+    so merges join the code point to its neighbours and a different split gives other ids)."""
+    return [f"word{c}word {c}word word{c} x {c} {c}{c}y{c}{c} {c}1{c}. {c}'s end{c}  {c}"
+            for c in SPACES]
 
 
 def train_byte_level(corpus, pattern, digits):
@@ -213,7 +226,7 @@ def main():
                   newline="") as stream:
             stream.write(text)
 
-    corpus = texts["stress"].split("\n") + texts["readme"].split("\n")
+    corpus = texts["stress"].split("\n") + whitespace_lines() * 20 + texts["readme"].split("\n")
     corpus += texts.get("fortunes", "").split("\n")[:20000]
 
     tokenizers = {}
