@@ -17,10 +17,10 @@ namespace zero::text {
 
 using TokenId = std::uint32_t;
 
-// Whether special tokens (`<|endoftext|>`) written in the text become their ids.
+// Whether special (added) tokens written in the text (`<|endoftext|>`, `<s>`) become their ids.
 //   kAsText:    "<|endoftext|>" is ordinary text (tiktoken's encode_ordinary).
-//   kRecognize: every occurrence becomes the special id (Hugging Face's GPT2TokenizerFast, and so
-//               run_clm; tiktoken's encode(allowed_special="all")).
+//   kRecognize: every occurrence becomes the special id (Hugging Face's tokenizers, as
+//               GPT2TokenizerFast and so run_clm; tiktoken's encode(allowed_special="all")).
 enum class SpecialTokens { kAsText, kRecognize };
 
 // Whether encode adds the ids the tokenizer.json's post_processor puts around a text (Hugging
@@ -34,7 +34,7 @@ struct SequenceTemplate {
   std::vector<TokenId> after;   // eos, where the template has one
 };
 
-// A byte-level BPE vocabulary in memory: what a loader returns and what Tokenizer is built from.
+// A BPE vocabulary in memory: what a loader returns and what Tokenizer is built from.
 // tokens[id] is the token's raw bytes (not the byte-level unicode form); in a SentencePiece-style
 // tokenizer.json the token as written there ("▁the", "<0x0A>").
 struct BpeVocabulary {
