@@ -5,8 +5,7 @@ downloaded): the reference for tests/tokenizer/tokenizer_families_test.cc.
 Builds with the `tokenizers` library (0.20), into OUT/<name>/tokenizer.json:
   llama3    byte-level BPE trained with Llama 3's Split pattern + ByteLevel(use_regex false),
             ignore_merges (plus whole-word tokens no merge reaches), template <|begin_of_text|> $A
-  qwen2     the same with Qwen2's pattern (single digits), no template (Qwen2's NFC normalizer left
-            out: zero refuses it)
+  qwen2     the same with Qwen2's pattern (single digits) and its NFC normalizer, no template
   smollm2   Digits(individual_digits) + ByteLevel(use_regex true, GPT-2's pattern)
   llama2    SentencePiece-style BPE as transformers' LlamaConverter lays it out: normalizer
             Prepend("▁") + Replace(" ", "▁"), <0x00>..<0xFF> byte fallback, unk <unk>, fuse_unk,
@@ -115,8 +114,10 @@ def whitespace_lines():
             for c in SPACES]
 
 
-def train_byte_level(corpus, pattern, digits):
+def train_byte_level(corpus, pattern, digits, nfc=False):
     tokenizer = Tokenizer(models.BPE(ignore_merges=pattern is not None))
+    if nfc:
+        tokenizer.normalizer = normalizers.NFC()
     if pattern is not None:
         tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
@@ -235,7 +236,7 @@ def main():
                                        " tokenizer", "Hello", " computers"])
     set_template(llama3, "<|begin_of_text|> $A", byte_level=True)
     tokenizers["llama3"] = llama3
-    tokenizers["qwen2"] = train_byte_level(corpus, QWEN2_PATTERN, False)
+    tokenizers["qwen2"] = train_byte_level(corpus, QWEN2_PATTERN, False, nfc=True)
     tokenizers["smollm2"] = train_byte_level(corpus, None, True)
     with_fallback = sentencepiece_model(corpus, True)
     tokenizers["llama2"] = sentencepiece_tokenizer(with_fallback, None, "<s> $A")

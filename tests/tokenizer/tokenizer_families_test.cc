@@ -190,9 +190,9 @@ TEST(TokenizerJson, WhatZeroDoesNotImplementIsRefusedByName) {
     std::function<void(json&)> change;
   };
   const std::vector<Case> cases = {
-      {"NFC",
+      {"NFKC",
        [](json& d) {
-         d["normalizer"] = {{"type", "NFC"}};
+         d["normalizer"] = {{"type", "NFKC"}};
        }},
       {"Whitespace",
        [](json& d) {

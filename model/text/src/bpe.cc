@@ -5,6 +5,7 @@
 
 #include "hash.h"
 #include "tokenizer_impl.h"
+#include "unicode_normalizer.h"
 #include "utf8.h"
 #include "zero/core/error.h"
 
@@ -280,7 +281,12 @@ void Tokenizer::Impl::encode_piece_cached(std::string_view piece, std::vector<To
 void Tokenizer::Impl::encode_ordinary(std::string_view text, std::vector<TokenId>& ids,
                                       bool at_text_start) const {
   std::string storage;
-  const std::string_view valid = replace_invalid_utf8(text, storage);
+  std::string_view valid = replace_invalid_utf8(text, storage);
+  std::string composed;
+  if (pipeline.normalizer_nfc && !detail::below_combining_marks(valid)) {
+    composed = detail::to_nfc(valid);
+    valid = composed;
+  }
   if (pipeline.kind == detail::ModelKind::kSentencePiece) {
     encode_sentencepiece(valid, ids, at_text_start);
     return;

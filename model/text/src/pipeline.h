@@ -27,8 +27,9 @@ struct Pipeline {
   ModelKind kind = ModelKind::kByteLevel;
   // PCRE2 patterns (Split, behavior Isolated, each applied to the pieces of the one before).
   std::vector<std::string> split_patterns;
-  // Normalizer Sequence[Prepend("▁"), Replace(" ", "▁")] (either may be absent), applied to each
-  // segment between added tokens.
+  // Normalizer Sequence[NFC, Prepend("▁"), Replace(" ", "▁")] (each may be absent), applied to
+  // each segment between added tokens (NFC commutes with the other two).
+  bool normalizer_nfc = false;
   bool normalizer_prepend = false;
   bool normalizer_replace_spaces = false;
   // The Metaspace pre-tokenizer: spaces become "▁", "▁" is prepended as `prepend` says, and with

@@ -86,6 +86,9 @@ class PipelineReader {
     const std::string type = type_of(node, path_, "normalizer");
     if (type == "Sequence") {
       for (const json& child : node.at("normalizers")) read_normalizer(child);
+    } else if (type == "NFC") {
+      pipeline_.normalizer_nfc = true;
+      describe("nfc");
     } else if (type == "Prepend") {
       ZERO_CHECK(node.at("prepend") == detail::kMetaspace, path_, ": normalizer Prepend of '",
                  node.at("prepend").get<std::string>(), "' (only \"▁\" is supported)");
@@ -98,8 +101,8 @@ class PipelineReader {
       pipeline_.normalizer_replace_spaces = true;
     } else {
       ZERO_THROW(path_, ": normalizer '", type,
-                 "' is not supported (zero implements Sequence, Prepend \"▁\" and Replace \" \" "
-                 "by \"▁\")");
+                 "' is not supported (zero implements Sequence, NFC, Prepend \"▁\" and Replace "
+                 "\" \" by \"▁\")");
     }
   }
 
@@ -280,7 +283,8 @@ BpeVocabulary read_vocabulary(const json& document, const json& model, const fs:
         ZERO_CHECK(!token.value(flag, false), path, ": added token '", content, "' has ", flag,
                    " true, which is not supported");
       ZERO_CHECK(!(token.value("normalized", false) &&
-                   (pipeline.normalizer_prepend || pipeline.normalizer_replace_spaces)),
+                   (pipeline.normalizer_nfc || pipeline.normalizer_prepend ||
+                    pipeline.normalizer_replace_spaces)),
                  path, ": added token '", content,
                  "' is matched after normalization (normalized true), which is not supported");
       added.emplace(content, token.at("id").get<TokenId>());
