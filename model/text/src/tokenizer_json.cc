@@ -193,7 +193,7 @@ class PipelineReader {
         ZERO_CHECK(step.at("pattern").contains("String") &&
                        step["pattern"]["String"] == detail::kMetaspace && step.at("content") == " ",
                    path_, ": decoder Replace ", step.dump(), " (only \"▁\" by \" \")");
-        replaces_metaspace = true;
+        replaces_metaspace_ = true;
       } else if (name == "ByteFallback") {
         pipeline_.decode_byte_fallback = true;
       } else if (name == "Fuse") {
@@ -205,7 +205,7 @@ class PipelineReader {
         pipeline_.decode_strip_leading_spaces = step.value("start", 0);
       }
     }
-    ZERO_CHECK(replaces_metaspace, path_, ": the decoder does not turn \"▁\" back into spaces");
+    ZERO_CHECK(replaces_metaspace_, path_, ": the decoder does not turn \"▁\" back into spaces");
     describe("decode strip " + std::to_string(pipeline_.decode_strip_leading_spaces) +
              (pipeline_.decode_byte_fallback ? " byte fallback" : ""));
   }
@@ -215,7 +215,7 @@ class PipelineReader {
   fs::path path_;
   Pipeline pipeline_;
   bool byte_level_ = false;
-  bool replaces_metaspace = false;
+  bool replaces_metaspace_ = false;
 };
 
 // TemplateProcessing's "single": the special tokens' ids before and after $A.
