@@ -29,6 +29,7 @@ packages=(
   libboost-program-options-dev
   nlohmann-json3-dev
   libpcre2-dev
+  libicu-dev  # NFC for tokenizer.json normalizers (model/text/)
   fortunes  # the demo corpus: /usr/share/games/fortunes (scripts/demo.sh, `zero train`)
   gnuplot-nox  # `zero train`: output_dir/loss.svg (skipped with a warning without it)
 )

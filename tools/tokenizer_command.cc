@@ -1,4 +1,5 @@
-// `zero tokenizer train|encode|decode`: train a byte-level BPE, print a file's ids, decode ids.
+// `zero tokenizer train|encode|decode`: train a byte-level BPE, print a file's ids as Hugging Face
+// gives them, decode ids.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -20,7 +21,8 @@ constexpr std::string_view kSummary =
     "Usage: zero tokenizer <train|encode|decode> [options]\n\n"
     "  train   learn a byte-level BPE (GPT-2's pre-tokenizer) from text files; writes vocab.json\n"
     "          and merges.txt\n"
-    "  encode  print the token ids of a file (or stdin), separated by spaces\n"
+    "  encode  print the token ids of a file (or stdin), separated by spaces: Hugging Face's\n"
+    "          tokenizer(text) ids (added tokens recognised, the file's bos/eos added)\n"
     "  decode  turn ids (whitespace-separated, from a file or stdin) back into text\n"
     "\nRun 'zero tokenizer <subcommand> --help' for its options.\n";
 
@@ -75,10 +77,18 @@ int run_train(std::span<char* const> args) {
 int run_codec(std::span<char* const> args, bool encode) {
   po::options_description options("Options");
   std::string tokenizer_name;
+  bool special = true;
+  bool add_special_tokens = true;
   options.add_options()("help,h", "print this help")(
       "tokenizer_name", po::value(&tokenizer_name)->required(),
       "folder with tokenizer.json, vocab.json + merges.txt or encoder.json + vocab.bpe")(
-      "special", "encode: treat <|endoftext|> in the text as the special token (as run_clm)")(
+      "special", po::value(&special)->default_value(true)->implicit_value(true),
+      "encode: added tokens written in the text (<|endoftext|>, <s>) become their ids, as in "
+      "Hugging Face and run_clm; false: they are ordinary text")(
+      "add_special_tokens",
+      po::value(&add_special_tokens)->default_value(true)->implicit_value(true),
+      "encode: add the ids the tokenizer.json's post_processor puts around each text (Llama's "
+      "bos), as Hugging Face's add_special_tokens")(
       "lines",
       "encode: each line (split at \\n, which is dropped) separately, one line of ids each")(
       "files", po::value<std::vector<std::string>>(), "input file (default: stdin)");
@@ -87,7 +97,7 @@ int run_codec(std::span<char* const> args, bool encode) {
   for (char* const word : args)
     if (std::string_view(word) == "--help" || std::string_view(word) == "-h") {
       std::cout << usage(encode ? "tokenizer encode" : "tokenizer decode",
-                         encode ? "Prints the GPT-2 token ids of FILE (or stdin)."
+                         encode ? "Prints the token ids of FILE (or stdin)."
                                 : "Prints the text of the token ids in FILE (or stdin).",
                          options);
       return 0;
@@ -99,10 +109,11 @@ int run_codec(std::span<char* const> args, bool encode) {
   const text::Tokenizer tokenizer = text::Tokenizer::load(tokenizer_name);
   const std::string input = read_input(files);
   if (encode) {
-    const auto special =
-        variables.count("special") ? text::SpecialTokens::kRecognize : text::SpecialTokens::kAsText;
+    const auto recognize = special ? text::SpecialTokens::kRecognize : text::SpecialTokens::kAsText;
+    const auto add =
+        add_special_tokens ? text::AddSpecialTokens::kYes : text::AddSpecialTokens::kNo;
     auto print = [&](std::string_view piece) {
-      const auto ids = tokenizer.encode(piece, special);
+      const auto ids = tokenizer.encode(piece, recognize, add);
       std::string line;
       for (std::size_t i = 0; i < ids.size(); ++i) {
         if (i) line.push_back(' ');

@@ -22,6 +22,12 @@ set +e
 "$zero" tokenizer encode --tokenizer_name "$dir/missing" < /dev/null 2> "$dir/err.txt"; code=$?
 set -e
 test "$code" != 0 && grep -q "missing" "$dir/err.txt"
+# Added tokens in the text are recognised unless --special=false (ordinary text, more ids).
+eot=$(printf '<|endoftext|>' | "$zero" tokenizer encode --tokenizer_name "$dir/tok")
+test "$(echo "$eot" | wc -w)" = 1
+printf 'cat<|endoftext|>' | "$zero" tokenizer encode --tokenizer_name "$dir/tok" | grep -Eq " $eot\$"
+test "$(printf '<|endoftext|>' | "$zero" tokenizer encode --special=false \
+        --tokenizer_name "$dir/tok" | wc -w)" -gt 1
 gpt2="${ZERO_SHARED_DATA:-/nonexistent}/gpt2"
 if [ -f "$gpt2/encoder.json" ]; then
   test "$(printf 'hello world' | "$zero" tokenizer encode --tokenizer_name "$gpt2")" = "31373 995"

@@ -95,6 +95,8 @@ TEST(BpeTrainer, TokenizerJsonFormsLoad) {
         {"version", "1.0"},
         {"added_tokens",
          {{{"id", vocabulary.tokens.size() - 1}, {"content", "<|endoftext|>"}, {"special", true}}}},
+        {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
+        {"decoder", {{"type", "ByteLevel"}}},
         {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
     std::ofstream(folder / "tokenizer.json") << document.dump(pairs ? 2 : -1);
     const Tokenizer loaded = Tokenizer::load(folder);

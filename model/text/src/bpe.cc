@@ -5,6 +5,8 @@
 
 #include "hash.h"
 #include "tokenizer_impl.h"
+#include "unicode_normalizer.h"
+#include "utf8.h"
 #include "zero/core/error.h"
 
 namespace zero::text {
@@ -113,21 +115,65 @@ PieceCache& thread_piece_cache() {
 
 void Tokenizer::Impl::merge_piece(std::string_view piece, std::vector<TokenId>& ids,
                                   bool force_heap) const {
-  if (!force_heap && piece.size() <= kShortPieceBytes)
-    merge_short(piece, ids);
-  else
-    merge_heap(piece, ids);
+  if (piece.empty()) return;
+  if (pipeline.ignore_merges) {
+    const auto it = ids_by_bytes.find(std::string(piece));
+    if (it != ids_by_bytes.end()) {
+      ids.push_back(it->second);
+      return;
+    }
+  }
+  if (!force_heap && piece.size() <= kShortPieceBytes) {
+    TokenId symbols[kShortPieceBytes];
+    merge_short(symbols, initial_symbols(piece, symbols), ids);
+  } else {
+    std::vector<TokenId> symbols(piece.size());
+    merge_heap(symbols.data(), initial_symbols(piece, symbols.data()), ids);
+  }
+}
+
+// Byte-level: one symbol per byte. SentencePiece-style, as Hugging Face's BPE::merge_word: one per
+// character in the vocabulary; else its <0xXX> tokens (byte_fallback, when all exist); else the
+// unknown token, consecutive ones fused into one with fuse_unk (none without an unk_token).
+std::size_t Tokenizer::Impl::initial_symbols(std::string_view piece, TokenId* symbols) const {
+  if (pipeline.kind == detail::ModelKind::kByteLevel) {
+    for (std::size_t i = 0; i < piece.size(); ++i)
+      symbols[i] = byte_ids[static_cast<unsigned char>(piece[i])];
+    return piece.size();
+  }
+  std::size_t count = 0;
+  bool pending_unknown = false;
+  std::string character;
+  for (std::size_t at = 0; at < piece.size();) {
+    const std::size_t length = std::max<std::size_t>(1, detail::valid_sequence_length(piece, at));
+    character.assign(piece.substr(at, length));
+    at += length;
+    if (const auto it = ids_by_bytes.find(character); it != ids_by_bytes.end()) {
+      if (pending_unknown) symbols[count++] = *pipeline.unknown_id;
+      pending_unknown = false;
+      symbols[count++] = it->second;
+      continue;
+    }
+    if (pipeline.byte_fallback && std::all_of(character.begin(), character.end(), [&](char byte) {
+          return byte_ids[static_cast<unsigned char>(byte)] != kNoToken;
+        })) {
+      for (char byte : character) symbols[count++] = byte_ids[static_cast<unsigned char>(byte)];
+      continue;
+    }
+    if (!pipeline.unknown_id) continue;
+    if (pending_unknown && !pipeline.fuse_unknown) symbols[count++] = *pipeline.unknown_id;
+    pending_unknown = true;
+  }
+  if (pending_unknown) symbols[count++] = *pipeline.unknown_id;
+  return count;
 }
 
 // tiktoken's loop: ranks of adjacent pairs in an array; merge the lowest (leftmost on ties),
 // update its two neighbours' ranks, repeat. O(n^2) but tight for word-sized n.
-void Tokenizer::Impl::merge_short(std::string_view piece, std::vector<TokenId>& ids) const {
-  const std::size_t n = piece.size();
-  TokenId symbols[kShortPieceBytes];
+void Tokenizer::Impl::merge_short(TokenId* symbols, std::size_t count,
+                                  std::vector<TokenId>& ids) const {
   std::uint32_t pair_ranks[kShortPieceBytes];
   TokenId merged_ids[kShortPieceBytes];
-  for (std::size_t i = 0; i < n; ++i) symbols[i] = byte_ids[static_cast<unsigned char>(piece[i])];
-  std::size_t count = n;
   for (std::size_t i = 0; i + 1 < count; ++i) {
     const PairRanks::Merge merge = ranks.find(symbols[i], symbols[i + 1]);
     pair_ranks[i] = merge.rank;
@@ -168,7 +214,8 @@ void Tokenizer::Impl::merge_short(std::string_view piece, std::vector<TokenId>& 
 
 // Hugging Face's word merge: a doubly linked list of symbols and a min-heap of (rank, position);
 // stale heap entries are skipped by re-checking the pair's rank. Same result as merge_short.
-void Tokenizer::Impl::merge_heap(std::string_view piece, std::vector<TokenId>& ids) const {
+void Tokenizer::Impl::merge_heap(const TokenId* initial, std::size_t n,
+                                 std::vector<TokenId>& ids) const {
   struct Symbol {
     TokenId id;
     std::int64_t prev, next;
@@ -181,13 +228,11 @@ void Tokenizer::Impl::merge_heap(std::string_view piece, std::vector<TokenId>& i
       return rank != other.rank ? rank > other.rank : position > other.position;
     }
   };
-  const std::size_t n = piece.size();
   if (n == 0) return;
   std::vector<Symbol> symbols(n);
   for (std::size_t i = 0; i < n; ++i)
-    symbols[i] =
-        Symbol{byte_ids[static_cast<unsigned char>(piece[i])], static_cast<std::int64_t>(i) - 1,
-               i + 1 < n ? static_cast<std::int64_t>(i + 1) : -1, true};
+    symbols[i] = Symbol{initial[i], static_cast<std::int64_t>(i) - 1,
+                        i + 1 < n ? static_cast<std::int64_t>(i + 1) : -1, true};
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
   for (std::size_t i = 0; i + 1 < n; ++i) {
     const PairRanks::Merge merge = ranks.find(symbols[i].id, symbols[i + 1].id);
@@ -220,25 +265,72 @@ void Tokenizer::Impl::merge_heap(std::string_view piece, std::vector<TokenId>& i
     ids.push_back(symbols[static_cast<std::size_t>(i)].id);
 }
 
-void Tokenizer::Impl::encode_ordinary(std::string_view text, std::vector<TokenId>& ids) const {
-  std::string storage;
-  const std::string_view valid = replace_invalid_utf8(text, storage);
-  PieceCache& cache = thread_piece_cache();
-  pretokenizer.split(valid, [&](std::string_view piece) {
-    if (piece.size() == 1) {
-      ids.push_back(byte_ids[static_cast<unsigned char>(piece[0])]);
-      return;
-    }
-    if (piece.size() > kMaxCachedPieceBytes) {
-      merge_piece(piece, ids, false);
-      return;
-    }
-    const std::uint64_t hash = detail::hash_string(piece);
-    if (cache.find(instance_id, piece, hash, ids)) return;
-    const std::size_t first = ids.size();
+void Tokenizer::Impl::encode_piece_cached(std::string_view piece, std::vector<TokenId>& ids) const {
+  if (piece.size() > kMaxCachedPieceBytes) {
     merge_piece(piece, ids, false);
-    cache.insert(instance_id, piece, hash, std::span<const TokenId>(ids).subspan(first));
+    return;
+  }
+  PieceCache& cache = thread_piece_cache();
+  const std::uint64_t hash = detail::hash_string(piece);
+  if (cache.find(instance_id, piece, hash, ids)) return;
+  const std::size_t first = ids.size();
+  merge_piece(piece, ids, false);
+  cache.insert(instance_id, piece, hash, std::span<const TokenId>(ids).subspan(first));
+}
+
+void Tokenizer::Impl::encode_ordinary(std::string_view text, std::vector<TokenId>& ids,
+                                      bool at_text_start) const {
+  std::string storage;
+  std::string_view valid = replace_invalid_utf8(text, storage);
+  std::string composed;
+  if (pipeline.normalizer_nfc && !detail::below_combining_marks(valid)) {
+    composed = detail::to_nfc(valid);
+    valid = composed;
+  }
+  if (pipeline.kind == detail::ModelKind::kSentencePiece) {
+    encode_sentencepiece(valid, ids, at_text_start);
+    return;
+  }
+  pretokenizer.split(valid, [&](std::string_view piece) {
+    if (piece.size() == 1)
+      ids.push_back(byte_ids[static_cast<unsigned char>(piece[0])]);
+    else
+      encode_piece_cached(piece, ids);
   });
+}
+
+// Hugging Face's order for one segment: the normalizer (Prepend "▁" to a non-empty segment,
+// Replace " " by "▁"), or the Metaspace pre-tokenizer (replace, prepend per its scheme when the
+// segment does not start with "▁", and with split cut before each "▁"); then the model per piece.
+void Tokenizer::Impl::encode_sentencepiece(std::string_view text, std::vector<TokenId>& ids,
+                                           bool at_text_start) const {
+  if (text.empty()) return;
+  std::string normalized;
+  normalized.reserve(text.size() + text.size() / 4 + 3);
+  if (pipeline.normalizer_prepend) normalized += detail::kMetaspace;
+  const bool replace = pipeline.normalizer_replace_spaces || pipeline.metaspace;
+  for (char c : text) {
+    if (replace && c == ' ')
+      normalized += detail::kMetaspace;
+    else
+      normalized += c;
+  }
+  if (pipeline.metaspace && !normalized.starts_with(detail::kMetaspace) &&
+      (pipeline.prepend == detail::PrependScheme::kAlways ||
+       (pipeline.prepend == detail::PrependScheme::kFirst && at_text_start)))
+    normalized.insert(0, detail::kMetaspace);
+  const std::string_view view = normalized;
+  if (!(pipeline.metaspace && pipeline.metaspace_split)) {
+    encode_piece_cached(view, ids);
+    return;
+  }
+  std::size_t start = 0;
+  while (start < view.size()) {
+    std::size_t next = view.find(detail::kMetaspace, start + 1);
+    if (next == std::string_view::npos) next = view.size();
+    encode_piece_cached(view.substr(start, next - start), ids);
+    start = next;
+  }
 }
 
 }  // namespace zero::text

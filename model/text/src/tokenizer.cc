@@ -1,6 +1,8 @@
 // Tokenizer: building the tables from a vocabulary, encoding with special tokens, decoding.
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <cstdio>
 
 #include "hash.h"
 #include "tokenizer_impl.h"
@@ -14,7 +16,7 @@ std::uint64_t next_instance_id() {
   return counter.fetch_add(1);
 }
 
-std::uint64_t fingerprint_of(const BpeVocabulary& vocabulary) {
+std::uint64_t fingerprint_of(const BpeVocabulary& vocabulary, const detail::Pipeline& pipeline) {
   std::uint64_t hash = detail::hash_string("zero-bpe-v1");
   hash = detail::hash_combine(hash, vocabulary.tokens.size());
   for (const std::string& token : vocabulary.tokens)
@@ -23,13 +25,43 @@ std::uint64_t fingerprint_of(const BpeVocabulary& vocabulary) {
   for (const auto& [left, right] : vocabulary.merges)
     hash = detail::hash_combine(hash, (static_cast<std::uint64_t>(left) << 32) | right);
   for (TokenId id : vocabulary.special_ids) hash = detail::hash_combine(hash, id);
+  if (!pipeline.description.empty())
+    hash = detail::hash_combine(hash, detail::hash_string(pipeline.description));
   return hash;
+}
+
+// Hugging Face's decoder for one SentencePiece-style token: Replace("▁", " ") and ByteFallback.
+std::string decoded_token(const std::string& token, bool byte_fallback) {
+  if (byte_fallback && token.size() == 6 && token.starts_with("<0x") && token.back() == '>' &&
+      std::isxdigit(static_cast<unsigned char>(token[3])) &&
+      std::isxdigit(static_cast<unsigned char>(token[4])) &&
+      !std::islower(static_cast<unsigned char>(token[3])) &&
+      !std::islower(static_cast<unsigned char>(token[4])))
+    return std::string(1, static_cast<char>(std::stoi(token.substr(3, 2), nullptr, 16)));
+  std::string text;
+  for (std::size_t at = 0; at < token.size();) {
+    if (std::string_view(token).substr(at).starts_with(detail::kMetaspace)) {
+      text += ' ';
+      at += detail::kMetaspace.size();
+    } else {
+      text += token[at++];
+    }
+  }
+  return text;
 }
 
 }  // namespace
 
-Tokenizer::Tokenizer(BpeVocabulary vocabulary) {
-  auto impl = std::make_shared<Impl>();
+detail::Pipeline gpt2_pipeline() {
+  detail::Pipeline pipeline;
+  pipeline.split_patterns = {detail::oniguruma_to_pcre2(detail::kGpt2Pattern)};
+  return pipeline;
+}
+
+std::shared_ptr<const Tokenizer::Impl> build_tokenizer(BpeVocabulary vocabulary,
+                                                       detail::Pipeline pipeline) {
+  const bool byte_level = pipeline.kind == detail::ModelKind::kByteLevel;
+  auto impl = std::make_shared<Tokenizer::Impl>(std::move(pipeline));
   const std::size_t vocab_size = vocabulary.tokens.size();
   impl->ids_by_bytes.reserve(vocab_size * 2);
   for (TokenId id = 0; id < vocab_size; ++id) {
@@ -43,10 +75,17 @@ Tokenizer::Tokenizer(BpeVocabulary vocabulary) {
     ZERO_CHECK(inserted, "token ids ", it->second, " and ", id, " have the same bytes");
   }
   for (int byte = 0; byte < 256; ++byte) {
-    const auto it = impl->ids_by_bytes.find(std::string(1, static_cast<char>(byte)));
-    ZERO_CHECK(it != impl->ids_by_bytes.end(), "the vocabulary has no token for byte ", byte,
-               ": not a byte-level BPE vocabulary");
-    impl->byte_ids[byte] = it->second;
+    if (byte_level) {
+      const auto it = impl->ids_by_bytes.find(std::string(1, static_cast<char>(byte)));
+      ZERO_CHECK(it != impl->ids_by_bytes.end(), "the vocabulary has no token for byte ", byte,
+                 ": not a byte-level BPE vocabulary");
+      impl->byte_ids[byte] = it->second;
+    } else {
+      char name[8];
+      std::snprintf(name, sizeof(name), "<0x%02X>", byte);
+      const auto it = impl->ids_by_bytes.find(name);
+      impl->byte_ids[byte] = it == impl->ids_by_bytes.end() ? kNoToken : it->second;
+    }
   }
   impl->ranks = PairRanks(vocabulary.merges.size());
   for (std::size_t rank = 0; rank < vocabulary.merges.size(); ++rank) {
@@ -65,42 +104,58 @@ Tokenizer::Tokenizer(BpeVocabulary vocabulary) {
   }
   std::sort(impl->specials.begin(), impl->specials.end(),
             [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
-  impl->fingerprint = fingerprint_of(vocabulary);
+  for (const auto& ids :
+       {impl->pipeline.sequence_template.before, impl->pipeline.sequence_template.after})
+    for (TokenId id : ids)
+      ZERO_CHECK(id < vocab_size, "the template's token id ", id, " is outside the vocabulary");
+  if (!byte_level)
+    for (const std::string& token : vocabulary.tokens)
+      impl->decoded.push_back(decoded_token(token, impl->pipeline.decode_byte_fallback));
+  impl->fingerprint = fingerprint_of(vocabulary, impl->pipeline);
   impl->instance_id = next_instance_id();
   impl->vocabulary = std::move(vocabulary);
-  impl_ = std::move(impl);
+  return impl;
 }
+
+Tokenizer::Tokenizer(BpeVocabulary vocabulary)
+    : Tokenizer(build_tokenizer(std::move(vocabulary), gpt2_pipeline())) {}
+
+Tokenizer::Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
 
 void Tokenizer::encode_append(std::string_view text, std::vector<TokenId>& ids,
-                              SpecialTokens special) const {
+                              SpecialTokens special, AddSpecialTokens add) const {
+  const SequenceTemplate& wrap = impl_->pipeline.sequence_template;
+  if (add == AddSpecialTokens::kYes) ids.insert(ids.end(), wrap.before.begin(), wrap.before.end());
   if (special == SpecialTokens::kAsText || impl_->specials.empty()) {
-    impl_->encode_ordinary(text, ids);
-    return;
-  }
-  // Split at the earliest special token (the longest one when several start there).
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t best = std::string_view::npos;
-    const std::pair<std::string, TokenId>* found = nullptr;
-    for (const auto& candidate : impl_->specials) {
-      const std::size_t at = text.find(candidate.first, start);
-      if (at < best) {
-        best = at;
-        found = &candidate;
+    impl_->encode_ordinary(text, ids, true);
+  } else {
+    // Split at the earliest special token (the longest one when several start there).
+    std::size_t start = 0;
+    while (start < text.size()) {
+      std::size_t best = std::string_view::npos;
+      const std::pair<std::string, TokenId>* found = nullptr;
+      for (const auto& candidate : impl_->specials) {
+        const std::size_t at = text.find(candidate.first, start);
+        if (at < best) {
+          best = at;
+          found = &candidate;
+        }
       }
+      if (found == nullptr) break;
+      impl_->encode_ordinary(text.substr(start, best - start), ids, start == 0);
+      ids.push_back(found->second);
+      start = best + found->first.size();
     }
-    if (found == nullptr) break;
-    impl_->encode_ordinary(text.substr(start, best - start), ids);
-    ids.push_back(found->second);
-    start = best + found->first.size();
+    if (start < text.size()) impl_->encode_ordinary(text.substr(start), ids, start == 0);
   }
-  impl_->encode_ordinary(text.substr(std::min(start, text.size())), ids);
+  if (add == AddSpecialTokens::kYes) ids.insert(ids.end(), wrap.after.begin(), wrap.after.end());
 }
 
-std::vector<TokenId> Tokenizer::encode(std::string_view text, SpecialTokens special) const {
+std::vector<TokenId> Tokenizer::encode(std::string_view text, SpecialTokens special,
+                                       AddSpecialTokens add) const {
   std::vector<TokenId> ids;
   ids.reserve(text.size() / 3 + 4);
-  encode_append(text, ids, special);
+  encode_append(text, ids, special, add);
   return ids;
 }
 
@@ -112,12 +167,18 @@ void Tokenizer::encode_piece_uncached(std::string_view piece, std::vector<TokenI
 std::string Tokenizer::decode(std::span<const TokenId> ids) const {
   std::string text;
   text.reserve(ids.size() * 4);
-  const auto& tokens = impl_->vocabulary.tokens;
+  const bool byte_level = impl_->pipeline.kind == detail::ModelKind::kByteLevel;
+  const auto& tokens = byte_level ? impl_->vocabulary.tokens : impl_->decoded;
   for (TokenId id : ids) {
     ZERO_CHECK(id < tokens.size(), "cannot decode token id ", id, ": the vocabulary has ",
                tokens.size(), " tokens");
     text += tokens[id];
   }
+  std::size_t strip = 0;
+  while (strip < impl_->pipeline.decode_strip_leading_spaces && strip < text.size() &&
+         text[strip] == ' ')
+    ++strip;
+  text.erase(0, strip);
   return text;
 }
 
@@ -139,6 +200,10 @@ std::optional<TokenId> Tokenizer::token_id(std::string_view bytes) const {
 std::optional<TokenId> Tokenizer::end_of_text_id() const { return token_id("<|endoftext|>"); }
 
 const BpeVocabulary& Tokenizer::vocabulary() const { return impl_->vocabulary; }
+
+const SequenceTemplate& Tokenizer::sequence_template() const {
+  return impl_->pipeline.sequence_template;
+}
 
 std::uint64_t Tokenizer::fingerprint() const { return impl_->fingerprint; }
 

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pipeline.h"
 #include "pretokenizer.h"
 #include "zero/text/tokenizer.h"
 
@@ -54,20 +55,43 @@ class PairRanks {
   int shift_ = 0;
 };
 
+inline constexpr TokenId kNoToken = std::numeric_limits<TokenId>::max();
+
 struct Tokenizer::Impl {
+  explicit Impl(detail::Pipeline pipeline_)
+      : pipeline(std::move(pipeline_)), pretokenizer(pipeline.split_patterns) {}
+
   BpeVocabulary vocabulary;
-  std::array<TokenId, 256> byte_ids{};  // id of each single byte
+  detail::Pipeline pipeline;
+  // Byte-level: the id of each single byte. SentencePiece-style: the id of each <0xXX> token
+  // (kNoToken where the vocabulary lacks it), used only with byte_fallback.
+  std::array<TokenId, 256> byte_ids{};
   PairRanks ranks;
-  std::unordered_map<std::string, TokenId> ids_by_bytes;
+  std::unordered_map<std::string, TokenId> ids_by_bytes;  // tokens as in `vocabulary`, no specials
   std::vector<std::pair<std::string, TokenId>> specials;  // longest first
+  std::vector<std::string> decoded;  // SentencePiece-style: the text each id decodes to
   detail::Pretokenizer pretokenizer;
   std::uint64_t fingerprint = 0;
   std::uint64_t instance_id = 0;  // distinguishes tokenizers in the per-thread caches
 
-  void encode_ordinary(std::string_view text, std::vector<TokenId>& ids) const;
+  // One segment between added tokens; `at_text_start` when it begins the text (Metaspace "first").
+  void encode_ordinary(std::string_view text, std::vector<TokenId>& ids, bool at_text_start) const;
+  void encode_sentencepiece(std::string_view text, std::vector<TokenId>& ids,
+                            bool at_text_start) const;
+  void encode_piece_cached(std::string_view piece, std::vector<TokenId>& ids) const;
   void merge_piece(std::string_view piece, std::vector<TokenId>& ids, bool force_heap) const;
-  void merge_short(std::string_view piece, std::vector<TokenId>& ids) const;
-  void merge_heap(std::string_view piece, std::vector<TokenId>& ids) const;
+  // The symbols merging starts from (at most piece.size()): bytes, or characters with byte
+  // fallback and unknown tokens. Returns the count.
+  std::size_t initial_symbols(std::string_view piece, TokenId* symbols) const;
+  void merge_short(TokenId* symbols, std::size_t count, std::vector<TokenId>& ids) const;
+  void merge_heap(const TokenId* symbols, std::size_t count, std::vector<TokenId>& ids) const;
 };
+
+// GPT-2's pipeline: byte-level, split by GPT-2's pattern, nothing added, nothing special to decode.
+detail::Pipeline gpt2_pipeline();
+// Builds the tables; checks the vocabulary (byte-level: all 256 single bytes present), ids
+// unique, merges producing known tokens.
+std::shared_ptr<const Tokenizer::Impl> build_tokenizer(BpeVocabulary vocabulary,
+                                                       detail::Pipeline pipeline);
 
 }  // namespace zero::text

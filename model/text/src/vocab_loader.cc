@@ -1,9 +1,10 @@
-// Reading and writing byte-level BPE vocabularies: OpenAI (encoder.json + vocab.bpe), Hugging Face
-// (vocab.json + merges.txt) and tokenizer.json.
+// Reading and writing byte-level BPE vocabularies: OpenAI (encoder.json + vocab.bpe) and Hugging
+// Face (vocab.json + merges.txt); finding the files in a folder.
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "json_file.h"
 #include "zero/core/error.h"
 #include "zero/text/tokenizer.h"
 
@@ -14,22 +15,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr std::string_view kEndOfText = "<|endoftext|>";
-
-std::string read_file(const fs::path& path) {
-  std::ifstream stream(path, std::ios::binary);
-  ZERO_CHECK(stream.good(), "cannot open tokenizer file ", path);
-  std::ostringstream buffer;
-  buffer << stream.rdbuf();
-  return buffer.str();
-}
-
-json parse_json(const fs::path& path) {
-  try {
-    return json::parse(read_file(path));
-  } catch (const json::exception& error) {
-    ZERO_THROW("tokenizer file ", path, " is not valid JSON: ", error.what());
-  }
-}
 
 // Fills tokens from a token -> id object whose keys are in byte-level unicode form;
 // `<|endoftext|>` becomes the special token.
@@ -109,76 +94,32 @@ std::vector<std::pair<TokenId, TokenId>> read_merges_text(const std::string& tex
 
 }  // namespace
 
+namespace detail {
+
+std::string read_tokenizer_file(const fs::path& path) {
+  std::ifstream stream(path, std::ios::binary);
+  ZERO_CHECK(stream.good(), "cannot open tokenizer file ", path);
+  std::ostringstream buffer;
+  buffer << stream.rdbuf();
+  return buffer.str();
+}
+
+json parse_tokenizer_json(const fs::path& path) {
+  try {
+    return json::parse(read_tokenizer_file(path));
+  } catch (const json::exception& error) {
+    ZERO_THROW("tokenizer file ", path, " is not valid JSON: ", error.what());
+  }
+}
+
+}  // namespace detail
+
 Tokenizer Tokenizer::from_vocab_and_merges(const fs::path& vocab_path,
                                            const fs::path& merges_path) {
   BpeVocabulary vocabulary;
-  read_vocab_object(parse_json(vocab_path), vocab_path, vocabulary);
-  vocabulary.merges = read_merges_text(read_file(merges_path), vocabulary, merges_path);
-  return Tokenizer(std::move(vocabulary));
-}
-
-Tokenizer Tokenizer::from_tokenizer_json(const fs::path& path) {
-  const json document = parse_json(path);
-  ZERO_CHECK(document.contains("model") && document["model"].is_object(), path,
-             ": no \"model\" object (not a Hugging Face tokenizer.json)");
-  const json& model = document["model"];
-  // A field of the wrong type or missing (a null model type, an added token without "content", a
-  // merge of numbers) is the file's error, named like the checks here.
-  BpeVocabulary vocabulary;
-  try {
-    const std::string type = model.value("type", std::string("BPE"));
-    ZERO_CHECK(type == "BPE", path, ": model type is '", type,
-               "', only byte-level BPE is supported");
-    ZERO_CHECK(model.contains("vocab") && model.contains("merges"), path,
-               ": the BPE model has no vocab or merges");
-    // Added tokens are raw text, not byte-level unicode: read them first and skip them in vocab.
-    std::unordered_map<std::string, TokenId> added;
-    if (document.contains("added_tokens") && document["added_tokens"].is_array())
-      for (const json& token : document["added_tokens"])
-        added.emplace(token.at("content").get<std::string>(), token.at("id").get<TokenId>());
-    json model_vocab = model["vocab"];
-    for (const auto& [content, id] : added) model_vocab.erase(content);
-    const std::size_t size = model_vocab.size() + added.size();
-    ZERO_CHECK(model_vocab.is_object() && !model_vocab.empty(), path, ": empty vocabulary");
-    vocabulary.tokens.assign(size, std::string());
-    for (const auto& [key, value] : model_vocab.items()) {
-      ZERO_CHECK(value.is_number_unsigned(), path, ": the id of token '", key, "' is not a number");
-      const auto id = value.get<std::uint64_t>();
-      ZERO_CHECK(id < size, path, ": token '", key, "' has id ", id, " outside 0..", size - 1);
-      ZERO_CHECK(vocabulary.tokens[id].empty(), path, ": id ", id, " appears twice");
-      try {
-        vocabulary.tokens[id] = unicode_string_to_bytes(key);
-      } catch (const Error& error) {
-        ZERO_THROW(path, ": ", error.what());
-      }
-    }
-    for (const auto& [content, id] : added) {
-      ZERO_CHECK(id < size && vocabulary.tokens[id].empty(), path, ": added token '", content,
-                 "' has id ", id, ", which is outside the vocabulary or taken");
-      vocabulary.tokens[id] = content;
-      vocabulary.special_ids.push_back(id);
-    }
-    MergeReader reader(vocabulary, path);
-    std::size_t index = 0;
-    for (const json& merge : model["merges"]) {
-      ++index;
-      if (merge.is_string()) {
-        const std::string text = merge.get<std::string>();
-        const std::size_t space = text.find(' ');
-        ZERO_CHECK(space != std::string::npos, path, ": merge ", index, " '", text,
-                   "' has no space");
-        vocabulary.merges.push_back(reader.read(std::string_view(text).substr(0, space),
-                                                std::string_view(text).substr(space + 1), index));
-      } else {
-        ZERO_CHECK(merge.is_array() && merge.size() == 2, path, ": merge ", index,
-                   " is neither \"a b\" nor [\"a\", \"b\"]");
-        vocabulary.merges.push_back(
-            reader.read(merge[0].get<std::string>(), merge[1].get<std::string>(), index));
-      }
-    }
-  } catch (const json::exception& error) {
-    ZERO_THROW(path, ": not a valid tokenizer.json: ", error.what());
-  }
+  read_vocab_object(detail::parse_tokenizer_json(vocab_path), vocab_path, vocabulary);
+  vocabulary.merges =
+      read_merges_text(detail::read_tokenizer_file(merges_path), vocabulary, merges_path);
   return Tokenizer(std::move(vocabulary));
 }
 

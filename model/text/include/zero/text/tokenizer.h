@@ -1,4 +1,5 @@
-// The GPT-2 byte-level BPE tokenizer: loading, encoding and decoding, exactly as OpenAI's GPT-2.
+// BPE tokenizers: GPT-2's byte-level BPE, and Hugging Face tokenizer.json files (byte-level with
+// the file's own pre-tokenizer: Llama 3, Qwen2, SmolLM2; SentencePiece-style: Llama 2, Mistral).
 #pragma once
 
 #include <cstddef>
@@ -16,15 +17,28 @@ namespace zero::text {
 
 using TokenId = std::uint32_t;
 
-// Whether special tokens (`<|endoftext|>`) written in the text become their ids.
+// Whether special (added) tokens written in the text (`<|endoftext|>`, `<s>`) become their ids.
 //   kAsText:    "<|endoftext|>" is ordinary text (tiktoken's encode_ordinary).
-//   kRecognize: every occurrence becomes the special id (Hugging Face's GPT2TokenizerFast, and so
-//               run_clm; tiktoken's encode(allowed_special="all")).
+//   kRecognize: every occurrence becomes the special id (Hugging Face's tokenizers, as
+//               GPT2TokenizerFast and so run_clm; tiktoken's encode(allowed_special="all")).
 enum class SpecialTokens { kAsText, kRecognize };
 
-// A byte-level BPE vocabulary in memory: what a loader returns and what Tokenizer is built from.
+// Whether encode adds the ids the tokenizer.json's post_processor puts around a text (Hugging
+// Face's add_special_tokens=True, as `tokenizer(text)` and run_clm do): see SequenceTemplate.
+enum class AddSpecialTokens { kNo, kYes };
+
+// The ids Hugging Face's post_processor (TemplateProcessing, single sequence) puts around one
+// encoded text: Llama 2's <s>, Llama 3's <|begin_of_text|>; none for GPT-2 and Qwen2.
+struct SequenceTemplate {
+  std::vector<TokenId> before;  // bos
+  std::vector<TokenId> after;   // eos, where the template has one
+};
+
+// A BPE vocabulary in memory: what a loader returns and what Tokenizer is built from.
+// tokens[id] is the token's raw bytes (not the byte-level unicode form); in a SentencePiece-style
+// tokenizer.json the token as written there ("▁the", "<0x0A>").
 struct BpeVocabulary {
-  std::vector<std::string> tokens;  // id -> the token's raw bytes (not the byte-level unicode form)
+  std::vector<std::string> tokens;
   std::vector<std::pair<TokenId, TokenId>> merges;  // in rank order: merges[r] is rank r
   std::vector<TokenId> special_ids;                 // ids matched as whole strings, never merged
 };
@@ -43,6 +57,15 @@ struct BpeVocabulary {
 // - Unicode categories are those of the linked PCRE2 (10.42: Unicode 14); code points assigned in
 //   later Unicode versions may split differently from a reference built on newer tables.
 //
+// From a tokenizer.json, encode is Hugging Face tokenizers' (0.20) `encode(text).ids` with
+// SpecialTokens::kRecognize and AddSpecialTokens::kYes: added tokens are split out first, each
+// segment between them is normalized (Prepend/Replace), pre-tokenized (the file's Split patterns,
+// Digits, ByteLevel with or without GPT-2's pattern, or Metaspace) and merged by the BPE model
+// (ignore_merges, byte_fallback to <0xXX>, unk_token, fuse_unk), then the template's ids are added.
+// Anything else in the file (another normalizer, pre-tokenizer, model option, decoder or
+// post-processor) is refused with zero::Error naming it, never approximated. Patterns are
+// Oniguruma's; they are translated for PCRE2 with \s as White_Space, as GPT-2's is.
+//
 // A Tokenizer is immutable and cheap to copy (shared state); encode and decode are thread-safe.
 // Each thread keeps its own cache of recently encoded pieces (bounded; see kCacheMaxEntries).
 class Tokenizer {
@@ -60,14 +83,20 @@ class Tokenizer {
   // Checks the vocabulary: all 256 single bytes present, ids unique, merges producing known tokens.
   explicit Tokenizer(BpeVocabulary vocabulary);
 
-  std::vector<TokenId> encode(std::string_view text,
-                              SpecialTokens special = SpecialTokens::kAsText) const;
+  std::vector<TokenId> encode(std::string_view text, SpecialTokens special = SpecialTokens::kAsText,
+                              AddSpecialTokens add = AddSpecialTokens::kNo) const;
   // Appends the ids of `text` to `ids` (the form the data pipeline uses).
   void encode_append(std::string_view text, std::vector<TokenId>& ids,
-                     SpecialTokens special = SpecialTokens::kAsText) const;
+                     SpecialTokens special = SpecialTokens::kAsText,
+                     AddSpecialTokens add = AddSpecialTokens::kNo) const;
   // The concatenated bytes of the tokens. Ids that split a multi-byte character give the raw
   // bytes (possibly invalid UTF-8), like tiktoken's decode_bytes. Throws for an unknown id.
+  // SentencePiece-style: Hugging Face's decoder (skip_special_tokens=False): "▁" is a space,
+  // <0xXX> its byte, and Strip's leading spaces are removed from the start of the result; bytes
+  // that are not valid UTF-8 stay raw bytes where Hugging Face writes U+FFFD.
   std::string decode(std::span<const TokenId> ids) const;
+  // What AddSpecialTokens::kYes adds around each text (empty when the file has no template).
+  const SequenceTemplate& sequence_template() const;
 
   std::size_t vocab_size() const;
   std::string_view token_bytes(TokenId id) const;                 // throws for an unknown id
@@ -75,8 +104,9 @@ class Tokenizer {
   // The id of `<|endoftext|>` when the vocabulary has it.
   std::optional<TokenId> end_of_text_id() const;
   const BpeVocabulary& vocabulary() const;
-  // A 64-bit hash of the ids, merges and special tokens: equal for tokenizers that encode alike
-  // whatever file format they came from. Keys the token cache.
+  // A 64-bit hash of the ids, merges and special tokens, and of the pipeline where it is not
+  // GPT-2's: equal for tokenizers that encode alike whatever file format they came from. Keys the
+  // token cache.
   std::uint64_t fingerprint() const;
 
   // Encodes one piece (a pre-tokenizer match) without the cache; `force_heap` selects the
@@ -87,6 +117,7 @@ class Tokenizer {
   struct Impl;
 
  private:
+  explicit Tokenizer(std::shared_ptr<const Impl> impl);
   std::shared_ptr<const Impl> impl_;
 };
 
