@@ -97,22 +97,37 @@ void rope_backward(float* dx, const float* table, const RopeLayout& layout) {
   rotate(dx, table, layout, -1.0f);
 }
 
+// Eigen splits a loop into its packets and scalar ends by the destination's alignment, and its
+// packet exp differs from the scalar one in the last place: each row's values are computed into
+// Eigen's own (aligned) arrays, so the results do not depend on where the caller's buffers lie,
+// then copied out exactly.
 void swiglu_forward(float* out, const float* inp, std::int64_t N, std::int64_t H) {
-#pragma omp parallel for schedule(static)
-  for (std::int64_t row = 0; row < N; ++row) {
-    ConstArrayMap gate(inp + row * 2 * H, H), up(inp + row * 2 * H + H, H);
-    ArrayMap(out + row * H, H) = gate / (1.0f + (-gate).exp()) * up;
+#pragma omp parallel
+  {
+    Eigen::ArrayXf row_out(H);
+#pragma omp for schedule(static)
+    for (std::int64_t row = 0; row < N; ++row) {
+      ConstArrayMap gate(inp + row * 2 * H, H), up(inp + row * 2 * H + H, H);
+      row_out = gate / (1.0f + (-gate).exp()) * up;
+      ArrayMap(out + row * H, H) = row_out;
+    }
   }
 }
 
 void swiglu_backward(float* dinp, const float* dout, const float* inp, std::int64_t N,
                      std::int64_t H) {
-#pragma omp parallel for schedule(static)
-  for (std::int64_t row = 0; row < N; ++row) {
-    ConstArrayMap gate(inp + row * 2 * H, H), up(inp + row * 2 * H + H, H), d(dout + row * H, H);
-    const Eigen::ArrayXf sigmoid = 1.0f / (1.0f + (-gate).exp());
-    ArrayMap(dinp + row * 2 * H, H) = d * up * sigmoid * (1.0f + gate * (1.0f - sigmoid));
-    ArrayMap(dinp + row * 2 * H + H, H) = d * gate * sigmoid;
+#pragma omp parallel
+  {
+    Eigen::ArrayXf sigmoid(H), dgate(H), dup(H);
+#pragma omp for schedule(static)
+    for (std::int64_t row = 0; row < N; ++row) {
+      ConstArrayMap gate(inp + row * 2 * H, H), up(inp + row * 2 * H + H, H), d(dout + row * H, H);
+      sigmoid = 1.0f / (1.0f + (-gate).exp());
+      dgate = d * up * sigmoid * (1.0f + gate * (1.0f - sigmoid));
+      dup = d * gate * sigmoid;
+      ArrayMap(dinp + row * 2 * H, H) = dgate;
+      ArrayMap(dinp + row * 2 * H + H, H) = dup;
+    }
   }
 }
 
