@@ -60,7 +60,7 @@ asan)
   # The CUDA kernel bodies on the CPU (tests/common/kernel_emulator.h): each block's shared memory
   # is an allocation of exactly the launch's bytes, so an index past it is a heap overflow here.
   tests+=(kernel_emulator_test core_cuda_emulation_test optim_cuda_body_emulation_test
-          gpt2_cuda_emulation_test gpt2_cuda_attention_emulation_test)
+          gpt2_cuda_emulation_test gpt2_cuda_attention_emulation_test llama_cuda_emulation_test)
   targets=("${tests[@]}")
   for h in "${harnesses[@]}"; do tests+=("fuzz_replay_$h"); targets+=("${h}_fuzz"); done
   # A finding ends the test: ASan and UBSan abort (exit != 0) at the first report; the leak

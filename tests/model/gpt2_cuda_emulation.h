@@ -75,6 +75,17 @@ inline void expect_elementwise(const std::vector<float>& actual, const std::vect
       << (worst.index < expected.size() ? expected[worst.index] : 0.0f);
 }
 
+// Each element of a 16-bit result the fp32 value rounded once: within half a bf16 unit (2^-8
+// relative) of the fp32 oracle's.
+inline void expect_bf16_rounded(const std::vector<BFloat16>& actual,
+                                const std::vector<float>& fp32) {
+  ASSERT_EQ(actual.size(), fp32.size());
+  for (std::size_t i = 0; i < actual.size(); ++i)
+    ASSERT_LE(std::fabs(double{to_float(actual[i])} - fp32[i]),
+              0.00390625 * std::fabs(fp32[i]) + 1e-6)
+        << "element " << i << ": " << to_float(actual[i]) << " vs " << fp32[i];
+}
+
 // ‖actual − expected‖ / ‖expected‖ below kTolerance, and each element within `bound` (above): the
 // norm alone lets one element of 80,000 be off by 1e-3. Each call's bound is about three times the
 // largest difference measured against the CPU kernels (0: bit for bit), at 1, 2 and 8 OpenMP

@@ -291,13 +291,6 @@ TEST_P(Gpt2CudaEmulation, ResidualLayernormAndDropoutMatchTheCpuKernels) {
 // a bf16 unit, 2^-8 relative, beside the fp32 bodies' own 1e-5), every element written, and the
 // fp32 results beside them (residual sum, mean, rstd) unchanged.
 TEST_P(Gpt2CudaEmulation, SixteenBitActivationOutputsAreTheFp32ValuesRounded) {
-  auto expect_rounded = [](const std::vector<BFloat16>& actual, const std::vector<float>& fp32) {
-    ASSERT_EQ(actual.size(), fp32.size());
-    for (std::size_t i = 0; i < actual.size(); ++i)
-      ASSERT_LE(std::fabs(double{to_float(actual[i])} - fp32[i]),
-                0.00390625 * std::fabs(fp32[i]) + 1e-6)
-          << "element " << i << ": " << to_float(actual[i]) << " vs " << fp32[i];
-  };
   const BFloat16 unwritten = to_bf16(std::numeric_limits<float>::quiet_NaN());
   for_each_residual_norm_case([&](const ResidualNormCase& c) {
     const std::int64_t T = c.T, C = c.C, N = c.N;
@@ -311,7 +304,7 @@ TEST_P(Gpt2CudaEmulation, SixteenBitActivationOutputsAreTheFp32ValuesRounded) {
                                             rstd16.data(), residual.data(), inp.data(),
                                             weight.data(), bias.data(), N, T, C, kEpsilon, dropout);
     });
-    expect_rounded(out16, out);
+    expect_bf16_rounded(out16, out);
     EXPECT_CLOSE(sum16, sum, 5e-7);
     EXPECT_CLOSE(mean16, mean, 4e-7);
     EXPECT_CLOSE(rstd16, rstd, 4e-7);
@@ -321,7 +314,7 @@ TEST_P(Gpt2CudaEmulation, SixteenBitActivationOutputsAreTheFp32ValuesRounded) {
       cuda::layernorm_forward_body(thread, plain16.data(), mean16.data(), rstd16.data(), sum.data(),
                                    weight.data(), bias.data(), N, C, kEpsilon);
     });
-    expect_rounded(plain16, out);
+    expect_bf16_rounded(plain16, out);
 
     auto gelu = nan_vector(N * C);
     cpu::gelu_forward(gelu.data(), sum.data(), N * C);
@@ -329,7 +322,7 @@ TEST_P(Gpt2CudaEmulation, SixteenBitActivationOutputsAreTheFp32ValuesRounded) {
     emulate(cuda::elementwise_launch(N * C), [&](auto& thread, auto&) {
       cuda::gelu_forward_body(thread, gelu16.data(), sum.data(), N * C);
     });
-    expect_rounded(gelu16, gelu);
+    expect_bf16_rounded(gelu16, gelu);
   });
 }
 

@@ -1,5 +1,6 @@
-// Every CUDA kernel's launch at real shapes (GPT-2 124M and 1.5B, B = 16, T = 1024), computed by
-// the launch-configuration functions the launchers call (layers_body.h, rows_body.h,
+// Every CUDA kernel's launch at real shapes (GPT-2 124M and 1.5B, B = 16, T = 1024; the Llama
+// family's at Llama 3.1 8B and 3.2 1B), computed by the launch-configuration functions the
+// launchers call (layers_body.h, llama_body.h, rows_body.h,
 // elementwise_body.h, optimizer_body.h), within an H100's limits: block at most 1024 threads and
 // (1024, 1024, 64), grid at most (2³¹ - 1, 65535, 65535), static shared memory at most 48 KiB (only
 // the tiled attention opts in to more: dynamic, at most 227 KiB, with room for its blocks per SM),
@@ -12,11 +13,13 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention_flash_body.h"
 #include "elementwise_body.h"
 #include "layers_body.h"
+#include "llama_body.h"
 #include "optimizer_body.h"
 #include "rows_body.h"
 #include "zero/core/flat_buffer.h"
@@ -123,6 +126,31 @@ TEST(Gpt2CudaLaunch, EveryKernelFitsAnH100AtRealShapes) {
     SCOPED_TRACE(::testing::Message() << "C " << config.n_embd << " L " << config.n_layer);
     for (const Launch& launch : gpt2_launches(config, 16, 1024)) check(launch);
   }
+}
+
+// The Llama family's (llama_body.h): RMSNorm's row passes and dweight's column sums, the rotary
+// pairs of the q and k heads, SwiGLU, at Llama 3.1 8B's and 3.2 1B's shapes (GQA: 32 query and 8
+// key/value heads), B 16 × T 1024 and one sequence of 8192.
+TEST(Gpt2CudaLaunch, EveryLlamaKernelFitsAnH100AtRealShapes) {
+  struct LlamaShape {
+    std::int64_t C, H, NH, NKV, HS;
+  };
+  const auto u = [](std::int64_t value) { return static_cast<std::uint64_t>(value); };
+  for (const LlamaShape& m :
+       {LlamaShape{4096, 14336, 32, 8, 128}, LlamaShape{2048, 8192, 32, 8, 64}})
+    for (const auto& [B, T] : {std::pair<std::int64_t, std::int64_t>{16, 1024}, {1, 8192}}) {
+      SCOPED_TRACE(::testing::Message() << "C " << m.C << " B " << B << " T " << T);
+      const std::int64_t N = B * T, pairs = N * (m.NH + m.NKV) * (m.HS / 2);
+      const Launch launches[] = {
+          {"rmsnorm_forward", cuda::row_warp_launch(N), 0, true, u(N), cuda::kRowsPerBlock},
+          {"rmsnorm_backward_input", cuda::row_warp_launch(N), 0, true, u(N), cuda::kRowsPerBlock},
+          {"rmsnorm dweight partials", cuda::column_partials_launch(N, m.C),
+           sizeof(cuda::ColumnPartialsShared<cuda::RmsnormTerms::kOutputs>), false, 0},
+          {"rope", cuda::elementwise_launch(pairs), 0, false, u(pairs)},
+          {"swiglu", cuda::elementwise_launch(N * m.H), 0, false, u(N * m.H)},
+      };
+      for (const Launch& launch : launches) check(launch);
+    }
 }
 
 // A launch past the hardware's limits is caught (the check above is not vacuous).

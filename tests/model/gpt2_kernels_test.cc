@@ -3,10 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <functional>
 #include <random>
 #include <vector>
 
+#include "../common/kernel_checks.h"
 #include "../common/random_inputs.h"
 #include "zero/gpt2/layers_cpu.h"
 #include "zero/gpt2/reference_kernels.h"
@@ -16,14 +16,9 @@ namespace {
 
 using testing::random_tokens;
 using testing::random_vector;
-
-void expect_near_all(const std::vector<float>& actual, const std::vector<float>& expected,
-                     double tolerance, const char* what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (std::size_t i = 0; i < actual.size(); ++i)
-    ASSERT_NEAR(actual[i], expected[i], tolerance * (1.0 + std::abs(expected[i])))
-        << what << " element " << i;
-}
+using zero::testing::check_gradient;
+using zero::testing::dot;
+using zero::testing::expect_near_all;
 
 DropoutSite make_dropout(float probability) {
   DropoutSite dropout;
@@ -173,29 +168,6 @@ TEST(Gemm, AllTransposeCombinationsWithStridesAndBeta) {
         }
     }
   EXPECT_FALSE(cpu::gemm_backend().empty());
-}
-
-// Central differences of loss(x) = Σ f(x)·w against the analytic gradient, for every element.
-void check_gradient(std::vector<double>& x, const std::vector<double>& analytic,
-                    const std::function<double()>& loss, const char* what) {
-  ASSERT_EQ(x.size(), analytic.size());
-  constexpr double kStep = 1e-6;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double saved = x[i];
-    x[i] = saved + kStep;
-    const double plus = loss();
-    x[i] = saved - kStep;
-    const double minus = loss();
-    x[i] = saved;
-    const double numeric = (plus - minus) / (2 * kStep);
-    ASSERT_NEAR(analytic[i], numeric, 1e-6 * (1.0 + std::abs(numeric))) << what << " element " << i;
-  }
-}
-
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double sum = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) sum += a[i] * b[i];
-  return sum;
 }
 
 TEST(FiniteDifferences, LayerNorm) {

@@ -26,6 +26,61 @@ void Kernels::smoothed_crossentropy_backward(Stream& stream, float* logits, cons
   crossentropy_backward(stream, logits, logsumexp, targets, N, V, Vp, scale);
 }
 
+void Kernels::norm_forward(Stream& stream, ActivationOut out, NormStatistics kept, const float* inp,
+                           const Norm& norm, std::int64_t N, std::int64_t C) {
+  if (norm.kind == NormKind::kRMSNorm) {
+    ZERO_CHECK(norm.bias == nullptr, "norm_forward: RMSNorm has no bias");
+    rmsnorm_forward(stream, out, kept.rstd, inp, norm.weight, N, C, norm.epsilon);
+    return;
+  }
+  ZERO_CHECK(norm.bias != nullptr && kept.mean != nullptr,
+             "norm_forward: a layer norm needs its bias and a mean to keep");
+  layernorm_forward(stream, out, kept.mean, kept.rstd, inp, norm.weight, norm.bias, N, C,
+                    norm.epsilon);
+}
+
+void Kernels::residual_norm_forward(Stream& stream, float* residual_out, ActivationOut out,
+                                    NormStatistics kept, const float* residual, const float* inp,
+                                    const Norm& norm, std::int64_t B, std::int64_t T,
+                                    std::int64_t C, const DropoutSite& dropout) {
+  if (norm.kind == NormKind::kRMSNorm) {
+    ZERO_CHECK(norm.bias == nullptr, "residual_norm_forward: RMSNorm has no bias");
+    residual_rmsnorm_forward(stream, residual_out, out, kept.rstd, residual, inp, norm.weight, B, T,
+                             C, norm.epsilon, dropout);
+    return;
+  }
+  ZERO_CHECK(norm.bias != nullptr && kept.mean != nullptr,
+             "residual_norm_forward: a layer norm needs its bias and a mean to keep");
+  residual_layernorm_forward(stream, residual_out, out, kept.mean, kept.rstd, residual, inp,
+                             norm.weight, norm.bias, B, T, C, norm.epsilon, dropout);
+}
+
+void Kernels::norm_backward(Stream& stream, float* dinp, float* dweight, float* dbias,
+                            const float* dout, const float* inp, const Norm& norm,
+                            const float* mean, const float* rstd, std::int64_t N, std::int64_t C) {
+  if (norm.kind == NormKind::kRMSNorm) {
+    ZERO_CHECK(norm.bias == nullptr && dbias == nullptr,
+               "norm_backward: RMSNorm has no bias (nor its gradient)");
+    rmsnorm_backward(stream, dinp, dweight, dout, inp, norm.weight, rstd, N, C);
+    return;
+  }
+  ZERO_CHECK(norm.bias != nullptr && dbias != nullptr && mean != nullptr,
+             "norm_backward: a layer norm needs its bias, its gradient and the kept mean");
+  layernorm_backward(stream, dinp, dweight, dbias, dout, inp, norm.weight, mean, rstd, N, C);
+}
+
+void check_rope(const RopeLayout& l, std::int64_t table_positions, const char* what) {
+  ZERO_CHECK(l.head_dim > 0 && l.head_dim % 2 == 0, what, ": head_dim must be even and positive, ",
+             "got ", l.head_dim);
+  ZERO_CHECK(l.B >= 0 && l.T >= 0 && l.heads >= 0 && l.position_offset >= 0, what, ": negative B ",
+             l.B, ", T ", l.T, ", heads ", l.heads, " or position_offset ", l.position_offset);
+  ZERO_CHECK(l.heads * l.head_dim <= l.row_stride, what, ": ", l.heads, " heads of ", l.head_dim,
+             " channels do not fit a row of ", l.row_stride);
+  ZERO_CHECK(l.position_offset + l.T <= table_positions, what, ": positions ", l.position_offset,
+             "..", l.position_offset + l.T - 1, " past a rotary table of ", table_positions,
+             " positions");
+}
+
 const float* Activation::fp32(std::string_view what) const {
   ZERO_CHECK(dtype == DType::kFloat32, what, ": an fp32 activation is needed, got ",
              name_of(dtype));

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <functional>
 #include <utility>
+#include <vector>
 
 #include "kernels_internal.h"
 #include "zero/core/error.h"
@@ -61,6 +62,58 @@ class CpuKernels final : public Kernels {
   void dropout_backward(Stream& stream, float* dinp, const float* dout, std::int64_t B,
                         std::int64_t T, std::int64_t C, const DropoutSite& dropout) override {
     run(stream, [=] { cpu::dropout_backward(dinp, dout, B, T, C, dropout); });
+  }
+
+  void rmsnorm_forward(Stream& stream, ActivationOut activation, float* rstd, const float* inp,
+                       const float* weight, std::int64_t N, std::int64_t C,
+                       float epsilon) override {
+    float* out = activation.fp32("CPU rmsnorm_forward (out)");
+    run(stream, [=] { cpu::rmsnorm_forward(out, rstd, inp, weight, N, C, epsilon); });
+  }
+  void residual_rmsnorm_forward(Stream& stream, float* residual_out, ActivationOut activation,
+                                float* rstd, const float* residual, const float* inp,
+                                const float* weight, std::int64_t B, std::int64_t T, std::int64_t C,
+                                float epsilon, const DropoutSite& dropout) override {
+    float* out = activation.fp32("CPU residual_rmsnorm_forward (out)");
+    run(stream, [=] {
+      cpu::residual_dropout_forward(residual_out, residual, inp, B, T, C, dropout);
+      cpu::rmsnorm_forward(out, rstd, residual_out, weight, B * T, C, epsilon);
+    });
+  }
+  void rmsnorm_backward(Stream& stream, float* dinp, float* dweight, const float* dout,
+                        const float* inp, const float* weight, const float* rstd, std::int64_t N,
+                        std::int64_t C) override {
+    run(stream, [=] { cpu::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C); });
+  }
+  // Validated here, computed in the stream's order (a table is written once per shape).
+  void rope_table(Stream& stream, float* table, const RopeParameters& parameters,
+                  std::int64_t positions) override {
+    validate(parameters);
+    ZERO_CHECK(positions >= 0, "CPU rope_table: ", positions, " positions");
+    run(stream, [=] {
+      const std::vector<float> values = gpt2::rope_table(parameters, positions);
+      std::copy(values.begin(), values.end(), table);
+    });
+  }
+  void rope_forward(Stream& stream, ActivationOut x, const float* table,
+                    std::int64_t table_positions, const RopeLayout& layout) override {
+    check_rope(layout, table_positions, "CPU rope_forward");
+    float* x32 = x.fp32("CPU rope_forward (x)");
+    run(stream, [=] { cpu::rope_forward(x32, table, layout); });
+  }
+  void rope_backward(Stream& stream, float* dx, const float* table, std::int64_t table_positions,
+                     const RopeLayout& layout) override {
+    check_rope(layout, table_positions, "CPU rope_backward");
+    run(stream, [=] { cpu::rope_backward(dx, table, layout); });
+  }
+  void swiglu_forward(Stream& stream, ActivationOut activation, const float* inp, std::int64_t N,
+                      std::int64_t H) override {
+    float* out = activation.fp32("CPU swiglu_forward (out)");
+    run(stream, [=] { cpu::swiglu_forward(out, inp, N, H); });
+  }
+  void swiglu_backward(Stream& stream, float* dinp, const float* dout, const float* inp,
+                       std::int64_t N, std::int64_t H) override {
+    run(stream, [=] { cpu::swiglu_backward(dinp, dout, inp, N, H); });
   }
 
   // The activations' dtypes are checked at the call, as the layer norms' are (in asynchronous mode

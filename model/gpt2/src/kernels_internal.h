@@ -18,4 +18,9 @@ std::unique_ptr<Kernels> make_cuda_kernels(DeviceContext& context);
 // (src/cuda/profiled_kernels.cc; make_cuda_kernels uses it under ZERO_KERNEL_PROFILE=1).
 std::unique_ptr<Kernels> profile_kernels(std::unique_ptr<Kernels> inner);
 
+// Throws zero::Error naming `what` unless `layout` lies within its rows (head_dim even and
+// positive, heads · head_dim ≤ row_stride, sizes and offset not negative) and its positions
+// within a table of table_positions (Kernels::rope_forward's contract).
+void check_rope(const RopeLayout& layout, std::int64_t table_positions, const char* what);
+
 }  // namespace zero::gpt2

@@ -4,8 +4,11 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "../kernels_internal.h"
 #include "zero/core/error.h"
@@ -178,6 +181,21 @@ void CudaKernels::grad_gemm(Stream& stream, const GradGemm& c, const GemmScratch
   // G += Aᵀ · B with one rounding into G's dtype (fp32, or the parameters' 16 bits).
   cuda::gemm(true, false, c.M, c.N, c.K, A, c.lda, B, c.N, dtype, 1.0f, c.G.data, c.N, c.G.dtype,
              {}, native(stream));
+}
+
+// Computed on the host (rope.h: transformers' fp32 arithmetic), staged in pinned memory from the
+// context's allocator (in the ledger) and copied in the stream's order; the staging is released
+// once the copy has run.
+void CudaKernels::rope_table(Stream& stream, float* table, const RopeParameters& parameters,
+                             std::int64_t positions) {
+  const std::vector<float> values = gpt2::rope_table(parameters, positions);
+  if (values.empty()) return;
+  const std::size_t bytes = values.size() * sizeof(float);
+  auto staged = std::make_shared<Buffer>(
+      context_.allocator(MemorySpace::kHostPinned).allocate(bytes, MemoryCategory::kWorkspace));
+  std::memcpy(staged->data(), values.data(), bytes);
+  context_.copy(stream, staged->data(), table, bytes);
+  context_.release_after(stream, std::move(staged));
 }
 
 std::unique_ptr<Kernels> make_cuda_kernels(DeviceContext& context) {

@@ -88,6 +88,46 @@ class CudaKernels final : public Kernels {
     cuda::dropout_backward(dinp, dout, B, T, C, dropout, native(stream));
   }
 
+  void rmsnorm_forward(Stream& stream, ActivationOut out, float* rstd, const float* inp,
+                       const float* weight, std::int64_t N, std::int64_t C,
+                       float epsilon) override {
+    cuda::rmsnorm_forward(out.data, out.dtype, rstd, inp, weight, N, C, epsilon, native(stream));
+  }
+  void residual_rmsnorm_forward(Stream& stream, float* residual_out, ActivationOut out, float* rstd,
+                                const float* residual, const float* inp, const float* weight,
+                                std::int64_t B, std::int64_t T, std::int64_t C, float epsilon,
+                                const DropoutSite& dropout) override {
+    cuda::residual_rmsnorm_forward(residual_out, out.data, out.dtype, rstd, residual, inp, weight,
+                                   B, T, C, epsilon, dropout, native(stream));
+  }
+  void rmsnorm_backward(Stream& stream, float* dinp, float* dweight, const float* dout,
+                        const float* inp, const float* weight, const float* rstd, std::int64_t N,
+                        std::int64_t C) override {
+    with_scratch(stream, [&](const cuda::Scratch& scratch) {
+      cuda::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C, native(stream), scratch);
+    });
+  }
+  void rope_table(Stream& stream, float* table, const RopeParameters& parameters,
+                  std::int64_t positions) override;
+  void rope_forward(Stream& stream, ActivationOut x, const float* table,
+                    std::int64_t table_positions, const RopeLayout& layout) override {
+    check_rope(layout, table_positions, "CUDA rope_forward");
+    cuda::rope(x.data, x.dtype, table, layout, /*backward=*/false, native(stream));
+  }
+  void rope_backward(Stream& stream, float* dx, const float* table, std::int64_t table_positions,
+                     const RopeLayout& layout) override {
+    check_rope(layout, table_positions, "CUDA rope_backward");
+    cuda::rope(dx, DType::kFloat32, table, layout, /*backward=*/true, native(stream));
+  }
+  void swiglu_forward(Stream& stream, ActivationOut out, const float* inp, std::int64_t N,
+                      std::int64_t H) override {
+    cuda::swiglu_forward(out.data, out.dtype, inp, N, H, native(stream));
+  }
+  void swiglu_backward(Stream& stream, float* dinp, const float* dout, const float* inp,
+                       std::int64_t N, std::int64_t H) override {
+    cuda::swiglu_backward(dinp, dout, inp, N, H, native(stream));
+  }
+
   void linear_forward(Stream& stream, const LinearForward& call,
                       const GemmScratch& scratch) override;
   void linear_backward(Stream& stream, const LinearBackward& call,

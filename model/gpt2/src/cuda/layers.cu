@@ -1,11 +1,13 @@
-// GPT-2 CUDA layer kernels except attention and GEMMs: embeddings, (residual +) layer norm, GELU,
-// fused softmax + cross-entropy, column sums. Each kernel is a wrapper over its body in
-// layers_body.h (with the launch configurations), which the CPU emulation test runs.
+// GPT-2 CUDA layer kernels except attention and GEMMs: embeddings, (residual +) layer norm and
+// RMSNorm (the Llama family's, llama_body.h), GELU, fused softmax + cross-entropy, column sums.
+// Each kernel is a wrapper over its body in layers_body.h or llama_body.h (with the launch
+// configurations), which the CPU emulation tests run.
 #include <type_traits>
 #include <vector>
 
 #include "layers_body.h"
 #include "layers_cuda.h"
+#include "llama_body.h"
 #include "storage_elements.h"
 #include "zero/core/cuda_check.h"
 
@@ -50,6 +52,28 @@ __global__ void residual_layernorm_forward_kernel(float* residual_out, Out* out,
                                                   DropoutSite dropout) {
   residual_layernorm_forward_body(DeviceThread{}, residual_out, out, mean, rstd, residual, inp,
                                   weight, bias, N, T, C, epsilon, dropout);
+}
+
+template <typename Out>
+__global__ void rmsnorm_forward_kernel(Out* out, float* rstd, const float* inp, const float* weight,
+                                       std::int64_t N, std::int64_t C, float epsilon) {
+  rmsnorm_forward_body(DeviceThread{}, out, rstd, inp, weight, N, C, epsilon);
+}
+
+template <typename Out>
+__global__ void residual_rmsnorm_forward_kernel(float* residual_out, Out* out, float* rstd,
+                                                const float* residual, const float* inp,
+                                                const float* weight, std::int64_t N, std::int64_t T,
+                                                std::int64_t C, float epsilon,
+                                                DropoutSite dropout) {
+  residual_rmsnorm_forward_body(DeviceThread{}, residual_out, out, rstd, residual, inp, weight, N,
+                                T, C, epsilon, dropout);
+}
+
+__global__ void rmsnorm_backward_input_kernel(float* dinp, const float* dout, const float* inp,
+                                              const float* weight, const float* rstd,
+                                              std::int64_t N, std::int64_t C) {
+  rmsnorm_backward_input_body(DeviceThread{}, dinp, dout, inp, weight, rstd, N, C);
 }
 
 __device__ __forceinline__ float* dynamic_shared() {
@@ -261,6 +285,41 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
   ZERO_CUDA_CHECK(cudaGetLastError());
   reduce_chunk_rows(dweight, dbias, partial, chunks, C, stream, scratch);
   free_scratch(scratch, partial, stream);
+}
+
+void rmsnorm_forward(void* out, DType out_dtype, float* rstd, const float* inp, const float* weight,
+                     std::int64_t N, std::int64_t C, float epsilon, cudaStream_t stream) {
+  if (N == 0) return;
+  with_storage_type(out_dtype, [&](auto* tag) {
+    using Out = std::remove_pointer_t<decltype(tag)>;
+    launch_kernel(rmsnorm_forward_kernel<Out>, row_warp_launch(N), stream, static_cast<Out*>(out),
+                  rstd, inp, weight, N, C, epsilon);
+  });
+  ZERO_CUDA_CHECK(cudaGetLastError());
+}
+
+void residual_rmsnorm_forward(float* residual_out, void* out, DType out_dtype, float* rstd,
+                              const float* residual, const float* inp, const float* weight,
+                              std::int64_t B, std::int64_t T, std::int64_t C, float epsilon,
+                              const DropoutSite& dropout, cudaStream_t stream) {
+  const std::int64_t N = B * T;
+  if (N == 0) return;
+  with_storage_type(out_dtype, [&](auto* tag) {
+    using Out = std::remove_pointer_t<decltype(tag)>;
+    launch_kernel(residual_rmsnorm_forward_kernel<Out>, row_warp_launch(N), stream, residual_out,
+                  static_cast<Out*>(out), rstd, residual, inp, weight, N, T, C, epsilon, dropout);
+  });
+  ZERO_CUDA_CHECK(cudaGetLastError());
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, std::int64_t N, std::int64_t C,
+                      cudaStream_t stream, const Scratch& scratch) {
+  if (N == 0 || C == 0) return;
+  launch_kernel(rmsnorm_backward_input_kernel, row_warp_launch(N), stream, dinp, dout, inp, weight,
+                rstd, N, C);
+  ZERO_CUDA_CHECK(cudaGetLastError());
+  column_sums(dweight, nullptr, RmsnormTerms{dout, inp, rstd}, N, C, stream, scratch);
 }
 
 void bias_backward(float* dbias, const float* dout, std::int64_t N, std::int64_t OC,

@@ -166,6 +166,26 @@ ZERO_HOST_DEVICE void layernorm_forward_body(const Thread& thread, Out* out, flo
                 kernels::lane_of(thread));
 }
 
+// Row `row` of residual_out = residual + dropout(inp) by one warp's lane `lane` (the fused residual
+// + norm bodies, layer norm's and RMSNorm's, run it before their norm row): each lane writes, and
+// its norm row reads back, only the columns lane, lane + 32, ... Returns the row.
+ZERO_HOST_DEVICE_INLINE const float* residual_row(float* residual_out, const float* residual,
+                                                  const float* inp, std::int64_t row,
+                                                  std::int64_t T, std::int64_t C,
+                                                  const DropoutSite& dropout, int lane) {
+  const float* r = residual + row * C;
+  const float* x = inp + row * C;
+  float* sum_row = residual_out + row * C;
+  const std::uint64_t key = dropout.active() ? dropout.row_key(row / T, row % T) : 0;
+  for (std::int64_t c = lane; c < C; c += kWarpSize) {
+    const float kept = !dropout.active()                                  ? x[c]
+                       : dropout.keep(key, static_cast<std::uint64_t>(c)) ? x[c] * dropout.scale()
+                                                                          : 0.0f;
+    sum_row[c] = r[c] + kept;
+  }
+  return sum_row;
+}
+
 template <typename Out, typename Thread>
 ZERO_HOST_DEVICE void residual_layernorm_forward_body(
     const Thread& thread, float* residual_out, Out* out, float* mean, float* rstd,
@@ -174,17 +194,7 @@ ZERO_HOST_DEVICE void residual_layernorm_forward_body(
   const std::int64_t row = warp_row(thread);
   if (row >= N) return;
   const int lane = kernels::lane_of(thread);
-  const float* r = residual + row * C;
-  const float* x = inp + row * C;
-  float* sum_row = residual_out + row * C;
-  const std::uint64_t key = dropout.active() ? dropout.row_key(row / T, row % T) : 0;
-  // Each lane reads back only the elements it wrote itself.
-  for (std::int64_t c = lane; c < C; c += kWarpSize) {
-    const float kept = !dropout.active()                                  ? x[c]
-                       : dropout.keep(key, static_cast<std::uint64_t>(c)) ? x[c] * dropout.scale()
-                                                                          : 0.0f;
-    sum_row[c] = r[c] + kept;
-  }
+  const float* sum_row = residual_row(residual_out, residual, inp, row, T, C, dropout, lane);
   layernorm_row(thread, out + row * C, mean, rstd, sum_row, weight, bias, row, C, epsilon, lane);
 }
 

@@ -15,6 +15,7 @@
 #include "token_buckets.h"
 #include "zero/core/dtype.h"
 #include "zero/gpt2/rng.h"
+#include "zero/gpt2/rope.h"
 
 namespace zero::gpt2::cuda {
 
@@ -68,6 +69,31 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                         const float* inp, const float* weight, const float* mean, const float* rstd,
                         std::int64_t N, std::int64_t C, cudaStream_t stream,
                         const Scratch& scratch = {});
+
+// RMSNorm (the Llama family's; layers.cu, bodies in llama_body.h), cpu::rmsnorm_*'s contract:
+// out (N, C, of out_dtype, rounded once) = (inp · rstd) · weight, rstd (N) kept; the residual
+// fused as residual_layernorm_forward's; dinp += and dweight += (its column sums in a fixed
+// order, deterministic).
+void rmsnorm_forward(void* out, DType out_dtype, float* rstd, const float* inp, const float* weight,
+                     std::int64_t N, std::int64_t C, float epsilon, cudaStream_t stream);
+void residual_rmsnorm_forward(float* residual_out, void* out, DType out_dtype, float* rstd,
+                              const float* residual, const float* inp, const float* weight,
+                              std::int64_t B, std::int64_t T, std::int64_t C, float epsilon,
+                              const DropoutSite& dropout, cudaStream_t stream);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, std::int64_t N, std::int64_t C,
+                      cudaStream_t stream, const Scratch& scratch = {});
+
+// The rotary embedding in place on x (of `dtype`: fp32, bf16 or fp16, computed in fp32 and rounded
+// once), cpu::rope_forward's contract, or its backward's (`backward`); `table` device memory
+// (rope_table). SwiGLU, cpu::swiglu_*'s: out of out_dtype rounded once; dinp overwritten.
+// llama_layers.cu.
+void rope(void* x, DType dtype, const float* table, const RopeLayout& layout, bool backward,
+          cudaStream_t stream);
+void swiglu_forward(void* out, DType out_dtype, const float* inp, std::int64_t N, std::int64_t H,
+                    cudaStream_t stream);
+void swiglu_backward(float* dinp, const float* dout, const float* inp, std::int64_t N,
+                     std::int64_t H, cudaStream_t stream);
 
 // out (B, T, C) = residual + dropout(inp) (cpu::residual_dropout_forward); residual may be null
 // (out = dropout(inp)).

@@ -85,6 +85,49 @@ class ProfiledKernels final : public Kernels {
                         std::int64_t C, const DropoutSite& d) override {
     timed("dropout_backward", s, [&] { inner_->dropout_backward(s, dinp, dout, B, T, C, d); });
   }
+  void rmsnorm_forward(Stream& s, ActivationOut out, float* rstd, const float* inp,
+                       const float* weight, std::int64_t N, std::int64_t C,
+                       float epsilon) override {
+    timed("rmsnorm_forward", s,
+          [&] { inner_->rmsnorm_forward(s, out, rstd, inp, weight, N, C, epsilon); });
+  }
+  void residual_rmsnorm_forward(Stream& s, float* residual_out, ActivationOut out, float* rstd,
+                                const float* residual, const float* inp, const float* weight,
+                                std::int64_t B, std::int64_t T, std::int64_t C, float epsilon,
+                                const DropoutSite& d) override {
+    timed("residual_rmsnorm_forward", s, [&] {
+      inner_->residual_rmsnorm_forward(s, residual_out, out, rstd, residual, inp, weight, B, T, C,
+                                       epsilon, d);
+    });
+  }
+  void rmsnorm_backward(Stream& s, float* dinp, float* dweight, const float* dout, const float* inp,
+                        const float* weight, const float* rstd, std::int64_t N,
+                        std::int64_t C) override {
+    timed("rmsnorm_backward", s,
+          [&] { inner_->rmsnorm_backward(s, dinp, dweight, dout, inp, weight, rstd, N, C); });
+  }
+  void rope_table(Stream& s, float* table, const RopeParameters& p,
+                  std::int64_t positions) override {
+    timed("rope_table", s, [&] { inner_->rope_table(s, table, p, positions); });
+  }
+  void rope_forward(Stream& s, ActivationOut x, const float* table, std::int64_t positions,
+                    const RopeLayout& l) override {
+    timed(shape("rope_forward", l.B * l.T, l.heads, l.head_dim), s,
+          [&] { inner_->rope_forward(s, x, table, positions, l); });
+  }
+  void rope_backward(Stream& s, float* dx, const float* table, std::int64_t positions,
+                     const RopeLayout& l) override {
+    timed(shape("rope_backward", l.B * l.T, l.heads, l.head_dim), s,
+          [&] { inner_->rope_backward(s, dx, table, positions, l); });
+  }
+  void swiglu_forward(Stream& s, ActivationOut out, const float* inp, std::int64_t N,
+                      std::int64_t H) override {
+    timed("swiglu_forward", s, [&] { inner_->swiglu_forward(s, out, inp, N, H); });
+  }
+  void swiglu_backward(Stream& s, float* dinp, const float* dout, const float* inp, std::int64_t N,
+                       std::int64_t H) override {
+    timed("swiglu_backward", s, [&] { inner_->swiglu_backward(s, dinp, dout, inp, N, H); });
+  }
   void linear_forward(Stream& s, const LinearForward& c, const GemmScratch& g) override {
     timed(shape(c.gelu_out.data ? "linear_forward+gelu" : "linear_forward", c.N, c.C, c.OC), s,
           [&] { inner_->linear_forward(s, c, g); });

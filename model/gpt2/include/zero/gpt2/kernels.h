@@ -7,11 +7,12 @@
 //   cuda  the kernels of src/cuda/ (layers.cu, attention.cu, cuBLASLt), enqueued on the stream's
 //         cudaStream_t; compiled only in a build with CUDA
 // Both implement the same fusion boundaries (a GEMM with its bias and GELU epilogues, residual +
-// layer norm, softmax + cross-entropy), so a model written against this header runs the same
-// sequence of operations on either. Pointers are memory of the context's device space (host
-// memory on the CPU backend) unless named host_*; counts are elements; row-major; N = B·T rows.
-// Every call is asynchronous on `stream` (the context's compute stream): a pointer must stay valid
-// until the stream has run the call. Backward kernels accumulate (+=) into parameter gradients.
+// norm with a layer norm or RMSNorm, softmax + cross-entropy), so a model written against this
+// header runs the same sequence of operations on either. Pointers are memory of the context's
+// device space (host memory on the CPU backend) unless named host_*; counts are elements;
+// row-major; N = B·T rows. Every call is asynchronous on `stream` (the context's compute stream): a
+// pointer must stay valid until the stream has run the call. Backward kernels accumulate (+=) into
+// parameter gradients.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include "zero/core/dtype.h"
 #include "zero/core/stream.h"
 #include "zero/gpt2/rng.h"
+#include "zero/gpt2/rope.h"
 
 namespace zero::gpt2 {
 
@@ -175,6 +177,23 @@ struct LogitsBackward {
   float* dln = nullptr;
 };
 
+// A norm, the one choice a fused residual + norm leaves to the family (norm_forward,
+// residual_norm_forward, norm_backward): GPT-2's layer norm (weight and bias) or the Llama family's
+// RMSNorm (weight; bias null). epsilon: layer_norm_epsilon, rms_norm_eps.
+enum class NormKind { kLayerNorm, kRMSNorm };
+struct Norm {
+  NormKind kind = NormKind::kLayerNorm;
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+  float epsilon = 1e-5f;
+};
+// What a norm's forward keeps for its backward, N floats each: the rows' mean (a layer norm's;
+// unused by RMSNorm, which may pass null) and rstd.
+struct NormStatistics {
+  float* mean = nullptr;
+  float* rstd = nullptr;
+};
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -218,6 +237,66 @@ class Kernels {
   // dinp (B, T, C) = mask · scale · dout (overwritten).
   virtual void dropout_backward(Stream& stream, float* dinp, const float* dout, std::int64_t B,
                                 std::int64_t T, std::int64_t C, const DropoutSite& dropout) = 0;
+
+  // ---- RMSNorm (the Llama family's norm; layers_cpu.h's rmsnorm_*) ----
+  // out (N, C) = (inp · rstd) · weight, rstd (N) = 1 / sqrt(mean of inp² + epsilon) kept for the
+  // backward; out fp32 or gemm_input_dtype's (rounded once), as layernorm_forward's.
+  virtual void rmsnorm_forward(Stream& stream, ActivationOut out, float* rstd, const float* inp,
+                               const float* weight, std::int64_t N, std::int64_t C,
+                               float epsilon) = 0;
+  // residual_out (B, T, C) = residual + dropout(inp), then out = rmsnorm(residual_out): layer
+  // norm's fusion with the other norm.
+  virtual void residual_rmsnorm_forward(Stream& stream, float* residual_out, ActivationOut out,
+                                        float* rstd, const float* residual, const float* inp,
+                                        const float* weight, std::int64_t B, std::int64_t T,
+                                        std::int64_t C, float epsilon,
+                                        const DropoutSite& dropout) = 0;
+  // dinp += ..., dweight += ... (dinp is the residual stream's gradient).
+  virtual void rmsnorm_backward(Stream& stream, float* dinp, float* dweight, const float* dout,
+                                const float* inp, const float* weight, const float* rstd,
+                                std::int64_t N, std::int64_t C) = 0;
+
+  // ---- a norm chosen by Norm::kind: the layer norm calls above, or the RMSNorm ones ----
+  // The same operation for either family: mean is written for a layer norm only; a bias with
+  // RMSNorm, or a layer norm without bias or mean, is a zero::Error.
+  void norm_forward(Stream& stream, ActivationOut out, NormStatistics kept, const float* inp,
+                    const Norm& norm, std::int64_t N, std::int64_t C);
+  void residual_norm_forward(Stream& stream, float* residual_out, ActivationOut out,
+                             NormStatistics kept, const float* residual, const float* inp,
+                             const Norm& norm, std::int64_t B, std::int64_t T, std::int64_t C,
+                             const DropoutSite& dropout);
+  // dbias: a layer norm's (null for RMSNorm).
+  void norm_backward(Stream& stream, float* dinp, float* dweight, float* dbias, const float* dout,
+                     const float* inp, const Norm& norm, const float* mean, const float* rstd,
+                     std::int64_t N, std::int64_t C);
+
+  // ---- rotary position embedding (rope.h; layers_cpu.h's rope_*) ----
+  // table (rope_table_elements(head_dim, positions) floats, device memory) = rope_table(parameters,
+  // positions), computed on the host (transformers' fp32 arithmetic) and copied in stream order:
+  // once per shape, by the model that keeps it.
+  virtual void rope_table(Stream& stream, float* table, const RopeParameters& parameters,
+                          std::int64_t positions) = 0;
+  // The rotation of the heads `layout` names, in place on x (fp32; on CUDA also the 16-bit qkv of
+  // attention_io_dtype, computed in fp32 and rounded once), at positions position_offset + t
+  // from `table` (rope_table of table_positions ≥ position_offset + T positions and the layout's
+  // head_dim). rope_backward applies the transposed rotation to the gradient dx in place. A layout
+  // past its rows or its table is a zero::Error.
+  virtual void rope_forward(Stream& stream, ActivationOut x, const float* table,
+                            std::int64_t table_positions, const RopeLayout& layout) = 0;
+  virtual void rope_backward(Stream& stream, float* dx, const float* table,
+                             std::int64_t table_positions, const RopeLayout& layout) = 0;
+
+  // ---- SwiGLU (layers_cpu.h's swiglu_*) ----
+  // The MLP's gate and up projections are one GEMM (linear_forward with OC = 2H: its weight the
+  // two matrices side by side) whose output inp (N, 2H) holds [gate | up] per row, so one GEMM,
+  // one output and one backward GEMM pair serve both, and this reads it in place:
+  // out (N, H) = silu(gate) · up (fp32 or gemm_input_dtype's: the down projection's operand).
+  virtual void swiglu_forward(Stream& stream, ActivationOut out, const float* inp, std::int64_t N,
+                              std::int64_t H) = 0;
+  // dinp (N, 2H) = [dout · up · silu'(gate) | dout · silu(gate)] (overwritten): the fused GEMM's
+  // dout.
+  virtual void swiglu_backward(Stream& stream, float* dinp, const float* dout, const float* inp,
+                               std::int64_t N, std::int64_t H) = 0;
 
   // ---- GEMMs (fp32 activations, parameters in their storage dtype, fp32 accumulation) ----
   virtual void linear_forward(Stream& stream, const LinearForward& call,

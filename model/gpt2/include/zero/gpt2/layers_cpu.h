@@ -9,6 +9,7 @@
 
 #include "zero/core/dtype.h"
 #include "zero/gpt2/rng.h"
+#include "zero/gpt2/rope.h"
 
 namespace zero::gpt2::cpu {
 
@@ -114,5 +115,31 @@ std::int64_t crossentropy_forward(float* losses, float* logsumexp, const float* 
 void crossentropy_backward(float* logits, const float* logsumexp, const int* targets,
                            std::int64_t N, std::int64_t V, std::int64_t Vp, float scale,
                            float label_smoothing = 0.0f);
+
+// ---- the Llama family's (llama_layers_cpu.cc) ----
+
+// RMSNorm, transformers' LlamaRMSNorm in fp32: rstd (N) = 1 / sqrt(mean over the row of inp² +
+// epsilon), out (N, C) = (inp · rstd) · weight; rstd kept for the backward.
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, std::int64_t N,
+                     std::int64_t C, float epsilon);
+// dinp += rstd · (dout ⊙ weight) − inp · rstd³ · mean(dout ⊙ weight ⊙ inp) (dinp is the residual
+// stream's gradient, as layernorm_backward's), dweight += column sums of dout ⊙ inp · rstd.
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, std::int64_t N, std::int64_t C);
+
+// Rotary embedding in transformers' rotate-half layout, in place on the heads `layout` names, each
+// head's channels i < h = head_dim / 2 paired with i + h, at position p = position_offset + t:
+//   x[i] ← x[i]·cos(p·f_i) − x[i + h]·sin(p·f_i),  x[i + h] ← x[i + h]·cos(p·f_i) + x[i]·sin(p·f_i)
+// with cos and sin from `table` (rope_table, at least position_offset + T positions).
+void rope_forward(float* x, const float* table, const RopeLayout& layout);
+// Its backward, in place: dx ← the rotation by −p·f_i of dx (the forward's transpose).
+void rope_backward(float* dx, const float* table, const RopeLayout& layout);
+
+// SwiGLU on the MLP's fused gate/up product: inp (N, 2H), each row [gate (H) | up (H)]; out (N, H)
+// = silu(gate) · up, silu(g) = g / (1 + exp(-g)).
+void swiglu_forward(float* out, const float* inp, std::int64_t N, std::int64_t H);
+// dinp (N, 2H) = [dout · up · silu'(gate) | dout · silu(gate)] (overwritten).
+void swiglu_backward(float* dinp, const float* dout, const float* inp, std::int64_t N,
+                     std::int64_t H);
 
 }  // namespace zero::gpt2::cpu

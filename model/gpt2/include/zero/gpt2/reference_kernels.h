@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "zero/gpt2/rng.h"
+#include "zero/gpt2/rope.h"
 
 namespace zero::gpt2::reference {
 
@@ -258,6 +259,90 @@ void crossentropy_backward(Real* logits, const Real* logsumexp, const int* targe
         z = scale * (std::exp(z - logsumexp[i]) - (v == targets[i] ? Real(1) : Real(0)));
     }
   }
+}
+
+// ---- the Llama family's (layers_cpu.h's rmsnorm, rope, swiglu) ----
+
+template <typename Real>
+void rmsnorm_forward(Real* out, Real* rstd, const Real* inp, const Real* weight, std::int64_t N,
+                     std::int64_t C, Real epsilon) {
+  for (std::int64_t i = 0; i < N; ++i) {
+    const Real* x = inp + i * C;
+    Real squares = 0;
+    for (std::int64_t c = 0; c < C; ++c) squares += x[c] * x[c];
+    rstd[i] = Real(1) / std::sqrt(squares / Real(C) + epsilon);
+    for (std::int64_t c = 0; c < C; ++c) out[i * C + c] = x[c] * rstd[i] * weight[c];
+  }
+}
+
+template <typename Real>
+void rmsnorm_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
+                      const Real* weight, const Real* rstd, std::int64_t N, std::int64_t C) {
+  for (std::int64_t i = 0; i < N; ++i) {
+    const Real* d = dout + i * C;
+    const Real* x = inp + i * C;
+    const Real s = rstd[i];
+    Real dot = 0;
+    for (std::int64_t c = 0; c < C; ++c) dot += weight[c] * d[c] * x[c];
+    for (std::int64_t c = 0; c < C; ++c) {
+      dinp[i * C + c] += s * weight[c] * d[c] - x[c] * s * s * s * dot / Real(C);
+      dweight[c] += d[c] * x[c] * s;
+    }
+  }
+}
+
+// The rotation of rope_forward (sign +1) or rope_backward (sign -1), the angles from `table`.
+template <typename Real>
+void rope_rotate(Real* x, const float* table, const RopeLayout& layout, Real sign) {
+  const std::int64_t half = layout.head_dim / 2;
+  for (std::int64_t b = 0; b < layout.B; ++b)
+    for (std::int64_t t = 0; t < layout.T; ++t)
+      for (std::int64_t head = 0; head < layout.heads; ++head) {
+        const float* cosine = table + (layout.position_offset + t) * layout.head_dim;
+        Real* v = x + (b * layout.T + t) * layout.row_stride + head * layout.head_dim;
+        for (std::int64_t i = 0; i < half; ++i) {
+          const Real first = v[i], second = v[i + half];
+          const Real c = cosine[i], s = sign * Real(cosine[half + i]);
+          v[i] = first * c - second * s;
+          v[i + half] = second * c + first * s;
+        }
+      }
+}
+
+template <typename Real>
+void rope_forward(Real* x, const float* table, const RopeLayout& layout) {
+  rope_rotate(x, table, layout, Real(1));
+}
+
+template <typename Real>
+void rope_backward(Real* dx, const float* table, const RopeLayout& layout) {
+  rope_rotate(dx, table, layout, Real(-1));
+}
+
+template <typename Real>
+Real sigmoid(Real x) {
+  return Real(1) / (Real(1) + std::exp(-x));
+}
+
+template <typename Real>
+void swiglu_forward(Real* out, const Real* inp, std::int64_t N, std::int64_t H) {
+  for (std::int64_t i = 0; i < N; ++i)
+    for (std::int64_t j = 0; j < H; ++j) {
+      const Real gate = inp[i * 2 * H + j], up = inp[i * 2 * H + H + j];
+      out[i * H + j] = gate * sigmoid(gate) * up;
+    }
+}
+
+template <typename Real>
+void swiglu_backward(Real* dinp, const Real* dout, const Real* inp, std::int64_t N,
+                     std::int64_t H) {
+  for (std::int64_t i = 0; i < N; ++i)
+    for (std::int64_t j = 0; j < H; ++j) {
+      const Real gate = inp[i * 2 * H + j], up = inp[i * 2 * H + H + j], d = dout[i * H + j];
+      const Real s = sigmoid(gate);
+      dinp[i * 2 * H + j] = d * up * (s + gate * s * (Real(1) - s));
+      dinp[i * 2 * H + H + j] = d * gate * s;
+    }
 }
 
 }  // namespace zero::gpt2::reference
