@@ -34,10 +34,10 @@
 #       step without a GPU is "skipped: no CUDA device"), 1 otherwise.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-cuda_tests=(core_cuda_test gpt2_cuda_test gpt2_compute_cuda_test attention_cudnn_test optim_cuda_test
-            nccl_communicator_test train_cuda_test)
+cuda_tests=(core_cuda_test gpt2_cuda_test gpt2_compute_cuda_test llama_cuda_test attention_cudnn_test
+            optim_cuda_test nccl_communicator_test train_cuda_test)
 programs=(zero "${cuda_tests[@]}" gpt2_cuda_bench)
-kernel_tests=(gpt2_cuda_test gpt2_compute_cuda_test optim_cuda_test core_cuda_test)
+kernel_tests=(gpt2_cuda_test gpt2_compute_cuda_test llama_cuda_test optim_cuda_test core_cuda_test)
 all_steps=(env tests memcheck racecheck kernels train torch)
 max_bundle_bytes=$((60 * 1024 * 1024))
 
