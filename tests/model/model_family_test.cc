@@ -145,6 +145,8 @@ TEST(ModelFamily, OverridesTakeTheFamilysKeyNames) {
   EXPECT_TRUE(config.tie_word_embeddings);
   expect_error([&] { GPT2Config(config).apply_overrides("n_embd=64"); },
                "unknown key 'n_embd' (Llama's config.json keys)");
+  expect_error([] { GPT2Config().apply_overrides("hidden_size=64"); },
+               "it is a key of model_type llama, mistral, qwen2: give that model's config.json");
   expect_error([&] { GPT2Config(config).apply_overrides("hiden_size=64"); },
                "did you mean 'hidden_size'");
   expect_error([&] { GPT2Config(config).apply_overrides("num_key_value_heads=3"); },

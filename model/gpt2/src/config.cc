@@ -25,7 +25,21 @@ const ConfigKey* find_key(ModelFamily family, std::string_view name) {
   return nullptr;
 }
 
+// A key of other families only ("hidden_size" given to GPT-2): the overrides apply to the config
+// they change, so that family's config.json is needed first.
+std::string other_families_hint(ModelFamily family, std::string_view name) {
+  std::string owners;
+  for (ModelFamily other :
+       {ModelFamily::kGpt2, ModelFamily::kLlama, ModelFamily::kMistral, ModelFamily::kQwen2})
+    if (other != family && find_key(other, name) != nullptr)
+      owners += (owners.empty() ? "" : ", ") + std::string(family_spec(other).model_type);
+  if (owners.empty()) return "";
+  return "; it is a key of model_type " + owners +
+         ": give that model's config.json (--config_name " + "DIR) and override its keys";
+}
+
 std::string nearest_hint(ModelFamily family, std::string_view name) {
+  if (std::string other = other_families_hint(family, name); !other.empty()) return other;
   std::vector<std::string_view> names;
   for (const ConfigKey& key : family_spec(family).keys) names.push_back(key.name);
   if (auto nearest = zero::nearest_name(name, names)) return "; did you mean '" + *nearest + "'?";
