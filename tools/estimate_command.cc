@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "zero/core/error.h"
+#include "zero/gpt2/family.h"
 #include "zero/train/arguments.h"
 #include "zero/train/cli.h"
 #include "zero/train/command_arguments.h"
@@ -41,7 +42,8 @@ void print_plan(const train::Estimate& estimate) {
       "per node\n",
       static_cast<long long>(plan.parameters),
       estimate.by_counts ? "--params; activations not planned"
-                         : ("GPT-2 " + std::to_string(setup.model->n_layer) + " layers, width " +
+                         : (std::string(gpt2::name_of(setup.model->family)) + " " +
+                            std::to_string(setup.model->n_layer) + " layers, width " +
                             std::to_string(setup.model->n_embd))
                                .c_str(),
       hardware.nodes, gpus_per_node, gib(hardware.gpu_memory),

@@ -11,10 +11,12 @@
 #include "zero/core/allocator.h"
 #include "zero/core/cpu_context.h"
 #include "zero/core/device_context.h"
+#include "zero/core/error.h"
 #include "zero/core/launch.h"
 #include "zero/core/logging.h"
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/checkpoint_hf.h"
+#include "zero/gpt2/family.h"
 #include "zero/gpt2/sampling.h"
 #include "zero/train/cli.h"
 
@@ -79,10 +81,16 @@ int run_generate(std::span<char* const> args) {
   const DeviceChoice device =
       choose_device(variables.count("use_cpu") + variables.count("no_cuda") > 0);
   log_info("zero generate: device ", device.describe(), ", ", name_of(dtype));
+  const std::string folder = variables["model"].as<std::string>();
+  try {  // the Llama family is read, not generated from, in this version: an input error
+    gpt2::check_family_computes(gpt2::load_hf_config(folder), "generation");
+  } catch (const Error& error) {
+    std::cerr << "zero generate: error: --model " << folder << ": " << error.what() << "\n";
+    return 2;
+  }
   const std::unique_ptr<DeviceContext> context = make_device_context(device.device);
   HostAllocator allocator(context->ledger());
-  const gpt2::GPT2Model model =
-      gpt2::load_hf_model(variables["model"].as<std::string>(), allocator);
+  const gpt2::GPT2Model model = gpt2::load_hf_model(folder, allocator);
   gpt2::SamplingOptions sampling;
   sampling.top_k = variables["top_k"].as<int>();
   sampling.temperature = variables["temperature"].as<float>();

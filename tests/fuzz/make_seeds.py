@@ -162,6 +162,18 @@ def model_config_seeds():
         "n_positions": 1024, "resid_pdrop": 0.1, "tie_word_embeddings": True, "vocab_size": 50257},
         indent=2))
     put("model_config", "tiny", '{"n_embd": 8, "n_head": 2, "n_layer": 1, "n_positions": 16, "vocab_size": 300}')
+    put("model_config", "llama3", json.dumps({
+        "model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+        "num_attention_heads": 8, "num_key_value_heads": 2, "max_position_embeddings": 128,
+        "vocab_size": 300, "rope_theta": 500000.0, "tie_word_embeddings": False,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
+        "bos_token_id": 1, "eos_token_id": [2, 3]}, indent=2))
+    put("model_config", "qwen2", json.dumps({
+        "model_type": "qwen2", "hidden_size": 56, "intermediate_size": 72, "num_hidden_layers": 2,
+        "num_attention_heads": 7, "num_key_value_heads": 1, "vocab_size": 320,
+        "use_sliding_window": False, "sliding_window": 4096, "tie_word_embeddings": True,
+        "bos_token_id": None, "eos_token_id": 5}, indent=2))
 
 
 def tcp_store_seeds():

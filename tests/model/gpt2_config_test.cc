@@ -44,7 +44,7 @@ TEST(GPT2Config, ReadsHuggingFaceJsonAndIgnoresUnrelatedKeys) {
             }).find("must be an integer"),
             std::string::npos);
   EXPECT_NE(
-      error_of([] { GPT2Config::from_json_text(R"({"model_type": "llama"})"); }).find("llama"),
+      error_of([] { GPT2Config::from_json_text(R"({"model_type": "bert"})"); }).find("bert"),
       std::string::npos);
   EXPECT_NE(error_of([] { GPT2Config::from_json_text("{"); }).find("not valid JSON"),
             std::string::npos);

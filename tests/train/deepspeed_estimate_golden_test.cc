@@ -4,12 +4,16 @@
 // printed text must be equal, byte for byte. Skips when ZERO_PYTHON or deepspeed is missing.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "../common/golden.h"
+#include "zero/gpt2/config.h"
+#include "zero/gpt2/family.h"
 #include "zero/train/plan.h"
 
 namespace zero::testing {
@@ -21,12 +25,22 @@ struct Case {
 };
 
 TEST(DeepSpeedEstimateGolden, TextEqualsDeepSpeedsOwnOutput) {
-  const std::vector<Case> grid = {{7e9, 131072000, 8, 1}, {124439808, 38597376, 1, 1},
-                                  {1.3e9, 1e8, 4, 1},     {6.7e9, 2.6e8, 8, 2},
-                                  {13e9, 2.6e8, 8, 4},    {70e9, 1e9, 8, 8},
-                                  {175e9, 2.4e9, 16, 64}, {3e6, 1e6, 2, 3},
-                                  {405e9, 3.2e9, 8, 16},  {1.5e9, 7.7e7, 3, 5},
-                                  {999999, 1, 1, 1}};
+  std::vector<Case> grid = {{7e9, 131072000, 8, 1}, {124439808, 38597376, 1, 1},
+                            {1.3e9, 1e8, 4, 1},     {6.7e9, 2.6e8, 8, 2},
+                            {13e9, 2.6e8, 8, 4},    {70e9, 1e9, 8, 8},
+                            {175e9, 2.4e9, 16, 64}, {3e6, 1e6, 2, 3},
+                            {405e9, 3.2e9, 8, 16},  {1.5e9, 7.7e7, 3, 5},
+                            {999999, 1, 1, 1}};
+  // What `zero estimate --deepspeed_compat` passes for the real Llama-family configs
+  // (configs/models; their counts are model_family_test's, their largest layers the golden one's).
+  const char* source = std::getenv("ZERO_SOURCE_DIR");
+  for (const char* model : {"Llama-2-7b-hf", "Qwen2.5-7B", "Llama-3.1-70B"}) {
+    if (source == nullptr) break;
+    const gpt2::GPT2Config config = gpt2::GPT2Config::load(
+        std::filesystem::path(source) / "configs" / "models" / model / "config.json");
+    grid.push_back({static_cast<double>(config.num_parameters()),
+                    static_cast<double>(gpt2::largest_module_parameters(config)), 8, 4});
+  }
   const std::string out = ::testing::TempDir() + "deepspeed_estimate_reference.txt";
   std::ostringstream arguments;
   arguments.precision(17);

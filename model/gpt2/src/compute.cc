@@ -7,6 +7,7 @@
 
 #include "compute_internal.h"
 #include "zero/core/error.h"
+#include "zero/gpt2/family.h"
 #include "zero/gpt2/units.h"
 
 namespace zero::gpt2 {
@@ -16,7 +17,12 @@ constexpr const char* kRecomputePrefix = "recompute.";
 
 // The block activation names, in layout order, with their row widths (elements per (b, t)) and
 // dtypes: fp32, or 16-bit for those only GEMMs read (gemm_input_dtype) and the attention's input
-// and output (attention_io_dtype).
+// and output (attention_io_dtype). GPT-2: LayerNorm (output, mean, rstd), q/k/v of 3C, GELU's
+// input and output (H each). The Llama family (family.h; its passes come next, this is the layout
+// they allocate and the planner counts): RMSNorm (output, rstd), q/k/v of (NH + 2·KVH)·HS with
+// RoPE applied in place on q and k (its backward rotates the gradients back: nothing more kept),
+// the attention's output NH·HS, SwiGLU's gate and up (2H, fp32) and their product (H, the down
+// projection's GEMM input).
 struct BlockTensorShape {
   const char* name;
   std::int64_t per_row;
@@ -25,13 +31,20 @@ struct BlockTensorShape {
 std::vector<BlockTensorShape> block_internal_shapes(const GPT2Config& config, std::int64_t B,
                                                     std::int64_t T, const ComputeOptions& options) {
   const std::int64_t C = config.n_embd, H = config.hidden_size(), NH = config.n_head;
-  const std::int64_t att = attention_layout(options.device, B, T, C, NH).saved_per_row;
+  const BlockWidths widths = block_widths(config);
+  const std::int64_t att = attention_layout(options.device, B, T, widths.q, NH).saved_per_row;
   const DType gemm = gemm_input_dtype(options.device, options.param_dtype);
   const DType io =
-      attention_io_dtype(options.device, options.param_dtype, C, NH, config.attn_pdrop);
-  return {{"ln_1", C, gemm}, {"ln_1.mean", 1}, {"ln_1.rstd", 1}, {"qkv", 3 * C, io},
-          {"att", att},      {"atty", C, io},  {"residual2", C}, {"ln_2", C, gemm},
-          {"ln_2.mean", 1},  {"ln_2.rstd", 1}, {"fch", H},       {"fch_gelu", H, gemm}};
+      attention_io_dtype(options.device, options.param_dtype, widths.q, NH, config.attn_pdrop);
+  if (config.family == ModelFamily::kGpt2)
+    return {{"ln_1", C, gemm}, {"ln_1.mean", 1}, {"ln_1.rstd", 1}, {"qkv", 3 * C, io},
+            {"att", att},      {"atty", C, io},  {"residual2", C}, {"ln_2", C, gemm},
+            {"ln_2.mean", 1},  {"ln_2.rstd", 1}, {"fch", H},       {"fch_gelu", H, gemm}};
+  return {{"ln_1", C, gemm},       {"ln_1.rstd", 1},
+          {"qkv", widths.qkv, io}, {"att", att},
+          {"atty", widths.q, io},  {"residual2", C},
+          {"ln_2", C, gemm},       {"ln_2.rstd", 1},
+          {"fch", widths.mlp_in},  {"fch_swiglu", widths.mlp_hidden, gemm}};
 }
 
 // A tensor of rows × per_row elements, as floats of the layout: 16-bit elements (a GEMM input in
@@ -61,7 +74,7 @@ std::vector<TensorSpec> activation_specs(const GPT2Config& config, std::int64_t 
   }
   if (options.activation_checkpointing) block_specs(kRecomputePrefix);
   specs.push_back(rows_spec("ln_f", N, C, gemm_input));
-  specs.push_back({"ln_f.mean", {N}});
+  if (family_spec(config.family).norm == NormKind::kLayerNorm) specs.push_back({"ln_f.mean", {N}});
   specs.push_back({"ln_f.rstd", {N}});
   specs.push_back(rows_spec("logits", N, config.padded_vocab_size(),
                             logits_dtype(options.device, options.param_dtype)));
@@ -73,35 +86,41 @@ std::vector<TensorSpec> activation_specs(const GPT2Config& config, std::int64_t 
 // Rows of wte whose gradient one staged GEMM computes when gradients are 16-bit.
 constexpr std::int64_t kHeadGradRows = 2048;
 
+// GPT-2's scratch; the Llama family's with its widths (q/k/v, the attention's output, SwiGLU's
+// 2H gradient of gate and up) and RoPE's cos/sin table (T × HS).
 std::vector<TensorSpec> workspace_specs(const GPT2Config& config, std::int64_t B, std::int64_t T,
                                         const ComputeOptions& options) {
   const std::int64_t N = B * T, C = config.n_embd, H = config.hidden_size();
+  const BlockWidths widths = block_widths(config);
   std::vector<TensorSpec> specs = {
       {"proj", {N, C}},
       {"dresidual", {N, C}},
       {"dproj", {N, C}},
-      {"dhidden", {N, H}},
+      {"dhidden", {N, widths.mlp_in}},
       {"dln", {N, C}},
-      {"datty", {N, C}},
-      {"dqkv", {N, 3 * C}},
-      {"datt", {attention_layout(options.device, B, T, C, config.n_head).scratch}}};
+      {"datty", {N, widths.q}},
+      {"dqkv", {N, widths.qkv}},
+      {"datt", {attention_layout(options.device, B, T, widths.q, config.n_head).scratch}}};
+  if (family_spec(config.family).positions == PositionKind::kRope)
+    specs.push_back({"rope", {T, config.head_size()}});
   if (options.param_dtype == DType::kFloat32) return specs;
   // 16-bit storage: bf16 copies of GEMM activations (two bf16 per fp32 element of the spec; at
   // least 4·N·C each, what 16-bit attention stages: GemmScratch), the unit's vectors (and the
   // batch's wte rows and wpe) widened to fp32, and fp32 gradients staged before they are added to
   // 16-bit ones.
   const std::int64_t Vp = config.padded_vocab_size();
-  const std::int64_t widest = std::max({Vp, H, 4 * C});
+  const std::int64_t widest = std::max({Vp, widths.mlp_in, widths.qkv, 4 * C});
   const std::int64_t vectors = std::max(block_vector_elements(config), (N + T) * C);
-  const std::int64_t staged = std::max({C * H, 3 * C * C, kHeadGradRows * C, (N + T) * C});
+  const std::int64_t staged =
+      std::max({C * widths.mlp_in, C * widths.qkv, kHeadGradRows * C, (N + T) * C});
   specs.push_back({"act16_a", {(N * widest + 1) / 2}});
-  specs.push_back({"act16_b", {(N * std::max(H, 4 * C) + 1) / 2}});
+  specs.push_back({"act16_b", {(N * std::max({H, widths.mlp_in, 4 * C}) + 1) / 2}});
   specs.push_back({"param32", {vectors}});
   specs.push_back({"gradvec32", {block_vector_elements(config)}});
   specs.push_back({"grad32", {staged}});
   // The attention library's workspace (cuDNN's, on CUDA with bf16; kernels.h).
   const std::int64_t library =
-      attention_layout(options.device, B, T, C, config.n_head, options.param_dtype)
+      attention_layout(options.device, B, T, widths.q, config.n_head, options.param_dtype)
           .library_workspace_bytes;
   if (library > 0) specs.push_back({"attention_library", {(library + 3) / 4}});
   return specs;
@@ -151,6 +170,9 @@ GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std:
       planning_(allocator.planning() || context.planning()),
       on_host_(context.model_runs_on_host() || planning_) {
   config_.validate();
+  // The Llama family's layout is planned (a planning allocator or context); its passes are not
+  // built yet.
+  if (!planning_) check_family_computes(config_, "training and generation");
   ZERO_CHECK(B_ > 0 && T_ > 0,
              "GPT-2 compute: batch size and sequence length must be positive, got B=", B_,
              " T=", T_);
@@ -181,6 +203,7 @@ GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std:
     pinned_losses_ = pinned.allocate(static_cast<std::size_t>(B_ * T_) * sizeof(float),
                                      MemoryCategory::kActivations);
   }
+  if (config_.family != ModelFamily::kGpt2) return;  // planned only: no views
   for (int layer = 0; layer < config_.n_layer; ++layer) {
     const std::string prefix = options_.activation_checkpointing
                                    ? std::string(kRecomputePrefix)

@@ -47,8 +47,10 @@ void EngineModel::forward(GatheredUnit& norm, GatheredUnit& wte) {
     compute_.forward_block(layer, params_of(params));
   }
   norm = engine_.gather(units_[final_norm_unit(config_)]);  // then wte, on every rank
-  wte = engine_.gather(embeddings);
-  compute_.forward_head(params_of(norm), params_of(wte));
+  // The head's weight: the tied embeddings, gathered again; untied (the Llama family's
+  // lm_head.weight), it is in the final unit.
+  if (config_.tie_word_embeddings) wte = engine_.gather(embeddings);
+  compute_.forward_head(params_of(norm), params_of(config_.tie_word_embeddings ? wte : norm));
 }
 
 double EngineModel::train_micro_step(std::span<const int> tokens, std::span<const int> targets,
@@ -62,8 +64,10 @@ double EngineModel::train_micro_step(std::span<const int> tokens, std::span<cons
     // d(micro-batch mean loss) × the engine's loss scale (1 in fp32).
     const auto scale = static_cast<float>(engine_.loss_scale() /
                                           static_cast<double>(compute_.num_counted_targets()));
-    compute_.backward_head(params_of(norm), params_of(wte), grads_of(engine_.grads(final_norm)),
-                           grads_of(engine_.grads(embeddings)), scale);
+    const bool tied = config_.tie_word_embeddings;
+    const UnitData norm_grads = grads_of(engine_.grads(final_norm));
+    compute_.backward_head(params_of(norm), params_of(tied ? wte : norm), norm_grads,
+                           tied ? grads_of(engine_.grads(embeddings)) : norm_grads, scale);
     wte.release();
     norm.release();
   }

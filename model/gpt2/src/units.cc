@@ -1,10 +1,12 @@
-// GPT-2's parameter units and their sharding-independent initialisation.
+// The decoder's parameter units (the family's tensors, family.h) and their sharding-independent
+// initialisation.
 #include "zero/gpt2/units.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "zero/core/error.h"
+#include "zero/gpt2/family.h"
 #include "zero/gpt2/rng.h"
 
 namespace zero::gpt2 {
@@ -17,37 +19,24 @@ std::size_t UnitSpec::num_elements() const {
 
 std::vector<UnitSpec> gpt2_units(const GPT2Config& config) {
   config.validate();
-  const std::int64_t C = config.n_embd, H = config.hidden_size();
+  const FamilySpec& family = family_spec(config.family);
   std::vector<UnitSpec> units;
   units.push_back(
-      {"embeddings",
-       UnitKind::kEmbeddings,
-       -1,
-       {{"wte.weight", {config.padded_vocab_size(), C}}, {"wpe.weight", {config.n_positions, C}}}});
-  for (int layer = 0; layer < config.n_layer; ++layer) {
-    units.push_back({"h." + std::to_string(layer),
-                     UnitKind::kBlock,
-                     layer,
-                     {{"ln_1.weight", {C}},
-                      {"ln_1.bias", {C}},
-                      {"attn.c_attn.weight", {C, 3 * C}},
-                      {"attn.c_attn.bias", {3 * C}},
-                      {"attn.c_proj.weight", {C, C}},
-                      {"attn.c_proj.bias", {C}},
-                      {"ln_2.weight", {C}},
-                      {"ln_2.bias", {C}},
-                      {"mlp.c_fc.weight", {C, H}},
-                      {"mlp.c_fc.bias", {H}},
-                      {"mlp.c_proj.weight", {H, C}},
-                      {"mlp.c_proj.bias", {C}}}});
-  }
-  units.push_back({"ln_f", UnitKind::kFinalNorm, -1, {{"ln_f.weight", {C}}, {"ln_f.bias", {C}}}});
+      {"embeddings", UnitKind::kEmbeddings, -1, embedding_tensors(config), config.family});
+  const std::vector<TensorSpec> block = block_tensors(config);
+  for (int layer = 0; layer < config.n_layer; ++layer)
+    units.push_back({std::string(family.block_unit) + "." + std::to_string(layer), UnitKind::kBlock,
+                     layer, block, config.family});
+  units.push_back({std::string(family.final_unit), UnitKind::kFinalNorm, -1, final_tensors(config),
+                   config.family});
   return units;
 }
 
 std::string hf_tensor_name(const UnitSpec& unit, const std::string& tensor_name) {
-  if (unit.kind == UnitKind::kBlock) return "transformer." + unit.name + "." + tensor_name;
-  return "transformer." + tensor_name;
+  if (tensor_name == "lm_head.weight") return tensor_name;  // outside the decoder's module
+  const std::string prefix(family_spec(unit.family).hf_prefix);
+  if (unit.kind == UnitKind::kBlock) return prefix + unit.name + "." + tensor_name;
+  return prefix + tensor_name;
 }
 
 void init_unit_range(const GPT2Config& config, const UnitSpec& unit, std::uint64_t seed,
@@ -64,12 +53,16 @@ void init_unit_range(const GPT2Config& config, const UnitSpec& unit, std::uint64
     if (overlap.empty()) continue;
     const std::string& name = tensor.name;
     const bool is_bias = name.ends_with(".bias");
-    const bool is_norm_weight = name.starts_with("ln_") && name.ends_with(".weight");
-    const bool is_residual = name == "attn.c_proj.weight" || name == "mlp.c_proj.weight";
+    const bool is_norm = is_norm_weight(unit.family, name);
+    const bool is_residual = is_scaled_residual(unit.family, name);
     const std::uint64_t key = derive_key(seed, hash_name(hf_tensor_name(unit, name)));
-    // Rows of wte past the real vocabulary stay zero.
+    // Rows of the vocabulary's matrices (wte, embed_tokens, lm_head) past the real vocabulary
+    // stay zero.
+    const bool vocabulary_rows = tensor.shape.size() == 2 && unit.kind != UnitKind::kBlock &&
+                                 tensor.shape[0] == config.padded_vocab_size() &&
+                                 name != "wpe.weight";
     const std::size_t real_count =
-        name == "wte.weight" ? static_cast<std::size_t>(config.vocab_size * config.n_embd) : count;
+        vocabulary_rows ? static_cast<std::size_t>(config.vocab_size * config.n_embd) : count;
     const double std = is_residual ? residual_std : config.initializer_range;
     float* destination = out + (overlap.begin - range.begin);
     const std::int64_t n = static_cast<std::int64_t>(overlap.size());
@@ -77,7 +70,7 @@ void init_unit_range(const GPT2Config& config, const UnitSpec& unit, std::uint64
     for (std::int64_t i = 0; i < n; ++i) {
       const std::size_t element = overlap.begin - tensor_range.begin + static_cast<std::size_t>(i);
       float value = 0.0f;
-      if (is_norm_weight)
+      if (is_norm)
         value = 1.0f;
       else if (!is_bias && element < real_count)
         value = static_cast<float>(std * normal_double(key, element));

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "zero/core/launch.h"
+#include "zero/gpt2/family.h"
 #include "zero/train/cli.h"
 #include "zero/train/hub_cache.h"
 #include "zero/train/input_error.h"
@@ -214,7 +215,12 @@ std::string estimate_json(const Estimate& estimate, const EstimateArguments& e) 
   out["model"] = {{"parameters", plan.parameters},
                   {"padded_parameters", plan.padded_parameters},
                   {"largest_layer_params", estimate.largest},
-                  {"from", estimate.by_counts ? "params" : "gpt2_config"}};
+                  {"from", "params"}};
+  if (setup.model) {  // "gpt2_config", "llama_config", ...: config.json's model_type
+    const std::string model_type(gpt2::family_spec(setup.model->family).model_type);
+    out["model"]["from"] = model_type + "_config";
+    out["model"]["family"] = model_type;
+  }
   if (setup.model) out["model"]["config"] = json::parse(setup.model->to_json_text());
   out["hardware"] = {{"num_gpus_per_node", e.num_gpus_per_node},
                      {"num_nodes", e.num_nodes},

@@ -22,6 +22,7 @@
 #include "zero/factory/engine_factory.h"
 #include "zero/gpt2/engine_model.h"
 #include "zero/gpt2/engine_save.h"
+#include "zero/gpt2/family.h"
 #include "zero/gpt2/hf_weights.h"
 #include "zero/gpt2/model.h"
 #include "zero/gpt2/units.h"
@@ -105,8 +106,10 @@ PlannedRun planned_from_flags(const TrainingArguments& arguments) {
   planned.seq_len = arguments.block_size > 0 ? arguments.block_size
                                              : std::min<std::int64_t>(1024, config.n_positions);
   if (planned.seq_len > config.n_positions)
-    input_error("--block_size ", planned.seq_len, " is larger than the model's n_positions ",
+    input_error("--block_size ", planned.seq_len, " is larger than the model's ",
+                gpt2::key_name(config.family, gpt2::ConfigField::kPositions), " ",
                 config.n_positions);
+  as_input_error("--block_size", [&] { config.check_sequence_length(planned.seq_len); });
   planned.model = config;
   planned.pretrained = !arguments.model_name_or_path.empty();
   planned.device_is_host = trainer_device_is_host(arguments);
@@ -160,9 +163,7 @@ PlanSetup plan_setup(const TrainingArguments& arguments, int world_size,
 }
 
 std::int64_t deepspeed_largest_layer_params(const gpt2::GPT2Config& config) {
-  const std::int64_t C = config.n_embd, H = config.hidden_size();
-  return std::max(
-      {config.vocab_size * C, config.n_positions * C, C * H + H, H * C + C, 3 * C * C + 3 * C});
+  return gpt2::largest_module_parameters(config);
 }
 
 namespace {
@@ -499,7 +500,7 @@ std::string format_plan(const RankPlan& plan, const GpuAllowance* allowance) {
     std::snprintf(line, sizeof(line),
                   "  host outside the engine: loading --model_name_or_path %.3f GiB, the final "
                   "save %.3f GiB (one unit at a time: the writer's buffers; with --num_samples "
-                  "the whole fp32 GPT-2)\n",
+                  "the whole fp32 model)\n",
                   gib(plan.load_host_bytes), gib(plan.save_host_bytes));
     out << line;
   }
@@ -527,12 +528,13 @@ std::vector<RankPlan> dry_run(const RunConfig& run, bool print) {
   const gpt2::GPT2Config& config = *setup.model;
   const StatePolicy policy = state_policy(setup.engine);
   std::printf(
-      "dry run: GPT-2 %lld layers, width %lld, %lld heads, vocabulary %lld: %lld "
+      "dry run: %s %lld layers, width %lld, %s heads, vocabulary %lld: %lld "
       "parameters; micro-batch %lld x %lld tokens, %d accumulation step(s)%s\n",
-      static_cast<long long>(config.n_layer), static_cast<long long>(config.n_embd),
-      static_cast<long long>(config.n_head), static_cast<long long>(config.vocab_size),
-      static_cast<long long>(config.num_parameters()), static_cast<long long>(setup.batch_size),
-      static_cast<long long>(setup.seq_len), setup.engine.gradient_accumulation_steps,
+      std::string(gpt2::name_of(config.family)).c_str(), static_cast<long long>(config.n_layer),
+      static_cast<long long>(config.n_embd), gpt2::heads_text(config).c_str(),
+      static_cast<long long>(config.vocab_size), static_cast<long long>(config.num_parameters()),
+      static_cast<long long>(setup.batch_size), static_cast<long long>(setup.seq_len),
+      setup.engine.gradient_accumulation_steps,
       setup.gradient_checkpointing ? ", gradient checkpointing" : "");
   std::printf("engine: ZeRO stage %d, %d rank(s), %s parameters, %s gradient accumulation, %s\n",
               setup.engine.stage, world_size, std::string(name_of(policy.compute)).c_str(),

@@ -18,6 +18,7 @@
 #include "config/input_checks.h"
 #include "prepare/model_config.h"
 #include "prepare/resume_folder.h"
+#include "zero/gpt2/family.h"
 #include "zero/text/text_files.h"
 #include "zero/train/dataset_folder.h"
 
@@ -157,6 +158,14 @@ EngineSetup run_engine(const RunConfig& run, std::int64_t total_steps) {
 }
 
 }  // namespace
+
+void check_model_trains(const TrainingArguments& arguments) {
+  const gpt2::GPT2Config config = model_config_from_flags(arguments);
+  const std::string flag = !arguments.model_name_or_path.empty()
+                               ? "--model_name_or_path " + arguments.model_name_or_path
+                               : "--config_name " + arguments.config_name;
+  as_input_error(flag, [&] { gpt2::check_family_computes(config, "training"); });
+}
 
 const TaskKind& checked_task(const TrainingArguments& arguments) {
   return *as_input_error("arguments", [&] {

@@ -26,6 +26,11 @@ namespace zero::train::detail {
 // returns --task's kind. Throws InputError naming the flag.
 const TaskKind& checked_task(const TrainingArguments& arguments);
 
+// Throws InputError (exit 2) naming the family when the flags' model is one whose training is not
+// built in this version (the Llama family: planned by --dry_run and `zero estimate`, not trained;
+// gpt2::check_family_computes), before anything is read or allocated.
+void check_model_trains(const TrainingArguments& arguments);
+
 // Checks every input of `run` (arguments, files, model, tokenizer) and loads the data, on rank
 // `rank` of run.world_size, writing nothing; throws InputError naming what is wrong. The engine's
 // options are the run's (its scheduler's "auto" lengths from the steps counted here).

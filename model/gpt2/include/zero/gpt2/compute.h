@@ -128,6 +128,8 @@ class GPT2Compute {
   void forward_embeddings(ConstUnitData params);
   void forward_block(int layer, ConstUnitData params);
   // Final layer norm, tied logits and (with targets) the mean cross-entropy over counted targets.
+  // embedding_params is the unit holding the head's weight: the embeddings when tied; an untied
+  // head (the Llama family's lm_head.weight) is in the final unit, passed again.
   void forward_head(ConstUnitData final_norm_params, ConstUnitData embedding_params);
 
   // loss_scale multiplies d(sum of per-row losses); the default (negative) means 1 / counted

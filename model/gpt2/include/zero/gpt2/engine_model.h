@@ -46,6 +46,8 @@ class EngineModel {
 
   // Forward and backward of one micro-batch; returns its mean loss over counted targets.
   // tokens and targets are (B, T) as GPT2Compute::set_inputs takes them. All ranks, same order.
+  // (An untied head, the Llama family's, is in the final unit: the embeddings are not gathered
+  // for it and their gradient buffer is first taken by backward_embeddings.)
   // Gathers: embeddings, h.0 .. h.(L-1), then ln_f and embeddings together for the tied head
   // (forward, loss and backward under one gather), h.(L-1) .. h.0, embeddings. Reductions, each
   // queued as soon as the unit's gradient is complete: ln_f, h.(L-1) .. h.0, embeddings last

@@ -28,16 +28,31 @@ enum class UnitKind : std::uint8_t { kEmbeddings, kBlock, kFinalNorm };
 //               mlp.c_proj.bias (C)
 //   ln_f:       ln_f.weight (C), ln_f.bias (C)
 // The Hugging Face name of a tensor is "transformer." + unit prefix ("h.l." for blocks) + name.
+//
+// The Llama family (family.h: Llama, Mistral, Qwen2) keeps nn.Linear's layout [out, in] row-major
+// (y = x · Wᵀ; checkpoints load without transposes), HS = head size, KVH = key/value heads:
+//   embeddings: embed_tokens.weight (Vp, C)
+//   layers.l:   input_layernorm.weight (C), self_attn.q_proj.weight (NH·HS, C) [+ bias (NH·HS)],
+//               self_attn.k_proj.weight (KVH·HS, C) [+ bias], self_attn.v_proj.weight (KVH·HS, C)
+//               [+ bias], self_attn.o_proj.weight (C, NH·HS) [+ bias (C)],
+//               post_attention_layernorm.weight (C), mlp.gate_proj.weight (H, C) [+ bias (H)],
+//               mlp.up_proj.weight (H, C) [+ bias], mlp.down_proj.weight (C, H) [+ bias (C)]
+//   norm:       norm.weight (C), and lm_head.weight (Vp, C) when the embeddings are untied
+// q/k/v biases: Qwen2 always, Llama with attention_bias (o too); MLP biases with mlp_bias. The
+// Hugging Face name is "model." + unit prefix ("layers.l." for blocks) + name; lm_head.weight is
+// its own.
 struct UnitSpec {
-  std::string name;  // "embeddings", "h.0", ..., "ln_f"
+  std::string name;  // "embeddings", "h.0" / "layers.0", ..., "ln_f" / "norm"
   UnitKind kind = UnitKind::kBlock;
   int layer = -1;  // block index for kBlock, -1 otherwise
   std::vector<TensorSpec> tensors;
+  ModelFamily family = ModelFamily::kGpt2;
   std::size_t num_elements() const;
 };
 
-// L + 2 units: [embeddings, h.0 .. h.(L-1), ln_f]. Forward runs them in this order and then the
-// tied head (ln_f and embeddings together, see compute.h); backward runs the reverse.
+// L + 2 units: [embeddings, h.0 .. h.(L-1), ln_f] (the Llama family: [embeddings, layers.0 ..,
+// norm]). Forward runs them in this order and then the head (the final unit with the embeddings
+// when tied, see compute.h); backward runs the reverse.
 std::vector<UnitSpec> gpt2_units(const GPT2Config& config);
 inline int embeddings_unit() { return 0; }
 inline int block_unit(int layer) { return 1 + layer; }
@@ -45,7 +60,8 @@ inline int final_norm_unit(const GPT2Config& config) {
   return static_cast<int>(config.n_layer) + 1;
 }
 
-// Hugging Face name of unit tensor `tensor_name` ("transformer.h.3.attn.c_attn.weight").
+// Hugging Face name of unit tensor `tensor_name` ("transformer.h.3.attn.c_attn.weight",
+// "model.layers.3.self_attn.q_proj.weight", "lm_head.weight").
 std::string hf_tensor_name(const UnitSpec& unit, const std::string& tensor_name);
 
 // Typed pointers into one unit's flat parameters (T = const float) or gradients (T = float),
@@ -103,10 +119,10 @@ struct FinalNormTensors {
 };
 
 // Fills `out[i - range.begin]` with the initial value of flat element i of `unit` for i in
-// `range` (elements past the unit's tensors, i.e. padding, are 0). GPT-2 initialisation as in
-// Hugging Face: weights and embeddings N(0, initializer_range), residual projections
+// `range` (elements past the unit's tensors, i.e. padding, are 0). Initialisation as in
+// Hugging Face: weights and embeddings N(0, initializer_range), GPT-2's residual projections
 // (attn.c_proj.weight, mlp.c_proj.weight) N(0, initializer_range / sqrt(2·L)), biases 0,
-// layer-norm weights 1, padded vocabulary rows 0. Element values depend only on (seed, Hugging
+// norm weights 1, padded vocabulary rows 0. Element values depend only on (seed, Hugging
 // Face tensor name, element index in the tensor), so any sharding initialises identically.
 void init_unit_range(const GPT2Config& config, const UnitSpec& unit, std::uint64_t seed,
                      ElementRange range, float* out);

@@ -1,0 +1,125 @@
+// The decoder families: what each Hugging Face family is to zero's one decoder config
+// (GPT2Config): its config.json keys and defaults, its tensor names, and its choices of norm, MLP,
+// position encoding, biases and head. Everything GPT-2, Llama, Mistral and Qwen2 differ in is
+// here; docs/model.md says how a fourth family is added.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zero/core/flat_buffer.h"
+#include "zero/gpt2/config.h"
+
+namespace zero::gpt2 {
+
+enum class NormKind : std::uint8_t { kLayerNorm, kRmsNorm };
+enum class MlpKind : std::uint8_t { kGelu, kSwiGlu };
+enum class PositionKind : std::uint8_t { kLearned, kRope };
+
+// The GPT2Config field a config.json key sets, and how its value is read and written.
+enum class ConfigField : std::uint8_t {
+  kVocabSize,
+  kPositions,
+  kEmbd,
+  kLayer,
+  kHead,
+  kKvHead,
+  kHeadDim,
+  kInner,
+  kNormEpsilon,
+  kActivation,
+  kInitializerRange,
+  kTieWordEmbeddings,
+  kResidPdrop,
+  kEmbdPdrop,
+  kAttnPdrop,
+  kBosTokenId,
+  kEosTokenId,
+  kRopeTheta,
+  kRopeScaling,
+  kAttentionBias,
+  kMlpBias,
+  kSlidingWindow,
+  kUseSlidingWindow
+};
+// kIntOrNull: null is 0 (unset); kTokenIds: an id, null (-1) or a list of ids (eos_token_id keeps
+// the list, bos_token_id its first); kRopeScaling: null or {"rope_type": "llama3", ...}.
+enum class ConfigValue : std::uint8_t {
+  kInt,
+  kIntOrNull,
+  kFloat,
+  kBool,
+  kString,
+  kTokenIds,
+  kRopeScaling
+};
+struct ConfigKey {
+  std::string_view name;  // config.json's
+  ConfigField field;
+  ConfigValue value;
+};
+
+struct FamilySpec {
+  ModelFamily family;
+  std::string_view model_type;    // config.json's: "llama"
+  std::string_view architecture;  // written to config.json's architectures: "LlamaForCausalLM"
+  std::string_view display_name;  // in messages: "Llama"
+  NormKind norm;
+  MlpKind mlp;
+  PositionKind positions;
+  bool linear_biases;           // every linear layer has a bias (GPT-2)
+  bool qkv_biases;              // q/k/v biases whatever attention_bias says (Qwen2)
+  bool untied_allowed;          // tie_word_embeddings false: lm_head.weight is a tensor of its own
+  std::string_view hf_prefix;   // of every tensor but lm_head.weight: "transformer." / "model."
+  std::string_view block_unit;  // the blocks' unit names: "h" (h.0, h.1, ...) / "layers"
+  std::string_view final_unit;  // "ln_f" / "norm"
+  std::span<const ConfigKey> keys;  // config.json's keys the family reads, in the order written
+};
+
+std::string_view name_of(ModelFamily family);  // "GPT-2", "Llama", "Mistral", "Qwen2"
+const FamilySpec& family_spec(ModelFamily family);
+// The family of config.json's model_type. Throws zero::Error naming it for one zero does not read
+// (model_type qwen3: Qwen3's q/k norms; anything else: the families zero reads).
+const FamilySpec& family_of_model_type(std::string_view model_type);
+// The config of a family's config.json without keys: Hugging Face's defaults for the family
+// (transformers 4.46's LlamaConfig, MistralConfig, Qwen2Config, GPT2Config).
+GPT2Config family_defaults(ModelFamily family);
+// The family's config.json name of a field ("hidden_size" for Llama's n_embd), for messages.
+std::string_view key_name(ModelFamily family, ConfigField field);
+
+// NH for messages: "12", or "32 (8 key/value)" with grouped-query attention.
+std::string heads_text(const GPT2Config& config);
+
+// A decoder block's widths in elements per token row.
+struct BlockWidths {
+  std::int64_t q;           // NH·HS
+  std::int64_t kv;          // KVH·HS, each of k and v
+  std::int64_t qkv;         // (NH + 2·KVH)·HS: q, k and v side by side
+  std::int64_t mlp_in;      // the first MLP GEMM's output: H (GELU) or 2H (SwiGLU's gate and up)
+  std::int64_t mlp_hidden;  // H: the second MLP GEMM's input
+};
+BlockWidths block_widths(const GPT2Config& config);
+
+// The tensors of each unit in flat order (units.h documents the layouts): the embeddings, one
+// block, and the final unit (the final norm and, untied, lm_head.weight).
+std::vector<TensorSpec> embedding_tensors(const GPT2Config& config);
+std::vector<TensorSpec> block_tensors(const GPT2Config& config);
+std::vector<TensorSpec> final_tensors(const GPT2Config& config);
+// Whether a tensor of a unit is a norm's weight (initialised to 1) and whether it is a residual
+// projection GPT-2 initialises with std / sqrt(2L).
+bool is_norm_weight(ModelFamily family, std::string_view tensor_name);
+bool is_scaled_residual(ModelFamily family, std::string_view tensor_name);
+
+// DeepSpeed's largest layer of the Hugging Face model (deepspeed.runtime.zero.stage3.
+// model_to_params): the most parameters one torch module holds directly.
+std::int64_t largest_module_parameters(const GPT2Config& config);
+
+// Throws zero::Error naming the family unless its training and generation are built: GPT-2's are;
+// the Llama family's forward and backward are not in this version (`zero estimate` and
+// `zero train --dry_run` plan it). `what` says what was asked ("training", "generation").
+void check_family_computes(const GPT2Config& config, std::string_view what);
+
+}  // namespace zero::gpt2
