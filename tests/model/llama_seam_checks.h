@@ -84,7 +84,7 @@ inline void expect_seam_rmsnorm(DeviceContext& context, double bound) {
   SeamBuffers d(context);
   float *d_sum = d.allocate(N * C), *d_out = d.allocate(N * C), *d_rstd = d.allocate(N);
   float *d_weight = d.upload(weight), *d_dinp = d.upload(dinp0), *d_dweight = d.upload(dweight0);
-  const Norm norm{NormKind::kRMSNorm, d_weight, nullptr, epsilon};
+  const Norm norm{NormKind::kRmsNorm, d_weight, nullptr, epsilon};
   kernels->residual_norm_forward(d.stream(), d_sum, d_out, {nullptr, d_rstd}, d.upload(residual),
                                  d.upload(inp), norm, B, T, C, dropout);
   expect_seam_close(d.download(d_sum, N * C), sum, bound, "residual_norm_forward residual_out");
@@ -97,7 +97,7 @@ inline void expect_seam_rmsnorm(DeviceContext& context, double bound) {
                          nullptr, d_rstd, N, C);
   expect_seam_close(d.download(d_dinp, N * C), dinp, bound, "norm_backward dinp");
   expect_seam_close(d.download(d_dweight, C), dweight, 10 * bound, "norm_backward dweight");
-  const Norm with_bias{NormKind::kRMSNorm, d_weight, d_weight, epsilon};
+  const Norm with_bias{NormKind::kRmsNorm, d_weight, d_weight, epsilon};
   const NormStatistics kept{nullptr, d_rstd};
   EXPECT_THROW(kernels->norm_forward(d.stream(), d_plain, kept, d_sum, with_bias, N, C),
                zero::Error)

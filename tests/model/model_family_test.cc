@@ -53,7 +53,7 @@ TEST(ModelFamily, ReadsEachFamilysKeys) {
   EXPECT_EQ(llama3.kv_heads(), 8);
   EXPECT_EQ(llama3.head_size(), 128);
   EXPECT_EQ(llama3.rope_theta, 500000.0);
-  EXPECT_EQ(llama3.rope_scaling, (RopeScaling{8.0, 1.0, 4.0, 8192}));
+  EXPECT_EQ(llama3.rope_scaling, (RopeScaling{RopeScaling::Type::kLlama3, 8.0, 1.0, 4.0, 8192}));
   EXPECT_EQ(llama3.layer_norm_epsilon, 1e-5);
   EXPECT_FALSE(llama3.tie_word_embeddings);
   EXPECT_EQ(llama3.bos_token_id, 128000);

@@ -65,11 +65,11 @@ RopeScaling rope_scaling_of(const nlohmann::json& value) {
     return value[name].get<double>();
   };
   RopeScaling scaling;
+  scaling.type = RopeScaling::Type::kLlama3;
   scaling.factor = number("factor");
   scaling.low_freq_factor = number("low_freq_factor");
   scaling.high_freq_factor = number("high_freq_factor");
-  scaling.original_max_position_embeddings =
-      static_cast<std::int64_t>(number("original_max_position_embeddings"));
+  scaling.original_max_position_embeddings = number("original_max_position_embeddings");
   return scaling;
 }
 
@@ -173,7 +173,8 @@ nlohmann::ordered_json field_json(const GPT2Config& config, const ConfigKey& key
       return {{"factor", scaling.factor},
               {"high_freq_factor", scaling.high_freq_factor},
               {"low_freq_factor", scaling.low_freq_factor},
-              {"original_max_position_embeddings", scaling.original_max_position_embeddings},
+              {"original_max_position_embeddings",
+               static_cast<std::int64_t>(scaling.original_max_position_embeddings)},
               {"rope_type", "llama3"}};
     }
   }
@@ -281,14 +282,14 @@ void GPT2Config::validate() const {
              activation_function, "' is not supported (silu: SwiGLU)");
   ZERO_CHECK(rope_theta > 0, family_name, " config: rope_theta must be positive, got ", rope_theta);
   if (rope_scaling.enabled())
-    ZERO_CHECK(rope_scaling.original_max_position_embeddings > 0 &&
+    ZERO_CHECK(rope_scaling.factor > 0 && rope_scaling.original_max_position_embeddings > 0 &&
                    rope_scaling.low_freq_factor > 0 &&
                    rope_scaling.low_freq_factor < rope_scaling.high_freq_factor,
                family_name,
-               " config: rope_scaling (llama3) needs original_max_position_embeddings "
+               " config: rope_scaling (llama3) needs factor > 0, original_max_position_embeddings "
                "> 0 and 0 < low_freq_factor < high_freq_factor, got ",
-               rope_scaling.original_max_position_embeddings, ", ", rope_scaling.low_freq_factor,
-               ", ", rope_scaling.high_freq_factor);
+               rope_scaling.factor, ", ", rope_scaling.original_max_position_embeddings, ", ",
+               rope_scaling.low_freq_factor, ", ", rope_scaling.high_freq_factor);
 }
 
 void GPT2Config::check_sequence_length(std::int64_t seq_len) const {

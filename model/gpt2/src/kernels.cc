@@ -28,7 +28,7 @@ void Kernels::smoothed_crossentropy_backward(Stream& stream, float* logits, cons
 
 void Kernels::norm_forward(Stream& stream, ActivationOut out, NormStatistics kept, const float* inp,
                            const Norm& norm, std::int64_t N, std::int64_t C) {
-  if (norm.kind == NormKind::kRMSNorm) {
+  if (norm.kind == NormKind::kRmsNorm) {
     ZERO_CHECK(norm.bias == nullptr, "norm_forward: RMSNorm has no bias");
     rmsnorm_forward(stream, out, kept.rstd, inp, norm.weight, N, C, norm.epsilon);
     return;
@@ -43,7 +43,7 @@ void Kernels::residual_norm_forward(Stream& stream, float* residual_out, Activat
                                     NormStatistics kept, const float* residual, const float* inp,
                                     const Norm& norm, std::int64_t B, std::int64_t T,
                                     std::int64_t C, const DropoutSite& dropout) {
-  if (norm.kind == NormKind::kRMSNorm) {
+  if (norm.kind == NormKind::kRmsNorm) {
     ZERO_CHECK(norm.bias == nullptr, "residual_norm_forward: RMSNorm has no bias");
     residual_rmsnorm_forward(stream, residual_out, out, kept.rstd, residual, inp, norm.weight, B, T,
                              C, norm.epsilon, dropout);
@@ -58,7 +58,7 @@ void Kernels::residual_norm_forward(Stream& stream, float* residual_out, Activat
 void Kernels::norm_backward(Stream& stream, float* dinp, float* dweight, float* dbias,
                             const float* dout, const float* inp, const Norm& norm,
                             const float* mean, const float* rstd, std::int64_t N, std::int64_t C) {
-  if (norm.kind == NormKind::kRMSNorm) {
+  if (norm.kind == NormKind::kRmsNorm) {
     ZERO_CHECK(norm.bias == nullptr && dbias == nullptr,
                "norm_backward: RMSNorm has no bias (nor its gradient)");
     rmsnorm_backward(stream, dinp, dweight, dout, inp, norm.weight, rstd, N, C);

@@ -9,20 +9,12 @@
 #include <string_view>
 #include <vector>
 
+#include "zero/gpt2/rope.h"
+
 namespace zero::gpt2 {
 
 // The decoder families zero reads (family.h says what each one is). config.json's model_type.
 enum class ModelFamily : std::uint8_t { kGpt2, kLlama, kMistral, kQwen2 };
-
-// rope_scaling of type "llama3" (Llama 3.1, 3.2): the frequencies' rescaling. factor 0: none.
-struct RopeScaling {
-  double factor = 0.0;
-  double low_freq_factor = 0.0;
-  double high_freq_factor = 0.0;
-  std::int64_t original_max_position_embeddings = 0;
-  bool enabled() const { return factor > 0.0; }
-  bool operator==(const RopeScaling&) const = default;
-};
 
 // Model letters used across zero::gpt2: B batch, T sequence length, C = n_embd, NH = n_head,
 // KVH = key/value heads (NH without grouped-query attention), HS = head size (C / NH unless the

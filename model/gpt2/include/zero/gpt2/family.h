@@ -12,12 +12,9 @@
 
 #include "zero/core/flat_buffer.h"
 #include "zero/gpt2/config.h"
+#include "zero/gpt2/layer_kinds.h"
 
 namespace zero::gpt2 {
-
-enum class NormKind : std::uint8_t { kLayerNorm, kRmsNorm };
-enum class MlpKind : std::uint8_t { kGelu, kSwiGlu };
-enum class PositionKind : std::uint8_t { kLearned, kRope };
 
 // The GPT2Config field a config.json key sets, and how its value is read and written.
 enum class ConfigField : std::uint8_t {

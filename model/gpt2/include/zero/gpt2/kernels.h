@@ -22,6 +22,7 @@
 #include "zero/core/device_context.h"
 #include "zero/core/dtype.h"
 #include "zero/core/stream.h"
+#include "zero/gpt2/layer_kinds.h"
 #include "zero/gpt2/rng.h"
 #include "zero/gpt2/rope.h"
 
@@ -180,7 +181,6 @@ struct LogitsBackward {
 // A norm, the one choice a fused residual + norm leaves to the family (norm_forward,
 // residual_norm_forward, norm_backward): GPT-2's layer norm (weight and bias) or the Llama family's
 // RMSNorm (weight; bias null). epsilon: layer_norm_epsilon, rms_norm_eps.
-enum class NormKind { kLayerNorm, kRMSNorm };
 struct Norm {
   NormKind kind = NormKind::kLayerNorm;
   const float* weight = nullptr;

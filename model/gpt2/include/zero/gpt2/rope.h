@@ -10,14 +10,21 @@
 
 namespace zero::gpt2 {
 
-// config.json's rope_scaling: none, or type "llama3" (Llama 3.1, 3.2) with its four fields.
+// config.json's rope_scaling: none, or type "llama3" (Llama 3.1, 3.2) with its four fields. The
+// one definition: GPT2Config::rope_scaling (config.h) holds what the kernels read.
 struct RopeScaling {
-  enum class Type { kNone, kLlama3 };
+  enum class Type : std::uint8_t { kNone, kLlama3 };
   Type type = Type::kNone;
   double factor = 8.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   double original_max_position_embeddings = 8192.0;
+  bool enabled() const { return type != Type::kNone; }
+  bool operator==(const RopeScaling& o) const {  // spelled out: nvcc compiles this header as C++17
+    return type == o.type && factor == o.factor && low_freq_factor == o.low_freq_factor &&
+           high_freq_factor == o.high_freq_factor &&
+           original_max_position_embeddings == o.original_max_position_embeddings;
+  }
 };
 
 struct RopeParameters {
