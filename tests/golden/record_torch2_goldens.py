@@ -27,6 +27,12 @@ Writes into OUT_DIR:
   tcpstore_v2_api.txt  torch's client making every call of the TCPStore API (and a client whose
       first byte is not VALIDATE), the same way: replayed against zero's server, and played by a
       fake server to zero's client.
+  launch_environments.txt  what each of 2 processes gets from torchrun --no-python,
+      torch.distributed.launch --use-env --no-python, torch.distributed.launch running a script
+      (which passes --local-rank=N) and accelerate launch --multi_gpu, for
+      tests/train/launch_golden_test.sh: one line per process, tab-separated: the launch line's
+      name, the words after the program (the launcher's own and "train"), and the launcher's
+      variables as NAME=VALUE words.
 
 Transcript lines (one event each, in the order torch's server saw them):
   open C | close C (the client closed) | shut C (the server closed C)
@@ -462,6 +468,69 @@ def record_api(out_dir, versions):
     return lines
 
 
+# The launchers' variables a worker gets (not paths, which differ per run and machine).
+LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                    "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR",
+                    "MASTER_PORT", "TORCHELASTIC_", "ACCELERATE_")
+
+DUMP = """#!{python}
+import json, os, sys
+variables = {{k: v for k, v in os.environ.items() if k.startswith({prefixes!r})
+             and (k.startswith(("TORCHELASTIC_", "ACCELERATE_")) or k in {prefixes!r})
+             and v and not any(c.isspace() or c == "/" for c in v)}}
+with open(os.path.join({out!r}, "%d.json" % os.getpid()), "w") as f:
+    json.dump({{"argv": sys.argv[1:], "variables": variables}}, f)
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def record_launchers(out_dir, versions, work):
+    python = sys.executable
+    dump = os.path.join(work, "dump_launch.py")
+    lines = []
+    launches = [
+        ("torchrun", [python, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+                      "--nproc-per-node=2", "--no-python", dump, "train"]),
+        ("launch_use_env", [python, "-m", "torch.distributed.launch", "--nproc-per-node=2",
+                            "--master-addr=127.0.0.1", f"--master-port={free_port()}",
+                            "--use-env", "--no-python", dump, "train"]),
+        ("launch_script", [python, "-m", "torch.distributed.launch", "--nproc-per-node=2",
+                           "--master-addr=127.0.0.1", f"--master-port={free_port()}", dump,
+                           "train"]),
+        ("accelerate", [python, "-m", "accelerate.commands.launch", "--no_python", "--multi_gpu",
+                        "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+                        "--dynamo_backend", "no", "--main_process_port", str(free_port()), dump,
+                        "train"]),
+    ]
+    for name, command in launches:
+        out = os.path.join(work, name)
+        os.makedirs(out)
+        with open(dump, "w") as f:
+            f.write(DUMP.format(python=python, prefixes=LAUNCH_VARIABLES, out=out))
+        os.chmod(dump, 0o755)
+        done = subprocess.run(command, env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=300,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{name} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+        records = []
+        for file in os.listdir(out):
+            with open(os.path.join(out, file)) as f:
+                records.append(json.load(f))
+        if len(records) != 2:
+            raise SystemExit(f"{name}: {len(records)} processes, not 2")
+        for record in sorted(records, key=lambda r: r["variables"].get("RANK", "")):
+            variables = " ".join(f"{k}={v}" for k, v in sorted(record["variables"].items()))
+            lines.append("\t".join([name, " ".join(record["argv"]), variables]))
+    write_transcript(os.path.join(out_dir, "launch_environments.txt"),
+                     "each process's launch line, argv after the program, launcher variables",
+                     versions, lines)
+
+
 def record_defaults(out_dir, versions):
     out = os.path.join(out_dir, "transformers5_training_arguments.json")
     subprocess.run([sys.executable, os.path.join(HERE, "training_arguments_defaults.py"), out],
@@ -479,7 +548,7 @@ def main():
     parser.add_argument("out_dir", nargs="?", default=os.path.join(HERE, "data"))
     parser.add_argument("--any-version", action="store_true",
                         help="record with versions other than RECORDED_WITH")
-    parser.add_argument("--only", choices=["defaults", "torchrun", "api"])
+    parser.add_argument("--only", choices=["defaults", "torchrun", "api", "launch"])
     args = parser.parse_args()
     versions = installed_versions()
     if versions != RECORDED_WITH and not args.any_version:
@@ -493,6 +562,8 @@ def main():
             record_api(args.out_dir, versions)
         if args.only in (None, "torchrun"):
             record_torchrun(args.out_dir, versions, work)
+        if args.only in (None, "launch"):
+            record_launchers(args.out_dir, versions, work)
     print(f"wrote {args.out_dir}")
 
 
