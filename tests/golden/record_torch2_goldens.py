@@ -23,9 +23,14 @@ Writes into OUT_DIR:
   tcpstore_v2_torchrun.txt  torch's clients talking to torch's TCPStore server through a logging
       proxy during `torchrun --nnodes 1 --nproc-per-node 2` (static rendezvous; the agent and two
       workers that init_process_group("gloo"), all_reduce, barrier and destroy the group), for
-      tests/comm/tcp_store_golden_test (replayed against zero's server).
-  tcpstore_v2_api.txt  torch's client making every call of the TCPStore API (and a client whose
-      first byte is not VALIDATE), the same way: replayed against zero's server, and played by a
+      tests/comm/tcp_store_golden_test (replayed against zero's server). torchrun's agent hosts
+      its store in-process, where no proxy sees it: here this script hosts torch's server and the
+      agent is its client (AGENT), so the host's own polling of the init key is not recorded.
+      The dynamic rendezvous (--standalone, --rdzv-backend c10d) is not recorded; its
+      COMPARE_SET is in the API transcript.
+  tcpstore_v2_api.txt  torch's client making every call of the TCPStore API (not list_keys, whose
+      order is the server's hash map's, nor a wait's timeout, CANCEL_WAIT), and a client whose
+      first byte is not VALIDATE, the same way: replayed against zero's server, and played by a
       fake server to zero's client.
   launch_environments.txt  what each of 2 processes gets from torchrun --no-python,
       torch.distributed.launch --use-env --no-python, torch.distributed.launch running a script
@@ -36,6 +41,7 @@ Writes into OUT_DIR:
 
 Transcript lines (one event each, in the order torch's server saw them):
   open C | close C (the client closed) | shut C (the server closed C)
+  quiet C S         the server neither answered nor closed C for S seconds
   send C NAME HEX   one whole query the client sent (NAME: its query type)
   recv C HEX        one whole reply the server sent
   sync C            the proxy sent a PING on C and swallowed its echo: the server has handled
