@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <sstream>
 
@@ -23,24 +22,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::uint32_t kValidationMagic = 0x3C85F7CE;
-// PyTorch 1.x query codes; PyTorch 2 adds one (VALIDATE took 0).
-constexpr int kSet = 0, kGet = 2, kAdd = 3, kCheck = 4, kWait = 5, kGetNumKeys = 6;
-constexpr std::uint8_t kV2Validate = 0, kV2Ping = 13;
-constexpr std::uint8_t kReady = 0, kNotReady = 1;
-
-void append_bytes(std::vector<char>& out, const void* data, std::size_t size) {
-  const char* bytes = static_cast<const char*>(data);
-  out.insert(out.end(), bytes, bytes + size);
-}
-template <typename T>
-void append_value(std::vector<char>& out, T value) {
-  append_bytes(out, &value, sizeof value);
-}
-void append_string(std::vector<char>& out, const void* data, std::size_t size) {
-  append_value<std::uint64_t>(out, size);
-  append_bytes(out, data, size);
-}
+using wire::append_string;
+using wire::append_value;
+// The client's queries in PyTorch 1.x's numbering; PyTorch 2 adds one (VALIDATE took 0).
+constexpr int kSet = 0, kGet = 2, kAdd = 3, kCheck = 4, kGetNumKeys = 6;
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -112,11 +97,11 @@ void TcpStore::connect(Protocol protocol) {
   fd_ = open_socket(deadline);
   protocol_ = Protocol::kV2;
   std::vector<char> hello;
-  append_value<std::uint8_t>(hello, kV2Validate);
-  append_value<std::uint32_t>(hello, kValidationMagic);
+  append_value(hello, wire::Query::kValidate);
+  append_value<std::uint32_t>(hello, wire::kValidationMagic);
   // A ping proves the server accepted the validation (it echoes the nonce).
   const std::uint32_t nonce = static_cast<std::uint32_t>(::getpid());
-  append_value<std::uint8_t>(hello, kV2Ping);
+  append_value(hello, wire::Query::kPing);
   append_value<std::uint32_t>(hello, nonce);
   write_all(hello);
   std::uint32_t echoed = 0;
@@ -203,9 +188,9 @@ bool TcpStore::check(const std::vector<std::string>& keys) {
   for (const std::string& key : keys) append_string(message, key.data(), key.size());
   std::lock_guard lock(mutex_);
   write_all(message);
-  std::uint8_t answer = kNotReady;
+  std::uint8_t answer = wire::kNotReady;
   read_all(&answer, 1, timeout_);
-  return answer == kReady;
+  return answer == wire::kReady;
 }
 
 void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
@@ -267,22 +252,6 @@ class SocketChannel final : public StoreChannel {
   int fd_;
   const std::atomic<bool>& stop_;
 };
-
-// A length-prefixed string, grown as its bytes arrive: a client cannot make the server allocate
-// more than it sent (a size field of 4 GiB followed by nothing costs nothing).
-bool read_string(StoreChannel& channel, std::string& text) {
-  std::uint64_t size = 0;
-  if (!channel.read(&size, sizeof size) || size > (std::uint64_t{1} << 32)) return false;
-  constexpr std::uint64_t kChunkBytes = 1 << 16;
-  text.clear();
-  while (text.size() < size) {
-    const std::size_t done = text.size();
-    const std::size_t chunk = static_cast<std::size_t>(std::min(kChunkBytes, size - done));
-    text.resize(done + chunk);
-    if (!channel.read(text.data() + done, chunk)) return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -359,71 +328,6 @@ void TcpStoreServer::serve(int fd) {
 void TcpStoreServer::serve_client(int fd) {
   SocketChannel channel(fd, stop_);
   serve_store_queries(channel, data_);
-}
-
-void serve_store_queries(StoreChannel& channel, StoreData& data) {
-  std::uint8_t type = 0;
-  if (!channel.read(&type, 1) || type != kV2Validate) return;  // a stray client
-  std::uint32_t magic = 0;
-  if (!channel.read(&magic, sizeof magic) || magic != kValidationMagic) return;
-  auto has_all = [&data](const std::vector<std::string>& keys) {
-    std::lock_guard lock(data.mutex);
-    for (const std::string& key : keys)
-      if (!data.values.contains(key)) return false;
-    return true;
-  };
-  while (channel.read(&type, 1)) {
-    std::vector<char> reply;
-    const int code = static_cast<int>(type) - 1;  // to PyTorch 1.x numbering
-    std::string key, value;
-    if (type == kV2Ping) {
-      std::uint32_t nonce = 0;
-      if (!channel.read(&nonce, sizeof nonce)) return;
-      append_value(reply, nonce);
-    } else if (code == kSet) {
-      if (!read_string(channel, key) || !read_string(channel, value)) return;
-      std::lock_guard lock(data.mutex);
-      data.values[key].assign(value.begin(), value.end());
-    } else if (code == kGet) {
-      if (!read_string(channel, key)) return;
-      std::lock_guard lock(data.mutex);
-      const std::vector<char>& stored = data.values[key];
-      append_string(reply, stored.data(), stored.size());
-    } else if (code == kAdd) {
-      std::int64_t delta = 0;
-      if (!read_string(channel, key) || !channel.read(&delta, sizeof delta)) return;
-      std::lock_guard lock(data.mutex);
-      std::vector<char>& stored = data.values[key];
-      // TCPStore keeps counters as decimal text. A value that is not one, or a sum past int64,
-      // drops the client (never an exception: this runs on a server thread).
-      std::int64_t now = 0;
-      const char* end = stored.data() + stored.size();
-      if (!stored.empty() && std::from_chars(stored.data(), end, now).ptr != end) return;
-      if (__builtin_add_overflow(now, delta, &now)) return;
-      const std::string text = std::to_string(now);
-      stored.assign(text.begin(), text.end());
-      append_value(reply, now);
-    } else if (code == kCheck || code == kWait) {
-      std::uint64_t count = 0;
-      if (!channel.read(&count, sizeof count) || count > 1'000'000) return;
-      std::vector<std::string> keys(count);
-      for (std::string& k : keys)
-        if (!read_string(channel, k)) return;
-      if (code == kCheck) {
-        append_value(reply, has_all(keys) ? kReady : kNotReady);
-      } else {
-        while (!has_all(keys))
-          if (!channel.keep_waiting()) return;
-        append_value<std::uint8_t>(reply, 0);  // STOP_WAITING
-      }
-    } else if (code == kGetNumKeys) {
-      std::lock_guard lock(data.mutex);
-      append_value<std::int64_t>(reply, static_cast<std::int64_t>(data.values.size()));
-    } else {
-      return;  // a query this store does not serve: drop the client
-    }
-    if (!reply.empty() && !channel.write(reply)) return;
-  }
 }
 
 std::vector<char> share_from_rank0(const GlooRendezvous& rendezvous, const std::string& key,

@@ -6,15 +6,17 @@
 // followed by its arguments; strings and byte vectors are a uint64 length and the bytes, integers
 // are native little-endian int64. SET key value (no reply); GET key -> value; ADD key delta ->
 // new value; CHECK n key... -> one byte, 0 ready / 1 not ready; WAIT n key... -> one byte when
-// all exist. PyTorch 2 numbers the queries from VALIDATE = 0 (SET = 1, ...) and refuses a
-// connection whose first query is not VALIDATE with the magic number 0x3C85F7CE; PyTorch 1.x
-// numbers them from SET = 0 and has no VALIDATE. The client finds out which one it talks to (see
-// TcpStore::connect).
+// all exist. PyTorch 2 numbers the queries from VALIDATE = 0 (SET = 1, ...) and ignores (the
+// libuv server, torchrun's) or drops a client whose first query is not VALIDATE with the magic
+// number 0x3C85F7CE; PyTorch 1.x numbers them from SET = 0 and has no VALIDATE. The client finds
+// out which one it talks to (see TcpStore::connect). tests/golden/data/tcpstore_v2_*.txt hold
+// torch 2.15's bytes, both sides (tests/comm/tcp_store_golden_test replays them).
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +27,49 @@
 #include "zero/comm/communicator.h"
 
 namespace zero::detail {
+
+// The V2 wire format's pieces, shared by the client and the server.
+namespace wire {
+
+// c10d's QueryType (TCPStoreBackend.hpp), PyTorch 2 numbering.
+enum class Query : std::uint8_t {
+  kValidate,
+  kSet,
+  kCompareSet,
+  kGet,
+  kAdd,
+  kCheck,
+  kWait,
+  kGetNumKeys,
+  kDeleteKey,
+  kAppend,
+  kMultiGet,
+  kMultiSet,
+  kCancelWait,
+  kPing,
+  kQueuePush,
+  kQueuePop,
+  kQueueLen
+};
+constexpr std::uint32_t kValidationMagic = 0x3C85F7CE;
+constexpr std::uint8_t kReady = 0, kNotReady = 1;  // CHECK's answer
+constexpr std::uint8_t kStopWaiting = 0;           // WAIT's answer
+
+inline void append_bytes(std::vector<char>& out, const void* data, std::size_t size) {
+  const char* bytes = static_cast<const char*>(data);
+  out.insert(out.end(), bytes, bytes + size);
+}
+template <typename T>
+void append_value(std::vector<char>& out, T value) {
+  append_bytes(out, &value, sizeof value);
+}
+// A string or byte vector: its uint64 length, then its bytes.
+inline void append_string(std::vector<char>& out, const void* data, std::size_t size) {
+  append_value<std::uint64_t>(out, size);
+  append_bytes(out, data, size);
+}
+
+}  // namespace wire
 
 class TcpStore {
  public:
@@ -75,16 +120,20 @@ class StoreChannel {
   virtual bool keep_waiting() = 0;
 };
 
-// A store's keys and values; counters (ADD) are decimal text, as TCPStore keeps them.
+// A store's keys and values; counters (ADD) are decimal text, as TCPStore keeps them. Queues
+// (QUEUE_PUSH/POP/LEN) are apart from the values; a WAIT or CHECK on a queue's key is ready
+// while the queue holds an item, as in c10d.
 struct StoreData {
-  std::mutex mutex;  // guards values
+  std::mutex mutex;  // guards values, queues
   std::map<std::string, std::vector<char>> values;
+  std::map<std::string, std::deque<std::vector<char>>> queues;
 };
 
-// Serves one client's queries (PyTorch 2 numbering, VALIDATE with the magic number first) until
-// it ends, sends something this store does not serve or malformed (a string over 4 GiB, an ADD
-// on a value that is not a decimal integer or that overflows int64), or keep_waiting() says stop.
-// Never throws for anything the client sends.
+// Serves one client's queries (PyTorch 2 numbering, VALIDATE with the magic number first; every
+// query of c10d's but CANCEL_WAIT, answered as torch 2's server answers them:
+// tcp_store_queries.cc) until it ends, sends something this store does not serve or malformed (a
+// string over 4 GiB, an ADD on a value that is not a decimal integer or that overflows int64), or
+// keep_waiting() says stop. Never throws for anything the client sends.
 void serve_store_queries(StoreChannel& channel, StoreData& data);
 
 // A TCPStore server (PyTorch 2 numbering, VALIDATE required first) on every interface at `port`.

@@ -6,7 +6,9 @@
 //
 // The 4.46 names and defaults are transformers 4.46.3's, the 5.x column transformers 5.24.0's
 // (tests/golden/training_arguments_defaults.py checks them against the installed versions:
-// flags_golden_test, through ZERO_PYTHON and ZERO_PYTHON_TF5). 5.x removed per_gpu_*,
+// flags_golden_test, through ZERO_PYTHON and ZERO_PYTHON_TF5; flags_golden_tf5_file_test checks
+// the 5.x column in CI against tests/golden/data/transformers5_training_arguments.json, recorded
+// by tests/golden/record_torch2_goldens.py). 5.x removed per_gpu_*,
 // evaluation_strategy, fp16_backend, fp16_opt_level, half_precision_backend, no_cuda,
 // overwrite_output_dir, logging_dir, save_safetensors, include_tokens_per_second, warmup_ratio
 // (warmup_steps takes a fraction), group_by_length (train_sampling_strategy), past_index and the
