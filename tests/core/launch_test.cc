@@ -50,6 +50,24 @@ TEST(Launch, TorchrunWinsOverSlurm) {
   EXPECT_NE(info.describe().find("torchrun rank 3/4"), std::string::npos);
 }
 
+// The variables DeepSpeed's launcher (deepspeed/launcher/launch.py) sets for rank 5 of 2 nodes x 4:
+// named "deepspeed", its ranks per node from LOCAL_SIZE (it sets no LOCAL_WORLD_SIZE).
+TEST(Launch, DeepSpeedLauncherIsNamedWithItsRanksPerNode) {
+  const LaunchInfo info = detect_launch({{"RANK", "5"},
+                                         {"WORLD_SIZE", "8"},
+                                         {"LOCAL_RANK", "1"},
+                                         {"LOCAL_SIZE", "4"},
+                                         {"CROSS_RANK", "1"},
+                                         {"CROSS_SIZE", "2"},
+                                         {"MASTER_ADDR", "node1"},
+                                         {"MASTER_PORT", "29500"}});
+  EXPECT_EQ(info.launcher, Launcher::kDeepSpeed);
+  EXPECT_EQ(info.local_rank, 1);
+  EXPECT_EQ(info.local_world_size, 4);
+  EXPECT_NE(info.describe().find("deepspeed rank 5/8 (local 1/4)"), std::string::npos)
+      << info.describe();
+}
+
 TEST(Launch, SlurmWithUnevenTasksPerNode) {
   const LaunchInfo info = detect_launch({{"SLURM_PROCID", "6"},
                                          {"SLURM_NTASKS", "8"},

@@ -8,7 +8,8 @@
 #     without --use-env, which gets --local-rank=N (1.13: --local_rank=N) and hands its command
 #     line to zero unchanged (the form that passes the flag);
 #   accelerate launch --no_python --multi_gpu --num_processes 2 ... zero train ...
-#     (without a GPU, accelerate runs one process unless --multi_gpu is given; needs torch >= 2).
+#     (without a GPU, accelerate runs one process unless --multi_gpu is given; needs torch >= 2);
+#   deepspeed --num_gpus 2 --no_python zero train ... (where PYTHON has deepspeed).
 # PYTHON must import torch (CI: Debian's 1.13 through ZERO_PYTHON; ZERO_PYTHON_TF5: a private
 # venv with torch >= 2 and accelerate). Exits 77 (skipped) without it.
 # Usage: torch_launch_test.sh PYTHON ZERO CORPUS OUT_DIR
@@ -73,5 +74,19 @@ elif "$python" -c "import accelerate" 2>/dev/null; then
     "$out/accelerate.log"
 else
   echo "accelerate is not importable: its launch line not tried"
+fi
+# DeepSpeed's launcher (README's launch table): deepspeed --num_gpus 2 --no_python zero train ...,
+# which appends --local_rank=N; the banner names it.
+if "$python" -c "import deepspeed.launcher.runner" 2>/dev/null; then
+  # shellcheck disable=SC2086
+  OMP_NUM_THREADS=1 "$python" -m deepspeed.launcher.runner --num_gpus 2 \
+    --master_port "$(free_port)" --no_python "$zero" $train --output_dir "$out/deepspeed" \
+    > "$out/deepspeed.log" 2>&1 || { cat "$out/deepspeed.log"; exit 1; }
+  grep -q "launch: deepspeed, backend gloo, world size 2, 2 rank(s) per node" "$out/deepspeed.log" ||
+    { cat "$out/deepspeed.log"; echo "the launch banner does not name the deepspeed launcher"; exit 1; }
+  check "deepspeed --num_gpus 2 --no_python (DeepSpeed $("$python" -c \
+    'import deepspeed; print(deepspeed.__version__)' 2>/dev/null))" "$out/deepspeed.log"
+else
+  echo "deepspeed is not importable: its launch line not tried"
 fi
 echo "torch launch test passed"

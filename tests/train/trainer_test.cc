@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "train_test_util.h"
@@ -171,6 +173,52 @@ std::vector<std::string> read_records(const fs::path& path) {
   return records;
 }
 
+// Every scalar of the event files in `folder` as tensorboard's EventAccumulator reads them, tag ->
+// (step, value)s, through ZERO_PYTHON; nullopt with `why` where ZERO_PYTHON is unset or has no
+// tensorboard package (the venv of scripts/setup_venv.sh has it).
+using Scalars = std::map<std::string, std::vector<std::pair<std::int64_t, double>>>;
+std::optional<Scalars> tensorboard_scalars(const fs::path& folder, const fs::path& scratch,
+                                           std::string& why) {
+  const char* python = std::getenv("ZERO_PYTHON");
+  if (python == nullptr || *python == '\0') {
+    why = "ZERO_PYTHON unset: tensorboard's reading of the event file not checked";
+    return std::nullopt;
+  }
+  std::ofstream(scratch / "scalars.py")
+      << "import sys\ntry:\n"
+         "    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator\n"
+         "except Exception:\n    sys.exit(3)\n"
+         "a = EventAccumulator(sys.argv[1])\na.Reload()\n"
+         "with open(sys.argv[2], 'w') as out:\n"
+         "    for tag in a.Tags()['scalars']:\n"
+         "        for e in a.Scalars(tag):\n"
+         "            out.write('%s %d %.9g\\n' % (tag, e.step, e.value))\n";
+  const std::string command = std::string(python) + " '" + (scratch / "scalars.py").string() +
+                              "' '" + folder.string() + "' '" + (scratch / "scalars.txt").string() +
+                              "' > /dev/null 2>&1";
+  const int status = std::system(command.c_str());
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code == 3) {
+    why = std::string("tensorboard is not importable by ") + python;
+    return std::nullopt;
+  }
+  EXPECT_EQ(code, 0) << "tensorboard's EventAccumulator did not read " << folder;
+  Scalars scalars;
+  std::ifstream in(scratch / "scalars.txt");
+  std::string tag;
+  std::int64_t step = 0;
+  double value = 0.0;
+  while (in >> tag >> step >> value) scalars[tag].emplace_back(step, value);
+  return scalars;
+}
+
+std::vector<std::int64_t> steps_of(const Scalars& scalars, const std::string& tag) {
+  std::vector<std::int64_t> steps;
+  if (const auto found = scalars.find(tag); found != scalars.end())
+    for (const auto& [step, value] : found->second) steps.push_back(step);
+  return steps;
+}
+
 TEST(Trainer, Crc32cMatchesTheStandardCheckValue) {
   EXPECT_EQ(train::crc32c("123456789"), 0xE3069283u);  // CRC-32C's catalogued check value
   EXPECT_EQ(train::crc32c(""), 0u);
@@ -262,21 +310,64 @@ TEST(Trainer, WritesTheFilesHuggingFaceAndDeepSpeedUsersExpect) {
     const unsigned char expected[12] = {0x18, 0, 0, 0, 0, 0, 0, 0, 0xA3, 0x7F, 0x4B, 0x22};
     EXPECT_EQ(std::memcmp(head, expected, 12), 0) << "not TensorFlow's first record framing";
   }
-  const char* python = std::getenv("ZERO_PYTHON");
-  if (python != nullptr && *python) {
-    const std::string command =
-        std::string(python) +
-        " -c \"import sys\ntry:\n from tensorboard.backend.event_processing.event_accumulator "
-        "import EventAccumulator\nexcept Exception:\n sys.exit(3)\na = EventAccumulator('" +
-        events[0].parent_path().string() +
-        "')\na.Reload()\ns = a.Scalars('Train/Samples/train_loss')\nsys.exit(0 if len(s) == 4 and "
-        "s[0].step == 80 else 1)\" > /dev/null 2>&1";
-    const int status = std::system(command.c_str());
-    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    if (code == 3) GTEST_SKIP() << "tensorboard is not importable by " << python;
-    EXPECT_EQ(code, 0) << "tensorboard's EventAccumulator did not read the file";
-  } else {
-    GTEST_SKIP() << "ZERO_PYTHON unset: tensorboard's reading of the event file not checked";
+  std::string why;
+  const std::optional<Scalars> scalars =
+      tensorboard_scalars(events[0].parent_path(), folder.path(), why);
+  if (!scalars) GTEST_SKIP() << why;
+  EXPECT_EQ(steps_of(*scalars, "Train/Samples/train_loss"),
+            (std::vector<std::int64_t>{80, 160, 240, 320}))
+      << "DeepSpeed's monitor writes against samples (16 a step)";
+  for (const auto& [tag, points] : *scalars)
+    EXPECT_TRUE(tag.starts_with("Train/Samples/") || tag.starts_with("Eval/Samples/"))
+        << tag << ": --report_to none writes no Hugging Face tags";
+}
+
+// --report_to tensorboard without a monitor in the config: Hugging Face's TensorBoardCallback's
+// tags against the global step in --logging_dir (train/loss, train/learning_rate,
+// train/grad_norm, train/epoch at each log; eval/loss at each evaluation), no DeepSpeed tags.
+TEST(Trainer, ReportToTensorBoardWritesHuggingFaceTagsAgainstTheStep) {
+  TempFolder folder("report_to");
+  write_corpus(folder.path() / "corpus.txt", 600);
+  const fs::path out = folder.path() / "out";
+  train::TrainingArguments arguments = tiny_arguments(folder.path() / "corpus.txt", out);
+  arguments.do_eval = true;
+  arguments.logging_steps = 5;
+  arguments.eval_strategy = train::IntervalStrategy::kSteps;
+  arguments.eval_steps = 10;
+  arguments.report_to = "tensorboard";
+  arguments.logging_dir = (folder.path() / "runs").string();
+  const train::TrainResult result = run_world(arguments, 1);
+  ASSERT_EQ(result.global_step, 20);
+
+  std::vector<fs::path> events;
+  for (const auto& entry : fs::recursive_directory_iterator(folder.path()))
+    if (entry.path().filename().string().starts_with("events.out.tfevents"))
+      events.push_back(entry.path());
+  ASSERT_EQ(events.size(), 1u) << "one event file: --logging_dir's, none of DeepSpeed's";
+  EXPECT_EQ(events[0].parent_path(), folder.path() / "runs");
+  EXPECT_GT(read_records(events[0]).size(), 1u);  // every record's CRCs check
+
+  std::string why;
+  const std::optional<Scalars> scalars =
+      tensorboard_scalars(events[0].parent_path(), folder.path(), why);
+  if (!scalars) GTEST_SKIP() << why;
+  const std::vector<std::int64_t> logs = {5, 10, 15, 20};
+  for (const char* tag : {"train/loss", "train/learning_rate", "train/grad_norm"})
+    EXPECT_EQ(steps_of(*scalars, tag), logs) << tag;
+  EXPECT_EQ(steps_of(*scalars, "eval/loss"), (std::vector<std::int64_t>{10, 20}));
+  EXPECT_EQ(steps_of(*scalars, "train/epoch").size(), 4u + 2u + 1u);
+  EXPECT_EQ(steps_of(*scalars, "train/train_loss"), (std::vector<std::int64_t>{20}));
+  for (const auto& [tag, points] : *scalars)
+    EXPECT_FALSE(tag.starts_with("Train/") || tag.starts_with("Eval/"))
+        << tag << ": DeepSpeed's tags only where the config's monitor asks";
+  std::size_t at = 0;
+  for (const train::LogEntry& entry : result.log_history) {
+    if (!entry.loss) continue;
+    ASSERT_LT(at, scalars->at("train/loss").size());
+    EXPECT_NEAR(scalars->at("train/loss")[at].second, *entry.loss, 1e-5 * *entry.loss);
+    EXPECT_NEAR(scalars->at("train/grad_norm")[at].second, *entry.grad_norm,
+                1e-5 * *entry.grad_norm);
+    ++at;
   }
 }
 

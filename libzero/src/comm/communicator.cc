@@ -238,7 +238,8 @@ std::string choose_backend(const LaunchInfo& launch,
   switch (launch.launcher) {
     case Launcher::kOpenMpi:
     case Launcher::kPmi: return "mpi";
-    case Launcher::kTorchrun: return "gloo";
+    case Launcher::kTorchrun:
+    case Launcher::kDeepSpeed: return "gloo";
     case Launcher::kSlurm:
       // srun --mpi=pmix / pmi2 starts MPI ranks; plain srun starts processes that meet over Gloo.
       if (environment.contains("PMIX_RANK") || environment.contains("PMI_RANK")) return "mpi";

@@ -1,4 +1,5 @@
-// Launch detection from OpenMPI, torchrun, Slurm and PMI environment variables.
+// Launch detection from OpenMPI, DeepSpeed's launcher, torchrun, Slurm and PMI environment
+// variables.
 #include "zero/core/launch.h"
 
 #include <sched.h>
@@ -22,6 +23,7 @@ std::string name_of(Launcher launcher) {
     case Launcher::kPmi: return "pmi";
     case Launcher::kSlurm: return "slurm";
     case Launcher::kTorchrun: return "torchrun";
+    case Launcher::kDeepSpeed: return "deepspeed";
   }
   return "unknown";
 }
@@ -68,11 +70,13 @@ struct Names {
   const char* world_size;
   const char* local_rank;
   const char* local_world_size;
+  const char* only_this_launcher_sets = nullptr;  // must be set too, where given
 };
 
 constexpr Names kLaunchers[] = {
     {Launcher::kOpenMpi, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
      "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {Launcher::kDeepSpeed, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_SIZE", "CROSS_RANK"},
     {Launcher::kTorchrun, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
     {Launcher::kSlurm, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
     {Launcher::kPmi, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
@@ -102,7 +106,10 @@ int parse_int(const std::map<std::string, std::string>& environment, const char*
 LaunchInfo detect_launch(const std::map<std::string, std::string>& environment) {
   LaunchInfo info;
   for (const Names& names : kLaunchers) {
-    if (find(environment, names.rank) == nullptr || find(environment, names.world_size) == nullptr)
+    if (find(environment, names.rank) == nullptr ||
+        find(environment, names.world_size) == nullptr ||
+        (names.only_this_launcher_sets != nullptr &&
+         find(environment, names.only_this_launcher_sets) == nullptr))
       continue;
     info.launcher = names.launcher;
     info.rank = parse_int(environment, names.rank, 0);

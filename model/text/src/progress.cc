@@ -4,10 +4,18 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <mutex>
 
 #include "zero/core/launch.h"
 
 namespace zero::text {
+namespace {
+
+// The bar drawn in place on the terminal now (its line not ended), for clear_line().
+std::mutex drawn_mutex;
+ProgressBar* drawn = nullptr;
+
+}  // namespace
 
 ProgressBar::ProgressBar(std::string label, std::uint64_t total, bool enabled)
     : label_(std::move(label)), total_(total) {
@@ -30,6 +38,15 @@ ProgressBar::ProgressBar(std::string label, std::uint64_t total, std::string uni
 
 ProgressBar::~ProgressBar() { finish(); }
 
+void ProgressBar::clear_line() {
+  std::lock_guard lock(drawn_mutex);
+  if (drawn == nullptr) return;
+  std::fputs("\r\033[K", stderr);
+  std::fflush(stderr);
+  drawn->cleared_ = true;
+  drawn = nullptr;
+}
+
 std::string ProgressBar::format_duration(double seconds) {
   if (!(seconds >= 0) || seconds > 1e8) return "?";
   const auto total = static_cast<long long>(seconds + 0.5);
@@ -47,7 +64,8 @@ void ProgressBar::add(std::uint64_t amount) {
   done_ += amount;
   if (!enabled_ || !terminal_ || finished_) return;
   const auto now = std::chrono::steady_clock::now();
-  if (now - last_draw_ < std::chrono::milliseconds(100)) return;
+  if (now - last_draw_ < std::chrono::milliseconds(100) && !cleared_) return;
+  cleared_ = false;
   last_draw_ = now;
   draw(false);
 }
@@ -56,6 +74,10 @@ void ProgressBar::finish() {
   std::lock_guard lock(mutex_);
   if (finished_) return;
   finished_ = true;
+  {
+    std::lock_guard drawn_lock(drawn_mutex);
+    if (drawn == this) drawn = nullptr;
+  }
   if (enabled_) draw(true);
 }
 
@@ -86,8 +108,10 @@ void ProgressBar::draw(bool final_line) {
     std::snprintf(line, sizeof(line), "%s %.*f %s %.1f %s/s", label_.c_str(), digits, megabytes,
                   unit, rate, unit);
   }
+  std::lock_guard lock(drawn_mutex);
   std::fprintf(stderr, terminal_ ? "\r\033[K%s%s" : "%s%s", line, final_line ? "\n" : "");
   std::fflush(stderr);
+  if (terminal_ && !final_line) drawn = this;
 }
 
 }  // namespace zero::text

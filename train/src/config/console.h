@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "zero/text/progress.h"
+
 namespace zero::train::detail {
 
 using Clock = std::chrono::steady_clock;
@@ -27,6 +29,7 @@ class Console {
   // and children's output.
   [[gnu::format(printf, 2, 3)]] void say(const char* format, ...) const {
     if (!enabled_) return;
+    text::ProgressBar::clear_line();  // a line on the terminal starts at the margin, not the bar
     va_list values;
     va_start(values, format);
     std::vprintf(format, values);

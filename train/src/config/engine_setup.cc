@@ -38,22 +38,20 @@ std::string default_logging_dir(const std::string& output_dir) {
   return (fs::path(output_dir) / "runs" / (std::string(stamp) + "_" + host)).string();
 }
 
-// --report_to tensorboard (or all): the config's tensorboard monitor writes to --logging_dir, as
-// Hugging Face's TensorBoardCallback does; a tensorboard section the config enables stays its own.
-void apply_report_to(const TrainingArguments& arguments, config::DeepSpeedConfig& config) {
+// --report_to: only TensorBoard (tensorboard or all) or none.
+void check_report_to(const TrainingArguments& arguments) {
   const std::string& to = arguments.report_to;
-  if (to == "none") return;
-  if (to != "tensorboard" && to != "all")
+  if (to != "none" && to != "tensorboard" && to != "all")
     throw Error("'" + to + "': zero reports to TensorBoard only (tensorboard, all or none)");
-  if (config.tensorboard.enabled) return;
-  config.tensorboard.enabled = true;
-  config.tensorboard.output_path = arguments.logging_dir.empty()
-                                       ? default_logging_dir(arguments.output_dir)
-                                       : arguments.logging_dir;
-  config.tensorboard.job_name = "";
 }
 
 }  // namespace
+
+std::string report_to_folder(const TrainingArguments& arguments) {
+  if (arguments.report_to == "none") return "";
+  return arguments.logging_dir.empty() ? default_logging_dir(arguments.output_dir)
+                                       : arguments.logging_dir;
+}
 
 EngineSetup resolve_engine(const TrainingArguments& arguments, const DeepSpeedText& deepspeed,
                            int world, std::optional<std::int64_t> total_steps,
@@ -66,7 +64,7 @@ EngineSetup resolve_engine(const TrainingArguments& arguments, const DeepSpeedTe
   const std::string& what = deepspeed.what;
   setup.deepspeed = as_input_error(
       what, [&] { return config::resolve_config(deepspeed.text, values, deepspeed.source); });
-  as_input_error("--report_to", [&] { apply_report_to(arguments, setup.deepspeed.config); });
+  as_input_error("--report_to", [&] { check_report_to(arguments); });
   config::OptimizerConfig default_optimizer;
   default_optimizer.type =
       as_input_error("--optim", [&] { return optimizer_for(arguments.optim); });

@@ -26,4 +26,9 @@ EngineSetup resolve_engine(const TrainingArguments& arguments, const DeepSpeedTe
                            int world, std::optional<std::int64_t> total_steps,
                            std::optional<std::int64_t> hidden_size);
 
+// --report_to tensorboard (or all): the folder Hugging Face's TensorBoardCallback writes to
+// (--logging_dir, default output_dir/runs/<Mon>DD_HH-MM-SS_<host>); "" for --report_to none. The
+// config's tensorboard section is DeepSpeed's monitor, apart from it (zero/train/monitors.h).
+std::string report_to_folder(const TrainingArguments& arguments);
+
 }  // namespace zero::train::detail

@@ -117,8 +117,18 @@ void TensorBoardWriter::write_record(const std::string& event) {
   out_.flush();
 }
 
+std::string hugging_face_tag(std::string_view key) {
+  for (const std::string_view split : {"eval", "test"})
+    if (key.size() > split.size() + 1 && key.substr(0, split.size()) == split &&
+        key[split.size()] == '_')
+      return std::string(split) + "/" + std::string(key.substr(split.size() + 1));
+  if (key == "perplexity") return "eval/perplexity";
+  return "train/" + std::string(key);
+}
+
 Monitors::Monitors(const config::FileMonitorConfig& csv,
-                   const config::FileMonitorConfig& tensorboard, const fs::path& default_folder) {
+                   const config::FileMonitorConfig& tensorboard, const fs::path& default_folder,
+                   const fs::path& report_folder) {
   auto folder_of = [&](const config::FileMonitorConfig& monitor) {
     const fs::path base =
         monitor.output_path.empty() ? default_folder : fs::path(monitor.output_path);
@@ -131,6 +141,11 @@ Monitors::Monitors(const config::FileMonitorConfig& csv,
   }
   if (tensorboard.enabled)
     tensorboard_ = std::make_unique<TensorBoardWriter>(folder_of(tensorboard));
+  if (!report_folder.empty()) report_ = std::make_unique<TensorBoardWriter>(report_folder);
+}
+
+void Monitors::report(std::string_view key, double value, std::int64_t step) {
+  if (report_) report_->add_scalar(hugging_face_tag(key), value, step);
 }
 
 void Monitors::write(std::string_view name, double value, std::int64_t step) {

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "config/console.h"
+#include "config/engine_setup.h"
 #include "plan/auto_batch_size.h"
 #include "plan/phase_memory.h"
 #include "prepare/prepare.h"
@@ -147,11 +148,12 @@ void Trainer::open_logs() {
   if (rank_ != 0) return;
   metrics_.open(output_dir_ / "metrics.jsonl", std::ios::trunc);
   monitors_ = std::make_unique<Monitors>(prepared_.deepspeed.config.csv_monitor,
-                                         prepared_.deepspeed.config.tensorboard, output_dir_);
+                                         prepared_.deepspeed.config.tensorboard, output_dir_,
+                                         report_to_folder(arguments_));
 }
 
-// Into the result's log history on every rank; on rank 0 also metrics.jsonl, trainer_state.json's
-// log history and the DeepSpeed monitors (by samples seen).
+// Into the result's log history on every rank; on rank 0 also log_line, and the DeepSpeed monitors
+// the config enables (by samples seen, under its engine's names).
 void Trainer::record(const LogEntry& logged) {
   LogEntry entry = logged;
   if (tokens_seen_ != TokensSeen::kNo && !entry.num_input_tokens_seen)
@@ -159,7 +161,7 @@ void Trainer::record(const LogEntry& logged) {
   result_.log_history.push_back(entry);
   if (rank_ != 0) return;
   const json line = entry_to_json(entry);
-  log_history_.push_back(line);
+  log_line(line);
   metrics_ << line.dump() << "\n";
   metrics_.flush();
   const std::int64_t samples = entry.step * samples_per_step_;
@@ -168,6 +170,15 @@ void Trainer::record(const LogEntry& logged) {
   if (entry.loss_scale) monitors_->write("Train/Samples/loss_scale", *entry.loss_scale, samples);
   if (entry.eval_loss) monitors_->write("Eval/Samples/eval_loss", *entry.eval_loss, samples);
   if (entry.perplexity) monitors_->write("Eval/Samples/perplexity", *entry.perplexity, samples);
+}
+
+// Rank 0: one log_history line (trainer_state.json's) and --report_to's copy of its numbers, as
+// Hugging Face's TensorBoardCallback writes its logs: each against the line's global step.
+void Trainer::log_line(const json& line) {
+  log_history_.push_back(line);
+  const std::int64_t step = line.value("step", std::int64_t{0});
+  for (const auto& [key, value] : line.items())
+    if (key != "step" && value.is_number()) monitors_->report(key, value.get<double>(), step);
 }
 
 void Trainer::evaluate(std::int64_t step) {

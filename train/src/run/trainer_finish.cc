@@ -64,10 +64,10 @@ void Trainer::write_results(const json& test_results) {
           static_cast<double>(step * accumulation_ * B_ * T_) / std::max(train_runtime_, 1e-9);
     write_json(output_dir_ / "train_results.json", train_results);
     all.update(train_results);
-    log_history_.push_back({{"epoch", epoch},
-                            {"step", step},
-                            {"train_loss", *result_.train_loss},
-                            {"train_runtime", train_runtime_}});
+    log_line({{"epoch", epoch},
+              {"step", step},
+              {"train_loss", *result_.train_loss},
+              {"train_runtime", train_runtime_}});
   }
   if (arguments_.do_eval) {
     const LogEntry& evaluation = *last_evaluation_;

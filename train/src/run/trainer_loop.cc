@@ -152,12 +152,17 @@ void Trainer::log_step(std::int64_t step) {
   const SwapTraffic swapped =
       engine_->swap_traffic() - std::exchange(window_traffic_, engine_->swap_traffic());
   const std::string peak_text = joined_by_slash(peaks);
+  // The ETA: the steps left at this window's seconds per step (also where stdout is a file, and no
+  // progress bar is drawn).
+  const double eta = static_cast<double>(total_steps_ - step) * seconds /
+                     static_cast<double>(progress_.window_steps);
   console_.say(
       "step %lld/%lld | epoch %.3f | loss %.4f | lr %.3e | grad_norm %.3f | loss_scale %g "
-      "| %.0f tokens/s | memory peak MiB per rank %s%s\n",
+      "| %.0f tokens/s | ETA %s | memory peak MiB per rank %s%s\n",
       static_cast<long long>(step), static_cast<long long>(total_steps_), entry.epoch, *entry.loss,
       *entry.learning_rate, *entry.grad_norm, *entry.loss_scale, *entry.tokens_per_second,
-      peak_text.c_str(), swap_rates(swapped).c_str());
+      text::ProgressBar::format_duration(eta).c_str(), peak_text.c_str(),
+      swap_rates(swapped).c_str());
   console_.say("%s", breakdown_.take_line(seconds, progress_.window_steps).c_str());
   progress_.window_loss = 0.0;
   progress_.window_steps = 0;

@@ -49,6 +49,7 @@ class Trainer {
   void print_memory() const;
   void open_logs();
   void record(const LogEntry& logged);
+  void log_line(const nlohmann::json& line);
   void evaluate(std::int64_t step);
   void save(const fs::path& folder, std::int64_t step);
   nlohmann::json trainer_state(std::int64_t step) const;

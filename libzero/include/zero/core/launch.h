@@ -1,5 +1,5 @@
-// What launched this process: rank, world size and local rank from OpenMPI, MPICH/PMI, Slurm or
-// torchrun environment variables.
+// What launched this process: rank, world size and local rank from OpenMPI, MPICH/PMI, Slurm,
+// DeepSpeed's launcher or torchrun environment variables.
 #pragma once
 
 #include <map>
@@ -10,7 +10,7 @@
 
 namespace zero {
 
-enum class Launcher { kNone, kOpenMpi, kPmi, kSlurm, kTorchrun };
+enum class Launcher { kNone, kOpenMpi, kPmi, kSlurm, kTorchrun, kDeepSpeed };
 
 struct LaunchInfo {
   Launcher launcher = Launcher::kNone;
@@ -26,11 +26,12 @@ struct LaunchInfo {
 std::string name_of(Launcher launcher);
 
 // Reads the variables of the first launcher whose variables are set, in the order OpenMPI
-// (OMPI_COMM_WORLD_*), torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT), Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE),
-// PMI (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID). torchrun comes before Slurm because torchrun
-// under srun sets both and its values are the per-process ones. Throws zero::Error naming the
-// variable when a value is not a number or rank/local rank are outside their world.
+// (OMPI_COMM_WORLD_*), the `deepspeed` launcher (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_SIZE, with
+// CROSS_RANK, which only it sets), torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT), Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
+// SLURM_NTASKS_PER_NODE), PMI (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID). torchrun comes before Slurm
+// because torchrun under srun sets both and its values are the per-process ones. Throws zero::Error
+// naming the variable when a value is not a number or rank/local rank are outside their world.
 LaunchInfo detect_launch(const std::map<std::string, std::string>& environment);
 LaunchInfo detect_launch();  // from this process's environment
 

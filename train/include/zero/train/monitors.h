@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <string>
 #include <string_view>
@@ -33,22 +34,35 @@ class TensorBoardWriter {
   std::ofstream out_;
 };
 
-// DeepSpeed's monitors over (name, value, step) events named like its engine's
-// ("Train/Samples/train_loss"): csv_monitor writes <output_path>/<job_name>/<name with '/' and ' '
-// as '_'>.csv with a "step,<last part of the name>" header; tensorboard writes an event file under
-// <output_path>/<job_name>. An empty output_path is `default_folder` (the trainer's output_dir).
+// Hugging Face's TensorBoard tag of a log_history key, as its TensorBoardCallback's rewrite_logs
+// names it: "eval_<name>" is "eval/<name>", "test_<name>" is "test/<name>", any other key
+// "train/<key>" ("loss" is "train/loss"). zero's "perplexity" comes with evaluations only, so it is
+// "eval/perplexity".
+std::string hugging_face_tag(std::string_view key);
+
+// What the trainer writes for TensorBoard and csv readers:
+// - Hugging Face's (--report_to tensorboard): an event file in `report_folder` (none when empty)
+//   with each log_history number under hugging_face_tag against the global step (report());
+// - DeepSpeed's monitors, only where the config enables them, over events named like its engine's
+//   ("Train/Samples/train_loss") against samples seen (write()): csv_monitor writes
+//   <output_path>/<job_name>/<name with '/' and ' ' as '_'>.csv with a "step,<last part of the
+//   name>" header; tensorboard writes an event file under <output_path>/<job_name>. An empty
+//   output_path is `default_folder` (the trainer's output_dir).
 class Monitors {
  public:
   Monitors(const config::FileMonitorConfig& csv, const config::FileMonitorConfig& tensorboard,
-           const std::filesystem::path& default_folder);
+           const std::filesystem::path& default_folder,
+           const std::filesystem::path& report_folder = {});
+  void report(std::string_view key, double value, std::int64_t step);
   void write(std::string_view name, double value, std::int64_t step);
-  bool enabled() const { return csv_enabled_ || tensorboard_; }
+  bool enabled() const { return csv_enabled_ || tensorboard_ || report_; }
 
  private:
   bool csv_enabled_ = false;
   std::filesystem::path csv_folder_;
   std::set<std::string> csv_started_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
+  std::unique_ptr<TensorBoardWriter> report_;
 };
 
 // Writes <folder>/loss.svg through gnuplot (training loss, evaluation loss and perplexity against
