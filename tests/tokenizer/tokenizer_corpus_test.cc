@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "../common/test_data.h"
+#include "token_ids.h"
 #include "zero/text/tokenizer.h"
 
 namespace zero::text {
@@ -44,14 +45,6 @@ bool run_reference(const std::filesystem::path& file, bool by_line, std::vector<
   for (std::string line; std::getline(stream, line);) lines.push_back(line);
   std::filesystem::remove_all(out.parent_path());
   return true;
-}
-
-std::vector<TokenId> parse_ids(const std::string& line) {
-  std::vector<TokenId> ids;
-  std::istringstream stream(line);
-  TokenId id;
-  while (stream >> id) ids.push_back(id);
-  return ids;
 }
 
 bool reference_ids(const std::filesystem::path& file, std::vector<TokenId>& ids, std::string& why) {

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "../common/test_data.h"
+#include "token_ids.h"
 #include "zero/text/tokenizer.h"
 
 namespace zero::text {
@@ -55,14 +56,6 @@ struct Reference {
 const Reference& reference() {
   static const Reference instance;
   return instance;
-}
-
-std::vector<TokenId> parse_ids(const std::string& line) {
-  std::vector<TokenId> ids;
-  std::istringstream stream(line);
-  TokenId id;
-  while (stream >> id) ids.push_back(id);
-  return ids;
 }
 
 std::vector<std::string> split_lines(const std::string& text) {
