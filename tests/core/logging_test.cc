@@ -1,4 +1,5 @@
-// The library's log records go only to the sink its host sets: nothing on stderr without one.
+// The library's log records go to the sink its host sets; without one, only warnings and errors
+// reach stderr (Python logging's last resort), never the launch banner or other info lines.
 #include "zero/core/logging.h"
 
 #include <gtest/gtest.h>
@@ -11,13 +12,15 @@
 namespace zero {
 namespace {
 
-TEST(Logging, ALibraryProgramWithoutASinkPrintsNothing) {
+TEST(Logging, ALibraryProgramWithoutASinkPrintsOnlyWarningsAndErrors) {
   ::testing::internal::CaptureStderr();
   auto communicator = make_communicator(DeviceKind::kCpu);  // logs the launch line
+  log_info("an info line");
   log_warning("a warning");
   log_error("an error");
   communicator.reset();
-  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "[rank 0/1] warning: a warning\n[rank 0/1] error: an error\n");
 }
 
 TEST(Logging, TheSinkTheHostSetsReceivesTheLaunchLineAndNothingGoesToStderr) {

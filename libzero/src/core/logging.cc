@@ -1,4 +1,5 @@
-// Rank-prefixed log records into the host's sink (none by default); info on rank 0 unless
+// Rank-prefixed log records into the host's sink; without one, warnings and errors on stderr (the
+// last resort, as Python's logging has) and nothing else. Info on rank 0 unless
 // ZERO_LOG_ALL_RANKS=1.
 #include "zero/core/logging.h"
 
@@ -60,7 +61,7 @@ void set_log_rank(int rank, int world_size) {
 bool log_enabled(LogLevel level) {
   static const LogLevel threshold = level_from_environment();
   static const bool all_ranks = all_ranks_from_environment();
-  if (!g_has_sink.load()) return false;
+  if (!g_has_sink.load() && level < LogLevel::kWarning) return false;
   if (level < threshold) return false;
   if (level <= LogLevel::kInfo && !all_ranks && g_rank.load() != 0) return false;
   return true;
@@ -68,7 +69,11 @@ bool log_enabled(LogLevel level) {
 
 void log_message(LogLevel level, std::string_view message) {
   std::lock_guard lock(g_sink_mutex);
-  if (g_sink) g_sink(LogRecord{level, g_rank.load(), g_world_size.load(), message});
+  const LogRecord record{level, g_rank.load(), g_world_size.load(), message};
+  if (g_sink)
+    g_sink(record);
+  else if (level >= LogLevel::kWarning)  // the last resort: what the host must not miss
+    stderr_log_sink(record);
 }
 
 }  // namespace zero

@@ -1,7 +1,10 @@
-// Rank-prefixed logging into a sink the host program sets. A program that links the library
-// prints nothing until it calls set_log_sink: the `zero` command and the Python module set
-// stderr_log_sink ("[rank r/W] message" on stderr). Info reaches the sink from rank 0 only unless
-// ZERO_LOG_ALL_RANKS=1; warnings and errors from every rank. ZERO_LOG_LEVEL=debug|info|warn|error.
+// Rank-prefixed logging into a sink the host program sets. Until it calls set_log_sink, a program
+// that links the library gets no info lines (the launch banner among them) and only warnings and
+// errors on stderr, as Python's logging prints through its last-resort handler when nothing is
+// configured: a rank that ends the process because another aborted says why. The `zero` command
+// and the Python module set stderr_log_sink ("[rank r/W] message" on stderr). Info reaches the sink
+// from rank 0 only unless ZERO_LOG_ALL_RANKS=1; warnings and errors from every rank.
+// ZERO_LOG_LEVEL=debug|info|warn|error.
 #pragma once
 
 #include <functional>
@@ -24,7 +27,8 @@ struct LogRecord {
 // Called under a lock (one record at a time, from any thread); it must not log.
 using LogSink = std::function<void(const LogRecord&)>;
 
-// Installs `sink` (an empty one: none, the default) and returns the one it replaces.
+// Installs `sink` (an empty one: none, the default: the last resort above) and returns the one it
+// replaces.
 LogSink set_log_sink(LogSink sink);
 
 // "[rank r/W] warning: message\n" on stderr, flushed: the `zero` command's format.
@@ -33,7 +37,7 @@ void stderr_log_sink(const LogRecord& record);
 // Sets this process's rank and world size for the records (defaults: 0 of 1).
 void set_log_rank(int rank, int world_size);
 void log_message(LogLevel level, std::string_view message);
-// Whether a record of `level` would reach a sink (false while none is set).
+// Whether a record of `level` would be written (info and debug: false while no sink is set).
 bool log_enabled(LogLevel level);
 
 template <typename... Args>
