@@ -46,12 +46,13 @@ declare -A allowed_skips=(
 )
 # libzero's core (tests/core: one program per source concept), under both sanitizers.
 core_tests=(dtype_test memory_ledger_test flat_buffer_test stream_test suggest_test launch_test
-            device_context_test abort_hooks_test)
+            device_context_test abort_hooks_test logging_test)
 case $kind in
 asan)
   sanitize=address,undefined
   harnesses=(safetensors ds_config checkpoint tcp_store tokenizer_files tokenizer_json text_data)
   tests=("${core_tests[@]}" thread_communicator_test host_collectives_test tcp_store_test
+         tcp_store_golden_test
          batch_test alias_test parse_test auto_test real_configs_test config_fuzz_test
          tokenizer_test text_files_test pipeline_test sampler_test
          checkpoint_index_test durable_write_test checkpoint_validation_test resharding_load_test
@@ -77,6 +78,7 @@ asan)
 tsan)
   sanitize=thread
   tests=("${core_tests[@]}" thread_communicator_test host_collectives_test tcp_store_test
+         tcp_store_golden_test
          nvme_swap_store_test nvme_swap_faults_test)
   targets=("${tests[@]}")
   # The watchdog over Gloo (a rank that skips a collective, calls another, is killed) at 2 ranks.
