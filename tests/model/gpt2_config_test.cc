@@ -43,9 +43,8 @@ TEST(GPT2Config, ReadsHuggingFaceJsonAndIgnoresUnrelatedKeys) {
               GPT2Config::from_json_text(R"({"n_embd": "wide"})");
             }).find("must be an integer"),
             std::string::npos);
-  EXPECT_NE(
-      error_of([] { GPT2Config::from_json_text(R"({"model_type": "bert"})"); }).find("bert"),
-      std::string::npos);
+  EXPECT_NE(error_of([] { GPT2Config::from_json_text(R"({"model_type": "bert"})"); }).find("bert"),
+            std::string::npos);
   EXPECT_NE(error_of([] { GPT2Config::from_json_text("{"); }).find("not valid JSON"),
             std::string::npos);
 }
