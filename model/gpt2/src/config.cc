@@ -280,16 +280,13 @@ void GPT2Config::validate() const {
   }
   ZERO_CHECK(activation_function == "silu", family_name, " config: hidden_act '",
              activation_function, "' is not supported (silu: SwiGLU)");
-  ZERO_CHECK(rope_theta > 0, family_name, " config: rope_theta must be positive, got ", rope_theta);
-  if (rope_scaling.enabled())
-    ZERO_CHECK(rope_scaling.factor > 0 && rope_scaling.original_max_position_embeddings > 0 &&
-                   rope_scaling.low_freq_factor > 0 &&
-                   rope_scaling.low_freq_factor < rope_scaling.high_freq_factor,
-               family_name,
-               " config: rope_scaling (llama3) needs factor > 0, original_max_position_embeddings "
-               "> 0 and 0 < low_freq_factor < high_freq_factor, got ",
-               rope_scaling.factor, ", ", rope_scaling.original_max_position_embeddings, ", ",
-               rope_scaling.low_freq_factor, ", ", rope_scaling.high_freq_factor);
+  // The rotary parameters as the kernels check them (rope.h): one check of theta, head size and
+  // llama3 scaling, named by the family.
+  try {
+    gpt2::validate(RopeParameters{head_size(), rope_theta, rope_scaling});
+  } catch (const Error& error) {
+    ZERO_THROW(family_name, " config: ", error.what());
+  }
 }
 
 void GPT2Config::check_sequence_length(std::int64_t seq_len) const {
