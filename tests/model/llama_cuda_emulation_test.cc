@@ -163,6 +163,28 @@ TEST_P(LlamaCudaEmulation, SwigluMatchesTheCpuKernels) {
   }
 }
 
+TEST_P(LlamaCudaEmulation, RepeatKvMatchesTheCpuKernels) {
+  const std::int64_t N = 3, NH = 6, HS = 5;
+  for (std::int64_t KVH : {1, 2, 6}) {
+    SCOPED_TRACE(::testing::Message() << "KVH " << KVH);
+    const std::int64_t width = (NH + 2 * KVH) * HS, heads = 3 * NH * HS;
+    const auto qkv = random_vector(N * width, 10);
+    auto expected = nan_vector(N * heads), out = nan_vector(N * heads);
+    cpu::repeat_kv_forward(expected.data(), qkv.data(), sizeof(float), N, NH, KVH, HS);
+    emulate(cuda::elementwise_launch(N * heads), [&](auto& thread, auto&) {
+      cuda::repeat_kv_forward_body(thread, out.data(), qkv.data(), N, NH, KVH, HS);
+    });
+    EXPECT_EQ(out, expected);
+    const auto dheads = random_vector(N * heads, 11);
+    auto dqkv_expected = nan_vector(N * width), dqkv = nan_vector(N * width);
+    cpu::repeat_kv_backward(dqkv_expected.data(), dheads.data(), N, NH, KVH, HS);
+    emulate(cuda::elementwise_launch(N * width), [&](auto& thread, auto&) {
+      cuda::repeat_kv_backward_body(thread, dqkv.data(), dheads.data(), N, NH, KVH, HS);
+    });
+    EXPECT_CLOSE(dqkv, dqkv_expected, 1e-6);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Orders, LlamaCudaEmulation,
                          ::testing::Values(Order::kForward, Order::kReverse), order_name);
 

@@ -11,6 +11,7 @@
 
 #include "../common/kernel_checks.h"
 #include "../common/random_inputs.h"
+#include "zero/core/dtype.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/layers_cpu.h"
 #include "zero/gpt2/reference_kernels.h"
@@ -65,6 +66,32 @@ TEST_P(LlamaKernelsAgainstReference, SwigluForwardAndBackward) {
   cpu::swiglu_backward(dinp.data(), dout.data(), inp.data(), N, H);
   reference::swiglu_backward(ref_dinp.data(), dout.data(), inp.data(), N, H);
   expect_near_all(dinp, ref_dinp, 1e-6, "swiglu dinp");
+}
+
+// Grouped-query attention's repetition: every group size of 6 heads (1: plain attention, 6: one
+// key/value head), fp32 and bf16 (a byte copy), and the backward's sums over each group.
+TEST(LlamaKernels, RepeatKvCopiesEachKeyValueHeadToItsGroupAndSumsItBack) {
+  const std::int64_t N = 5, NH = 6, HS = 7;
+  for (std::int64_t KVH : {1, 2, 3, 6}) {
+    SCOPED_TRACE(::testing::Message() << "KVH " << KVH);
+    const std::int64_t width = (NH + 2 * KVH) * HS, heads = 3 * NH * HS;
+    const auto qkv = random_vector(N * width, 11);
+    std::vector<float> out(N * heads, -1.0f), expected(N * heads);
+    cpu::repeat_kv_forward(out.data(), qkv.data(), sizeof(float), N, NH, KVH, HS);
+    reference::repeat_kv_forward(expected.data(), qkv.data(), N, NH, KVH, HS);
+    EXPECT_EQ(out, expected);
+    std::vector<BFloat16> qkv16(qkv.size()), out16(out.size());
+    for (std::size_t i = 0; i < qkv.size(); ++i) qkv16[i] = to_bf16(qkv[i]);
+    cpu::repeat_kv_forward(out16.data(), qkv16.data(), sizeof(BFloat16), N, NH, KVH, HS);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      ASSERT_EQ(to_float(out16[i]), to_float(to_bf16(expected[i]))) << "bf16 element " << i;
+
+    const auto dheads = random_vector(N * heads, 12);
+    std::vector<float> dqkv(N * width, 9.0f), dqkv_expected(N * width);
+    cpu::repeat_kv_backward(dqkv.data(), dheads.data(), N, NH, KVH, HS);
+    reference::repeat_kv_backward(dqkv_expected.data(), dheads.data(), N, NH, KVH, HS);
+    expect_near_all(dqkv, dqkv_expected, 1e-6, "repeat_kv dqkv (overwritten)");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, LlamaKernelsAgainstReference,

@@ -79,9 +79,11 @@ TEST(ModelFamilyPlan, ActivationRowsFollowTheFamilysWidths) {
   // The head: the final RMSNorm's output and rstd, the padded logits, the losses and logsumexp.
   EXPECT_EQ(plan.kept_bytes[4], 4u * N * (C + 1 + 384 + 1 + 1));
   EXPECT_EQ(plan.recompute_bytes, 0u);
-  // proj, dresidual, dproj, d(gate, up), dln, datty, dqkv, the attention's scratch, RoPE's table.
-  EXPECT_EQ(plan.workspace_bytes,
-            4u * (N * (C + C + C + 2 * H + C + NH * HS + qkv) + B * NH * T * T + T * HS));
+  // proj, dresidual, dproj, d(gate, up), dln, datty, dqkv, the attention's scratch, SwiGLU's
+  // output gradient, RoPE's table, and grouped-query attention's NH heads of q, k and v and their
+  // gradient.
+  EXPECT_EQ(plan.workspace_bytes, 4u * (N * (C + C + C + 2 * H + C + NH * HS + qkv) +
+                                        B * NH * T * T + N * H + T * HS + 2 * N * 3 * NH * HS));
   // Gradient checkpointing keeps each block's output and one shared set of its internals.
   const gpt2::ActivationPlan checkpointed = gpt2::GPT2Compute::plan(
       config, B, T, {.activation_checkpointing = true, .device = DeviceKind::kCpu});

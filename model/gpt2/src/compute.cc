@@ -18,8 +18,8 @@ constexpr const char* kRecomputePrefix = "recompute.";
 // The block activation names, in layout order, with their row widths (elements per (b, t)) and
 // dtypes: fp32, or 16-bit for those only GEMMs read (gemm_input_dtype) and the attention's input
 // and output (attention_io_dtype). GPT-2: LayerNorm (output, mean, rstd), q/k/v of 3C, GELU's
-// input and output (H each). The Llama family (family.h; its passes come next, this is the layout
-// they allocate and the planner counts): RMSNorm (output, rstd), q/k/v of (NH + 2·KVH)·HS with
+// input and output (H each). The Llama family (family.h): RMSNorm (output, rstd), q/k/v of
+// (NH + 2·KVH)·HS with
 // RoPE applied in place on q and k (its backward rotates the gradients back: nothing more kept),
 // the attention's output NH·HS, SwiGLU's gate and up (2H, fp32) and their product (H, the down
 // projection's GEMM input).
@@ -39,12 +39,12 @@ std::vector<BlockTensorShape> block_internal_shapes(const GPT2Config& config, st
   if (config.family == ModelFamily::kGpt2)
     return {{"ln_1", C, gemm}, {"ln_1.mean", 1}, {"ln_1.rstd", 1}, {"qkv", 3 * C, io},
             {"att", att},      {"atty", C, io},  {"residual2", C}, {"ln_2", C, gemm},
-            {"ln_2.mean", 1},  {"ln_2.rstd", 1}, {"fch", H},       {"fch_gelu", H, gemm}};
+            {"ln_2.mean", 1},  {"ln_2.rstd", 1}, {"fch", H},       {"mlp_act", H, gemm}};
   return {{"ln_1", C, gemm},       {"ln_1.rstd", 1},
           {"qkv", widths.qkv, io}, {"att", att},
           {"atty", widths.q, io},  {"residual2", C},
           {"ln_2", C, gemm},       {"ln_2.rstd", 1},
-          {"fch", widths.mlp_in},  {"fch_swiglu", widths.mlp_hidden, gemm}};
+          {"fch", widths.mlp_in},  {"mlp_act", widths.mlp_hidden, gemm}};
 }
 
 // A tensor of rows × per_row elements, as floats of the layout: 16-bit elements (a GEMM input in
@@ -87,7 +87,9 @@ std::vector<TensorSpec> activation_specs(const GPT2Config& config, std::int64_t 
 constexpr std::int64_t kHeadGradRows = 2048;
 
 // GPT-2's scratch; the Llama family's with its widths (q/k/v, the attention's output, SwiGLU's
-// 2H gradient of gate and up) and RoPE's cos/sin table (T × HS).
+// 2H gradient of gate and up and the H gradient of its output), RoPE's cos/sin table (T × HS) and,
+// with grouped-query attention, the NH heads the attention runs on and their gradient (3·NH·HS
+// each: kernels.h repeat_kv_*).
 std::vector<TensorSpec> workspace_specs(const GPT2Config& config, std::int64_t B, std::int64_t T,
                                         const ComputeOptions& options) {
   const std::int64_t N = B * T, C = config.n_embd, H = config.hidden_size();
@@ -101,20 +103,29 @@ std::vector<TensorSpec> workspace_specs(const GPT2Config& config, std::int64_t B
       {"datty", {N, widths.q}},
       {"dqkv", {N, widths.qkv}},
       {"datt", {attention_layout(options.device, B, T, widths.q, config.n_head).scratch}}};
-  if (family_spec(config.family).positions == PositionKind::kRope)
-    specs.push_back({"rope", {T, config.head_size()}});
+  const FamilySpec& family = family_spec(config.family);
+  if (family.mlp == MlpKind::kSwiGlu) specs.push_back({"dswiglu", {N, widths.mlp_hidden}});
+  if (family.positions == PositionKind::kRope) specs.push_back({"rope", {T, config.head_size()}});
+  if (config.kv_heads() != config.n_head) {
+    const std::int64_t heads = 3 * widths.q;
+    specs.push_back(rows_spec("qkv_heads", N, heads,
+                              attention_io_dtype(options.device, options.param_dtype, widths.q,
+                                                 config.n_head, config.attn_pdrop)));
+    specs.push_back({"dqkv_heads", {N, heads}});
+  }
   if (options.param_dtype == DType::kFloat32) return specs;
   // 16-bit storage: bf16 copies of GEMM activations (two bf16 per fp32 element of the spec; at
   // least 4·N·C each, what 16-bit attention stages: GemmScratch), the unit's vectors (and the
   // batch's wte rows and wpe) widened to fp32, and fp32 gradients staged before they are added to
   // 16-bit ones.
   const std::int64_t Vp = config.padded_vocab_size();
-  const std::int64_t widest = std::max({Vp, widths.mlp_in, widths.qkv, 4 * C});
+  const std::int64_t attention = 4 * std::max(C, widths.q);  // 16-bit attention's staging
+  const std::int64_t widest = std::max({Vp, widths.mlp_in, 3 * widths.q, widths.qkv, attention});
   const std::int64_t vectors = std::max(block_vector_elements(config), (N + T) * C);
   const std::int64_t staged =
       std::max({C * widths.mlp_in, C * widths.qkv, kHeadGradRows * C, (N + T) * C});
   specs.push_back({"act16_a", {(N * widest + 1) / 2}});
-  specs.push_back({"act16_b", {(N * std::max({H, widths.mlp_in, 4 * C}) + 1) / 2}});
+  specs.push_back({"act16_b", {(N * std::max({H, widths.mlp_in, attention}) + 1) / 2}});
   specs.push_back({"param32", {vectors}});
   specs.push_back({"gradvec32", {block_vector_elements(config)}});
   specs.push_back({"grad32", {staged}});
@@ -170,9 +181,6 @@ GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std:
       planning_(allocator.planning() || context.planning()),
       on_host_(context.model_runs_on_host() || planning_) {
   config_.validate();
-  // The Llama family's layout is planned (a planning allocator or context); its passes are not
-  // built yet.
-  if (!planning_) check_family_computes(config_, "training and generation");
   ZERO_CHECK(B_ > 0 && T_ > 0,
              "GPT-2 compute: batch size and sequence length must be positive, got B=", B_,
              " T=", T_);
@@ -203,19 +211,33 @@ GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std:
     pinned_losses_ = pinned.allocate(static_cast<std::size_t>(B_ * T_) * sizeof(float),
                                      MemoryCategory::kActivations);
   }
-  if (config_.family != ModelFamily::kGpt2) return;  // planned only: no views
+  block_layout_ = std::make_shared<const BlockLayout>(block_layout(config_));
+  const bool layer_norm = family_spec(config_.family).norm == NormKind::kLayerNorm;
   for (int layer = 0; layer < config_.n_layer; ++layer) {
     const std::string prefix = options_.activation_checkpointing
                                    ? std::string(kRecomputePrefix)
                                    : "h." + std::to_string(layer) + ".";
     auto get = [&](const char* name) { return activation(prefix + name); };
+    auto mean = [&](const char* name) { return layer_norm ? get(name) : nullptr; };
     auto gemm_input = [&](const char* name) { return gemm_input_activation(prefix + name); };
     auto attention_io = [&](const char* name) { return attention_activation(prefix + name); };
-    blocks_.push_back({gemm_input("ln_1"), get("ln_1.mean"), get("ln_1.rstd"), attention_io("qkv"),
+    blocks_.push_back({gemm_input("ln_1"), mean("ln_1.mean"), get("ln_1.rstd"), attention_io("qkv"),
                        get("att"), attention_io("atty"), get("residual2"), gemm_input("ln_2"),
-                       get("ln_2.mean"), get("ln_2.rstd"), get("fch"), gemm_input("fch_gelu"),
+                       mean("ln_2.mean"), get("ln_2.rstd"), get("fch"), gemm_input("mlp_act"),
                        activation("h." + std::to_string(layer) + ".residual3")});
   }
+  // RoPE's cos/sin table, once for the shape (kept in its workspace slot).
+  if (!planning_ && family_spec(config_.family).positions == PositionKind::kRope)
+    kernels_->rope_table(stream(), workspace("rope"), rope_parameters(), T_);
+}
+
+RopeParameters GPT2Compute::rope_parameters() const {
+  return {config_.head_size(), config_.rope_theta, config_.rope_scaling};
+}
+
+RopeLayout GPT2Compute::rope_layout() const {
+  const BlockWidths widths = block_widths(config_);
+  return {B_, T_, config_.n_head + config_.kv_heads(), config_.head_size(), widths.qkv, 0};
 }
 
 // The buffers go back to their allocators only once the stream has run what reads them.
@@ -231,6 +253,11 @@ float* GPT2Compute::activation(const std::string& name) const {
   if (planning_) return nullptr;  // planned buffers have no memory
   return activation_buffer_.data_as<float>() + activation_layout_.slot(name).offset_elements;
 }
+float* GPT2Compute::activation_or_null(const std::string& name) const {
+  for (const TensorSlot& slot : activation_layout_.slots())
+    if (slot.name == name) return activation(name);
+  return nullptr;
+}
 ActivationOut GPT2Compute::gemm_input_activation(const std::string& name) const {
   return {activation(name), gemm_input_dtype()};
 }
@@ -238,8 +265,9 @@ DType GPT2Compute::gemm_input_dtype() const {
   return gpt2::gemm_input_dtype(options_.device, options_.param_dtype);
 }
 ActivationOut GPT2Compute::attention_activation(const std::string& name) const {
-  return {activation(name), attention_io_dtype(options_.device, options_.param_dtype,
-                                               config_.n_embd, config_.n_head, config_.attn_pdrop)};
+  return {activation(name),
+          attention_io_dtype(options_.device, options_.param_dtype, block_widths(config_).q,
+                             config_.n_head, config_.attn_pdrop)};
 }
 float* GPT2Compute::workspace(const std::string& name) const {
   if (planning_) return nullptr;

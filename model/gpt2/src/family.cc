@@ -3,7 +3,10 @@
 #include "zero/gpt2/family.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <span>
 #include <string>
+#include <utility>
 
 #include "zero/core/error.h"
 
@@ -81,16 +84,17 @@ constexpr ConfigKey kQwen2Keys[] = {
 
 constexpr FamilySpec kFamilies[] = {
     {ModelFamily::kGpt2, "gpt2", "GPT2LMHeadModel", "GPT-2", NormKind::kLayerNorm, MlpKind::kGelu,
-     PositionKind::kLearned, true, false, false, "transformer.", "h", "ln_f", kGpt2Keys},
+     PositionKind::kLearned, WeightLayout::kInOut, true, false, false, "transformer.", "h", "ln_f",
+     kGpt2Keys},
     {ModelFamily::kLlama, "llama", "LlamaForCausalLM", "Llama", NormKind::kRmsNorm,
-     MlpKind::kSwiGlu, PositionKind::kRope, false, false, true, "model.", "layers", "norm",
-     kLlamaKeys},
+     MlpKind::kSwiGlu, PositionKind::kRope, WeightLayout::kOutIn, false, false, true, "model.",
+     "layers", "norm", kLlamaKeys},
     {ModelFamily::kMistral, "mistral", "MistralForCausalLM", "Mistral", NormKind::kRmsNorm,
-     MlpKind::kSwiGlu, PositionKind::kRope, false, false, true, "model.", "layers", "norm",
-     kMistralKeys},
+     MlpKind::kSwiGlu, PositionKind::kRope, WeightLayout::kOutIn, false, false, true, "model.",
+     "layers", "norm", kMistralKeys},
     {ModelFamily::kQwen2, "qwen2", "Qwen2ForCausalLM", "Qwen2", NormKind::kRmsNorm,
-     MlpKind::kSwiGlu, PositionKind::kRope, false, true, true, "model.", "layers", "norm",
-     kQwen2Keys},
+     MlpKind::kSwiGlu, PositionKind::kRope, WeightLayout::kOutIn, false, true, true, "model.",
+     "layers", "norm", kQwen2Keys},
 };
 
 bool llama_like(const GPT2Config& config) { return config.family != ModelFamily::kGpt2; }
@@ -198,20 +202,26 @@ std::vector<TensorSpec> block_tensors(const GPT2Config& config) {
             {"mlp.c_proj.bias", {C}}};
   const BlockWidths widths = block_widths(config);
   const bool qkv_bias = family_spec(config.family).qkv_biases || config.attention_bias;
+  // Linears one GEMM computes together keep their weights adjacent and then their biases, so the
+  // fused weight (q, k and v stacked: ((NH + 2·KVH)·HS, C); gate and up: (2H, C)) and the fused
+  // bias are each one contiguous range of the unit (units.h).
   std::vector<TensorSpec> tensors;
-  auto linear = [&](const std::string& name, std::int64_t out, std::int64_t in, bool bias) {
-    tensors.push_back({name + ".weight", {out, in}});
-    if (bias) tensors.push_back({name + ".bias", {out}});
+  auto linears = [&](std::initializer_list<std::pair<const char*, std::int64_t>> outs,
+                     std::int64_t in, bool bias) {
+    for (const auto& [name, out] : outs)
+      tensors.push_back({std::string(name) + ".weight", {out, in}});
+    if (bias)
+      for (const auto& [name, out] : outs) tensors.push_back({std::string(name) + ".bias", {out}});
   };
   tensors.push_back({"input_layernorm.weight", {C}});
-  linear("self_attn.q_proj", widths.q, C, qkv_bias);
-  linear("self_attn.k_proj", widths.kv, C, qkv_bias);
-  linear("self_attn.v_proj", widths.kv, C, qkv_bias);
-  linear("self_attn.o_proj", C, widths.q, config.attention_bias);
+  linears({{"self_attn.q_proj", widths.q},
+           {"self_attn.k_proj", widths.kv},
+           {"self_attn.v_proj", widths.kv}},
+          C, qkv_bias);
+  linears({{"self_attn.o_proj", C}}, widths.q, config.attention_bias);
   tensors.push_back({"post_attention_layernorm.weight", {C}});
-  linear("mlp.gate_proj", H, C, config.mlp_bias);
-  linear("mlp.up_proj", H, C, config.mlp_bias);
-  linear("mlp.down_proj", C, H, config.mlp_bias);
+  linears({{"mlp.gate_proj", H}, {"mlp.up_proj", H}}, C, config.mlp_bias);
+  linears({{"mlp.down_proj", C}}, H, config.mlp_bias);
   return tensors;
 }
 
@@ -222,6 +232,35 @@ std::vector<TensorSpec> final_tensors(const GPT2Config& config) {
   if (!config.tie_word_embeddings)
     tensors.push_back({"lm_head.weight", {config.padded_vocab_size(), C}});
   return tensors;
+}
+
+BlockRole block_role(ModelFamily family, std::string_view tensor_name) {
+  struct Entry {
+    std::string_view name;
+    BlockRole role;
+  };
+  using enum BlockRole;
+  static constexpr Entry kGpt2Roles[] = {
+      {"ln_1.weight", kNorm1Weight},        {"ln_1.bias", kNorm1Bias},
+      {"attn.c_attn.weight", kQkvWeight},   {"attn.c_attn.bias", kQkvBias},
+      {"attn.c_proj.weight", kOutWeight},   {"attn.c_proj.bias", kOutBias},
+      {"ln_2.weight", kNorm2Weight},        {"ln_2.bias", kNorm2Bias},
+      {"mlp.c_fc.weight", kMlpInWeight},    {"mlp.c_fc.bias", kMlpInBias},
+      {"mlp.c_proj.weight", kMlpOutWeight}, {"mlp.c_proj.bias", kMlpOutBias}};
+  static constexpr Entry kLlamaRoles[] = {
+      {"input_layernorm.weight", kNorm1Weight}, {"self_attn.q_proj.weight", kQkvWeight},
+      {"self_attn.k_proj.weight", kContinued},  {"self_attn.v_proj.weight", kContinued},
+      {"self_attn.q_proj.bias", kQkvBias},      {"self_attn.k_proj.bias", kContinued},
+      {"self_attn.v_proj.bias", kContinued},    {"self_attn.o_proj.weight", kOutWeight},
+      {"self_attn.o_proj.bias", kOutBias},      {"post_attention_layernorm.weight", kNorm2Weight},
+      {"mlp.gate_proj.weight", kMlpInWeight},   {"mlp.up_proj.weight", kContinued},
+      {"mlp.gate_proj.bias", kMlpInBias},       {"mlp.up_proj.bias", kContinued},
+      {"mlp.down_proj.weight", kMlpOutWeight},  {"mlp.down_proj.bias", kMlpOutBias}};
+  const std::span<const Entry> roles =
+      family == ModelFamily::kGpt2 ? std::span<const Entry>(kGpt2Roles) : kLlamaRoles;
+  for (const Entry& entry : roles)
+    if (entry.name == tensor_name) return entry.role;
+  ZERO_THROW(name_of(family), " block: no tensor named '", tensor_name, "'");
 }
 
 bool is_norm_weight(ModelFamily family, std::string_view tensor_name) {

@@ -81,6 +81,12 @@ void check_rope(const RopeLayout& l, std::int64_t table_positions, const char* w
              " positions");
 }
 
+void check_heads(const char* what, std::int64_t NH, std::int64_t KVH) {
+  ZERO_CHECK(KVH > 0 && KVH <= NH && NH % KVH == 0, what, ": ", NH,
+             " attention heads cannot share ", KVH,
+             " key/value heads (a positive divisor of the heads is needed)");
+}
+
 const float* Activation::fp32(std::string_view what) const {
   ZERO_CHECK(dtype == DType::kFloat32, what, ": an fp32 activation is needed, got ",
              name_of(dtype));

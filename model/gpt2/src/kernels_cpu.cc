@@ -111,6 +111,21 @@ class CpuKernels final : public Kernels {
     float* out = activation.fp32("CPU swiglu_forward (out)");
     run(stream, [=] { cpu::swiglu_forward(out, inp, N, H); });
   }
+  void repeat_kv_forward(Stream& stream, ActivationOut heads, Activation qkv, std::int64_t N,
+                         std::int64_t NH, std::int64_t KVH, std::int64_t HS) override {
+    ZERO_CHECK(heads.dtype == qkv.dtype, "CPU repeat_kv_forward: heads are ", name_of(heads.dtype),
+               " but qkv ", name_of(qkv.dtype));
+    check_heads("CPU repeat_kv_forward", NH, KVH);
+    void* out = heads.data;
+    const void* in = qkv.data;
+    const std::size_t bytes = size_of(qkv.dtype);
+    run(stream, [=] { cpu::repeat_kv_forward(out, in, bytes, N, NH, KVH, HS); });
+  }
+  void repeat_kv_backward(Stream& stream, float* dqkv, const float* dheads, std::int64_t N,
+                          std::int64_t NH, std::int64_t KVH, std::int64_t HS) override {
+    check_heads("CPU repeat_kv_backward", NH, KVH);
+    run(stream, [=] { cpu::repeat_kv_backward(dqkv, dheads, N, NH, KVH, HS); });
+  }
   void swiglu_backward(Stream& stream, float* dinp, const float* dout, const float* inp,
                        std::int64_t N, std::int64_t H) override {
     run(stream, [=] { cpu::swiglu_backward(dinp, dout, inp, N, H); });
@@ -302,7 +317,8 @@ void CpuKernels::grad_gemm_now(const GradGemm& c, const GemmScratch& scratch) {
 void CpuKernels::linear_forward_now(const LinearForward& c, const GemmScratch& scratch) {
   const float* inp = c.inp.fp32("GPT-2 CPU linear_forward (inp)");
   float* out = c.out.fp32("GPT-2 CPU linear_forward (out)");
-  if (c.weight.dtype == DType::kFloat32) {
+  const bool out_in = c.weight_layout == WeightLayout::kOutIn;
+  if (c.weight.dtype == DType::kFloat32 && !out_in) {
     cpu::matmul_forward(out, inp, static_cast<const float*>(c.weight.data), c.bias, c.N, c.C, c.OC);
   } else {
     if (c.bias != nullptr) {
@@ -310,9 +326,9 @@ void CpuKernels::linear_forward_now(const LinearForward& c, const GemmScratch& s
       for (std::int64_t row = 0; row < c.N; ++row)
         std::memcpy(out + row * c.OC, c.bias, c.OC * sizeof(float));
     }
-    weight_gemm_now(
-        {false, c.N, c.OC, c.C, inp, c.weight, c.OC, c.bias != nullptr ? 1.0f : 0.0f, out},
-        scratch);
+    weight_gemm_now({out_in, c.N, c.OC, c.C, inp, c.weight, out_in ? c.C : c.OC,
+                     c.bias != nullptr ? 1.0f : 0.0f, out},
+                    scratch);
   }
   if (c.gelu_out.data != nullptr)
     cpu::gelu_forward(c.gelu_out.fp32("GPT-2 CPU linear_forward (gelu_out)"), out, c.N * c.OC);
@@ -323,7 +339,15 @@ void CpuKernels::linear_backward_now(const LinearBackward& c, const GemmScratch&
   const float* inp = c.inp.fp32("GPT-2 CPU linear_backward (inp)");
   if (c.gelu_preactivation != nullptr)
     cpu::gelu_backward(c.dout, c.gelu_preactivation, c.dout, c.N * c.OC);
-  if (c.weight.dtype == DType::kFloat32 && c.dweight.dtype == DType::kFloat32) {
+  if (c.weight_layout == WeightLayout::kOutIn) {
+    // dinp (N, C) = g · W (W stored (OC, C)); dweight (OC, C) += gᵀ · inp, whose A operand g the
+    // first product staged already (16-bit parameters).
+    if (c.dinp != nullptr)
+      weight_gemm_now({false, c.N, c.C, c.OC, c.dout, c.weight, c.C, 0.0f, c.dinp}, scratch);
+    grad_gemm_now({c.OC, c.C, c.N, c.dout, c.OC, inp, c.dweight, c.weight.dtype, c.dinp != nullptr},
+                  scratch);
+    if (c.dbias != nullptr) cpu::bias_backward(c.dbias, c.dout, c.N, c.OC);
+  } else if (c.weight.dtype == DType::kFloat32 && c.dweight.dtype == DType::kFloat32) {
     cpu::matmul_backward(c.dinp, static_cast<float*>(c.dweight.data), c.dbias, c.dout, inp,
                          static_cast<const float*>(c.weight.data), c.N, c.C, c.OC);
   } else {

@@ -22,5 +22,7 @@ std::unique_ptr<Kernels> profile_kernels(std::unique_ptr<Kernels> inner);
 // positive, heads · head_dim ≤ row_stride, sizes and offset not negative) and its positions
 // within a table of table_positions (Kernels::rope_forward's contract).
 void check_rope(const RopeLayout& layout, std::int64_t table_positions, const char* what);
+// Throws zero::Error naming `what` unless 0 < KVH ≤ NH and KVH divides NH (Kernels::repeat_kv_*).
+void check_heads(const char* what, std::int64_t NH, std::int64_t KVH);
 
 }  // namespace zero::gpt2

@@ -27,9 +27,13 @@ void encoder_forward(float* out, const int* tokens, const float* wte, const floa
   for (std::int64_t row = 0; row < B * T; ++row) {
     const std::int64_t b = row / T, t = row % T;
     const float* token_row = wte + static_cast<std::int64_t>(tokens[row]) * C;
-    const float* position_row = wpe + t * C;
     float* out_row = out + row * C;
-    for (std::int64_t c = 0; c < C; ++c) out_row[c] = token_row[c] + position_row[c];
+    if (wpe != nullptr) {
+      const float* position_row = wpe + t * C;
+      for (std::int64_t c = 0; c < C; ++c) out_row[c] = token_row[c] + position_row[c];
+    } else {
+      std::copy(token_row, token_row + C, out_row);
+    }
     if (dropout.active()) {
       const std::uint64_t key = dropout.row_key(b, t);
       const float scale = dropout.scale();
@@ -50,18 +54,17 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* to
       const std::int64_t b = row / T, t = row % T;
       const float* d = dout + row * C;
       float* token_row = dwte + static_cast<std::int64_t>(tokens[row]) * C;
-      float* position_row = dwpe + t * C;
+      float* position_row = dwpe != nullptr ? dwpe + t * C : nullptr;
       if (!dropout.active()) {
-        for (std::int64_t c = c0; c < c1; ++c) {
-          token_row[c] += d[c];
-          position_row[c] += d[c];
-        }
+        for (std::int64_t c = c0; c < c1; ++c) token_row[c] += d[c];
+        if (position_row != nullptr)
+          for (std::int64_t c = c0; c < c1; ++c) position_row[c] += d[c];
       } else {
         const std::uint64_t key = dropout.row_key(b, t);
         for (std::int64_t c = c0; c < c1; ++c) {
           const float g = dropout.keep(key, c) ? d[c] * scale : 0.0f;
           token_row[c] += g;
-          position_row[c] += g;
+          if (position_row != nullptr) position_row[c] += g;
         }
       }
     }

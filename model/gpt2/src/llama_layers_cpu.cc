@@ -5,6 +5,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "zero/gpt2/layers_cpu.h"
 
@@ -128,6 +129,43 @@ void swiglu_backward(float* dinp, const float* dout, const float* inp, std::int6
       ArrayMap(dinp + row * 2 * H, H) = dgate;
       ArrayMap(dinp + row * 2 * H + H, H) = dup;
     }
+  }
+}
+
+void repeat_kv_forward(void* heads, const void* qkv, std::size_t element_bytes, std::int64_t N,
+                       std::int64_t NH, std::int64_t KVH, std::int64_t HS) {
+  const std::int64_t group = NH / KVH;
+  const std::size_t head_bytes = static_cast<std::size_t>(HS) * element_bytes;
+  const std::int64_t in_row = (NH + 2 * KVH) * HS, out_row = 3 * NH * HS;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t row = 0; row < N; ++row) {
+    const char* in = static_cast<const char*>(qkv) + row * in_row * std::int64_t(element_bytes);
+    char* out = static_cast<char*>(heads) + row * out_row * std::int64_t(element_bytes);
+    std::memcpy(out, in, NH * head_bytes);  // q
+    for (int part = 1; part <= 2; ++part)   // k, v
+      for (std::int64_t h = 0; h < NH; ++h)
+        std::memcpy(out + (part * NH + h) * head_bytes,
+                    in + (NH + (part - 1) * KVH + h / group) * head_bytes, head_bytes);
+  }
+}
+
+void repeat_kv_backward(float* dqkv, const float* dheads, std::int64_t N, std::int64_t NH,
+                        std::int64_t KVH, std::int64_t HS) {
+  const std::int64_t group = NH / KVH;
+  const std::int64_t out_row = (NH + 2 * KVH) * HS, in_row = 3 * NH * HS;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t row = 0; row < N; ++row) {
+    const float* in = dheads + row * in_row;
+    float* out = dqkv + row * out_row;
+    std::copy(in, in + NH * HS, out);
+    for (int part = 1; part <= 2; ++part)
+      for (std::int64_t j = 0; j < KVH; ++j) {
+        float* sum = out + (NH + (part - 1) * KVH + j) * HS;
+        const float* first = in + (part * NH + j * group) * HS;
+        std::copy(first, first + HS, sum);
+        for (std::int64_t g = 1; g < group; ++g)
+          for (std::int64_t c = 0; c < HS; ++c) sum[c] += first[g * HS + c];
+      }
   }
 }
 

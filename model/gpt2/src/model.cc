@@ -42,14 +42,15 @@ float GPT2Model::forward(GPT2Compute& compute, std::span<const int> tokens,
   compute.forward_embeddings(param_data(embeddings_unit()));
   for (int layer = 0; layer < config_.n_layer; ++layer)
     compute.forward_block(layer, param_data(block_unit(layer)));
-  compute.forward_head(param_data(final_norm_unit(config_)), param_data(embeddings_unit()));
+  compute.forward_head(param_data(final_norm_unit(config_)), param_data(head_unit(config_)));
   return compute.loss();
 }
 
 void GPT2Model::backward(GPT2Compute& compute, float loss_scale) {
-  const int head = final_norm_unit(config_), embeddings = embeddings_unit();
-  compute.backward_head(param_data(head), param_data(embeddings), grad_data(head),
-                        grad_data(embeddings), loss_scale);
+  const int norm = final_norm_unit(config_), head = head_unit(config_);
+  const int embeddings = embeddings_unit();
+  compute.backward_head(param_data(norm), param_data(head), grad_data(norm), grad_data(head),
+                        loss_scale);
   for (int layer = static_cast<int>(config_.n_layer) - 1; layer >= 0; --layer)
     compute.backward_block(layer, param_data(block_unit(layer)), grad_data(block_unit(layer)));
   compute.backward_embeddings(param_data(embeddings), grad_data(embeddings));

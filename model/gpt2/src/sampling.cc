@@ -105,7 +105,7 @@ std::vector<float> NextTokenLogits::operator()(std::span<const int> tokens) {
   compute_->forward_embeddings(unit_params(embeddings_unit()));
   for (int layer = 0; layer < config.n_layer; ++layer)
     compute_->forward_block(layer, unit_params(block_unit(layer)));
-  compute_->forward_head(unit_params(final_norm_unit(config)), unit_params(embeddings_unit()));
+  compute_->forward_head(unit_params(final_norm_unit(config)), unit_params(head_unit(config)));
   const DType dtype = compute_->logits_dtype();
   const std::size_t row_bytes = static_cast<std::size_t>(config.vocab_size) * size_of(dtype);
   const auto* logits = static_cast<const std::byte*>(compute_->logits_data());

@@ -23,7 +23,8 @@ void CudaKernels::linear_forward(Stream& stream, const LinearForward& c,
     return;
   }
   float* out = static_cast<float*>(c.out.data);
-  if (dtype == DType::kFloat32 && !gelu) {
+  const bool out_in = c.weight_layout == WeightLayout::kOutIn;
+  if (dtype == DType::kFloat32 && !gelu && !out_in) {
     cuda::matmul_forward(out, c.inp.fp32("GPT-2 CUDA linear_forward (inp)"),
                          static_cast<const float*>(c.weight.data), c.bias, c.N, c.C, c.OC,
                          native(stream));
@@ -43,8 +44,8 @@ void CudaKernels::linear_forward(Stream& stream, const LinearForward& c,
     epilogue.pre_gelu = out;
     destination = static_cast<float*>(c.gelu_out.data);
   }
-  cuda::gemm(false, false, c.N, c.OC, c.C, A, c.C, c.weight.data, c.OC, dtype, 0.0f, destination,
-             c.OC, DType::kFloat32, epilogue, native(stream));
+  cuda::gemm(false, out_in, c.N, c.OC, c.C, A, c.C, c.weight.data, out_in ? c.C : c.OC, dtype, 0.0f,
+             destination, c.OC, DType::kFloat32, epilogue, native(stream));
   if (gelu && !fused_gelu)
     cuda::gelu_forward(c.gelu_out.data, c.gelu_out.dtype, out, c.N * c.OC, native(stream));
 }
@@ -64,8 +65,9 @@ void CudaKernels::linear_forward_16bit_out(Stream& stream, const LinearForward& 
   const void* A = operand(stream, c.inp, c.N * c.C, dtype, scratch.staged_a);
   cuda::GemmEpilogue epilogue;
   epilogue.bias = c.bias != nullptr ? c.stored_bias : nullptr;
-  cuda::gemm(false, false, c.N, c.OC, c.C, A, c.C, c.weight.data, c.OC, dtype, 0.0f, c.out.data,
-             c.OC, dtype, epilogue, native(stream));
+  const bool out_in = c.weight_layout == WeightLayout::kOutIn;
+  cuda::gemm(false, out_in, c.N, c.OC, c.C, A, c.C, c.weight.data, out_in ? c.C : c.OC, dtype, 0.0f,
+             c.out.data, c.OC, dtype, epilogue, native(stream));
 }
 
 // 16-bit parameters: dout is read once, by one pass that rounds it into staged_b (both GEMMs' dout
@@ -80,7 +82,8 @@ void CudaKernels::linear_backward(Stream& stream, const LinearBackward& c,
   const bool gelu_in_staging = c.gelu_preactivation != nullptr && staged && c.dbias != nullptr;
   if (c.gelu_preactivation != nullptr && !gelu_in_staging)
     cuda::gelu_backward(c.dout, c.gelu_preactivation, c.dout, c.N * c.OC, native(stream));
-  if (!staged && c.dweight.dtype == DType::kFloat32) {
+  const bool out_in = c.weight_layout == WeightLayout::kOutIn;
+  if (!staged && c.dweight.dtype == DType::kFloat32 && !out_in) {
     with_scratch(stream, [&](const cuda::Scratch& sums) {
       cuda::matmul_backward(c.dinp, static_cast<float*>(c.dweight.data), c.dbias, c.dout,
                             c.inp.fp32("GPT-2 CUDA linear_backward (inp)"),
@@ -111,14 +114,18 @@ void CudaKernels::linear_backward(Stream& stream, const LinearBackward& c,
       cuda::bias_backward(c.dbias, c.dout, c.N, c.OC, native(stream), sums);
     });
   }
-  // dinp (N, C) = g · weightᵀ
+  // dinp (N, C) = g · weightᵀ (weight (C, OC)), or g · weight (weight (OC, C), kOutIn)
   if (c.dinp != nullptr)
-    cuda::gemm(false, true, c.N, c.C, c.OC, dout, c.OC, c.weight.data, c.OC, dtype, 0.0f, c.dinp,
-               c.C, DType::kFloat32, {}, native(stream));
-  // dweight (C, OC) += inpᵀ · g, rounded once into dweight's dtype.
+    cuda::gemm(false, !out_in, c.N, c.C, c.OC, dout, c.OC, c.weight.data, out_in ? c.C : c.OC,
+               dtype, 0.0f, c.dinp, c.C, DType::kFloat32, {}, native(stream));
+  // dweight (C, OC) += inpᵀ · g, or (OC, C) += gᵀ · inp, rounded once into dweight's dtype.
   const void* inp = operand(stream, c.inp, c.N * c.C, dtype, scratch.staged_a);
-  cuda::gemm(true, false, c.C, c.OC, c.N, inp, c.C, dout, c.OC, dtype, 1.0f, c.dweight.data, c.OC,
-             c.dweight.dtype, {}, native(stream));
+  if (out_in)
+    cuda::gemm(true, false, c.OC, c.C, c.N, dout, c.OC, inp, c.C, dtype, 1.0f, c.dweight.data, c.C,
+               c.dweight.dtype, {}, native(stream));
+  else
+    cuda::gemm(true, false, c.C, c.OC, c.N, inp, c.C, dout, c.OC, dtype, 1.0f, c.dweight.data, c.OC,
+               c.dweight.dtype, {}, native(stream));
 }
 
 // fp32 logits: Kernels' two calls. bf16 (logits_dtype): ln_f (bf16 already, gemm_input_dtype, or

@@ -123,6 +123,18 @@ class CudaKernels final : public Kernels {
                       std::int64_t H) override {
     cuda::swiglu_forward(out.data, out.dtype, inp, N, H, native(stream));
   }
+  void repeat_kv_forward(Stream& stream, ActivationOut heads, Activation qkv, std::int64_t N,
+                         std::int64_t NH, std::int64_t KVH, std::int64_t HS) override {
+    ZERO_CHECK(heads.dtype == qkv.dtype, "CUDA repeat_kv_forward: heads are ", name_of(heads.dtype),
+               " but qkv ", name_of(qkv.dtype));
+    check_heads("CUDA repeat_kv_forward", NH, KVH);
+    cuda::repeat_kv_forward(heads.data, qkv.data, qkv.dtype, N, NH, KVH, HS, native(stream));
+  }
+  void repeat_kv_backward(Stream& stream, float* dqkv, const float* dheads, std::int64_t N,
+                          std::int64_t NH, std::int64_t KVH, std::int64_t HS) override {
+    check_heads("CUDA repeat_kv_backward", NH, KVH);
+    cuda::repeat_kv_backward(dqkv, dheads, N, NH, KVH, HS, native(stream));
+  }
   void swiglu_backward(Stream& stream, float* dinp, const float* dout, const float* inp,
                        std::int64_t N, std::int64_t H) override {
     cuda::swiglu_backward(dinp, dout, inp, N, H, native(stream));

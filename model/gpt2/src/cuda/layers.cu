@@ -223,8 +223,9 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* ho
   const TokenTable parts = token_table(device_table, buckets);
   launch_kernel(encoder_wte_backward_kernel, elementwise_launch(buckets * C), stream, dwte, dout,
                 parts.bucket_token, parts.bucket_begin, parts.rows, buckets, T, C, dropout);
-  launch_kernel(encoder_wpe_backward_kernel, elementwise_launch(T * C), stream, dwpe, dout, B, T, C,
-                dropout);
+  if (dwpe != nullptr)
+    launch_kernel(encoder_wpe_backward_kernel, elementwise_launch(T * C), stream, dwpe, dout, B, T,
+                  C, dropout);
   ZERO_CUDA_CHECK(cudaGetLastError());
   free_scratch(scratch, device_table, stream);
 }

@@ -80,7 +80,8 @@ ZERO_HOST_DEVICE void encoder_forward_body(const Thread& thread, float* out, con
   const std::int64_t index = global_x(thread);
   if (index >= B * T * C) return;
   const std::int64_t row = index / C, c = index % C, t = row % T;
-  float value = wte[static_cast<std::int64_t>(tokens[row]) * C + c] + wpe[t * C + c];
+  float value = wte[static_cast<std::int64_t>(tokens[row]) * C + c];
+  if (wpe != nullptr) value += wpe[t * C + c];
   if (dropout.active())
     value = dropout.keep(dropout.row_key(row / T, t), static_cast<std::uint64_t>(c))
                 ? value * dropout.scale()

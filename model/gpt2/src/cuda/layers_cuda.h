@@ -94,6 +94,11 @@ void swiglu_forward(void* out, DType out_dtype, const float* inp, std::int64_t N
                     cudaStream_t stream);
 void swiglu_backward(float* dinp, const float* dout, const float* inp, std::int64_t N,
                      std::int64_t H, cudaStream_t stream);
+// Grouped-query attention's repetition (kernels.h repeat_kv_*): heads and qkv of `dtype`.
+void repeat_kv_forward(void* heads, const void* qkv, DType dtype, std::int64_t N, std::int64_t NH,
+                       std::int64_t KVH, std::int64_t HS, cudaStream_t stream);
+void repeat_kv_backward(float* dqkv, const float* dheads, std::int64_t N, std::int64_t NH,
+                        std::int64_t KVH, std::int64_t HS, cudaStream_t stream);
 
 // out (B, T, C) = residual + dropout(inp) (cpu::residual_dropout_forward); residual may be null
 // (out = dropout(inp)).

@@ -136,4 +136,43 @@ ZERO_HOST_DEVICE void swiglu_backward_body(const Thread& thread, float* dinp, co
   dinp[row * 2 * H + H + j] = d * gate * sigmoid;
 }
 
+// ---- grouped-query attention's head repetition ----
+
+// heads (N, 3·NH·HS) from qkv (N, (NH + 2·KVH)·HS), one thread per output element: q copied, k and
+// v's head j repeated as heads j·G .. j·G + G - 1 (kernels.h repeat_kv_forward).
+template <typename T, typename Thread>
+ZERO_HOST_DEVICE void repeat_kv_forward_body(const Thread& thread, T* heads, const T* qkv,
+                                             std::int64_t N, std::int64_t NH, std::int64_t KVH,
+                                             std::int64_t HS) {
+  const std::int64_t index = global_x(thread);
+  if (index >= N * 3 * NH * HS) return;
+  const std::int64_t c = index % HS, h = index / HS % (3 * NH), row = index / HS / (3 * NH);
+  const std::int64_t part = h / NH, head = h % NH;
+  const std::int64_t source = part == 0 ? head : NH + (part - 1) * KVH + head / (NH / KVH);
+  heads[index] = qkv[(row * (NH + 2 * KVH) + source) * HS + c];
+}
+
+// dqkv (N, (NH + 2·KVH)·HS) from dheads (N, 3·NH·HS), one thread per dqkv element: q's gradient
+// copied, a key/value head's the sum of its G heads' in head order (kernels.h
+// repeat_kv_backward).
+template <typename Thread>
+ZERO_HOST_DEVICE void repeat_kv_backward_body(const Thread& thread, float* dqkv,
+                                              const float* dheads, std::int64_t N, std::int64_t NH,
+                                              std::int64_t KVH, std::int64_t HS) {
+  const std::int64_t width = NH + 2 * KVH;
+  const std::int64_t index = global_x(thread);
+  if (index >= N * width * HS) return;
+  const std::int64_t c = index % HS, j = index / HS % width, row = index / HS / width;
+  const float* in = dheads + row * 3 * NH * HS;
+  if (j < NH) {
+    dqkv[index] = in[j * HS + c];
+    return;
+  }
+  const std::int64_t group = NH / KVH, part = j < NH + KVH ? 1 : 2;
+  const std::int64_t first = part * NH + (j - NH - (part - 1) * KVH) * group;
+  float sum = 0.0f;
+  for (std::int64_t g = 0; g < group; ++g) sum += in[(first + g) * HS + c];
+  dqkv[index] = sum;
+}
+
 }  // namespace zero::gpt2::cuda

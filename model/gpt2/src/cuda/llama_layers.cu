@@ -34,7 +34,37 @@ __global__ void swiglu_backward_kernel(float* dinp, const float* dout, const flo
   swiglu_backward_body(DeviceThread{}, dinp, dout, inp, N, H);
 }
 
+template <typename T>
+__global__ void repeat_kv_forward_kernel(T* heads, const T* qkv, std::int64_t N, std::int64_t NH,
+                                         std::int64_t KVH, std::int64_t HS) {
+  repeat_kv_forward_body(DeviceThread{}, heads, qkv, N, NH, KVH, HS);
+}
+
+__global__ void repeat_kv_backward_kernel(float* dqkv, const float* dheads, std::int64_t N,
+                                          std::int64_t NH, std::int64_t KVH, std::int64_t HS) {
+  repeat_kv_backward_body(DeviceThread{}, dqkv, dheads, N, NH, KVH, HS);
+}
+
 }  // namespace
+
+void repeat_kv_forward(void* heads, const void* qkv, DType dtype, std::int64_t N, std::int64_t NH,
+                       std::int64_t KVH, std::int64_t HS, cudaStream_t stream) {
+  if (N * NH * HS == 0) return;
+  with_storage_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    launch_kernel(repeat_kv_forward_kernel<T>, elementwise_launch(N * 3 * NH * HS), stream,
+                  static_cast<T*>(heads), static_cast<const T*>(qkv), N, NH, KVH, HS);
+  });
+  ZERO_CUDA_CHECK(cudaGetLastError());
+}
+
+void repeat_kv_backward(float* dqkv, const float* dheads, std::int64_t N, std::int64_t NH,
+                        std::int64_t KVH, std::int64_t HS, cudaStream_t stream) {
+  if (N * NH * HS == 0) return;
+  launch_kernel(repeat_kv_backward_kernel, elementwise_launch(N * (NH + 2 * KVH) * HS), stream,
+                dqkv, dheads, N, NH, KVH, HS);
+  ZERO_CUDA_CHECK(cudaGetLastError());
+}
 
 void rope(void* x, DType dtype, const float* table, const RopeLayout& layout, bool backward,
           cudaStream_t stream) {

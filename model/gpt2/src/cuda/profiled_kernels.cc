@@ -124,6 +124,16 @@ class ProfiledKernels final : public Kernels {
                       std::int64_t H) override {
     timed("swiglu_forward", s, [&] { inner_->swiglu_forward(s, out, inp, N, H); });
   }
+  void repeat_kv_forward(Stream& s, ActivationOut heads, Activation qkv, std::int64_t N,
+                         std::int64_t NH, std::int64_t KVH, std::int64_t HS) override {
+    timed("repeat_kv_forward", s,
+          [&] { inner_->repeat_kv_forward(s, heads, qkv, N, NH, KVH, HS); });
+  }
+  void repeat_kv_backward(Stream& s, float* dqkv, const float* dheads, std::int64_t N,
+                          std::int64_t NH, std::int64_t KVH, std::int64_t HS) override {
+    timed("repeat_kv_backward", s,
+          [&] { inner_->repeat_kv_backward(s, dqkv, dheads, N, NH, KVH, HS); });
+  }
   void swiglu_backward(Stream& s, float* dinp, const float* dout, const float* inp, std::int64_t N,
                        std::int64_t H) override {
     timed("swiglu_backward", s, [&] { inner_->swiglu_backward(s, dinp, dout, inp, N, H); });

@@ -18,6 +18,11 @@
 
 namespace zero::gpt2 {
 
+// Where a block's tensors lie in its unit, and their views (compute_internal.h).
+struct BlockLayout;
+struct BlockParams;
+struct BlockGrads;
+
 struct ComputeOptions {
   // Keep only each block's output; recompute the block's internals in its backward.
   bool activation_checkpointing = false;
@@ -181,8 +186,9 @@ class GPT2Compute {
   void upload_inputs();
   void finish_loss(const float* losses);
   void forward_block_impl(int layer, const ConstUnitData& params);
-  // ln1, ln2 and fch_gelu only GEMMs read: kept in gemm_input_dtype() (kernels.h); qkv and atty
-  // in attention_io_dtype().
+  // ln1, ln2 and mlp_act only GEMMs read: kept in gemm_input_dtype() (kernels.h); qkv and atty
+  // in attention_io_dtype(). The means are a layer norm's (null with RMSNorm); fch is the MLP's
+  // first product (GELU's pre-activation, or SwiGLU's [gate | up]) and mlp_act its activation.
   struct BlockActivations {
     ActivationOut ln1;
     float* ln1_mean;
@@ -195,12 +201,31 @@ class GPT2Compute {
     float* ln2_mean;
     float* ln2_rstd;
     float* fch;
-    ActivationOut fch_gelu;
+    ActivationOut mlp_act;
     float* residual3;
   };
+  // The attention's input over NH heads: qkv itself, or (grouped-query attention) the heads
+  // repeat_kv_forward writes into the workspace from it.
+  Activation attention_heads(const BlockActivations& a);
+  void forward_mlp(const BlockActivations& a, const BlockParams& p, DType dtype);
+  void backward_mlp(const BlockActivations& a, const BlockParams& p, const BlockGrads& g,
+                    DType dtype, DType grad_dtype, float* dmlp_out);
+  void backward_attention(int layer, const BlockActivations& a, const BlockParams& p,
+                          const BlockGrads& g, DType dtype, DType grad_dtype,
+                          float* dattention_out);
   DropoutSite dropout_site(std::uint32_t site, double probability) const;
   const float* block_input(int layer) const;
+  // The LM head's weight in the unit forward_head is given: the embeddings' wte, or (untied) the
+  // final unit's lm_head.weight after its norm.
+  const void* head_weight(const ConstUnitData& unit) const;
+  void* head_weight(const UnitData& unit) const;
+  // The final norm from its unit (vectors widened into the workspace for 16-bit units).
+  Norm final_norm(const ConstUnitData& unit);
   float* activation(const std::string& name) const;
+  float* activation_or_null(const std::string& name) const;  // null where the layout has none
+  RopeParameters rope_parameters() const;
+  // RoPE over q's and k's heads of the qkv rows (NH + KVH heads of HS, rows of (NH + 2·KVH)·HS).
+  RopeLayout rope_layout() const;
   // The activation `name`, one only GEMMs read, in gemm_input_dtype().
   ActivationOut gemm_input_activation(const std::string& name) const;
   DType gemm_input_dtype() const;
@@ -220,6 +245,7 @@ class GPT2Compute {
   FlatLayout activation_layout_, workspace_layout_;
   Buffer activation_buffer_, workspace_buffer_;
   std::vector<BlockActivations> blocks_;
+  std::shared_ptr<const BlockLayout> block_layout_;  // where each block tensor lies
   std::vector<int> tokens_, targets_;
   // The distinct tokens of the batch (ascending) and each row's index among them: 16-bit
   // embeddings are widened (and their gradients staged) for these rows only.

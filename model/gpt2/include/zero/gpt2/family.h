@@ -67,6 +67,7 @@ struct FamilySpec {
   NormKind norm;
   MlpKind mlp;
   PositionKind positions;
+  WeightLayout linear_layout;   // of every linear layer in a block
   bool linear_biases;           // every linear layer has a bias (GPT-2)
   bool qkv_biases;              // q/k/v biases whatever attention_bias says (Qwen2)
   bool untied_allowed;          // tie_word_embeddings false: lm_head.weight is a tensor of its own
@@ -105,6 +106,28 @@ BlockWidths block_widths(const GPT2Config& config);
 std::vector<TensorSpec> embedding_tensors(const GPT2Config& config);
 std::vector<TensorSpec> block_tensors(const GPT2Config& config);
 std::vector<TensorSpec> final_tensors(const GPT2Config& config);
+// The part a block tensor plays in the decoder's passes (compute_passes.cc), the same for every
+// family: the first tensor of each GEMM's operand names it (q_proj.weight starts q/k/v's fused
+// weight, which k_proj.weight and v_proj.weight continue: kContinued; gate_proj starts the MLP's
+// first GEMM, up_proj continues it). Throws zero::Error for a name that is not the family's.
+enum class BlockRole : std::uint8_t {
+  kNorm1Weight,
+  kNorm1Bias,
+  kQkvWeight,
+  kQkvBias,
+  kOutWeight,
+  kOutBias,
+  kNorm2Weight,
+  kNorm2Bias,
+  kMlpInWeight,
+  kMlpInBias,
+  kMlpOutWeight,
+  kMlpOutBias,
+  kContinued
+};
+inline constexpr int kBlockRoles = 12;  // the roles before kContinued
+BlockRole block_role(ModelFamily family, std::string_view tensor_name);
+
 // Whether a tensor of a unit is a norm's weight (initialised to 1) and whether it is a residual
 // projection GPT-2 initialises with std / sqrt(2L).
 bool is_norm_weight(ModelFamily family, std::string_view tensor_name);

@@ -79,12 +79,13 @@ struct GemmScratch {
   std::int64_t library_workspace_bytes = 0;
 };
 
-// out (N, OC) = inp (N, C) · weight (C, OC) + bias (OC); with gelu_out, gelu_out = gelu(out) as
-// well (the GELU epilogue; out keeps the pre-activation for the backward). bias may be null. inp
-// and gelu_out are fp32 or the weight's 16-bit dtype (gemm_input_dtype). out is fp32, or the
-// weight's 16-bit dtype where attention_io_dtype() keeps qkv in it (no gelu_out then; CUDA only):
-// the GEMM writes it rounded once, adding stored_bias, the same bias in the weight's dtype (the
-// unit's own elements, of which `bias` is the widening; cuBLASLt adds a bias of D's type).
+// out (N, OC) = inp (N, C) · weight (C, OC) + bias (OC), or inp · weightᵀ for a weight stored
+// (OC, C) (weight_layout kOutIn, nn.Linear's: the Llama family's); with gelu_out, gelu_out =
+// gelu(out) as well (the GELU epilogue; out keeps the pre-activation for the backward). bias may be
+// null. inp and gelu_out are fp32 or the weight's 16-bit dtype (gemm_input_dtype). out is fp32, or
+// the weight's 16-bit dtype where attention_io_dtype() keeps qkv in it (no gelu_out then; CUDA
+// only): the GEMM writes it rounded once, adding stored_bias, the same bias in the weight's dtype
+// (the unit's own elements, of which `bias` is the widening; cuBLASLt adds a bias of D's type).
 struct LinearForward {
   ActivationOut out;
   ActivationOut gelu_out;
@@ -93,10 +94,12 @@ struct LinearForward {
   const float* bias = nullptr;
   std::int64_t N = 0, C = 0, OC = 0;
   const void* stored_bias = nullptr;
+  WeightLayout weight_layout = WeightLayout::kInOut;
 };
 
 // With g = dout (N, OC), the gradient of out: dinp (N, C) = g · weightᵀ (overwritten; skipped
-// when null); dweight (C, OC) += inpᵀ · g; dbias (OC) += column sums of g (skipped when null). inp
+// when null); dweight (C, OC) += inpᵀ · g; dbias (OC) += column sums of g (skipped when null);
+// with weight_layout kOutIn, dinp = g · weight and dweight (OC, C) += gᵀ · inp. inp
 // is the forward's (fp32 or the weight's 16-bit dtype).
 // With gelu_preactivation (N, OC, fp32), the forward ran its GELU epilogue (LinearForward::
 // gelu_out) and dout is the gradient of gelu(out), gelu_preactivation the forward's out: then g =
@@ -114,6 +117,7 @@ struct LinearBackward {
   Matrix weight;
   std::int64_t N = 0, C = 0, OC = 0;
   const float* gelu_preactivation = nullptr;
+  WeightLayout weight_layout = WeightLayout::kInOut;
 };
 
 // out (M, N) = A (M, K) · op(W) + beta · out, W stored (K, N), or (N, K) when trans_w, row
@@ -203,7 +207,8 @@ class Kernels {
   virtual std::string_view backend() const = 0;  // "cpu", "cuda"
 
   // ---- embeddings ----
-  // out (B, T, C) = dropout(wte[tokens[b, t]] + wpe[t]).
+  // out (B, T, C) = dropout(wte[tokens[b, t]] + wpe[t]); wpe null (and dwpe null in the backward)
+  // for a family without learned positions (RoPE's).
   virtual void encoder_forward(Stream& stream, float* out, const int* tokens, const float* wte,
                                const float* wpe, std::int64_t B, std::int64_t T, std::int64_t C,
                                const DropoutSite& dropout) = 0;
@@ -297,6 +302,18 @@ class Kernels {
   // dout.
   virtual void swiglu_backward(Stream& stream, float* dinp, const float* dout, const float* inp,
                                std::int64_t N, std::int64_t H) = 0;
+
+  // ---- grouped-query attention (KVH key/value heads shared by NH query heads, G = NH / KVH) ----
+  // heads (N, 3·NH·HS) = [q | k | v] with NH heads each, from qkv (N, (NH + 2·KVH)·HS): q as it
+  // is, and key/value head j repeated as heads j·G .. j·G + G - 1 (transformers' repeat_kv), so
+  // the attention runs on NH heads. heads and qkv have one dtype (fp32, or attention_io_dtype's).
+  virtual void repeat_kv_forward(Stream& stream, ActivationOut heads, Activation qkv,
+                                 std::int64_t N, std::int64_t NH, std::int64_t KVH,
+                                 std::int64_t HS) = 0;
+  // dqkv (N, (NH + 2·KVH)·HS, overwritten) from dheads (N, 3·NH·HS): q's gradient as it is, and
+  // each key/value head's the sum of its G heads' gradients, in head order.
+  virtual void repeat_kv_backward(Stream& stream, float* dqkv, const float* dheads, std::int64_t N,
+                                  std::int64_t NH, std::int64_t KVH, std::int64_t HS) = 0;
 
   // ---- GEMMs (fp32 activations, parameters in their storage dtype, fp32 accumulation) ----
   virtual void linear_forward(Stream& stream, const LinearForward& call,

@@ -56,7 +56,8 @@ void widen(float* out, const void* in, DType dtype, std::int64_t n);
 // out (of `dtype`) += in (fp32): each element widened, added in fp32 and rounded once.
 void accumulate(void* out, DType dtype, const float* in, std::int64_t n);
 
-// out (B, T, C) = dropout(wte[tokens[b, t]] + wpe[t]).
+// out (B, T, C) = dropout(wte[tokens[b, t]] + wpe[t]); wpe null: no learned positions (the Llama
+// family's RoPE rotates q and k in the attention instead), and dwpe null in the backward.
 void encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe,
                      std::int64_t B, std::int64_t T, std::int64_t C, const DropoutSite& dropout);
 // dwte[tokens] += mask · dout, dwpe[t] += mask · dout (deterministic order).
@@ -138,6 +139,12 @@ void rope_backward(float* dx, const float* table, const RopeLayout& layout);
 // SwiGLU on the MLP's fused gate/up product: inp (N, 2H), each row [gate (H) | up (H)]; out (N, H)
 // = silu(gate) · up, silu(g) = g / (1 + exp(-g)).
 void swiglu_forward(float* out, const float* inp, std::int64_t N, std::int64_t H);
+// Grouped-query attention's head repetition and its backward (kernels.h repeat_kv_*): heads and
+// qkv of `element_bytes` bytes per element (a copy needs no arithmetic); dqkv overwritten.
+void repeat_kv_forward(void* heads, const void* qkv, std::size_t element_bytes, std::int64_t N,
+                       std::int64_t NH, std::int64_t KVH, std::int64_t HS);
+void repeat_kv_backward(float* dqkv, const float* dheads, std::int64_t N, std::int64_t NH,
+                        std::int64_t KVH, std::int64_t HS);
 // dinp (N, 2H) = [dout · up · silu'(gate) | dout · silu(gate)] (overwritten).
 void swiglu_backward(float* dinp, const float* dout, const float* inp, std::int64_t N,
                      std::int64_t H);

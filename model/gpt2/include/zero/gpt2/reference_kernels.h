@@ -27,8 +27,9 @@ void encoder_forward(Real* out, const int* tokens, const Real* wte, const Real* 
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t t = 0; t < T; ++t)
       for (std::int64_t c = 0; c < C; ++c)
-        out[(b * T + t) * C + c] = (wte[tokens[b * T + t] * C + c] + wpe[t * C + c]) *
-                                   dropout_factor<Real>(dropout, b, t, c);
+        out[(b * T + t) * C + c] =
+            (wte[tokens[b * T + t] * C + c] + (wpe != nullptr ? wpe[t * C + c] : Real(0))) *
+            dropout_factor<Real>(dropout, b, t, c);
 }
 
 template <typename Real>
@@ -39,7 +40,7 @@ void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const int* token
       for (std::int64_t c = 0; c < C; ++c) {
         const Real g = dout[(b * T + t) * C + c] * dropout_factor<Real>(dropout, b, t, c);
         dwte[tokens[b * T + t] * C + c] += g;
-        dwpe[t * C + c] += g;
+        if (dwpe != nullptr) dwpe[t * C + c] += g;
       }
 }
 
@@ -342,6 +343,34 @@ void swiglu_backward(Real* dinp, const Real* dout, const Real* inp, std::int64_t
       const Real s = sigmoid(gate);
       dinp[i * 2 * H + j] = d * up * (s + gate * s * (Real(1) - s));
       dinp[i * 2 * H + H + j] = d * gate * s;
+    }
+}
+
+// Grouped-query attention's repetition (kernels.h repeat_kv_*), one element at a time.
+template <typename Real>
+void repeat_kv_forward(Real* heads, const Real* qkv, std::int64_t N, std::int64_t NH,
+                       std::int64_t KVH, std::int64_t HS) {
+  const std::int64_t group = NH / KVH;
+  for (std::int64_t i = 0; i < N; ++i)
+    for (std::int64_t h = 0; h < 3 * NH; ++h) {
+      const std::int64_t part = h / NH, head = h % NH;
+      const std::int64_t source = part == 0 ? head : NH + (part - 1) * KVH + head / group;
+      for (std::int64_t c = 0; c < HS; ++c)
+        heads[(i * 3 * NH + h) * HS + c] = qkv[(i * (NH + 2 * KVH) + source) * HS + c];
+    }
+}
+
+template <typename Real>
+void repeat_kv_backward(Real* dqkv, const Real* dheads, std::int64_t N, std::int64_t NH,
+                        std::int64_t KVH, std::int64_t HS) {
+  const std::int64_t group = NH / KVH, width = NH + 2 * KVH;
+  for (std::int64_t i = 0; i < N * width * HS; ++i) dqkv[i] = Real(0);
+  for (std::int64_t i = 0; i < N; ++i)
+    for (std::int64_t h = 0; h < 3 * NH; ++h) {
+      const std::int64_t part = h / NH, head = h % NH;
+      const std::int64_t target = part == 0 ? head : NH + (part - 1) * KVH + head / group;
+      for (std::int64_t c = 0; c < HS; ++c)
+        dqkv[(i * width + target) * HS + c] += dheads[(i * 3 * NH + h) * HS + c];
     }
 }
 

@@ -59,6 +59,11 @@ inline int block_unit(int layer) { return 1 + layer; }
 inline int final_norm_unit(const GPT2Config& config) {
   return static_cast<int>(config.n_layer) + 1;
 }
+// The unit holding the LM head's weight, what GPT2Compute::forward_head takes second: the
+// embeddings (tied to wte), or the final unit (an untied lm_head.weight).
+inline int head_unit(const GPT2Config& config) {
+  return config.tie_word_embeddings ? embeddings_unit() : final_norm_unit(config);
+}
 
 // Hugging Face name of unit tensor `tensor_name` ("transformer.h.3.attn.c_attn.weight",
 // "model.layers.3.self_attn.q_proj.weight", "lm_head.weight").
