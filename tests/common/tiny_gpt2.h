@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "zero/gpt2/config.h"
+#include "zero/gpt2/family.h"
 
 namespace zero::gpt2 {
 
@@ -25,6 +26,22 @@ inline GPT2Config tiny_config(const TinySizes& sizes = {}) {
   config.n_embd = sizes.n_embd;
   config.n_layer = sizes.n_layer;
   config.n_head = sizes.n_head;
+  return config;
+}
+
+// A tiny Qwen2 (the Llama family with q/k/v biases) at `sizes`: 4 query heads sharing 2 key/value
+// heads (grouped-query attention), an untied head, RoPE, SwiGLU of width 40; transformers'
+// defaults otherwise (no dropout).
+inline GPT2Config tiny_llama_config(const TinySizes& sizes = {.n_head = 4}) {
+  GPT2Config config = family_defaults(ModelFamily::kQwen2);
+  config.vocab_size = sizes.vocab_size;
+  config.n_positions = sizes.n_positions;
+  config.n_embd = sizes.n_embd;
+  config.n_layer = sizes.n_layer;
+  config.n_head = sizes.n_head;
+  config.n_kv_head = sizes.n_head / 2;
+  config.n_inner = 40;
+  config.tie_word_embeddings = false;
   return config;
 }
 

@@ -196,12 +196,12 @@ struct Units16 {
              const std::vector<int>& targets) {
     for (auto& g : grads16) std::fill(g.begin(), g.end(), std::uint16_t{0});
     for (auto& g : grads32) std::fill(g.begin(), g.end(), 0.0f);
-    const int emb = embeddings_unit(), head = final_norm_unit(config);
+    const int emb = embeddings_unit(), norm = final_norm_unit(config), head = head_unit(config);
     compute.set_inputs(tokens, targets);
     compute.forward_embeddings(p(emb));
     for (int l = 0; l < config.n_layer; ++l) compute.forward_block(l, p(block_unit(l)));
-    compute.forward_head(p(head), p(emb));
-    compute.backward_head(p(head), p(emb), g(head), g(emb));
+    compute.forward_head(p(norm), p(head));
+    compute.backward_head(p(norm), p(head), g(norm), g(head));
     for (int l = config.n_layer - 1; l >= 0; --l)
       compute.backward_block(l, p(block_unit(l)), g(block_unit(l)));
     compute.backward_embeddings(p(emb), g(emb));
@@ -222,7 +222,11 @@ struct Precision {
   DType params, grads;
   bool checkpointing;
   double loss_tolerance, grad_tolerance;
+  bool llama = false;  // tiny_llama_config (GQA, RoPE, SwiGLU, untied) instead of GPT-2
 };
+GPT2Config config_of(const Precision& precision) {
+  return precision.llama ? tiny_llama_config() : tiny_config();
+}
 class Compute16 : public ::testing::TestWithParam<Precision> {
  protected:
   MemoryLedger ledger_;
@@ -232,7 +236,7 @@ class Compute16 : public ::testing::TestWithParam<Precision> {
 
 TEST_P(Compute16, ForwardAndBackwardTrackTheFp32Path) {
   const Precision precision = GetParam();
-  const GPT2Config config = tiny_config();
+  const GPT2Config config = config_of(precision);
   GPT2Model model(config, allocator_);
   model.init(3);
   const std::int64_t B = 3, T = 11;
@@ -264,7 +268,7 @@ TEST_P(Compute16, ForwardAndBackwardTrackTheFp32Path) {
 
 TEST_P(Compute16, SgdStepsTrackTheFp32Run) {
   const Precision precision = GetParam();
-  const GPT2Config config = tiny_config();
+  const GPT2Config config = config_of(precision);
   GPT2Model reference(config, allocator_), master(config, allocator_);
   reference.init(4);
   master.init(4);
@@ -311,7 +315,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Precision{DType::kBFloat16, DType::kBFloat16, false, 2e-4, 1e-2},
                       Precision{DType::kBFloat16, DType::kBFloat16, true, 2e-4, 1e-2},
                       Precision{DType::kFloat16, DType::kFloat32, false, 2e-5, 1.5e-3},
-                      Precision{DType::kFloat16, DType::kFloat16, true, 2e-5, 1.5e-3}));
+                      Precision{DType::kFloat16, DType::kFloat16, true, 2e-5, 1.5e-3},
+                      Precision{DType::kBFloat16, DType::kFloat32, false, 2e-4, 1e-2, true},
+                      Precision{DType::kBFloat16, DType::kBFloat16, true, 2e-4, 1e-2, true},
+                      Precision{DType::kFloat16, DType::kFloat16, true, 2e-5, 1.5e-3, true}));
 
 TEST(Compute16Errors, DtypesOtherThanTheConfiguredOnesAreRefused) {
   MemoryLedger ledger;
