@@ -83,6 +83,14 @@ function(_zero_check_test_name name sources)
   endif()
 endfunction()
 
+# Every test program of a CUDA build has the CUDA backend (zero::cuda, registered before main), as
+# a trainer on GPUs links it; its tests skip without a device.
+function(_zero_link_test_backends target)
+  if(ZERO_WITH_CUDA_ENABLED)
+    target_link_libraries(${target} PRIVATE zero::cuda)
+  endif()
+endfunction()
+
 # zero_add_test(NAME <name> SOURCES <src...> [LIBS <lib...>] [LABELS <label...>] [TIMEOUT s])
 # A GoogleTest executable with gtest_main, run as one ctest entry; NAME is its source's stem.
 function(zero_add_test)
@@ -96,6 +104,7 @@ function(zero_add_test)
   endif()
   add_executable(${ARG_NAME} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/common/gtest_main.cc)
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_LIBS} GTest::gtest zero::warnings)
+  _zero_link_test_backends(${ARG_NAME})
   add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
   set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
                        SKIP_RETURN_CODE ${ZERO_TEST_SKIP_CODE}
@@ -123,6 +132,7 @@ function(zero_add_mpi_test)
   add_executable(${ARG_TARGET} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/common/mpi_main.cc)
   target_link_libraries(${ARG_TARGET} PRIVATE ${ARG_LIBS} zero::core MPI::MPI_CXX GTest::gtest
                                               zero::warnings)
+  _zero_link_test_backends(${ARG_TARGET})
   foreach(ranks IN LISTS ZERO_MPI_TEST_RANKS)
     math(EXPR threads "${ZERO_TEST_CORES} / ${ranks}")
     if(threads LESS 1)

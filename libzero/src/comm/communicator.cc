@@ -6,7 +6,9 @@
 #include <cstring>
 #include <sstream>
 
+#include "../core/cuda_backend.h"
 #include "call_check.h"
+#include "nccl_backend.h"
 #include "zero/core/abort_hooks.h"
 #include "zero/core/cpu_stream.h"
 #include "zero/core/device.h"
@@ -210,9 +212,8 @@ std::string choose_backend(const LaunchInfo& launch,
                            int visible_cuda_devices, DeviceKind buffers) {
   const bool on_cuda = buffers == DeviceKind::kCuda;
   if (on_cuda) {
-    ZERO_CHECK(cuda_compiled(),
-               "the collective buffers are on a CUDA device, but this build of zero has no CUDA "
-               "support");
+    ZERO_CHECK(cuda_compiled(), "the collective buffers are on a CUDA device, but ",
+               detail::kNoCudaBackend);
     ZERO_CHECK(visible_cuda_devices > 0,
                "the collective buffers are on a CUDA device, but no CUDA device is visible "
                "(CUDA_VISIBLE_DEVICES?)");
@@ -325,15 +326,19 @@ std::unique_ptr<Communicator> make_gloo_communicator(const GlooRendezvous&, Comm
 }  // namespace zero
 #endif
 
-#ifndef ZERO_WITH_NCCL
 namespace zero {
+namespace {
+detail::NcclFactory registered_nccl_factory = nullptr;  // constant-initialised
+}  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(int, NcclBootstrap, const GlooRendezvous&,
-                                                     CommOptions) {
-  ZERO_THROW(
-      "this build of zero has no NCCL support (configure with -DZERO_WITH_CUDA=ON on a machine "
-      "with the CUDA toolkit and NCCL)");
+void detail::register_nccl_factory(NcclFactory factory) { registered_nccl_factory = factory; }
+
+std::unique_ptr<Communicator> make_nccl_communicator(int device, NcclBootstrap bootstrap,
+                                                     const GlooRendezvous& rendezvous,
+                                                     CommOptions options) {
+  ZERO_CHECK(registered_nccl_factory, "NCCL communicator on cuda:", device, ": ",
+             detail::kNoCudaBackend);
+  return registered_nccl_factory(device, bootstrap, rendezvous, options);
 }
 
 }  // namespace zero
-#endif

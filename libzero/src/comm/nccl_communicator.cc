@@ -28,6 +28,7 @@
 
 #include "../cuda/cuda_stream.h"
 #include "call_check.h"
+#include "nccl_backend.h"
 #include "tcp_store.h"
 #include "zero/comm/communicator.h"
 #include "zero/core/cuda_check.h"
@@ -336,9 +337,8 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(int device, NcclBootstrap bootstrap,
-                                                     const GlooRendezvous& rendezvous,
-                                                     CommOptions options) {
+std::unique_ptr<Communicator> detail::make_nccl_runtime_communicator(
+    int device, NcclBootstrap bootstrap, const GlooRendezvous& rendezvous, CommOptions options) {
   std::unique_ptr<DeviceContext> context = make_cuda_context(device);  // checks the index
   ZERO_CUDA_CHECK(cudaSetDevice(device));
   ncclUniqueId id{};

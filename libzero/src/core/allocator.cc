@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "cuda_backend.h"
 #include "zero/core/error.h"
 
 namespace zero {
@@ -124,15 +125,13 @@ void* HostAllocator::raw_allocate(std::size_t size_bytes) {
 
 void HostAllocator::raw_free(void* data) noexcept { std::free(data); }
 
-#ifndef ZERO_WITH_CUDA
 std::unique_ptr<Allocator> make_allocator(MemorySpace space, MemoryLedger& ledger, bool use_cuda) {
-  ZERO_CHECK(!use_cuda,
-             "a CUDA allocator was requested but this build of zero has no CUDA support "
-             "(configure with -DZERO_WITH_CUDA=ON on a machine with the CUDA toolkit)");
+  if (const detail::CudaBackend* backend = detail::cuda_backend())
+    return backend->make_allocator(space, ledger, use_cuda);
+  ZERO_CHECK(!use_cuda, "a CUDA allocator was requested but ", detail::kNoCudaBackend);
   ZERO_CHECK(space != MemorySpace::kNvme,
              "NVMe memory is allocated by the offload swapper, not an allocator");
   return std::make_unique<HostAllocator>(ledger, space);
 }
-#endif
 
 }  // namespace zero

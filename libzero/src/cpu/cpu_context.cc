@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../core/cuda_backend.h"
 #include "host_arithmetic.h"
 #include "zero/core/device_context.h"
 #include "zero/core/error.h"
@@ -247,14 +248,10 @@ std::unique_ptr<DeviceContext> make_planning_context() {
   return std::make_unique<PlanningContext>();
 }
 
-}  // namespace zero
-
-#ifndef ZERO_WITH_CUDA
-namespace zero {
 std::unique_ptr<DeviceContext> make_cuda_context(int index) {
-  ZERO_THROW("make_cuda_context(", index,
-             "): this build of zero has no CUDA support (configure with ZERO_WITH_CUDA=ON and "
-             "the CUDA toolkit installed)");
+  const detail::CudaBackend* backend = detail::cuda_backend();
+  ZERO_CHECK(backend, "make_cuda_context(", index, "): ", detail::kNoCudaBackend);
+  return backend->make_context(index);
 }
+
 }  // namespace zero
-#endif

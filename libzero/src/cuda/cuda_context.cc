@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "cuda_allocators.h"
+#include "cuda_backend_entries.h"
 #include "cuda_kernels.h"
 #include "cuda_stream.h"
 #include "zero/core/cuda_check.h"
@@ -198,7 +199,7 @@ class CudaContext final : public DeviceContext {
 
 }  // namespace
 
-std::unique_ptr<DeviceContext> make_cuda_context(int index) {
+std::unique_ptr<DeviceContext> detail::make_cuda_runtime_context(int index) {
   const int count = cuda_device_count();
   ZERO_CHECK(index >= 0 && index < count, "make_cuda_context(", index, "): ", count,
              " CUDA device(s) visible");

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cuda_allocators.h"
+#include "cuda_backend_entries.h"
 #include "zero/core/allocator.h"
 #include "zero/core/cuda_check.h"
 #include "zero/core/cuda_ops.h"
@@ -18,9 +19,7 @@
 
 namespace zero {
 
-bool cuda_compiled() { return true; }
-
-int cuda_device_count() {
+int detail::cuda_runtime_device_count() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     cudaGetLastError();  // clear the sticky "no device / no driver" error
@@ -96,7 +95,7 @@ std::string cuda_driver_version() {
          std::to_string((driver % 1000) / 10) + ")";
 }
 
-std::vector<CudaDeviceInfo> cuda_devices() {
+std::vector<CudaDeviceInfo> detail::cuda_runtime_devices() {
   std::vector<CudaDeviceInfo> devices;
   const int count = cuda_device_count();
   for (int index = 0; index < count; ++index) {
@@ -127,7 +126,9 @@ std::string CudaDeviceInfo::describe() const {
   return out.str();
 }
 
-std::unique_ptr<Allocator> make_allocator(MemorySpace space, MemoryLedger& ledger, bool use_cuda) {
+std::unique_ptr<Allocator> detail::make_cuda_runtime_allocator(MemorySpace space,
+                                                               MemoryLedger& ledger,
+                                                               bool use_cuda) {
   ZERO_CHECK(space != MemorySpace::kNvme,
              "NVMe memory is allocated by the offload swapper, not an allocator");
   if (use_cuda) {

@@ -179,7 +179,7 @@ enum class NcclBootstrap : std::uint8_t { kMpi, kStore };
 // the call check (its 64-byte description all-gathered through NCCL, checked on the stream by the
 // same code as MPI's and Gloo's); a watchdog thread polls ncclCommGetAsyncError and the timeout
 // and calls ncclCommAbort on failure, after which synchronize() throws the report. Throws
-// zero::Error when built without CUDA/NCCL, or with kMpi when built without MPI.
+// zero::Error in a program without zero::cuda, or with kMpi when built without MPI.
 std::unique_ptr<Communicator> make_nccl_communicator(
     int device, NcclBootstrap bootstrap,
     const GlooRendezvous& rendezvous = GlooRendezvous::from_environment(),

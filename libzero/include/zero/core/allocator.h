@@ -123,8 +123,8 @@ class PlanningAllocator final : public Allocator {
   void raw_free(void*) noexcept override {}
 };
 
-// The allocator for `space` on this build: HostAllocator on a CPU-only build (or for kHost), a
-// CUDA allocator (cudaMalloc / cudaMallocHost) for kDevice / kHostPinned when `device` is CUDA.
+// The allocator for `space`: HostAllocator without zero::cuda (or for kHost), a CUDA allocator
+// (cudaMalloc / cudaMallocHost) for kDevice / kHostPinned when `use_cuda`.
 std::unique_ptr<Allocator> make_allocator(MemorySpace space, MemoryLedger& ledger,
                                           bool use_cuda = false);
 

@@ -1,5 +1,5 @@
-// Device-side operations of the runtime core, available when zero is built with CUDA
-// (cuda_compiled()). Streams cross this header as opaque handles; nullptr is the default stream.
+// Device-side operations of the runtime core, defined by zero::cuda (a program that links it:
+// cuda_compiled()). Streams cross this header as opaque handles; nullptr is the default stream.
 #pragma once
 
 #include <cstddef>
@@ -44,7 +44,7 @@ struct CudaDeviceInfo {
   std::string pci_bus_id;        // "0000:19:00.0"
   std::string describe() const;  // "cuda:0 NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB, 132 SMs, ..."
 };
-// Empty in a build without CUDA (so code that asks only on a CUDA device links everywhere).
+// Empty without zero::cuda (zero::core answers it, so code that asks links everywhere).
 std::vector<CudaDeviceInfo> cuda_devices();
 
 }  // namespace zero

@@ -17,9 +17,9 @@ struct Device {
   std::string to_string() const;  // "cpu" or "cuda:0"
 };
 
-// True when this build has CUDA support compiled in (ZERO_WITH_CUDA).
+// True when this program has the CUDA backend: it links zero::cuda, which registers it.
 bool cuda_compiled();
-// CUDA devices visible to this process; 0 in a CPU-only build or without a driver/device.
+// CUDA devices visible to this process; 0 without zero::cuda or without a driver/device.
 int cuda_device_count();
 
 }  // namespace zero

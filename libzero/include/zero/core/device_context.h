@@ -107,8 +107,8 @@ std::unique_ptr<DeviceContext> make_cpu_context(
 // that touch nothing.
 std::unique_ptr<DeviceContext> make_planning_context();
 
-// The CUDA backend on device `index` (a build with CUDA and a visible device; zero::Error
-// otherwise).
+// The CUDA backend on device `index` (a program that links zero::cuda, and a visible device;
+// zero::Error otherwise).
 std::unique_ptr<DeviceContext> make_cuda_context(int index);
 
 }  // namespace zero
