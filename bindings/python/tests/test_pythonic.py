@@ -140,3 +140,12 @@ def test_log_records_go_through_logging(corpus, tmp_path, caplog):
     assert any("launch:" in record.getMessage() for record in records)
     assert all(record.getMessage().startswith("[rank 0/1] ") for record in records)
     assert all(record.rank == 0 and record.world_size == 1 for record in records)
+
+
+def test_a_dry_run_prints_its_plan_on_sys_stdout(corpus, tmp_path, capsys):
+    result = zero.train(**tiny_train_flags(corpus, tmp_path / "out"), dry_run=True, world_size=2)
+    out = capsys.readouterr().out
+    assert [plan["rank"] for plan in result["plan"]] == [0, 1]
+    assert out.startswith("dry run: GPT-2 1 layers, width 32")
+    assert "planned 2 rank(s)" in out and "nothing allocated" in out
+    assert not (tmp_path / "out").exists()

@@ -219,7 +219,7 @@ using namespace detail;
 TrainResult train(const RunConfig& run, Communicator& communicator, const RunOptions& options) {
   if (run.arguments.dry_run) {  // the memory plan of this run, nothing allocated (plan.cc)
     TrainResult planned;
-    planned.plan = dry_run(run, options.print && communicator.rank() == 0);
+    planned.plan = dry_run(run, options.print && communicator.rank() == 0, options.print_line);
     return planned;
   }
   detail::check_model_trains(run.arguments);  // the Llama family: planned, not trained yet
