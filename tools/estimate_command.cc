@@ -88,8 +88,10 @@ void print_plan(const train::Estimate& estimate) {
                 static_cast<long long>(estimate.max_batch), static_cast<long long>(setup.seq_len));
   std::printf("\nthe whole run, rank 0 (GPU ranks: the device's bytes are the GPU's):\n%s",
               train::format_phases(plan, false).c_str());
-  std::printf("  node: %s\n", estimate.node_fit.message().c_str());
-  if (estimate.node_fit.fits) return;
+  std::printf("  node: %s\n", estimate.node_message().c_str());
+  std::printf("fits: %s, against %s\n", estimate.fits() ? "yes" : "NO",
+              estimate.fits_budget().c_str());
+  if (!estimate.node_checked || estimate.node_fit.fits) return;
   if (!estimate.proposal.found)
     std::printf(
         "  no setting tried makes it fit (smaller sub_group_size, "

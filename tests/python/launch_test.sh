@@ -31,7 +31,8 @@ launch cli "$zero" train
 # line of one can run into the other's progress output.
 export ZERO_TEST_RESULTS=$work/results
 mkdir -p "$ZERO_TEST_RESULTS"
-launch python "$python" -c 'import json, os, sys, zero
+launch python "$python" -c 'import json, logging, os, sys, zero
+logging.basicConfig(level=logging.INFO, format="%(message)s")  # the library log records (stderr)
 result = zero.train(sys.argv[1:])
 with open(os.path.join(os.environ["ZERO_TEST_RESULTS"], f"{os.getpid()}.json"), "w") as out:
     json.dump({key: result.get(key) for key in

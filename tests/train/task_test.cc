@@ -31,7 +31,7 @@ struct TaskOnRank {
   TaskOnRank(const train::TrainingArguments& arguments, Communicator& communicator)
       : prepared(
             train::detail::prepare(train::make_run_config(arguments, communicator.world_size()),
-                                   communicator.rank(), /*print=*/false)),
+                                   communicator.rank(), Console(false))),
         engine(make_engine(prepared.engine.options, communicator)),
         task(make_task({arguments, prepared, *engine, communicator, Console(false)})) {}
   Prepared prepared;
@@ -120,11 +120,13 @@ TEST(Task, TaskKindIsChosenByNameAndSaysWhatItTakes) {
   write_corpus(folder.path() / "corpus.txt", 300);
   const train::TrainingArguments lm_arguments =
       tiny_arguments(folder.path() / "corpus.txt", folder.path() / "lm");
-  EXPECT_EQ(train::detail::prepare(train::make_run_config(lm_arguments, 1), 0, false).task, &lm);
-  EXPECT_EQ(train::detail::prepare(
-                train::make_run_config(classification_arguments(folder.path()), 1), 0, false)
-                .task,
-            &classification);
+  EXPECT_EQ(train::detail::prepare(train::make_run_config(lm_arguments, 1), 0, Console(false)).task,
+            &lm);
+  EXPECT_EQ(
+      train::detail::prepare(train::make_run_config(classification_arguments(folder.path()), 1), 0,
+                             Console(false))
+          .task,
+      &classification);
 }
 
 // The same initial weights (same seed) give the same token-weighted validation loss whether one

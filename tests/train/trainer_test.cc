@@ -10,9 +10,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "train_test_util.h"
 #include "zero/comm/communicator.h"
@@ -394,6 +397,58 @@ TEST(Trainer, SavedCheckpointEvaluatesToTheSameLoss) {
   EXPECT_NEAR(*evaluated.eval_loss, *trained.eval_loss, 1e-6);
   EXPECT_FALSE(fs::exists(fs::path(evaluate.output_dir) / "model.safetensors"))
       << "eval only saves no model";
+}
+
+// A host program's hooks (the Python module's): every rank's on_log sees each entry of its own
+// history as it is recorded, and rank 0's lines, the dry run's too, go to print_line alone.
+class HostHooks : public TinyRunTest {
+ protected:
+  HostHooks() : TinyRunTest("host_hooks", 1) {}
+};
+
+TEST_F(HostHooks, SeeEveryLogEntryAndTheLines) {
+  train::TrainingArguments arguments = this->arguments("out", 4);
+  arguments.do_eval = true;
+  arguments.eval_strategy = train::IntervalStrategy::kSteps;
+  arguments.eval_steps = 2;
+  std::mutex mutex;
+  std::vector<std::vector<train::LogEntry>> seen(2);
+  std::vector<train::TrainResult> results(2);
+  std::vector<std::string> lines(2);
+  run_ranks(2, [&](Communicator& comm) {
+    const auto rank = static_cast<std::size_t>(comm.rank());
+    train::RunOptions options;
+    options.print_line = [&, rank](std::string_view text) {
+      const std::lock_guard lock(mutex);
+      lines[rank] += text;
+    };
+    options.on_log = [&, rank](const train::LogEntry& entry) {
+      ASSERT_LT(seen[rank].size(), 64u);
+      seen[rank].push_back(entry);
+    };
+    results[rank] = train::train(arguments, comm, options);
+  });
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    ASSERT_EQ(seen[rank].size(), results[rank].log_history.size()) << "rank " << rank;
+    EXPECT_EQ(logged_losses(seen[rank]), logged_losses(results[rank].log_history));
+    train::TrainResult from_hook;
+    from_hook.log_history = seen[rank];
+    EXPECT_EQ(eval_losses(from_hook), eval_losses(results[rank]));
+    EXPECT_GE(eval_losses(from_hook).size(), 2u);
+  }
+  EXPECT_EQ(logged_losses(seen[0]).size(), 4u);
+  EXPECT_NE(lines[0].find("step 4/4"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("eval_loss"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[1], "") << "rank 1 prints nothing";
+
+  arguments.dry_run = true;
+  arguments.world_size = 4;
+  std::string planned;
+  train::RunOptions options;
+  options.print_line = [&](std::string_view text) { planned += text; };
+  run_ranks(1, [&](Communicator& comm) { train::train(arguments, comm, options); });
+  EXPECT_EQ(planned.rfind("dry run: GPT-2 2 layers", 0), 0u) << planned;
+  EXPECT_NE(planned.find("planned 4 rank(s)"), std::string::npos) << planned;
 }
 
 // CSV as run_clm reads it (the "text" column; quoted commas, quotes and line breaks) trains and

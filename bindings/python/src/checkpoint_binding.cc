@@ -23,6 +23,8 @@ void put(nb::dict& out, const char* key, const std::optional<double>& value) {
   if (value) out[key] = *value;
 }
 
+}  // namespace
+
 nb::dict log_entry_dict(const train::LogEntry& entry) {
   nb::dict out;
   out["step"] = entry.step;
@@ -37,8 +39,11 @@ nb::dict log_entry_dict(const train::LogEntry& entry) {
   put(out, "eval_accuracy", entry.eval_accuracy);
   put(out, "epoch_train_loss", entry.epoch_train_loss);
   put(out, "train_accuracy", entry.train_accuracy);
+  put(out, "num_input_tokens_seen", entry.num_input_tokens_seen);
   return out;
 }
+
+namespace {
 
 // `zero checkpoint info`: the index of the checkpoint `given` names, validated (sizes, headers
 // and, with `checksums`, checksums: throws zero::Error naming what is wrong).

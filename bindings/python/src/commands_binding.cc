@@ -7,6 +7,8 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 #include "bindings.h"
@@ -16,6 +18,7 @@
 #include "zero/train/config_precedence.h"
 #include "zero/train/estimate.h"
 #include "zero/train/flag_options.h"
+#include "zero/train/flags.h"
 #include "zero/train/train_command.h"
 
 namespace nb = nanobind;
@@ -99,19 +102,56 @@ std::vector<std::string> validate(const std::vector<std::string>& words,
 }
 
 // `zero train` with `words` in this process, on every rank of the launch; the GIL released, and
-// SIGINT stopping the run after the step as SIGTERM does.
-nb::dict train_words(const std::vector<std::string>& words, bool verbose) {
+// SIGINT stopping the run after the step as SIGTERM does. `write` (when given) takes rank 0's log
+// lines instead of stdout, `on_log` each log entry as a dict: both called under the GIL, on this
+// thread; what they raise ends the run and comes back to the caller.
+nb::dict train_words(const std::vector<std::string>& words, bool verbose, nb::object write,
+                     nb::object on_log) {
   cli::CommandFlags flags(train::Command::kTrain);
   parse_words(flags, words);
   train::RunOptions options;
   options.print = verbose;
   options.stop_on_interrupt = true;
+  if (!write.is_none())
+    options.print_line = [&write](std::string_view text) {
+      nb::gil_scoped_acquire gil;
+      write(nb::str(text.data(), text.size()));
+    };
+  if (!on_log.is_none())
+    options.on_log = [&on_log](const train::LogEntry& entry) {
+      nb::gil_scoped_acquire gil;
+      on_log(log_entry_dict(entry));
+    };
   train::TrainResult result;
   {
     nb::gil_scoped_release release;
     result = train::train_from_flags(flags, options);
   }
   return train_result_dict(result);
+}
+
+// The flags `command` ("train", "estimate", "config") takes, each name and alias with its type as
+// the flag table has it ("bool", "int", "float", "str", "str or bool", "list" for a field of
+// comma-separated values): the package checks keyword arguments' Python types against it.
+nb::dict flag_types(const std::string& command) {
+  train::Command wanted = train::Command::kTrain;
+  if (command == "estimate")
+    wanted = train::Command::kEstimate;
+  else if (command == "config")
+    wanted = train::Command::kConfig;
+  else
+    ZERO_CHECK(command == "train", "flag_types: no command '", command, "'");
+  nb::dict out;
+  for (const train::Flag& flag : train::flag_table()) {
+    if (!flag.commands.has(wanted)) continue;
+    const bool list =
+        std::holds_alternative<std::vector<std::string> train::TrainingArguments::*>(flag.field);
+    const std::string type = list ? "list" : std::string(train::name_of(flag.type));
+    out[nb::str(flag.name.data(), flag.name.size())] = type;
+    for (const std::string_view alias : flag.aliases)
+      if (!alias.empty()) out[nb::str(alias.data(), alias.size())] = type;
+  }
+  return out;
 }
 
 }  // namespace
@@ -128,7 +168,11 @@ void add_commands(nb::module_& m) {
         nb::arg("text").none(), nb::arg("source_name"),
         "The errors `zero config` finds in the config, one message each (empty: valid).");
   m.def("train", &train_words, nb::arg("words"), nb::arg("verbose") = true,
-        "`zero train` with these words, in-process: the results as a dict.");
+        nb::arg("write").none() = nb::none(), nb::arg("on_log").none() = nb::none(),
+        "`zero train` with these words, in-process: the results as a dict. write(text): rank 0's "
+        "log lines instead of stdout; on_log(entry): each log entry as it is logged.");
+  m.def("flag_types", &flag_types, nb::arg("command"),
+        "The flags of `command` (train, estimate, config) and aliases, each with its type.");
 }
 
 }  // namespace zero::python

@@ -13,12 +13,12 @@ SEVEN_B = {"params": "7e9", "largest_layer_params": "2.1e8"}
 
 def without_measured(estimate):
     """The estimate less what is measured in the planning process (its VmRSS, the baseline, and
-    what adds it: each phase's resident bytes and the node's verdict), which differs between the
+    what adds it: each phase's resident bytes and the node's needs), which differs between the
     Python process and the CLI's; the baseline is checked to be a measurement on its own."""
     estimate = json.loads(json.dumps(estimate))
     assert estimate.pop("baseline_bytes") > 0
     node = estimate.pop("node")
-    assert node["bytes"] > 0
+    assert node["needed_bytes"] > 0
     assert "the largest phase" in node["message"] or "does not fit" in node["message"]
     for phase in estimate["phases"].values():
         assert phase.pop("resident_host_bytes") > 0
@@ -29,7 +29,7 @@ def test_exception_hierarchy():
     assert issubclass(zero.ConfigError, zero.Error)
     assert issubclass(zero.InputError, zero.Error)
     assert issubclass(zero.Error, Exception)
-    assert not issubclass(zero.ConfigError, zero.InputError)
+    assert issubclass(zero.ConfigError, zero.InputError)
 
 
 def test_estimate_is_the_cli_json(cli):
@@ -67,6 +67,42 @@ def test_estimate_flag_errors_are_input_errors_with_the_cli_message(cli):
     assert str(error.value) in cli_error.stderr
     with pytest.raises(zero.InputError, match="world_size 6 contradicts"):
         zero.estimate(world_size=6, num_gpus_per_node=4)
+
+
+def test_fits_is_one_answer_for_the_node_asked_about(cli):
+    # No --cpu_memory: the planned node's memory is unknown, so only the GPU is judged, and the
+    # node section says so instead of judging this machine's MemTotal.
+    unchecked = zero.estimate(world_size=8, zero_stage=3, gpu_memory="80GiB", **SEVEN_B)
+    assert unchecked["node"]["checked"] is False and unchecked["node"]["fits"] is None
+    assert unchecked["node"]["message"].startswith("not checked: --cpu_memory")
+    assert unchecked["node"]["needed_bytes"] > 0
+    assert unchecked["fits"] == unchecked["gpu_rank"]["fits"] is True
+    assert "node memory not checked" in unchecked["fits_budget"]
+    # A node with room for the ranks' host bytes but not for the run's largest phase (the load,
+    # with its baseline): the answer is no, as the node section says, and it says against what.
+    needed_mib = unchecked["node"]["needed_bytes"] // 2**20
+    host_mib = unchecked["host_per_node"]["bytes"] // 2**20
+    assert host_mib < needed_mib
+    between = f"{(host_mib + needed_mib) // 2}MiB"
+    small = zero.estimate(world_size=8, zero_stage=3, gpu_memory="80GiB", cpu_memory=between,
+                          **SEVEN_B)
+    assert small["gpu_rank"]["fits"] and small["host_per_node"]["fits"]
+    assert small["node"]["checked"] and small["node"]["fits"] is False
+    assert small["node"]["message"].startswith("does not fit")
+    assert small["fits"] is False
+    assert "per node (--cpu_memory)" in small["fits_budget"]
+    large = zero.estimate(world_size=8, zero_stage=3, gpu_memory="80GiB",
+                          cpu_memory=f"{needed_mib * 4}MiB", **SEVEN_B)
+    assert large["node"]["fits"] is True and large["host_per_node"]["fits"] is True
+    assert large["fits"] is True
+    # The CLI's tables give the same verdict and budget.
+    text = run_cli(cli, "estimate", "--num_gpus_per_node", 8, "--zero_stage", 3,
+                   "--gpu_memory", "80GiB", "--cpu_memory", between,
+                   "--params", "7e9", "--largest_layer_params", "2.1e8").stdout
+    assert f"fits: NO, against {small['fits_budget']}" in text
+    # A size past int64's range was a negative size, "not checked", and so "fits".
+    with pytest.raises(zero.InputError, match="--cpu_memory: '40000000000' is too large"):
+        zero.estimate(world_size=8, cpu_memory="40000000000", **SEVEN_B)
 
 
 def test_plan_gives_every_rank(tmp_path):
@@ -125,9 +161,10 @@ def test_config_input_errors(tmp_path):
     broken.write_text('{"zero_optimization": ')
     errors = zero.config.validate(broken)
     assert len(errors) == 1 and str(broken) in errors[0]
-    with pytest.raises(zero.InputError, match="ds.json: no such file"):
+    with pytest.raises(zero.MissingFileError, match="path_or_dict: no such file or directory: "
+                                                    "'/nonexistent/ds.json'"):
         zero.config.resolve("/nonexistent/ds.json")
     with pytest.raises(zero.InputError, match="give --max_steps or --total_steps, not both"):
         zero.config.resolve(GOOD, max_steps=10, total_steps=10)
-    with pytest.raises(TypeError):
+    with pytest.raises(zero.ArgumentTypeError, match="path_or_dict: expected a config path"):
         zero.config.resolve(42)

@@ -37,10 +37,16 @@ def test_train_takes_command_line_words(corpus, tmp_path):
 def test_train_input_errors(corpus, tmp_path):
     with pytest.raises(zero.InputError, match="unknown option '--max_step'; did you mean"):
         zero.train({"max_step": 3})
-    with pytest.raises(zero.InputError, match=r"--train_file: data file .*absent.txt\" does not exist"):
+    with pytest.raises(zero.MissingFileError, match=r"train_file: no such file or directory: "
+                                                    r"'.*absent.txt'"):
         zero.train(tiny_train_flags(tmp_path / "absent.txt", tmp_path / "out"), verbose=False)
     with pytest.raises(TypeError):
         zero.train("--max_steps 3")
+    # A missing file inside the words reaches the trainer's own check.
+    with pytest.raises(zero.InputError, match=r"--train_file: data file .*absent.txt\" does not "
+                                              r"exist"):
+        zero.train(["--train_file", str(tmp_path / "absent.txt"), "--do_train", "True",
+                    "--output_dir", str(tmp_path / "out")], verbose=False)
 
 
 def test_checkpoint_info_and_consolidate_match_the_cli(trained, cli, tmp_path):

@@ -7,21 +7,32 @@ keyword arguments become the command's flags, parsed by its flag table).
     zero.plan(model="gpt2", deepspeed="ds.json", world_size=4)            # zero train --dry_run
     zero.config.resolve("ds.json", per_device_train_batch_size=8)         # zero config
     ids = zero.Tokenizer.from_pretrained("gpt2").encode("Hello world")   # int32 array, no copy
-    zero.train({"train_file": "corpus.txt", "output_dir": "out", ...})    # zero train
+    zero.train(train_dataset=["a text", ...], output_dir="out", do_train=True, max_steps=100,
+               on_log=print)                                              # zero train
 
-Errors are zero.Error, zero.ConfigError (a DeepSpeed config with errors) and zero.InputError (bad
-input: flags, files), with the C++ messages unchanged.
+Errors: zero.Error and its subclasses, each also the built-in exception Python code expects:
+InputError (a ValueError: bad arguments or data), ConfigError (an InputError: a DeepSpeed config
+with errors), MissingFileError (an InputError and a FileNotFoundError), ArgumentTypeError (a
+TypeError), RunError (a RuntimeError: a failure while running). Messages name the argument.
+Log records go to the logger "zero" (logging); the trainer's lines to sys.stdout.
 """
+
+from __future__ import annotations
 
 import atexit
 import ctypes
 import json
 import logging
+import numbers
 import os
+import sys
 import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from . import _zero
-from ._zero import ConfigError, Error, InputError, TokenBatch, TokenBuffer, Tokenizer
+from ._zero import (ArgumentTypeError, ConfigError, Error, InputError, MissingFileError, RunError,
+                    TokenBatch, TokenBuffer, Tokenizer)
 
 
 def _load_mpi_globally():
@@ -44,13 +55,29 @@ _load_mpi_globally()
 atexit.register(_zero.finalize)
 
 from . import checkpoint, config  # noqa: E402  (after the extension is set up)
+from ._flags import check_exists as _check_exists  # noqa: E402
+from ._flags import check_paths as _check_paths  # noqa: E402
+from ._flags import check_type as _check_type  # noqa: E402
+from ._flags import check_types as _check_types  # noqa: E402
 from ._flags import words as _words  # noqa: E402
 
-__all__ = ["ConfigError", "Error", "InputError", "TokenBatch", "TokenBuffer", "Tokenizer",
-           "checkpoint", "config", "estimate", "plan", "train"]
+__all__ = ["ArgumentTypeError", "ConfigError", "Error", "InputError", "MissingFileError",
+           "RunError", "TokenBatch", "TokenBuffer", "Tokenizer", "checkpoint", "config",
+           "estimate", "plan", "train"]
 __version__ = "0.1.0"
 
 _log = logging.getLogger("zero")
+
+
+def _log_record(level, rank, world_size, message):
+    """The library's log records (zero/core/logging.h) as records of the logger "zero", in the
+    `zero` command's words ("[rank r/W] message"); rank and world_size also as record attributes.
+    Unconfigured, Python prints warnings and errors on stderr and drops the rest."""
+    _log.log(level, "[rank %d/%d] %s", rank, world_size, message,
+             extra={"rank": rank, "world_size": world_size})
+
+
+_zero.set_log_handler(_log_record)
 
 
 class _ConfigFile:
@@ -72,7 +99,10 @@ class _ConfigFile:
                 json.dump(self.config, stream)
             self.path = self._temporary.name
         else:
-            raise TypeError(f"deepspeed: expected a path or a dict, got {type(self.config).__name__}")
+            raise ArgumentTypeError(
+                f"deepspeed: expected a path or a dict, got {type(self.config).__name__}")
+        if self.path is not None:
+            _check_exists("deepspeed", self.path)
         return self.path
 
     def __exit__(self, *exc):
@@ -80,15 +110,31 @@ class _ConfigFile:
             os.unlink(self._temporary.name)
 
 
-def estimate(model=None, deepspeed=None, world_size=None, **flags):
+def _positive_int(name, value):
+    _check_type(name, value, "an int",
+                lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool))
+    if value < 1:
+        raise InputError(f"{name}: must be at least 1, got {value}")
+    return int(value)
+
+
+def estimate(model: str | os.PathLike | None = None,
+             deepspeed: str | os.PathLike | dict | None = None, world_size: int | None = None,
+             **flags: Any) -> dict[str, Any]:
     """`zero estimate --json` as a dict: rank 0's memory plan on the hardware given, whether it
     fits, the largest micro-batch that fits and the configurations that fit, fastest first.
+    "fits" is the one answer: each GPU (gpu_memory) and, when cpu_memory is given, the node's host
+    memory and every phase of the run on the node; "fits_budget" says which budgets it checked.
 
     model: --model_name_or_path (a folder or Hub id from the local cache); deepspeed: a config path
     or dict; world_size: GPUs in all (--num_gpus_per_node x --num_nodes); every other keyword is
-    one of `zero estimate`'s flags (gpu_memory="80GiB", zero_stage=3, params="7e9", ...)."""
+    one of `zero estimate`'s flags (gpu_memory="80GiB", cpu_memory="1TiB", zero_stage=3,
+    params="7e9", ...)."""
     if world_size is not None:
-        nodes = int(flags.get("num_nodes", 1))
+        world_size = _positive_int("world_size", world_size)
+        nodes = _positive_int("num_nodes", flags.get("num_nodes", 1))
+        if "num_gpus_per_node" in flags:
+            _positive_int("num_gpus_per_node", flags["num_gpus_per_node"])
         if world_size % nodes != 0:
             raise InputError(f"world_size {world_size} is not a multiple of num_nodes {nodes}")
         if "num_gpus_per_node" in flags and int(flags["num_gpus_per_node"]) * nodes != world_size:
@@ -97,36 +143,123 @@ def estimate(model=None, deepspeed=None, world_size=None, **flags):
         flags["num_gpus_per_node"] = world_size // nodes
     with _ConfigFile(deepspeed) as path:
         text, notes = _zero.estimate(
-            _words({"model_name_or_path": model, "deepspeed": path, **flags}))
+            _words({"model_name_or_path": model, "deepspeed": path, **flags}, "estimate"))
     for note in notes:
         _log.info("zero estimate: %s", note)
     return json.loads(text)
 
 
-def plan(model=None, deepspeed=None, world_size=1, **flags):
+def plan(model: str | os.PathLike | None = None,
+         deepspeed: str | os.PathLike | dict | None = None, world_size: int = 1,
+         **flags: Any) -> list[dict[str, Any]]:
     """`zero train --dry_run`'s plans: one dict per rank of `world_size` (memory spaces with each
     category's peak, the ZeRO formula's model-state bytes, parameters, collectives). Every other
     keyword is one of `zero train`'s flags."""
     with _ConfigFile(deepspeed) as path:
         words = _words({"model_name_or_path": model, "deepspeed": path, "world_size": world_size,
-                        **flags, "dry_run": True})
+                        **flags, "dry_run": True}, "train")
         return [json.loads(text) for text in _zero.plan(words)]
 
 
-def train(args, verbose=True):
-    """Runs `zero train` in this process with `args` (the words after `zero train`, or a dict of
-    its flags) on every rank of the launch: one rank alone, every rank under mpirun, srun or
-    torchrun (each rank's Python calls it). The GIL is released while it runs; Ctrl-C (SIGINT)
-    stops it after the step with a checkpoint, as SIGTERM does (a second one ends the process).
-    Returns the results: global_step, epoch, train_loss, eval_loss, log_history, preempted, ...
-    verbose=False: no log lines or progress bars."""
+class _Datasets:
+    """train_dataset / eval_dataset given from Python (a list of str, one example each) as JSON
+    Lines files ({"text": ...} per line) in a temporary folder for the call, given to the trainer
+    as --train_file / --validation_file: the same reader, tokenizer and token cache as files. Each
+    file's modification time is fixed, so the token cache (keyed by content, size and time, as
+    Hugging Face datasets keys local files) finds the same texts again."""
+
+    FLAGS = {"train_dataset": "train_file", "eval_dataset": "validation_file"}
+
+    def __init__(self, datasets, flags):
+        self.datasets = {name: value for name, value in datasets.items() if value is not None}
+        for name, value in self.datasets.items():
+            if flags.get(self.FLAGS[name]) is not None:
+                raise InputError(f"{name}: give {name} or {self.FLAGS[name]}, not both")
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+                raise ArgumentTypeError(
+                    f"{name}: expected a list of str (one example each), got "
+                    f"{type(value).__name__}")
+        self.folder = None
+
+    def __enter__(self):
+        if not self.datasets:
+            return {}
+        self.folder = tempfile.TemporaryDirectory(prefix="zero-datasets-")
+        try:
+            return {self.FLAGS[name]: self._write(name, texts)
+                    for name, texts in self.datasets.items()}
+        except BaseException:
+            self.folder.cleanup()
+            raise
+
+    def _write(self, name, texts):
+        """`texts` as a JSON Lines file in the folder; returns its path."""
+        path = os.path.join(self.folder.name, f"{name}.jsonl")
+        count = 0
+        with open(path, "w", encoding="utf-8") as out:
+            for index, text in enumerate(texts):
+                if not isinstance(text, str):
+                    raise ArgumentTypeError(
+                        f"{name}[{index}]: expected a str, got {type(text).__name__}")
+                out.write(json.dumps({"text": text}) + "\n")
+                count += 1
+        if count == 0:
+            raise InputError(f"{name}: no examples")
+        os.utime(path, ns=(_DATASET_TIME_NS, _DATASET_TIME_NS))
+        return path
+
+    def __exit__(self, *exc):
+        if self.folder is not None:
+            self.folder.cleanup()
+
+
+_DATASET_TIME_NS = 946684800 * 10**9  # 2000-01-01: a fixed time for the datasets' files
+
+
+def _stdout_write(text):
+    """Rank 0's log lines: onto sys.stdout as it is now (a notebook's), flushed per line."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def train(args: Sequence[str] | Mapping[str, Any] | None = None, /, *, verbose: bool = True,
+          on_log: Callable[[dict[str, Any]], object] | None = None,
+          train_dataset: Iterable[str] | None = None, eval_dataset: Iterable[str] | None = None,
+          **flags: Any) -> dict[str, Any]:
+    """Runs `zero train` in this process on every rank of the launch: one rank alone, every rank
+    under mpirun, srun or torchrun (each rank's Python calls it). The GIL is released while it
+    runs; Ctrl-C (SIGINT) stops it after the step with a checkpoint, as SIGTERM does (a second
+    one ends the process). Returns the results: global_step, epoch, train_loss, eval_loss,
+    log_history, preempted, ...
+
+    Keyword arguments are `zero train`'s flags under Hugging Face's names (run_clm's and
+    TrainingArguments': output_dir="out", do_train=True, max_steps=100, learning_rate=3e-4,
+    deepspeed="ds.json" or a dict, ...), each checked against the flag's type; `args` may instead
+    (or as well) be the words after `zero train` or a dict of flags.
+    train_dataset / eval_dataset: the examples as a list of str (in place of train_file /
+    validation_file).
+    on_log(entry): called with each log entry as a dict (step, epoch, loss, learning_rate,
+    grad_norm, eval_loss, ...: trainer_state.json's log_history keys) as it is logged, on every
+    rank; an exception it raises ends the run and is raised here.
+    verbose: rank 0's log lines on sys.stdout (False: none). The library's log records go to
+    the logger "zero"."""
+    if on_log is not None and not callable(on_log):
+        raise ArgumentTypeError(f"on_log: expected a callable, got {type(on_log).__name__}")
+    words = []
     if isinstance(args, dict):
-        words = _words(args)
+        flags = {**args, **flags}
     elif isinstance(args, (list, tuple)) and all(isinstance(word, str) for word in args):
         words = list(args)
-    else:
-        raise TypeError("train: expected a list of command-line words or a dict of flags")
-    result = _zero.train(words, verbose)
+    elif args is not None:
+        raise ArgumentTypeError("train: expected keyword arguments, a list of command-line words "
+                                f"or a dict of flags, got {type(args).__name__}")
+    _check_types("train", flags)
+    _check_paths(flags)
+    with _ConfigFile(flags.pop("deepspeed", None)) as deepspeed, \
+            _Datasets({"train_dataset": train_dataset, "eval_dataset": eval_dataset},
+                      flags) as files:
+        words += _words({**flags, **files, "deepspeed": deepspeed}, "train")
+        result = _zero.train(words, verbose, _stdout_write if verbose else None, on_log)
     result["plan"] = [json.loads(text) for text in result["plan"]]
     if "test_report" in result:
         result["test_report"] = json.loads(result["test_report"])

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -41,6 +43,9 @@ std::int64_t parse_size(const std::string& flag, const std::string& text) {
   if (scale == 0.0 || !(value >= 0.0))
     throw UsageError{"--" + flag + ": '" + text +
                      "' is not a size (a number of GiB, or with GiB, GB, MiB, MB, TiB, TB)"};
+  // (A value past int64's range would convert to a negative size: "not checked".)
+  if (value * scale >= 9.2e18)
+    throw UsageError{"--" + flag + ": '" + text + "' is too large (a bare number is GiB)"};
   return static_cast<std::int64_t>(value * scale);
 }
 
@@ -170,12 +175,10 @@ Estimate estimate_of(const RunConfig& run, const EstimateArguments& e, const Har
   measure_baseline(estimate.plan,
                    "VmRSS of this planning process: the libraries, no data, no peers; "
                    "zero train measures its own before the engine allocates");
-  if (hardware.cpu_memory > 0) {
-    estimate.node.total_bytes = hardware.cpu_memory;
-    estimate.node.total_source = "--cpu_memory";
-  } else {
-    estimate.node = read_node_memory();
-  }
+  estimate.node_checked = hardware.cpu_memory > 0;
+  estimate.node.total_source = "--cpu_memory";
+  estimate.node.total_bytes =
+      estimate.node_checked ? hardware.cpu_memory : std::numeric_limits<std::int64_t>::max();
   estimate.node_fit = node_fit(estimate.plan, hardware.gpus_per_node, estimate.node, false);
   if (!estimate.node_fit.fits)
     estimate.proposal = propose_fit(estimate.setup, world, hardware.gpus_per_node, estimate.node,
@@ -204,6 +207,27 @@ Estimate estimate_run(TrainingArguments& a, const EstimateArguments& e,
     notes.push_back("from the DeepSpeed config: " + line);
   a = run.arguments;
   return estimate_of(run, e, hardware);
+}
+
+std::string Estimate::fits_budget() const {
+  char text[160];
+  std::snprintf(text, sizeof(text), "%.2f GiB per GPU (--gpu_memory); ",
+                static_cast<double>(hardware.gpu_memory) / (1ll << 30));
+  if (!node_checked) return text + std::string("node memory not checked (--cpu_memory not given)");
+  char node_text[96];
+  std::snprintf(node_text, sizeof(node_text), "%.2f GiB per node (--cpu_memory)",
+                static_cast<double>(hardware.cpu_memory) / (1ll << 30));
+  return text + std::string(node_text);
+}
+
+std::string Estimate::node_message() const {
+  if (node_checked) return node_fit.message();
+  char needed[64];
+  std::snprintf(needed, sizeof(needed), "%.3f GiB",
+                static_cast<double>(node_fit.needed_bytes) / (1ll << 30));
+  return "not checked: --cpu_memory (the planned node's memory) not given; the largest phase, " +
+         std::string(name_of(node_fit.phase)) + ", needs " + needed + " (" +
+         std::to_string(node_fit.ranks_per_node) + " rank(s))";
 }
 
 std::string estimate_json(const Estimate& estimate, const EstimateArguments& e) {
@@ -255,11 +279,14 @@ std::string estimate_json(const Estimate& estimate, const EstimateArguments& e) 
   }
   out["phases"] = phases;
   out["baseline_bytes"] = plan.baseline_bytes;
-  out["node"] = {{"bytes", estimate.node_fit.node_bytes},
-                 {"fits", estimate.node_fit.fits},
-                 {"message", estimate.node_fit.message()}};
+  out["node"] = {{"checked", estimate.node_checked},
+                 {"bytes", estimate.node_checked ? json(estimate.node_fit.node_bytes) : json()},
+                 {"needed_bytes", estimate.node_fit.needed_bytes},
+                 {"fits", estimate.node_checked ? json(estimate.node_fit.fits) : json()},
+                 {"message", estimate.node_message()}};
   if (estimate.proposal.found) out["node"]["fits_with"] = estimate.proposal.settings;
-  out["fits"] = fit.fits();
+  out["fits"] = estimate.fits();
+  out["fits_budget"] = estimate.fits_budget();
   out["largest_micro_batch"] = estimate.max_batch;
   out["ranking_rule"] = kRankingRule;
   json candidates = json::array();

@@ -33,7 +33,8 @@ struct TaskSources {
   std::vector<LabelledText> train, validation, test;
 };
 
-// Where prepare() runs: the world, this rank, and whether it prints (rank 0 of a console run).
+// Where prepare() runs: the world, this rank, and whether it draws progress bars (rank 0 of a
+// console run with its lines on stdout).
 struct PrepareScope {
   int world = 1;
   int rank = 0;

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "config/console.h"
 #include "config/engine_setup.h"
 #include "config/input_checks.h"
 #include "prepare/model_config.h"
@@ -511,7 +512,8 @@ std::string format_plan(const RankPlan& plan, const GpuAllowance* allowance) {
   return out.str();
 }
 
-std::vector<RankPlan> dry_run(const RunConfig& run, bool print) {
+std::vector<RankPlan> dry_run(const RunConfig& run, bool print,
+                              const std::function<void(std::string_view)>& print_line) {
   const auto start = std::chrono::steady_clock::now();
   const int world_size = run.world_size;
   const PlanSetup setup = plan_setup(run);
@@ -525,9 +527,10 @@ std::vector<RankPlan> dry_run(const RunConfig& run, bool print) {
   for (int rank : ranks)
     plans.push_back(as_input_error("plan", [&] { return plan_rank(setup, world_size, rank); }));
   if (!print) return plans;
+  const detail::Console console(true, print_line);
   const gpt2::GPT2Config& config = *setup.model;
   const StatePolicy policy = state_policy(setup.engine);
-  std::printf(
+  console.say(
       "dry run: %s %lld layers, width %lld, %s heads, vocabulary %lld: %lld "
       "parameters; micro-batch %lld x %lld tokens, %d accumulation step(s)%s\n",
       std::string(gpt2::name_of(config.family)).c_str(), static_cast<long long>(config.n_layer),
@@ -536,33 +539,32 @@ std::vector<RankPlan> dry_run(const RunConfig& run, bool print) {
       static_cast<long long>(setup.batch_size), static_cast<long long>(setup.seq_len),
       setup.engine.gradient_accumulation_steps,
       setup.gradient_checkpointing ? ", gradient checkpointing" : "");
-  std::printf("engine: ZeRO stage %d, %d rank(s), %s parameters, %s gradient accumulation, %s\n",
+  console.say("engine: ZeRO stage %d, %d rank(s), %s parameters, %s gradient accumulation, %s\n",
               setup.engine.stage, world_size, std::string(name_of(policy.compute)).c_str(),
               std::string(name_of(policy.accumulate)).c_str(),
               std::string(config::name_of(setup.engine.optimizer.type)).c_str());
-  for (const std::string& warning : setup.warnings) std::printf("config: %s\n", warning.c_str());
+  for (const std::string& warning : setup.warnings) console.say("config: %s\n", warning.c_str());
   const GpuAllowance allowance;
-  std::printf("%s", format_plan(plans.front(), &allowance).c_str());
+  console.say("%s", format_plan(plans.front(), &allowance).c_str());
   std::vector<int> same;
   for (std::size_t i = 1; i < plans.size(); ++i) {
     if (same_bytes(plans[i], plans.front())) {
       same.push_back(plans[i].rank);
     } else {
-      std::printf("%s", format_plan(plans[i], &allowance).c_str());
+      console.say("%s", format_plan(plans[i], &allowance).c_str());
     }
   }
   if (!same.empty())
-    std::printf("ranks %d..%d: the same bytes as rank 0 (%zu planned%s)\n", ranks[1], ranks.back(),
+    console.say("ranks %d..%d: the same bytes as rank 0 (%zu planned%s)\n", ranks[1], ranks.back(),
                 same.size(),
                 world_size > 64 ? "; above 64 ranks, ranks 0 and N-1 are planned" : "");
   RankPlan first = plans.front();
-  std::printf("memory plan of the whole run (rank 0):\n%s",
+  console.say("memory plan of the whole run (rank 0):\n%s",
               check_against_this_node(setup, first, world_size).c_str());
-  std::printf("planned %zu rank(s) in %.2f s, %llu collectives per rank; nothing allocated\n",
+  console.say("planned %zu rank(s) in %.2f s, %llu collectives per rank; nothing allocated\n",
               plans.size(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
               static_cast<unsigned long long>(plans.front().collectives));
-  std::fflush(stdout);
   return plans;
 }
 

@@ -49,16 +49,15 @@ void check_run_arguments(const TrainingArguments& arguments) {
 }
 
 // The data files by split: present, non-empty and text, checked before any work.
-DataFiles check_data_files(const TrainingArguments& arguments, bool console) {
+DataFiles check_data_files(const TrainingArguments& arguments, const Console& console) {
   DataFiles files{split_files(arguments.train_files), split_files(arguments.validation_files),
                   split_files(arguments.test_files)};
   if (!arguments.dataset_name.empty()) {  // run_clm's load_dataset(name, config_name)
     DatasetSplits splits = dataset_splits(arguments.dataset_name, arguments.dataset_name,
                                           arguments.dataset_config_name);
-    if (console)
-      std::printf("data: --dataset_name %s as %s files: %zu train, %zu validation, %zu test\n",
-                  arguments.dataset_name.c_str(), splits.format.c_str(), splits.train.size(),
-                  splits.validation.size(), splits.test.size());
+    console.say("data: --dataset_name %s as %s files: %zu train, %zu validation, %zu test\n",
+                arguments.dataset_name.c_str(), splits.format.c_str(), splits.train.size(),
+                splits.validation.size(), splits.test.size());
     files = {std::move(splits.train), std::move(splits.validation), std::move(splits.test)};
   }
   for (const auto* split : {&files.train, &files.validation, &files.test})
@@ -72,8 +71,8 @@ DataFiles check_data_files(const TrainingArguments& arguments, bool console) {
 }
 
 // The tokenizer: named, the model's, or learned on the task's training texts.
-void load_tokenizer(const TrainingArguments& arguments, const TaskSources& sources, bool console,
-                    Prepared& prepared) {
+void load_tokenizer(const TrainingArguments& arguments, const TaskSources& sources,
+                    const Console& console, Prepared& prepared) {
   fs::path tokenizer_folder = arguments.tokenizer_name;
   if (tokenizer_folder.empty() && !arguments.model_name_or_path.empty() &&
       has_tokenizer_files(arguments.model_name_or_path))
@@ -94,9 +93,8 @@ void load_tokenizer(const TrainingArguments& arguments, const TaskSources& sourc
   prepared.task->add_tokenizer_texts(sources, trainer);
   prepared.learned_vocabulary = trainer.train();
   prepared.tokenizer = text::Tokenizer(*prepared.learned_vocabulary);
-  if (console)
-    std::printf("tokenizer: byte-level BPE of %zu tokens learned on the training files in %.1f s\n",
-                prepared.learned_vocabulary->tokens.size(), seconds_since(start));
+  console.say("tokenizer: byte-level BPE of %zu tokens learned on the training files in %.1f s\n",
+              prepared.learned_vocabulary->tokens.size(), seconds_since(start));
 }
 
 // The model's config (model_config_from_flags; from scratch, GPT-2's shape sized to the tokenizer)
@@ -176,15 +174,15 @@ const TaskKind& checked_task(const TrainingArguments& arguments) {
   });
 }
 
-Prepared prepare(const RunConfig& run, int rank, bool print) {
+Prepared prepare(const RunConfig& run, int rank, const Console& console) {
   const TrainingArguments& arguments = run.arguments;
   const int world = run.world_size;
-  const PrepareScope scope{.world = world, .rank = rank, .console = print && rank == 0};
+  const PrepareScope scope{.world = world, .rank = rank, .console = console.progress_bars()};
   check_run_arguments(arguments);
   Prepared prepared;
   prepared.task = &task_kind(arguments.task);
   prepared.pretrained = !arguments.model_name_or_path.empty();
-  const DataFiles files = check_data_files(arguments, scope.console);
+  const DataFiles files = check_data_files(arguments, console);
   // CSV files the task converts go to a scratch folder outside output_dir, removed when prepare()
   // returns (or when streaming ends).
   prepared.scratch = std::make_shared<ScratchFolder>(
@@ -192,7 +190,7 @@ Prepared prepare(const RunConfig& run, int rank, bool print) {
       ("zero_csv_scratch_" + std::to_string(::getpid()) + "_" + std::to_string(rank)));
   const TaskSources sources = prepared.task->read_sources(arguments, files, prepared.scratch->path);
 
-  load_tokenizer(arguments, sources, scope.console, prepared);
+  load_tokenizer(arguments, sources, console, prepared);
   shape_model(arguments, prepared);
   prepared.task->prepare_data(arguments, files, sources, scope, prepared);
   count_steps(arguments, world, prepared);

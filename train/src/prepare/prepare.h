@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "config/console.h"
 #include "kind/prepared.h"
 #include "kind/task_kind.h"
 #include "zero/engine/engine.h"
@@ -33,8 +34,9 @@ void check_model_trains(const TrainingArguments& arguments);
 
 // Checks every input of `run` (arguments, files, model, tokenizer) and loads the data, on rank
 // `rank` of run.world_size, writing nothing; throws InputError naming what is wrong. The engine's
-// options are the run's (its scheduler's "auto" lengths from the steps counted here).
-Prepared prepare(const RunConfig& run, int rank, bool print);
+// options are the run's (its scheduler's "auto" lengths from the steps counted here). Its lines go
+// to `console` (rank 0's).
+Prepared prepare(const RunConfig& run, int rank, const Console& console);
 
 // `value` as indented JSON at `path`.
 void write_json(const fs::path& path, const nlohmann::json& value);

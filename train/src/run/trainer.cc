@@ -58,8 +58,8 @@ Trainer::Trainer(const RunConfig& run, Communicator& communicator,
       run_start_(Clock::now()),
       rank_(communicator.rank()),
       world_(communicator.world_size()),
-      console_(options.print && rank_ == 0),
-      prepared_(prepare(run, rank_, options.print)),
+      console_(options.print && rank_ == 0, options.print_line),
+      prepared_(prepare(run, rank_, console_)),
       shape_(run_shape(arguments_, prepared_, world_)),
       output_dir_(arguments_.output_dir),
       B_(arguments_.per_device_train_batch_size),
@@ -159,6 +159,7 @@ void Trainer::record(const LogEntry& logged) {
   if (tokens_seen_ != TokensSeen::kNo && !entry.num_input_tokens_seen)
     entry.num_input_tokens_seen = static_cast<double>(progress_.input_tokens_seen);
   result_.log_history.push_back(entry);
+  if (options_.on_log) options_.on_log(entry);
   if (rank_ != 0) return;
   const json line = entry_to_json(entry);
   log_line(line);
@@ -218,7 +219,7 @@ using namespace detail;
 TrainResult train(const RunConfig& run, Communicator& communicator, const RunOptions& options) {
   if (run.arguments.dry_run) {  // the memory plan of this run, nothing allocated (plan.cc)
     TrainResult planned;
-    planned.plan = dry_run(run, options.print && communicator.rank() == 0);
+    planned.plan = dry_run(run, options.print && communicator.rank() == 0, options.print_line);
     return planned;
   }
   detail::check_model_trains(run.arguments);  // the Llama family: planned, not trained yet
@@ -231,7 +232,7 @@ TrainResult train(const RunConfig& run, Communicator& communicator, const RunOpt
     return Trainer(run, communicator, std::move(device), options).run();
   std::string note;  // before anything is allocated
   const RunConfig fitted = fit_batch_size(run, communicator, *device, note);
-  if (options.print && communicator.rank() == 0) std::printf("%s\n", note.c_str());
+  Console(options.print && communicator.rank() == 0, options.print_line).say("%s\n", note.c_str());
   return Trainer(fitted, communicator, std::move(device), options).run();
 }
 

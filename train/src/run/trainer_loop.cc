@@ -44,7 +44,7 @@ bool Trainer::train() {
   window_traffic_ = engine_->swap_traffic();
   const Clock::time_point train_start = Clock::now();
   text::ProgressBar bar("train", static_cast<std::uint64_t>(total_steps_), "steps",
-                        console_.enabled());
+                        console_.progress_bars());
   for (std::int64_t step = first_step; step <= total_steps_; ++step) {
     const double loss = train_step(step);
     progress_.step = step;

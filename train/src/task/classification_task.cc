@@ -111,7 +111,7 @@ ClassificationTask::Outcome ClassificationTask::evaluate_split(const Classificat
   const std::int64_t global = eval_B * world;
   const std::int64_t batches = (total + global - 1) / global;
   text::ProgressBar bar(what, static_cast<std::uint64_t>(batches), "batches",
-                        context_.console.enabled());
+                        context_.console.progress_bars());
   std::vector<int> tokens, labels;
   // This rank's predictions, eval_B per global batch, -1 where a row is padding.
   std::vector<float> local(static_cast<std::size_t>(batches * eval_B), -1.0f);

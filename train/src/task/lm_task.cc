@@ -77,7 +77,7 @@ Evaluation LmTask::evaluate(std::int64_t step) {
   const std::int64_t global = eval_B * world;
   const std::int64_t batches = (count + global - 1) / global;
   text::ProgressBar bar("eval", static_cast<std::uint64_t>(batches), "batches",
-                        context_.console.enabled());
+                        context_.console.progress_bars());
   MicroBatch batch;
   double loss_sum = 0.0, targets = 0.0;
   for (std::int64_t first = 0; first < count; first += global) {

@@ -26,11 +26,23 @@ struct Estimate {
   std::vector<Candidate> ranked;
   std::int64_t max_batch = 0;
   Fit fit;
-  // The whole run's phases against a node of --cpu_memory, else this node: GPU ranks' resident
-  // host bytes (the device's memory is the GPU's), and what makes it fit when it does not.
+  // The whole run's phases against the planned node, of --cpu_memory: GPU ranks' resident host
+  // bytes (the device's memory is the GPU's), and what makes it fit when it does not. Without
+  // --cpu_memory the node's memory is unknown: node_checked is false and node_fit holds only the
+  // largest phase (this machine's memory is not the planned node's; `zero train` checks its own).
   NodeMemory node;
+  bool node_checked = false;
   NodeFit node_fit;
   FitProposal proposal;
+
+  // The one answer to "does it fit": each GPU, the node's host bytes and every phase on the
+  // node, against the budgets fits_budget() names.
+  bool fits() const { return fit.fits() && (!node_checked || node_fit.fits); }
+  // "80.00 GiB per GPU (--gpu_memory); node memory not checked (--cpu_memory not given)", or with
+  // the node's memory.
+  std::string fits_budget() const;
+  // The node's verdict: NodeFit::message(), or why it was not checked and the largest phase.
+  std::string node_message() const;
 };
 
 // The ranking `rank_configurations` applies, in words (printed above the table and in the JSON).

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -222,8 +223,10 @@ std::string format_plan(const RankPlan& plan, const GpuAllowance* allowance);
 
 // `zero train --dry_run`: plans every rank of run.world_size (ranks of one run hold the same bytes
 // by construction, padded shards being equal; every rank is planned anyway up to 64, then ranks
-// 0 and N-1), prints the plan of rank 0 and the ranks that differ from it, and returns the plans.
-std::vector<RankPlan> dry_run(const RunConfig& run, bool print);
+// 0 and N-1), prints the plan of rank 0 and the ranks that differ from it (on stdout, or into
+// `print_line`: RunOptions::print_line), and returns the plans.
+std::vector<RankPlan> dry_run(const RunConfig& run, bool print,
+                              const std::function<void(std::string_view)>& print_line = {});
 
 // The phases' resident peaks, one line each, with the baseline on its own line.
 std::string format_phases(const RankPlan& plan, bool device_is_host);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "zero/core/device.h"
@@ -66,6 +67,13 @@ struct TrainResult {
 
 struct RunOptions {
   bool print = true;  // log lines on stdout and progress bars on stderr (rank 0)
+  // With print: rank 0's log lines (each ending in "\n") go here instead of stdout, and no
+  // progress bar is drawn (the Python module: sys.stdout, which a notebook shows).
+  std::function<void(std::string_view text)> print_line = {};
+  // Each log entry as it enters TrainResult::log_history (every logging step, evaluation and
+  // task entry), on every rank, on the calling thread. What it throws ends the run (on every rank
+  // it throws on: a multi-rank run must throw on all ranks or none).
+  std::function<void(const LogEntry& entry)> on_log = {};
   // SIGINT (Ctrl-C) stops the run as SIGTERM does (the Python module, `zero.train`).
   bool stop_on_interrupt = false;
   // The rank's device context for `device`, the device train() chose (choose_device: --use_cpu,
