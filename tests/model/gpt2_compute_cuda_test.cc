@@ -143,11 +143,11 @@ void GPT2ComputeCudaTest::expect_matches_the_cpu_compute(const GPT2Config& confi
     compute.set_inputs(tokens, targets, key);
     compute.forward_embeddings(param(embeddings_unit()));
     for (int l = 0; l < config.n_layer; ++l) compute.forward_block(l, param(block_unit(l)));
-    compute.forward_head(param(final_norm_unit(config)), param(embeddings_unit()));
+    const int norm = final_norm_unit(config), head = head_unit(config);
+    compute.forward_head(param(norm), param(head));
     const float loss = compute.loss();
     read_logits(compute, logits);
-    compute.backward_head(param(final_norm_unit(config)), param(embeddings_unit()),
-                          grad(final_norm_unit(config)), grad(embeddings_unit()));
+    compute.backward_head(param(norm), param(head), grad(norm), grad(head));
     for (int l = config.n_layer - 1; l >= 0; --l)
       compute.backward_block(l, param(block_unit(l)), grad(block_unit(l)));
     compute.backward_embeddings(param(embeddings_unit()), grad(embeddings_unit()));
@@ -205,6 +205,13 @@ void GPT2ComputeCudaTest::expect_matches_the_cpu_compute(const GPT2Config& confi
 // GPT2Config's dropout (attn_pdrop 0.1): the tiled fp32 attention, qkv and atty fp32.
 TEST_P(GPT2ComputeCudaTest, MatchesTheCpuComputeOnLossLogitsAndGradients) {
   expect_matches_the_cpu_compute(tiny_config());
+}
+
+// The Llama family (tiny_llama_config: a Qwen2 with 4 query heads on 2 key/value heads, RoPE,
+// SwiGLU, q/k/v biases, an untied head): RMSNorm, nn.Linear's [out, in] weights in the GEMMs,
+// RoPE, repeat_kv and SwiGLU on the CUDA kernels against the CPU compute.
+TEST_P(GPT2ComputeCudaTest, LlamaFamilyMatchesTheCpuCompute) {
+  expect_matches_the_cpu_compute(tiny_llama_config());
 }
 
 // No attention dropout: with bf16 parameters cuDNN's SDPA runs the attention (heads of 8 channels)
