@@ -23,7 +23,9 @@ std::string clean_up_tokenization(std::string_view text);
 // new ones, as generate() returns them) after its first len(decode(prompt_ids)) characters; each
 // decoded with skip_special_tokens=True, invalid UTF-8 replaced (U+FFFD per maximal subpart, as
 // the byte-level decoder's from_utf8_lossy) and cleaned up, lengths counted in code points. Ids
-// past the tokenizer's vocabulary decode to nothing, as in tokenizers' decode.
+// past the tokenizer's vocabulary decode to nothing, as in tokenizers' decode. Not exact for a
+// SentencePiece-style tokenizer's byte tokens that do not form UTF-8: Hugging Face's ByteFallback
+// writes one U+FFFD per such token, this one per maximal subpart (Tokenizer::decode keeps bytes).
 std::string generated_text(const Tokenizer& tokenizer, std::string_view prompt_text,
                            std::span<const TokenId> prompt_ids, std::span<const TokenId> sequence);
 
