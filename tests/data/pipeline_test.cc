@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <thread>
@@ -51,6 +52,29 @@ const Tokenizer& small_tokenizer() {
     return Tokenizer(trainer.train());
   }();
   return tokenizer;
+}
+
+// A tokenizer.json whose template adds <s> (id 256) before each text, as Llama's adds its bos: the
+// 256 byte tokens, no merges, <|endoftext|> (257) recognised in the text.
+Tokenizer bos_tokenizer(const fs::path& folder) {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int byte = 0; byte < 256; ++byte)
+    vocab[bytes_to_unicode_string(std::string(1, static_cast<char>(byte)))] = byte;
+  const nlohmann::json bos = {{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}};
+  const nlohmann::json text = {{"Sequence", {{"id", "A"}, {"type_id", 0}}}};
+  const nlohmann::json document = {
+      {"added_tokens",
+       {{{"id", 256}, {"content", "<s>"}, {"special", true}},
+        {{"id", 257}, {"content", "<|endoftext|>"}, {"special", true}}}},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", {bos, text}},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {256}}, {"tokens", {"<s>"}}}}}}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}};
+  std::ofstream(folder / "tokenizer.json") << document.dump();
+  return Tokenizer::load(folder / "tokenizer.json");
 }
 
 class Pipeline : public ::testing::Test {
@@ -131,6 +155,38 @@ TEST_F(Pipeline, KeepLinebreaksFalseStripsEachTextLinesBreak) {
             load_token_stream(files_, small_tokenizer(), cache_dir, options_).cache_path());
   EXPECT_EQ(without_linebreak("a line\n", TextFormat::kLines, true), "a line\n");
   EXPECT_EQ(without_linebreak("a line\n", TextFormat::kJsonLines, false), "a line\n");
+}
+
+// run_clm's tokenizer(examples["text"]): each example gets the template's bos; the cache key
+// holds which ids were added, so a stream cached without them is never read for one with them,
+// and a tokenizer without a template keeps the one key it had.
+TEST_F(Pipeline, EachExampleGetsTheTemplatesBosAndTheCacheKeyNamesWhatWasAdded) {
+  const Tokenizer tokenizer = bos_tokenizer(folder_);
+  TokenizeOptions without_bos = options_;
+  without_bos.add_special = AddSpecialTokens::kNo;
+  const TokenStream with = tokenize_files(files_, tokenizer, options_);
+  const TokenStream without = tokenize_files(files_, tokenizer, without_bos);
+  ASSERT_EQ(with.num_examples(), without.num_examples());
+  for (std::size_t e = 0; e < with.num_examples(); ++e) {
+    const auto offsets = with.example_offsets(), plain = without.example_offsets();
+    std::vector<TokenId> expected = {256};
+    expected.insert(expected.end(), without.tokens().begin() + plain[e],
+                    without.tokens().begin() + plain[e + 1]);
+    ASSERT_EQ(std::vector<TokenId>(with.tokens().begin() + offsets[e],
+                                   with.tokens().begin() + offsets[e + 1]),
+              expected)
+        << "example " << e;
+  }
+  const fs::path cache_dir = folder_ / "cache";
+  const TokenStream cached_without = load_token_stream(files_, tokenizer, cache_dir, without_bos);
+  const TokenStream cached_with = load_token_stream(files_, tokenizer, cache_dir, options_);
+  EXPECT_NE(cached_with.cache_path(), cached_without.cache_path());
+  EXPECT_TRUE(std::ranges::equal(cached_with.tokens(), with.tokens()));
+  EXPECT_TRUE(std::ranges::equal(cached_without.tokens(), without.tokens()));
+  TokenizeOptions nothing_to_add = options_;
+  nothing_to_add.add_special = AddSpecialTokens::kNo;
+  EXPECT_EQ(load_token_stream(files_, small_tokenizer(), cache_dir, options_).cache_path(),
+            load_token_stream(files_, small_tokenizer(), cache_dir, nothing_to_add).cache_path());
 }
 
 TEST_F(Pipeline, CacheIsWrittenThenMemoryMapped) {
@@ -318,20 +374,21 @@ TEST_F(Pipeline, CorpusShorterThanOneBlockNamesTheFile) {
 }
 
 TEST_F(Pipeline, StreamingGivesTheSameBlocksInOrder) {
-  auto stream =
-      std::make_shared<const TokenStream>(tokenize_files(files_, small_tokenizer(), options_));
-  for (std::size_t group : {std::size_t{1000}, std::size_t{7}, std::size_t{0}}) {
-    const BlockDataset blocks = group_texts(stream, 0, stream->num_examples(), 32, group);
-    StreamingBlocks streaming(files_, small_tokenizer(), 32, group);
-    std::vector<TokenId> block;
-    std::size_t count = 0;
-    while (streaming.next(block)) {
-      ASSERT_LT(count, blocks.size());
-      const auto want = blocks.block(count);
-      ASSERT_TRUE(std::equal(block.begin(), block.end(), want.begin(), want.end())) << count;
-      ++count;
+  for (const Tokenizer& tokenizer : {small_tokenizer(), bos_tokenizer(folder_)}) {
+    auto stream = std::make_shared<const TokenStream>(tokenize_files(files_, tokenizer, options_));
+    for (std::size_t group : {std::size_t{1000}, std::size_t{7}, std::size_t{0}}) {
+      const BlockDataset blocks = group_texts(stream, 0, stream->num_examples(), 32, group);
+      StreamingBlocks streaming(files_, tokenizer, 32, group);
+      std::vector<TokenId> block;
+      std::size_t count = 0;
+      while (streaming.next(block)) {
+        ASSERT_LT(count, blocks.size());
+        const auto want = blocks.block(count);
+        ASSERT_TRUE(std::equal(block.begin(), block.end(), want.begin(), want.end())) << count;
+        ++count;
+      }
+      EXPECT_EQ(count, blocks.size()) << "group " << group;
     }
-    EXPECT_EQ(count, blocks.size()) << "group " << group;
   }
 }
 

@@ -243,9 +243,10 @@ TEST_P(GPT2ComputeCudaTest, NextTokenLogitsAndGreedyGenerationMatchTheCpu) {
   NextTokenLogits on_cpu(model, *cpu_, 12, dtype), on_gpu(model, *cuda_, 12, dtype);
   EXPECT_LT(relative_error(on_gpu(prompt), on_cpu(prompt)), dtype == DType::kFloat32 ? 1e-3 : 5e-2);
   EXPECT_GT(cuda_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kParams).peak_bytes, 0);
-  if (dtype == DType::kFloat32)
-    EXPECT_EQ(generate(model, *cuda_, prompt, 5, {}, -1, dtype),
-              generate(model, *cpu_, prompt, 5, {}, -1, dtype));
+  if (dtype == DType::kFloat32) {
+    EXPECT_EQ(generate(model, *cuda_, prompt, 5, {}, {}, dtype),
+              generate(model, *cpu_, prompt, 5, {}, {}, dtype));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(ParameterDtypes, GPT2ComputeCudaTest,

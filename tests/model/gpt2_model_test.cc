@@ -2,6 +2,7 @@
 // activation accounting in the ledger, the unit call sequence, and sampling.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -225,8 +226,30 @@ TEST_F(GPT2ModelTest, GenerateIsDeterministicAndGreedyFollowsTheLogits) {
   const SamplingOptions top_k{.top_k = 5, .temperature = 0.8f, .seed = 3};
   EXPECT_EQ(generate(model, *context_, prompt, 6, top_k),
             generate(model, *context_, prompt, 6, top_k));
-  const auto stopped = generate(model, *context_, prompt, 15, {}, greedy[3]);
+  const auto stopped = generate(model, *context_, prompt, 15, {}, std::vector<int>{greedy[3]});
   EXPECT_EQ(stopped.size(), 4u);
+  // Several stop ids (config.json's eos_token_id may be a list): the first new token among them
+  // ends the sequence, kept.
+  int absent = 0;  // an id greedy decoding never reaches
+  while (std::find(greedy.begin(), greedy.end(), absent) != greedy.end()) ++absent;
+  const std::vector<int> stops = {absent, greedy[4]};
+  std::size_t last = 3;
+  while (greedy[last] != greedy[4]) ++last;
+  EXPECT_EQ(
+      generate(model, *context_, prompt, 15, {}, stops),
+      std::vector<int>(greedy.begin(), greedy.begin() + static_cast<std::ptrdiff_t>(last) + 1));
+}
+
+TEST(EosTokenIds, AreTheConfigsListOrItsOneIdOrNone) {
+  GPT2Config config;
+  config.eos_token_id = 7;
+  EXPECT_EQ(eos_token_ids(config), std::vector<int>{7});
+  config.eos_token_ids = {128001, 128008, 128009};
+  config.eos_token_id = 128001;
+  EXPECT_EQ(eos_token_ids(config), (std::vector<int>{128001, 128008, 128009}));
+  config.eos_token_ids.clear();
+  config.eos_token_id = -1;
+  EXPECT_TRUE(eos_token_ids(config).empty());
 }
 
 // The CPU backend with a device space the host does not address: what generation sees on a GPU
@@ -276,9 +299,9 @@ TEST_F(GPT2ModelTest, GenerationIsTheSameInEveryCpuModeAndThroughAnOpaqueDevice)
   OpaqueDeviceContext opaque;
   for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
     SCOPED_TRACE(std::string(name_of(dtype)));
-    const std::vector<int> expected = generate(model, *host, prompt, 12, top_k, -1, dtype);
-    EXPECT_EQ(generate(model, *stressed, prompt, 12, top_k, -1, dtype), expected);
-    EXPECT_EQ(generate(model, opaque, prompt, 12, top_k, -1, dtype), expected);
+    const std::vector<int> expected = generate(model, *host, prompt, 12, top_k, {}, dtype);
+    EXPECT_EQ(generate(model, *stressed, prompt, 12, top_k, {}, dtype), expected);
+    EXPECT_EQ(generate(model, opaque, prompt, 12, top_k, {}, dtype), expected);
     NextTokenLogits on_host(model, *host, 8, dtype), on_stream(model, *stressed, 8, dtype),
         copied(model, opaque, 8, dtype);
     EXPECT_EQ(on_stream(prompt), on_host(prompt));  // bit for bit

@@ -127,7 +127,8 @@ std::int64_t generation_window(const GPT2Config& config, std::size_t prompt_toke
 }
 
 std::vector<int> generate(NextTokenLogits& next_logits, std::span<const int> prompt,
-                          int max_new_tokens, const SamplingOptions& options, int stop_token) {
+                          int max_new_tokens, const SamplingOptions& options,
+                          std::span<const int> stop_tokens) {
   ZERO_CHECK(!prompt.empty(), "generate: the prompt is empty");
   ZERO_CHECK(max_new_tokens >= 0, "generate: max_new_tokens is ", max_new_tokens,
              ", expected >= 0");
@@ -138,19 +139,27 @@ std::vector<int> generate(NextTokenLogits& next_logits, std::span<const int> pro
                                                       uniform_float(options.seed, i))
                                        : sample_greedy(last);
     tokens.push_back(next);
-    if (next == stop_token) break;
+    if (std::find(stop_tokens.begin(), stop_tokens.end(), next) != stop_tokens.end()) break;
   }
   return tokens;
 }
 
 std::vector<int> generate(const GPT2Model& model, DeviceContext& context,
                           std::span<const int> prompt, int max_new_tokens,
-                          const SamplingOptions& options, int stop_token, DType param_dtype) {
+                          const SamplingOptions& options, std::span<const int> stop_tokens,
+                          DType param_dtype) {
   ZERO_CHECK(!prompt.empty(), "generate: the prompt is empty");
   NextTokenLogits next_logits(model, context,
                               generation_window(model.config(), prompt.size(), max_new_tokens),
                               param_dtype);
-  return generate(next_logits, prompt, max_new_tokens, options, stop_token);
+  return generate(next_logits, prompt, max_new_tokens, options, stop_tokens);
+}
+
+std::vector<int> eos_token_ids(const GPT2Config& config) {
+  std::vector<int> ids;
+  for (const std::int64_t id : config.eos_token_ids) ids.push_back(static_cast<int>(id));
+  if (ids.empty() && config.eos_token_id >= 0) ids.push_back(static_cast<int>(config.eos_token_id));
+  return ids;
 }
 
 }  // namespace zero::gpt2

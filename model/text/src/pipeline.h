@@ -47,6 +47,9 @@ struct Pipeline {
   // Decoder (SentencePiece-style): Replace("▁", " "), ByteFallback, Fuse, then Strip(" ", n, 0).
   bool decode_byte_fallback = false;
   std::size_t decode_strip_leading_spaces = 0;
+  // Added tokens marked "special": false: decode keeps them even when it skips special tokens
+  // (every other added token, and GPT-2's <|endoftext|>, is special).
+  std::vector<TokenId> added_not_special;
   // Everything above in words, hashed into the fingerprint; empty for GPT-2's pipeline.
   std::string description;
 };

@@ -21,12 +21,13 @@ struct StreamingBlocks::Reader {
 
 StreamingBlocks::StreamingBlocks(std::vector<fs::path> files, Tokenizer tokenizer,
                                  std::size_t block_size, std::size_t group_examples,
-                                 SpecialTokens special)
+                                 SpecialTokens special, AddSpecialTokens add_special)
     : reader_(std::make_unique<Reader>()),
       tokenizer_(std::move(tokenizer)),
       block_size_(block_size),
       group_examples_(group_examples),
-      special_(special) {
+      special_(special),
+      add_special_(add_special) {
   ZERO_CHECK(!files.empty(), "no data files given for streaming");
   ZERO_CHECK(block_size_ > 0, "block_size must be positive");
   for (const fs::path& path : files)
@@ -86,7 +87,7 @@ bool StreamingBlocks::refill() {
     for_each_example(
         chunk, format_of(reader.file->path()), reader.file->path(),
         [&](std::string_view example) {
-          tokenizer_.encode_append(example, group_, special_);
+          tokenizer_.encode_append(example, group_, special_, add_special_);
           ++group_count_;
           if (group_examples_ > 0 && group_count_ == group_examples_) close_group();
         },

@@ -196,12 +196,22 @@ TokenStream load_token_stream(std::span<const fs::path> files, const Tokenizer& 
     ZERO_CHECK(fs::exists(file), "data file ", file, " does not exist");
   const std::uint64_t content_hash = data_key(files);
   const TokenCache cache(cache_dir);
-  // The ids depend on the tokenizer, on whether special tokens are recognised and on whether
-  // lines keep their line breaks.
+  // The ids depend on the tokenizer, on whether special tokens are recognised, on whether lines
+  // keep their line breaks, and on the ids added around each example. Without a template nothing
+  // is added either way, and the key stays the one caches had before special tokens were added.
   std::uint64_t tokenizer_key = options.special == SpecialTokens::kRecognize
                                     ? tokenizer.fingerprint()
                                     : detail::hash_combine(tokenizer.fingerprint(), 1);
   if (!options.keep_linebreaks) tokenizer_key = detail::hash_combine(tokenizer_key, 2);
+  const SequenceTemplate& added = tokenizer.sequence_template();
+  if (options.add_special == AddSpecialTokens::kYes &&
+      (!added.before.empty() || !added.after.empty())) {
+    std::uint64_t ids = detail::hash_string("add_special_tokens");
+    for (const TokenId id : added.before) ids = detail::hash_combine(ids, id);
+    ids = detail::hash_combine(ids, detail::hash_string("$A"));
+    for (const TokenId id : added.after) ids = detail::hash_combine(ids, id);
+    tokenizer_key = detail::hash_combine(tokenizer_key, ids);
+  }
   const fs::path path = cache.path_for(content_hash, tokenizer_key);
   std::string why;
   if (overwrite_cache) {

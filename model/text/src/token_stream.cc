@@ -106,7 +106,7 @@ TokenStream tokenize_files(std::span<const fs::path> paths, const Tokenizer& tok
             [&](std::string_view example) {
               const std::size_t before = result.tokens.size();
               tokenizer.encode_append(without_linebreak(example, format, options.keep_linebreaks),
-                                      result.tokens, options.special);
+                                      result.tokens, options.special, options.add_special);
               result.example_sizes.push_back(result.tokens.size() - before);
             },
             chunk.first_line_number);

@@ -98,10 +98,13 @@ std::shared_ptr<const Tokenizer::Impl> build_tokenizer(BpeVocabulary vocabulary,
                ") produces a token that is not in the vocabulary");
     impl->ranks.insert(left, right, {static_cast<std::uint32_t>(rank), it->second});
   }
+  impl->skipped_on_decode.assign(vocab_size, false);
   for (TokenId id : vocabulary.special_ids) {
     ZERO_CHECK(id < vocab_size, "special token id ", id, " is outside the vocabulary");
     impl->specials.emplace_back(vocabulary.tokens[id], id);
+    impl->skipped_on_decode[id] = true;
   }
+  for (TokenId id : impl->pipeline.added_not_special) impl->skipped_on_decode[id] = false;
   std::sort(impl->specials.begin(), impl->specials.end(),
             [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   for (const auto& ids :
@@ -164,7 +167,7 @@ void Tokenizer::encode_piece_uncached(std::string_view piece, std::vector<TokenI
   impl_->merge_piece(piece, ids, force_heap);
 }
 
-std::string Tokenizer::decode(std::span<const TokenId> ids) const {
+std::string Tokenizer::decode(std::span<const TokenId> ids, SkipSpecialTokens skip) const {
   std::string text;
   text.reserve(ids.size() * 4);
   const bool byte_level = impl_->pipeline.kind == detail::ModelKind::kByteLevel;
@@ -172,6 +175,7 @@ std::string Tokenizer::decode(std::span<const TokenId> ids) const {
   for (TokenId id : ids) {
     ZERO_CHECK(id < tokens.size(), "cannot decode token id ", id, ": the vocabulary has ",
                tokens.size(), " tokens");
+    if (skip == SkipSpecialTokens::kYes && impl_->skipped_on_decode[id]) continue;
     text += tokens[id];
   }
   std::size_t strip = 0;

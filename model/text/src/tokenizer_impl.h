@@ -69,7 +69,8 @@ struct Tokenizer::Impl {
   PairRanks ranks;
   std::unordered_map<std::string, TokenId> ids_by_bytes;  // tokens as in `vocabulary`, no specials
   std::vector<std::pair<std::string, TokenId>> specials;  // longest first
-  std::vector<std::string> decoded;  // SentencePiece-style: the text each id decodes to
+  std::vector<std::string> decoded;     // SentencePiece-style: the text each id decodes to
+  std::vector<bool> skipped_on_decode;  // by id: special, left out by SkipSpecialTokens::kYes
   detail::Pretokenizer pretokenizer;
   std::uint64_t fingerprint = 0;
   std::uint64_t instance_id = 0;  // distinguishes tokenizers in the per-thread caches

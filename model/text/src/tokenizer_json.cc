@@ -351,6 +351,10 @@ Tokenizer Tokenizer::from_tokenizer_json(const fs::path& path) {
                "', only BPE (byte-level or SentencePiece-style) is supported");
     Pipeline pipeline = PipelineReader(path).read(document);
     BpeVocabulary vocabulary = read_vocabulary(document, model, path, pipeline);
+    if (document.contains("added_tokens") && document["added_tokens"].is_array())
+      for (const json& token : document["added_tokens"])
+        if (!token.value("special", true))
+          pipeline.added_not_special.push_back(token.at("id").get<TokenId>());
     if (document.contains("post_processor"))
       read_post_processor(document["post_processor"], path, pipeline, vocabulary.tokens.size());
     if (model.contains("unk_token") && !model["unk_token"].is_null()) {

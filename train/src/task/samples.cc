@@ -18,7 +18,8 @@ std::vector<std::string> generate_samples(const gpt2::GPT2Model& model, DeviceCo
                                           DType param_dtype, const text::Tokenizer& tokenizer,
                                           const TrainingArguments& arguments) {
   const std::optional<text::TokenId> end_of_text = tokenizer.end_of_text_id();
-  const int stop = end_of_text ? static_cast<int>(*end_of_text) : -1;
+  std::vector<int> stop;
+  if (end_of_text) stop.push_back(static_cast<int>(*end_of_text));
   std::vector<int> prompt;
   for (const text::TokenId id : tokenizer.encode(arguments.prompt))
     prompt.push_back(static_cast<int>(id));
@@ -35,10 +36,8 @@ std::vector<std::string> generate_samples(const gpt2::GPT2Model& model, DeviceCo
                         .temperature = static_cast<float>(arguments.temperature),
                         .seed = arguments.seed + static_cast<std::uint64_t>(s)},
                        stop);
-    std::vector<text::TokenId> ids;
-    for (const int id : tokens)
-      if (id != stop) ids.push_back(static_cast<text::TokenId>(id));
-    samples.push_back(tokenizer.decode(ids));
+    const std::vector<text::TokenId> ids(tokens.begin(), tokens.end());
+    samples.push_back(tokenizer.decode(ids, text::SkipSpecialTokens::kYes));
   }
   return samples;
 }

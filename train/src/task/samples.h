@@ -16,7 +16,7 @@ namespace zero::train::detail {
 double perplexity_of(double loss);
 
 // --num_samples continuations of --prompt (the end-of-text token when empty) by `model`, top-k
-// sampled with --seed + sample index, decoded without end-of-text tokens; computed on `context`'s
+// sampled with --seed + sample index, decoded without special tokens; computed on `context`'s
 // device with the parameters in `param_dtype` (gpt2::NextTokenLogits).
 std::vector<std::string> generate_samples(const gpt2::GPT2Model& model, DeviceContext& context,
                                           DType param_dtype, const text::Tokenizer& tokenizer,

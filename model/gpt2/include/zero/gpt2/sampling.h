@@ -57,18 +57,23 @@ class NextTokenLogits {
   Buffer last_row_;  // pinned host memory: the last position's logits as computed
 };
 
-// Appends up to `max_new_tokens` tokens to `prompt` (non-empty), stopping early at
-// `stop_token` (when >= 0). Runs the full forward for each new token over a window of the last
-// n_positions tokens (no KV cache: this is for demos and eyeballing, not serving), on `context`'s
-// device with the parameters in `param_dtype` (NextTokenLogits).
+// Appends up to `max_new_tokens` tokens to `prompt` (non-empty), stopping after the first new
+// token that is one of `stop_tokens` (kept, as Hugging Face's generate keeps its eos). Runs the
+// full forward for each new token over a window of the last n_positions tokens (no KV cache: this
+// is for demos and eyeballing, not serving), on `context`'s device with the parameters in
+// `param_dtype` (NextTokenLogits).
 std::vector<int> generate(const GPT2Model& model, DeviceContext& context,
                           std::span<const int> prompt, int max_new_tokens,
-                          const SamplingOptions& options, int stop_token = -1,
+                          const SamplingOptions& options, std::span<const int> stop_tokens = {},
                           DType param_dtype = DType::kFloat32);
 // The same with the logits of `next_logits` (parameters on the device already: one upload for
 // several continuations); its window is the model's context, as above.
 std::vector<int> generate(NextTokenLogits& next_logits, std::span<const int> prompt,
-                          int max_new_tokens, const SamplingOptions& options, int stop_token = -1);
+                          int max_new_tokens, const SamplingOptions& options,
+                          std::span<const int> stop_tokens = {});
+// The ids generation stops at: config.json's eos_token_id, all of them where it is a list (Llama
+// 3.1's three), none where it is null.
+std::vector<int> eos_token_ids(const GPT2Config& config);
 // The window generate() uses: min(n_positions, prompt + new tokens).
 std::int64_t generation_window(const GPT2Config& config, std::size_t prompt_tokens,
                                int max_new_tokens);

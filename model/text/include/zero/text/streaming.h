@@ -15,12 +15,15 @@ namespace zero::text {
 // The blocks of group_texts over the files' examples in order (the same blocks, in the same order,
 // as group_texts over the whole token stream), produced ~1 MiB of text at a time. Holds one chunk
 // of text and one group of ids. Without random access there is no shuffle and no validation split:
-// blocks come in corpus order, like Hugging Face's IterableDataset without a shuffle buffer.
+// blocks come in corpus order, like Hugging Face's IterableDataset without a shuffle buffer. Each
+// example is encoded as TokenizeOptions' defaults say (token_stream.h): added tokens in the text
+// recognised (`special`), the tokenizer's template added (`add_special`; a Llama tokenizer's bos).
 class StreamingBlocks {
  public:
   StreamingBlocks(std::vector<std::filesystem::path> files, Tokenizer tokenizer,
                   std::size_t block_size, std::size_t group_examples = 1000,
-                  SpecialTokens special = SpecialTokens::kRecognize);
+                  SpecialTokens special = SpecialTokens::kRecognize,
+                  AddSpecialTokens add_special = AddSpecialTokens::kYes);
   ~StreamingBlocks();
   StreamingBlocks(StreamingBlocks&&) noexcept;
   StreamingBlocks& operator=(StreamingBlocks&&) noexcept;
@@ -39,6 +42,7 @@ class StreamingBlocks {
   std::size_t block_size_;
   std::size_t group_examples_;
   SpecialTokens special_;
+  AddSpecialTokens add_special_;
   std::vector<TokenId> group_;   // ids of the open group
   std::size_t group_count_ = 0;  // examples in it
   std::deque<std::vector<TokenId>> ready_;

@@ -19,6 +19,9 @@ struct TokenizeOptions {
   bool show_progress = true;  // progress bar on rank 0 (stderr)
   // GPT2TokenizerFast (and so run_clm) turns "<|endoftext|>" in the text into the special id.
   SpecialTokens special = SpecialTokens::kRecognize;
+  // run_clm's `tokenizer(examples["text"])` adds the tokenizer's special tokens (its template) to
+  // each example: a Llama tokenizer's bos before every line of a text file; nothing for GPT-2's.
+  AddSpecialTokens add_special = AddSpecialTokens::kYes;
   // run_clm's --keep_linebreaks: false tokenizes the lines of text files without their "\n".
   bool keep_linebreaks = true;
 };
@@ -93,11 +96,13 @@ class TokenCache {
 };
 
 // The front door: the cached stream when its file is valid, else tokenize and write the cache
-// (keyed by data_key, the tokenizer's fingerprint, options.special and options.keep_linebreaks;
-// not by a block size: blocks are cut from the stream after it is loaded). A stale or corrupt file
-// is logged and replaced, never used; `overwrite_cache` (run_clm's --overwrite_cache) replaces a
-// valid one too. A cache that cannot be written is a warning: the stream is returned uncached.
-// `cache_dir` empty: no cache. Every call logs which it did ("token cache: using/wrote ...").
+// (keyed by data_key, the tokenizer's fingerprint, options.special, options.keep_linebreaks and
+// the ids options.add_special adds to each example, so a stream made without bos is never read
+// for one with it; not by a block size: blocks are cut from the stream after it is loaded). A stale
+// or corrupt file is logged and replaced, never used; `overwrite_cache` (run_clm's
+// --overwrite_cache) replaces a valid one too. A cache that cannot be written is a warning: the
+// stream is returned uncached. `cache_dir` empty: no cache. Every call logs which it did ("token
+// cache: using/wrote ...").
 TokenStream load_token_stream(std::span<const std::filesystem::path> files,
                               const Tokenizer& tokenizer, const std::filesystem::path& cache_dir,
                               const TokenizeOptions& options = {}, bool overwrite_cache = false);

@@ -27,6 +27,11 @@ enum class SpecialTokens { kAsText, kRecognize };
 // Face's add_special_tokens=True, as `tokenizer(text)` and run_clm do): see SequenceTemplate.
 enum class AddSpecialTokens { kNo, kYes };
 
+// Whether decode leaves out the special added tokens (Hugging Face's skip_special_tokens: those
+// tokenizer.json marks "special": true, and GPT-2's <|endoftext|>), as the text-generation
+// pipeline decodes.
+enum class SkipSpecialTokens { kNo, kYes };
+
 // The ids Hugging Face's post_processor (TemplateProcessing, single sequence) puts around one
 // encoded text: Llama 2's <s>, Llama 3's <|begin_of_text|>; none for GPT-2 and Qwen2.
 struct SequenceTemplate {
@@ -94,7 +99,9 @@ class Tokenizer {
   // SentencePiece-style: Hugging Face's decoder (skip_special_tokens=False): "▁" is a space,
   // <0xXX> its byte, and Strip's leading spaces are removed from the start of the result; bytes
   // that are not valid UTF-8 stay raw bytes where Hugging Face writes U+FFFD.
-  std::string decode(std::span<const TokenId> ids) const;
+  // SkipSpecialTokens::kYes leaves the special added tokens out before decoding.
+  std::string decode(std::span<const TokenId> ids,
+                     SkipSpecialTokens skip = SkipSpecialTokens::kNo) const;
   // What AddSpecialTokens::kYes adds around each text (empty when the file has no template).
   const SequenceTemplate& sequence_template() const;
 
