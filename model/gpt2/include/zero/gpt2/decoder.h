@@ -54,7 +54,7 @@ class Decoder {
   ConstUnitData unit_params(int unit) const;
   void upload_params(DType param_dtype);
   void allocate(DType param_dtype);
-  // Rows [first, first + rows) of the appended tokens through the model; the head when `last`.
+  // One chunk of an append, at positions() on, through the model; the head when `last`.
   void forward_rows(std::span<const int> tokens, bool last);
   void forward_block(int layer, std::int64_t rows);
   void forward_head(std::int64_t rows);
