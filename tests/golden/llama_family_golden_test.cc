@@ -13,6 +13,7 @@
 
 #include "../common/golden.h"
 #include "../common/test_data.h"
+#include "reference_model.h"
 #include "zero/checkpoint/safetensors.h"
 #include "zero/core/allocator.h"
 #include "zero/core/device_context.h"
@@ -59,16 +60,7 @@ class LlamaFamilyGolden : public ::testing::TestWithParam<std::string> {
   // vocabulary's padding rows stay zero.
   std::unique_ptr<GPT2Model> load_model() {
     auto model = std::make_unique<GPT2Model>(config_, allocator_);
-    for (int u = 0; u < model->num_units(); ++u) {
-      float* data = model->param_data(u);
-      for (const TensorSlot& slot : model->params(u).layout().slots()) {
-        const std::vector<float> values =
-            reference_->read_float("param." + hf_tensor_name(model->units()[u], slot.name));
-        EXPECT_LE(values.size(), slot.num_elements) << slot.name;
-        std::fill_n(data + slot.offset_elements, slot.num_elements, 0.0f);
-        std::copy(values.begin(), values.end(), data + slot.offset_elements);
-      }
-    }
+    testing::load_reference_params(*model, *reference_);
     return model;
   }
 

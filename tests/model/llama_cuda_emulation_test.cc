@@ -4,14 +4,19 @@
 // (gpt2_cuda_emulation.h's fixture), against the CPU kernels (zero/gpt2/layers_cpu.h): random
 // inputs, odd sizes (C not a multiple of 32 or 4, T = 1, rows past a chunk of 256), dropout on and
 // off, GQA q and k heads of a qkv row with generation's position offset and llama3 frequencies,
-// threads in forward and reverse order; fp32 within 1e-5 relative L2 and each element within a
-// bound measured per result (EXPECT_CLOSE), bf16 outputs the fp32 value rounded once.
+// generation's attention over a KV cache (cached_attention_body.h: grouped-query heads, rows at an
+// offset, positions past the cache never read), threads in forward and reverse order; fp32 within
+// 1e-5 relative L2 and each element within a bound measured per result (EXPECT_CLOSE), bf16 outputs
+// the fp32 value rounded once.
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "cached_attention_body.h"
 #include "gpt2_cuda_emulation.h"
 #include "llama_body.h"
+#include "zero/gpt2/kernels.h"
+#include "zero/gpt2/layers_cpu.h"
 #include "zero/gpt2/rope.h"
 
 namespace zero::gpt2::emulation_test {
@@ -182,6 +187,37 @@ TEST_P(LlamaCudaEmulation, RepeatKvMatchesTheCpuKernels) {
       cuda::repeat_kv_backward_body(thread, dqkv.data(), dheads.data(), N, NH, KVH, HS);
     });
     EXPECT_CLOSE(dqkv, dqkv_expected, 1e-6);
+  }
+}
+
+// Generation's attention over a KV cache (cached_attention_body.h): one query at the cache's
+// start, a GQA step late in the cache, prefill rows at an offset, heads of 33 and of the widest
+// 256 channels; cache positions past the rows' are NaN, so reading one shows.
+TEST_P(LlamaCudaEmulation, CachedAttentionMatchesTheCpuKernels) {
+  struct CacheShape {
+    std::int64_t Q, first, max_positions, NH, KVH, HS;
+  };
+  const CacheShape shapes[] = {{1, 0, 1, 1, 1, 8},
+                               {1, 40, 48, 6, 2, 10},
+                               {5, 3, 9, 4, 4, 33},
+                               {2, 6, 8, 2, 1, kCachedAttentionMaxHeadSize}};
+  for (const CacheShape& s : shapes) {
+    SCOPED_TRACE(::testing::Message() << "Q " << s.Q << " first " << s.first << " NH " << s.NH
+                                      << " KVH " << s.KVH << " HS " << s.HS);
+    const std::int64_t stride = (s.NH + 2 * s.KVH) * s.HS, cache = s.KVH * s.max_positions * s.HS;
+    const auto q = random_vector(s.Q * stride, 12);
+    auto keys = random_vector(cache, 13, 2.0), values = random_vector(cache, 14);
+    for (std::int64_t i = 0; i < cache; ++i)
+      if (i / s.HS % s.max_positions >= s.first + s.Q)
+        keys[i] = values[i] = std::numeric_limits<float>::quiet_NaN();
+    auto expected = nan_vector(s.Q * s.NH * s.HS), out = nan_vector(s.Q * s.NH * s.HS);
+    CachedAttention call{expected.data(), q.data(),        stride, keys.data(), values.data(), s.Q,
+                         s.first,         s.max_positions, s.NH,   s.KVH,       s.HS};
+    cpu::cached_attention_forward(call);
+    call.out = out.data();
+    emulate(cuda::cached_attention_launch(s.Q, s.NH),
+            [&](auto& thread, auto&) { cuda::cached_attention_body(thread, call); });
+    EXPECT_CLOSE(out, expected, 1e-6);
   }
 }
 

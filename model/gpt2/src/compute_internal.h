@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "zero/core/stream.h"
+#include "zero/gpt2/compute.h"
 #include "zero/gpt2/config.h"
 #include "zero/gpt2/family.h"
 #include "zero/gpt2/kernels.h"
@@ -47,6 +49,12 @@ struct BlockParams {
   const void *qkv_weight, *out_weight, *mlp_in_weight, *mlp_out_weight;
   const void* qkv_stored_bias;
 };
+// A block unit's parameters through `kernels` on `stream`: an fp32 unit's point into it; a 16-bit
+// unit's vectors are widened into `staging` (BlockLayout::vector_elements floats) first. Used by
+// GPT2Compute's passes and the decoder's (decode.cc).
+BlockParams block_params(Kernels& kernels, Stream& stream, const ConstUnitData& unit,
+                         const GPT2Config& config, const BlockLayout& layout, float* staging);
+
 // Gradients: vectors fp32 (the unit's, or zeroed staging a 16-bit unit adds back once), matrices
 // in the gradients' dtype.
 struct BlockGrads {

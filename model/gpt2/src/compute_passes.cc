@@ -27,8 +27,6 @@ BlockLayout block_layout(const GPT2Config& config) {
   return layout;
 }
 
-namespace {
-
 // fp32 units point into the unit; 16-bit ones have their vectors widened into `staging`
 // (BlockLayout::vector_elements floats).
 BlockParams block_params(Kernels& kernels, Stream& stream, const ConstUnitData& unit,
@@ -63,6 +61,8 @@ BlockParams block_params(Kernels& kernels, Stream& stream, const ConstUnitData& 
           matrix(kMlpOutWeight),
           matrix(kQkvBias)};
 }
+
+namespace {
 
 // Gradient vectors of 16-bit units go to zeroed fp32 `staging`, added by finish_block_grads.
 BlockGrads block_grads(Kernels& kernels, Stream& stream, const UnitData& unit,

@@ -87,6 +87,19 @@ void check_heads(const char* what, std::int64_t NH, std::int64_t KVH) {
              " key/value heads (a positive divisor of the heads is needed)");
 }
 
+void check_cached_attention(const CachedAttention& c, const char* what,
+                            std::int64_t max_head_size) {
+  check_heads(what, c.NH, c.KVH);
+  ZERO_CHECK(c.Q >= 0 && c.first_position >= 0 && c.HS > 0, what, ": Q ", c.Q, ", first_position ",
+             c.first_position, ", head size ", c.HS);
+  ZERO_CHECK(c.first_position + c.Q <= c.max_positions, what, ": positions ", c.first_position,
+             "..", c.first_position + c.Q - 1, " past a cache of ", c.max_positions, " positions");
+  ZERO_CHECK(c.q_stride >= c.NH * c.HS, what, ": ", c.NH, " query heads of ", c.HS,
+             " channels do not fit a row of ", c.q_stride);
+  ZERO_CHECK(max_head_size <= 0 || c.HS <= max_head_size, what, ": heads of ", c.HS,
+             " channels, the kernel takes at most ", max_head_size);
+}
+
 const float* Activation::fp32(std::string_view what) const {
   ZERO_CHECK(dtype == DType::kFloat32, what, ": an fp32 activation is needed, got ",
              name_of(dtype));

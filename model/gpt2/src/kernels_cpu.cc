@@ -176,6 +176,11 @@ class CpuKernels final : public Kernels {
         [=] { cpu::attention_backward(dqkv, datt, dout, qkv32, att, B, T, C, NH, dropout); });
   }
 
+  void cached_attention_forward(Stream& stream, const CachedAttention& call) override {
+    check_cached_attention(call, "CPU cached_attention_forward");
+    run(stream, [=] { cpu::cached_attention_forward(call); });
+  }
+
   void crossentropy_forward(Stream& stream, float* losses, float* logsumexp, const float* logits,
                             const int* targets, std::int64_t N, std::int64_t V,
                             std::int64_t Vp) override {

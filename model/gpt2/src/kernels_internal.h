@@ -25,4 +25,10 @@ void check_rope(const RopeLayout& layout, std::int64_t table_positions, const ch
 // Throws zero::Error naming `what` unless 0 < KVH ≤ NH and KVH divides NH (Kernels::repeat_kv_*).
 void check_heads(const char* what, std::int64_t NH, std::int64_t KVH);
 
+// Throws zero::Error naming `what` unless `call` lies within its cache: sizes not negative,
+// first_position + Q ≤ max_positions, KVH dividing NH, q_stride ≥ NH·HS, and (max_head_size > 0)
+// HS ≤ max_head_size (Kernels::cached_attention_forward).
+void check_cached_attention(const CachedAttention& call, const char* what,
+                            std::int64_t max_head_size = 0);
+
 }  // namespace zero::gpt2

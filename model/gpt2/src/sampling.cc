@@ -1,4 +1,4 @@
-// Greedy and top-k sampling, and the forward-per-token prompt continuation on a DeviceContext.
+// Greedy and top-k sampling, and prompt continuation through a KV cache on a DeviceContext.
 #include "zero/gpt2/sampling.h"
 
 #include <algorithm>
@@ -42,82 +42,21 @@ int sample_top_k(std::span<const float> logits, int k, float temperature, float 
 
 NextTokenLogits::NextTokenLogits(const GPT2Model& model, DeviceContext& context,
                                  std::int64_t window, DType param_dtype)
-    : model_(model), context_(context), window_(window) {
-  const GPT2Config& config = model.config();
-  ZERO_CHECK(window >= 1 && window <= config.n_positions, "generation window ", window,
-             " must be in [1, n_positions = ", config.n_positions, "]");
-  if (param_dtype != DType::kFloat32 || !context.host_addressable(MemorySpace::kDevice))
-    upload_params(param_dtype);
-  compute_ = std::make_unique<GPT2Compute>(config, 1, window, context,
-                                           ComputeOptions{.param_dtype = param_dtype});
-  last_row_ = context.allocator(MemorySpace::kHostPinned)
-                  .allocate(static_cast<std::size_t>(config.vocab_size) * sizeof(float),
-                            MemoryCategory::kWorkspace);
-}
-
-NextTokenLogits::~NextTokenLogits() {
-  try {  // queued work may still read the parameters
-    context_.compute_stream().synchronize();
-  } catch (...) {
-  }
-}
-
-// Each unit rounded on the host: into its device buffer where the host addresses it, else into
-// one pinned buffer of the largest unit's size, copied and waited for unit by unit (the host's
-// rounding is the slower part; the pinned memory stays one unit's, whatever the model's size).
-// Waited for before the first forward, which may run on this thread (the CPU's host mode).
-void NextTokenLogits::upload_params(DType param_dtype) {
-  Allocator& device_memory = context_.allocator(MemorySpace::kDevice);
-  const bool host_addressable = context_.host_addressable(MemorySpace::kDevice);
-  std::size_t largest = 0;
-  for (int unit = 0; unit < model_.num_units(); ++unit)
-    largest = std::max(largest, model_.params(unit).layout().padded_num_elements());
-  Buffer staging;
-  if (!host_addressable)
-    staging = context_.allocator(MemorySpace::kHostPinned)
-                  .allocate(largest * size_of(param_dtype), MemoryCategory::kWorkspace);
-  Stream& stream = context_.compute_stream();
-  for (int unit = 0; unit < model_.num_units(); ++unit) {
-    const FlatBuffer& host = model_.params(unit);
-    FlatBuffer& device = device_params_.emplace_back(host.layout(), param_dtype, device_memory,
-                                                     MemoryCategory::kParams);
-    void* rounded = host_addressable ? device.data() : staging.data();
-    convert(host.data(), DType::kFloat32, rounded, param_dtype,
-            host.layout().padded_num_elements());
-    if (host_addressable) continue;
-    context_.copy(stream, rounded, device.data(), device.size_bytes());
-    stream.synchronize();  // before the staging buffer takes the next unit
-  }
-}
-
-ConstUnitData NextTokenLogits::unit_params(int unit) const {
-  if (device_params_.empty()) return model_.param_data(unit);
-  return {device_params_[unit].data(), device_params_[unit].dtype()};
-}
+    : decoder_(model, context, window, param_dtype) {}
 
 std::vector<float> NextTokenLogits::operator()(std::span<const int> tokens) {
   ZERO_CHECK(!tokens.empty(), "next-token logits of an empty sequence");
-  const GPT2Config& config = model_.config();
-  const std::int64_t length = std::min<std::int64_t>(window_, std::ssize(tokens));
-  std::vector<int> input(static_cast<std::size_t>(window_), 0);  // causal: the tail is not read
-  std::copy(tokens.end() - length, tokens.end(), input.begin());
-  compute_->set_inputs(input, {});
-  compute_->forward_embeddings(unit_params(embeddings_unit()));
-  for (int layer = 0; layer < config.n_layer; ++layer)
-    compute_->forward_block(layer, unit_params(block_unit(layer)));
-  compute_->forward_head(unit_params(final_norm_unit(config)), unit_params(head_unit(config)));
-  const DType dtype = compute_->logits_dtype();
-  const std::size_t row_bytes = static_cast<std::size_t>(config.vocab_size) * size_of(dtype);
-  const auto* logits = static_cast<const std::byte*>(compute_->logits_data());
-  Stream& stream = context_.compute_stream();
-  context_.copy(
-      stream,
-      logits + static_cast<std::size_t>((length - 1) * config.padded_vocab_size()) * size_of(dtype),
-      last_row_.data(), row_bytes);
-  stream.synchronize();
-  std::vector<float> row(static_cast<std::size_t>(config.vocab_size));
-  convert(last_row_.data(), dtype, row.data(), DType::kFloat32, row.size());
-  return row;
+  const std::int64_t length = std::min<std::int64_t>(window(), std::ssize(tokens));
+  const std::span<const int> current = tokens.last(static_cast<std::size_t>(length));
+  const bool extends = cached_.size() < current.size() &&
+                       std::equal(cached_.begin(), cached_.end(), current.begin());
+  if (!extends) {
+    decoder_.reset();
+    cached_.clear();
+  }
+  const std::vector<float> logits = decoder_.append(current.subspan(cached_.size()));
+  cached_.assign(current.begin(), current.end());
+  return logits;
 }
 
 std::int64_t generation_window(const GPT2Config& config, std::size_t prompt_tokens,

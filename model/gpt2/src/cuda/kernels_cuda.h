@@ -135,6 +135,10 @@ class CudaKernels final : public Kernels {
     check_heads("CUDA repeat_kv_backward", NH, KVH);
     cuda::repeat_kv_backward(dqkv, dheads, N, NH, KVH, HS, native(stream));
   }
+  void cached_attention_forward(Stream& stream, const CachedAttention& call) override {
+    check_cached_attention(call, "CUDA cached_attention_forward", kCachedAttentionMaxHeadSize);
+    cuda::cached_attention_forward(call, native(stream));
+  }
   void swiglu_backward(Stream& stream, float* dinp, const float* dout, const float* inp,
                        std::int64_t N, std::int64_t H) override {
     cuda::swiglu_backward(dinp, dout, inp, N, H, native(stream));

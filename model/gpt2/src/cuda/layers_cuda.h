@@ -14,6 +14,7 @@
 
 #include "token_buckets.h"
 #include "zero/core/dtype.h"
+#include "zero/gpt2/cached_attention.h"
 #include "zero/gpt2/rng.h"
 #include "zero/gpt2/rope.h"
 
@@ -99,6 +100,10 @@ void repeat_kv_forward(void* heads, const void* qkv, DType dtype, std::int64_t N
                        std::int64_t KVH, std::int64_t HS, cudaStream_t stream);
 void repeat_kv_backward(float* dqkv, const float* dheads, std::int64_t N, std::int64_t NH,
                         std::int64_t KVH, std::int64_t HS, cudaStream_t stream);
+
+// Generation's attention over a KV cache, cpu::cached_attention_forward's contract (fp32; heads
+// up to kCachedAttentionMaxHeadSize channels). cached_attention.cu.
+void cached_attention_forward(const CachedAttention& call, cudaStream_t stream);
 
 // out (B, T, C) = residual + dropout(inp) (cpu::residual_dropout_forward); residual may be null
 // (out = dropout(inp)).

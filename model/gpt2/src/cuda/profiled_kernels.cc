@@ -134,6 +134,10 @@ class ProfiledKernels final : public Kernels {
     timed("repeat_kv_backward", s,
           [&] { inner_->repeat_kv_backward(s, dqkv, dheads, N, NH, KVH, HS); });
   }
+  void cached_attention_forward(Stream& s, const CachedAttention& c) override {
+    timed(shape("cached_attention_forward", c.Q, c.first_position + c.Q, c.NH), s,
+          [&] { inner_->cached_attention_forward(s, c); });
+  }
   void swiglu_backward(Stream& s, float* dinp, const float* dout, const float* inp, std::int64_t N,
                        std::int64_t H) override {
     timed("swiglu_backward", s, [&] { inner_->swiglu_backward(s, dinp, dout, inp, N, H); });

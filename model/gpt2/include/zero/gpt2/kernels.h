@@ -22,6 +22,7 @@
 #include "zero/core/device_context.h"
 #include "zero/core/dtype.h"
 #include "zero/core/stream.h"
+#include "zero/gpt2/cached_attention.h"
 #include "zero/gpt2/layer_kinds.h"
 #include "zero/gpt2/rng.h"
 #include "zero/gpt2/rope.h"
@@ -356,6 +357,13 @@ class Kernels {
                                   const DropoutSite& dropout, DType precision,
                                   const GemmScratch& scratch) = 0;
 
+  // ---- attention over a KV cache (generation: decoder.h) ----
+  // CachedAttention's contract (cached_attention.h): Q query rows over the cached keys and values
+  // of one layer, each head reading its key/value head (grouped-query attention in place), fp32.
+  // A shape past the cache, heads KVH not dividing NH, or (CUDA) a head wider than
+  // kCachedAttentionMaxHeadSize is a zero::Error.
+  virtual void cached_attention_forward(Stream& stream, const CachedAttention& call) = 0;
+
   // ---- softmax + cross-entropy (fused) ----
   // Over the first V of Vp logit columns (N, Vp): losses[row] = logsumexp - logit[target] for
   // target in [0, V), 0 for other rows; logsumexp (N) kept. The host counts the rows (it has the
@@ -421,6 +429,9 @@ std::unique_ptr<Kernels> make_kernels(DeviceContext& context);
 // The widest head CUDA's tiled attention takes (cuda::attention_is_tiled); wider heads run its
 // plain kernels.
 inline constexpr std::int64_t kCudaTiledAttentionMaxHeadSize = 128;
+
+// The widest head CUDA's cached attention takes (one warp per query head, 8 channels per lane).
+inline constexpr std::int64_t kCachedAttentionMaxHeadSize = 256;
 
 // The dtype a device's kernels keep the activations only GEMMs read in (Activation): the layer
 // norms' outputs (ln_1, ln_2, ln_f) and GELU's output, each the A operand of its forward GEMM and

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "zero/core/dtype.h"
+#include "zero/gpt2/cached_attention.h"
 #include "zero/gpt2/rng.h"
 #include "zero/gpt2/rope.h"
 
@@ -91,6 +92,10 @@ void attention_forward(float* out, float* att, const float* qkv, std::int64_t B,
 void attention_backward(float* dqkv, float* datt, const float* dout, const float* qkv,
                         const float* att, std::int64_t B, std::int64_t T, std::int64_t C,
                         std::int64_t NH, const DropoutSite& dropout);
+
+// Attention over a KV cache (cached_attention.h), OpenMP over (query row, head): scores, their
+// softmax and the weighted sum of the values in attention_forward's order of operations.
+void cached_attention_forward(const CachedAttention& call);
 
 // GELU, tanh approximation (Hugging Face gelu_new). dinp = dout · gelu'(inp) (may alias dout).
 void gelu_forward(float* out, const float* inp, std::int64_t n);

@@ -4,9 +4,12 @@
 // Same shapes, conventions and dropout masks as layers_cpu.h.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
+#include "zero/gpt2/cached_attention.h"
 #include "zero/gpt2/rng.h"
 #include "zero/gpt2/rope.h"
 
@@ -371,6 +374,39 @@ void repeat_kv_backward(Real* dqkv, const Real* dheads, std::int64_t N, std::int
       const std::int64_t target = part == 0 ? head : NH + (part - 1) * KVH + head / group;
       for (std::int64_t c = 0; c < HS; ++c)
         dqkv[(i * width + target) * HS + c] += dheads[(i * 3 * NH + h) * HS + c];
+    }
+}
+
+// Attention over a KV cache (cached_attention.h), one query row and head at a time, summed in
+// Real; the pointers of `call` are fp32 as the kernels' are.
+template <typename Real>
+void cached_attention_forward(const CachedAttention& call) {
+  const std::int64_t group = call.NH / call.KVH, HS = call.HS;
+  const Real scale = Real(1) / std::sqrt(Real(HS));
+  for (std::int64_t i = 0; i < call.Q; ++i)
+    for (std::int64_t h = 0; h < call.NH; ++h) {
+      const float* q = call.q + i * call.q_stride + h * HS;
+      const float* keys = call.keys + (h / group) * call.max_positions * HS;
+      const float* values = call.values + (h / group) * call.max_positions * HS;
+      const std::int64_t positions = call.first_position + i + 1;
+      Real max = -INFINITY, sum = 0;
+      for (std::int64_t t = 0; t < positions; ++t) {
+        Real dot = 0;
+        for (std::int64_t c = 0; c < HS; ++c) dot += Real(q[c]) * Real(keys[t * HS + c]);
+        max = std::max(max, dot * scale);
+      }
+      std::vector<Real> weights(static_cast<std::size_t>(positions));
+      for (std::int64_t t = 0; t < positions; ++t) {
+        Real dot = 0;
+        for (std::int64_t c = 0; c < HS; ++c) dot += Real(q[c]) * Real(keys[t * HS + c]);
+        sum += weights[t] = std::exp(dot * scale - max);
+      }
+      float* y = call.out + (i * call.NH + h) * HS;
+      for (std::int64_t c = 0; c < HS; ++c) {
+        Real value = 0;
+        for (std::int64_t t = 0; t < positions; ++t) value += weights[t] * Real(values[t * HS + c]);
+        y[c] = static_cast<float>(value / sum);
+      }
     }
 }
 

@@ -1,5 +1,5 @@
-// Greedy and top-k sampling from GPT-2 logits, and prompt continuation with GPT2Model on any
-// DeviceContext (the CPU's, CUDA's).
+// Greedy and top-k sampling from a model's logits, and prompt continuation with GPT2Model and a
+// KV cache (decoder.h) on any DeviceContext (the CPU's, CUDA's).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include "zero/core/device_context.h"
 #include "zero/core/dtype.h"
 #include "zero/gpt2/compute.h"
+#include "zero/gpt2/decoder.h"
 #include "zero/gpt2/model.h"
 
 namespace zero::gpt2 {
@@ -26,42 +27,37 @@ int sample_greedy(std::span<const float> logits);
 int sample_top_k(std::span<const float> logits, int k, float temperature, float coin);
 
 // The logits of the next token after a sequence, computed by a GPT2Model's parameters on a
-// context's device: GPT2Compute (batch 1, `window` positions) on the context's compute stream,
-// activations from its device allocator. Where the context's kernels can read the model's own
-// host memory (its device space is host-addressable) and `param_dtype` is fp32, they read the
-// model's buffers; otherwise each unit is copied to the device once, rounded to `param_dtype`
-// (fp32, bf16 or fp16) on the host, through pinned memory. Each call copies the last row's logits
-// back and waits for them: the one host wait per token. The model and context must outlive it.
+// context's device through a Decoder (decoder.h: a KV cache of `window` positions, the parameters
+// read in place or copied once in `param_dtype`, one host wait per call). A call whose window (the
+// last `window` tokens) extends the previous call's runs only the new tokens; any other (a first
+// call, another sequence, or a window that has slid past n_positions) empties the cache and runs
+// the whole window from position 0, as a full forward over it would. The model and context must
+// outlive it.
 class NextTokenLogits {
  public:
   NextTokenLogits(const GPT2Model& model, DeviceContext& context, std::int64_t window,
                   DType param_dtype = DType::kFloat32);
-  ~NextTokenLogits();
   NextTokenLogits(const NextTokenLogits&) = delete;
   NextTokenLogits& operator=(const NextTokenLogits&) = delete;
 
   // vocab_size logits of the token after `tokens` (non-empty; its last `window` tokens are read),
   // in fp32 (widened where the device computes them in 16 bits).
   std::vector<float> operator()(std::span<const int> tokens);
-  std::int64_t window() const { return window_; }
+  std::int64_t window() const { return decoder_.max_positions(); }
 
  private:
-  ConstUnitData unit_params(int unit) const;
-  void upload_params(DType param_dtype);
-
-  const GPT2Model& model_;
-  DeviceContext& context_;
-  std::int64_t window_;
-  std::vector<FlatBuffer> device_params_;  // empty where the kernels read the model's buffers
-  std::unique_ptr<GPT2Compute> compute_;
-  Buffer last_row_;  // pinned host memory: the last position's logits as computed
+  Decoder decoder_;
+  std::vector<int> cached_;  // the tokens whose keys and values the decoder holds
 };
 
 // Appends up to `max_new_tokens` tokens to `prompt` (non-empty), stopping after the first new
-// token that is one of `stop_tokens` (kept, as Hugging Face's generate keeps its eos). Runs the
-// full forward for each new token over a window of the last n_positions tokens (no KV cache: this
-// is for demos and eyeballing, not serving), on `context`'s device with the parameters in
-// `param_dtype` (NextTokenLogits).
+// token that is one of `stop_tokens` (kept, as Hugging Face's generate keeps its eos), on
+// `context`'s device with the parameters in `param_dtype` (NextTokenLogits): the prompt runs once,
+// then one position per new token with the KV cache. Past n_positions the window slides: each
+// further token is the next of the last n_positions tokens, run from position 0 (a full forward
+// over the window per token; transformers 4.46 raises an index error there for GPT-2's learned
+// positions, and for RoPE families continues the positions past max_position_embeddings, which
+// zero does not).
 std::vector<int> generate(const GPT2Model& model, DeviceContext& context,
                           std::span<const int> prompt, int max_new_tokens,
                           const SamplingOptions& options, std::span<const int> stop_tokens = {},

@@ -1,0 +1,94 @@
+// Golden test: zero's generation with a KV cache against transformers 4.46's own greedy
+// `generate(do_sample=False, use_cache=True)` (tests/golden/generate_reference.py), for a tiny
+// random GPT-2 and each Llama-family case (grouped-query attention, llama3 scaling, biases,
+// head_dim, Mistral, Qwen2, tied and untied heads): the same continuation, and the decoder's
+// logits at every generated position within 1e-5 of transformers' in float64 from the same fp32
+// weights (relative to their scale).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../common/golden.h"
+#include "../common/test_data.h"
+#include "reference_model.h"
+#include "zero/checkpoint/safetensors.h"
+#include "zero/core/allocator.h"
+#include "zero/core/device_context.h"
+#include "zero/core/memory_ledger.h"
+#include "zero/gpt2/decoder.h"
+#include "zero/gpt2/model.h"
+#include "zero/gpt2/sampling.h"
+
+namespace zero::gpt2 {
+namespace {
+
+namespace fs = std::filesystem;
+
+class GenerateGolden : public ::testing::TestWithParam<std::string> {
+ protected:
+  static void SetUpTestSuite() {
+    folder_ = new fs::path(testing::scratch_dir("generate_golden"));
+    status_ = testing::run_golden_script("generate_reference.py", "\"" + folder_->string() + "\"");
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*folder_);
+    delete folder_;
+  }
+  void SetUp() override {
+    if (status_ == 3 || status_ == 127)
+      GTEST_SKIP() << "python3 with torch and transformers is not available (ZERO_PYTHON)";
+    ASSERT_EQ(status_, 0) << "tests/golden/generate_reference.py failed";
+  }
+
+  static std::vector<int> read_ids(const SafetensorsReader& reader, const std::string& name) {
+    std::vector<int> ids;
+    for (const std::int64_t id : reader.read_int(name)) ids.push_back(static_cast<int>(id));
+    return ids;
+  }
+
+  static fs::path* folder_;
+  static int status_;
+  MemoryLedger ledger_;
+  HostAllocator allocator_{ledger_};
+  std::unique_ptr<DeviceContext> context_ = make_cpu_context();
+};
+
+fs::path* GenerateGolden::folder_ = nullptr;
+int GenerateGolden::status_ = 0;
+
+TEST_P(GenerateGolden, GreedyContinuationAndEachStepsLogitsMatchTransformers) {
+  const fs::path folder = *folder_ / GetParam();
+  const GPT2Config config = GPT2Config::load(folder / "config.json");
+  const SafetensorsReader reference(folder / "reference.safetensors");
+  GPT2Model model(config, allocator_);
+  testing::load_reference_params(model, reference);
+  const std::vector<int> prompt = read_ids(reference, "prompt");
+  const std::vector<int> expected = read_ids(reference, "sequences");
+  const int new_tokens = static_cast<int>(expected.size() - prompt.size());
+  ASSERT_GT(new_tokens, 0);
+  EXPECT_EQ(generate(model, *context_, prompt, new_tokens, {}), expected);
+
+  const std::vector<float> logits = reference.read_float("logits");  // (new_tokens, V)
+  ASSERT_EQ(logits.size(), static_cast<std::size_t>(new_tokens) * config.vocab_size);
+  Decoder decoder(model, *context_, std::ssize(expected));
+  std::vector<float> step = decoder.append(prompt);
+  double worst = 0.0;
+  for (int i = 0; i < new_tokens; ++i) {
+    const float* row = logits.data() + static_cast<std::size_t>(i) * config.vocab_size;
+    worst = std::max(worst, testing::relative_error(step.data(), row, step.size()));
+    if (i + 1 < new_tokens) step = decoder.append({&expected[prompt.size() + i], 1});
+  }
+  testing::expect_within("logits of every generated position", worst, 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, GenerateGolden,
+                         ::testing::Values("gpt2", "llama_gqa_llama3_untied",
+                                           "llama_biases_head_dim_tied", "mistral_window",
+                                           "qwen2_tied", "qwen2_untied"));
+
+}  // namespace
+}  // namespace zero::gpt2

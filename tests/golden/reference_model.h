@@ -1,0 +1,32 @@
+// What the golden tests against transformers' own models share: a GPT2Model holding the fp32
+// parameters a reference script wrote (param.<Hugging Face name>), found by name without a
+// weight loader.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "zero/checkpoint/safetensors.h"
+#include "zero/gpt2/model.h"
+#include "zero/gpt2/units.h"
+
+namespace zero::testing {
+
+// Fills every tensor of `model` from `reference`'s param.<HF name>; the vocabulary's padding rows
+// (past the reference's rows) stay zero.
+inline void load_reference_params(gpt2::GPT2Model& model, const SafetensorsReader& reference) {
+  for (int u = 0; u < model.num_units(); ++u) {
+    float* data = model.param_data(u);
+    for (const TensorSlot& slot : model.params(u).layout().slots()) {
+      const std::vector<float> values =
+          reference.read_float("param." + gpt2::hf_tensor_name(model.units()[u], slot.name));
+      EXPECT_LE(values.size(), slot.num_elements) << slot.name;
+      std::fill_n(data + slot.offset_elements, slot.num_elements, 0.0f);
+      std::copy(values.begin(), values.end(), data + slot.offset_elements);
+    }
+  }
+}
+
+}  // namespace zero::testing
