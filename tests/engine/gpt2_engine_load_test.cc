@@ -1,7 +1,8 @@
 // A Hugging Face checkpoint streamed into the engine's partitions (gpt2::load_hf_partitions), as
 // `zero train --model_name_or_path` loads: at every stage, worlds 1-3, fp32 and bf16, from one
 // file and from shards, each rank's shards and every gathered unit equal the whole-model load bit
-// for bit (the classifier's score.weight too); loading a 46 MB checkpoint at stage 3 on 2 ranks
+// for bit (the classifier's score.weight too; the Llama family's units, saved back through the
+// engine to the same bytes); loading a 46 MB checkpoint at stage 3 on 2 ranks
 // raises the resident peak by at most one mapped chunk per rank, not the model (VmHWM).
 // From-scratch initialisation generates on each rank only what it holds and equals the broadcast
 // one.
@@ -23,6 +24,8 @@
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/classifier.h"
 #include "zero/gpt2/engine_classifier.h"
+#include "zero/gpt2/engine_save.h"
+#include "zero/gpt2/family.h"
 #include "zero/gpt2/hf_weights.h"
 #include "zero/gpt2/model.h"
 
@@ -133,6 +136,64 @@ TEST_P(EngineLoad, ClassifierLoadsTheBodyAndScore) {
     differences += count_differences(model, whole);
   });
   EXPECT_EQ(differences.load(), 0u);
+}
+
+// Units registered without a model: the Llama family's, before its passes exist.
+struct RegisteredUnits {
+  Engine& engine_;
+  std::vector<UnitId> units_;
+  Engine& engine() { return engine_; }
+  const std::vector<UnitId>& units() const { return units_; }
+};
+
+// The Llama family's units (a tied Qwen2 with q/k/v biases, an untied grouped-query Llama with
+// attention biases) streamed from their Hugging Face files into the engine's partitions equal the
+// whole load, and the engine's unit-by-unit save writes the files they came from, byte for byte.
+TEST_P(EngineLoad, LlamaFamilyUnitsLoadAndSaveThroughTheEngine) {
+  const auto [stage, world, dtype] = GetParam();
+  const char* configs[] = {
+      R"({"model_type": "qwen2", "vocab_size": 300, "hidden_size": 56, "intermediate_size": 72,
+          "num_hidden_layers": 2, "num_attention_heads": 7, "num_key_value_heads": 1,
+          "max_position_embeddings": 64, "tie_word_embeddings": true})",
+      R"({"model_type": "llama", "vocab_size": 260, "hidden_size": 64, "intermediate_size": 96,
+          "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+          "attention_bias": true, "max_position_embeddings": 64, "tie_word_embeddings": false})"};
+  for (const char* text : configs) {
+    fs::remove_all(folder_);
+    fs::create_directories(folder_ / "single");
+    std::ofstream(folder_ / "single" / "config.json") << text;
+    const gpt2::GPT2Config config = gpt2::load_hf_config(folder_ / "single");
+    SCOPED_TRACE(gpt2::name_of(config.family));
+    gpt2::GPT2Model source(config, allocator_);
+    source.init(5);
+    gpt2::save_hf_checkpoint(source, folder_ / "single");
+    gpt2::save_hf_checkpoint(source, folder_ / "sharded", {.max_shard_bytes = 20'000});
+    const std::vector<std::vector<float>> whole = units_of(source);
+    for (const char* form : {"single", "sharded"}) {
+      std::atomic<std::size_t> differences{0};
+      const fs::path saved = folder_ / (std::string("saved_") + form);
+      run_ranks(world, [&](Communicator& comm) {
+        omp_set_num_threads(1);
+        std::unique_ptr<Engine> engine = make_engine(options_for(stage, dtype), comm);
+        RegisteredUnits model{*engine, {}};
+        for (const gpt2::UnitSpec& spec : gpt2::gpt2_units(config))
+          model.units_.push_back(engine->register_unit(
+              spec.name, spec.tensors,
+              RangeInitFunction([config, spec](ElementRange range, std::span<float> values) {
+                gpt2::init_unit_range(config, spec, 7, range, values.data());  // another seed
+              })));
+        engine->initialize();
+        gpt2::load_hf_partitions(*engine, model.units(), gpt2::HFWeights(folder_ / form, config));
+        differences += count_differences(model, whole);
+        gpt2::save_hf_checkpoint(*engine, model.units(), config, saved);
+      });
+      EXPECT_EQ(differences.load(), 0u) << form;
+      EXPECT_EQ(read_bytes(saved / "model.safetensors"),
+                read_bytes(folder_ / "single" / "model.safetensors"))
+          << form;
+      EXPECT_EQ(read_bytes(saved / "config.json"), read_bytes(folder_ / "single" / "config.json"));
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -130,24 +130,36 @@ TEST_F(StreamWriter, FailedWriteNamesTheFileAndByteRange) {
   EXPECT_FALSE(fs::exists(folder_ / "f.safetensors.tmp"));
 }
 
-// The files save_hf_checkpoint wrote before it streamed: every file built whole in memory, a new
-// shard when the current one holds data and the next tensor would pass max_shard_bytes.
+// The files save_hf_checkpoint writes, each built whole in memory: huggingface_hub's split (a
+// tensor larger than max_shard_bytes alone in a shard numbered when met; else a new shard when the
+// next tensor would take the current one past the limit), model.safetensors for one shard.
 std::map<std::string, std::string> whole_buffer_files(const GPT2Model& model, SaveOptions options,
                                                       const std::vector<float>& score = {},
                                                       std::int64_t labels = 0) {
-  std::vector<SafetensorsWriter> shards(1);
-  std::vector<std::vector<std::string>> names(1);
+  std::vector<SafetensorsWriter> shards;
+  std::vector<std::vector<std::string>> names;
+  SafetensorsWriter current;
+  std::vector<std::string> current_names;
+  auto close_current = [&] {
+    if (current_names.empty()) return;
+    shards.push_back(std::move(current));
+    names.push_back(std::move(current_names));
+    current = SafetensorsWriter();
+    current_names.clear();
+  };
   auto add = [&](const std::string& name, std::vector<std::int64_t> shape, const float* values) {
     std::size_t count = 1;
     for (std::int64_t dimension : shape) count *= static_cast<std::size_t>(dimension);
     const std::size_t bytes = count * size_of(options.dtype);
-    if (options.max_shard_bytes > 0 && shards.back().data_size_bytes() > 0 &&
-        shards.back().data_size_bytes() + bytes > options.max_shard_bytes) {
-      shards.emplace_back();
-      names.emplace_back();
+    const std::size_t limit = options.max_shard_bytes;
+    if (limit > 0 && bytes > limit) {
+      shards.emplace_back().add_float(name, options.dtype, shape, values);
+      names.push_back({name});
+      return;
     }
-    shards.back().add_float(name, options.dtype, shape, values);
-    names.back().push_back(name);
+    if (limit > 0 && current.data_size_bytes() + bytes > limit) close_current();
+    current.add_float(name, options.dtype, shape, values);
+    current_names.push_back(name);
   };
   for (int u = 0; u < model.num_units(); ++u)
     for (const TensorSlot& slot : model.params(u).layout().slots()) {
@@ -157,13 +169,14 @@ std::map<std::string, std::string> whole_buffer_files(const GPT2Model& model, Sa
           model.param_data(u) + slot.offset_elements);
     }
   if (!score.empty()) add(kScoreTensorName, {labels, model.config().n_embd}, score.data());
+  close_current();
   std::map<std::string, std::string> files;
-  if (options.max_shard_bytes == 0) {
+  if (shards.size() == 1) {
     shards[0].set_metadata("format", "pt");
     files["model.safetensors"] = in_memory_bytes(shards[0]);
     return files;
   }
-  nlohmann::ordered_json index, weight_map = nlohmann::ordered_json::object();
+  nlohmann::json index;  // keys sorted, as save_pretrained's json.dumps(sort_keys=True)
   std::size_t total = 0;
   for (std::size_t i = 0; i < shards.size(); ++i) {
     char file[64];
@@ -171,10 +184,9 @@ std::map<std::string, std::string> whole_buffer_files(const GPT2Model& model, Sa
     shards[i].set_metadata("format", "pt");
     files[file] = in_memory_bytes(shards[i]);
     total += shards[i].data_size_bytes();
-    for (const std::string& name : names[i]) weight_map[name] = file;
+    for (const std::string& name : names[i]) index["weight_map"][name] = file;
   }
-  index["metadata"] = {{"total_size", total}};
-  index["weight_map"] = weight_map;
+  index["metadata"]["total_size"] = total;
   files["model.safetensors.index.json"] = index.dump(2) + "\n";
   return files;
 }
@@ -206,9 +218,10 @@ TEST_F(StreamedModel, UnitByUnitGivesTheWholeBufferFiles) {
                                   model.param_data(unit) + model.units()[unit].num_elements());
     sink(copy.data(), DType::kFloat32);  // valid only during the call
   };
-  for (const SaveOptions options : {SaveOptions{}, SaveOptions{.max_shard_bytes = 8192},
-                                    SaveOptions{.dtype = DType::kBFloat16, .max_shard_bytes = 4096},
-                                    SaveOptions{.dtype = DType::kFloat16}}) {
+  for (const SaveOptions options :
+       {SaveOptions{}, SaveOptions{.max_shard_bytes = 0}, SaveOptions{.max_shard_bytes = 8192},
+        SaveOptions{.dtype = DType::kBFloat16, .max_shard_bytes = 4096},
+        SaveOptions{.dtype = DType::kFloat16}}) {
     const fs::path folder =
         folder_ / std::to_string(options.max_shard_bytes + 7 * static_cast<int>(options.dtype));
     asked = 0;

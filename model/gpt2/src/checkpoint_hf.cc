@@ -1,4 +1,5 @@
-// Hugging Face GPT-2 checkpoints: name mapping, single and sharded safetensors, config.json.
+// Hugging Face checkpoints of every family: name mapping, single and sharded safetensors,
+// config.json.
 #include "zero/gpt2/checkpoint_hf.h"
 
 #include <algorithm>
@@ -6,13 +7,12 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <set>
-#include <sstream>
+#include <regex>
 
 #include "zero/checkpoint/durable_write.h"
 #include "zero/checkpoint/safetensors.h"
 #include "zero/core/error.h"
+#include "zero/gpt2/family.h"
 #include "zero/gpt2/hf_weights.h"
 
 namespace zero::gpt2 {
@@ -32,53 +32,104 @@ struct PlannedTensor {
   std::size_t file;
 };
 
-// Every tensor in file order, split into files as the whole-model writer always has: a new shard
-// when the current one holds data and this tensor would take it past max_shard_bytes.
+// Files to tensors as huggingface_hub's split_torch_state_dict_into_shards assigns them for
+// transformers' save_pretrained, over the tensors in state-dict order: a tensor larger than
+// max_shard_bytes gets a shard of its own, numbered when it is met; the others fill the current
+// shard, which is closed (and numbered) when the next tensor would take it past max_shard_bytes.
+// max_shard_bytes 0: one file.
+void assign_files(std::vector<PlannedTensor>& tensors, const SaveOptions& options) {
+  const std::size_t limit = options.max_shard_bytes;
+  std::size_t files = 0, current_bytes = 0;
+  std::vector<PlannedTensor*> current;
+  auto close_current = [&] {
+    for (PlannedTensor* tensor : current) tensor->file = files;
+    files += current.empty() ? 0 : 1;
+    current.clear();
+    current_bytes = 0;
+  };
+  for (PlannedTensor& tensor : tensors) {
+    const std::size_t bytes = tensor.num_elements * size_of(options.dtype);
+    if (limit > 0 && bytes > limit) {
+      tensor.file = files++;
+      continue;
+    }
+    if (limit > 0 && current_bytes + bytes > limit) close_current();
+    current.push_back(&tensor);
+    current_bytes += bytes;
+  }
+  close_current();
+}
+
+// Every tensor in the family's state-dict order (hf_state_dict_rank within each unit, units in
+// order, then `extra`), vocabulary matrices unpadded, each assigned its file.
 std::vector<PlannedTensor> plan_tensors(const GPT2Config& config,
                                         std::span<const ExtraTensor> extra,
                                         const SaveOptions& options) {
   std::vector<PlannedTensor> tensors;
-  std::size_t file = 0, file_bytes = 0;
-  auto add = [&](PlannedTensor tensor) {
-    const std::size_t bytes = tensor.num_elements * size_of(options.dtype);
-    if (options.max_shard_bytes > 0 && file_bytes > 0 &&
-        file_bytes + bytes > options.max_shard_bytes) {
-      ++file;
-      file_bytes = 0;
-    }
-    file_bytes += bytes;
-    tensor.file = file;
-    tensors.push_back(std::move(tensor));
-  };
   const std::vector<UnitSpec> units = gpt2_units(config);
   for (int u = 0; u < static_cast<int>(units.size()); ++u) {
     const FlatLayout layout(units[u].tensors, 1, 16);
-    for (const TensorSlot& slot : layout.slots()) {
+    std::vector<TensorSlot> slots = layout.slots();
+    std::stable_sort(slots.begin(), slots.end(), [&](const TensorSlot& a, const TensorSlot& b) {
+      return hf_state_dict_rank(config.family, a.name) < hf_state_dict_rank(config.family, b.name);
+    });
+    for (const TensorSlot& slot : slots) {
       std::vector<std::int64_t> shape = slot.shape;
-      if (slot.name == "wte.weight") shape[0] = config.vocab_size;
-      std::size_t count = 1;
-      for (std::int64_t dimension : shape) count *= static_cast<std::size_t>(dimension);
-      add({u, slot.offset_elements, count, hf_tensor_name(units[u], slot.name), shape, 0});
+      if (is_vocabulary_matrix(config.family, slot.name)) shape[0] = config.vocab_size;
+      const TensorSpec stored{slot.name, shape};
+      tensors.push_back({u, slot.offset_elements, stored.num_elements(),
+                         hf_tensor_name(units[u], slot.name), shape, 0});
     }
   }
   for (std::size_t k = 0; k < extra.size(); ++k) {
-    std::size_t count = 1;
-    for (std::int64_t dimension : extra[k].shape) count *= static_cast<std::size_t>(dimension);
-    ZERO_CHECK(count == extra[k].values.size(), "tensor '", extra[k].name, "' has ",
+    const TensorSpec stored{extra[k].name, extra[k].shape};
+    ZERO_CHECK(stored.num_elements() == extra[k].values.size(), "tensor '", extra[k].name, "' has ",
                extra[k].values.size(), " values, its shape ", hf_shape_text(extra[k].shape),
-               " needs ", count);
-    add({-1 - static_cast<int>(k), 0, count, extra[k].name, extra[k].shape, 0});
+               " needs ", stored.num_elements());
+    tensors.push_back(
+        {-1 - static_cast<int>(k), 0, stored.num_elements(), extra[k].name, extra[k].shape, 0});
   }
+  assign_files(tensors, options);
   return tensors;
 }
 
-// The planned files written in order, one open at a time: a unit's values go to its tensors'
-// files, each file finished (fsync, rename) once its last tensor is written.
+std::size_t num_files(const std::vector<PlannedTensor>& tensors) {
+  std::size_t count = 1;
+  for (const PlannedTensor& tensor : tensors) count = std::max(count, tensor.file + 1);
+  return count;
+}
+
+// The planned files' names: model.safetensors alone, else model-0000i-of-0000n.safetensors.
+std::vector<std::string> file_names(std::size_t count) {
+  if (count == 1) return {kSingleName};
+  std::vector<std::string> files(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    char file[64];
+    std::snprintf(file, sizeof(file), "model-%05zu-of-%05zu.safetensors", i + 1, count);
+    files[i] = file;
+  }
+  return files;
+}
+
+// The header entries of file `file`, in plan order (the order its tensors are written).
+std::vector<SafetensorsEntry> file_entries(const std::vector<PlannedTensor>& tensors,
+                                           std::size_t file, SafetensorsDType dtype) {
+  std::vector<SafetensorsEntry> entries;
+  for (const PlannedTensor& tensor : tensors)
+    if (tensor.file == file) entries.push_back({tensor.name, dtype, tensor.shape});
+  return entries;
+}
+
+// The planned files written as the units arrive: a unit's values go to its tensors' files, each
+// file opened at its first tensor and finished (fsync, rename) at its last. Two files are open at
+// once only while a shard of one large tensor is written inside another shard's run.
 class ShardStream {
  public:
   ShardStream(const std::vector<PlannedTensor>& tensors, const std::vector<std::string>& files,
               const std::filesystem::path& folder, SafetensorsDType dtype)
-      : tensors_(tensors), files_(files), folder_(folder), dtype_(dtype) {}
+      : tensors_(tensors), files_(files), folder_(folder), dtype_(dtype), left_(files.size()) {
+    for (const PlannedTensor& tensor : tensors_) ++left_[tensor.file];
+  }
 
   // Every tensor of unit `unit` (or extra tensor -1 - k), from `values` of `dtype`.
   void write_unit(int unit, const void* values, DType dtype) {
@@ -86,40 +137,67 @@ class ShardStream {
     bool any = false;
     for (; next_ < tensors_.size() && tensors_[next_].unit == unit; ++next_) {
       const PlannedTensor& tensor = tensors_[next_];
-      if (!writer_) open(tensor.file);
-      writer_->write_converted(tensor.name, bytes + tensor.offset_elements * size_of(dtype), dtype,
-                               tensor.num_elements);
-      total_data_bytes_ += tensor.num_elements * size_of(dtype_);
-      if (next_ + 1 == tensors_.size() || tensors_[next_ + 1].file != tensor.file) {
-        writer_->finish();
-        writer_.reset();
+      auto writer = open_.find(tensor.file);
+      if (writer == open_.end())
+        writer =
+            open_
+                .emplace(tensor.file, SafetensorsStreamWriter(
+                                          folder_ / files_[tensor.file],
+                                          file_entries(tensors_, tensor.file, dtype_),
+                                          std::map<std::string, std::string>{{"format", "pt"}}))
+                .first;
+      writer->second.write_converted(tensor.name, bytes + tensor.offset_elements * size_of(dtype),
+                                     dtype, tensor.num_elements);
+      if (--left_[tensor.file] == 0) {
+        writer->second.finish();
+        open_.erase(writer);
       }
       any = true;
     }
     ZERO_CHECK(any || unit < 0, "unit ", unit, " given out of order");
   }
   void finish() {
-    ZERO_CHECK(next_ == tensors_.size() && !writer_, "saving ", folder_.string(), ": ",
+    ZERO_CHECK(next_ == tensors_.size() && open_.empty(), "saving ", folder_.string(), ": ",
                tensors_.size() - next_, " tensors were never given");
   }
-  std::size_t total_data_bytes() const { return total_data_bytes_; }
 
  private:
-  void open(std::size_t file) {
-    std::vector<SafetensorsEntry> entries;
-    for (const PlannedTensor& tensor : tensors_)
-      if (tensor.file == file) entries.push_back({tensor.name, dtype_, tensor.shape});
-    writer_.emplace(folder_ / files_[file], entries,
-                    std::map<std::string, std::string>{{"format", "pt"}});
-  }
   const std::vector<PlannedTensor>& tensors_;
   const std::vector<std::string>& files_;
   std::filesystem::path folder_;
   SafetensorsDType dtype_;
+  std::vector<std::size_t> left_;  // per file: tensors not yet written
   std::size_t next_ = 0;
-  std::optional<SafetensorsStreamWriter> writer_;
-  std::size_t total_data_bytes_ = 0;
+  std::map<std::size_t, SafetensorsStreamWriter> open_;
 };
+
+// Removes shard files of an earlier save that this one did not write (as save_pretrained does):
+// model-0000i-of-0000n.safetensors of another n.
+void remove_stale_shards(const std::filesystem::path& folder,
+                         const std::vector<std::string>& written) {
+  static const std::regex kShard(R"(model-\d{5}-of-\d{5}\.safetensors)");
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && std::regex_match(name, kShard) &&
+        std::find(written.begin(), written.end(), name) == written.end())
+      std::filesystem::remove(entry.path());
+  }
+}
+
+// The index save_pretrained writes (json.dumps(index, indent=2, sort_keys=True) + "\n"), empty
+// for one file.
+std::string index_json(const std::vector<PlannedTensor>& tensors,
+                       const std::vector<std::string>& files, SafetensorsDType dtype) {
+  if (files.size() == 1) return {};
+  nlohmann::json index;
+  std::size_t total_bytes = 0;
+  for (const PlannedTensor& tensor : tensors) {
+    index["weight_map"][tensor.name] = files[tensor.file];
+    total_bytes += tensor.num_elements * size_of(dtype);
+  }
+  index["metadata"]["total_size"] = total_bytes;
+  return index.dump(2) + "\n";
+}
 
 }  // namespace
 
@@ -156,32 +234,64 @@ void save_hf_checkpoint(const GPT2Config& config, const UnitSource& source,
   write_hf_weights(config, source, {}, folder, options);
 }
 
+void resave_hf_checkpoint(const std::filesystem::path& in, const std::filesystem::path& out,
+                          SaveOptions options) {
+  ZERO_CHECK(!std::filesystem::exists(out) || !std::filesystem::equivalent(in, out),
+             "cannot save checkpoint ", in.string(), " over itself (", out.string(),
+             "): give another folder");
+  const GPT2Config config = load_hf_config(in);
+  const HFWeights weights(in, config);
+  const std::vector<UnitSpec> units = gpt2_units(config);
+  std::vector<float> values;  // one unit at a time
+  save_hf_checkpoint(
+      config,
+      [&](int unit, const UnitSink& sink) {
+        const UnitSpec& spec = units[static_cast<std::size_t>(unit)];
+        const FlatLayout layout(spec.tensors, 1, 16);
+        values.resize(layout.num_elements());
+        weights.read_unit(spec, layout, {0, layout.num_elements()}, values.data());
+        sink(values.data(), DType::kFloat32);
+      },
+      out, options);
+}
+
+std::string hf_index_json(const GPT2Config& config, SaveOptions options) {
+  const std::vector<PlannedTensor> tensors = plan_tensors(config, {}, options);
+  return index_json(tensors, file_names(num_files(tensors)), safetensors_dtype(options.dtype));
+}
+
 std::size_t hf_save_buffer_bytes(const GPT2Config& config, SaveOptions options) {
   const std::vector<PlannedTensor> tensors = plan_tensors(config, {}, options);
-  std::size_t largest_header = 0;
-  for (std::size_t file = 0; !tensors.empty() && file <= tensors.back().file; ++file) {
-    std::vector<SafetensorsEntry> entries;
-    for (const PlannedTensor& tensor : tensors)
-      if (tensor.file == file)
-        entries.push_back({tensor.name, safetensors_dtype(options.dtype), tensor.shape});
-    largest_header = std::max(
-        largest_header, safetensors_header(safetensors_layout(entries), {{"format", "pt"}}).size());
+  const std::size_t count = num_files(tensors);
+  std::vector<std::size_t> headers(count);
+  for (std::size_t file = 0; file < count; ++file)
+    headers[file] =
+        safetensors_header(
+            safetensors_layout(file_entries(tensors, file, safetensors_dtype(options.dtype))),
+            {{"format", "pt"}})
+            .size();
+  // A shard of one large tensor is written while the shard around it is open: two writers.
+  std::vector<std::size_t> first(count, tensors.size()), last(count, 0);
+  for (std::size_t t = 0; t < tensors.size(); ++t) {
+    first[tensors[t].file] = std::min(first[tensors[t].file], t);
+    last[tensors[t].file] = t;
   }
-  return kSafetensorsStreamBufferBytes + largest_header;
+  std::size_t peak = 0;
+  for (std::size_t file = 0; file < count; ++file) {
+    std::size_t bytes = kSafetensorsStreamBufferBytes + headers[file];
+    for (std::size_t inner = 0; inner < count; ++inner)
+      if (inner != file && first[inner] > first[file] && last[inner] < last[file])
+        bytes = std::max(bytes, 2 * kSafetensorsStreamBufferBytes + headers[file] + headers[inner]);
+    peak = std::max(peak, bytes);
+  }
+  return peak;
 }
 
 void write_hf_weights(const GPT2Config& config, const UnitSource& source,
                       std::span<const ExtraTensor> extra, const std::filesystem::path& folder,
                       SaveOptions options) {
   const std::vector<PlannedTensor> tensors = plan_tensors(config, extra, options);
-  const std::size_t count = tensors.empty() ? 1 : tensors.back().file + 1;
-  std::vector<std::string> files(count, kSingleName);
-  if (options.max_shard_bytes > 0)
-    for (std::size_t i = 0; i < count; ++i) {
-      char file[64];
-      std::snprintf(file, sizeof(file), "model-%05zu-of-%05zu.safetensors", i + 1, count);
-      files[i] = file;
-    }
+  const std::vector<std::string> files = file_names(num_files(tensors));
   ShardStream stream(tensors, files, folder, safetensors_dtype(options.dtype));
   const std::vector<UnitSpec> units = gpt2_units(config);
   for (int u = 0; u < static_cast<int>(units.size()); ++u) {
@@ -197,16 +307,13 @@ void write_hf_weights(const GPT2Config& config, const UnitSource& source,
     stream.write_unit(-1 - static_cast<int>(&tensor - extra.data()), tensor.values.data(),
                       DType::kFloat32);
   stream.finish();
-  if (options.max_shard_bytes == 0) {
+  remove_stale_shards(folder, files);
+  if (files.size() == 1) {
     std::filesystem::remove(folder / kIndexName);
     return;
   }
-  nlohmann::ordered_json index;
-  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
-  for (const PlannedTensor& tensor : tensors) weight_map[tensor.name] = files[tensor.file];
-  index["metadata"] = {{"total_size", stream.total_data_bytes()}};
-  index["weight_map"] = weight_map;
-  checkpoint::write_file_atomically(folder / kIndexName, index.dump(2) + "\n");
+  checkpoint::write_file_atomically(folder / kIndexName,
+                                    index_json(tensors, files, safetensors_dtype(options.dtype)));
   std::filesystem::remove(folder / kSingleName);
 }
 

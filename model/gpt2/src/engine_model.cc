@@ -6,6 +6,7 @@
 #include <span>
 
 #include "zero/core/error.h"
+#include "zero/gpt2/family.h"
 
 namespace zero::gpt2 {
 std::vector<UnitId> EngineModel::register_units(Engine& engine, const GPT2Config& config,
@@ -101,8 +102,8 @@ void load_hf_partitions(Engine& engine, std::span<const UnitId> body_units,
                         const HFWeights& weights, std::span<const UnitId> extra_units) {
   const std::vector<UnitSpec> specs = gpt2_units(weights.config());
   ZERO_CHECK(body_units.size() == specs.size(), "loading ", weights.folder().string(), ": ",
-             body_units.size(), " body units given, a GPT-2 of ", weights.config().n_layer,
-             " layers has ", specs.size());
+             body_units.size(), " body units given, a ", name_of(weights.config().family), " of ",
+             weights.config().n_layer, " layers has ", specs.size());
   // Straight into the engine's states (with NVMe offload one sub-group's slot at a time); the
   // optimizer state and the tensors the checkpoint lacks keep their values.
   engine.fill_shard_states(

@@ -8,8 +8,10 @@
 
 #include "zero/core/allocator.h"
 #include "zero/core/device_context.h"
+#include "zero/core/error.h"
 #include "zero/engine/state_policy.h"
 #include "zero/gpt2/classifier.h"
+#include "zero/gpt2/family.h"
 
 namespace zero::gpt2 {
 
@@ -54,7 +56,7 @@ void with_saved_values(Engine& engine, UnitId unit, Use use) {
 // same units. Should rank 0 fail part-way, it gathers the rest before rethrowing, so every rank
 // completes the same collectives.
 template <typename Save>
-void save_gathered(Engine& engine, const std::vector<UnitId>& units, Save save) {
+void save_gathered(Engine& engine, std::span<const UnitId> units, Save save) {
   if (engine.rank() != 0) {
     gather_saved_units(engine, units);
     return;
@@ -79,11 +81,19 @@ void gather_saved_units(Engine& engine, std::span<const UnitId> units) {
   for (const UnitId unit : units) with_saved_values(engine, unit, [](const void*, DType) {});
 }
 
+void save_hf_checkpoint(Engine& engine, std::span<const UnitId> units, const GPT2Config& config,
+                        const std::filesystem::path& folder, SaveOptions options) {
+  ZERO_CHECK(units.size() == gpt2_units(config).size(), "saving ", folder.string(), ": ",
+             units.size(), " units given, a ", name_of(config.family), " of ", config.n_layer,
+             " layers has ", gpt2_units(config).size());
+  save_gathered(engine, units, [&](const UnitSource& source) {
+    save_hf_checkpoint(config, source, folder, options);
+  });
+}
+
 void save_hf_checkpoint(EngineModel& model, const std::filesystem::path& folder,
                         SaveOptions options) {
-  save_gathered(model.engine(), model.units(), [&](const UnitSource& source) {
-    save_hf_checkpoint(model.config(), source, folder, options);
-  });
+  save_hf_checkpoint(model.engine(), model.units(), model.config(), folder, options);
 }
 
 void save_classifier_checkpoint(EngineClassifier& model, const std::filesystem::path& folder) {

@@ -274,6 +274,46 @@ bool is_scaled_residual(ModelFamily family, std::string_view tensor_name) {
          (tensor_name == "attn.c_proj.weight" || tensor_name == "mlp.c_proj.weight");
 }
 
+bool is_vocabulary_matrix(ModelFamily family, std::string_view tensor_name) {
+  if (family == ModelFamily::kGpt2) return tensor_name == "wte.weight";
+  return tensor_name == "embed_tokens.weight" || tensor_name == "lm_head.weight";
+}
+
+bool is_hf_buffer(ModelFamily family, std::string_view stored_name) {
+  if (family == ModelFamily::kGpt2)
+    return stored_name.ends_with(".attn.bias") || stored_name.ends_with(".attn.masked_bias");
+  return stored_name.ends_with(".rotary_emb.inv_freq");
+}
+
+int hf_state_dict_rank(ModelFamily family, std::string_view tensor_name) {
+  // Each family's modules in the order its transformers model registers them (GPT2LMHeadModel;
+  // LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM: embed_tokens, then each decoder
+  // layer's self_attn, mlp, input_layernorm, post_attention_layernorm, then norm and lm_head).
+  static constexpr std::string_view kGpt2Modules[] = {
+      "wte", "wpe", "ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj", "ln_f"};
+  static constexpr std::string_view kLlamaModules[] = {"embed_tokens",
+                                                       "self_attn.q_proj",
+                                                       "self_attn.k_proj",
+                                                       "self_attn.v_proj",
+                                                       "self_attn.o_proj",
+                                                       "mlp.gate_proj",
+                                                       "mlp.up_proj",
+                                                       "mlp.down_proj",
+                                                       "input_layernorm",
+                                                       "post_attention_layernorm",
+                                                       "norm",
+                                                       "lm_head"};
+  const std::span<const std::string_view> modules =
+      family == ModelFamily::kGpt2 ? std::span<const std::string_view>(kGpt2Modules)
+                                   : std::span<const std::string_view>(kLlamaModules);
+  const bool bias = tensor_name.ends_with(".bias");
+  const std::string_view module = tensor_name.substr(0, tensor_name.rfind('.'));
+  const auto found = std::find(modules.begin(), modules.end(), module);
+  ZERO_CHECK(found != modules.end() && (bias || tensor_name.ends_with(".weight")), "tensor '",
+             tensor_name, "' is not a parameter of ", family_spec(family).architecture);
+  return 2 * static_cast<int>(found - modules.begin()) + (bias ? 1 : 0);
+}
+
 std::int64_t largest_module_parameters(const GPT2Config& config) {
   const std::int64_t C = config.n_embd, H = config.hidden_size(), V = config.vocab_size;
   if (!llama_like(config))

@@ -1,4 +1,5 @@
-// HFWeights: a Hugging Face GPT-2 checkpoint's tensors checked up front, read range by range.
+// HFWeights: a Hugging Face checkpoint's tensors (any family, family.h) checked up front, read
+// range by range.
 #include "zero/gpt2/hf_weights.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <sstream>
 
 #include "zero/core/error.h"
+#include "zero/gpt2/family.h"
 
 namespace zero::gpt2 {
 namespace {
@@ -42,14 +44,16 @@ std::map<std::string, std::string> read_weight_map(const fs::path& index) {
   return weight_map;
 }
 
-// The model's name for a stored name, or empty when the tensor is one to skip.
-std::string canonical_name(const std::string& stored,
+// The model's name for a stored name, or empty when the tensor is one to skip: the family's
+// buffers, and lm_head.weight of a tied head (transformers does not save it; some files hold it).
+// Names may lack the family's prefix (GPT2Model, LlamaModel: the decoder without its head).
+std::string canonical_name(const std::string& stored, const GPT2Config& config,
                            const std::map<std::string, std::vector<std::int64_t>>& optional) {
-  if (stored == "lm_head.weight" || stored.ends_with(".attn.bias") ||
-      stored.ends_with(".attn.masked_bias"))
-    return {};
-  if (optional.contains(stored) || stored.starts_with("transformer.")) return stored;
-  return "transformer." + stored;
+  if (is_hf_buffer(config.family, stored)) return {};
+  if (stored == "lm_head.weight") return config.tie_word_embeddings ? std::string() : stored;
+  const std::string_view prefix = family_spec(config.family).hf_prefix;
+  if (optional.contains(stored) || stored.starts_with(prefix)) return stored;
+  return std::string(prefix) + stored;
 }
 
 }  // namespace
@@ -93,7 +97,7 @@ HFWeights::HFWeights(const fs::path& folder, const GPT2Config& config,
   for (const UnitSpec& unit : gpt2_units(config))
     for (const TensorSpec& tensor : unit.tensors) {
       std::vector<std::int64_t> shape = tensor.shape;
-      if (tensor.name == "wte.weight") shape[0] = config.vocab_size;
+      if (is_vocabulary_matrix(config.family, tensor.name)) shape[0] = config.vocab_size;
       expected[hf_tensor_name(unit, tensor.name)] = {shape, tensor.num_elements()};
     }
   for (const auto& [name, shape] : optional) {
@@ -109,11 +113,11 @@ HFWeights::HFWeights(const fs::path& folder, const GPT2Config& config,
     const SafetensorsReader& reader = readers_.back();
     for (std::size_t t = 0; t < reader.tensors().size(); ++t) {
       const SafetensorsTensor& tensor = reader.tensors()[t];
-      const std::string name = canonical_name(tensor.name, optional);
+      const std::string name = canonical_name(tensor.name, config, optional);
       if (name.empty()) continue;
       const auto place = expected.find(name);
       ZERO_CHECK(place != expected.end(), file.string(), ": unexpected tensor '", tensor.name,
-                 "' for a GPT-2 of ", config.n_layer, " layers");
+                 "' for a ", name_of(config.family), " of ", config.n_layer, " layers");
       ZERO_CHECK(tensor.shape == place->second.shape, file.string(), ": tensor '", tensor.name,
                  "' has shape ", hf_shape_text(tensor.shape), ", the config needs ",
                  hf_shape_text(place->second.shape));
@@ -144,6 +148,15 @@ std::vector<fs::path> HFWeights::files() const {
   std::vector<fs::path> paths;
   for (const SafetensorsReader& reader : readers_) paths.push_back(reader.path());
   return paths;
+}
+
+DType HFWeights::stored_dtype() const {
+  std::set<SafetensorsDType> dtypes;
+  for (const auto& [name, stored] : stored_)
+    dtypes.insert(readers_[stored.file].tensors()[stored.tensor].dtype);
+  if (dtypes == std::set{SafetensorsDType::kBF16}) return DType::kBFloat16;
+  if (dtypes == std::set{SafetensorsDType::kF16}) return DType::kFloat16;
+  return DType::kFloat32;
 }
 
 bool HFWeights::contains(const std::string& name) const { return stored_.contains(name); }

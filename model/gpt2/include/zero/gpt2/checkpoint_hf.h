@@ -1,5 +1,6 @@
-// Hugging Face GPT-2 checkpoints: a folder with config.json and model.safetensors, or shards
-// model-0000i-of-0000n.safetensors listed by model.safetensors.index.json.
+// Hugging Face checkpoints of every family (family.h): a folder with config.json and
+// model.safetensors, or shards model-0000i-of-0000n.safetensors listed by
+// model.safetensors.index.json, in the family's own names and layout.
 #pragma once
 
 #include <cstddef>
@@ -16,29 +17,47 @@
 
 namespace zero::gpt2 {
 
+// transformers' save_pretrained default, max_shard_size "5GB" (huggingface_hub's
+// parse_size_to_int: 5·10^9 bytes).
+inline constexpr std::size_t kHfMaxShardBytes = 5'000'000'000;
+
 struct SaveOptions {
-  DType dtype = DType::kFloat32;    // stored dtype (fp32, fp16, bf16)
-  std::size_t max_shard_bytes = 0;  // 0: one model.safetensors; else shards of at most this
-                                    // (a tensor larger than it gets a shard of its own)
+  DType dtype = DType::kFloat32;                   // stored dtype (fp32, fp16, bf16)
+  std::size_t max_shard_bytes = kHfMaxShardBytes;  // 0: one model.safetensors whatever the size
 };
 
 // Reads <folder>/config.json.
 GPT2Config load_hf_config(const std::filesystem::path& folder);
 
-// Loads every parameter from the folder's safetensors (single or sharded) into `model`. Names may
-// carry the "transformer." prefix (GPT2LMHeadModel) or not (GPT2Model); attn.bias/masked_bias
-// buffers and the tied lm_head.weight are skipped. Stored F32/F16/BF16 convert to fp32. A missing
-// tensor, a shape that does not match the config or an unexpected tensor throws zero::Error.
+// Loads every parameter from the folder's safetensors (single or sharded) into `model`, as
+// HFWeights reads them (names with or without the family's prefix, buffers and a tied
+// lm_head.weight skipped). Stored F32/F16/BF16 convert to fp32. A missing tensor, a shape that
+// does not match the config or an unexpected tensor throws zero::Error naming it and the file.
 void load_hf_weights(GPT2Model& model, const std::filesystem::path& folder);
 
 // config.json + weights into a new model.
 GPT2Model load_hf_model(const std::filesystem::path& folder, Allocator& allocator);
 
-// Writes config.json and the weights under Hugging Face names (GPT2LMHeadModel, Conv1D [in, out],
-// wte unpadded (V, C)), creating the folder. Existing files of the same names are replaced, each
+// Writes config.json and the weights under the family's Hugging Face names and layouts
+// (GPT2LMHeadModel: Conv1D [in, out]; the Llama family: nn.Linear [out, in], lm_head.weight only
+// when untied, as save_pretrained drops a tied head), vocabulary matrices unpadded (V, C),
+// creating the folder. Existing files of the same names are replaced, each
 // atomically (path.tmp, fsync, rename). The model's units go through the streaming form below.
 void save_hf_checkpoint(const GPT2Model& model, const std::filesystem::path& folder,
                         SaveOptions options = {});
+
+// Reads the checkpoint in `in` (config.json and weights, any family; HFWeights checks every
+// tensor before anything is written) into the decoder's units one at a time
+// (HFWeights::read_unit over the unit's layout) and writes each to `out` as save_hf_checkpoint
+// does: re-sharded by options.max_shard_bytes, in options.dtype. Memory: one unit in fp32 besides
+// the reader's chunk and the writer's buffers. Throws zero::Error when `in` and `out` are one
+// folder.
+void resave_hf_checkpoint(const std::filesystem::path& in, const std::filesystem::path& out,
+                          SaveOptions options = {});
+
+// The model.safetensors.index.json text save_hf_checkpoint writes for `config` under `options`,
+// computed without writing anything; empty when the weights fit one model.safetensors.
+std::string hf_index_json(const GPT2Config& config, SaveOptions options = {});
 
 // One unit's flat parameters: at least units()[u].num_elements() values of `dtype` (fp32, fp16
 // or bf16) in the unit's flat order (tensors back to back, wte padded to Vp rows), valid only
@@ -55,7 +74,8 @@ void save_hf_checkpoint(const GPT2Config& config, const UnitSource& source,
                         const std::filesystem::path& folder, SaveOptions options = {});
 
 // Host bytes the unit-by-unit save holds besides what its source holds for one unit: the
-// writer's buffers (kSafetensorsStreamBufferBytes) and the largest file's header.
+// writer's buffers (kSafetensorsStreamBufferBytes) and the largest header, twice where a shard of
+// one large tensor is written inside another shard's run.
 std::size_t hf_save_buffer_bytes(const GPT2Config& config, SaveOptions options = {});
 
 // A tensor written after the body's (the classifier's score.weight), fp32 values.
@@ -66,8 +86,13 @@ struct ExtraTensor {
 };
 
 // The weight files only (no config.json): the body's tensors from `source`, then `extra`, in
-// options.dtype, into model.safetensors or shards + model.safetensors.index.json (the other form
-// removed). What save_hf_checkpoint and save_classifier_checkpoint write their weights with.
+// options.dtype. Files as transformers 4.46's save_pretrained(max_shard_size) writes them:
+// huggingface_hub's split_torch_state_dict_into_shards over the family's state-dict order
+// (hf_state_dict_rank; a tensor larger than the limit alone in a shard); model.safetensors when one
+// file holds all, else model-0000i-of-0000n.safetensors and model.safetensors.index.json
+// (json.dumps(sort_keys=True, indent=2): metadata.total_size, weight_map). The other form and
+// shard files of another count are removed. What save_hf_checkpoint and save_classifier_checkpoint
+// write their weights with.
 void write_hf_weights(const GPT2Config& config, const UnitSource& source,
                       std::span<const ExtraTensor> extra, const std::filesystem::path& folder,
                       SaveOptions options = {});

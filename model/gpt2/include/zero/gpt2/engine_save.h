@@ -23,6 +23,11 @@ namespace zero::gpt2 {
 void save_hf_checkpoint(EngineModel& model, const std::filesystem::path& folder,
                         SaveOptions options = {});
 
+// The same for `config`'s units registered with `engine` as `units` (gpt2_units(config) order)
+// without an EngineModel: the Llama family's units before its passes exist. All ranks.
+void save_hf_checkpoint(Engine& engine, std::span<const UnitId> units, const GPT2Config& config,
+                        const std::filesystem::path& folder, SaveOptions options = {});
+
 // What a rank other than 0 does in a save of `units`: takes part in each unit's gather (the fp32
 // master in 16-bit training, else the parameters) and drops it. All ranks, same order; the
 // planner replays it for the final save's phase.

@@ -133,6 +133,19 @@ BlockRole block_role(ModelFamily family, std::string_view tensor_name);
 bool is_norm_weight(ModelFamily family, std::string_view tensor_name);
 bool is_scaled_residual(ModelFamily family, std::string_view tensor_name);
 
+// Hugging Face files (hf_weights.h, checkpoint_hf.h). Whether a unit tensor has one row per
+// vocabulary entry (GPT-2's wte; the Llama family's embed_tokens and lm_head): Vp rows in the
+// unit, V in the files (the padding rows are dropped on save and read as zero).
+bool is_vocabulary_matrix(ModelFamily family, std::string_view tensor_name);
+// Whether a stored name is a buffer transformers ignores on load (GPT-2's attn.bias and
+// attn.masked_bias, older Llama-family files' self_attn.rotary_emb.inv_freq): skipped on load.
+bool is_hf_buffer(ModelFamily family, std::string_view stored_name);
+// The place of a unit's tensor in the family's Hugging Face state dict, relative to the unit's
+// other tensors: modules in the order the HF model registers them (a Llama block lists self_attn
+// and mlp before its two norms), a weight before its bias. transformers' save_pretrained shards
+// in this order. Throws zero::Error naming a tensor the family's HF model does not have.
+int hf_state_dict_rank(ModelFamily family, std::string_view tensor_name);
+
 // DeepSpeed's largest layer of the Hugging Face model (deepspeed.runtime.zero.stage3.
 // model_to_params): the most parameters one torch module holds directly.
 std::int64_t largest_module_parameters(const GPT2Config& config);

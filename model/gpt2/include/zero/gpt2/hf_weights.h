@@ -1,7 +1,8 @@
-// A Hugging Face GPT-2 checkpoint's weights opened for streaming: model.safetensors or the shards
-// model.safetensors.index.json lists, every header checked against the config before any value
-// is read, then any range of any tensor read on demand (mapped, converted to fp32, its pages
-// released), so a rank reads only its partition and never holds a whole file.
+// A Hugging Face checkpoint's weights (GPT-2, Llama, Mistral, Qwen2: family.h) opened for
+// streaming: model.safetensors or the shards model.safetensors.index.json lists, every header
+// checked against the config before any value is read, then any range of any tensor read on
+// demand (mapped, converted to fp32, its pages released), so a rank reads only its partition and
+// never holds a whole file.
 #pragma once
 
 #include <cstddef>
@@ -21,14 +22,15 @@ namespace zero::gpt2 {
 
 class HFWeights {
  public:
-  // Opens <folder>'s weight files (headers only). Stored names may carry the "transformer."
-  // prefix (GPT2LMHeadModel) or not (GPT2Model); attn.bias/masked_bias buffers and the tied
-  // lm_head.weight are skipped. `optional` names tensors besides the body's that may be present
-  // (stored under exactly that name), with their shapes (the classifier's score.weight).
-  // Throws zero::Error naming the file and tensor for: no weight file, an index that is not JSON
-  // or lists a shard that does not exist or a tensor its shard lacks, a truncated or corrupt
-  // file, a tensor the model does not have, a shape the config does not give, a tensor stored
-  // twice, a body tensor missing.
+  // Opens <folder>'s weight files (headers only). Stored names may carry the family's prefix
+  // ("transformer.": GPT2LMHeadModel; "model.": LlamaForCausalLM and its kin) or not (GPT2Model,
+  // LlamaModel); the family's buffers (attn.bias/masked_bias, rotary_emb.inv_freq) and a tied
+  // head's lm_head.weight are skipped; an untied head's lm_head.weight is a body tensor. `optional`
+  // names tensors besides the body's that may be present (stored under exactly that name), with
+  // their shapes (the classifier's score.weight). Throws zero::Error naming the file and tensor
+  // for: no weight file, an index that is not JSON or lists a shard that does not exist or a tensor
+  // its shard lacks, a truncated or corrupt file, a tensor the model does not have, a shape the
+  // config does not give, a tensor stored twice, a body tensor missing.
   HFWeights(const std::filesystem::path& folder, const GPT2Config& config,
             std::map<std::string, std::vector<std::int64_t>> optional = {});
 
@@ -36,11 +38,14 @@ class HFWeights {
   const std::filesystem::path& folder() const { return folder_; }
   // The files read (one, or the index's shards in name order).
   std::vector<std::filesystem::path> files() const;
-  // Whether tensor `name` (the model's name: "transformer.…" or an optional one) is stored.
+  // The dtype the model's tensors are stored in: fp16 or bf16 when every one is, else fp32.
+  DType stored_dtype() const;
+  // Whether tensor `name` (the model's name, hf_tensor_name, or an optional one) is stored.
   bool contains(const std::string& name) const;
 
   // Values [range) of tensor `name` in the model's shape as fp32 into `out` (range.size()
-  // values): wte has the model's padded_vocab_size rows, those past vocab_size read as zero.
+  // values): a vocabulary matrix (is_vocabulary_matrix: wte, embed_tokens, lm_head) has the
+  // model's padded_vocab_size rows, those past vocab_size read as zero.
   // Throws zero::Error when the tensor is not stored or the range is outside the model's tensor.
   void read(const std::string& name, ElementRange range, float* out) const;
 
