@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../common/golden.h"
+#include "../common/reference_params.h"
 #include "../common/test_data.h"
 #include "zero/checkpoint/safetensors.h"
 #include "zero/core/allocator.h"
@@ -32,8 +33,8 @@ class LlamaFamilyGolden : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
     folder_ = new fs::path(testing::scratch_dir("llama_family_golden"));
-    status_ = testing::run_golden_script("llama_family_reference.py",
-                                         "\"" + folder_->string() + "\"");
+    status_ =
+        testing::run_golden_script("llama_family_reference.py", "\"" + folder_->string() + "\"");
   }
   static void TearDownTestSuite() {
     fs::remove_all(*folder_);
@@ -59,16 +60,7 @@ class LlamaFamilyGolden : public ::testing::TestWithParam<std::string> {
   // vocabulary's padding rows stay zero.
   std::unique_ptr<GPT2Model> load_model() {
     auto model = std::make_unique<GPT2Model>(config_, allocator_);
-    for (int u = 0; u < model->num_units(); ++u) {
-      float* data = model->param_data(u);
-      for (const TensorSlot& slot : model->params(u).layout().slots()) {
-        const std::vector<float> values =
-            reference_->read_float("param." + hf_tensor_name(model->units()[u], slot.name));
-        EXPECT_LE(values.size(), slot.num_elements) << slot.name;
-        std::fill_n(data + slot.offset_elements, slot.num_elements, 0.0f);
-        std::copy(values.begin(), values.end(), data + slot.offset_elements);
-      }
-    }
+    testing::load_reference_params(*model, *reference_);
     return model;
   }
 
