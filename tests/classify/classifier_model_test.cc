@@ -1,5 +1,7 @@
-// GPT-2's classification head: pooled positions, logits against the tied LM path, gradients
-// against finite differences, checkpoints (round trip, an LM checkpoint as the body, bad input).
+// The classification head: pooled positions (with and without a pad token), logits against GPT-2's
+// tied LM path, gradients against finite differences, checkpoints (round trip, an LM checkpoint as
+// the body, bad input), the Llama family's body without an LM head. The Llama family's numbers
+// against transformers: llama_classify_golden_test.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +17,7 @@
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/classifier.h"
+#include "zero/gpt2/family.h"
 #include "zero/gpt2/model.h"
 
 namespace zero::gpt2 {
@@ -35,6 +38,48 @@ TEST(ClassifierHead, LastTokenPositionsFollowHuggingFace) {
   // pad 9: rows end at their last non-pad token; all pads: 0; a pad inside the text is skipped.
   const std::vector<int> tokens = {1, 2, 9, 9, 9, 9, 9, 9, 4, 9, 5, 9, 1, 2, 3, 4};
   EXPECT_EQ(last_token_positions(tokens, 4, 4, 9), (std::vector<std::int64_t>{1, 0, 2, 3}));
+  // No pad token (Hugging Face's None): the last token, pads or not.
+  EXPECT_EQ(last_token_positions(tokens, 4, 4, kNoPadToken),
+            (std::vector<std::int64_t>{3, 3, 3, 3}));
+}
+
+// A tiny untied Llama: its classifier's body drops lm_head.weight (the final unit is norm.weight),
+// and a batch of more than one row needs a pad token, as in Hugging Face.
+TEST(ClassifierHead, ALlamaBodyHasNoLmHeadAndNeedsAPadTokenForBatches) {
+  GPT2Config llama = family_defaults(ModelFamily::kLlama);
+  llama.apply_overrides(
+      "vocab_size=50,hidden_size=16,num_hidden_layers=1,num_attention_heads=4,"
+      "num_key_value_heads=2,intermediate_size=24,max_position_embeddings=16,"
+      "tie_word_embeddings=false");
+  const GPT2Config body = classifier_body(llama);
+  const std::vector<UnitSpec> units = gpt2_units(body);
+  ASSERT_EQ(units.back().tensors.size(), 1u);
+  EXPECT_EQ(hf_tensor_name(units.back(), units.back().tensors[0].name), "model.norm.weight");
+  MemoryLedger ledger;
+  HostAllocator allocator(ledger);
+  ClassifierConfig head;
+  head.num_labels = 2;
+  head.pad_token_id = kNoPadToken;
+  EXPECT_NO_THROW(ClassifierHead(body, head, 1, 8, allocator));
+  try {
+    ClassifierHead(body, head, 2, 8, allocator);
+    FAIL() << "a batch of 2 rows without a pad token was accepted";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("no pad_token_id"), std::string::npos) << error.what();
+  }
+  // The untied LM's own body is refused by the checkpoint writer, naming what it holds.
+  GPT2Model lm(llama, allocator);
+  const std::vector<float> score(static_cast<std::size_t>(2 * 16));
+  const fs::path folder = testing::scratch_dir("classifier_llama_lm_body");
+  try {
+    save_classifier_checkpoint(lm, head, score, folder);
+    FAIL() << "an untied LM body was saved as a classifier";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("lm_head.weight"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("LlamaForSequenceClassification"), std::string::npos)
+        << error.what();
+  }
+  fs::remove_all(folder);
 }
 
 class ClassifierModel : public ::testing::Test {
@@ -180,7 +225,8 @@ TEST_F(ClassifierModel, CheckpointRoundTripAndAnLmCheckpointAsTheBody) {
   save_hf_checkpoint(body_, folder / "lm");
   const ClassifierCheckpoint lm = load_classifier_config(folder / "lm");
   EXPECT_FALSE(lm.has_score);
-  EXPECT_EQ(lm.head.pad_token_id, 60);  // eos when the file has no pad_token_id
+  // No pad_token_id in the file: none, as Hugging Face reads it (the trainer pads with eos).
+  EXPECT_EQ(lm.head.pad_token_id, kNoPadToken);
   GPT2Model lm_body(lm.body, allocator_);
   std::vector<float> untouched(score_.size(), 7.0f);
   EXPECT_FALSE(load_classifier_weights(lm_body, untouched, 3, folder / "lm"));

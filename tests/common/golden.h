@@ -10,7 +10,10 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+
+#include "test_data.h"
 
 namespace zero::testing {
 
@@ -25,6 +28,29 @@ inline int run_golden_script(const std::string& script, const std::string& argum
   const int status = std::system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
+
+// A reference script's output, written once per test suite into a scratch folder of its own:
+// run() in SetUpTestSuite, remove() in TearDownTestSuite, ZERO_GOLDEN_SUITE_READY(suite) first in
+// SetUp (skips when ZERO_PYTHON cannot import what the script needs, fails when it failed).
+struct GoldenSuite {
+  std::filesystem::path folder;
+  std::string script;
+  int status = 0;
+  // Runs tests/golden/<script> `mode` "<folder>".
+  void run(const std::string& name, const std::string& script_name, const std::string& mode) {
+    folder = scratch_dir(name);
+    script = script_name;
+    status = run_golden_script(script, mode + " \"" + folder.string() + "\"");
+  }
+  void remove() const { std::filesystem::remove_all(folder); }
+  bool unavailable() const { return status == 3 || status == 127; }
+};
+#define ZERO_GOLDEN_SUITE_READY(suite)                                                      \
+  do {                                                                                      \
+    if ((suite).unavailable())                                                              \
+      GTEST_SKIP() << "python3 with torch and transformers is not available (ZERO_PYTHON)"; \
+    ASSERT_EQ((suite).status, 0) << "tests/golden/" << (suite).script << " failed";         \
+  } while (false)
 
 // max |actual - expected| / max |expected|: the error relative to the tensor's scale.
 inline double relative_error(const float* actual, const float* expected, std::size_t count) {

@@ -3,7 +3,7 @@
 // parameters of an fp32 run, the masters of a 16-bit one, read from every rank's shard states)
 // saved with save_hf_checkpoint / save_classifier_checkpoint, at stages 0-3, worlds 1 and 2, fp32,
 // bf16 and fp16 parameters, with the masters resident or in NVMe swap regions; a failed write on
-// rank 0 leaves no rank in a collective.
+// rank 0 leaves no rank in a collective. An untied Llama's classifier on the engine.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -22,6 +22,7 @@
 #include "zero/gpt2/classifier.h"
 #include "zero/gpt2/engine_classifier.h"
 #include "zero/gpt2/engine_save.h"
+#include "zero/gpt2/family.h"
 #include "zero/gpt2/model.h"
 
 namespace zero::testing {
@@ -181,6 +182,59 @@ TEST_P(EngineSave, ClassifierSameBytesAsTheOptimizerValues) {
   for (const char* file : {"model.safetensors", "config.json"})
     EXPECT_EQ(read_bytes(folder_ / "streamed" / file), read_bytes(folder_ / "whole" / file))
         << file;
+}
+
+// An untied Llama's classifier on the engine (stage 3, world 2; fp32 and bf16 parameters): its
+// units are the body without lm_head.weight plus score, and a micro-step's loss is the whole
+// model's (the optimizer's fp32 values in a GPT2Model and a ClassifierHead; bf16 within 1e-2).
+TEST(EngineClassifierLlama, LossIsTheWholeModelsWithoutAnLmHead) {
+  gpt2::GPT2Config config = gpt2::family_defaults(gpt2::ModelFamily::kLlama);
+  config.apply_overrides(
+      "vocab_size=50,hidden_size=32,num_hidden_layers=2,num_attention_heads=4,"
+      "num_key_value_heads=2,intermediate_size=48,max_position_embeddings=16,"
+      "tie_word_embeddings=false");
+  gpt2::ClassifierConfig head;
+  head.num_labels = 3;
+  head.pad_token_id = 0;
+  const std::vector<int> tokens = {5, 9, 17, 3, 44, 8, 2, 0, 7, 7, 31, 12, 0, 0, 0, 0};
+  const std::vector<int> labels = {2, 0};
+  for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    SCOPED_TRACE(name_of(dtype));
+    OptimizerValues values;
+    std::vector<std::string> names;
+    std::string score_name;
+    double engine_loss = 0.0;
+    run_ranks(2, [&](Communicator& comm) {
+      omp_set_num_threads(1);
+      std::unique_ptr<Engine> engine = make_engine(options_for(3, dtype, false, {}), comm);
+      MemoryLedger ledger;
+      HostAllocator allocator(ledger);
+      gpt2::EngineClassifier model(*engine, config, head, 2, 8, 7, allocator);
+      values.add(*engine);
+      const double loss = model.train_micro_step(tokens, labels, {7, 0, 0, true});
+      if (comm.rank() == 0) {
+        names = body_names(model);
+        score_name = engine->unit_name(model.score_unit());
+        engine_loss = loss;
+      }
+    });
+    ASSERT_EQ(names.back(), "norm");
+    ASSERT_EQ(values.units.at("norm").size(), static_cast<std::size_t>(config.n_embd))
+        << "the engine's final unit holds more than norm.weight (an LM head)";
+    MemoryLedger ledger;
+    HostAllocator allocator(ledger);
+    const gpt2::GPT2Config body = gpt2::classifier_body(config);
+    const std::unique_ptr<gpt2::GPT2Model> whole = values.model(body, names, allocator);
+    ASSERT_EQ(whole->units().back().tensors.size(), 1u) << "the final unit is norm.weight alone";
+    std::unique_ptr<DeviceContext> context = make_cpu_context();
+    gpt2::GPT2Compute compute(body, 2, 8, *context, allocator);
+    gpt2::ClassifierHead classifier(body, head, 2, 8, allocator);
+    whole->forward(compute, tokens);
+    classifier.forward(compute, tokens, labels, whole->param_data(gpt2::final_norm_unit(body)),
+                       values.units.at(score_name).data());
+    EXPECT_NEAR(engine_loss, classifier.loss(),
+                (dtype == DType::kFloat32 ? 1e-6 : 1e-2) * classifier.loss());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(StageWorldDtype, EngineSave,

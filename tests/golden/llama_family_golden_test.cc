@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../common/golden.h"
+#include "../common/reference_params.h"
 #include "../common/test_data.h"
 #include "reference_model.h"
 #include "zero/checkpoint/safetensors.h"
@@ -33,8 +34,8 @@ class LlamaFamilyGolden : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
     folder_ = new fs::path(testing::scratch_dir("llama_family_golden"));
-    status_ = testing::run_golden_script("llama_family_reference.py",
-                                         "\"" + folder_->string() + "\"");
+    status_ =
+        testing::run_golden_script("llama_family_reference.py", "\"" + folder_->string() + "\"");
   }
   static void TearDownTestSuite() {
     fs::remove_all(*folder_);

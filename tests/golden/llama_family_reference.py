@@ -42,18 +42,33 @@ def loss_of(model, tokens, targets):
     return logits, loss
 
 
+def perturbed_params(model, generator):
+    """Moves the model's norms and biases away from 1 and 0, so that each one counts, and returns
+    its fp32 parameters as param.<HF name>."""
+    with torch.no_grad():
+        for value in model.parameters():
+            if value.dim() == 1:
+                value.add_(0.2 * torch.randn(value.shape, generator=generator))
+    return {f"param.{key}": value.detach().clone().contiguous()
+            for key, value in model.named_parameters()}
+
+
+def write_cases(out_dir, names, write, seed, what):
+    """write(out_dir, name, generator) for each name, one generator seeded `seed`."""
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(seed)
+    for name in names:
+        write(out_dir, name, generator)
+    print(f"{len(names)} {what} written by transformers {transformers.__version__}")
+
+
 def write_case(out_dir, name, generator):
     config = build_config(transformers, name)
     config._attn_implementation = "eager"
     model = transformers.AutoModelForCausalLM.from_config(config)
-    with torch.no_grad():  # norms and biases away from 1 and 0, so that each one counts
-        for key, value in model.named_parameters():
-            if value.dim() == 1:
-                value.add_(0.2 * torch.randn(value.shape, generator=generator))
+    tensors = perturbed_params(model, generator)
     folder = os.path.join(out_dir, name)
     config.save_pretrained(folder)
-    tensors = {f"param.{key}": value.detach().clone().contiguous()
-               for key, value in model.named_parameters()}
     model = model.double()
     tokens = torch.randint(0, config.vocab_size, (BATCH, SEQ), generator=generator)
     targets = torch.roll(tokens, -1, dims=1)
@@ -84,12 +99,7 @@ def write_case(out_dir, name, generator):
 
 
 def main():
-    out_dir = sys.argv[1]
-    torch.manual_seed(0)
-    generator = torch.Generator().manual_seed(1234)
-    for name in CASES:
-        write_case(out_dir, name, generator)
-    print(f"{len(CASES)} models written by transformers {transformers.__version__}")
+    write_cases(sys.argv[1], CASES, write_case, 1234, "models")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-// GPT2ForSequenceClassification checkpoints: config.json with the label maps, safetensors with
-// the "transformer." body and score.weight; an LM checkpoint loads as the body alone.
+// Sequence classifiers' checkpoints (GPT2ForSequenceClassification, LlamaForSequenceClassification,
+// ...): config.json with the label maps, safetensors with the body's Hugging Face names and
+// score.weight; an LM checkpoint loads as the body alone.
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -7,6 +8,7 @@
 #include "zero/checkpoint/safetensors.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/classifier.h"
+#include "zero/gpt2/family.h"
 #include "zero/gpt2/hf_weights.h"
 
 namespace zero::gpt2 {
@@ -24,6 +26,13 @@ nlohmann::json read_json(const fs::path& path) {
   }
 }
 
+// The classifier's body has no LM head (classifier_body): its units are what the checkpoint holds.
+void check_body(const GPT2Config& config) {
+  ZERO_CHECK(config.tie_word_embeddings, "classifier: the body has an untied LM head ",
+             "(lm_head.weight), which ", family_spec(config.family).classifier_architecture,
+             " does not have; make the body's config with classifier_body()");
+}
+
 }  // namespace
 
 ClassifierCheckpoint load_classifier_config(const fs::path& folder) {
@@ -32,7 +41,7 @@ ClassifierCheckpoint load_classifier_config(const fs::path& folder) {
   checkpoint.body = GPT2Config::load(path);
   const nlohmann::json json = read_json(path);
   ClassifierConfig& head = checkpoint.head;
-  head.pad_token_id = checkpoint.body.eos_token_id;
+  head.pad_token_id = kNoPadToken;
   if (json.contains("pad_token_id") && !json["pad_token_id"].is_null()) {
     ZERO_CHECK(json["pad_token_id"].is_number_integer(), path.string(),
                ": pad_token_id must be an integer");
@@ -58,8 +67,9 @@ ClassifierCheckpoint load_classifier_config(const fs::path& folder) {
       ZERO_CHECK(json["num_labels"] == head.num_labels, path.string(), ": num_labels ",
                  json["num_labels"].dump(), " but id2label has ", head.num_labels, " entries");
     const auto& architectures = json.value("architectures", nlohmann::json::array());
-    checkpoint.has_score = std::find(architectures.begin(), architectures.end(),
-                                     "GPT2ForSequenceClassification") != architectures.end();
+    const std::string classifier(family_spec(checkpoint.body.family).classifier_architecture);
+    checkpoint.has_score =
+        std::find(architectures.begin(), architectures.end(), classifier) != architectures.end();
   } else {
     if (json.contains("num_labels") && json["num_labels"].is_number_integer())
       head.num_labels = json["num_labels"].get<std::int64_t>();
@@ -72,6 +82,7 @@ ClassifierCheckpoint load_classifier_config(const fs::path& folder) {
 bool load_classifier_weights(GPT2Model& body, std::span<float> score, std::int64_t num_labels,
                              const fs::path& folder) {
   const GPT2Config& config = body.config();
+  check_body(config);
   ZERO_CHECK(static_cast<std::int64_t>(score.size()) == num_labels * config.n_embd,
              "classifier: score buffer of ", score.size(), " elements for (", num_labels, ", ",
              config.n_embd, ")");
@@ -97,12 +108,13 @@ void save_classifier_checkpoint(const GPT2Config& config, const ClassifierConfig
                                 const UnitSource& source, std::span<const float> score,
                                 const fs::path& folder) {
   head.validate(config);
+  check_body(config);
   ZERO_CHECK(static_cast<std::int64_t>(score.size()) == head.num_labels * config.n_embd,
              "classifier: score of ", score.size(), " elements for (", head.num_labels, ", ",
              config.n_embd, ")");
   fs::create_directories(folder);
   nlohmann::ordered_json json = nlohmann::ordered_json::parse(config.to_json_text());
-  json["architectures"] = {"GPT2ForSequenceClassification"};
+  json["architectures"] = {family_spec(config.family).classifier_architecture};
   nlohmann::ordered_json id2label = nlohmann::ordered_json::object();
   nlohmann::ordered_json label2id = nlohmann::ordered_json::object();
   for (std::int64_t k = 0; k < head.num_labels; ++k) {
@@ -114,7 +126,10 @@ void save_classifier_checkpoint(const GPT2Config& config, const ClassifierConfig
   json["num_labels"] = head.num_labels;
   json["id2label"] = id2label;
   json["label2id"] = label2id;
-  json["pad_token_id"] = head.pad_token_id;
+  if (head.pad_token_id == kNoPadToken)
+    json["pad_token_id"] = nullptr;
+  else
+    json["pad_token_id"] = head.pad_token_id;
   json["problem_type"] = "single_label_classification";
   {
     std::ofstream stream(folder / "config.json", std::ios::trunc);

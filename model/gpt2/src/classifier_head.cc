@@ -1,9 +1,10 @@
-// GPT2ForSequenceClassification's head: last non-padding token → ln_f → score, its loss and
-// backward, through the body's kernel seam (GPT2Compute::kernels(), kernels.h) on its compute
-// stream; and GPT2Compute's two hooks another head uses.
+// The ...ForSequenceClassification head: last non-padding token → the final norm → score, its
+// loss and backward, through the body's kernel seam (GPT2Compute::kernels(), kernels.h) on its
+// compute stream; and GPT2Compute's two hooks another head uses.
 #include <algorithm>
 #include <cstring>
 
+#include "compute_internal.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/classifier.h"
 #include "zero/gpt2/rng.h"
@@ -17,8 +18,15 @@ void ClassifierConfig::validate(const GPT2Config& body) const {
   ZERO_CHECK(num_labels >= 1, "classifier: num_labels must be at least 1, got ", num_labels);
   ZERO_CHECK(id2label.empty() || static_cast<std::int64_t>(id2label.size()) == num_labels,
              "classifier: id2label has ", id2label.size(), " names for num_labels ", num_labels);
-  ZERO_CHECK(pad_token_id >= 0 && pad_token_id < body.vocab_size, "classifier: pad_token_id ",
-             pad_token_id, " is outside the vocabulary [0, ", body.vocab_size, ")");
+  ZERO_CHECK(pad_token_id == kNoPadToken || (pad_token_id >= 0 && pad_token_id < body.vocab_size),
+             "classifier: pad_token_id ", pad_token_id, " is outside the vocabulary [0, ",
+             body.vocab_size, ")");
+}
+
+GPT2Config classifier_body(const GPT2Config& config) {
+  GPT2Config body = config;
+  body.tie_word_embeddings = true;
+  return body;
 }
 
 std::vector<TensorSpec> score_tensors(const GPT2Config& body, const ClassifierConfig& head) {
@@ -35,6 +43,8 @@ std::vector<std::int64_t> last_token_positions(std::span<const int> tokens, std:
                                                std::int64_t T, std::int64_t pad_token_id) {
   ZERO_CHECK(static_cast<std::int64_t>(tokens.size()) == B * T, "classifier: ", tokens.size(),
              " tokens for B=", B, " T=", T);
+  if (pad_token_id == kNoPadToken)
+    return std::vector<std::int64_t>(static_cast<std::size_t>(B), T - 1);
   std::vector<std::int64_t> positions(static_cast<std::size_t>(B), 0);
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t t = T - 1; t >= 0; --t)
@@ -46,15 +56,16 @@ std::vector<std::int64_t> last_token_positions(std::span<const int> tokens, std:
 }
 
 namespace {
+// norm_elements: the final norm's vectors (final_norm_elements).
 std::vector<TensorSpec> head_specs(std::int64_t B, std::int64_t C, std::int64_t K,
-                                   DType param_dtype) {
+                                   std::int64_t norm_elements, DType param_dtype) {
   std::vector<TensorSpec> specs = {
       {"rows", {B, C}},    {"ln", {B, C}},  {"mean", {B}},      {"rstd", {B}},   {"logits", {B, K}},
       {"dlogits", {B, K}}, {"losses", {B}}, {"logsumexp", {B}}, {"dln", {B, C}}, {"drows", {B, C}}};
-  if (param_dtype != DType::kFloat32) {  // fp32 copies of ln_f's and score's values and grads
-    specs.push_back({"norm32", {2 * C}});
+  if (param_dtype != DType::kFloat32) {  // fp32 copies of the norm's and score's values and grads
+    specs.push_back({"norm32", {norm_elements}});
     specs.push_back({"score32", {K, C}});
-    specs.push_back({"dnorm32", {2 * C}});
+    specs.push_back({"dnorm32", {norm_elements}});
     specs.push_back({"dscore32", {K, C}});
   }
   return specs;
@@ -88,7 +99,13 @@ ClassifierHead::ClassifierHead(const GPT2Config& body, const ClassifierConfig& h
     : body_(body), head_(head), B_(batch_size), T_(seq_len), param_dtype_(param_dtype) {
   head_.validate(body_);
   ZERO_CHECK(B_ > 0 && T_ > 0, "classifier: batch size and sequence length must be positive");
-  layout_ = FlatLayout(head_specs(B_, body_.n_embd, head_.num_labels, param_dtype_), 1, 16);
+  ZERO_CHECK(head_.pad_token_id != kNoPadToken || B_ == 1, "classifier: the config has no ",
+             "pad_token_id, so a row's last real token cannot be found in a batch of ", B_,
+             " rows (Hugging Face: cannot handle batch sizes > 1 if no padding token is defined);",
+             " set pad_token_id in config.json or classify one row per batch");
+  layout_ = FlatLayout(
+      head_specs(B_, body_.n_embd, head_.num_labels, final_norm_elements(body_), param_dtype_), 1,
+      16);
   buffer_ = allocator.allocate(layout_.padded_num_elements() * sizeof(float),
                                MemoryCategory::kActivations);
   buffer_allocator_ = &allocator;
@@ -141,7 +158,8 @@ void ClassifierHead::forward(const GPT2Compute& body, std::span<const int> token
              ", the head was made for B=", B_, " T=", T_);
   ZERO_CHECK(final_norm_data.dtype == param_dtype_ && score_data.dtype == param_dtype_,
              "classifier: the head was made for ", name_of(param_dtype_), " parameters, given ",
-             name_of(final_norm_data.dtype), " ln_f and ", name_of(score_data.dtype), " score");
+             name_of(final_norm_data.dtype), " final norm and ", name_of(score_data.dtype),
+             " score");
   ZERO_CHECK(labels.empty() || static_cast<std::int64_t>(labels.size()) == B_,
              "classifier: ", labels.size(), " labels for B=", B_);
   for (std::size_t b = 0; b < labels.size(); ++b)
@@ -159,12 +177,11 @@ void ClassifierHead::forward(const GPT2Compute& body, std::span<const int> token
   labels_.assign(labels.begin(), labels.end());
   float* rows = view("rows");
   k.copy_rows(s, rows, body.final_hidden_input(), hidden_rows_.data(), B_, C, false);
-  const float* final_norm_params = as_fp32(k, s, final_norm_data, 2 * C, scratch("norm32"));
+  const Norm norm = final_unit_norm(
+      body_, as_fp32(k, s, final_norm_data, final_norm_elements(body_), scratch("norm32")));
   const float* score_params = as_fp32(k, s, score_data, K * C, scratch("score32"));
-  const FinalNormTensors<const float> norm(final_norm_params, body_);
   float* ln = view("ln");
-  k.layernorm_forward(s, ln, view("mean"), view("rstd"), rows, norm.weight, norm.bias, B_, C,
-                      static_cast<float>(body_.layer_norm_epsilon));
+  k.norm_forward(s, ln, {view("mean"), view("rstd")}, rows, norm, B_, C);
   // logits (B, K) = ln (B, C) · scoreᵀ, score (K, C)
   k.gemm(s, false, true, B_, K, C, ln, C, score_params, C, 0.0f, view("logits"), K);
   loss_ = 0.0f;
@@ -227,15 +244,18 @@ void ClassifierHead::backward(GPT2Compute& body, ConstUnitData final_norm_data,
   const std::int64_t C = body_.n_embd, K = head_.num_labels;
   ZERO_CHECK(final_norm_data.dtype == param_dtype_ && score_data.dtype == param_dtype_,
              "classifier backward: the head was made for ", name_of(param_dtype_),
-             " parameters, given ", name_of(final_norm_data.dtype), " ln_f and ",
+             " parameters, given ", name_of(final_norm_data.dtype), " final norm and ",
              name_of(score_data.dtype), " score");
   Kernels& k = body.kernels();
   Stream& s = body.stream();
   // Gradients come in the engine's gradient dtype (fp32 accumulation at stages 0-1 of a bf16
   // run, 16-bit buffers otherwise): fp32 ones are accumulated into directly.
-  const float* final_norm_params = as_fp32(k, s, final_norm_data, 2 * C, scratch("norm32"));
+  const std::int64_t norm_elements = final_norm_elements(body_);
+  const Norm norm =
+      final_unit_norm(body_, as_fp32(k, s, final_norm_data, norm_elements, scratch("norm32")));
   const float* score_params = as_fp32(k, s, score_data, K * C, scratch("score32"));
-  float* final_norm_grads = grads_fp32(k, s, final_norm_grad_data, 2 * C, scratch("dnorm32"));
+  float* final_norm_grads =
+      grads_fp32(k, s, final_norm_grad_data, norm_elements, scratch("dnorm32"));
   float* score_grads = grads_fp32(k, s, score_grad_data, K * C, scratch("dscore32"));
   const float scale =
       loss_scale >= 0.0f ? loss_scale : (counted_ > 0 ? 1.0f / static_cast<float>(counted_) : 0.0f);
@@ -251,14 +271,14 @@ void ClassifierHead::backward(GPT2Compute& body, ConstUnitData final_norm_data,
   k.gemm(s, false, false, B_, C, K, dlogits, K, score_params, C, 0.0f, dln, C);
   float* drows = view("drows");
   k.zero(s, drows, B_ * C);
-  const FinalNormTensors<const float> norm(final_norm_params, body_);
-  const FinalNormTensors<float> norm_grads(final_norm_grads, body_);
-  k.layernorm_backward(s, drows, norm_grads.weight, norm_grads.bias, dln, view("rows"), norm.weight,
-                       view("mean"), view("rstd"), B_, C);
+  // The norm's gradients lead like its vectors: the weight's, then a layer norm's bias's.
+  float* norm_bias_grads = norm.bias != nullptr ? final_norm_grads + C : nullptr;
+  k.norm_backward(s, drows, final_norm_grads, norm_bias_grads, dln, view("rows"), norm,
+                  view("mean"), view("rstd"), B_, C);
   float* dhidden = body.final_hidden_grad();
   k.zero(s, dhidden, B_ * T_ * C);
   k.copy_rows(s, dhidden, drows, hidden_rows_.data(), B_, C, /*scatter=*/true);
-  finish_grads(k, s, final_norm_grad_data, 2 * C, final_norm_grads);
+  finish_grads(k, s, final_norm_grad_data, norm_elements, final_norm_grads);
   finish_grads(k, s, score_grad_data, K * C, score_grads);
   if (!on_host_) inputs_released_ = s.record();
 }

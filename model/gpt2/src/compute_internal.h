@@ -40,6 +40,12 @@ inline std::int64_t block_vector_elements(const GPT2Config& config) {
   return block_layout(config).vector_elements;
 }
 
+// The final unit's norm (units.h: its vectors lead the unit) from those vectors in fp32: the
+// weight, then a layer norm's bias; and how many fp32 elements they are (2C, or C for RMSNorm).
+// The LM head (compute_passes.cc) and the classifier's (classifier_head.cc) read it so.
+Norm final_unit_norm(const GPT2Config& config, const float* vectors);
+std::int64_t final_norm_elements(const GPT2Config& config);
+
 // A block's parameters as the passes read them: vectors fp32 (the unit's own, or widened into
 // the staging for 16-bit units), matrices in the unit's dtype, absent tensors null. qkv_stored_bias
 // is q/k/v's bias in the unit's dtype (a 16-bit qkv's GEMM adds a bias of its own dtype).

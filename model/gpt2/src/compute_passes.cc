@@ -227,18 +227,25 @@ void* GPT2Compute::head_weight(const UnitData& unit) const {
   return const_cast<void*>(head_weight(ConstUnitData{unit.data, unit.dtype}));
 }
 
-// The final unit's norm: its weight (and a layer norm's bias) lead the unit.
+Norm final_unit_norm(const GPT2Config& config, const float* vectors) {
+  const NormKind kind = family_spec(config.family).norm;
+  return {kind, vectors, kind == NormKind::kLayerNorm ? vectors + config.n_embd : nullptr,
+          static_cast<float>(config.layer_norm_epsilon)};
+}
+std::int64_t final_norm_elements(const GPT2Config& config) {
+  return family_spec(config.family).norm == NormKind::kLayerNorm ? 2 * config.n_embd
+                                                                 : config.n_embd;
+}
+
+// The final unit's norm, its vectors widened to fp32 for a 16-bit unit.
 Norm GPT2Compute::final_norm(const ConstUnitData& unit) {
-  const NormKind kind = family_spec(config_.family).norm;
-  const std::int64_t C = config_.n_embd, vectors = kind == NormKind::kLayerNorm ? 2 * C : C;
-  const float* weight = static_cast<const float*>(unit.data);
+  const float* vectors = static_cast<const float*>(unit.data);
   if (unit.dtype != DType::kFloat32) {
     float* staged = workspace("param32");
-    kernels_->widen(stream(), staged, unit.data, unit.dtype, vectors);
-    weight = staged;
+    kernels_->widen(stream(), staged, unit.data, unit.dtype, final_norm_elements(config_));
+    vectors = staged;
   }
-  return {kind, weight, kind == NormKind::kLayerNorm ? weight + C : nullptr,
-          static_cast<float>(config_.layer_norm_epsilon)};
+  return final_unit_norm(config_, vectors);
 }
 
 void GPT2Compute::forward_head(ConstUnitData final_norm_params, ConstUnitData embedding_params) {
@@ -292,7 +299,7 @@ void GPT2Compute::backward_head(ConstUnitData final_norm_params, ConstUnitData e
   const float scale =
       loss_scale >= 0.0f ? loss_scale : (counted_ > 0 ? 1.0f / static_cast<float>(counted_) : 0.0f);
   const Norm norm = final_norm(final_norm_params);
-  const std::int64_t vectors = norm.kind == NormKind::kLayerNorm ? 2 * C : C;
+  const std::int64_t vectors = final_norm_elements(config_);
   float* dweight = static_cast<float*>(final_norm_grads.data);
   if (final_norm_grads.dtype != DType::kFloat32) {
     dweight = workspace("gradvec32");

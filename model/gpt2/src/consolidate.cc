@@ -16,7 +16,10 @@ ConsolidateSummary consolidate_checkpoint(const fs::path& given, const fs::path&
   checkpoint::CheckpointIndex index = checkpoint::read_index(folder);
   checkpoint::check_complete(folder, index);
   const ClassifierCheckpoint config = load_classifier_config(folder);
-  const std::vector<UnitSpec> specs = gpt2_units(config.body);
+  const bool classifier = index.find_unit(kScoreUnitName) != nullptr;
+  // A classifier's units have no LM head (classifier_body); an LM's are config.json's.
+  const GPT2Config body = classifier ? classifier_body(config.body) : config.body;
+  const std::vector<UnitSpec> specs = gpt2_units(body);
   for (const UnitSpec& spec : specs) {  // every unit checked before anything is written
     const checkpoint::UnitInfo* unit = index.find_unit(spec.name);
     ZERO_CHECK(unit != nullptr, "checkpoint ", folder.string(), " has no unit '", spec.name,
@@ -28,7 +31,7 @@ ConsolidateSummary consolidate_checkpoint(const fs::path& given, const fs::path&
   ConsolidateSummary summary;
   summary.checkpoint = folder;
   summary.model = out / "model.safetensors";
-  summary.classifier = index.find_unit("score") != nullptr;
+  summary.classifier = classifier;
   checkpoint::UnitReader reader(folder, std::move(index));
   std::vector<float> values;  // one unit at a time
   const UnitSource source = [&](int unit, const UnitSink& sink) {
@@ -39,9 +42,9 @@ ConsolidateSummary consolidate_checkpoint(const fs::path& given, const fs::path&
   };
   if (summary.classifier) {
     const std::vector<float> score = reader.read("score");
-    save_classifier_checkpoint(config.body, config.head, source, score, out);
+    save_classifier_checkpoint(body, config.head, source, score, out);
   } else {
-    save_hf_checkpoint(config.body, source, out);
+    save_hf_checkpoint(body, source, out);
   }
   const checkpoint::CheckpointIndex& read = reader.index();
   summary.global_steps = read.training.global_steps;

@@ -1,4 +1,5 @@
-// EngineClassifier: GPT-2's units and the score unit on zero::Engine, one micro-step over them.
+// EngineClassifier: the decoder's units (without an LM head) and the score unit on zero::Engine,
+// one micro-step over them.
 #include "zero/gpt2/engine_classifier.h"
 
 #include "zero/gpt2/engine_model.h"
@@ -31,9 +32,9 @@ EngineClassifier::EngineClassifier(Engine& engine, const GPT2Config& config,
                                    std::int64_t seq_len, std::uint64_t seed, Allocator& activations,
                                    ComputeOptions options)
     : engine_(engine),
-      config_(config),
+      config_(classifier_body(config)),
       head_config_(head),
-      specs_(gpt2_units(config)),
+      specs_(gpt2_units(config_)),
       units_(register_units(engine, config_, head_config_, specs_, seed)),
       compute_(config_, rows, seq_len, engine.context(), activations,
                with_engine_dtype(options, engine)),

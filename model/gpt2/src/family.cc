@@ -83,18 +83,18 @@ constexpr ConfigKey kQwen2Keys[] = {
 #undef ZERO_LLAMA_TAIL_KEYS
 
 constexpr FamilySpec kFamilies[] = {
-    {ModelFamily::kGpt2, "gpt2", "GPT2LMHeadModel", "GPT-2", NormKind::kLayerNorm, MlpKind::kGelu,
-     PositionKind::kLearned, WeightLayout::kInOut, true, false, false, "transformer.", "h", "ln_f",
-     kGpt2Keys},
-    {ModelFamily::kLlama, "llama", "LlamaForCausalLM", "Llama", NormKind::kRmsNorm,
-     MlpKind::kSwiGlu, PositionKind::kRope, WeightLayout::kOutIn, false, false, true, "model.",
-     "layers", "norm", kLlamaKeys},
-    {ModelFamily::kMistral, "mistral", "MistralForCausalLM", "Mistral", NormKind::kRmsNorm,
-     MlpKind::kSwiGlu, PositionKind::kRope, WeightLayout::kOutIn, false, false, true, "model.",
-     "layers", "norm", kMistralKeys},
-    {ModelFamily::kQwen2, "qwen2", "Qwen2ForCausalLM", "Qwen2", NormKind::kRmsNorm,
-     MlpKind::kSwiGlu, PositionKind::kRope, WeightLayout::kOutIn, false, true, true, "model.",
-     "layers", "norm", kQwen2Keys},
+    {ModelFamily::kGpt2, "gpt2", "GPT2LMHeadModel", "GPT2ForSequenceClassification", "GPT-2",
+     NormKind::kLayerNorm, MlpKind::kGelu, PositionKind::kLearned, WeightLayout::kInOut, true,
+     false, false, "transformer.", "h", "ln_f", kGpt2Keys},
+    {ModelFamily::kLlama, "llama", "LlamaForCausalLM", "LlamaForSequenceClassification", "Llama",
+     NormKind::kRmsNorm, MlpKind::kSwiGlu, PositionKind::kRope, WeightLayout::kOutIn, false, false,
+     true, "model.", "layers", "norm", kLlamaKeys},
+    {ModelFamily::kMistral, "mistral", "MistralForCausalLM", "MistralForSequenceClassification",
+     "Mistral", NormKind::kRmsNorm, MlpKind::kSwiGlu, PositionKind::kRope, WeightLayout::kOutIn,
+     false, false, true, "model.", "layers", "norm", kMistralKeys},
+    {ModelFamily::kQwen2, "qwen2", "Qwen2ForCausalLM", "Qwen2ForSequenceClassification", "Qwen2",
+     NormKind::kRmsNorm, MlpKind::kSwiGlu, PositionKind::kRope, WeightLayout::kOutIn, false, true,
+     true, "model.", "layers", "norm", kQwen2Keys},
 };
 
 bool llama_like(const GPT2Config& config) { return config.family != ModelFamily::kGpt2; }

@@ -58,7 +58,9 @@ void prepare_head(const TrainingArguments& arguments, const TaskSources& labelle
                   ": its classifier's labels (id2label) are not the training labels");
     labels = prepared.head.id2label;
   }
-  if (prepared.pretrained && !prepared.pretrained_head)
+  // An LM checkpoint, or a classifier's without pad_token_id: the examples are padded with eos.
+  if (prepared.pretrained &&
+      (!prepared.pretrained_head || prepared.head.pad_token_id == gpt2::kNoPadToken))
     prepared.head.pad_token_id = model_config.eos_token_id;
   if (!prepared.pretrained) {
     const std::optional<text::TokenId> end_of_text = prepared.tokenizer->end_of_text_id();

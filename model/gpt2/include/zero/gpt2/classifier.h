@@ -1,8 +1,10 @@
-// GPT-2 sequence classification as Hugging Face's GPT2ForSequenceClassification: the body's last
-// hidden state at each row's last non-padding token, through ln_f, times score.weight (K, C), no
-// bias; the loss is the mean cross-entropy over the rows' labels. The head's parameters are one
-// unit of their own ("score"), so an LM checkpoint's units keep their layout and the head never
-// needs the embeddings (the tied LM head does).
+// Sequence classification as Hugging Face's GPT2ForSequenceClassification,
+// LlamaForSequenceClassification, MistralForSequenceClassification and
+// Qwen2ForSequenceClassification: the body's last hidden state at each row's last non-padding
+// token, through the final norm (the family's: ln_f's LayerNorm, norm's RMSNorm), times
+// score.weight (K, C), no bias; the loss is the mean cross-entropy over the rows' labels. The
+// head's parameters are one unit of their own ("score"), so an LM checkpoint's units keep their
+// layout and the head never needs the embeddings (a tied LM head does).
 #pragma once
 
 #include <cstdint>
@@ -23,11 +25,20 @@ namespace zero::gpt2 {
 
 // K = num_labels. Labels are ids in [0, K); a negative label is ignored (no loss, no gradient).
 struct ClassifierConfig {
-  std::int64_t num_labels = 2;                  // K
-  std::int64_t pad_token_id = 50256;            // rows end at their last token != pad_token_id
+  std::int64_t num_labels = 2;  // K
+  // Rows end at their last token != pad_token_id. kNoPadToken (config.json's null, Hugging
+  // Face's None): every row ends at its last token, and only one row per batch can be classified.
+  std::int64_t pad_token_id = 50256;
   std::vector<std::string> id2label;            // K names in id order (Hugging Face's id2label)
   void validate(const GPT2Config& body) const;  // throws zero::Error naming the bad field
 };
+
+inline constexpr std::int64_t kNoPadToken = -1;
+
+// The body a classifier runs: the decoder without an LM head (the ...ForSequenceClassification
+// models have no lm_head), so its final unit is the final norm alone. That is `config` with
+// tie_word_embeddings true, which a model without output embeddings ignores.
+GPT2Config classifier_body(const GPT2Config& config);
 
 // The head's unit: "score" holding score.weight (K, C) (the Hugging Face name).
 std::vector<TensorSpec> score_tensors(const GPT2Config& body, const ClassifierConfig& head);
@@ -39,7 +50,8 @@ inline constexpr const char* kScoreTensorName = "score.weight";
 void init_score_range(const GPT2Config& body, std::uint64_t seed, ElementRange range, float* out);
 
 // Row b's position: the last t with tokens[b, t] != pad_token_id, else 0 (Hugging Face's argmax
-// over (t × non-pad mask)). tokens are (B, T).
+// over (t × non-pad mask)); T - 1 for every row when pad_token_id is kNoPadToken. tokens are
+// (B, T).
 std::vector<std::int64_t> last_token_positions(std::span<const int> tokens, std::int64_t B,
                                                std::int64_t T, std::int64_t pad_token_id);
 
@@ -49,18 +61,22 @@ std::vector<std::int64_t> last_token_positions(std::span<const int> tokens, std:
 // GPT2Compute::final_hidden_input / final_hidden_grad.
 class ClassifierHead {
  public:
-  // param_dtype: the dtype of the ln_f and score parameters it will be given (fp32, or bf16/fp16:
+  // body: classifier_body's. Throws zero::Error when batch_size > 1 and head has no pad token
+  // (Hugging Face refuses that batch too). param_dtype: the dtype of the final unit's and score's
+  // parameters it will be given (fp32, or bf16/fp16:
   // then they are widened to fp32 scratch of its own). Gradients may be fp32 or 16-bit; 16-bit
   // ones are accumulated in fp32 scratch and added with one rounding, as the body does.
   ClassifierHead(const GPT2Config& body, const ClassifierConfig& head, std::int64_t batch_size,
                  std::int64_t seq_len, Allocator& allocator, DType param_dtype = DType::kFloat32);
 
   // tokens (B, T) as given to the body's set_inputs; labels (B) in [0, K) or negative (ignored),
-  // or empty for logits only. final_norm_params: the ln_f unit; score_params: the score unit; in
+  // or empty for logits only. final_norm_params: the final unit (ln_f / norm, its vectors only:
+  // classifier_body); score_params: the score unit; in
   // the constructor's param_dtype. Activations and arithmetic are fp32.
   void forward(const GPT2Compute& body, std::span<const int> tokens, std::span<const int> labels,
                ConstUnitData final_norm_params, ConstUnitData score_params);
-  // Accumulates (+=) d(loss_scale × sum of row losses) into ln_f's and score's gradients and
+  // Accumulates (+=) d(loss_scale × sum of row losses) into the final norm's and score's
+  // gradients and
   // writes the body's final_hidden_grad (zero except at the rows' last tokens). loss_scale < 0
   // means 1 / counted rows (the gradient of loss()).
   void backward(GPT2Compute& body, ConstUnitData final_norm_params, ConstUnitData score_params,
@@ -102,17 +118,19 @@ class ClassifierHead {
   std::int64_t counted_ = 0;
 };
 
-// A GPT2ForSequenceClassification checkpoint folder: config.json (the body's keys plus
-// architectures ["GPT2ForSequenceClassification"], num_labels, id2label, label2id, pad_token_id,
-// problem_type) and model.safetensors ("transformer." body names plus "score.weight").
+// A sequence classifier's checkpoint folder: config.json (the body's keys plus architectures
+// [the family's classifier_architecture, family.h], num_labels, id2label, label2id, pad_token_id,
+// problem_type) and model.safetensors (the body's Hugging Face names, "transformer." / "model.",
+// plus "score.weight").
 struct ClassifierCheckpoint {
-  GPT2Config body;
+  GPT2Config body;  // config.json's; the classifier runs classifier_body(body)
   ClassifierConfig head;
   bool has_score = false;  // false: an LM (or bare GPT2Model) checkpoint, the body only
 };
 
 // Reads config.json: the body's config, and the head's when it has id2label (else num_labels 2,
-// labels "LABEL_0", ... as Hugging Face names them; pad_token_id from the file, else eos).
+// labels "LABEL_0", ... as Hugging Face names them; pad_token_id from the file, kNoPadToken when
+// it is null or absent). has_score: architectures names the family's classifier.
 ClassifierCheckpoint load_classifier_config(const std::filesystem::path& folder);
 
 // Loads the body's tensors into `body` (names with or without "transformer.", lm_head.weight and
@@ -122,7 +140,8 @@ ClassifierCheckpoint load_classifier_config(const std::filesystem::path& folder)
 bool load_classifier_weights(GPT2Model& body, std::span<float> score, std::int64_t num_labels,
                              const std::filesystem::path& folder);
 
-// Writes config.json and model.safetensors (fp32) as above, creating the folder.
+// Writes config.json and model.safetensors (fp32) as above, creating the folder. The body is
+// classifier_body's (a body with an LM head of its own throws zero::Error).
 void save_classifier_checkpoint(const GPT2Model& body, const ClassifierConfig& head,
                                 std::span<const float> score, const std::filesystem::path& folder);
 // The same files, byte for byte, with the body's parameters from `source` one unit at a time

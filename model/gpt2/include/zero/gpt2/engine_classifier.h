@@ -1,5 +1,6 @@
-// EngineClassifier: GPT2ForSequenceClassification driven by zero::Engine, one rank's share: GPT-2's
-// units plus the head's "score" unit, a training micro-step and an evaluation forward.
+// EngineClassifier: a ...ForSequenceClassification (GPT-2, Llama, Mistral, Qwen2) driven by
+// zero::Engine, one rank's share: the decoder's units plus the head's "score" unit, a training
+// micro-step and an evaluation forward.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +17,9 @@
 namespace zero::gpt2 {
 
 // As EngineModel (engine_model.h): every rank, same config and seed, same point relative to other
-// registrations. Registers gpt2_units(config) then "score" (score.weight (K, C), initialised by
-// init_score_range), initialises the engine, allocates one micro-batch (rows, seq_len) of body
-// and head activations from `activations`.
+// registrations. Registers gpt2_units(classifier_body(config)) (no LM head) then "score"
+// (score.weight (K, C), initialised by init_score_range), initialises the engine, allocates one
+// micro-batch (rows, seq_len) of body and head activations from `activations`.
 class EngineClassifier {
  public:
   EngineClassifier(Engine& engine, const GPT2Config& config, const ClassifierConfig& head,
@@ -28,10 +29,10 @@ class EngineClassifier {
   EngineClassifier& operator=(const EngineClassifier&) = delete;
 
   // Forward and backward of one micro-batch: tokens (B, T), labels (B) (negative: ignored);
-  // returns the mean loss over counted rows. Gathers embeddings, h.0 .. h.(L-1), ln_f + score
-  // (forward, loss and backward of the head under one gather), h.(L-1) .. h.0, embeddings;
-  // reduces score, ln_f, h.(L-1) .. h.0, embeddings. The gradient written is d(micro-batch mean
-  // loss)/dθ × engine.loss_scale(). The caller calls engine.step(). All ranks.
+  // returns the mean loss over counted rows. Gathers embeddings, the blocks, the final norm + score
+  // (forward, loss and backward of the head under one gather), the blocks in reverse, embeddings;
+  // reduces score, the final norm, the blocks in reverse, embeddings. The gradient written is
+  // d(micro-batch mean loss)/dθ × engine.loss_scale(). The caller calls engine.step(). All ranks.
   double train_micro_step(std::span<const int> tokens, std::span<const int> labels,
                           DropoutKey dropout);
   // Forward only (no dropout, gradients or reductions); labels may be empty (no loss). Returns
@@ -42,11 +43,11 @@ class EngineClassifier {
   const float* logits() const { return head_.logits(); }  // (B, K)
   std::vector<int> predictions() const { return head_.predictions(); }
 
-  // The engine's unit ids: gpt2_units(config) in order, then score (last).
+  // The engine's unit ids: gpt2_units(config()) in order, then score (last).
   const std::vector<UnitId>& units() const { return units_; }
   const std::vector<UnitSpec>& unit_specs() const { return specs_; }  // the body's
   UnitId score_unit() const { return units_.back(); }
-  const GPT2Config& config() const { return config_; }
+  const GPT2Config& config() const { return config_; }  // classifier_body's
   const ClassifierConfig& head_config() const { return head_config_; }
   Engine& engine() { return engine_; }
 

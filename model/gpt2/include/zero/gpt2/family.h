@@ -63,6 +63,8 @@ struct FamilySpec {
   ModelFamily family;
   std::string_view model_type;    // config.json's: "llama"
   std::string_view architecture;  // written to config.json's architectures: "LlamaForCausalLM"
+  // A sequence classifier's (classifier.h): "LlamaForSequenceClassification"
+  std::string_view classifier_architecture;
   std::string_view display_name;  // in messages: "Llama"
   NormKind norm;
   MlpKind mlp;
