@@ -6,8 +6,8 @@
 #                              run by the kernel emulator, the fuzz corpora, and the trainer at
 #                              worlds 1, 2, 4 in threads and 2 under mpirun
 #   scripts/sanitize.sh tsan   ThreadSanitizer into build-tsan/: the stream, communicator, TCPStore,
-#                              NVMe swap and watchdog tests, one OpenMP thread
-#                              (cmake/ZeroSanitizers.cmake)
+#                              NVMe swap and watchdog tests and the trainer (as in asan), one
+#                              OpenMP thread (cmake/ZeroSanitizers.cmake)
 #   scripts/sanitize.sh all    both, one after the other
 # Only the subset's targets are built (no CUDA, benchmarks, Python module or `zero` command line
 # program): the subset is what fits CI's time
@@ -96,6 +96,11 @@ tsan)
   # The watchdog over Gloo (a rank that skips a collective, calls another, is killed) at 2 ranks.
   tests+=(comm_gloo_watchdog_skip_np2 comm_gloo_watchdog_mismatch_np2 comm_gloo_watchdog_kill_np2)
   targets+=(comm_gloo_watchdog_main launch_ranks)
+  # The trainer (trainer_tests above): rank threads, stream workers and OpenMPI's threads, with
+  # one OpenMP thread as every test here. OpenMPI's uninstrumented copies into receive buffers
+  # and its TCP transport's lock order are suppressed by name (tests/sanitizers/tsan.supp).
+  tests+=("${trainer_tests[@]}")
+  targets+=("${trainer_targets[@]}")
   # The TCPStore server case under a 256 MiB address-space limit cannot run under TSan either
   # (its shadow memory); it runs in the normal build and under the fuzz build's ASan.
   export GTEST_FILTER=-TcpStoreServer.AStringSizeWithoutItsBytesAllocatesNothing
