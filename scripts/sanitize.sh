@@ -3,13 +3,14 @@
 #   scripts/sanitize.sh asan   AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer (no
 #                              recovery) into build-asan/: the unit tests of the readers, core,
 #                              communicators, checkpoints and NVMe swap, the CUDA kernel bodies
-#                              run by the kernel emulator, and the fuzz corpora
+#                              run by the kernel emulator, the fuzz corpora, and the trainer at
+#                              worlds 1, 2, 4 in threads and 2 under mpirun
 #   scripts/sanitize.sh tsan   ThreadSanitizer into build-tsan/: the stream, communicator, TCPStore,
-#                              NVMe swap and watchdog tests, one OpenMP thread
-#                              (cmake/ZeroSanitizers.cmake)
+#                              NVMe swap and watchdog tests and the trainer (as in asan), one
+#                              OpenMP thread (cmake/ZeroSanitizers.cmake)
 #   scripts/sanitize.sh all    both, one after the other
-# Only the subset's targets are built (no zero::train, CUDA, benchmarks or Python module; zero::gpt2
-# only for the emulation tests' CPU oracles): the subset is what fits CI's time
+# Only the subset's targets are built (no CUDA, benchmarks, Python module or `zero` command line
+# program): the subset is what fits CI's time
 # (docs/reliability.md). Environment: JOBS build jobs (nproc), ZERO_SANITIZE_BUILD_PREFIX (build-:
 # build-asan/, build-tsan/). Prints ctest's output; its last line is "sanitize.sh KIND: N passed,
 # M failed, K skipped"; the exit status is 1 on a failure. Under CI=true nothing of the subset may
@@ -47,6 +48,15 @@ declare -A allowed_skips=(
 # libzero's core (tests/core: one program per source concept), under both sanitizers.
 core_tests=(dtype_test memory_ledger_test flat_buffer_test stream_test suggest_test launch_test
             device_context_test abort_hooks_test logging_test)
+# zero::train end to end on tiny GPT-2s (tests/train), each checking its losses against another
+# path's: trainer_test's own cases (trainer_test_sanitizer: every stage at worlds 1, 2 and 4 in
+# threads, checkpointing, streaming, a saved checkpoint, bad input), trainer_device_test (the CPU
+# backend's asynchronous streams at worlds 1, 2 and 4), and at world 2 under mpirun
+# trainer_mpi_test (against world 1) and mpi_communicator_test (every collective against the
+# serial reference; its communicator outlives MPI_Finalize).
+trainer_tests=(trainer_test_sanitizer trainer_device_test trainer_mpi_test_np2
+               mpi_communicator_test_np2)
+trainer_targets=(trainer_test trainer_device_test trainer_mpi_test mpi_communicator_test)
 case $kind in
 asan)
   sanitize=address,undefined
@@ -64,6 +74,8 @@ asan)
           gpt2_cuda_emulation_test gpt2_cuda_attention_emulation_test llama_cuda_emulation_test)
   targets=("${tests[@]}")
   for h in "${harnesses[@]}"; do tests+=("fuzz_replay_$h"); targets+=("${h}_fuzz"); done
+  tests+=("${trainer_tests[@]}")
+  targets+=("${trainer_targets[@]}")
   # A finding ends the test: ASan and UBSan abort (exit != 0) at the first report; the leak
   # check runs at exit. LeakSanitizer suppressions: third-party libraries only, each with its
   # reason (tests/sanitizers/lsan.supp).
@@ -84,6 +96,11 @@ tsan)
   # The watchdog over Gloo (a rank that skips a collective, calls another, is killed) at 2 ranks.
   tests+=(comm_gloo_watchdog_skip_np2 comm_gloo_watchdog_mismatch_np2 comm_gloo_watchdog_kill_np2)
   targets+=(comm_gloo_watchdog_main launch_ranks)
+  # The trainer (trainer_tests above): rank threads, stream workers and OpenMPI's threads, with
+  # one OpenMP thread as every test here. OpenMPI's uninstrumented copies into receive buffers
+  # and its TCP transport's lock order are suppressed by name (tests/sanitizers/tsan.supp).
+  tests+=("${trainer_tests[@]}")
+  targets+=("${trainer_targets[@]}")
   # The TCPStore server case under a 256 MiB address-space limit cannot run under TSan either
   # (its shadow memory); it runs in the normal build and under the fuzz build's ASan.
   export GTEST_FILTER=-TcpStoreServer.AStringSizeWithoutItsBytesAllocatesNothing

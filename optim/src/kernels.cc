@@ -24,10 +24,13 @@
 namespace zero::optim {
 namespace {
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 // ISA levels rather than arch= clones: a clone keeps the default arch, so the default-target
 // helpers its body calls (std::sqrt, std::bit_cast, the always-inline bodies) inline into it
-// and the loop vectorises (GCC does not inline across different arch= settings).
+// and the loop vectorises (GCC does not inline across different arch= settings). Not under
+// ThreadSanitizer: the clones' resolver runs while the dynamic loader relocates the program,
+// before TSan's runtime is up, and its instrumentation crashed every program that links
+// zero::optim (SIGSEGV in lamb_apply_chunk's resolver).
 #define ZERO_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #define ZERO_ALWAYS_INLINE __attribute__((always_inline)) inline
 #else

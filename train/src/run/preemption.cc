@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -14,7 +15,11 @@ namespace zero::train::detail {
 
 namespace {
 
-volatile std::sig_atomic_t g_signal = 0;
+// Set by the handler on whichever thread the signal lands, read by every rank's thread (thread
+// ranks share it): an atomic, not a volatile sig_atomic_t, which orders nothing between threads
+// (ThreadSanitizer: a race of the handler on rank 0's thread with rank 1's read in agreed()).
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free flag");
 std::mutex g_mutex;
 int g_users = 0;
 struct sigaction g_previous_term {};
