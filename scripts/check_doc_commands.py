@@ -44,6 +44,8 @@ DOC_PATTERNS = ["README.md", "docs/*.md", "examples/README.md", "bindings/README
 SHORT_SCRIPTS = {
     "scripts/fortunes_classification_data.sh": (
         "writes three CSV files from the fortunes corpus in a second", "/usr/share/games/fortunes"),
+    "scripts/make_llama_folder.sh": (
+        "learns a 2048-token BPE on the fortunes corpus in seconds", "/usr/share/games/fortunes"),
 }
 # Why the other scripts are only parsed.
 SCRIPT_REASONS = {

@@ -14,7 +14,7 @@
 
 #include "../common/golden.h"
 #include "../common/test_data.h"
-#include "reference_model.h"
+#include "../common/reference_params.h"
 #include "zero/checkpoint/safetensors.h"
 #include "zero/core/allocator.h"
 #include "zero/core/device_context.h"

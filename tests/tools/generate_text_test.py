@@ -151,9 +151,13 @@ def main():
     searched = find_prompts(source, model, tokenizer)
     print("prompts found:", searched)
     stopped = 0
+    ties = []  # prompts whose greedy choice is a near tie somewhere: fp32 sums may pick either
     for prompt, max_new_tokens in PROMPTS + searched:
         text, prompt_ids, sequence, gap = reference(folder, prompt, max_new_tokens)
-        check(gap > 1e-3, f"{prompt!r}: greedy logits {gap:.2g} apart: too close to compare")
+        if gap <= 1e-3:  # the model (trained on README.md's words) changes with README.md
+            print(f"skipped {prompt!r}: greedy logits {gap:.2g} apart, too close to compare")
+            ties.append(prompt)
+            continue
         stopped += len(sequence) < len(prompt_ids) + max_new_tokens
         code, stdout, stderr = zero(binary, "--model_name_or_path", folder, "--prompt", prompt,
                                     "--max_new_tokens", str(max_new_tokens))
@@ -165,13 +169,17 @@ def main():
                                str(max_new_tokens))
         check(code == 0 and stdout.decode().strip() == ",".join(map(str, sequence)),
               f"--prompt_ids of {prompt!r}: zero printed {stdout!r}, generate {sequence}")
-    print(f"{len(PROMPTS + searched)} prompts; {stopped} stopped at eos before max_new_tokens")
+    compared = len(PROMPTS + searched) - len(ties)
+    check(len(ties) <= 2,
+          f"{len(ties)} prompts are near ties ({ties}): too few left to compare")
+    print(f"{compared} prompts compared; {stopped} stopped at eos before max_new_tokens")
+    first = next(prompt for prompt, _ in PROMPTS if prompt not in ties)
 
     # config.json's eos_token_id as a list: the pipeline stops at whichever comes first.
-    _, _, sequence, _ = reference(folder, PROMPTS[0][0], 20)
+    _, _, sequence, _ = reference(folder, first, 20)
     listed = os.path.join(work, "eos_list")
     shutil.copytree(folder, listed)
-    new_tokens = sequence[len(tokenizer(PROMPTS[0][0]).input_ids):]
+    new_tokens = sequence[len(tokenizer(first).input_ids):]
     check(len(new_tokens) >= 4, "the first prompt's continuation is too short for the eos list")
     with open(os.path.join(listed, "config.json")) as stream:
         config = json.load(stream)
@@ -179,9 +187,9 @@ def main():
     with open(os.path.join(listed, "config.json"), "w") as stream:
         json.dump(config, stream)
     os.remove(os.path.join(listed, "generation_config.json"))  # from config.json, as transformers
-    text, _, listed_sequence, _ = reference(listed, PROMPTS[0][0], 20)
+    text, _, listed_sequence, _ = reference(listed, first, 20)
     check(len(listed_sequence) < len(sequence), "the eos list did not stop transformers early")
-    code, stdout, _ = zero(binary, "--model_name_or_path", listed, "--prompt", PROMPTS[0][0],
+    code, stdout, _ = zero(binary, "--model_name_or_path", listed, "--prompt", first,
                            "--max_new_tokens", "20")
     check(code == 0 and stdout == (text + "\n").encode("utf-8"),
           f"eos list: zero printed {stdout!r}, transformers {text!r}")

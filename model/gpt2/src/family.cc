@@ -332,13 +332,4 @@ std::int64_t largest_module_parameters(const GPT2Config& config) {
   return largest;
 }
 
-void check_family_computes(const GPT2Config& config, std::string_view what) {
-  if (!llama_like(config)) return;
-  const FamilySpec& spec = family_spec(config.family);
-  ZERO_THROW("the ", spec.display_name, " family (model_type ", spec.model_type, ", ",
-             spec.architecture, "): ", what,
-             " of it is not built in this version: zero reads its config.json, and `zero "
-             "estimate` and `zero train --dry_run` plan it; its forward and backward come next");
-}
-
 }  // namespace zero::gpt2

@@ -162,7 +162,13 @@ void check_model_trains(const TrainingArguments& arguments) {
   const std::string flag = !arguments.model_name_or_path.empty()
                                ? "--model_name_or_path " + arguments.model_name_or_path
                                : "--config_name " + arguments.config_name;
-  as_input_error(flag, [&] { gpt2::check_family_computes(config, "training"); });
+  if (config.family == gpt2::ModelFamily::kGpt2 || arguments.task == "causal-lm") return;
+  const gpt2::FamilySpec& spec = gpt2::family_spec(config.family);
+  throw InputError(flag + ": --task " + arguments.task + " of the " +
+                   std::string(spec.display_name) + " family (model_type " +
+                   std::string(spec.model_type) +
+                   ") is not built in this version: its causal language model trains "
+                   "(--task causal-lm)");
 }
 
 const TaskKind& checked_task(const TrainingArguments& arguments) {

@@ -27,9 +27,9 @@ namespace zero::train::detail {
 // returns --task's kind. Throws InputError naming the flag.
 const TaskKind& checked_task(const TrainingArguments& arguments);
 
-// Throws InputError (exit 2) naming the family when the flags' model is one whose training is not
-// built in this version (the Llama family: planned by --dry_run and `zero estimate`, not trained;
-// gpt2::check_family_computes), before anything is read or allocated.
+// Throws InputError (exit 2) naming the family and the task when the flags' model is one whose
+// --task is not built in this version (the Llama family's classification), before anything is read
+// or allocated.
 void check_model_trains(const TrainingArguments& arguments);
 
 // Checks every input of `run` (arguments, files, model, tokenizer) and loads the data, on rank

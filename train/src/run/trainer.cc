@@ -222,7 +222,7 @@ TrainResult train(const RunConfig& run, Communicator& communicator, const RunOpt
     planned.plan = dry_run(run, options.print && communicator.rank() == 0, options.print_line);
     return planned;
   }
-  detail::check_model_trains(run.arguments);  // the Llama family: planned, not trained yet
+  detail::check_model_trains(run.arguments);  // a family's task not built in this version
   if (run.world_size != communicator.world_size())
     throw InputError("the run was configured for " + std::to_string(run.world_size) +
                      " ranks; the communicator has " + std::to_string(communicator.world_size()));

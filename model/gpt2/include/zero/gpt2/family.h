@@ -152,9 +152,4 @@ int hf_state_dict_rank(ModelFamily family, std::string_view tensor_name);
 // model_to_params): the most parameters one torch module holds directly.
 std::int64_t largest_module_parameters(const GPT2Config& config);
 
-// Throws zero::Error naming the family unless its training and generation are built: GPT-2's are;
-// the Llama family's forward and backward are not in this version (`zero estimate` and
-// `zero train --dry_run` plan it). `what` says what was asked ("training", "generation").
-void check_family_computes(const GPT2Config& config, std::string_view what);
-
 }  // namespace zero::gpt2
