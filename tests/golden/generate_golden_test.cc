@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "../common/golden.h"
-#include "../common/test_data.h"
 #include "../common/reference_params.h"
+#include "../common/test_data.h"
 #include "zero/checkpoint/safetensors.h"
 #include "zero/core/allocator.h"
 #include "zero/core/device_context.h"

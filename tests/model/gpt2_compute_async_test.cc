@@ -179,7 +179,8 @@ TEST(ClassifierHeadOffHost, EqualsTheHostPathBitwise) {
 // The CPU kernels take fp32 activations only; a 16-bit one (the CUDA kernels' gemm_input_dtype)
 // is refused at the call, naming it, in asynchronous mode too (not later, as the stream's error).
 TEST(CpuKernelsOffHost, RefuseSixteenBitGemmActivationsAtTheCall) {
-  const std::unique_ptr<DeviceContext> context = make_cpu_context({.stress = {}, .asynchronous = true});
+  const std::unique_ptr<DeviceContext> context =
+      make_cpu_context({.stress = {}, .asynchronous = true});
   const std::unique_ptr<Kernels> kernels = make_kernels(*context);
   std::vector<float> out(8 * 8), weight(8 * 8), inp(8 * 8);
   std::vector<std::uint16_t> half(8 * 8);
