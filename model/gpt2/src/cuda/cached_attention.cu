@@ -7,8 +7,10 @@
 namespace zero::gpt2::cuda {
 namespace {
 
+using kernels::DeviceThread;
+
 __global__ void cached_attention_kernel(CachedAttention call) {
-  cached_attention_body(kernels::DeviceThread{}, call);
+  cached_attention_body(DeviceThread{}, call);
 }
 
 }  // namespace
