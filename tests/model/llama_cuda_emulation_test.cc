@@ -217,7 +217,9 @@ TEST_P(LlamaCudaEmulation, CachedAttentionMatchesTheCpuKernels) {
     call.out = out.data();
     emulate(cuda::cached_attention_launch(s.Q, s.NH),
             [&](auto& thread, auto&) { cuda::cached_attention_body(thread, call); });
-    EXPECT_CLOSE(out, expected, 1e-6);
+    // A 256-channel head summed in another order than the CPU kernel's: the worst element was
+    // 1.16e-6 apart in the ASan+UBSan build (its code generation), under 1e-6 in the release one.
+    EXPECT_CLOSE(out, expected, 3e-6);
   }
 }
 
