@@ -149,7 +149,9 @@ TEST(Gpt2CudaHost, PlannedActivationsKeepQkvAndAttyInBf16WhereCudnnRunsTheAttent
   tiled_config.attn_pdrop = 0.1;
   const std::int64_t B = 16, T = 1024, N = B * T, C = cudnn_config.n_embd;
   const std::size_t saved = cuda::cudnn_attention_built() ? std::size_t(N * 4 * C * 2) : 0;
-  if (cuda::cudnn_attention_built()) EXPECT_EQ(saved, 100663296u);
+  if (cuda::cudnn_attention_built()) {
+    EXPECT_EQ(saved, 100663296u);
+  }
   for (bool checkpointing : {false, true}) {
     SCOPED_TRACE(checkpointing ? "activation checkpointing" : "every block kept");
     const ComputeOptions options{.activation_checkpointing = checkpointing,

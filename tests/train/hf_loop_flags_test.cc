@@ -173,8 +173,11 @@ TEST_F(LoopFlags, LoadBestModelAtEndEndsWithTheBestCheckpoint) {
   EXPECT_EQ(state["best_model_checkpoint"], (out / "checkpoint-2").string());
   EXPECT_EQ(state["best_global_step"], 2);
   const double best = state["best_metric"];
-  for (const train::LogEntry& entry : result.log_history)
-    if (entry.step == 2 && entry.eval_loss) EXPECT_EQ(best, *entry.eval_loss);
+  for (const train::LogEntry& entry : result.log_history) {
+    if (entry.step == 2 && entry.eval_loss) {
+      EXPECT_EQ(best, *entry.eval_loss);
+    }
+  }
   std::set<std::string> checkpoints;
   for (const fs::directory_entry& entry : fs::directory_iterator(out))
     if (entry.path().filename().string().starts_with("checkpoint-"))
