@@ -1,9 +1,9 @@
-// `zero generate`: continue a prompt with a Hugging Face GPT-2 checkpoint, as transformers'
-// text-generation pipeline does: text in through the folder's tokenizer (--prompt) and text out,
-// or token ids in and out (--prompt_ids); greedy, or sampled with --do_sample; stopping at the
-// config's eos id(s). The device is chosen as for `zero train` (zero/core/launch.h): the checkpoint
-// is read into host memory and, on a GPU, copied there once (fp32, or bf16 with --bf16, fp16 with
-// --fp16) for the forward of every new token.
+// `zero generate`: continue a prompt with a Hugging Face checkpoint (GPT-2, Llama, Mistral or
+// Qwen2), as transformers' text-generation pipeline does: text in through the folder's tokenizer
+// (--prompt) and text out, or token ids in and out (--prompt_ids); greedy, or sampled with
+// --do_sample; stopping at the config's eos id(s). The device is chosen as for `zero train`
+// (zero/core/launch.h): the checkpoint is read into host memory and, on a GPU, copied there once
+// (fp32, or bf16 with --bf16, fp16 with --fp16) for the forward of every new token.
 #include <filesystem>
 #include <iostream>
 #include <limits>

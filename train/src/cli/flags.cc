@@ -27,7 +27,8 @@ const Flag kFlags[] = {
      .origin = kModelArguments, .section = Section::kModel, .hf_default = kNone,
      .help = "Hugging Face checkpoint folder (config.json + model.safetensors) to start from, or "
              "a Hub id in the local Hugging Face cache (gpt2, openai-community/gpt2)",
-     .estimate_help = "a folder with a Hugging Face GPT-2 config.json (weights are not read)"},
+     .estimate_help = "a folder with a Hugging Face config.json of GPT-2, Llama, Mistral or Qwen2 "
+                      "(weights are not read)"},
     {.name = "config_name", .field = &T::config_name, .commands = kTrain,
      .origin = kModelArguments, .section = Section::kModel, .hf_default = kNone,
      .help = "config.json (or its folder) to train from scratch (default: GPT-2 124M's shape)"},
