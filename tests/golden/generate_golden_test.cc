@@ -30,44 +30,26 @@ namespace fs = std::filesystem;
 
 class GenerateGolden : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() {
-    folder_ = new fs::path(testing::scratch_dir("generate_golden"));
-    status_ = testing::run_golden_script("generate_reference.py", "\"" + folder_->string() + "\"");
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(*folder_);
-    delete folder_;
-  }
-  void SetUp() override {
-    if (status_ == 3 || status_ == 127)
-      GTEST_SKIP() << "python3 with torch and transformers is not available (ZERO_PYTHON)";
-    ASSERT_EQ(status_, 0) << "tests/golden/generate_reference.py failed";
-  }
+  static void SetUpTestSuite() { suite_.run("generate_golden", "generate_reference.py", ""); }
+  static void TearDownTestSuite() { suite_.remove(); }
+  void SetUp() override { ZERO_GOLDEN_SUITE_READY(suite_); }
 
-  static std::vector<int> read_ids(const SafetensorsReader& reader, const std::string& name) {
-    std::vector<int> ids;
-    for (const std::int64_t id : reader.read_int(name)) ids.push_back(static_cast<int>(id));
-    return ids;
-  }
-
-  static fs::path* folder_;
-  static int status_;
+  static testing::GoldenSuite suite_;
   MemoryLedger ledger_;
   HostAllocator allocator_{ledger_};
   std::unique_ptr<DeviceContext> context_ = make_cpu_context();
 };
 
-fs::path* GenerateGolden::folder_ = nullptr;
-int GenerateGolden::status_ = 0;
+testing::GoldenSuite GenerateGolden::suite_;
 
 TEST_P(GenerateGolden, GreedyContinuationAndEachStepsLogitsMatchTransformers) {
-  const fs::path folder = *folder_ / GetParam();
+  const fs::path folder = suite_.folder / GetParam();
   const GPT2Config config = GPT2Config::load(folder / "config.json");
   const SafetensorsReader reference(folder / "reference.safetensors");
   GPT2Model model(config, allocator_);
   testing::load_reference_params(model, reference);
-  const std::vector<int> prompt = read_ids(reference, "prompt");
-  const std::vector<int> expected = read_ids(reference, "sequences");
+  const std::vector<int> prompt = testing::read_ids(reference, "prompt");
+  const std::vector<int> expected = testing::read_ids(reference, "sequences");
   const int new_tokens = static_cast<int>(expected.size() - prompt.size());
   ASSERT_GT(new_tokens, 0);
   EXPECT_EQ(generate(model, *context_, prompt, new_tokens, {}), expected);

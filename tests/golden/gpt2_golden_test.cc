@@ -11,6 +11,7 @@
 #include <string>
 
 #include "../common/golden.h"
+#include "../common/reference_params.h"
 #include "../common/test_data.h"
 #include "zero/checkpoint/safetensors.h"
 #include "zero/core/allocator.h"
@@ -35,67 +36,36 @@ using testing::relative_error;
 class GPT2Golden : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    folder_ = new fs::path(testing::scratch_dir("gpt2_golden"));
-    status_ = run_reference("reference --out \"" + folder_->string() + "\"");
+    suite_.run("gpt2_golden", "gpt2_reference.py", "reference --out");
   }
-  static void TearDownTestSuite() {
-    fs::remove_all(*folder_);
-    delete folder_;
-  }
+  static void TearDownTestSuite() { suite_.remove(); }
   void SetUp() override {
-    if (status_ == 3 || status_ == 127)
-      GTEST_SKIP() << "python3 with torch is not available (ZERO_PYTHON)";
-    ASSERT_EQ(status_, 0) << "tests/golden/gpt2_reference.py failed";
-    reference_ = std::make_unique<SafetensorsReader>(*folder_ / "reference.safetensors");
-    for (std::int64_t token : reference_->read_int("tokens"))
-      tokens_.push_back(static_cast<int>(token));
-    for (std::int64_t target : reference_->read_int("targets"))
-      targets_.push_back(static_cast<int>(target));
-    const auto& shape = reference_->tensor("tokens").shape;
-    B_ = shape[0];
-    T_ = shape[1];
+    ZERO_GOLDEN_SUITE_READY(suite_);
+    reference_ = std::make_unique<SafetensorsReader>(suite_.folder / "reference.safetensors");
+    batch_ = testing::read_reference_batch(*reference_);
   }
 
-  // Compares every parameter gradient of `model` with the reference's grad.<name>.
   void expect_reference_grads(const GPT2Model& model, double tolerance) {
-    for (int u = 0; u < model.num_units(); ++u)
-      for (const TensorSlot& slot : model.grads(u).layout().slots()) {
-        const std::string name = hf_tensor_name(model.units()[u], slot.name);
-        const std::vector<float> expected = reference_->read_float("grad." + name);
-        const float* actual = model.grad_data(u) + slot.offset_elements;
-        expect_within("grad " + name, relative_error(actual, expected.data(), expected.size()),
-                      tolerance);
-        for (std::size_t i = expected.size(); i < slot.num_elements; ++i)
-          ASSERT_EQ(actual[i], 0.0f) << name << " padded row element " << i;
-      }
+    testing::expect_reference_grads(model, *reference_, tolerance);
   }
-
   std::vector<float> real_logits(const GPT2Compute& compute, const GPT2Config& config) const {
-    std::vector<float> logits;
-    for (std::int64_t row = 0; row < B_ * T_; ++row) {
-      const float* begin = compute.logits() + row * config.padded_vocab_size();
-      logits.insert(logits.end(), begin, begin + config.vocab_size);
-    }
-    return logits;
+    return testing::real_logits(compute, config, batch_.B * batch_.T);
   }
 
-  static fs::path* folder_;
-  static int status_;
+  static testing::GoldenSuite suite_;
   std::unique_ptr<SafetensorsReader> reference_;
-  std::vector<int> tokens_, targets_;
-  std::int64_t B_ = 0, T_ = 0;
+  testing::ReferenceBatch batch_;
   MemoryLedger ledger_;
   HostAllocator allocator_{ledger_};
   std::unique_ptr<DeviceContext> context_ = make_cpu_context();
 };
 
-fs::path* GPT2Golden::folder_ = nullptr;
-int GPT2Golden::status_ = 0;
+testing::GoldenSuite GPT2Golden::suite_;
 
 TEST_F(GPT2Golden, LogitsLossAndGradientsMatchPyTorch) {
-  GPT2Model model = load_hf_model(*folder_ / "model", allocator_);
-  GPT2Compute compute(model.config(), B_, T_, *context_, allocator_);
-  const float loss = model.forward(compute, tokens_, targets_);
+  GPT2Model model = load_hf_model(suite_.folder / "model", allocator_);
+  GPT2Compute compute(model.config(), batch_.B, batch_.T, *context_, allocator_);
+  const float loss = model.forward(compute, batch_.tokens, batch_.targets);
   const std::vector<float> logits = real_logits(compute, model.config());
   const std::vector<float> expected_logits = reference_->read_float("logits");
   ASSERT_EQ(logits.size(), expected_logits.size());
@@ -109,32 +79,32 @@ TEST_F(GPT2Golden, LogitsLossAndGradientsMatchPyTorch) {
 }
 
 TEST_F(GPT2Golden, ActivationCheckpointingGivesTheSameGradients) {
-  GPT2Model model = load_hf_model(*folder_ / "model", allocator_);
-  GPT2Compute compute(model.config(), B_, T_, *context_, allocator_,
+  GPT2Model model = load_hf_model(suite_.folder / "model", allocator_);
+  GPT2Compute compute(model.config(), batch_.B, batch_.T, *context_, allocator_,
                       {.activation_checkpointing = true});
-  model.forward(compute, tokens_, targets_);
+  model.forward(compute, batch_.tokens, batch_.targets);
   model.backward(compute);
   expect_reference_grads(model, 1e-4);
 
-  GPT2Model plain = load_hf_model(*folder_ / "model", allocator_);
-  GPT2Compute plain_compute(plain.config(), B_, T_, *context_, allocator_);
-  plain.forward(plain_compute, tokens_, targets_);
+  GPT2Model plain = load_hf_model(suite_.folder / "model", allocator_);
+  GPT2Compute plain_compute(plain.config(), batch_.B, batch_.T, *context_, allocator_);
+  plain.forward(plain_compute, batch_.tokens, batch_.targets);
   plain.backward(plain_compute);
   for (int u = 0; u < model.num_units(); ++u)
     for (std::size_t i = 0; i < model.grads(u).layout().num_elements(); ++i)
       ASSERT_EQ(model.grad_data(u)[i], plain.grad_data(u)[i])
           << model.units()[u].name << " element " << i;
 
-  const ActivationPlan full = GPT2Compute::plan(model.config(), B_, T_);
+  const ActivationPlan full = GPT2Compute::plan(model.config(), batch_.B, batch_.T);
   const ActivationPlan checkpointed =
-      GPT2Compute::plan(model.config(), B_, T_, {.activation_checkpointing = true});
+      GPT2Compute::plan(model.config(), batch_.B, batch_.T, {.activation_checkpointing = true});
   EXPECT_LT(checkpointed.total_bytes(), full.total_bytes());
   EXPECT_GT(checkpointed.recompute_bytes, 0u);
 }
 
 TEST_F(GPT2Golden, TenAdamWStepsFollowPyTorch) {
-  GPT2Model model = load_hf_model(*folder_ / "model", allocator_);
-  GPT2Compute compute(model.config(), B_, T_, *context_, allocator_);
+  GPT2Model model = load_hf_model(suite_.folder / "model", allocator_);
+  GPT2Compute compute(model.config(), batch_.B, batch_.T, *context_, allocator_);
   const auto& metadata = reference_->metadata();
   // zero::optim's AdamW kernel (the one the engine runs) against torch.optim.AdamW.
   optim::AdamHyperparams hyper;
@@ -152,7 +122,7 @@ TEST_F(GPT2Golden, TenAdamWStepsFollowPyTorch) {
   const std::vector<float> expected = reference_->read_float("adamw_losses");
   for (std::size_t step = 0; step < expected.size(); ++step) {
     model.zero_grads();
-    const float loss = model.forward(compute, tokens_, targets_);
+    const float loss = model.forward(compute, batch_.tokens, batch_.targets);
     model.backward(compute);
     expect_within("AdamW loss at step " + std::to_string(step),
                   std::abs(loss - expected[step]) / std::abs(expected[step]), 1e-5);
@@ -166,20 +136,20 @@ TEST_F(GPT2Golden, TenAdamWStepsFollowPyTorch) {
 }
 
 TEST_F(GPT2Golden, OurCheckpointLoadsInPyTorchToTheSameLogits) {
-  GPT2Model model = load_hf_model(*folder_ / "model", allocator_);
-  GPT2Compute compute(model.config(), B_, T_, *context_, allocator_);
-  model.forward(compute, tokens_, targets_);
+  GPT2Model model = load_hf_model(suite_.folder / "model", allocator_);
+  GPT2Compute compute(model.config(), batch_.B, batch_.T, *context_, allocator_);
+  model.forward(compute, batch_.tokens, batch_.targets);
   const std::vector<float> logits = real_logits(compute, model.config());
 
-  const fs::path ours = *folder_ / "ours";
+  const fs::path ours = suite_.folder / "ours";
   save_hf_checkpoint(model, ours, {.max_shard_bytes = 64 * 1024});  // sharded, with the index
   ASSERT_TRUE(fs::exists(ours / "model.safetensors.index.json"));
-  const fs::path tokens_file = *folder_ / "tokens.safetensors";
+  const fs::path tokens_file = suite_.folder / "tokens.safetensors";
   SafetensorsWriter tokens;
-  std::vector<std::int64_t> wide(tokens_.begin(), tokens_.end());
-  tokens.add("tokens", SafetensorsDType::kI64, {B_, T_}, wide.data(), wide.size() * 8);
+  std::vector<std::int64_t> wide(batch_.tokens.begin(), batch_.tokens.end());
+  tokens.add("tokens", SafetensorsDType::kI64, {batch_.B, batch_.T}, wide.data(), wide.size() * 8);
   tokens.write(tokens_file);
-  const fs::path out = *folder_ / "python_logits.safetensors";
+  const fs::path out = suite_.folder / "python_logits.safetensors";
   ASSERT_EQ(run_reference("logits --model \"" + ours.string() + "\" --tokens \"" +
                           tokens_file.string() + "\" --out \"" + out.string() + "\""),
             0);

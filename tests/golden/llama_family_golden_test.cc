@@ -32,28 +32,15 @@ using testing::relative_error;
 class LlamaFamilyGolden : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
-    folder_ = new fs::path(testing::scratch_dir("llama_family_golden"));
-    status_ =
-        testing::run_golden_script("llama_family_reference.py", "\"" + folder_->string() + "\"");
+    suite_.run("llama_family_golden", "llama_family_reference.py", "");
   }
-  static void TearDownTestSuite() {
-    fs::remove_all(*folder_);
-    delete folder_;
-  }
+  static void TearDownTestSuite() { suite_.remove(); }
   void SetUp() override {
-    if (status_ == 3 || status_ == 127)
-      GTEST_SKIP() << "python3 with torch and transformers is not available (ZERO_PYTHON)";
-    ASSERT_EQ(status_, 0) << "tests/golden/llama_family_reference.py failed";
-    const fs::path folder = *folder_ / GetParam();
+    ZERO_GOLDEN_SUITE_READY(suite_);
+    const fs::path folder = suite_.folder / GetParam();
     config_ = GPT2Config::load(folder / "config.json");
     reference_ = std::make_unique<SafetensorsReader>(folder / "reference.safetensors");
-    for (std::int64_t token : reference_->read_int("tokens"))
-      tokens_.push_back(static_cast<int>(token));
-    for (std::int64_t target : reference_->read_int("targets"))
-      targets_.push_back(static_cast<int>(target));
-    const auto& shape = reference_->tensor("tokens").shape;
-    B_ = shape[0];
-    T_ = shape[1];
+    batch_ = testing::read_reference_batch(*reference_);
   }
 
   // A model holding the reference's fp32 parameters, found by their Hugging Face names; the
@@ -65,45 +52,27 @@ class LlamaFamilyGolden : public ::testing::TestWithParam<std::string> {
   }
 
   void expect_reference_grads(const GPT2Model& model, double tolerance) {
-    for (int u = 0; u < model.num_units(); ++u)
-      for (const TensorSlot& slot : model.grads(u).layout().slots()) {
-        const std::string name = hf_tensor_name(model.units()[u], slot.name);
-        const std::vector<float> expected = reference_->read_float("grad." + name);
-        const float* actual = model.grad_data(u) + slot.offset_elements;
-        expect_within("grad " + name, relative_error(actual, expected.data(), expected.size()),
-                      tolerance);
-        for (std::size_t i = expected.size(); i < slot.num_elements; ++i)
-          ASSERT_EQ(actual[i], 0.0f) << name << " padded row element " << i;
-      }
+    testing::expect_reference_grads(model, *reference_, tolerance);
   }
-
   std::vector<float> real_logits(const GPT2Compute& compute) const {
-    std::vector<float> logits;
-    for (std::int64_t row = 0; row < B_ * T_; ++row) {
-      const float* begin = compute.logits() + row * config_.padded_vocab_size();
-      logits.insert(logits.end(), begin, begin + config_.vocab_size);
-    }
-    return logits;
+    return testing::real_logits(compute, config_, batch_.B * batch_.T);
   }
 
-  static fs::path* folder_;
-  static int status_;
+  static testing::GoldenSuite suite_;
   GPT2Config config_;
   std::unique_ptr<SafetensorsReader> reference_;
-  std::vector<int> tokens_, targets_;
-  std::int64_t B_ = 0, T_ = 0;
+  testing::ReferenceBatch batch_;
   MemoryLedger ledger_;
   HostAllocator allocator_{ledger_};
   std::unique_ptr<DeviceContext> context_ = make_cpu_context();
 };
 
-fs::path* LlamaFamilyGolden::folder_ = nullptr;
-int LlamaFamilyGolden::status_ = 0;
+testing::GoldenSuite LlamaFamilyGolden::suite_;
 
 TEST_P(LlamaFamilyGolden, LogitsLossAndGradientsMatchTransformers) {
   auto model = load_model();
-  GPT2Compute compute(config_, B_, T_, *context_, allocator_);
-  const float loss = model->forward(compute, tokens_, targets_);
+  GPT2Compute compute(config_, batch_.B, batch_.T, *context_, allocator_);
+  const float loss = model->forward(compute, batch_.tokens, batch_.targets);
   const std::vector<float> logits = real_logits(compute);
   const std::vector<float> expected_logits = reference_->read_float("logits");
   ASSERT_EQ(logits.size(), expected_logits.size());
@@ -117,12 +86,13 @@ TEST_P(LlamaFamilyGolden, LogitsLossAndGradientsMatchTransformers) {
 
 TEST_P(LlamaFamilyGolden, ActivationCheckpointingGivesTheSameGradients) {
   auto checkpointed = load_model();
-  GPT2Compute compute(config_, B_, T_, *context_, allocator_, {.activation_checkpointing = true});
-  checkpointed->forward(compute, tokens_, targets_);
+  GPT2Compute compute(config_, batch_.B, batch_.T, *context_, allocator_,
+                      {.activation_checkpointing = true});
+  checkpointed->forward(compute, batch_.tokens, batch_.targets);
   checkpointed->backward(compute);
   auto plain = load_model();
-  GPT2Compute plain_compute(config_, B_, T_, *context_, allocator_);
-  plain->forward(plain_compute, tokens_, targets_);
+  GPT2Compute plain_compute(config_, batch_.B, batch_.T, *context_, allocator_);
+  plain->forward(plain_compute, batch_.tokens, batch_.targets);
   plain->backward(plain_compute);
   for (int u = 0; u < plain->num_units(); ++u)
     for (std::size_t i = 0; i < plain->grads(u).layout().num_elements(); ++i)
@@ -132,7 +102,7 @@ TEST_P(LlamaFamilyGolden, ActivationCheckpointingGivesTheSameGradients) {
 
 TEST_P(LlamaFamilyGolden, TwentyAdamWStepsFollowTransformers) {
   auto model = load_model();
-  GPT2Compute compute(config_, B_, T_, *context_, allocator_);
+  GPT2Compute compute(config_, batch_.B, batch_.T, *context_, allocator_);
   const auto& metadata = reference_->metadata();
   optim::AdamHyperparams hyper;  // zero::optim's AdamW (the engine's) against torch.optim.AdamW
   hyper.lr = std::stod(metadata.at("lr"));
@@ -150,7 +120,7 @@ TEST_P(LlamaFamilyGolden, TwentyAdamWStepsFollowTransformers) {
   ASSERT_EQ(expected.size(), 20u);
   for (std::size_t step = 0; step < expected.size(); ++step) {
     model->zero_grads();
-    const float loss = model->forward(compute, tokens_, targets_);
+    const float loss = model->forward(compute, batch_.tokens, batch_.targets);
     model->backward(compute);
     expect_within("AdamW loss at step " + std::to_string(step),
                   std::abs(loss - expected[step]) / std::abs(expected[step]), 1e-5);
