@@ -56,7 +56,8 @@ COMPONENTS = [
 # train/'s layers, lowest first (train/CMakeLists.txt): each a component at a fractional level
 # under train's 3, with its folder of train/src and its public headers by name.
 TRAIN_LAYERS = [
-    ("config", ["arguments.h", "config_precedence.h", "hf_schedule.h", "input_error.h"]),
+    ("config", ["arguments.h", "config_precedence.h", "hf_schedule.h", "input_error.h",
+                "token_dataset.h"]),
     ("kind", ["classification_data.h", "classification_metrics.h", "dataset_folder.h",
               "hub_cache.h"]),
     ("prepare", ["run_config.h"]),

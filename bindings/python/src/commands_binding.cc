@@ -104,11 +104,15 @@ std::vector<std::string> validate(const std::vector<std::string>& words,
 // `zero train` with `words` in this process, on every rank of the launch; the GIL released, and
 // SIGINT stopping the run after the step as SIGTERM does. `write` (when given) takes rank 0's log
 // lines instead of stdout, `on_log` each log entry as a dict: both called under the GIL, on this
-// thread; what they raise ends the run and comes back to the caller.
+// thread; what they raise ends the run and comes back to the caller. `train_dataset` and
+// `eval_dataset` (token_dataset's) replace the data files.
 nb::dict train_words(const std::vector<std::string>& words, bool verbose, nb::object write,
-                     nb::object on_log) {
+                     nb::object on_log, const TokenRows* train_dataset,
+                     const TokenRows* eval_dataset) {
   cli::CommandFlags flags(train::Command::kTrain);
   parse_words(flags, words);
+  if (train_dataset != nullptr) flags.values().training.train_dataset = train_dataset->dataset;
+  if (eval_dataset != nullptr) flags.values().training.validation_dataset = eval_dataset->dataset;
   train::RunOptions options;
   options.print = verbose;
   options.stop_on_interrupt = true;
@@ -169,8 +173,10 @@ void add_commands(nb::module_& m) {
         "The errors `zero config` finds in the config, one message each (empty: valid).");
   m.def("train", &train_words, nb::arg("words"), nb::arg("verbose") = true,
         nb::arg("write").none() = nb::none(), nb::arg("on_log").none() = nb::none(),
+        nb::arg("train_dataset").none() = nb::none(), nb::arg("eval_dataset").none() = nb::none(),
         "`zero train` with these words, in-process: the results as a dict. write(text): rank 0's "
-        "log lines instead of stdout; on_log(entry): each log entry as it is logged.");
+        "log lines instead of stdout; on_log(entry): each log entry as it is logged; "
+        "train_dataset, eval_dataset: TokenDatasets (token_dataset) in place of the data files.");
   m.def("flag_types", &flag_types, nb::arg("command"),
         "The flags of `command` (train, estimate, config) and aliases, each with its type.");
 }

@@ -6,7 +6,8 @@
 //       zero.ConfigError (config::ConfigError: a DeepSpeed config with errors; .errors lists them)
 //       zero.MissingFileError (also FileNotFoundError: a file or folder an argument names is
 //         absent; raised by the package, which checks path arguments before the call)
-//     zero.ArgumentTypeError (TypeError: an argument of the wrong type; raised by the package)
+//     zero.ArgumentTypeError (TypeError: an argument of the wrong type; raised by the package
+//       and by token_dataset)
 //     zero.RunError (RuntimeError: zero::Error and every other C++ failure while running)
 // The library's log records (zero/core/logging.h) go to a Python callable the package sets
 // (`set_log_handler`: Python's logging), and back to stderr at exit.
@@ -33,6 +34,7 @@ namespace {
 PyObject* g_config_error = nullptr;
 PyObject* g_input_error = nullptr;
 PyObject* g_run_error = nullptr;
+PyObject* g_argument_type_error = nullptr;
 // The package's log handler, callable(level, rank, world_size, message) with logging's levels;
 // a strong reference kept for the process (never released: the sink may run at any time).
 PyObject* g_log_handler = nullptr;
@@ -112,6 +114,11 @@ void translate(const std::exception_ptr& pointer, void*) {
 
 }  // namespace
 
+void raise_argument_type_error(const std::string& message) {
+  PyErr_SetString(g_argument_type_error, message.c_str());
+  throw nb::python_error();
+}
+
 void add_errors(nb::module_& m) {
   const nb::handle error = new_exception(
       m, "Error", PyExc_Exception, "The base of every exception zero raises (catch this one).");
@@ -130,8 +137,9 @@ void add_errors(nb::module_& m) {
                 nb::make_tuple(nb::handle(PyExc_FileNotFoundError), nb::handle(g_input_error)),
                 "A file or folder an argument names does not exist (a FileNotFoundError and an "
                 "InputError): .argument names the argument, .filename the path.");
-  new_exception(m, "ArgumentTypeError", bases(error, PyExc_TypeError),
-                "An argument of the wrong type (a TypeError); the message names it.");
+  g_argument_type_error =
+      new_exception(m, "ArgumentTypeError", bases(error, PyExc_TypeError),
+                    "An argument of the wrong type (a TypeError); the message names it.");
   g_run_error =
       new_exception(m, "RunError", bases(error, PyExc_RuntimeError),
                     "A failure while running (a RuntimeError): zero's C++ message unchanged.");
@@ -150,6 +158,7 @@ NB_MODULE(_zero, m) {
   zero::python::add_commands(m);
   zero::python::add_checkpoint(m);
   zero::python::add_tokenizer(m);
+  zero::python::add_token_dataset(m);
   m.def(
       "finalize",
       [] {

@@ -161,33 +161,61 @@ def plan(model: str | os.PathLike | None = None,
         return [json.loads(text) for text in _zero.plan(words)]
 
 
+def _rows_of(name, value):
+    """`value` as ("texts", list of str) or ("ids", what _zero.token_dataset reads): an object with
+    the buffer protocol (a 2-D int32/int64 NumPy array) is ids; otherwise its first element
+    decides (a str: texts; anything else: rows of token ids)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise ArgumentTypeError(
+            f"{name}: expected a list of str (one example each) or rows of token ids, got "
+            f"{type(value).__name__}")
+    try:
+        memoryview(value)
+        return "ids", value
+    except (TypeError, ValueError, BufferError):  # no buffer, or one of objects (ragged rows)
+        pass
+    rows = value if isinstance(value, (list, tuple)) else list(value)
+    if len(rows) == 0:
+        raise InputError(f"{name}: no examples")
+    return ("texts" if isinstance(rows[0], str) else "ids"), rows
+
+
 class _Datasets:
-    """train_dataset / eval_dataset given from Python (a list of str, one example each) as JSON
-    Lines files ({"text": ...} per line) in a temporary folder for the call, given to the trainer
-    as --train_file / --validation_file: the same reader, tokenizer and token cache as files. Each
-    file's modification time is fixed, so the token cache (keyed by content, size and time, as
-    Hugging Face datasets keys local files) finds the same texts again."""
+    """train_dataset / eval_dataset given from Python. A list of str (one example each) becomes a
+    JSON Lines file ({"text": ...} per line) in a temporary folder for the call, given to the
+    trainer as --train_file / --validation_file: the same reader, tokenizer and token cache as
+    files. Each file's modification time is fixed, so the token cache (keyed by content, size and
+    time, as Hugging Face datasets keys local files) finds the same texts again. Rows of token ids
+    (a list of lists of int, of 1-D int32/int64 arrays, or a 2-D array) become a TokenDataset
+    (zero/train/token_dataset.h: TrainingArguments::train_dataset / validation_dataset), each id
+    copied once."""
 
     FLAGS = {"train_dataset": "train_file", "eval_dataset": "validation_file"}
 
     def __init__(self, datasets, flags):
         self.datasets = {name: value for name, value in datasets.items() if value is not None}
-        for name, value in self.datasets.items():
+        for name in self.datasets:
             if flags.get(self.FLAGS[name]) is not None:
                 raise InputError(f"{name}: give {name} or {self.FLAGS[name]}, not both")
-            if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-                raise ArgumentTypeError(
-                    f"{name}: expected a list of str (one example each), got "
-                    f"{type(value).__name__}")
         self.folder = None
+        self.ids = {}
+        self.files = {}
 
     def __enter__(self):
-        if not self.datasets:
-            return {}
+        texts = {}
+        for name, value in self.datasets.items():
+            kind, rows = _rows_of(name, value)
+            if kind == "texts":
+                texts[name] = rows
+            else:
+                self.ids[name] = _zero.token_dataset(name, rows)
+        if not texts:
+            return self
         self.folder = tempfile.TemporaryDirectory(prefix="zero-datasets-")
         try:
-            return {self.FLAGS[name]: self._write(name, texts)
-                    for name, texts in self.datasets.items()}
+            self.files = {self.FLAGS[name]: self._write(name, rows)
+                          for name, rows in texts.items()}
+            return self
         except BaseException:
             self.folder.cleanup()
             raise
@@ -224,7 +252,8 @@ def _stdout_write(text):
 
 def train(args: Sequence[str] | Mapping[str, Any] | None = None, /, *, verbose: bool = True,
           on_log: Callable[[dict[str, Any]], object] | None = None,
-          train_dataset: Iterable[str] | None = None, eval_dataset: Iterable[str] | None = None,
+          train_dataset: Iterable[str] | Iterable[Sequence[int]] | Any | None = None,
+          eval_dataset: Iterable[str] | Iterable[Sequence[int]] | Any | None = None,
           **flags: Any) -> dict[str, Any]:
     """Runs `zero train` in this process on every rank of the launch: one rank alone, every rank
     under mpirun, srun or torchrun (each rank's Python calls it). The GIL is released while it
@@ -236,8 +265,15 @@ def train(args: Sequence[str] | Mapping[str, Any] | None = None, /, *, verbose: 
     TrainingArguments': output_dir="out", do_train=True, max_steps=100, learning_rate=3e-4,
     deepspeed="ds.json" or a dict, ...), each checked against the flag's type; `args` may instead
     (or as well) be the words after `zero train` or a dict of flags.
-    train_dataset / eval_dataset: the examples as a list of str (in place of train_file /
-    validation_file).
+    train_dataset / eval_dataset (in place of train_file / validation_file): the examples as a
+    list of str, or pre-tokenized as rows of token ids (a list of lists of int, a list of 1-D
+    int32/int64 arrays, or a 2-D int32/int64 array; NumPy is not needed). Rows are treated as
+    run_clm treats a tokenized input_ids column: group_texts concatenates each 1000 rows and cuts
+    block_size blocks (the remainder of each group dropped), so rows of exactly block_size are
+    used as they are. Ids are used as given (no bos/eos added) with the tokenizer named by
+    tokenizer_name or model_name_or_path; an id < 0 or >= the model's vocab_size raises
+    InputError (a ValueError) naming the row and position, a wrong element type
+    ArgumentTypeError (a TypeError) naming the argument.
     on_log(entry): called with each log entry as a dict (step, epoch, loss, learning_rate,
     grad_norm, eval_loss, ...: trainer_state.json's log_history keys) as it is logged, on every
     rank; an exception it raises ends the run and is raised here.
@@ -257,9 +293,10 @@ def train(args: Sequence[str] | Mapping[str, Any] | None = None, /, *, verbose: 
     _check_paths(flags)
     with _ConfigFile(flags.pop("deepspeed", None)) as deepspeed, \
             _Datasets({"train_dataset": train_dataset, "eval_dataset": eval_dataset},
-                      flags) as files:
-        words += _words({**flags, **files, "deepspeed": deepspeed}, "train")
-        result = _zero.train(words, verbose, _stdout_write if verbose else None, on_log)
+                      flags) as datasets:
+        words += _words({**flags, **datasets.files, "deepspeed": deepspeed}, "train")
+        result = _zero.train(words, verbose, _stdout_write if verbose else None, on_log,
+                             datasets.ids.get("train_dataset"), datasets.ids.get("eval_dataset"))
     result["plan"] = [json.loads(text) for text in result["plan"]]
     if "test_report" in result:
         result["test_report"] = json.loads(result["test_report"])

@@ -17,29 +17,49 @@ namespace zero {
 namespace {
 
 // The tensor `name` of a unit's layout; an error names the unit ("unit 'fc1'") and its tensors.
-const TensorSlot& slot_of(const FlatLayout& layout, std::string_view name,
-                          const std::string& unit) {
+const TensorSlot& find_slot(const FlatLayout& layout, std::string_view name,
+                            std::string_view unit) {
   for (const TensorSlot& slot : layout.slots())
     if (slot.name == name) return slot;
   std::string known;
   for (const TensorSlot& slot : layout.slots()) known += (known.empty() ? "" : ", ") + slot.name;
-  ZERO_THROW(unit, " has no tensor '", name, "'; it has: ", known);
+  ZERO_THROW("unit '", unit, "' has no tensor '", name, "'; it has: ", known);
 }
 
-std::string unit_label(std::string_view name) { return "unit '" + std::string(name) + "'"; }
+// What a typed view of a unit (GatheredUnit: parameters; GradientBuffer: gradients) reads:
+// `tensor` (empty: the whole unit) of `unit`, stored in `stored`, as `requested`. Throws naming
+// the unit, the tensor and both dtypes ("tensor 'w' of unit 'fc1' is stored in bf16, not read as
+// fp32").
+struct TypedRead {
+  bool gradients = false;
+  std::string_view unit;
+  std::string_view tensor;
+  DType stored = DType::kFloat32;
+  DType requested = DType::kFloat32;
 
-// A gathered unit's label; by number once the view no longer refers to its engine.
-std::string unit_label(const Engine* engine, UnitId unit) {
-  if (engine == nullptr || unit < 0 || static_cast<std::size_t>(unit) >= engine->num_units())
-    return "unit #" + std::to_string(unit);
-  return unit_label(engine->unit_name(unit));
-}
+  void check() const {
+    std::string what = "unit '" + std::string(unit) + "'";
+    if (!tensor.empty()) what = "tensor '" + std::string(tensor) + "' of " + what;
+    ZERO_CHECK(requested == stored, gradients ? "the gradients of " : "", what,
+               gradients ? " are" : " is", " stored in ", name_of(stored), ", not read as ",
+               name_of(requested));
+  }
+  // The tensor's slot in `layout` (null: an empty view), its dtype checked.
+  const TensorSlot& slot(const FlatLayout* layout) const {
+    ZERO_CHECK(layout != nullptr, "tensor '", tensor, "' of an empty ",
+               gradients ? "GradientBuffer" : "GatheredUnit");
+    const TensorSlot& found = find_slot(*layout, tensor, unit);
+    check();
+    return found;
+  }
+};
 
 }  // namespace
 
 GatheredUnit::GatheredUnit(GatheredUnit&& other) noexcept
     : engine_(std::exchange(other.engine_, nullptr)),
       unit_(other.unit_),
+      name_(other.name_),
       data_(other.data_),
       dtype_(other.dtype_),
       layout_(other.layout_) {}
@@ -49,6 +69,7 @@ GatheredUnit& GatheredUnit::operator=(GatheredUnit&& other) noexcept {
     release();
     engine_ = std::exchange(other.engine_, nullptr);
     unit_ = other.unit_;
+    name_ = other.name_;
     data_ = other.data_;
     dtype_ = other.dtype_;
     layout_ = other.layout_;
@@ -64,30 +85,26 @@ GatheredUnit::~GatheredUnit() {
   }
 }
 
-std::span<float> GatheredUnit::tensor(std::string_view name) const {
-  const TensorSlot& slot = slot_of(*layout_, name, unit_label(engine_, unit_));
-  return {data() + slot.offset_elements, slot.num_elements};
+const TensorSlot& GatheredUnit::checked_slot(std::string_view tensor, DType requested) const {
+  return TypedRead{false, name_, tensor, dtype_, requested}.slot(layout_);
 }
 
-void GatheredUnit::check_dtype(DType requested) const {
-  ZERO_CHECK(requested == dtype_, unit_label(engine_, unit_), " is stored in ", name_of(dtype_),
-             ", not read as ", name_of(requested));
+void GatheredUnit::check_dtype(DType requested, std::string_view tensor) const {
+  TypedRead{false, name_, tensor, dtype_, requested}.check();
 }
 
-void GradientBuffer::check_dtype(DType requested) const {
-  ZERO_CHECK(requested == dtype, "the gradients of ", unit_label(unit), " are stored in ",
-             name_of(dtype), ", not read as ", name_of(requested));
+const TensorSlot& GradientBuffer::checked_slot(std::string_view tensor, DType requested) const {
+  return TypedRead{true, unit, tensor, dtype, requested}.slot(layout);
+}
+
+void GradientBuffer::check_dtype(DType requested, std::string_view tensor) const {
+  TypedRead{true, unit, tensor, dtype, requested}.check();
 }
 
 void GatheredUnit::release() {
   if (engine_ == nullptr) return;
   Engine* engine = std::exchange(engine_, nullptr);
   engine->release(unit_);
-}
-
-std::span<float> GradientBuffer::tensor(std::string_view name) const {
-  const TensorSlot& slot = slot_of(*layout, name, unit_label(unit));
-  return {data_as<float>() + slot.offset_elements, slot.num_elements};
 }
 
 // ---- Impl helpers ----
@@ -437,7 +454,8 @@ GatheredUnit Engine::gather(UnitId unit) {
     d.gatherer.hold(unit);
     data = d.storage.full_params(unit);
   }
-  return GatheredUnit(this, unit, data, d.policy.compute, &d.units[unit].layout);
+  return GatheredUnit(this, unit, d.units[unit].name, data, d.policy.compute,
+                      &d.units[unit].layout);
 }
 
 void Engine::release(UnitId unit) { impl_->gatherer.release(unit); }

@@ -63,10 +63,10 @@ std::string describe(const std::vector<fs::path>& files) {
   return out.str();
 }
 
-void require_blocks(const BlockDataset& blocks, const TokenStream& stream,
-                    const std::vector<fs::path>& files, const char* split, std::size_t block_size) {
+void require_blocks(const BlockDataset& blocks, const TokenStream& stream, std::string_view data,
+                    const char* split, std::size_t block_size) {
   ZERO_CHECK(
-      blocks.size() > 0, "the ", split, " data (", describe(files), ") is shorter than one ",
+      blocks.size() > 0, "the ", split, " data (", data, ") is shorter than one ",
       "block: ", stream.tokens().size(), " tokens in ", stream.num_examples(),
       " examples give no full block of block_size ", block_size,
       " (group_texts drops each group's remainder); use a smaller --block_size or more text");
@@ -74,39 +74,47 @@ void require_blocks(const BlockDataset& blocks, const TokenStream& stream,
 
 }  // namespace
 
-LmDatasets load_lm_datasets(const Tokenizer& tokenizer, const DataArguments& arguments) {
-  ZERO_CHECK(!arguments.train_files.empty(), "no train files given (--train_file)");
-  auto train_stream = std::make_shared<const TokenStream>(
-      load_token_stream(arguments.train_files, tokenizer, arguments.cache_dir, arguments.tokenize,
-                        arguments.overwrite_cache));
+LmDatasets split_lm_datasets(std::shared_ptr<const TokenStream> train,
+                             std::shared_ptr<const TokenStream> validation,
+                             const DataArguments& arguments, std::string_view train_name,
+                             std::string_view validation_name) {
+  ZERO_CHECK(train != nullptr, "no train data given");
   LmDatasets datasets;
-  if (!arguments.validation_files.empty()) {
-    auto validation_stream = std::make_shared<const TokenStream>(
-        load_token_stream(arguments.validation_files, tokenizer, arguments.cache_dir,
-                          arguments.tokenize, arguments.overwrite_cache));
-    datasets.train = group_texts(train_stream, 0, train_stream->num_examples(),
-                                 arguments.block_size, arguments.group_examples);
-    datasets.validation = group_texts(validation_stream, 0, validation_stream->num_examples(),
+  if (validation != nullptr) {
+    datasets.train = group_texts(train, 0, train->num_examples(), arguments.block_size,
+                                 arguments.group_examples);
+    datasets.validation = group_texts(validation, 0, validation->num_examples(),
                                       arguments.block_size, arguments.group_examples);
-    require_blocks(datasets.validation, *validation_stream, arguments.validation_files,
-                   "validation", arguments.block_size);
+    require_blocks(datasets.validation, *validation, validation_name, "validation",
+                   arguments.block_size);
   } else {
     const std::size_t boundary =
-        percent_boundary(train_stream->num_examples(), arguments.validation_split_percentage);
+        percent_boundary(train->num_examples(), arguments.validation_split_percentage);
     datasets.validation =
-        group_texts(train_stream, 0, boundary, arguments.block_size, arguments.group_examples);
-    datasets.train = group_texts(train_stream, boundary, train_stream->num_examples(),
-                                 arguments.block_size, arguments.group_examples);
+        group_texts(train, 0, boundary, arguments.block_size, arguments.group_examples);
+    datasets.train = group_texts(train, boundary, train->num_examples(), arguments.block_size,
+                                 arguments.group_examples);
     if (arguments.validation_split_percentage > 0 && datasets.validation.size() == 0)
       log_warning("the validation split (first ", arguments.validation_split_percentage,
                   "% = ", boundary, " examples) has no full block of ", arguments.block_size,
                   " tokens");
   }
-  require_blocks(datasets.train, *train_stream, arguments.train_files, "train",
-                 arguments.block_size);
+  require_blocks(datasets.train, *train, train_name, "train", arguments.block_size);
   log_info("data: ", datasets.train.size(), " train blocks and ", datasets.validation.size(),
            " validation blocks of ", arguments.block_size, " tokens");
   return datasets;
+}
+
+LmDatasets load_lm_datasets(const Tokenizer& tokenizer, const DataArguments& arguments) {
+  ZERO_CHECK(!arguments.train_files.empty(), "no train files given (--train_file)");
+  auto load = [&](const std::vector<fs::path>& files) {
+    return std::make_shared<const TokenStream>(load_token_stream(
+        files, tokenizer, arguments.cache_dir, arguments.tokenize, arguments.overwrite_cache));
+  };
+  auto train = load(arguments.train_files);  // before the validation files, as run_clm
+  auto validation = arguments.validation_files.empty() ? nullptr : load(arguments.validation_files);
+  return split_lm_datasets(std::move(train), std::move(validation), arguments,
+                           describe(arguments.train_files), describe(arguments.validation_files));
 }
 
 }  // namespace zero::text

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "zero/core/error.h"
+#include "zero/train/token_dataset.h"
 
 namespace zero::train {
 
@@ -25,6 +26,23 @@ std::string format_number(double value) {
 }
 
 void check_loop_arguments(const TrainingArguments& arguments);
+
+// Token ids given in memory replace every data file, for the causal LM (not streamed).
+void check_token_datasets(const TrainingArguments& arguments) {
+  const TokenDataset* given =
+      arguments.train_dataset ? arguments.train_dataset.get() : arguments.validation_dataset.get();
+  if (given == nullptr) return;
+  if (!arguments.train_files.empty() || !arguments.validation_files.empty() ||
+      !arguments.test_files.empty() || !arguments.dataset_name.empty())
+    fail(given->name, ": give the data as token ids or as files (--train_file, --validation_file, ",
+         "--test_file, --dataset_name), not both");
+  if (arguments.task != "causal-lm")
+    fail(given->name, ": token ids train --task causal-lm, not --task ", arguments.task);
+  if (arguments.streaming)
+    fail(given->name, ": token ids in memory are not streamed; drop --streaming");
+  if (arguments.do_train && !arguments.train_dataset)
+    fail("--do_train needs train_dataset (", given->name, " holds the validation ids)");
+}
 
 }  // namespace
 
@@ -96,17 +114,19 @@ void check_arguments(const TrainingArguments& arguments) {
   if (arguments.do_predict && arguments.test_files.empty()) fail("--do_predict needs --test_file");
   if (!arguments.do_train && !arguments.do_eval && !arguments.do_predict && !arguments.dry_run)
     fail("nothing to do: give --do_train, --do_eval and/or --do_predict");
+  check_token_datasets(arguments);
   const bool named = !arguments.dataset_name.empty();
   if (named && !(arguments.train_files.empty() && arguments.validation_files.empty()))
     fail("give --dataset_name or --train_file/--validation_file, not both");
   if (!named && !arguments.dataset_config_name.empty())
     fail("--dataset_config_name needs --dataset_name");
-  if (arguments.do_train && arguments.train_files.empty() && !named)
+  const bool ids = arguments.train_dataset || arguments.validation_dataset;
+  if (arguments.do_train && arguments.train_files.empty() && !named && !arguments.train_dataset)
     fail("--do_train needs --train_file (or --dataset_name)");
   if (arguments.do_eval && arguments.validation_files.empty() && arguments.train_files.empty() &&
-      !named)
+      !named && !ids)
     fail("--do_eval needs --validation_file (or --train_file to split one off)");
-  if (arguments.do_eval && arguments.validation_files.empty() &&
+  if (arguments.do_eval && arguments.validation_files.empty() && !arguments.validation_dataset &&
       arguments.validation_split_percentage == 0 && !named)
     fail("--do_eval without --validation_file needs --validation_split_percentage > 0");
   check_loop_arguments(arguments);

@@ -13,6 +13,7 @@
 #include "zero/core/launch.h"
 #include "zero/text/streaming.h"
 #include "zero/train/hub_cache.h"
+#include "zero/train/token_dataset.h"
 
 namespace zero::train::detail {
 namespace {
@@ -122,6 +123,25 @@ void prepare_blocks(const TrainingArguments& arguments, const PrepareScope& scop
   prepared.train_blocks = capped(prepared.data.train.size(), arguments.max_train_samples);
 }
 
+// run_clm's splits and blocks of token ids given in memory (TrainingArguments::train_dataset,
+// validation_dataset): each checked against the model's vocabulary, then grouped as a file's
+// tokenized examples are (a row is an example).
+void prepare_token_datasets(const TrainingArguments& arguments, Prepared& prepared) {
+  const TokenDataset* train = arguments.train_dataset.get();
+  const TokenDataset* validation = arguments.validation_dataset.get();
+  for (const TokenDataset* dataset : {train, validation})
+    if (dataset != nullptr) check_token_ids(*dataset, prepared.model_config.vocab_size);
+  text::DataArguments data_arguments;
+  data_arguments.validation_split_percentage = arguments.validation_split_percentage;
+  data_arguments.block_size = static_cast<std::size_t>(prepared.block_size);
+  const TokenDataset& first = train != nullptr ? *train : *validation;  // eval only: as files
+  prepared.data = as_input_error("data", [&] {
+    return text::split_lm_datasets(first.rows, validation ? validation->rows : nullptr,
+                                   data_arguments, first.name, validation ? validation->name : "");
+  });
+  prepared.train_blocks = capped(prepared.data.train.size(), arguments.max_train_samples);
+}
+
 class LmTaskKind final : public TaskKind {
  public:
   std::string_view name() const override { return "causal-lm"; }
@@ -150,7 +170,9 @@ class LmTaskKind final : public TaskKind {
                     const TaskSources& sources, const PrepareScope& scope,
                     Prepared& prepared) const override {
     const fs::path cache = token_cache_folder(arguments);
-    if (arguments.streaming) {
+    if (arguments.train_dataset || arguments.validation_dataset) {
+      prepare_token_datasets(arguments, prepared);
+    } else if (arguments.streaming) {
       prepare_streaming(arguments, scope, cache, sources, prepared);
     } else {
       prepare_blocks(arguments, scope, cache, sources, prepared);

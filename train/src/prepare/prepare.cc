@@ -21,6 +21,7 @@
 #include "zero/gpt2/family.h"
 #include "zero/text/text_files.h"
 #include "zero/train/dataset_folder.h"
+#include "zero/train/token_dataset.h"
 
 namespace zero::train::detail {
 namespace {
@@ -86,6 +87,12 @@ void load_tokenizer(const TrainingArguments& arguments, const TaskSources& sourc
   if (prepared.pretrained)
     input_error("--model_name_or_path ", arguments.model_name_or_path,
                 " holds no tokenizer files; give --tokenizer_name");
+  if (arguments.train_dataset || arguments.validation_dataset)
+    input_error(
+        "token ids (",
+        (arguments.train_dataset ? arguments.train_dataset : arguments.validation_dataset)->name,
+        ") need the tokenizer that made them: give --tokenizer_name (its files are saved "
+        "with the model)");
   const Clock::time_point start = Clock::now();
   text::BpeTrainer trainer({.vocab_size = static_cast<std::size_t>(arguments.tokenizer_vocab_size),
                             .min_frequency = 2,

@@ -39,12 +39,14 @@ class Engine;
 
 // The full parameters of a gathered unit, valid until release() or destruction (RAII). They are
 // in the engine's parameter dtype (Engine::param_dtype(): fp32, or bf16/fp16 in mixed precision)
-// in the device space of the engine's context.
+// in the device space of the engine's context. Errors name the unit by its name ("unit 'fc1'").
 class GatheredUnit {
  public:
   GatheredUnit() = default;
-  GatheredUnit(Engine* engine, UnitId unit, void* data, DType dtype, const FlatLayout* layout)
-      : engine_(engine), unit_(unit), data_(data), dtype_(dtype), layout_(layout) {}
+  // `name`: the unit's name, owned by the engine (valid while it lives).
+  GatheredUnit(Engine* engine, UnitId unit, std::string_view name, void* data, DType dtype,
+               const FlatLayout* layout)
+      : engine_(engine), unit_(unit), name_(name), data_(data), dtype_(dtype), layout_(layout) {}
   GatheredUnit(GatheredUnit&& other) noexcept;
   GatheredUnit& operator=(GatheredUnit&& other) noexcept;
   GatheredUnit(const GatheredUnit&) = delete;
@@ -52,24 +54,36 @@ class GatheredUnit {
   ~GatheredUnit();
 
   UnitId unit() const { return unit_; }
+  std::string_view name() const { return name_; }
   DType dtype() const { return dtype_; }
   void* raw() const { return data_; }  // padded_num_elements() elements of dtype()
-  // Typed view; throws zero::Error when T is not the unit's dtype.
+  // Typed view; throws zero::Error naming the unit and both dtypes when T is not the unit's dtype
+  // (float, BFloat16 or Float16: zero/core/dtype.h).
   template <typename T>
   T* data_as() const {
-    check_dtype(dtype_of<T>());
+    check_dtype(dtype_of<T>(), {});
     return static_cast<T*>(data_);
   }
   float* data() const { return data_as<float>(); }  // fp32 units
   const FlatLayout& layout() const { return *layout_; }
-  std::span<float> tensor(std::string_view name) const;  // fp32 units
+  // The tensor `name` of the unit, typed as T (float, BFloat16 or Float16: the unit's dtype, as
+  // Engine::param_dtype() says). Throws zero::Error naming the unit and the tensor when the unit
+  // has no such tensor or is stored in another dtype.
+  template <typename T>
+  std::span<T> tensor_as(std::string_view name) const {
+    return slot_view<T>(data_, checked_slot(name, dtype_of<T>()));
+  }
+  std::span<float> tensor(std::string_view name) const { return tensor_as<float>(name); }
   // Gives the unit back to the engine now (stage 3 may free or re-use its memory).
   void release();
 
  private:
-  void check_dtype(DType requested) const;
+  // The slot of `tensor`, after checking that the unit holds it and is stored in `requested`.
+  const TensorSlot& checked_slot(std::string_view tensor, DType requested) const;
+  void check_dtype(DType requested, std::string_view tensor) const;
   Engine* engine_ = nullptr;
   UnitId unit_ = -1;
+  std::string_view name_;
   void* data_ = nullptr;
   DType dtype_ = DType::kFloat32;
   const FlatLayout* layout_ = nullptr;

@@ -31,25 +31,41 @@ using InitFunction = std::function<void(const TensorSlot& slot, std::span<float>
 // unit where it holds it all) and nothing is broadcast.
 using RangeInitFunction = std::function<void(ElementRange range, std::span<float> values)>;
 
+// The elements of `slot` in a unit's flat buffer `data` of T (GatheredUnit's and GradientBuffer's
+// tensor_as, once the dtype is checked).
+template <typename T>
+std::span<T> slot_view(void* data, const TensorSlot& slot) {
+  return {static_cast<T*>(data) + slot.offset_elements, slot.num_elements};
+}
+
 // The buffer a unit's backward accumulates (+=) its gradients into: zero at the start of each
 // accumulation cycle (stages 0, 1) or of each micro-step (stages 2, 3). `raw` holds the layout's
 // padded elements of `dtype` (Engine::grad_dtype()); `data` is the same memory typed when dtype
-// is fp32 (else null).
+// is fp32 (else null). Errors name the unit by its name.
 struct GradientBuffer {
   float* data = nullptr;
   const FlatLayout* layout = nullptr;
   void* raw = nullptr;
   DType dtype = DType::kFloat32;
   std::string_view unit;  // the unit's name (errors name it), valid while the engine lives
-  std::span<float> tensor(std::string_view name) const;  // fp32 buffers
+  // The gradient of the tensor `name`, typed as T (float, BFloat16 or Float16: zero/core/dtype.h;
+  // Engine::grad_dtype()). Throws zero::Error naming the unit and the tensor when the unit has no
+  // such tensor or its gradients are stored in another dtype.
+  template <typename T>
+  std::span<T> tensor_as(std::string_view name) const {
+    return slot_view<T>(raw, checked_slot(name, dtype_of<T>()));
+  }
+  std::span<float> tensor(std::string_view name) const { return tensor_as<float>(name); }
   template <typename T>
   T* data_as() const {
-    check_dtype(dtype_of<T>());
+    check_dtype(dtype_of<T>(), {});
     return static_cast<T*>(raw);
   }
 
  private:
-  void check_dtype(DType requested) const;
+  // The slot of `tensor`, after checking that the unit holds it and is stored in `requested`.
+  const TensorSlot& checked_slot(std::string_view tensor, DType requested) const;
+  void check_dtype(DType requested, std::string_view tensor) const;
 };
 
 // One contiguous piece of a unit owned by this rank, for checkpoints: its flat range within the

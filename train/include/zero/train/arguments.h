@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,8 @@
 #include "zero/config/ds_config.h"
 
 namespace zero::train {
+
+struct TokenDataset;  // zero/train/token_dataset.h
 
 // eval_strategy / save_strategy: "no", "steps" or "epoch".
 enum class IntervalStrategy { kNo, kSteps, kEpoch };
@@ -48,6 +51,12 @@ struct TrainingArguments {
   int preprocessing_num_workers = 0;  // tokenizer threads; 0: all cores
   std::int64_t max_train_samples = -1;
   std::int64_t max_eval_samples = -1;
+  // Not flags: token ids given in memory (zero/train/token_dataset.h: a C++ program's own
+  // pre-tokenized data, the Python module's train_dataset/eval_dataset of ids) in place of the
+  // data files: train_dataset for --train_file, validation_dataset for --validation_file (null:
+  // the first validation_split_percentage% of train_dataset's rows, as from a train file).
+  std::shared_ptr<const TokenDataset> train_dataset;
+  std::shared_ptr<const TokenDataset> validation_dataset;
 
   // The task: "causal-lm" (run_clm, the default) or "text-classification" (run_classification:
   // GPT2ForSequenceClassification on labelled CSV / JSON Lines files; the flags below).

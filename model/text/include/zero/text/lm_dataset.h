@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "zero/text/token_stream.h"
@@ -60,6 +61,15 @@ struct LmDatasets {
   BlockDataset train;
   BlockDataset validation;  // may be empty (validation_split_percentage 0)
 };
+
+// run_clm's splits of token streams already loaded (a file's, or ids given in memory: each example
+// one row of a pre-tokenized dataset's input_ids): each grouped into blocks by group_texts; with
+// `validation` null, the first validation_split_percentage% of the train examples validate.
+// Throws zero::Error naming `train_name` or `validation_name` when a split has no full block.
+LmDatasets split_lm_datasets(std::shared_ptr<const TokenStream> train,
+                             std::shared_ptr<const TokenStream> validation,
+                             const DataArguments& arguments, std::string_view train_name,
+                             std::string_view validation_name);
 
 // Tokenizes (or maps the cache of) the files and builds the splits as run_clm does. Throws
 // zero::Error naming the files when the train split has no full block (corpus shorter than one
