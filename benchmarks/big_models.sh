@@ -10,6 +10,8 @@
 #       below Llama-2's 32000 rows; about 4.6 characters a token, as a real 32k BPE gives), and
 #       wheels/ (DeepSpeed 0.19.8 built from its sdist, and what it needs that the machine's
 #       Python 3.12 lacks: pydantic, pydantic_core, annotated_types, typing_inspection, hjson).
+#       PREPARE_PYTHON (default python3) builds the wheel: a Python with pip, setuptools and
+#       wheel (here ~/.cache/zero/venv-ds/bin/python). Reaches the package registry.
 #
 #   benchmarks/big_models.sh run [--bundle FILE | --bin DIR] [--assets DIR] [--results DIR] [RUN...]
 #       On the GPU machine: the runs named (all by default), each under 10 minutes:
@@ -40,7 +42,10 @@
 #   micro-batches, 3 steps) and runs both sides on the CPU (--use_cpu; DeepSpeed under
 #   DS_ACCELERATOR=cpu): the dry run of this script. SIDES=zero|deepspeed|both (both),
 #   STEPS (7b 8, others 4), DEEPSPEED_PYTHON (default: python3 with the wheels of --assets
-#   installed into a temporary folder), GPU_MEMORY (139GiB), CPU_MEMORY (128GiB), RATIO_16B.
+#   installed into a temporary folder), GPU_MEMORY (139GiB), CPU_MEMORY (128GiB), RATIO_16B,
+#   WORK (default .device/work: the final models and NVMe swap go there, on the checkout's disk
+#   rather than a /tmp that may be memory; a run whose final model and swap exceed its free
+#   space is refused).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 all_runs=(7b 7b-offload 13b 16b)
@@ -182,6 +187,18 @@ run_one() {
   fpt=$(flops_per_token "$config" "$block" "$parameters")
   say "$name: $parameters parameters, ${checkpointing[*]:-no recompute}; plan: GPU $device_plan, host (train phase) $host_plan"
   local tokens=$((block * batch * accumulation))
+  # The disk: zero train always writes the final model (fp32, 4 bytes a parameter, as run_clm
+  # saves at the end), plus the plan's NVMe bytes; the folder is emptied after each run.
+  local nvme_bytes free needed
+  nvme_bytes=$(grep -aom1 'host per rank: .*nvme [0-9.]* GiB' "$work/plan.log" | grep -o '[0-9.]* GiB$' |
+               awk '{printf "%.0f", $1 * 1073741824}' || true)
+  needed=$((4 * parameters + ${nvme_bytes:-0}))
+  free=$(df -B1 --output=avail "$work" | tail -n 1 | tr -d ' ')
+  say "$name: disk: the final model and the swap need $((needed / 1000000000)) GB in $work, $((free / 1000000000)) GB free"
+  if [[ $free -lt $needed ]]; then
+    row "$name" zero "refused: the disk ($((free / 1000000000)) GB free in $work, $((needed / 1000000000)) GB needed)" "" "" "" "" ""
+    return 0
+  fi
   if [[ $sides == zero || $sides == both ]]; then
     echo "==== $name: zero train"
     local sampler="" log=$results/$name.zero.log
@@ -296,18 +313,23 @@ run() {
   if [[ ${SCALE:-} == tiny ]]; then
     export DS_ACCELERATOR=cpu
   fi
+  local device=cpu
+  command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 &&
+    device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr -c 'A-Za-z0-9\n' '_' | sed 's/_*$//')
+  [[ $device != cpu || ${SCALE:-} == tiny ]] ||
+    die "run: no CUDA device visible: these shapes need the GPU machine (SCALE=tiny for the dry run here)"
   deepspeed_python=${DEEPSPEED_PYTHON:-}
   if [[ -z $deepspeed_python ]] && compgen -G "$assets/wheels/*.whl" >/dev/null; then
     local site
     site=$(mktemp -d)
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
-      "$assets"/wheels/*.whl
-    export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+    if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
+         "$assets"/wheels/*.whl; then
+      export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+    else
+      say "the wheels of $assets/wheels do not install into $(python3 --version) (they are for the GPU machine's 3.12): DEEPSPEED_PYTHON=... names a Python with DeepSpeed"
+    fi
   fi
   deepspeed_python=${deepspeed_python:-python3}
-  local device=cpu
-  command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 &&
-    device=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr -c 'A-Za-z0-9\n' '_' | sed 's/_*$//')
   results=${results:-$root/benchmarks/results/big_models_$(date -u +%Y%m%d_%H%M)_$device${SCALE:+_$SCALE}}
   mkdir -p "$results"
   summary=$results/summary.md
@@ -324,7 +346,8 @@ run() {
   local name start work
   for name in "${runs[@]}"; do
     start=$SECONDS
-    work=$(mktemp -d "${WORK:-${TMPDIR:-/tmp}}/big_models_$name.XXXX")
+    mkdir -p "${WORK:-$root/.device/work}"
+    work=$(mktemp -d "${WORK:-$root/.device/work}/big_models_$name.XXXX")
     run_one "$name" "$work" 2>&1 | tee "$results/$name.log"
     rm -rf "$work"
     say "$name: $((SECONDS - start)) s"

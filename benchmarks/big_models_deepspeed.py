@@ -14,7 +14,9 @@ layer as it is made), SDPA attention, no dropout. The tokens are FILE's ids (whi
 what `zero tokenizer encode` printed for the text zero trained on), cut into blocks of
 --block_size in order. ds.json is zero's config with Trainer's "auto" values filled (AdamW with
 betas 0.9/0.999, eps 1e-8, --lr, --weight_decay; clipping 1; WarmupDecayLR with --warmup linear
-steps over --steps, as `zero train`'s linear schedule). An optimizer step is --accumulation
+steps over --steps, `zero train`'s linear schedule one step later: DeepSpeed's first step runs at
+its warmup_min_lr, 0). Blocks are taken in order, zero's sampler shuffles them: the same tokens,
+another order. An optimizer step is --accumulation
 micro-batches (engine forward, backward and step each), timed with the device synchronised.
 Prints, per optimizer step and last:
 
