@@ -280,6 +280,8 @@ EOF
 
 run() {
   local bundle="" bin="" runs=()
+  unpacked="" site=""
+  trap 'rm -rf "${unpacked:-}" "${site:-}"' EXIT
   assets=$root/.device/big_models results=""
   while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -300,7 +302,6 @@ run() {
   if [[ -z $bin ]]; then
     bundle=${bundle:-$root/.device/gpu_bundle.tar.xz}
     [[ -f $bundle ]] || die "run: no bundle at $bundle (make it here: scripts/gpu_check.sh build)"
-    local unpacked
     unpacked=$(mktemp -d)
     tar -C "$unpacked" -xJf "$bundle"
     bin=$unpacked/bundle/bin
@@ -320,7 +321,6 @@ run() {
     die "run: no CUDA device visible: these shapes need the GPU machine (SCALE=tiny for the dry run here)"
   deepspeed_python=${DEEPSPEED_PYTHON:-}
   if [[ -z $deepspeed_python ]] && compgen -G "$assets/wheels/*.whl" >/dev/null; then
-    local site
     site=$(mktemp -d)
     if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
          "$assets"/wheels/*.whl; then
