@@ -23,11 +23,11 @@ model only; checkpoint_s=nan). Prints:
             checkpoint_s=<s> model16_s=<s> rss_gb=<peak at the end> params=<count>
 """
 import argparse
-import json
 import os
-import resource
 import sys
 import time
+
+from deepspeed_side import filled_config, peak_rss_gb, report, token_blocks
 
 
 def parse():
@@ -45,27 +45,6 @@ def parse():
     return parser.parse_args()
 
 
-def filled_config(path, args):
-    """The config with Trainer's "auto" values filled in (one rank, no accumulation)."""
-    with open(path, encoding="utf-8") as f:
-        config = json.load(f)
-    config.update({"train_batch_size": args.batch, "train_micro_batch_size_per_gpu": args.batch,
-                   "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
-                   "steps_per_print": 1_000_000, "wall_clock_breakdown": False})
-    config.setdefault("optimizer", {"type": "AdamW", "params": {
-        "lr": 5e-5, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.0}})
-    zero = config["zero_optimization"]
-    for key, value in list(zero.items()):
-        if value == "auto":
-            del zero[key]
-    zero["stage3_gather_16bit_weights_on_model_save"] = True  # else save_16bit_model saves nothing
-    return config
-
-
-def peak_rss_gb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9
-
-
 def main():
     args = parse()
     import torch
@@ -80,12 +59,11 @@ def main():
         tokenizer_file=os.path.join(args.tokenizer, "tokenizer.json"))
     with open(args.train_file, encoding="utf-8") as f:
         ids = tokenizer(f.read())["input_ids"]
-    T = args.block_size
-    blocks = torch.tensor(ids[: len(ids) // T * T], dtype=torch.long).view(-1, T)
-    if blocks.shape[0] < args.steps * args.batch:
-        sys.exit(f"{args.train_file}: {blocks.shape[0]} blocks of {T} tokens, too few")
+    blocks = token_blocks(torch, ids, args.block_size, args.steps * args.batch, args.train_file)
 
-    config = filled_config(args.deepspeed, args)
+    config = filled_config(args.deepspeed, args.batch)
+    # else save_16bit_model saves nothing
+    config["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] = True
     keep = HfDeepSpeedConfig(config)  # noqa: F841 (alive while the model is made: zero.Init)
     shape = {k: int(v) for k, v in (kv.split("=") for kv in args.overrides.split(","))}
     torch.manual_seed(42)
@@ -105,7 +83,6 @@ def main():
         times.append(time.perf_counter() - start)
         print(f"step {step + 1} loss {loss.item():.4f} {times[-1]:.2f} s", flush=True)
     rss_train = peak_rss_gb()
-    inner = getattr(optimizer, "optimizer", optimizer)
     checkpoint_s = float("nan")
     if not args.no_checkpoint:
         start = time.perf_counter()
@@ -115,10 +92,9 @@ def main():
     if not engine.save_16bit_model(os.path.join(args.output_dir, "model")):
         sys.exit("save_16bit_model saved nothing")
     model16_s = time.perf_counter() - start
-    print(f"DEEPSPEED deepspeed-{deepspeed.__version__} "
-          f"s/step={','.join(f'{t:.2f}' for t in times)} rss_train_gb={rss_train:.2f} "
-          f"checkpoint_s={checkpoint_s:.2f} model16_s={model16_s:.2f} rss_gb={peak_rss_gb():.2f} "
-          f"params={parameters} optimizer={type(inner).__name__}", flush=True)
+    report(deepspeed, optimizer, parameters, times,
+           {"rss_train_gb": f"{rss_train:.2f}", "checkpoint_s": f"{checkpoint_s:.2f}",
+            "model16_s": f"{model16_s:.2f}", "rss_gb": f"{peak_rss_gb():.2f}"})
     dist.barrier()
     return 0
 

@@ -68,6 +68,10 @@ std::vector<Candidate> rank_configurations(const PlanSetup& setup, const Hardwar
         variant.engine.offload_optimizer.device = device_of(offload);
         variant.engine.offload_param.device =
             stage == 3 ? device_of(offload) : config::OffloadDevice::kNone;
+        // The grid offloads whole states: a given partial offload (offload_optimizer.ratio,
+        // stage 3 with the optimizer alone on the host) is the given configuration's plan, and
+        // is no valid option for the grid's other stages and devices.
+        variant.engine.offload_optimizer.ratio = 1.0;
         // A plan touches no disk: NVMe candidates need a path only to be valid options.
         for (std::string* path :
              {&variant.engine.offload_optimizer.nvme_path, &variant.engine.offload_param.nvme_path})
