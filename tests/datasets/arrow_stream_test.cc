@@ -3,9 +3,12 @@
 // large_string; every truncation an error; the streams zero refuses, each named.
 #include "zero/text/arrow_stream.h"
 
+#include <flatbuffers/flatbuffers.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -123,6 +126,63 @@ TEST(ArrowStream, RefusesWhatItDoesNotReadNamingIt) {
     EXPECT_NE(message.find(path.string()), std::string::npos) << name << ": " << message;
   }
   EXPECT_NE(error_of("").find("truncated"), std::string::npos);
+}
+
+// One encapsulated message built with flatbuffers' builder: Message { version, header_type,
+// header: a Schema of one "text" string column (endianness `endianness`) or an empty table,
+// bodyLength 0 }, framed as Arrow frames it.
+std::string message(std::uint8_t header_type, std::int16_t endianness = 0,
+                    std::int16_t version = 4) {
+  namespace fb = flatbuffers;
+  fb::FlatBufferBuilder builder;
+  fb::uoffset_t header = 0;
+  if (header_type == 1) {
+    const fb::Offset<fb::String> name = builder.CreateString("text");
+    const fb::uoffset_t utf8 = builder.EndTable(builder.StartTable());
+    const fb::uoffset_t field_start = builder.StartTable();
+    builder.AddOffset(4, name);                          // Field.name
+    builder.AddElement<std::uint8_t>(8, 5, 0);           // Field.type_type: Utf8
+    builder.AddOffset(10, fb::Offset<fb::Table>(utf8));  // Field.type
+    const fb::Offset<fb::Table> field(builder.EndTable(field_start));
+    const auto fields = builder.CreateVector(std::vector<fb::Offset<fb::Table>>{field});
+    const fb::uoffset_t schema_start = builder.StartTable();
+    builder.AddElement<std::int16_t>(4, endianness, 0);  // Schema.endianness
+    builder.AddOffset(6, fields);                        // Schema.fields
+    header = builder.EndTable(schema_start);
+  } else {
+    header = builder.EndTable(builder.StartTable());
+  }
+  const fb::uoffset_t message_start = builder.StartTable();
+  builder.AddElement<std::int16_t>(4, version, 0);      // Message.version
+  builder.AddElement<std::uint8_t>(6, header_type, 0);  // Message.header_type
+  builder.AddOffset(8, fb::Offset<fb::Table>(header));  // Message.header
+  builder.AddElement<std::int64_t>(10, 0, 0);           // Message.bodyLength
+  builder.Finish(fb::Offset<fb::Table>(builder.EndTable(message_start)));
+  std::string metadata(reinterpret_cast<const char*>(builder.GetBufferPointer()),
+                       builder.GetSize());
+  metadata.resize((metadata.size() + 7) / 8 * 8, '\0');
+  const std::int32_t framing[2] = {-1, static_cast<std::int32_t>(metadata.size())};
+  return std::string(reinterpret_cast<const char*>(framing), 8) + metadata;
+}
+
+const std::string kEndOfStream("\xff\xff\xff\xff\0\0\0\0", 8);
+
+TEST(ArrowStream, RefusesBigEndianDataAndMessagesItDoesNotRead) {
+  ASSERT_EQ(error_of(message(1) + kEndOfStream), "") << "the built schema alone reads";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {message(1, /*endianness=*/1) + kEndOfStream, "big-endian data"},
+      {message(1) + message(2) + kEndOfStream, "a dictionary batch"},
+      {message(1) + message(1) + kEndOfStream, "a second schema message"},
+      {message(1) + message(4) + kEndOfStream, "(tensor or unknown)"},
+      {message(1, 0, /*version=*/2) + kEndOfStream, "metadata version 3, older than"},
+      {message(3) + kEndOfStream, "does not start with a schema"},
+      {message(1), "end-of-stream marker"},
+  };
+  for (const auto& [stream, wanted] : cases) {
+    const std::string error = error_of(stream, "built.arrow");
+    EXPECT_NE(error.find(wanted), std::string::npos) << wanted << ": " << error;
+    EXPECT_NE(error.find("built.arrow"), std::string::npos) << error;
+  }
 }
 
 }  // namespace
