@@ -179,6 +179,26 @@ TEST(DatasetsCache, ResolvesThePreparedFolderAndTrains) {
   const TrainResult result = train(arguments, *local, {.print = false});
   EXPECT_EQ(result.global_step, 2);
   EXPECT_TRUE(result.eval_loss) << "the validation split is evaluated";
+
+  // "large" has train and test only: run_clm holds out --validation_split_percentage of train.
+  TrainingArguments held_out =
+      zero::testing::tiny_arguments(folder.path() / "unused.txt", folder.path() / "out_large");
+  held_out.train_files.clear();
+  held_out.dataset_name = "tiny_corpus";
+  held_out.dataset_config_name = "large";
+  held_out.block_size = 4;
+  held_out.max_steps = 1;
+  held_out.do_eval = true;
+  held_out.validation_split_percentage = 50;
+  resolve_hub_names(held_out, {{"HF_DATASETS_CACHE", cache.string()}});
+  EXPECT_EQ(fs::path(held_out.dataset_name), prepared_folder(cache, "large"));
+  const TrainResult large = train(held_out, *local, {.print = false});
+  EXPECT_TRUE(large.eval_loss) << "evaluated on the held-out half of train";
+  held_out.validation_split_percentage = 0;  // no validation: --do_eval has nothing to evaluate
+  held_out.overwrite_output_dir = true;
+  const std::string none =
+      zero::testing::error_of([&] { train(held_out, *local, {.print = false}); });
+  EXPECT_NE(none.find("--do_eval: the validation data holds no block"), std::string::npos) << none;
 }
 
 }  // namespace
