@@ -169,6 +169,13 @@ TEST(DatasetsCache, ResolvesThePreparedFolderAndTrains) {
   arguments.block_size = 4;
   arguments.max_steps = 2;
   arguments.do_eval = true;
+  TrainingArguments by_home = arguments;  // HF_HOME/datasets without HF_DATASETS_CACHE
+  fs::create_directories(folder.path() / "home");
+  fs::create_directory_symlink(cache, folder.path() / "home" / "datasets");
+  resolve_hub_names(by_home, {{"HF_HOME", (folder.path() / "home").string()}});
+  EXPECT_EQ(
+      fs::path(by_home.dataset_name),
+      folder.path() / "home" / "datasets" / fs::relative(prepared_folder(cache, "raw-v1"), cache));
   const std::vector<std::string> lines = resolve_hub_names(
       arguments,
       {{"HF_DATASETS_CACHE", cache.string()}, {"HF_HUB_CACHE", (folder.path() / "hub").string()}});
@@ -190,7 +197,8 @@ TEST(DatasetsCache, ResolvesThePreparedFolderAndTrains) {
   held_out.max_steps = 1;
   held_out.do_eval = true;
   held_out.validation_split_percentage = 50;
-  resolve_hub_names(held_out, {{"HF_DATASETS_CACHE", cache.string()}});
+  held_out.cache_dir = cache.string();  // run_clm's --cache_dir: load_dataset's cache_dir
+  resolve_hub_names(held_out, {{"HF_DATASETS_CACHE", (folder.path() / "elsewhere").string()}});
   EXPECT_EQ(fs::path(held_out.dataset_name), prepared_folder(cache, "large"));
   const TrainResult large = train(held_out, *local, {.print = false});
   EXPECT_TRUE(large.eval_loss) << "evaluated on the held-out half of train";
