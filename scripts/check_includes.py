@@ -59,7 +59,7 @@ TRAIN_LAYERS = [
     ("config", ["arguments.h", "config_precedence.h", "hf_schedule.h", "input_error.h",
                 "token_dataset.h"]),
     ("kind", ["classification_data.h", "classification_metrics.h", "dataset_folder.h",
-              "hub_cache.h"]),
+              "datasets_cache.h", "hub_cache.h"]),
     ("prepare", ["run_config.h"]),
     ("plan", ["plan.h", "run_types.h"]),
     ("task", []),

@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:?usage: scripts/fuzz.sh SECONDS [HARNESS...]}
 shift
 all=(safetensors ds_config checkpoint tcp_store tokenizer_files tokenizer_json text_data
-     labelled_data model_config)
+     arrow_stream labelled_data model_config)
 harnesses=("$@")
 ((${#harnesses[@]})) || harnesses=("${all[@]}")
 build=build-fuzz

@@ -30,6 +30,7 @@ packages=(
   nlohmann-json3-dev
   libpcre2-dev
   libicu-dev  # NFC for tokenizer.json normalizers (model/text/)
+  libflatbuffers-dev  # the Arrow IPC reader's flatbuffers runtime (model/text/src/arrow_stream.cc)
   fortunes  # the demo corpus: /usr/share/games/fortunes (scripts/demo.sh, `zero train`)
   gnuplot-nox  # `zero train`: output_dir/loss.svg (skipped with a warning without it)
 )

@@ -154,6 +154,20 @@ def data_seeds():
                                   '{"sentence1": "c", "sentence2": "d", "label": 0}\n')
 
 
+def arrow_stream_seeds():
+    """The Arrow streams of tests/datasets/fixtures (datasets' cache files and the refused ones,
+    written by its make_fixtures.py), named by their path there."""
+    fixtures = os.path.join(HERE, "..", "datasets", "fixtures")
+    for root, _, files in os.walk(fixtures):
+        for name in sorted(files):
+            if name.endswith(".arrow"):
+                relative = os.path.relpath(os.path.join(root, name), fixtures).split(os.sep)
+                kept = [part for part in relative if part not in ("cache", "tiny_corpus", "0.0.0")
+                        and not (len(part) == 16 and all(c in "0123456789abcdef" for c in part))]
+                with open(os.path.join(root, name), "rb") as f:
+                    put("arrow_stream", "_".join(kept), f.read())
+
+
 def model_config_seeds():
     put("model_config", "gpt2", json.dumps({
         "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1,
@@ -197,5 +211,6 @@ if __name__ == "__main__":
     checkpoint_seeds()
     tokenizer_seeds()
     data_seeds()
+    arrow_stream_seeds()
     model_config_seeds()
     tcp_store_seeds()

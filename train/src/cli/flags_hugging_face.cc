@@ -52,9 +52,9 @@ constexpr std::string_view kNoFullEval =
 constexpr std::string_view kNoDataLoader =
     "zero tokenizes the data in memory before training; it has no data loader workers";
 constexpr std::string_view kNoSplitNames =
-    "zero names the splits of --dataset_name by their file names (train, validation, test), as "
-    "load_dataset(folder) does: name the files so, or give --train_file / --validation_file / "
-    "--test_file";
+    "zero takes the train, validation and test splits of --dataset_name as load_dataset names "
+    "them (a folder's by file name, datasets' cache by its dataset_info.json): name the files so, "
+    "or give --train_file / --validation_file / --test_file";
 
 // A row zero accepts without effect: `reason` is noted at start when it is given.
 constexpr Flag inert(std::string_view name, FlagType type, HfDefaults hf, std::string_view reason,
@@ -131,11 +131,16 @@ const Flag kRows[] = {
     // run_clm's DataTrainingArguments.
     {.name = "dataset_name", .field = &T::dataset_name, .commands = kTrain,
      .origin = kDataArguments, .section = Section::kData, .hf_default = kNone,
-     .help = "a folder of .txt, .json/.jsonl or .csv files (splits by file name, as "
-             "load_dataset(folder)), or a dataset in the local Hugging Face cache stored so"},
+     .help = "a folder of .txt, .json/.jsonl, .csv or .arrow files (splits by file name, as "
+             "load_dataset(folder)); else the Arrow files datasets prepared in its cache "
+             "(--cache_dir, else HF_DATASETS_CACHE, else HF_HOME/datasets), as "
+             "load_dataset(name, config) reloads them offline; else a dataset of those files in "
+             "the Hub cache (parquet is refused with the command that prepares it: python -c "
+             "\"import datasets; datasets.load_dataset('NAME', 'CONFIG')\")"},
     {.name = "dataset_config_name", .field = &T::dataset_config_name, .commands = kTrain,
      .origin = kDataArguments, .section = Section::kData, .hf_default = kNone,
-     .help = "the dataset's configuration: its subfolder of that name"},
+     .help = "the dataset's configuration: its folder in the datasets cache, or its subfolder "
+             "of that name"},
     {.name = "overwrite_cache", .type = kBool, .field = &T::overwrite_cache, .commands = kTrain,
      .origin = kDataArguments, .section = Section::kData, .hf_default = both("False"),
      .help = "tokenize the data again and rewrite its cache (zero_tokens in the datasets "

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "zero/train/datasets_cache.h"
 #include "zero/train/input_error.h"
 
 namespace zero::train {
@@ -75,22 +76,46 @@ std::string lower_extension(const fs::path& path) {
   return extension;
 }
 
-[[noreturn]] void refuse_format(const std::string& name, const std::string& module) {
+// The Hub id of a Hub-cache snapshot folder (<cache>/datasets--<org>--<name>/snapshots/<hash>),
+// else empty.
+std::string hub_id_of(const fs::path& folder) {
+  const fs::path snapshots = folder.lexically_normal().parent_path();
+  const std::string repo = snapshots.parent_path().filename().string();
+  if (snapshots.filename() != "snapshots" || !repo.starts_with("datasets--")) return "";
+  std::string id = repo.substr(std::string("datasets--").size());
+  if (const std::size_t at = id.find("--"); at != std::string::npos) id.replace(at, 2, "/");
+  return id;
+}
+
+[[noreturn]] void refuse_format(const std::string& name, const fs::path& folder,
+                                const std::string& module, const std::string& config_name,
+                                const std::string& cache_dir) {
+  const std::string id = hub_id_of(folder);
   std::ostringstream message;
-  message << "--dataset_name " << name << ": its data files are " << module
-          << ", which zero does not read (it reads text, JSON Lines and CSV files); export it to "
-             "JSON Lines where `datasets` is installed: python -c \"from datasets import "
-             "load_dataset; d = load_dataset('"
-          << name
-          << "'); [d[s].to_json(s + '.jsonl') for s in d]\" and give the folder of those files "
-             "(or --train_file train.jsonl --validation_file validation.jsonl)";
+  message << "--dataset_name " << (id.empty() ? name : id) << ": its data files are " << module
+          << ", which zero does not read (it reads text, JSON Lines, CSV and Arrow files); ";
+  if (!id.empty()) {
+    // A Hub dataset: datasets prepares it as Arrow files in its cache, which zero then reads.
+    message << "have datasets prepare it where the network is, with the same HF_HOME / "
+               "HF_DATASETS_CACHE: "
+            << load_dataset_command(id, config_name, cache_dir)
+            << " and run this zero command again: it reads the Arrow files datasets leaves in "
+               "its cache";
+  } else {
+    message << "export it to JSON Lines where `datasets` is installed: python -c \"from datasets "
+               "import load_dataset; d = load_dataset('"
+            << folder.string() << "'" << (config_name.empty() ? "" : ", '" + config_name + "'")
+            << "); [d[s].to_json(s + '.jsonl') for s in d]\" and give the folder of those files "
+               "(or --train_file train.jsonl --validation_file validation.jsonl)";
+  }
   throw InputError(message.str());
 }
 
 }  // namespace
 
 DatasetSplits dataset_splits(const std::string& name, const fs::path& folder,
-                             const std::string& config_name) {
+                             const std::string& config_name, const std::string& cache_dir) {
+  if (is_prepared_dataset(folder)) return prepared_dataset_splits(name, folder, config_name);
   fs::path root = folder;
   std::error_code error;
   if (!config_name.empty()) {
@@ -124,13 +149,14 @@ DatasetSplits dataset_splits(const std::string& name, const fs::path& folder,
   if (error) throw InputError("--dataset_name " + name + ": cannot read " + root.string());
   if (counts.empty())
     throw InputError("--dataset_name " + name + ": " + root.string() +
-                     " holds no data file (.txt, .json, .jsonl or .csv)");
+                     " holds no data file (.txt, .json, .jsonl, .csv or .arrow)");
   const auto most = std::max_element(counts.begin(), counts.end(),
                                      [](auto& a, auto& b) { return a.second < b.second; });
   DatasetSplits splits;
   splits.format = most->first;
-  if (splits.format != "text" && splits.format != "json" && splits.format != "csv")
-    refuse_format(name, splits.format);
+  if (splits.format != "text" && splits.format != "json" && splits.format != "csv" &&
+      splits.format != "arrow")
+    refuse_format(name, folder, splits.format, config_name, cache_dir);
   std::sort(files.begin(), files.end());
   bool any_split = false;
   for (const fs::path& file : files)

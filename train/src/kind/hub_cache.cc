@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "zero/train/datasets_cache.h"
 #include "zero/train/input_error.h"
 
 namespace zero::train {
@@ -144,9 +145,30 @@ std::vector<std::string> resolve_hub_names(TrainingArguments& arguments,
   if (!arguments.dataset_name.empty()) {
     std::error_code error;
     if (fs::is_directory(arguments.dataset_name, error)) return lines;
-    const fs::path folder = resolve_hub_folder("dataset_name", arguments.dataset_name, "main",
-                                               cache, RepoType::kDataset);
-    lines.push_back("--dataset_name " + arguments.dataset_name + ": " + folder.string());
+    const std::string& name = arguments.dataset_name;
+    const std::string& config = arguments.dataset_config_name;
+    // As datasets reloads it offline: the Arrow files load_dataset prepared, else the Hub cache.
+    const fs::path datasets_cache = datasets_cache_folder(arguments.cache_dir, environment);
+    if (!is_hub_id(name))
+      throw InputError("--dataset_name " + name + ": no such folder (and not a Hub id)");
+    if (const auto prepared = find_prepared_dataset(name, config, datasets_cache)) {
+      lines.push_back("--dataset_name " + name + ": " + prepared->string() +
+                      " (prepared by datasets)");
+      arguments.dataset_name = prepared->string();
+      return lines;
+    }
+    const fs::path repo = cache / folder_name(name, RepoType::kDataset);
+    if (!fs::is_directory(repo, error))
+      throw InputError(
+          "--dataset_name " + name + ": not a folder, and neither the datasets cache (" +
+          datasets_cache.string() + ") nor the Hub cache (" + repo.string() +
+          ") holds it (zero reads them offline); have datasets prepare it where the network is, "
+          "with the same HF_HOME / HF_DATASETS_CACHE: " +
+          load_dataset_command(name, config, arguments.cache_dir) +
+          " (or copy its folder in the datasets cache here), or give a folder of data files");
+    const fs::path folder =
+        resolve_hub_folder("dataset_name", name, "main", cache, RepoType::kDataset);
+    lines.push_back("--dataset_name " + name + ": " + folder.string());
     arguments.dataset_name = folder.string();
   }
   return lines;

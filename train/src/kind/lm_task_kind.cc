@@ -1,6 +1,6 @@
 // The causal language-modelling task before its model exists (task_kind.h): run_clm's flags, its
-// text files (CSV read as datasets' csv builder reads them), the token datasets in blocks or a
-// stream, and the LmTask that trains them.
+// text files (CSV read as datasets' csv builder reads them, Arrow files as datasets' cache holds
+// them), the token datasets in blocks or a stream, and the LmTask that trains them.
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -11,6 +11,7 @@
 #include "kind/task_kind.h"
 #include "zero/core/error.h"
 #include "zero/core/launch.h"
+#include "zero/text/arrow_stream.h"
 #include "zero/text/streaming.h"
 #include "zero/train/hub_cache.h"
 #include "zero/train/token_dataset.h"
@@ -34,13 +35,14 @@ std::vector<std::string> read_csv_texts(const fs::path& path) {
   return texts;
 }
 
-// CSV files become JSON Lines files (one {"text": ...} per row) in `scratch`, the form the
-// tokenizer trainer and text::load_lm_datasets read; other files pass through.
-std::vector<fs::path> with_csv_as_json_lines(const std::vector<std::string>& files,
-                                             const fs::path& scratch) {
+// CSV and Arrow files become JSON Lines files (one {"text": ...} per row) in `scratch`, the form
+// the tokenizer trainer and text::load_lm_datasets read; other files pass through.
+std::vector<fs::path> with_tables_as_json_lines(const std::vector<std::string>& files,
+                                                const fs::path& scratch) {
   std::vector<fs::path> paths;
   for (const std::string& file : files) {
-    if (fs::path(file).extension() != ".csv") {
+    const fs::path extension = fs::path(file).extension();
+    if (extension != ".csv" && extension != ".arrow") {
       paths.emplace_back(file);
       continue;
     }
@@ -49,11 +51,19 @@ std::vector<fs::path> with_csv_as_json_lines(const std::vector<std::string>& fil
         scratch / (std::to_string(paths.size()) + "_" + fs::path(file).stem().string() + ".jsonl");
     {
       std::ofstream out(converted, std::ios::trunc);
-      for (const std::string& text : read_csv_texts(file))
+      const auto write = [&](std::string_view text) {
         out << nlohmann::json{{"text", text}}.dump() << "\n";
+      };
+      if (extension == ".csv") {
+        for (const std::string& text : read_csv_texts(file)) write(text);
+      } else {  // datasets' cache: the "text" column (else the first), null values left out
+        const text::ArrowTextColumn column = text::for_each_arrow_text(file, write);
+        ZERO_CHECK(column.num_rows > column.num_nulls, file, ": column '", column.name,
+                   "' holds no text (", column.num_rows, " rows, ", column.num_nulls, " null)");
+      }
       ZERO_CHECK(out.good(), "cannot write ", converted.string());
     }
-    // The CSV's time, so that the token cache keyed by it (text::data_key) finds it next run.
+    // The file's time, so that the token cache keyed by it (text::data_key) finds it next run.
     fs::last_write_time(converted, fs::last_write_time(file));
     paths.push_back(converted);
   }
@@ -156,9 +166,9 @@ class LmTaskKind final : public TaskKind {
                            const fs::path& scratch) const override {
     TaskSources sources;
     sources.train_paths = as_input_error(
-        "--train_file", [&] { return with_csv_as_json_lines(files.train, scratch); });
+        "--train_file", [&] { return with_tables_as_json_lines(files.train, scratch); });
     sources.validation_paths = as_input_error(
-        "--validation_file", [&] { return with_csv_as_json_lines(files.validation, scratch); });
+        "--validation_file", [&] { return with_tables_as_json_lines(files.validation, scratch); });
     return sources;
   }
   void add_tokenizer_texts(const TaskSources& sources, text::BpeTrainer& trainer) const override {

@@ -55,7 +55,7 @@ DataFiles check_data_files(const TrainingArguments& arguments, const Console& co
                   split_files(arguments.test_files)};
   if (!arguments.dataset_name.empty()) {  // run_clm's load_dataset(name, config_name)
     DatasetSplits splits = dataset_splits(arguments.dataset_name, arguments.dataset_name,
-                                          arguments.dataset_config_name);
+                                          arguments.dataset_config_name, arguments.cache_dir);
     console.say("data: --dataset_name %s as %s files: %zu train, %zu validation, %zu test\n",
                 arguments.dataset_name.c_str(), splits.format.c_str(), splits.train.size(),
                 splits.validation.size(), splits.test.size());
@@ -63,6 +63,7 @@ DataFiles check_data_files(const TrainingArguments& arguments, const Console& co
   }
   for (const auto* split : {&files.train, &files.validation, &files.test})
     for (const std::string& file : *split) {
+      if (fs::path(file).extension() == ".arrow") continue;  // read when converted (read_sources)
       as_input_error(split == &files.train        ? "--train_file"
                      : split == &files.validation ? "--validation_file"
                                                   : "--test_file",

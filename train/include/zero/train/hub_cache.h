@@ -39,8 +39,11 @@ std::filesystem::path resolve_hub_folder(const std::string& flag, const std::str
                                          RepoType type = RepoType::kModel);
 
 // --model_name_or_path, --tokenizer_name and --config_name resolved in place (those that are Hub
-// ids), and --dataset_name (a dataset repo, at main as run_clm loads it); returns a start-log line
-// for each ("--model_name_or_path gpt2: <snapshot folder>").
+// ids), and --dataset_name that is not a folder: the folder datasets prepared in the datasets
+// cache for it and --dataset_config_name (datasets_cache.h: as load_dataset reloads offline),
+// else its dataset repo at main in the Hub cache; returns a start-log line for each
+// ("--model_name_or_path gpt2: <snapshot folder>"). InputError, with the load_dataset command
+// that prepares it, for a dataset in neither cache.
 std::vector<std::string> resolve_hub_names(TrainingArguments& arguments,
                                            const std::map<std::string, std::string>& environment);
 
