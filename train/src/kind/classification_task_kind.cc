@@ -58,16 +58,27 @@ void prepare_head(const TrainingArguments& arguments, const TaskSources& labelle
                   ": its classifier's labels (id2label) are not the training labels");
     labels = prepared.head.id2label;
   }
-  // An LM checkpoint, or a classifier's without pad_token_id: the examples are padded with eos.
-  if (prepared.pretrained &&
-      (!prepared.pretrained_head || prepared.head.pad_token_id == gpt2::kNoPadToken))
-    prepared.head.pad_token_id = model_config.eos_token_id;
+  // A checkpoint's config.json pad_token_id pads the examples; without one (GPT-2's and most
+  // Llama-family LM checkpoints), eos does, as model.config.pad_token_id = eos_token_id does in
+  // Hugging Face fine-tuning scripts. From scratch, the tokenizer's <|endoftext|> does.
+  if (prepared.pretrained && prepared.head.pad_token_id == gpt2::kNoPadToken)
+    prepared.head.pad_token_id =
+        model_config.eos_token_id < 0 ? gpt2::kNoPadToken : model_config.eos_token_id;
   if (!prepared.pretrained) {
     const std::optional<text::TokenId> end_of_text = prepared.tokenizer->end_of_text_id();
     if (!end_of_text)
       input_error("the tokenizer has no <|endoftext|>, which pads the examples (pad_token_id)");
     prepared.head.pad_token_id = *end_of_text;
   }
+  // The examples are padded to --max_seq_length, and without a pad id no row's last token can be
+  // found (Hugging Face refuses even batches of more than one row: "Cannot handle batch sizes > 1
+  // if no padding token is defined").
+  if (prepared.head.pad_token_id == gpt2::kNoPadToken)
+    input_error("--model_name_or_path ", arguments.model_name_or_path,
+                ": config.json has no pad_token_id and no eos_token_id to pad the examples to "
+                "--max_seq_length with, so a row's last token cannot be found (Hugging Face "
+                "cannot handle batch sizes > 1 if no padding token is defined); set pad_token_id "
+                "in config.json");
   prepared.head.num_labels = static_cast<std::int64_t>(labels.size());
   prepared.head.id2label = labels;
   as_input_error("the classifier head", [&] { prepared.head.validate(model_config); });
