@@ -122,7 +122,8 @@ TEST_F(ClassifierModel, LogitsEqualTheLanguageModelsAtTheLastToken) {
   GPT2Compute compute(config_, B_, T_, *context_, allocator_);
   ClassifierHead head(config_, head_config_, B_, T_, allocator_);
   body_.forward(compute, tokens_);
-  head.forward(compute, tokens_, {}, body_.param_data(final_norm_unit(config_)), score_.data());
+  head.forward(compute, tokens_, std::span<const int>{}, body_.param_data(final_norm_unit(config_)),
+               score_.data());
   const std::vector<std::int64_t> last = {2, 5, 0};
   EXPECT_EQ(head.positions(), last);
   for (std::int64_t b = 0; b < B_; ++b)

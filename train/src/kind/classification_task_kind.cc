@@ -80,6 +80,8 @@ void prepare_head(const TrainingArguments& arguments, const TaskSources& labelle
                 "cannot handle batch sizes > 1 if no padding token is defined); set pad_token_id "
                 "in config.json");
   prepared.head.num_labels = static_cast<std::int64_t>(labels.size());
+  // run_classification sets config.problem_type for the labels it reads: ids here.
+  prepared.head.problem_type = gpt2::ProblemType::kSingleLabel;
   prepared.head.id2label = labels;
   as_input_error("the classifier head", [&] { prepared.head.validate(model_config); });
 }
