@@ -103,7 +103,8 @@ def train(family):
           f"{family}: no score.weight warning")
     with open(f"{out}/config.json", encoding="utf-8") as stream:
         config = json.load(stream)
-    check(config["architectures"] == [classifier], f"{family}: architectures {config['architectures']}")
+    check(config["architectures"] == [classifier],
+          f"{family}: architectures {config['architectures']}")
     names = tensor_names(out)
     check("score.weight" in names and "lm_head.weight" not in names,
           f"{family}: saved tensors: score.weight {'score.weight' in names}, lm_head.weight "

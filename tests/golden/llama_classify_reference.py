@@ -53,7 +53,8 @@ def classifier_config(family_case):
     if family_case == "gpt2":  # transformers' GPT2ForSequenceClassification
         return transformers.GPT2Config(vocab_size=300, n_positions=64, n_embd=48, n_layer=2,
                                        n_head=4, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                                       summary_first_dropout=0.0, bos_token_id=299, eos_token_id=299)
+                                       summary_first_dropout=0.0, bos_token_id=299,
+                                       eos_token_id=299)
     return build_config(transformers, family_case)
 
 
