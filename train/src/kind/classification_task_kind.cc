@@ -2,6 +2,7 @@
 // its labelled examples by split, the classifier head (labels and pad id, from the checkpoint when
 // it has one), the encoded splits, and the ClassificationTask that trains them.
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "config/input_checks.h"
@@ -41,6 +42,26 @@ TaskSources read_labelled_splits(const TrainingArguments& arguments, const DataF
   return labelled;
 }
 
+// run_classification reads a label column whose values are all numbers, one of them not an
+// integer, as a float column: regression (num_labels 1, MSELoss). zero train reads label ids
+// only (the head computes regression: ClassifierHead's float targets), so such a column is
+// refused naming it and the value rather than read as classes.
+void check_not_a_float_column(const TrainingArguments& arguments,
+                              const std::vector<std::string>& labels) {
+  auto number = [](const std::string& text) {
+    char* end = nullptr;
+    std::strtod(text.c_str(), &end);
+    return !text.empty() && end == text.c_str() + text.size();
+  };
+  if (!std::all_of(labels.begin(), labels.end(), number)) return;
+  for (const std::string& label : labels)
+    if (label.find_first_not_of("-0123456789") != std::string::npos)
+      input_error("--label_column_name ", arguments.label_column_name, ": the labels are numbers, ",
+                  "'", label, "' not an integer: a float label column is regression in ",
+                  "run_classification (num_labels 1, problem_type regression, MSELoss), which ",
+                  "zero train does not read; give integer or string labels");
+}
+
 // The label list from the train examples (or the checkpoint's head when it has the same labels),
 // the pad id, and the head checked against the model.
 void prepare_head(const TrainingArguments& arguments, const TaskSources& labelled,
@@ -49,6 +70,7 @@ void prepare_head(const TrainingArguments& arguments, const TaskSources& labelle
   std::vector<std::string> labels =
       label_list(labelled.train.empty() ? labelled.validation : labelled.train);
   if (labels.empty()) labels = label_list(labelled.test);
+  check_not_a_float_column(arguments, labels);
   if (prepared.pretrained_head) {
     std::vector<std::string> ours = labels, theirs = prepared.head.id2label;
     std::sort(ours.begin(), ours.end());
