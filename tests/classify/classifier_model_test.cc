@@ -122,7 +122,8 @@ TEST_F(ClassifierModel, LogitsEqualTheLanguageModelsAtTheLastToken) {
   GPT2Compute compute(config_, B_, T_, *context_, allocator_);
   ClassifierHead head(config_, head_config_, B_, T_, allocator_);
   body_.forward(compute, tokens_);
-  head.forward(compute, tokens_, {}, body_.param_data(final_norm_unit(config_)), score_.data());
+  head.forward(compute, tokens_, std::span<const int>{}, body_.param_data(final_norm_unit(config_)),
+               score_.data());
   const std::vector<std::int64_t> last = {2, 5, 0};
   EXPECT_EQ(head.positions(), last);
   for (std::int64_t b = 0; b < B_; ++b)
@@ -242,6 +243,62 @@ TEST_F(ClassifierModel, CheckpointRoundTripAndAnLmCheckpointAsTheBody) {
         << error.what();
   }
   fs::remove_all(folder);
+}
+
+// config.json's problem_type: written as set (null when unset), read back, and a value
+// transformers does not know named.
+TEST_F(ClassifierModel, ProblemTypeRoundTripsAndAnUnknownOneIsNamed) {
+  const fs::path folder = testing::scratch_dir("classifier_problem_type");
+  auto problem_type_in = [&](const fs::path& saved) {
+    std::ifstream config_file(saved / "config.json");
+    return nlohmann::json::parse(config_file)["problem_type"];
+  };
+  ClassifierConfig head = head_config_;
+  save_classifier_checkpoint(body_, head, score_, folder / "unset");
+  EXPECT_TRUE(problem_type_in(folder / "unset").is_null());
+  EXPECT_FALSE(load_classifier_config(folder / "unset").head.problem_type);
+  head.problem_type = ProblemType::kMultiLabel;
+  save_classifier_checkpoint(body_, head, score_, folder / "multi");
+  EXPECT_EQ(problem_type_in(folder / "multi"), "multi_label_classification");
+  EXPECT_EQ(load_classifier_config(folder / "multi").head.problem_type, ProblemType::kMultiLabel);
+  EXPECT_EQ(resolved_problem_type(head, /*integer_labels=*/true), ProblemType::kMultiLabel);
+  head.problem_type.reset();
+  EXPECT_EQ(resolved_problem_type(head, true), ProblemType::kSingleLabel);
+  EXPECT_EQ(resolved_problem_type(head, false), ProblemType::kMultiLabel);
+  head.num_labels = 1;
+  EXPECT_EQ(resolved_problem_type(head, true), ProblemType::kRegression);
+
+  std::ifstream in(folder / "multi" / "config.json");
+  nlohmann::json json = nlohmann::json::parse(in);
+  json["problem_type"] = "regresion";
+  std::ofstream(folder / "multi" / "config.json") << json.dump();
+  try {
+    load_classifier_config(folder / "multi");
+    FAIL() << "problem_type 'regresion' was read";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("problem_type \"regresion\" is not regression"),
+              std::string::npos)
+        << error.what();
+  }
+  fs::remove_all(folder);
+}
+
+// Float targets need a problem type that takes them, integer labels one that takes ids.
+TEST_F(ClassifierModel, LabelsOfTheWrongKindForTheProblemTypeAreRefused) {
+  GPT2Compute compute(config_, B_, T_, *context_, allocator_);
+  body_.forward(compute, tokens_);
+  const ConstUnitData norm = body_.param_data(final_norm_unit(config_));
+  ClassifierConfig head = head_config_;
+  head.problem_type = ProblemType::kSingleLabel;
+  ClassifierHead single(config_, head, B_, T_, allocator_);
+  const std::vector<float> targets(static_cast<std::size_t>(B_ * head.num_labels), 1.0f);
+  EXPECT_THROW(single.forward(compute, tokens_, targets, norm, score_.data()), Error);
+  head.problem_type = ProblemType::kRegression;
+  ClassifierHead regression(config_, head, B_, T_, allocator_);
+  EXPECT_THROW(regression.forward(compute, tokens_, labels_, norm, score_.data()), Error);
+  regression.forward(compute, tokens_, targets, norm, score_.data());
+  EXPECT_EQ(regression.problem_type(), ProblemType::kRegression);
+  EXPECT_GT(regression.loss(), 0.0f);
 }
 
 }  // namespace

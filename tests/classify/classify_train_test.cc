@@ -229,6 +229,17 @@ TEST_F(ClassifyTrain, BadInputIsNamed) {
     EXPECT_NE(message_of(arguments).find("has label 'pirates', not one of the training labels"),
               std::string::npos);
   }
+  {  // a float label column: run_classification's regression, not read as classes
+    std::ofstream(folder_.path() / "scores.csv") << "text,label\n\"the sea\",1\n\"a ship\",2.5\n";
+    train::TrainingArguments arguments = classify_arguments(folder_.path(), output);
+    arguments.train_files = {(folder_.path() / "scores.csv").string()};
+    arguments.validation_files = arguments.train_files;
+    arguments.test_files = arguments.train_files;
+    EXPECT_NE(message_of(arguments).find("--label_column_name label: the labels are numbers, "
+                                         "'2.5' not an integer"),
+              std::string::npos)
+        << message_of(arguments);
+  }
   {
     train::TrainingArguments arguments = classify_arguments(folder_.path(), output);
     arguments.label_column_name = "category";

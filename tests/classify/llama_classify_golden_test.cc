@@ -3,7 +3,9 @@
 // Qwen2ForSequenceClassification (tests/golden/llama_classify_reference.py, float64 from the same
 // fp32 weights): pooled logits, loss and every gradient, with and without activation
 // checkpointing, for each tiny case of llama_family_cases.py (grouped-query attention, llama3
-// scaling, biases, tied and untied embeddings) and one without pad_token_id; zero's saved
+// scaling, biases, tied and untied embeddings) and one without pad_token_id; the other problem
+// types transformers chooses when problem_type is unset (regression: num_labels 1, MSELoss;
+// multi-label: float multi-hot labels, BCEWithLogitsLoss) on Llama, Qwen2 and GPT-2; zero's saved
 // checkpoint: transformers' names, and loaded back by transformers.
 #include <gtest/gtest.h>
 
@@ -49,8 +51,20 @@ class LlamaClassifyGolden : public ::testing::TestWithParam<std::string> {
     T_ = shape[1];
     for (std::int64_t token : reference_->read_int("tokens"))
       tokens_.push_back(static_cast<int>(token));
-    for (std::int64_t label : reference_->read_int("labels"))
-      labels_.push_back(static_cast<int>(label));
+    if (reference_->contains("targets"))  // regression or multi-label: float targets (B, K)
+      targets_ = reference_->read_float("targets");
+    else
+      for (std::int64_t label : reference_->read_int("labels"))
+        labels_.push_back(static_cast<int>(label));
+  }
+
+  // The head's forward on the case's labels: integer ids, or float targets.
+  void forward_head(ClassifierHead& head, const GPT2Compute& compute, const GPT2Model& body,
+                    int norm) {
+    if (targets_.empty())
+      head.forward(compute, tokens_, labels_, body.param_data(norm), score_.data());
+    else
+      head.forward(compute, tokens_, targets_, body.param_data(norm), score_.data());
   }
 
   // The classifier's body (no LM head) holding the reference's fp32 parameters, and score.weight.
@@ -67,6 +81,7 @@ class LlamaClassifyGolden : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<SafetensorsReader> reference_;
   std::int64_t B_ = 0, T_ = 0;
   std::vector<int> tokens_, labels_;
+  std::vector<float> targets_;
   std::vector<float> score_;
   MemoryLedger ledger_;
   HostAllocator allocator_{ledger_};
@@ -78,12 +93,21 @@ testing::GoldenSuite LlamaClassifyGolden::suite_;
 TEST_P(LlamaClassifyGolden, LogitsLossAndGradientsMatchTransformers) {
   ASSERT_TRUE(checkpoint_.has_score)
       << "architectures names " << reference_->metadata().at("class");
-  EXPECT_EQ(checkpoint_.head.num_labels, 3);
-  EXPECT_EQ(checkpoint_.head.id2label, (std::vector<std::string>{"world", "sports", "science"}));
+  const std::string problem = reference_->metadata().at("problem_type");
+  EXPECT_FALSE(checkpoint_.head.problem_type) << "the reference leaves problem_type unset";
+  if (problem == "regression") {
+    EXPECT_EQ(checkpoint_.head.num_labels, 1);
+  } else {
+    EXPECT_EQ(checkpoint_.head.num_labels, 3);
+    EXPECT_EQ(checkpoint_.head.id2label, (std::vector<std::string>{"world", "sports", "science"}));
+  }
   EXPECT_EQ(checkpoint_.head.pad_token_id, B_ == 1 ? kNoPadToken : 5);
   auto body = load_body();
   const int norm = final_norm_unit(body->config());
-  ASSERT_EQ(body->units()[norm].tensors.size(), 1u) << "the final unit is the norm alone";
+  for (const TensorSpec& tensor : body->units()[norm].tensors)
+    ASSERT_TRUE(is_norm_weight(body->config().family, tensor.name) ||
+                tensor.name.find("bias") != std::string::npos)
+        << "the final unit is the norm alone, not " << tensor.name;
   const std::int64_t K = checkpoint_.head.num_labels;
   for (const bool checkpointing : {false, true}) {
     SCOPED_TRACE(checkpointing ? "activation checkpointing" : "plain");
@@ -93,7 +117,8 @@ TEST_P(LlamaClassifyGolden, LogitsLossAndGradientsMatchTransformers) {
                         {.activation_checkpointing = checkpointing});
     ClassifierHead head(body->config(), checkpoint_.head, B_, T_, allocator_);
     body->forward(compute, tokens_);
-    head.forward(compute, tokens_, labels_, body->param_data(norm), score_.data());
+    forward_head(head, compute, *body, norm);
+    EXPECT_EQ(name_of(head.problem_type()), problem) << "transformers' choice of loss";
     const std::vector<float> expected_logits = reference_->read_float("logits");
     ASSERT_EQ(expected_logits.size(), static_cast<std::size_t>(B_ * K));
     expect_within("logits", relative_error(head.logits(), expected_logits.data(), B_ * K), 1e-5);
@@ -141,8 +166,11 @@ TEST_P(LlamaClassifyGolden, TransformersLoadsTheSavedClassifier) {
   EXPECT_EQ(again.head.pad_token_id, checkpoint_.head.pad_token_id);
   // The file's tie_word_embeddings is the body's own (true: no LM head to tie or untie).
   EXPECT_TRUE(again.body.tie_word_embeddings);
-  if (weights.tensor("model.embed_tokens.weight").shape[0] != checkpoint_.body.vocab_size)
-    GTEST_SKIP() << "the Hugging Face writer (checkpoint_hf.cc) keeps embed_tokens.weight's "
+  const UnitSpec& embeddings = body->units()[embeddings_unit()];
+  const std::string embedding_name = hf_tensor_name(embeddings, embeddings.tensors.front().name);
+  if (weights.tensor(embedding_name).shape[0] != checkpoint_.body.vocab_size)
+    GTEST_SKIP() << "the Hugging Face writer (checkpoint_hf.cc) keeps " << embedding_name
+                 << "'s "
                     "vocabulary padding for the Llama family (its generalisation is on branch "
                     "st): transformers' from_pretrained is not run on the saved folder";
   {
@@ -172,6 +200,12 @@ INSTANTIATE_TEST_SUITE_P(Families, LlamaClassifyGolden,
                          ::testing::Values("llama_gqa_llama3_untied", "llama_biases_head_dim_tied",
                                            "mistral_window", "qwen2_tied", "qwen2_untied",
                                            "llama_no_pad_batch_1"));
+// Hugging Face's other problem types on every family's head (GPT-2's through transformers' own
+// GPT2ForSequenceClassification): regression (num_labels 1, MSELoss) and multi-label
+// (float multi-hot labels, BCEWithLogitsLoss), problem_type chosen from the labels.
+INSTANTIATE_TEST_SUITE_P(ProblemTypes, LlamaClassifyGolden,
+                         ::testing::Values("llama_regression", "qwen2_multi_label",
+                                           "gpt2_regression", "gpt2_multi_label"));
 
 }  // namespace
 }  // namespace zero::gpt2

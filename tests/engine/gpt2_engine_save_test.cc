@@ -186,7 +186,8 @@ TEST_P(EngineSave, ClassifierSameBytesAsTheOptimizerValues) {
 
 // An untied Llama's classifier on the engine (stage 3, world 2; fp32 and bf16 parameters): its
 // units are the body without lm_head.weight plus score, and a micro-step's loss is the whole
-// model's (the optimizer's fp32 values in a GPT2Model and a ClassifierHead; bf16 within 1e-2).
+// model's (the optimizer's fp32 values in a GPT2Model and a ClassifierHead; bf16 within 1e-2), with
+// label ids and with multi-hot float targets (multi_label_classification, chosen from them).
 TEST(EngineClassifierLlama, LossIsTheWholeModelsWithoutAnLmHead) {
   gpt2::GPT2Config config = gpt2::family_defaults(gpt2::ModelFamily::kLlama);
   config.apply_overrides(
@@ -198,12 +199,13 @@ TEST(EngineClassifierLlama, LossIsTheWholeModelsWithoutAnLmHead) {
   head.pad_token_id = 0;
   const std::vector<int> tokens = {5, 9, 17, 3, 44, 8, 2, 0, 7, 7, 31, 12, 0, 0, 0, 0};
   const std::vector<int> labels = {2, 0};
+  const std::vector<float> targets = {1.0f, 0.0f, 1.0f, 0.0f, 1.0f, 0.0f};  // (B 2, K 3)
   for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
     SCOPED_TRACE(name_of(dtype));
     OptimizerValues values;
     std::vector<std::string> names;
     std::string score_name;
-    double engine_loss = 0.0;
+    double engine_loss = 0.0, engine_multi_label_loss = 0.0;
     run_ranks(2, [&](Communicator& comm) {
       omp_set_num_threads(1);
       std::unique_ptr<Engine> engine = make_engine(options_for(3, dtype, false, {}), comm);
@@ -212,10 +214,12 @@ TEST(EngineClassifierLlama, LossIsTheWholeModelsWithoutAnLmHead) {
       gpt2::EngineClassifier model(*engine, config, head, 2, 8, 7, allocator);
       values.add(*engine);
       const double loss = model.train_micro_step(tokens, labels, {7, 0, 0, true});
+      const double multi_label_loss = model.train_micro_step(tokens, targets, {7, 0, 0, true});
       if (comm.rank() == 0) {
         names = body_names(model);
         score_name = engine->unit_name(model.score_unit());
         engine_loss = loss;
+        engine_multi_label_loss = multi_label_loss;
       }
     });
     ASSERT_EQ(names.back(), "norm");
@@ -233,6 +237,11 @@ TEST(EngineClassifierLlama, LossIsTheWholeModelsWithoutAnLmHead) {
     classifier.forward(compute, tokens, labels, whole->param_data(gpt2::final_norm_unit(body)),
                        values.units.at(score_name).data());
     EXPECT_NEAR(engine_loss, classifier.loss(),
+                (dtype == DType::kFloat32 ? 1e-6 : 1e-2) * classifier.loss());
+    classifier.forward(compute, tokens, targets, whole->param_data(gpt2::final_norm_unit(body)),
+                       values.units.at(score_name).data());
+    EXPECT_EQ(classifier.problem_type(), gpt2::ProblemType::kMultiLabel);
+    EXPECT_NEAR(engine_multi_label_loss, classifier.loss(),
                 (dtype == DType::kFloat32 ? 1e-6 : 1e-2) * classifier.loss());
   }
 }

@@ -75,10 +75,10 @@ TEST(Task, MakeTaskBuildsTheTaskTheArgumentsName) {
   const train::TrainingArguments classification = classification_arguments(folder.path());
   run_ranks(1, [&](Communicator& communicator) {
     const TaskOnRank lm_task(lm, communicator);
-    EXPECT_STREQ(lm_task.task->model_class(), "GPT2LMHeadModel");
+    EXPECT_EQ(lm_task.task->model_class(), "GPT2LMHeadModel");
     EXPECT_FALSE(lm_task.task->evaluates_every_epoch());
     const TaskOnRank classification_task(classification, communicator);
-    EXPECT_STREQ(classification_task.task->model_class(), "GPT2ForSequenceClassification");
+    EXPECT_EQ(classification_task.task->model_class(), "GPT2ForSequenceClassification");
     EXPECT_TRUE(classification_task.task->evaluates_every_epoch());
   });
 }

@@ -47,6 +47,13 @@ ClassifierCheckpoint load_classifier_config(const fs::path& folder) {
                ": pad_token_id must be an integer");
     head.pad_token_id = json["pad_token_id"].get<std::int64_t>();
   }
+  if (json.contains("problem_type") && !json["problem_type"].is_null()) {
+    const auto& value = json["problem_type"];
+    head.problem_type =
+        value.is_string() ? problem_type_named(value.get<std::string>()) : std::nullopt;
+    ZERO_CHECK(head.problem_type, path.string(), ": problem_type ", value.dump(),
+               " is not regression, single_label_classification or multi_label_classification");
+  }
   if (json.contains("id2label") && json["id2label"].is_object()) {
     const auto& id2label = json["id2label"];
     head.num_labels = static_cast<std::int64_t>(id2label.size());
@@ -130,7 +137,10 @@ void save_classifier_checkpoint(const GPT2Config& config, const ClassifierConfig
     json["pad_token_id"] = nullptr;
   else
     json["pad_token_id"] = head.pad_token_id;
-  json["problem_type"] = "single_label_classification";
+  if (head.problem_type)
+    json["problem_type"] = name_of(*head.problem_type);
+  else
+    json["problem_type"] = nullptr;
   {
     std::ofstream stream(folder / "config.json", std::ios::trunc);
     stream << json.dump(2) << "\n";

@@ -2,6 +2,7 @@
 // loss and backward, through the body's kernel seam (GPT2Compute::kernels(), kernels.h) on its
 // compute stream; and GPT2Compute's two hooks another head uses.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "compute_internal.h"
@@ -21,6 +22,28 @@ void ClassifierConfig::validate(const GPT2Config& body) const {
   ZERO_CHECK(pad_token_id == kNoPadToken || (pad_token_id >= 0 && pad_token_id < body.vocab_size),
              "classifier: pad_token_id ", pad_token_id, " is outside the vocabulary [0, ",
              body.vocab_size, ")");
+}
+
+std::string_view name_of(ProblemType type) {
+  switch (type) {
+    case ProblemType::kSingleLabel: return "single_label_classification";
+    case ProblemType::kMultiLabel: return "multi_label_classification";
+    case ProblemType::kRegression: return "regression";
+  }
+  return "?";
+}
+
+std::optional<ProblemType> problem_type_named(std::string_view name) {
+  for (const ProblemType type :
+       {ProblemType::kSingleLabel, ProblemType::kMultiLabel, ProblemType::kRegression})
+    if (name == name_of(type)) return type;
+  return std::nullopt;
+}
+
+ProblemType resolved_problem_type(const ClassifierConfig& head, bool integer_labels) {
+  if (head.problem_type) return *head.problem_type;
+  if (head.num_labels == 1) return ProblemType::kRegression;
+  return integer_labels ? ProblemType::kSingleLabel : ProblemType::kMultiLabel;
 }
 
 GPT2Config classifier_body(const GPT2Config& config) {
@@ -149,9 +172,8 @@ std::vector<int> ClassifierHead::predictions() const {
   return predicted;
 }
 
-void ClassifierHead::forward(const GPT2Compute& body, std::span<const int> tokens,
-                             std::span<const int> labels, ConstUnitData final_norm_data,
-                             ConstUnitData score_data) {
+void ClassifierHead::forward_logits(const GPT2Compute& body, std::span<const int> tokens,
+                                    ConstUnitData final_norm_data, ConstUnitData score_data) {
   const std::int64_t C = body_.n_embd, K = head_.num_labels;
   ZERO_CHECK(body.batch_size() == B_ && body.seq_len() == T_,
              "classifier: the body runs B=", body.batch_size(), " T=", body.seq_len(),
@@ -160,11 +182,6 @@ void ClassifierHead::forward(const GPT2Compute& body, std::span<const int> token
              "classifier: the head was made for ", name_of(param_dtype_), " parameters, given ",
              name_of(final_norm_data.dtype), " final norm and ", name_of(score_data.dtype),
              " score");
-  ZERO_CHECK(labels.empty() || static_cast<std::int64_t>(labels.size()) == B_,
-             "classifier: ", labels.size(), " labels for B=", B_);
-  for (std::size_t b = 0; b < labels.size(); ++b)
-    ZERO_CHECK(labels[b] < K, "classifier: label ", labels[b], " of row ", b,
-               " is outside [0, num_labels=", K, ")");
   Kernels& k = body.kernels();
   Stream& s = body.stream();
   on_host_ = body.runs_on_host();
@@ -174,7 +191,6 @@ void ClassifierHead::forward(const GPT2Compute& body, std::span<const int> token
   hidden_rows_.resize(positions_.size());
   for (std::int64_t b = 0; b < B_; ++b)
     hidden_rows_[static_cast<std::size_t>(b)] = b * T_ + positions_[static_cast<std::size_t>(b)];
-  labels_.assign(labels.begin(), labels.end());
   float* rows = view("rows");
   k.copy_rows(s, rows, body.final_hidden_input(), hidden_rows_.data(), B_, C, false);
   const Norm norm = final_unit_norm(
@@ -187,6 +203,26 @@ void ClassifierHead::forward(const GPT2Compute& body, std::span<const int> token
   loss_ = 0.0f;
   outputs_pending_ = false;
   counted_ = 0;
+}
+
+void ClassifierHead::forward(const GPT2Compute& body, std::span<const int> tokens,
+                             std::span<const int> labels, ConstUnitData final_norm_data,
+                             ConstUnitData score_data) {
+  const std::int64_t K = head_.num_labels;
+  ZERO_CHECK(labels.empty() || static_cast<std::int64_t>(labels.size()) == B_,
+             "classifier: ", labels.size(), " labels for B=", B_);
+  for (std::size_t b = 0; b < labels.size(); ++b)
+    ZERO_CHECK(labels[b] < K, "classifier: label ", labels[b], " of row ", b,
+               " is outside [0, num_labels=", K, ")");
+  problem_ = resolved_problem_type(head_, /*integer_labels=*/true);
+  ZERO_CHECK(labels.empty() || problem_ == ProblemType::kSingleLabel, "classifier: problem_type ",
+             name_of(problem_), " takes float targets, given integer labels",
+             head_.num_labels == 1 ? " (num_labels 1 is regression)" : "");
+  targets_.clear();
+  labels_.assign(labels.begin(), labels.end());
+  forward_logits(body, tokens, final_norm_data, score_data);
+  Kernels& k = body.kernels();
+  Stream& s = body.stream();
   if (!labels_.empty()) {
     float* losses = view("losses");
     k.smoothed_crossentropy_forward(s, losses, view("logsumexp"), view("logits"),
@@ -200,6 +236,73 @@ void ClassifierHead::forward(const GPT2Compute& body, std::span<const int> token
     }
   }
   if (!on_host_) copy_outputs(body);
+}
+
+void ClassifierHead::forward(const GPT2Compute& body, std::span<const int> tokens,
+                             std::span<const float> targets, ConstUnitData final_norm_data,
+                             ConstUnitData score_data) {
+  const std::int64_t K = head_.num_labels;
+  ZERO_CHECK(static_cast<std::int64_t>(targets.size()) == B_ * K, "classifier: ", targets.size(),
+             " targets for B=", B_, " rows of num_labels=", K);
+  problem_ = resolved_problem_type(head_, /*integer_labels=*/false);
+  ZERO_CHECK(problem_ != ProblemType::kSingleLabel, "classifier: problem_type ", name_of(problem_),
+             " takes integer label ids, given float targets");
+  labels_.clear();
+  targets_.assign(targets.begin(), targets.end());
+  forward_logits(body, tokens, final_norm_data, score_data);
+  if (!on_host_) {
+    copy_outputs(body);
+    outputs_copied_.synchronize();
+    outputs_pending_ = false;
+  }
+  float_loss();
+}
+
+// Hugging Face's MSELoss or BCEWithLogitsLoss (mean over the counted rows' B·K elements), in
+// double on the host: loss_, counted_ and each logit's gradient of its row's mean.
+void ClassifierHead::float_loss() {
+  const std::int64_t K = head_.num_labels;
+  const float* logits = on_host_ ? view("logits") : pinned_outputs_.data_as<const float>();
+  float_dlogits_.assign(static_cast<std::size_t>(B_ * K), 0.0f);
+  double sum = 0.0;
+  counted_ = 0;
+  for (std::int64_t b = 0; b < B_; ++b) {
+    const std::size_t row = static_cast<std::size_t>(b * K);
+    if (std::isnan(targets_[row])) continue;
+    ++counted_;
+    for (std::int64_t j = 0; j < K; ++j) {
+      const double z = logits[row + static_cast<std::size_t>(j)];
+      const double y = targets_[row + static_cast<std::size_t>(j)];
+      double loss = 0.0, gradient = 0.0;
+      if (problem_ == ProblemType::kRegression) {
+        loss = (z - y) * (z - y);
+        gradient = 2.0 * (z - y);
+      } else {  // max(z, 0) - z·y + log(1 + exp(-|z|)), torch's stable form
+        loss = std::max(z, 0.0) - z * y + std::log1p(std::exp(-std::abs(z)));
+        gradient = 1.0 / (1.0 + std::exp(-z)) - y;
+      }
+      sum += loss / static_cast<double>(K);
+      float_dlogits_[row + static_cast<std::size_t>(j)] =
+          static_cast<float>(gradient / static_cast<double>(K));
+    }
+  }
+  loss_ = counted_ > 0 ? static_cast<float>(sum / static_cast<double>(counted_)) : 0.0f;
+}
+
+// float_loss's gradients × scale into dlogits: written on the host, else through pinned memory
+// (forward waited for the previous step's uploads: inputs_released_).
+void ClassifierHead::upload_float_dlogits(const GPT2Compute& body, float* dlogits, float scale) {
+  const std::size_t count = float_dlogits_.size();
+  float* out = dlogits;
+  if (!on_host_) {
+    if (!pinned_dlogits_.allocated())
+      pinned_dlogits_ = body.context()
+                            .allocator(MemorySpace::kHostPinned)
+                            .allocate(count * sizeof(float), MemoryCategory::kActivations);
+    out = pinned_dlogits_.data_as<float>();
+  }
+  for (std::size_t i = 0; i < count; ++i) out[i] = float_dlogits_[i] * scale;
+  if (!on_host_) body.context().copy(body.stream(), out, dlogits, count * sizeof(float));
 }
 
 // The labels as the kernels read them: labels_ on the host, else uploaded through pinned memory.
@@ -240,7 +343,7 @@ void ClassifierHead::copy_outputs(const GPT2Compute& body) {
 void ClassifierHead::backward(GPT2Compute& body, ConstUnitData final_norm_data,
                               ConstUnitData score_data, UnitData final_norm_grad_data,
                               UnitData score_grad_data, float loss_scale) {
-  ZERO_CHECK(!labels_.empty(), "classifier backward: forward had no labels");
+  ZERO_CHECK(!labels_.empty() || !targets_.empty(), "classifier backward: forward had no labels");
   const std::int64_t C = body_.n_embd, K = head_.num_labels;
   ZERO_CHECK(final_norm_data.dtype == param_dtype_ && score_data.dtype == param_dtype_,
              "classifier backward: the head was made for ", name_of(param_dtype_),
@@ -260,11 +363,15 @@ void ClassifierHead::backward(GPT2Compute& body, ConstUnitData final_norm_data,
   const float scale =
       loss_scale >= 0.0f ? loss_scale : (counted_ > 0 ? 1.0f / static_cast<float>(counted_) : 0.0f);
   float* dlogits = view("dlogits");
-  k.copy(s, dlogits, view("logits"), B_ * K);
-  // The labels forward uploaded (off the host) are still on the device.
-  const int* labels = on_host_ ? labels_.data() : device_labels_.data_as<const int>();
-  k.smoothed_crossentropy_backward(s, dlogits, view("logsumexp"), labels, B_, K, K, scale,
-                                   body.label_smoothing());
+  if (targets_.empty()) {
+    k.copy(s, dlogits, view("logits"), B_ * K);
+    // The labels forward uploaded (off the host) are still on the device.
+    const int* labels = on_host_ ? labels_.data() : device_labels_.data_as<const int>();
+    k.smoothed_crossentropy_backward(s, dlogits, view("logsumexp"), labels, B_, K, K, scale,
+                                     body.label_smoothing());
+  } else {
+    upload_float_dlogits(body, dlogits, scale);
+  }
   // dscore (K, C) += dlogitsᵀ · ln; dln (B, C) = dlogits · score
   k.gemm(s, true, false, K, C, B_, dlogits, K, view("ln"), C, 1.0f, score_grads, C);
   float* dln = view("dln");

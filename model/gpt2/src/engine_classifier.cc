@@ -51,8 +51,9 @@ void EngineClassifier::forward_body() {
   }
 }
 
-double EngineClassifier::train_micro_step(std::span<const int> tokens, std::span<const int> labels,
-                                          DropoutKey dropout) {
+template <typename Labels>
+double EngineClassifier::train_step(std::span<const int> tokens, Labels labels,
+                                    DropoutKey dropout) {
   const UnitId final_norm = units_[final_norm_unit(config_)];
   compute_.set_inputs(tokens, {}, dropout);
   forward_body();
@@ -86,7 +87,8 @@ double EngineClassifier::train_micro_step(std::span<const int> tokens, std::span
   return head_.loss();
 }
 
-double EngineClassifier::evaluate(std::span<const int> tokens, std::span<const int> labels) {
+template <typename Labels>
+double EngineClassifier::evaluate_labels(std::span<const int> tokens, Labels labels) {
   compute_.set_inputs(tokens, {});  // no dropout
   forward_body();
   GatheredUnit norm = engine_.gather(units_[final_norm_unit(config_)]);
@@ -95,6 +97,24 @@ double EngineClassifier::evaluate(std::span<const int> tokens, std::span<const i
   score.release();
   norm.release();
   return head_.loss();
+}
+
+double EngineClassifier::train_micro_step(std::span<const int> tokens, std::span<const int> labels,
+                                          DropoutKey dropout) {
+  return train_step(tokens, labels, dropout);
+}
+
+double EngineClassifier::train_micro_step(std::span<const int> tokens,
+                                          std::span<const float> targets, DropoutKey dropout) {
+  return train_step(tokens, targets, dropout);
+}
+
+double EngineClassifier::evaluate(std::span<const int> tokens, std::span<const int> labels) {
+  return evaluate_labels(tokens, labels);
+}
+
+double EngineClassifier::evaluate(std::span<const int> tokens, std::span<const float> targets) {
+  return evaluate_labels(tokens, targets);
 }
 
 }  // namespace zero::gpt2

@@ -114,7 +114,10 @@ HFWeights::HFWeights(const fs::path& folder, const GPT2Config& config,
     for (std::size_t t = 0; t < reader.tensors().size(); ++t) {
       const SafetensorsTensor& tensor = reader.tensors()[t];
       const std::string name = canonical_name(tensor.name, config, optional);
-      if (name.empty()) continue;
+      if (name.empty()) {
+        if (!is_hf_buffer(config.family, tensor.name)) unused_.push_back(tensor.name);
+        continue;
+      }
       const auto place = expected.find(name);
       ZERO_CHECK(place != expected.end(), file.string(), ": unexpected tensor '", tensor.name,
                  "' for a ", name_of(config.family), " of ", config.n_layer, " layers");

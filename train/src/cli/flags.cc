@@ -76,7 +76,7 @@ const Flag kFlags[] = {
     // run_classification's DataTrainingArguments (--task text-classification).
     {.name = "task", .field = &T::task, .commands = kTrain, .section = Section::kClassification,
      .show_default = true,
-     .help = "causal-lm (run_clm) or text-classification (GPT2ForSequenceClassification)"},
+     .help = "causal-lm (run_clm) or text-classification (the family's ...ForSequenceClassification)"},
     {.name = "test_file", .field = &T::test_files, .commands = kTrain,
      .origin = kClassificationArguments, .section = Section::kClassification, .hf_default = kNone,
      .help = "labelled .csv/.json/.jsonl for --do_predict's report"},

@@ -2,6 +2,7 @@
 // its labelled examples by split, the classifier head (labels and pad id, from the checkpoint when
 // it has one), the encoded splits, and the ClassificationTask that trains them.
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "config/input_checks.h"
@@ -41,6 +42,26 @@ TaskSources read_labelled_splits(const TrainingArguments& arguments, const DataF
   return labelled;
 }
 
+// run_classification reads a label column whose values are all numbers, one of them not an
+// integer, as a float column: regression (num_labels 1, MSELoss). zero train reads label ids
+// only (the head computes regression: ClassifierHead's float targets), so such a column is
+// refused naming it and the value rather than read as classes.
+void check_not_a_float_column(const TrainingArguments& arguments,
+                              const std::vector<std::string>& labels) {
+  auto number = [](const std::string& text) {
+    char* end = nullptr;
+    std::strtod(text.c_str(), &end);
+    return !text.empty() && end == text.c_str() + text.size();
+  };
+  if (!std::all_of(labels.begin(), labels.end(), number)) return;
+  for (const std::string& label : labels)
+    if (label.find_first_not_of("-0123456789") != std::string::npos)
+      input_error("--label_column_name ", arguments.label_column_name, ": the labels are numbers, ",
+                  "'", label, "' not an integer: a float label column is regression in ",
+                  "run_classification (num_labels 1, problem_type regression, MSELoss), which ",
+                  "zero train does not read; give integer or string labels");
+}
+
 // The label list from the train examples (or the checkpoint's head when it has the same labels),
 // the pad id, and the head checked against the model.
 void prepare_head(const TrainingArguments& arguments, const TaskSources& labelled,
@@ -49,6 +70,7 @@ void prepare_head(const TrainingArguments& arguments, const TaskSources& labelle
   std::vector<std::string> labels =
       label_list(labelled.train.empty() ? labelled.validation : labelled.train);
   if (labels.empty()) labels = label_list(labelled.test);
+  check_not_a_float_column(arguments, labels);
   if (prepared.pretrained_head) {
     std::vector<std::string> ours = labels, theirs = prepared.head.id2label;
     std::sort(ours.begin(), ours.end());
@@ -58,17 +80,30 @@ void prepare_head(const TrainingArguments& arguments, const TaskSources& labelle
                   ": its classifier's labels (id2label) are not the training labels");
     labels = prepared.head.id2label;
   }
-  // An LM checkpoint, or a classifier's without pad_token_id: the examples are padded with eos.
-  if (prepared.pretrained &&
-      (!prepared.pretrained_head || prepared.head.pad_token_id == gpt2::kNoPadToken))
-    prepared.head.pad_token_id = model_config.eos_token_id;
+  // A checkpoint's config.json pad_token_id pads the examples; without one (GPT-2's and most
+  // Llama-family LM checkpoints), eos does, as model.config.pad_token_id = eos_token_id does in
+  // Hugging Face fine-tuning scripts. From scratch, the tokenizer's <|endoftext|> does.
+  if (prepared.pretrained && prepared.head.pad_token_id == gpt2::kNoPadToken)
+    prepared.head.pad_token_id =
+        model_config.eos_token_id < 0 ? gpt2::kNoPadToken : model_config.eos_token_id;
   if (!prepared.pretrained) {
     const std::optional<text::TokenId> end_of_text = prepared.tokenizer->end_of_text_id();
     if (!end_of_text)
       input_error("the tokenizer has no <|endoftext|>, which pads the examples (pad_token_id)");
     prepared.head.pad_token_id = *end_of_text;
   }
+  // The examples are padded to --max_seq_length, and without a pad id no row's last token can be
+  // found (Hugging Face refuses even batches of more than one row: "Cannot handle batch sizes > 1
+  // if no padding token is defined").
+  if (prepared.head.pad_token_id == gpt2::kNoPadToken)
+    input_error("--model_name_or_path ", arguments.model_name_or_path,
+                ": config.json has no pad_token_id and no eos_token_id to pad the examples to "
+                "--max_seq_length with, so a row's last token cannot be found (Hugging Face "
+                "cannot handle batch sizes > 1 if no padding token is defined); set pad_token_id "
+                "in config.json");
   prepared.head.num_labels = static_cast<std::int64_t>(labels.size());
+  // run_classification sets config.problem_type for the labels it reads: ids here.
+  prepared.head.problem_type = gpt2::ProblemType::kSingleLabel;
   prepared.head.id2label = labels;
   as_input_error("the classifier head", [&] { prepared.head.validate(model_config); });
 }

@@ -165,20 +165,6 @@ EngineSetup run_engine(const RunConfig& run, std::int64_t total_steps) {
 
 }  // namespace
 
-void check_model_trains(const TrainingArguments& arguments) {
-  const gpt2::GPT2Config config = model_config_from_flags(arguments);
-  const std::string flag = !arguments.model_name_or_path.empty()
-                               ? "--model_name_or_path " + arguments.model_name_or_path
-                               : "--config_name " + arguments.config_name;
-  if (config.family == gpt2::ModelFamily::kGpt2 || arguments.task == "causal-lm") return;
-  const gpt2::FamilySpec& spec = gpt2::family_spec(config.family);
-  throw InputError(flag + ": --task " + arguments.task + " of the " +
-                   std::string(spec.display_name) + " family (model_type " +
-                   std::string(spec.model_type) +
-                   ") is not built in this version: its causal language model trains "
-                   "(--task causal-lm)");
-}
-
 const TaskKind& checked_task(const TrainingArguments& arguments) {
   return *as_input_error("arguments", [&] {
     check_arguments(arguments);

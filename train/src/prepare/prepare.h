@@ -27,11 +27,6 @@ namespace zero::train::detail {
 // returns --task's kind. Throws InputError naming the flag.
 const TaskKind& checked_task(const TrainingArguments& arguments);
 
-// Throws InputError (exit 2) naming the family and the task when the flags' model is one whose
-// --task is not built in this version (the Llama family's classification), before anything is read
-// or allocated.
-void check_model_trains(const TrainingArguments& arguments);
-
 // Checks every input of `run` (arguments, files, model, tokenizer) and loads the data, on rank
 // `rank` of run.world_size, writing nothing; throws InputError naming what is wrong. The engine's
 // options are the run's (its scheduler's "auto" lengths from the steps counted here). Its lines go
@@ -45,11 +40,19 @@ void write_json(const fs::path& path, const nlohmann::json& value);
 // tokenizer_config.json when there is none.
 void save_tokenizer(const Prepared& prepared, const fs::path& folder);
 
+// What a load left out, as Hugging Face's from_pretrained warns of it: the checkpoint's tensors the
+// model has no use for (an LM's lm_head.weight read into a classifier) and the model's tensors the
+// checkpoint lacks, which keep their initialisation (a classifier's score.weight from an LM).
+struct PretrainedLoad {
+  std::vector<std::string> unused;
+  std::vector<std::string> newly_initialised;
+};
+
 // Streams a Hugging Face checkpoint's weights into this rank's shards, each rank reading only its
 // partition (gpt2::load_hf_partitions): the body, and for the classifier score.weight when the
 // checkpoint has it (else its initialisation stays).
 template <typename Model>
-void load_pretrained(Model& model, const fs::path& folder) {
+PretrainedLoad load_pretrained(Model& model, const fs::path& folder) {
   std::span<const UnitId> body(model.units());
   std::vector<UnitId> extra;
   std::map<std::string, std::vector<std::int64_t>> optional;
@@ -60,6 +63,10 @@ void load_pretrained(Model& model, const fs::path& folder) {
   }
   const gpt2::HFWeights weights(folder, model.config(), optional);
   gpt2::load_hf_partitions(model.engine(), body, weights, extra);
+  PretrainedLoad load{.unused = weights.unused(), .newly_initialised = {}};
+  for (const auto& [name, shape] : optional)
+    if (!weights.contains(name)) load.newly_initialised.push_back(name);
+  return load;
 }
 
 }  // namespace zero::train::detail

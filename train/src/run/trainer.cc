@@ -38,6 +38,7 @@
 #include "zero/engine/memory_formula.h"
 #include "zero/factory/engine_factory.h"
 #include "zero/gpt2/config.h"
+#include "zero/gpt2/family.h"
 #include "zero/optim/lr_schedules.h"
 #include "zero/optim/optimizers.h"
 #include "zero/text/sampler.h"
@@ -122,8 +123,9 @@ void Trainer::print_run() const {
   const EngineOptions& options = prepared_.engine.options;
   task_->print_task();
   console_.say(
-      "model: GPT-2 %s, %lld layers, %lld heads, width %lld, vocabulary %lld, context %lld: "
+      "model: %s %s, %lld layers, %lld heads, width %lld, vocabulary %lld, context %lld: "
       "%.2fM parameters\n",
+      std::string(gpt2::name_of(model.family)).c_str(),
       prepared_.pretrained ? arguments_.model_name_or_path.c_str() : "(from scratch)",
       static_cast<long long>(model.n_layer), static_cast<long long>(model.n_head),
       static_cast<long long>(model.n_embd), static_cast<long long>(model.vocab_size),
@@ -222,7 +224,6 @@ TrainResult train(const RunConfig& run, Communicator& communicator, const RunOpt
     planned.plan = dry_run(run, options.print && communicator.rank() == 0, options.print_line);
     return planned;
   }
-  detail::check_model_trains(run.arguments);  // a family's task not built in this version
   if (run.world_size != communicator.world_size())
     throw InputError("the run was configured for " + std::to_string(run.world_size) +
                      " ranks; the communicator has " + std::to_string(communicator.world_size()));

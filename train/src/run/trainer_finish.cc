@@ -31,7 +31,7 @@ TrainResult Trainer::finish() {
     console_.say(
         "saved %s/{config.json,model.safetensors,tokenizer files} (Hugging Face %s) in "
         "%.2f s, %.4f GB read from swap\n",
-        output_dir_.c_str(), task_->model_class(), seconds_since(saving),
+        output_dir_.c_str(), std::string(task_->model_class()).c_str(), seconds_since(saving),
         static_cast<double>((engine_->swap_traffic() - swapped).bytes_read) / 1e9);
   }
   result_.memory = MemoryPeaks::of(engine_->ledger());  // the plan's check, final save included

@@ -8,6 +8,7 @@
 #include "zero/comm/host_collectives.h"
 #include "zero/gpt2/classifier.h"
 #include "zero/gpt2/engine_save.h"
+#include "zero/gpt2/family.h"
 #include "zero/text/progress.h"
 #include "zero/train/classification_metrics.h"
 
@@ -23,7 +24,21 @@ ClassificationTask::ClassificationTask(const TaskContext& context)
              context.prepared.block_size, context.arguments.seed, context.engine.allocator(),
              {.activation_checkpointing = context.arguments.gradient_checkpointing,
               .label_smoothing = static_cast<float>(context.arguments.label_smoothing_factor)}) {
-  if (context_.prepared.pretrained) load_pretrained(model_, context_.arguments.model_name_or_path);
+  if (context_.prepared.pretrained)
+    pretrained_load_ = load_pretrained(model_, context_.arguments.model_name_or_path);
+}
+
+namespace {
+// ['lm_head.weight'], as Hugging Face lists tensor names in its load warnings.
+std::string python_list(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "'" : ", '") + name + "'";
+  return "[" + text + "]";
+}
+}  // namespace
+
+std::string_view ClassificationTask::model_class() const {
+  return gpt2::family_spec(context_.prepared.model_config.family).classifier_architecture;
 }
 
 void ClassificationTask::print_task() const {
@@ -35,6 +50,22 @@ void ClassificationTask::print_task() const {
       "task: text-classification, %lld labels (%s), pad_token_id %d, score.weight %s\n",
       static_cast<long long>(prepared.head.num_labels), names.c_str(), pad_id_,
       prepared.pretrained_head ? "from the checkpoint" : "initialised N(0, initializer_range)");
+  // Hugging Face's from_pretrained warnings, for a classifier started from another head's model.
+  const std::string model_class(this->model_class());
+  const std::string& folder = context_.arguments.model_name_or_path;
+  if (!pretrained_load_.unused.empty())
+    context_.console.say(
+        "warning: some weights of the model checkpoint at %s were not used when initializing "
+        "%s: %s (expected when the checkpoint is a model with another head, a causal LM's)\n",
+        folder.c_str(), model_class.c_str(), python_list(pretrained_load_.unused).c_str());
+  if (!pretrained_load_.newly_initialised.empty())
+    context_.console.say(
+        "warning: some weights of %s were not initialized from the model checkpoint at %s and "
+        "are newly initialized: %s (normal(0, initializer_range %g)); train the model on a "
+        "down-stream task before using it for predictions\n",
+        model_class.c_str(), folder.c_str(),
+        python_list(pretrained_load_.newly_initialised).c_str(),
+        prepared.model_config.initializer_range);
 }
 
 void ClassificationTask::print_data() const {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kind/task_kind.h"
+#include "prepare/prepare.h"
 #include "task/task.h"
 #include "zero/gpt2/engine_classifier.h"
 #include "zero/train/classification_data.h"
@@ -21,7 +22,7 @@ class ClassificationTask final : public Task {
   void print_task() const override;
   void print_data() const override;
   bool evaluates_every_epoch() const override { return true; }
-  const char* model_class() const override { return "GPT2ForSequenceClassification"; }
+  std::string_view model_class() const override;
 
   void next_train_batch(text::DistributedSampler& sampler, MicroBatch& batch) override;
   // Also counts the training forward's correct predictions (dropout on) into the epoch's.
@@ -51,6 +52,7 @@ class ClassificationTask final : public Task {
   Outcome evaluate_split(const ClassificationDataset& data, std::size_t count, const char* what);
 
   TaskContext context_;
+  PretrainedLoad pretrained_load_;  // --model_name_or_path's tensors not used and not given
   std::int64_t B_ = 0;
   int pad_id_ = 0;
   gpt2::EngineClassifier model_;

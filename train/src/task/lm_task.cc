@@ -8,6 +8,7 @@
 #include "task/samples.h"
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/engine_save.h"
+#include "zero/gpt2/family.h"
 #include "zero/text/progress.h"
 
 namespace zero::train::detail {
@@ -30,6 +31,10 @@ LmTask::LmTask(const TaskContext& context)
                               static_cast<std::size_t>(T_)),
         static_cast<std::size_t>(B_ * world), world, context_.engine.rank());
   }
+}
+
+std::string_view LmTask::model_class() const {
+  return gpt2::family_spec(context_.prepared.model_config.family).architecture;
 }
 
 void LmTask::print_data() const {

@@ -18,7 +18,7 @@ class LmTask final : public Task {
   explicit LmTask(const TaskContext& context);
 
   void print_data() const override;
-  const char* model_class() const override { return "GPT2LMHeadModel"; }
+  std::string_view model_class() const override;
 
   void next_train_batch(text::DistributedSampler& sampler, MicroBatch& batch) override;
   std::uint64_t train_data_position() const override;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
 
 #include "config/console.h"
 #include "task/micro_batch.h"
@@ -54,8 +55,9 @@ class Task {
   virtual void print_data() const = 0;
   // Whether it validates at every epoch's end whatever --eval_strategy says.
   virtual bool evaluates_every_epoch() const { return false; }
-  // Hugging Face's class of the saved model, e.g. "GPT2LMHeadModel".
-  virtual const char* model_class() const = 0;
+  // Hugging Face's class of the saved model, the family's (family.h): "GPT2LMHeadModel",
+  // "LlamaForSequenceClassification".
+  virtual std::string_view model_class() const = 0;
 
   // This rank's next training micro-batch of B rows, from `sampler` (which advances) or from the
   // task's own reader.

@@ -2,15 +2,20 @@
 // LlamaForSequenceClassification, MistralForSequenceClassification and
 // Qwen2ForSequenceClassification: the body's last hidden state at each row's last non-padding
 // token, through the final norm (the family's: ln_f's LayerNorm, norm's RMSNorm), times
-// score.weight (K, C), no bias; the loss is the mean cross-entropy over the rows' labels. The
+// score.weight (K, C), no bias; the loss is Hugging Face's for the config's problem_type: the mean
+// cross-entropy over the rows' label ids (single_label_classification), the mean squared error
+// over the logits and float targets (regression: MSELoss), or the mean binary cross-entropy of
+// the logits against multi-hot targets (multi_label_classification: BCEWithLogitsLoss). The
 // head's parameters are one unit of their own ("score"), so an LM checkpoint's units keep their
 // layout and the head never needs the embeddings (a tied LM head does).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "zero/core/allocator.h"
@@ -23,9 +28,21 @@
 
 namespace zero::gpt2 {
 
-// K = num_labels. Labels are ids in [0, K); a negative label is ignored (no loss, no gradient).
+// Hugging Face's config.problem_type: which loss the labels give.
+enum class ProblemType : std::uint8_t { kSingleLabel, kMultiLabel, kRegression };
+// "single_label_classification", "multi_label_classification", "regression" (config.json's).
+std::string_view name_of(ProblemType type);
+// The type config.json's value names; nullopt for another value.
+std::optional<ProblemType> problem_type_named(std::string_view name);
+
+// K = num_labels. Single-label: labels are ids in [0, K); a negative label is ignored (no loss, no
+// gradient). Regression and multi-label: targets are K floats per row (a value per label, or 0/1);
+// a row whose first target is NaN is ignored.
 struct ClassifierConfig {
   std::int64_t num_labels = 2;  // K
+  // Unset (config.json's null): chosen from the labels as transformers'
+  // ...ForSequenceClassification chooses (resolved_problem_type).
+  std::optional<ProblemType> problem_type;
   // Rows end at their last token != pad_token_id. kNoPadToken (config.json's null, Hugging
   // Face's None): every row ends at its last token, and only one row per batch can be classified.
   std::int64_t pad_token_id = 50256;
@@ -34,6 +51,10 @@ struct ClassifierConfig {
 };
 
 inline constexpr std::int64_t kNoPadToken = -1;
+
+// transformers' choice of loss: the config's problem_type when set, else regression when
+// num_labels is 1, single-label classification for integer labels, multi-label for float ones.
+ProblemType resolved_problem_type(const ClassifierConfig& head, bool integer_labels);
 
 // The body a classifier runs: the decoder without an LM head (the ...ForSequenceClassification
 // models have no lm_head), so its final unit is the final norm alone. That is `config` with
@@ -72,9 +93,17 @@ class ClassifierHead {
   // tokens (B, T) as given to the body's set_inputs; labels (B) in [0, K) or negative (ignored),
   // or empty for logits only. final_norm_params: the final unit (ln_f / norm, its vectors only:
   // classifier_body); score_params: the score unit; in
-  // the constructor's param_dtype. Activations and arithmetic are fp32.
+  // the constructor's param_dtype. Activations and arithmetic are fp32. Labels given, the problem
+  // type resolves as transformers' does (resolved_problem_type); one that is not single-label
+  // throws zero::Error naming it (regression and multi-label take float targets).
   void forward(const GPT2Compute& body, std::span<const int> tokens, std::span<const int> labels,
                ConstUnitData final_norm_params, ConstUnitData score_params);
+  // Float targets (B, K): regression values or multi-hot labels (a row whose first target is NaN
+  // is ignored); the loss is computed on the host from the logits in double (off the host, after
+  // waiting for their copy). Throws zero::Error when the config's problem_type is single-label.
+  void forward(const GPT2Compute& body, std::span<const int> tokens, std::span<const float> targets,
+               ConstUnitData final_norm_params, ConstUnitData score_params);
+  ProblemType problem_type() const { return problem_; }  // of the last forward with labels
   // Accumulates (+=) d(loss_scale × sum of row losses) into the final norm's and score's
   // gradients and
   // writes the body's final_hidden_grad (zero except at the rows' last tokens). loss_scale < 0
@@ -92,6 +121,10 @@ class ClassifierHead {
   const std::vector<std::int64_t>& positions() const { return positions_; }
 
  private:
+  void forward_logits(const GPT2Compute& body, std::span<const int> tokens,
+                      ConstUnitData final_norm_data, ConstUnitData score_data);
+  void float_loss();
+  void upload_float_dlogits(const GPT2Compute& body, float* dlogits, float scale);
   float* view(const std::string& name) const;
   float* scratch(const std::string& name) const;
   const int* kernel_labels(const GPT2Compute& body);
@@ -105,6 +138,10 @@ class ClassifierHead {
   Buffer buffer_;
   std::vector<std::int64_t> positions_;
   std::vector<int> labels_;
+  ProblemType problem_ = ProblemType::kSingleLabel;
+  std::vector<float> targets_;             // (B, K): regression and multi-label
+  std::vector<float> float_dlogits_;       // (B, K): d(row loss)/d(logits), unscaled
+  Buffer pinned_dlogits_;                  // off the host: float_dlogits_ scaled, for their upload
   std::vector<std::int64_t> hidden_rows_;  // b·T + positions_[b]: the body's rows read
   Allocator* buffer_allocator_ = nullptr;
   bool on_host_ = true;  // the body's kernels run on the calling thread
@@ -120,8 +157,8 @@ class ClassifierHead {
 
 // A sequence classifier's checkpoint folder: config.json (the body's keys plus architectures
 // [the family's classifier_architecture, family.h], num_labels, id2label, label2id, pad_token_id,
-// problem_type) and model.safetensors (the body's Hugging Face names, "transformer." / "model.",
-// plus "score.weight").
+// problem_type: null when unset) and model.safetensors (the body's Hugging Face names,
+// "transformer." / "model.", plus "score.weight").
 struct ClassifierCheckpoint {
   GPT2Config body;  // config.json's; the classifier runs classifier_body(body)
   ClassifierConfig head;

@@ -35,9 +35,13 @@ class EngineClassifier {
   // d(micro-batch mean loss)/dθ × engine.loss_scale(). The caller calls engine.step(). All ranks.
   double train_micro_step(std::span<const int> tokens, std::span<const int> labels,
                           DropoutKey dropout);
+  // The same with float targets (B, K) of a regression or multi-label head (ClassifierHead).
+  double train_micro_step(std::span<const int> tokens, std::span<const float> targets,
+                          DropoutKey dropout);
   // Forward only (no dropout, gradients or reductions); labels may be empty (no loss). Returns
   // the mean loss over counted rows; logits() and predictions() hold the rows' outputs. All ranks.
   double evaluate(std::span<const int> tokens, std::span<const int> labels);
+  double evaluate(std::span<const int> tokens, std::span<const float> targets);
 
   std::int64_t num_counted() const { return head_.num_counted(); }
   const float* logits() const { return head_.logits(); }  // (B, K)
@@ -56,6 +60,10 @@ class EngineClassifier {
                                             const ClassifierConfig& head,
                                             const std::vector<UnitSpec>& specs, std::uint64_t seed);
   void forward_body();
+  template <typename Labels>
+  double train_step(std::span<const int> tokens, Labels labels, DropoutKey dropout);
+  template <typename Labels>
+  double evaluate_labels(std::span<const int> tokens, Labels labels);
 
   Engine& engine_;
   GPT2Config config_;

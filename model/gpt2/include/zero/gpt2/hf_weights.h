@@ -42,6 +42,10 @@ class HFWeights {
   DType stored_dtype() const;
   // Whether tensor `name` (the model's name, hf_tensor_name, or an optional one) is stored.
   bool contains(const std::string& name) const;
+  // The stored names skipped that are not the family's buffers: lm_head.weight of a checkpoint
+  // read into a tied model or a classifier's body (classifier_body), which Hugging Face reports
+  // as weights of the checkpoint not used. In file order.
+  const std::vector<std::string>& unused() const { return unused_; }
 
   // Values [range) of tensor `name` in the model's shape as fp32 into `out` (range.size()
   // values): a vocabulary matrix (is_vocabulary_matrix: wte, embed_tokens, lm_head) has the
@@ -65,6 +69,7 @@ class HFWeights {
   GPT2Config config_;
   std::vector<SafetensorsReader> readers_;
   std::map<std::string, Stored> stored_;  // by the model's name
+  std::vector<std::string> unused_;
 };
 
 // Host bytes a streaming load (HFWeights::read, load_hf_partitions) holds besides the values it
