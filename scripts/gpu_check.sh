@@ -24,8 +24,9 @@
 #         env        zero env, nvidia-smi, the host CPU, where compute-sanitizer is, zero env
 #                    --check_comm (NCCL over device buffers)
 #         tests      every cuda-labelled test program; each case named in the log with its result,
-#                    failing when one fails or has none, or when a required case (REQUIRED_CASES
-#                    below: issue 42's eight never run on a GPU, the Llama family's) did not pass;
+#                    failing when one fails or has none, or when a required case (required_cases
+#                    below: issue 42's eight never run on a GPU, the Llama family's, cuDNN's
+#                    native grouped-query attention against the repeat path) did not pass;
 #                    the "measured:" lines the bf16 bounds print, as a table
 #         memcheck   compute-sanitizer --tool memcheck over the kernel tests (small shapes); fails
 #                    when compute-sanitizer is found nowhere (gpu_check_lib.sh says where it looks)
@@ -33,7 +34,8 @@
 #                    with the same command on this machine's CPU (started in the background when
 #                    the run starts, with the bundled binary): GPT-2 124M at B 4, T 256 and the
 #                    bundled Llama folder at B 8, T 128, each at stages 0 and 3, 20 steps; fails
-#                    when a step's loss is further from the CPU's than the tolerance (below).
+#                    when a step's loss is further from the CPU's than the tolerance
+#                    (compare_tolerance: GPT-2 4e-2, Llama 3e-3 nats).
 #                    Then the speed runs: GPT-2 124M from scratch on tiny shakespeare, B 16, T 1024,
 #                    bf16, AdamW, no dropout, stages 0 and 3: tokens/s, MFU, loss, the ledger's and
 #                    nvidia-smi's peaks beside --dry_run's plan; stage 0 with the time breakdown
@@ -65,8 +67,9 @@ kernel_tests=(gpt2_cuda_test gpt2_compute_cuda_test llama_cuda_test optim_cuda_t
 all_steps=(env tests memcheck train racecheck kernels torch)
 # The cases that must pass by name on a device: the eight `cuda` cases issue 42 found in no GPU
 # log (the default bf16 path: qkv/atty through cuDNN, cuBLASLt's bf16 bias epilogue, GELU's
-# backward inside fc's, generation on the device, the overlapped offload step), and the Llama
-# family's on the device.
+# backward inside fc's, generation on the device, the overlapped offload step), the Llama
+# family's on the device, and grouped-query attention on cuDNN without repeating k and v
+# (ZERO_CUDNN_NATIVE_GQA=1) against the default path that repeats them.
 required_cases=(
   CudnnAttentionTest.ReadsAndWritesBf16ActivationsInPlace
   CudnnAttentionTest.TheTiledKernelsTakeBf16ActivationsWidened
@@ -81,6 +84,8 @@ required_cases=(
   LlamaCuda.RopeMatchesTheCpuKernels
   LlamaCuda.SwigluMatchesTheCpuKernels
   LlamaCuda.DecoderStepsMatchTheCpuDecoder
+  CudnnAttentionTest.NativeGroupedQueryAttentionMatchesTheRepeatedPath
+  GPT2ComputeCudaTest.LlamaFamilyWithNativeGroupedQueryAttentionMatchesTheCpuCompute
 )
 max_bundle_bytes=$((60 * 1024 * 1024))
 
@@ -324,16 +329,18 @@ compare_arguments() {
   esac
 }
 
-# The largest |GPU loss - CPU loss| (nats) allowed at any step of MODEL's run, both in bf16: 25×
-# the largest |bf16 - fp32| the CPU measures over the same command's 20 steps, rounded up (the
-# Llama run: 5.8e-4 at step 5; trainer_test's tiny GPT-2: 4.8e-4 over 12 steps). The GPU's bf16
-# path rounds in more places than the CPU's (qkv, the attention's probabilities, atty, the
-# logits), each rounding of that size; a wrong gradient or a missed update moves the loss by
-# tenths within 20 steps. docs/kernels.md ("Running on a GPU").
+# The largest |GPU loss - CPU loss| (nats) allowed at any step of MODEL's run, both in bf16: 5×
+# the largest |bf16 - fp32| the CPU measured over the same command's 20 steps (zero train
+# --use_cpu here, 2026-11-29), rounded up to one digit: GPT-2 7.8e-3 (at step 7, where the loss
+# falls fastest) -> 4e-2; Llama 5.8e-4 (step 5) -> 3e-3 (trainer_test's tiny GPT-2: 4.8e-4 over
+# 12 steps). The device's bf16 run shares the CPU's bf16 parameters and GEMM-input roundings and
+# differs in the activations it also keeps in bf16 (q, k, v, the attention's probabilities,
+# atty, the logits): roundings of the size whose whole effect that distance measures. A wrong
+# gradient or a missed update moves the loss by tenths within 20 steps. docs/kernels.md.
 compare_tolerance() {
   case "$1" in
-    gpt2) echo "${ZERO_GPU_CHECK_TOLERANCE_GPT2:-2e-2}" ;;
-    llama) echo "${ZERO_GPU_CHECK_TOLERANCE_LLAMA:-2e-2}" ;;
+    gpt2) echo "${ZERO_GPU_CHECK_TOLERANCE_GPT2:-4e-2}" ;;
+    llama) echo "${ZERO_GPU_CHECK_TOLERANCE_LLAMA:-3e-3}" ;;
   esac
 }
 

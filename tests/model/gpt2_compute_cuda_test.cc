@@ -74,6 +74,14 @@ void expect_error_below(const std::vector<float>& actual, const std::vector<floa
   EXPECT_LT(error, bound) << what;
 }
 
+// Whether the CUDA kernels run cuDNN's attention on heads of C / NH channels for the tests' B 3,
+// T 11 with `dtype` parameters: bf16, and this build plans cuDNN's workspace for those heads.
+bool cuda_attention_uses_cudnn(DType dtype, std::int64_t C, std::int64_t NH) {
+  return dtype == DType::kBFloat16 &&
+         attention_layout(DeviceKind::kCuda, 3, 11, C, NH, DType::kBFloat16)
+                 .library_workspace_bytes > 0;
+}
+
 // `values` (fp32, host) converted to `dtype` and back, as the device holds them.
 std::vector<std::uint16_t> to_16(const float* values, std::size_t count, DType dtype) {
   std::vector<std::uint16_t> out(count);
@@ -226,18 +234,31 @@ TEST_P(GPT2ComputeCudaTest, LlamaFamilyMatchesTheCpuCompute) {
   expect_matches_the_cpu_compute(tiny_llama_config());
 }
 
+// The Llama family with ZERO_CUDNN_NATIVE_GQA=1 and heads of 8 channels (which cuDNN takes): with
+// bf16 parameters the attention runs on cuDNN without repeating k and v (the kernels say so on
+// stderr), the CPU repeating them, within the same bounds; with fp32 parameters the switch
+// changes nothing.
+TEST_P(GPT2ComputeCudaTest, LlamaFamilyWithNativeGroupedQueryAttentionMatchesTheCpuCompute) {
+  struct NativeGroupedQueryAttention {
+    NativeGroupedQueryAttention() { setenv("ZERO_CUDNN_NATIVE_GQA", "1", 1); }
+    ~NativeGroupedQueryAttention() { unsetenv("ZERO_CUDNN_NATIVE_GQA"); }
+  } native;
+  ::testing::internal::CaptureStderr();
+  expect_matches_the_cpu_compute(tiny_llama_config({.n_embd = 32, .n_head = 4}));
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  const bool cudnn = cuda_attention_uses_cudnn(GetParam(), 32, 4);
+  EXPECT_EQ(said.find("on cuDNN without repeating k and v") != std::string::npos, cudnn) << said;
+}
+
 // No attention dropout: with bf16 parameters cuDNN's SDPA runs the attention (heads of 8 channels)
 // and qkv and atty are bf16 (attention_io_dtype), written by the qkv GEMM and cuDNN, read by cuDNN
 // and the projection's GEMM without a rounding pass.
 TEST_P(GPT2ComputeCudaTest, MatchesTheCpuComputeWithoutAttentionDropout) {
   GPT2Config config = tiny_config();
   config.attn_pdrop = 0.0;
-  // This build runs cuDNN's attention on these heads where it plans cuDNN's workspace.
-  const bool cudnn =
-      attention_layout(DeviceKind::kCuda, 3, 11, config.n_embd, config.n_head, DType::kBFloat16)
-          .library_workspace_bytes > 0;
   EXPECT_EQ(attention_io_dtype(DeviceKind::kCuda, GetParam(), config.n_embd, config.n_head, 0.0),
-            GetParam() == DType::kBFloat16 && cudnn ? DType::kBFloat16 : DType::kFloat32);
+            cuda_attention_uses_cudnn(GetParam(), config.n_embd, config.n_head) ? DType::kBFloat16
+                                                                                : DType::kFloat32);
   expect_matches_the_cpu_compute(config);
 }
 
