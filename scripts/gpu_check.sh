@@ -156,7 +156,7 @@ build() {
     die "build: the bundle is $((bytes / 1048576)) MiB compressed, over the $((max_bundle_bytes / 1048576)) MiB a device run can carry"
   fi
   mv "$output.partial" "$output"
-  echo "gpu_check.sh: $output ($((bytes / 1048576)) MiB, ${#programs[@]} programs); on the GPU machine: bash scripts/gpu_check.sh run --bundle ${output#"$root"/}"
+  echo "gpu_check.sh: $output ($((bytes / 1048576)) MiB, ${#programs[@]} programs); on the GPU machine: bash scripts/gpu_check.sh run --bundle ${output#"$root"/} --results \$OUT/gpu_check --budget 540"
 }
 
 # ---- run ----
