@@ -3,7 +3,9 @@
 // oracle run in fp32 on the same bf16-rounded q, k, v: out and dqkv within 1e-2 and 2e-2 in
 // relative L2 (bf16 inputs, P rounded to bf16 before P·V as FlashAttention does), att the rows'
 // log-sum-exp. ZERO_ATTENTION=cudnn makes the kernels refuse, not fall back, so a pass means cuDNN
-// ran. Label cuda: skips without a device; skips where the build has no cudnn_frontend headers.
+// ran. Grouped-query attention natively (ZERO_CUDNN_NATIVE_GQA=1) against the default path that
+// repeats k and v. Label cuda: skips without a device; skips where the build has no cudnn_frontend
+// headers.
 #include "attention_cudnn.h"
 
 #include <cuda_runtime.h>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/measured.h"
 #include "../common/random_inputs.h"
 #include "../common/relative_difference.h"
 #include "device_array.h"
@@ -186,6 +189,99 @@ TEST_F(CudnnAttentionTest, TheTiledKernelsTakeBf16ActivationsWidened) {
   EXPECT_LE(zero::testing::relative_difference(bf16.dqkv, fp32.dqkv), 2e-2);
   stream.synchronize();
   EXPECT_EQ(workspace(), workspace_before);  // the widened copies went back once the stream ran
+}
+
+// One grouped-query attention forward and backward on qkv (N, C + 2·KVH·HS) fp32: natively
+// (grouped_attention_*, which must take the call) or with k and v repeated to NH heads
+// (repeat_kv_forward, attention_*, repeat_kv_backward). Returns out and dqkv (N, C + 2·KVH·HS).
+AttentionRun run_grouped(Kernels& kernels, Stream& stream, bool native,
+                         const std::vector<float>& qkv, const std::vector<float>& dout,
+                         const Shape& s, std::int64_t KVH) {
+  const std::int64_t N = s.B * s.T, C = s.C, HS = C / s.NH, width = C + 2 * KVH * HS;
+  DeviceArray<float> d_qkv(qkv), out(static_cast<std::size_t>(N * C)), d_dout(dout),
+      att(static_cast<std::size_t>(N * s.NH)), datt(static_cast<std::size_t>(N * s.NH)),
+      dqkv(testing::random_vector(N * width, 5)),  // overwritten
+      heads(static_cast<std::size_t>(N * 3 * C)), dheads(static_cast<std::size_t>(N * 3 * C));
+  DeviceArray<std::uint16_t> staged_a(static_cast<std::size_t>(4 * N * C)),
+      staged_b(static_cast<std::size_t>(4 * N * C));
+  GemmScratch scratch;
+  scratch.staged_a = staged_a.get();
+  scratch.staged_b = staged_b.get();
+  scratch.staged_a_elements = scratch.staged_b_elements = 4 * N * C;
+  if (native) {
+    EXPECT_TRUE(kernels.grouped_attention_forward(stream, out.get(), att.get(), d_qkv.get(), s.B,
+                                                  s.T, C, s.NH, KVH, DropoutSite{},
+                                                  DType::kBFloat16, scratch));
+    EXPECT_TRUE(kernels.grouped_attention_backward(stream, dqkv.get(), d_dout.get(), out.get(),
+                                                   d_qkv.get(), att.get(), s.B, s.T, C, s.NH, KVH,
+                                                   DropoutSite{}, DType::kBFloat16, scratch));
+  } else {
+    EXPECT_FALSE(kernels.grouped_attention_forward(stream, out.get(), att.get(), d_qkv.get(), s.B,
+                                                   s.T, C, s.NH, KVH, DropoutSite{},
+                                                   DType::kBFloat16, scratch));
+    kernels.repeat_kv_forward(stream, heads.get(), d_qkv.get(), N, s.NH, KVH, HS);
+    kernels.attention_forward(stream, out.get(), att.get(), heads.get(), s.B, s.T, C, s.NH,
+                              DropoutSite{}, DType::kBFloat16, scratch);
+    kernels.attention_backward(stream, dheads.get(), datt.get(), d_dout.get(), out.get(),
+                               heads.get(), att.get(), s.B, s.T, C, s.NH, DropoutSite{},
+                               DType::kBFloat16, scratch);
+    kernels.repeat_kv_backward(stream, dqkv.get(), dheads.get(), N, s.NH, KVH, HS);
+  }
+  return {out.host(), dqkv.host()};
+}
+
+// Grouped-query attention on cuDNN without repeating k and v (ZERO_CUDNN_NATIVE_GQA=1) against the
+// default path, which repeats them (off unless set): out and dqkv of the same qkv within 1e-3 and
+// 1e-2 relative L2 (the native backward sums each group's dk and dv before rounding them to bf16
+// once, the repeated path rounds each head's and sums those), both within the oracle's bounds of
+// the CPU's repeat_kv + fp32 attention. Each distance printed ("measured: ...") for the GPU log.
+// Heads of 32 channels with 3 query heads per key/value head, and 64 with one key/value head.
+TEST_F(CudnnAttentionTest, NativeGroupedQueryAttentionMatchesTheRepeatedPath) {
+  struct Grouped {
+    Shape shape;
+    std::int64_t KVH;
+  };
+  for (const Grouped& g : {Grouped{{2, 37, 192, 6}, 2}, Grouped{{1, 200, 256, 4}, 1}}) {
+    const Shape& s = g.shape;
+    const std::int64_t N = s.B * s.T, C = s.C, HS = C / s.NH, width = C + 2 * g.KVH * HS;
+    const std::string name = "NH " + std::to_string(s.NH) + " KVH " + std::to_string(g.KVH);
+    SCOPED_TRACE(name);
+    const auto qkv = rounded_to_bf16(testing::random_vector(N * width, 11));
+    const auto dout = testing::random_vector(N * C, 12);
+    Stream& stream = context_->compute_stream();
+    unsetenv("ZERO_CUDNN_NATIVE_GQA");
+    const AttentionRun repeated = run_grouped(*kernels_, stream, false, qkv, dout, s, g.KVH);
+    setenv("ZERO_CUDNN_NATIVE_GQA", "1", 1);
+    const std::unique_ptr<Kernels> native_kernels = make_kernels(*context_);
+    unsetenv("ZERO_CUDNN_NATIVE_GQA");
+    const AttentionRun native = run_grouped(*native_kernels, stream, true, qkv, dout, s, g.KVH);
+
+    // The oracle: the CPU kernels' repeat_kv and fp32 attention on the same bf16 values.
+    const std::unique_ptr<DeviceContext> cpu = make_cpu_context();
+    const std::unique_ptr<Kernels> host = make_kernels(*cpu);
+    std::vector<float> heads(N * 3 * C), out(N * C), att(s.B * s.NH * s.T * s.T), dheads(N * 3 * C),
+        datt(att.size()), dqkv(N * width);
+    Stream& host_stream = cpu->compute_stream();
+    host->repeat_kv_forward(host_stream, heads.data(), qkv.data(), N, s.NH, g.KVH, HS);
+    host_stream.synchronize();
+    cpu::attention_forward(out.data(), att.data(), heads.data(), s.B, s.T, C, s.NH, DropoutSite{});
+    cpu::attention_backward(dheads.data(), datt.data(), dout.data(), heads.data(), att.data(), s.B,
+                            s.T, C, s.NH, DropoutSite{});
+    host->repeat_kv_backward(host_stream, dqkv.data(), dheads.data(), N, s.NH, g.KVH, HS);
+    host_stream.synchronize();
+
+    const auto expect_below = [&](const std::vector<float>& a, const std::vector<float>& b,
+                                  double bound, const std::string& what) {
+      const double distance = zero::testing::relative_difference(a, b);
+      zero::testing::print_measured(name + " " + what, distance, bound);
+      EXPECT_LE(distance, bound) << what;
+    };
+    expect_below(native.out, repeated.out, 1e-3, "out, native against repeated");
+    expect_below(native.dqkv, repeated.dqkv, 1e-2, "dqkv, native against repeated");
+    expect_below(native.out, out, 1e-2, "out, native against the CPU");
+    expect_below(native.dqkv, dqkv, 2e-2, "dqkv, native against the CPU");
+    expect_below(repeated.dqkv, dqkv, 2e-2, "dqkv, repeated against the CPU");
+  }
 }
 
 // Where cuDNN's attention does not apply, ZERO_ATTENTION=cudnn says why instead of falling back.

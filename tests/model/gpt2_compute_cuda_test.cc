@@ -5,8 +5,9 @@
 // once. Label cuda: skips without a device. Tolerances, relative to the largest magnitude of each
 // tensor: fp32 1e-3 (GPU sums run in other orders, cuBLASLt's GELU epilogue has its own tanh;
 // TF32 off), bf16 parameters 5e-2 (the GPU rounds activations to bf16 in every GEMM; the CPU
-// does so only with native bf16 kernels). The CUDA Kernels' row operations (widen_rows,
-// accumulate_rows, copy_rows) equal the CPU Kernels' bit for bit.
+// does so only with native bf16 kernels). Each compared tensor's error is printed beside its bound
+// ("measured: ...", tests/common/measured.h) for the GPU log. The CUDA Kernels' row operations
+// (widen_rows, accumulate_rows, copy_rows) equal the CPU Kernels' bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/measured.h"
 #include "../common/random_inputs.h"
 #include "../common/tiny_gpt2.h"
 #include "zero/core/allocator.h"
@@ -36,6 +38,7 @@
 namespace zero::gpt2 {
 namespace {
 
+using zero::testing::print_measured;
 using zero::testing::random_vector;
 
 class GPT2ComputeCudaTest : public ::testing::TestWithParam<DType> {
@@ -61,6 +64,22 @@ double relative_error(const std::vector<float>& actual, const std::vector<float>
     magnitude = std::max(magnitude, std::abs(double(expected[i])));
   }
   return difference / magnitude;
+}
+
+// relative_error(actual, expected) under `bound`, the error printed beside the bound.
+void expect_error_below(const std::vector<float>& actual, const std::vector<float>& expected,
+                        double bound, const std::string& what) {
+  const double error = relative_error(actual, expected);
+  print_measured(what, error, bound);
+  EXPECT_LT(error, bound) << what;
+}
+
+// Whether the CUDA kernels run cuDNN's attention on heads of C / NH channels for the tests' B 3,
+// T 11 with `dtype` parameters: bf16, and this build plans cuDNN's workspace for those heads.
+bool cuda_attention_uses_cudnn(DType dtype, std::int64_t C, std::int64_t NH) {
+  return dtype == DType::kBFloat16 &&
+         attention_layout(DeviceKind::kCuda, 3, 11, C, NH, DType::kBFloat16)
+                 .library_workspace_bytes > 0;
 }
 
 // `values` (fp32, host) converted to `dtype` and back, as the device holds them.
@@ -181,6 +200,7 @@ void GPT2ComputeCudaTest::expect_matches_the_cpu_compute(const GPT2Config& confi
       },
       logits);
   const double tolerance = dtype == DType::kFloat32 ? 1e-3 : 5e-2;
+  print_measured("loss", std::abs(gpu_loss - cpu_loss) / std::abs(cpu_loss), tolerance);
   EXPECT_NEAR(gpu_loss, cpu_loss, tolerance * std::abs(cpu_loss));
   EXPECT_EQ(gpu.num_counted_targets(), cpu.num_counted_targets());
   // The backward's device scratch (gradient partial sums, the token table) came from the
@@ -193,12 +213,12 @@ void GPT2ComputeCudaTest::expect_matches_the_cpu_compute(const GPT2Config& confi
 
   // The logits as the forward left them (dlogits are checked through the embedding's gradient:
   // with 16-bit parameters the CUDA backward never writes fp32 dlogits).
-  EXPECT_LT(relative_error(logits, cpu_logits), tolerance) << "logits";
+  expect_error_below(logits, cpu_logits, tolerance, "logits");
   for (int u = 0; u < model.num_units(); ++u) {
     std::vector<float> grad(grads_cpu[u].size());
     cuda_->copy(stream, grads[u].data(), grad.data(), grad.size() * sizeof(float));
     stream.synchronize();
-    EXPECT_LT(relative_error(grad, grads_cpu[u]), tolerance) << "unit " << model.units()[u].name;
+    expect_error_below(grad, grads_cpu[u], tolerance, "unit " + model.units()[u].name);
   }
 }
 
@@ -214,18 +234,31 @@ TEST_P(GPT2ComputeCudaTest, LlamaFamilyMatchesTheCpuCompute) {
   expect_matches_the_cpu_compute(tiny_llama_config());
 }
 
+// The Llama family with ZERO_CUDNN_NATIVE_GQA=1 and heads of 8 channels (which cuDNN takes): with
+// bf16 parameters the attention runs on cuDNN without repeating k and v (the kernels say so on
+// stderr), the CPU repeating them, within the same bounds; with fp32 parameters the switch
+// changes nothing.
+TEST_P(GPT2ComputeCudaTest, LlamaFamilyWithNativeGroupedQueryAttentionMatchesTheCpuCompute) {
+  struct NativeGroupedQueryAttention {
+    NativeGroupedQueryAttention() { setenv("ZERO_CUDNN_NATIVE_GQA", "1", 1); }
+    ~NativeGroupedQueryAttention() { unsetenv("ZERO_CUDNN_NATIVE_GQA"); }
+  } native;
+  ::testing::internal::CaptureStderr();
+  expect_matches_the_cpu_compute(tiny_llama_config({.n_embd = 32, .n_head = 4}));
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  const bool cudnn = cuda_attention_uses_cudnn(GetParam(), 32, 4);
+  EXPECT_EQ(said.find("on cuDNN without repeating k and v") != std::string::npos, cudnn) << said;
+}
+
 // No attention dropout: with bf16 parameters cuDNN's SDPA runs the attention (heads of 8 channels)
 // and qkv and atty are bf16 (attention_io_dtype), written by the qkv GEMM and cuDNN, read by cuDNN
 // and the projection's GEMM without a rounding pass.
 TEST_P(GPT2ComputeCudaTest, MatchesTheCpuComputeWithoutAttentionDropout) {
   GPT2Config config = tiny_config();
   config.attn_pdrop = 0.0;
-  // This build runs cuDNN's attention on these heads where it plans cuDNN's workspace.
-  const bool cudnn =
-      attention_layout(DeviceKind::kCuda, 3, 11, config.n_embd, config.n_head, DType::kBFloat16)
-          .library_workspace_bytes > 0;
   EXPECT_EQ(attention_io_dtype(DeviceKind::kCuda, GetParam(), config.n_embd, config.n_head, 0.0),
-            GetParam() == DType::kBFloat16 && cudnn ? DType::kBFloat16 : DType::kFloat32);
+            cuda_attention_uses_cudnn(GetParam(), config.n_embd, config.n_head) ? DType::kBFloat16
+                                                                                : DType::kFloat32);
   expect_matches_the_cpu_compute(config);
 }
 
@@ -241,7 +274,8 @@ TEST_P(GPT2ComputeCudaTest, NextTokenLogitsAndGreedyGenerationMatchTheCpu) {
   model.init(31);
   const std::vector<int> prompt = {3, 1, 4, 1, 5, 9, 2};
   NextTokenLogits on_cpu(model, *cpu_, 12, dtype), on_gpu(model, *cuda_, 12, dtype);
-  EXPECT_LT(relative_error(on_gpu(prompt), on_cpu(prompt)), dtype == DType::kFloat32 ? 1e-3 : 5e-2);
+  expect_error_below(on_gpu(prompt), on_cpu(prompt), dtype == DType::kFloat32 ? 1e-3 : 5e-2,
+                     "next-token logits");
   EXPECT_GT(cuda_->ledger().entry(MemorySpace::kDevice, MemoryCategory::kParams).peak_bytes, 0);
   if (dtype == DType::kFloat32) {
     EXPECT_EQ(generate(model, *cuda_, prompt, 5, {}, {}, dtype),
@@ -471,10 +505,10 @@ TEST_P(GPT2KernelLinearCudaTest, LinearBackwardAppliesGeluWhereItReadsDout) {
                        scratch);
   cpu_->compute_stream().synchronize();
   const double tolerance = dtype == DType::kFloat32 ? 1e-4 : 5e-2;
-  EXPECT_LT(relative_error(g, cpu_dout), 2e-5) << "g (the CPU applies it in place too)";
-  EXPECT_LT(relative_error(fused.dinp, dinp), tolerance) << "dinp";
-  EXPECT_LT(relative_error(fused.dweight, dweight), tolerance) << "dweight";
-  EXPECT_LT(relative_error(fused.dbias, dbias), tolerance) << "dbias";
+  expect_error_below(g, cpu_dout, 2e-5, "g (the CPU applies it in place too)");
+  expect_error_below(fused.dinp, dinp, tolerance, "dinp");
+  expect_error_below(fused.dweight, dweight, tolerance, "dweight");
+  expect_error_below(fused.dbias, dbias, tolerance, "dbias");
 }
 
 INSTANTIATE_TEST_SUITE_P(ParameterDtypes, GPT2KernelLinearCudaTest,

@@ -1,18 +1,22 @@
 // zero::train on a CUDA device (label cuda; every case skips without one): trainer_test's tiny
 // GPT-2 at ZeRO stages 0 and 3, world 1 over NCCL with the model, states and collective buffers in
 // device memory, logs the losses of the same run on the CPU. fp32 within 1e-4 (cuBLASLt's GEMMs
-// and the kernels' reductions sum in other orders than the CPU's), bf16 within 2e-2. A run saved
+// and the kernels' reductions sum in other orders than the CPU's), bf16 within 2e-2; each step's
+// two losses and their relative difference are printed, the largest as "measured: ..."
+// (tests/common/measured.h) beside its bound, for the GPU log. A run saved
 // at step 10 (its states read from device memory) and resumed on the device (written back into
 // it) continues the uninterrupted device run bit for bit: losses and saved model.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include "../common/measured.h"
 #include "train_test_util.h"
 #include "zero/comm/communicator.h"
 #include "zero/core/device.h"
@@ -28,6 +32,28 @@ std::vector<double> run_on(train::TrainingArguments arguments, DeviceKind kind) 
   const train::TrainResult result = train::train(arguments, *communicator, {.print = false});
   EXPECT_EQ(result.global_step, arguments.max_steps);
   return logged_losses(result.log_history);
+}
+
+// Each of `cpu` and `cuda`'s values within `bound` of the CPU's, relative: a table of both columns
+// and the relative difference, and the largest difference printed beside the bound.
+void expect_losses_near(const std::vector<double>& cpu, const std::vector<double>& cuda,
+                        double bound, const std::string& what) {
+  ASSERT_EQ(cuda.size(), cpu.size()) << what;
+  double largest = 0.0;
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    const double relative = std::fabs(cuda[i] - cpu[i]) / std::fabs(cpu[i]);
+    std::printf("%s %zu: cpu %.6f cuda %.6f relative difference %.2e\n", what.c_str(), i + 1,
+                cpu[i], cuda[i], relative);
+    if (relative >= largest) {
+      largest = relative;
+      at = i + 1;
+    }
+    EXPECT_NEAR(cuda[i], cpu[i], bound * std::fabs(cpu[i])) << what << " " << i + 1;
+  }
+  print_measured(what + " losses, the largest relative difference (at " + std::to_string(at) +
+                     " of " + std::to_string(cpu.size()) + ")",
+                 largest, bound);
 }
 
 std::string file_bytes(const fs::path& path) {
@@ -86,9 +112,7 @@ TEST_P(TrainCuda, LossesMatchTheCpuRunAtStages0And3) {
     ASSERT_EQ(cpu.size(), 20u);
     ASSERT_EQ(cuda.size(), cpu.size());
     EXPECT_LT(cuda.back(), cuda.front() - 0.5) << "the loss should fall in 20 steps on the device";
-    for (std::size_t step = 0; step < cpu.size(); ++step)
-      EXPECT_NEAR(cuda[step], cpu[step], (bf16 ? 2e-2 : 1e-4) * std::fabs(cpu[step]))
-          << "step " << step + 1;
+    expect_losses_near(cpu, cuda, bf16 ? 2e-2 : 1e-4, "stage " + std::to_string(stage) + " step");
   }
 }
 
@@ -133,9 +157,7 @@ TEST_P(TrainCuda, EvaluationAfterAnOverlappedOffloadStepMatchesTheCpu) {
   arguments.output_dir = (folder.path() / "cuda").string();
   const std::vector<double> cuda = eval_losses_on(arguments, DeviceKind::kCuda);
   ASSERT_GE(cpu.size(), 4u);
-  ASSERT_EQ(cuda.size(), cpu.size());
-  for (std::size_t i = 0; i < cpu.size(); ++i)
-    EXPECT_NEAR(cuda[i], cpu[i], (bf16 ? 2e-2 : 1e-4) * std::fabs(cpu[i])) << "evaluation " << i;
+  expect_losses_near(cpu, cuda, bf16 ? 2e-2 : 1e-4, "evaluation");
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, TrainCuda, ::testing::Values(false, true),

@@ -169,8 +169,12 @@ void GPT2Compute::forward_block_impl(int layer, const ConstUnitData& params) {
                    scratch);
   if (family.positions == PositionKind::kRope)
     k.rope_forward(s, a.qkv, workspace("rope"), T_, rope_layout());
-  k.attention_forward(s, a.atty, a.att, attention_heads(a), B_, T_, widths.q, config_.n_head,
-                      dropout_site(site + 1, config_.attn_pdrop), dtype, scratch);
+  const DropoutSite attention_dropout = dropout_site(site + 1, config_.attn_pdrop);
+  if (config_.kv_heads() == config_.n_head ||
+      !k.grouped_attention_forward(s, a.atty, a.att, a.qkv, B_, T_, widths.q, config_.n_head,
+                                   config_.kv_heads(), attention_dropout, dtype, scratch))
+    k.attention_forward(s, a.atty, a.att, attention_heads(a), B_, T_, widths.q, config_.n_head,
+                        attention_dropout, dtype, scratch);
   k.linear_forward(
       s,
       {proj, nullptr, a.atty, {p.out_weight, dtype}, p.out_bias, N, widths.q, C, nullptr, weights},
@@ -445,13 +449,17 @@ void GPT2Compute::backward_attention(int layer, const BlockActivations& a, const
                     scratch);
   float* dqkv = workspace("dqkv");
   const bool grouped = config_.kv_heads() != config_.n_head;
-  float* dheads = grouped ? workspace("dqkv_heads") : dqkv;
-  k.attention_backward(s, dheads, workspace("datt"), datty, a.atty, attention_heads(a), a.att, B_,
-                       T_, widths.q, config_.n_head, dropout_site(site + 1, config_.attn_pdrop),
-                       dtype, scratch);
-  if (grouped)
-    k.repeat_kv_backward(s, dqkv, dheads, N, config_.n_head, config_.kv_heads(),
-                         config_.head_size());
+  const DropoutSite attention_dropout = dropout_site(site + 1, config_.attn_pdrop);
+  if (!grouped || !k.grouped_attention_backward(s, dqkv, datty, a.atty, a.qkv, a.att, B_, T_,
+                                                widths.q, config_.n_head, config_.kv_heads(),
+                                                attention_dropout, dtype, scratch)) {
+    float* dheads = grouped ? workspace("dqkv_heads") : dqkv;
+    k.attention_backward(s, dheads, workspace("datt"), datty, a.atty, attention_heads(a), a.att, B_,
+                         T_, widths.q, config_.n_head, attention_dropout, dtype, scratch);
+    if (grouped)
+      k.repeat_kv_backward(s, dqkv, dheads, N, config_.n_head, config_.kv_heads(),
+                           config_.head_size());
+  }
   if (family.positions == PositionKind::kRope)
     k.rope_backward(s, dqkv, workspace("rope"), T_, rope_layout());
   k.linear_backward(s,

@@ -45,6 +45,13 @@ AttentionChoice attention_choice_from_environment() {
   ZERO_THROW("ZERO_ATTENTION='", value, "': expected auto, cudnn or tiled");
 }
 
+bool native_gqa_from_environment() {
+  const char* value = std::getenv("ZERO_CUDNN_NATIVE_GQA");
+  if (value == nullptr || *value == '\0' || std::string_view(value) == "0") return false;
+  if (std::string_view(value) == "1") return true;
+  ZERO_THROW("ZERO_CUDNN_NATIVE_GQA='", value, "': expected 0 or 1");
+}
+
 #ifndef ZERO_GPT2_WITH_CUDNN_FRONTEND
 
 bool cudnn_attention_built() { return false; }
@@ -59,25 +66,25 @@ namespace {
 }
 }  // namespace
 bool CudnnAttention::supports(std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                              std::string* why) {
+                              std::string* why, std::int64_t) {
   if (why != nullptr) *why = "this build has no cudnn_frontend headers";
   return false;
 }
 std::size_t CudnnAttention::forward_workspace(std::int64_t, std::int64_t, std::int64_t,
-                                              std::int64_t) {
+                                              std::int64_t, std::int64_t) {
   not_built();
 }
 std::size_t CudnnAttention::backward_workspace(std::int64_t, std::int64_t, std::int64_t,
-                                               std::int64_t) {
+                                               std::int64_t, std::int64_t) {
   not_built();
 }
 void CudnnAttention::forward(void*, float*, const void*, std::int64_t, std::int64_t, std::int64_t,
-                             std::int64_t, void*, cudaStream_t) {
+                             std::int64_t, void*, cudaStream_t, std::int64_t) {
   not_built();
 }
 void CudnnAttention::backward(void*, const void*, const void*, const void*, const float*,
                               std::int64_t, std::int64_t, std::int64_t, std::int64_t, void*,
-                              cudaStream_t) {
+                              cudaStream_t, std::int64_t) {
   not_built();
 }
 std::string CudnnAttention::version() { return "not built"; }
@@ -91,10 +98,13 @@ namespace {
 // The uids the graphs' tensors carry and execute() binds pointers by.
 enum Uid : std::int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
 
+// B, T, C = NH·HS (q's and out's width), NH query heads, KVH key/value heads (shape_of: 0 is NH).
 struct Shape {
-  std::int64_t B, T, C, NH;
+  std::int64_t B, T, C, NH, KVH;
+  std::int64_t head_size() const { return C / NH; }
+  std::int64_t qkv_width() const { return C + 2 * KVH * head_size(); }  // a row of qkv
   bool operator<(const Shape& other) const {
-    return std::tie(B, T, C, NH) < std::tie(other.B, other.T, other.C, other.NH);
+    return std::tie(B, T, C, NH, KVH) < std::tie(other.B, other.T, other.C, other.NH, other.KVH);
   }
 };
 
@@ -127,13 +137,18 @@ std::string load_cudnn() {
   return why;
 }
 
-// The (B, NH, T, HS) views of the model's row-major buffers: q, k and v interleaved in one
-// (B, T, 3C) row, out and dout (B, T, C); stats (B, NH, T, 1).
-std::vector<std::int64_t> dims(const Shape& s) { return {s.B, s.NH, s.T, s.C / s.NH}; }
-std::vector<std::int64_t> qkv_strides(const Shape& s) {
-  return {s.T * 3 * s.C, s.C / s.NH, 3 * s.C, 1};
+Shape shape_of(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH, std::int64_t KVH) {
+  return {B, T, C, NH, KVH == 0 ? NH : KVH};
 }
-std::vector<std::int64_t> out_strides(const Shape& s) { return {s.T * s.C, s.C / s.NH, s.C, 1}; }
+
+// The (B, heads, T, HS) views of the model's row-major buffers: q (NH heads), k and v (KVH heads)
+// side by side in one (B, T, C + 2·KVH·HS) row, out and dout (B, T, C); stats (B, NH, T, 1).
+std::vector<std::int64_t> dims(const Shape& s) { return {s.B, s.NH, s.T, s.head_size()}; }
+std::vector<std::int64_t> kv_dims(const Shape& s) { return {s.B, s.KVH, s.T, s.head_size()}; }
+std::vector<std::int64_t> qkv_strides(const Shape& s) {
+  return {s.T * s.qkv_width(), s.head_size(), s.qkv_width(), 1};
+}
+std::vector<std::int64_t> out_strides(const Shape& s) { return {s.T * s.C, s.head_size(), s.C, 1}; }
 
 std::shared_ptr<fe::graph::Tensor_attributes> input(fe::graph::Graph& graph, const char* name,
                                                     Uid uid, std::vector<std::int64_t> dim,
@@ -168,8 +183,8 @@ float attention_scale(const Shape& s) { return 1.0f / std::sqrt(static_cast<floa
 std::shared_ptr<fe::graph::Graph> forward_graph(const Shape& s) {
   auto graph = new_graph();
   auto q = input(*graph, "q", kQ, dims(s), qkv_strides(s));
-  auto k = input(*graph, "k", kK, dims(s), qkv_strides(s));
-  auto v = input(*graph, "v", kV, dims(s), qkv_strides(s));
+  auto k = input(*graph, "k", kK, kv_dims(s), qkv_strides(s));
+  auto v = input(*graph, "v", kV, kv_dims(s), qkv_strides(s));
   auto options = fe::graph::SDPA_attributes()
                      .set_name("attention")
                      .set_generate_stats(true)
@@ -188,8 +203,8 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const Shape& s) {
 std::shared_ptr<fe::graph::Graph> backward_graph(const Shape& s) {
   auto graph = new_graph();
   auto q = input(*graph, "q", kQ, dims(s), qkv_strides(s));
-  auto k = input(*graph, "k", kK, dims(s), qkv_strides(s));
-  auto v = input(*graph, "v", kV, dims(s), qkv_strides(s));
+  auto k = input(*graph, "k", kK, kv_dims(s), qkv_strides(s));
+  auto v = input(*graph, "v", kV, kv_dims(s), qkv_strides(s));
   auto out = input(*graph, "out", kO, dims(s), out_strides(s));
   auto dout = input(*graph, "dout", kDO, dims(s), out_strides(s));
   auto stats = stats_tensor(*graph, s);
@@ -199,8 +214,8 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const Shape& s) {
                      .set_attn_scale(attention_scale(s));
   auto [dq, dk, dv] = graph->sdpa_backward(q, k, v, out, dout, stats, options);
   dq->set_output(true).set_dim(dims(s)).set_stride(qkv_strides(s)).set_uid(kDQ);
-  dk->set_output(true).set_dim(dims(s)).set_stride(qkv_strides(s)).set_uid(kDK);
-  dv->set_output(true).set_dim(dims(s)).set_stride(qkv_strides(s)).set_uid(kDV);
+  dk->set_output(true).set_dim(kv_dims(s)).set_stride(qkv_strides(s)).set_uid(kDK);
+  dv->set_output(true).set_dim(kv_dims(s)).set_stride(qkv_strides(s)).set_uid(kDV);
   return graph;
 }
 
@@ -242,6 +257,9 @@ struct CudnnAttention::Impl {
       // cuDNN's library is not there: the reason is the answer.
     } else if (s.NH <= 0 || s.C % s.NH != 0) {
       built.why = "n_embd is not a multiple of n_head";
+    } else if (s.KVH <= 0 || s.NH % s.KVH != 0) {
+      built.why = std::to_string(s.KVH) + " key/value heads do not divide " + std::to_string(s.NH) +
+                  " query heads";
     } else if ((s.C / s.NH) % 8 != 0 || s.C / s.NH > 256) {
       built.why = "head size " + std::to_string(s.C / s.NH) +
                   " (cuDNN's SDPA takes multiples of 8 up to 256)";
@@ -264,7 +282,7 @@ struct CudnnAttention::Impl {
   const Plans& ready(const Shape& s) {
     const Plans& p = plans_for(s);
     ZERO_CHECK(p.supported, "cuDNN attention: B ", s.B, " T ", s.T, " C ", s.C, " NH ", s.NH,
-               " is not supported: ", p.why);
+               " KVH ", s.KVH, " is not supported: ", p.why);
     return p;
   }
 
@@ -282,55 +300,59 @@ CudnnAttention::CudnnAttention() : impl_(std::make_unique<Impl>()) {}
 CudnnAttention::~CudnnAttention() = default;
 
 bool CudnnAttention::supports(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
-                              std::string* why) {
+                              std::string* why, std::int64_t KVH) {
   std::lock_guard lock(impl_->mutex);
-  const Plans& p = impl_->plans_for({B, T, C, NH});
+  const Plans& p = impl_->plans_for(shape_of(B, T, C, NH, KVH));
   if (why != nullptr) *why = p.why;
   return p.supported;
 }
 
 std::size_t CudnnAttention::forward_workspace(std::int64_t B, std::int64_t T, std::int64_t C,
-                                              std::int64_t NH) {
+                                              std::int64_t NH, std::int64_t KVH) {
   std::lock_guard lock(impl_->mutex);
-  return static_cast<std::size_t>(impl_->ready({B, T, C, NH}).forward.workspace);
+  return static_cast<std::size_t>(impl_->ready(shape_of(B, T, C, NH, KVH)).forward.workspace);
 }
 
 std::size_t CudnnAttention::backward_workspace(std::int64_t B, std::int64_t T, std::int64_t C,
-                                               std::int64_t NH) {
+                                               std::int64_t NH, std::int64_t KVH) {
   std::lock_guard lock(impl_->mutex);
-  return static_cast<std::size_t>(impl_->ready({B, T, C, NH}).backward.workspace);
+  return static_cast<std::size_t>(impl_->ready(shape_of(B, T, C, NH, KVH)).backward.workspace);
 }
 
 void CudnnAttention::forward(void* out16, float* stats, const void* qkv16, std::int64_t B,
                              std::int64_t T, std::int64_t C, std::int64_t NH, void* workspace,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, std::int64_t KVH) {
   std::lock_guard lock(impl_->mutex);
-  const Plans& p = impl_->ready({B, T, C, NH});
+  const Shape s = shape_of(B, T, C, NH, KVH);
+  const Plans& p = impl_->ready(s);
   using Bf16 = std::uint16_t;
   auto* qkv = static_cast<Bf16*>(const_cast<void*>(qkv16));
+  const std::int64_t kv = s.KVH * s.head_size();  // k's and v's width
   std::unordered_map<std::int64_t, void*> pack{
-      {kQ, qkv}, {kK, qkv + C}, {kV, qkv + 2 * C}, {kO, out16}, {kStats, stats}};
+      {kQ, qkv}, {kK, qkv + C}, {kV, qkv + C + kv}, {kO, out16}, {kStats, stats}};
   impl_->execute(p.forward, pack, workspace, stream, "forward");
 }
 
 void CudnnAttention::backward(void* dqkv16, const void* qkv16, const void* out16,
                               const void* dout16, const float* stats, std::int64_t B,
                               std::int64_t T, std::int64_t C, std::int64_t NH, void* workspace,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, std::int64_t KVH) {
   std::lock_guard lock(impl_->mutex);
-  const Plans& p = impl_->ready({B, T, C, NH});
+  const Shape s = shape_of(B, T, C, NH, KVH);
+  const Plans& p = impl_->ready(s);
   using Bf16 = std::uint16_t;
   auto* qkv = static_cast<Bf16*>(const_cast<void*>(qkv16));
   auto* dqkv = static_cast<Bf16*>(dqkv16);
+  const std::int64_t kv = s.KVH * s.head_size();
   std::unordered_map<std::int64_t, void*> pack{{kQ, qkv},
                                                {kK, qkv + C},
-                                               {kV, qkv + 2 * C},
+                                               {kV, qkv + C + kv},
                                                {kO, const_cast<void*>(out16)},
                                                {kDO, const_cast<void*>(dout16)},
                                                {kStats, const_cast<float*>(stats)},
                                                {kDQ, dqkv},
                                                {kDK, dqkv + C},
-                                               {kDV, dqkv + 2 * C}};
+                                               {kDV, dqkv + C + kv}};
   impl_->execute(p.backward, pack, workspace, stream, "backward");
 }
 

@@ -180,6 +180,23 @@ class CudaKernels final : public Kernels {
     else
       tiled_attention_backward(stream, dqkv, datt, dout, out, qkv, att, {B, T, C, NH}, dropout);
   }
+  bool grouped_attention_forward(Stream& stream, ActivationOut out, float* att, Activation qkv,
+                                 std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                                 std::int64_t KVH, const DropoutSite& dropout, DType precision,
+                                 const GemmScratch& scratch) override {
+    if (!use_native_gqa(B, T, C, NH, KVH, dropout, precision)) return false;
+    cudnn_attention_forward(stream, out, att, qkv, {B, T, C, NH, KVH}, scratch);
+    return true;
+  }
+  bool grouped_attention_backward(Stream& stream, float* dqkv, const float* dout, Activation out,
+                                  Activation qkv, const float* att, std::int64_t B, std::int64_t T,
+                                  std::int64_t C, std::int64_t NH, std::int64_t KVH,
+                                  const DropoutSite& dropout, DType precision,
+                                  const GemmScratch& scratch) override {
+    if (!use_native_gqa(B, T, C, NH, KVH, dropout, precision)) return false;
+    cudnn_attention_backward(stream, dqkv, dout, out, qkv, att, {B, T, C, NH, KVH}, scratch);
+    return true;
+  }
 
   void crossentropy_forward(Stream& stream, float* losses, float* logsumexp, const float* logits,
                             const int* targets, std::int64_t N, std::int64_t V,
@@ -278,11 +295,20 @@ class CudaKernels final : public Kernels {
                  const DropoutSite& dropout, DType precision);
   bool choose_attention(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
                         const DropoutSite& dropout, DType precision);
+  // ZERO_CUDNN_NATIVE_GQA=1 and cuDNN runs this call's query heads (use_cudnn) and its grouped
+  // shape: grouped-query attention on cuDNN without repeating k and v.
+  bool use_native_gqa(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                      std::int64_t KVH, const DropoutSite& dropout, DType precision);
   void report_attention(const std::string& what);
-  // An attention call's shape: qkv (B, T, 3C), out (B, T, C), NH heads.
+  // An attention call's shape: qkv (B, T, C + 2·KVH·C/NH), out (B, T, C), NH query heads, KVH
+  // key/value heads (0: NH, qkv (B, T, 3C)).
   struct AttentionShape {
-    std::int64_t B, T, C, NH;
+    std::int64_t B, T, C, NH, KVH = 0;
     std::size_t out_elements() const { return static_cast<std::size_t>(B * T * C); }
+    std::int64_t kv_heads() const { return KVH == 0 ? NH : KVH; }
+    std::size_t qkv_elements() const {
+      return static_cast<std::size_t>(B * T * (C + 2 * kv_heads() * (C / NH)));
+    }
   };
   void cudnn_attention_forward(Stream& stream, ActivationOut out, float* att, Activation qkv,
                                const AttentionShape& shape, const GemmScratch& scratch);
@@ -300,9 +326,10 @@ class CudaKernels final : public Kernels {
                             const cuda::Scratch& scratch);
   void* cudnn_workspace(Stream& stream, std::size_t bytes, const GemmScratch& scratch);
   // One buffer serves both directions: the larger of the two plans' workspaces.
-  std::size_t cudnn_workspace_bytes(std::int64_t B, std::int64_t T, std::int64_t C,
-                                    std::int64_t NH) {
-    return std::max(cudnn_.forward_workspace(B, T, C, NH), cudnn_.backward_workspace(B, T, C, NH));
+  std::size_t cudnn_workspace_bytes(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                                    std::int64_t KVH = 0) {
+    return std::max(cudnn_.forward_workspace(B, T, C, NH, KVH),
+                    cudnn_.backward_workspace(B, T, C, NH, KVH));
   }
   // Row indices on their way to the device (with_device_rows).
   struct StagedRows {
@@ -345,6 +372,8 @@ class CudaKernels final : public Kernels {
 
   DeviceContext& context_;
   const cuda::AttentionChoice attention_choice_ = cuda::attention_choice_from_environment();
+  const bool native_gqa_ = cuda::native_gqa_from_environment();
+  bool reported_native_gqa_ = false;
   cuda::CudnnAttention cudnn_;
   std::string reported_attention_;
   // The last call's attention arguments and use_cudnn's answer for them: every layer's forward and

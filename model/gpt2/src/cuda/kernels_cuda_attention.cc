@@ -49,6 +49,22 @@ bool CudaKernels::choose_attention(std::int64_t B, std::int64_t T, std::int64_t 
   return false;
 }
 
+bool CudaKernels::use_native_gqa(std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                                 std::int64_t KVH, const DropoutSite& dropout, DType precision) {
+  if (!native_gqa_ || KVH == NH || !use_cudnn(B, T, C, NH, dropout, precision)) return false;
+  std::string why;
+  const bool supported = cudnn_.supports(B, T, C, NH, &why, KVH);
+  if (!reported_native_gqa_) {
+    reported_native_gqa_ = true;
+    std::fprintf(
+        stderr, "zero: grouped-query attention (%lld query heads on %lld key/value heads) %s\n",
+        static_cast<long long>(NH), static_cast<long long>(KVH),
+        supported ? "on cuDNN without repeating k and v (ZERO_CUDNN_NATIVE_GQA=1)"
+                  : ("with k and v repeated: cuDNN refused the grouped shape: " + why).c_str());
+  }
+  return supported;
+}
+
 // One line on stderr each time the attention's implementation changes (normally once per run).
 void CudaKernels::report_attention(const std::string& what) {
   if (what == reported_attention_) return;
@@ -95,10 +111,11 @@ void CudaKernels::cudnn_attention_forward(Stream& stream, ActivationOut out, flo
   const std::size_t n = s.out_elements();
   const bool staged = qkv.dtype != DType::kBFloat16 || out.dtype != DType::kBFloat16;
   if (staged) check_staging(scratch, 4 * s.B * s.T * s.C, 4 * s.B * s.T * s.C);
-  const void* qkv16 = operand(stream, qkv, 3 * n, DType::kBFloat16, scratch.staged_a);
+  const void* qkv16 = operand(stream, qkv, s.qkv_elements(), DType::kBFloat16, scratch.staged_a);
   void* out16 = out.dtype == DType::kBFloat16 ? out.data : scratch.staged_b;
-  void* workspace = cudnn_workspace(stream, cudnn_workspace_bytes(s.B, s.T, s.C, s.NH), scratch);
-  cudnn_.forward(out16, att, qkv16, s.B, s.T, s.C, s.NH, workspace, native(stream));
+  void* workspace =
+      cudnn_workspace(stream, cudnn_workspace_bytes(s.B, s.T, s.C, s.NH, s.KVH), scratch);
+  cudnn_.forward(out16, att, qkv16, s.B, s.T, s.C, s.NH, workspace, native(stream), s.KVH);
   if (out16 != out.data)
     context_.convert(stream, out16, DType::kBFloat16, out.fp32("GPT-2 CUDA attention_forward"),
                      DType::kFloat32, n);
@@ -113,19 +130,20 @@ void CudaKernels::cudnn_attention_backward(Stream& stream, float* dqkv, const fl
   ZERO_CHECK(out.data != nullptr,
              "GPT-2 CUDA attention_backward: cuDNN's backward needs the forward's "
              "out (got null)");
-  const std::size_t n = s.out_elements();
+  const std::size_t n = s.out_elements(), m = s.qkv_elements();  // m <= 3n
   check_staging(scratch, 4 * s.B * s.T * s.C, 4 * s.B * s.T * s.C);
-  // staged_a: qkv (3n) then out (n) where they are fp32; staged_b: dqkv (3n) then dout (n).
+  // staged_a: qkv (m) then out (n) where they are fp32; staged_b: dqkv (m) then dout (n).
   auto* staged_a = static_cast<std::uint16_t*>(scratch.staged_a);
   auto* staged_b = static_cast<std::uint16_t*>(scratch.staged_b);
-  const void* qkv16 = operand(stream, qkv, 3 * n, DType::kBFloat16, staged_a);
-  const void* out16 = operand(stream, out, n, DType::kBFloat16, staged_a + 3 * n);
-  void *dqkv16 = staged_b, *dout16 = staged_b + 3 * n;
-  void* workspace = cudnn_workspace(stream, cudnn_workspace_bytes(s.B, s.T, s.C, s.NH), scratch);
+  const void* qkv16 = operand(stream, qkv, m, DType::kBFloat16, staged_a);
+  const void* out16 = operand(stream, out, n, DType::kBFloat16, staged_a + m);
+  void *dqkv16 = staged_b, *dout16 = staged_b + m;
+  void* workspace =
+      cudnn_workspace(stream, cudnn_workspace_bytes(s.B, s.T, s.C, s.NH, s.KVH), scratch);
   context_.convert(stream, dout, DType::kFloat32, dout16, DType::kBFloat16, n);
-  cudnn_.backward(dqkv16, qkv16, out16, dout16, att, s.B, s.T, s.C, s.NH, workspace,
-                  native(stream));
-  context_.convert(stream, dqkv16, DType::kBFloat16, dqkv, DType::kFloat32, 3 * n);
+  cudnn_.backward(dqkv16, qkv16, out16, dout16, att, s.B, s.T, s.C, s.NH, workspace, native(stream),
+                  s.KVH);
+  context_.convert(stream, dqkv16, DType::kBFloat16, dqkv, DType::kFloat32, m);
 }
 
 // The tiled fp32 kernels. A bf16 qkv (a layout made for cuDNN that the device's cuDNN then

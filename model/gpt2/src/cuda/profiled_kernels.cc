@@ -183,6 +183,28 @@ class ProfiledKernels final : public Kernels {
       inner_->attention_backward(s, dqkv, datt, dout, out, qkv, att, B, T, C, NH, d, precision, g);
     });
   }
+  bool grouped_attention_forward(Stream& s, ActivationOut out, float* att, Activation qkv,
+                                 std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                                 std::int64_t KVH, const DropoutSite& d, DType precision,
+                                 const GemmScratch& g) override {
+    bool ran = false;
+    timed(shape("grouped_attention_forward", B, T, C), s, [&] {
+      ran = inner_->grouped_attention_forward(s, out, att, qkv, B, T, C, NH, KVH, d, precision, g);
+    });
+    return ran;
+  }
+  bool grouped_attention_backward(Stream& s, float* dqkv, const float* dout, Activation out,
+                                  Activation qkv, const float* att, std::int64_t B, std::int64_t T,
+                                  std::int64_t C, std::int64_t NH, std::int64_t KVH,
+                                  const DropoutSite& d, DType precision,
+                                  const GemmScratch& g) override {
+    bool ran = false;
+    timed(shape("grouped_attention_backward", B, T, C), s, [&] {
+      ran = inner_->grouped_attention_backward(s, dqkv, dout, out, qkv, att, B, T, C, NH, KVH, d,
+                                               precision, g);
+    });
+    return ran;
+  }
   void crossentropy_forward(Stream& s, float* losses, float* logsumexp, const float* logits,
                             const int* targets, std::int64_t N, std::int64_t V,
                             std::int64_t Vp) override {

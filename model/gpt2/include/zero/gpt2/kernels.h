@@ -356,6 +356,28 @@ class Kernels {
                                   std::int64_t T, std::int64_t C, std::int64_t NH,
                                   const DropoutSite& dropout, DType precision,
                                   const GemmScratch& scratch) = 0;
+  // Grouped-query attention without repeating k and v: attention_forward / attention_backward
+  // over qkv (B, T, C + 2·KVH·HS) in the family's layout (repeat_kv_forward's input: key/value
+  // head j serves query heads j·G .. j·G + G - 1), dqkv overwritten in that layout. Where the
+  // kernels run the call so (CUDA: cuDNN's SDPA with ZERO_CUDNN_NATIVE_GQA=1, a choice that is a
+  // function of the arguments, so a forward and its backward agree) they enqueue it and return
+  // true; else they enqueue nothing and return false, and the caller repeats k and v
+  // (repeat_kv_*) around attention_forward / attention_backward, the default path.
+  virtual bool grouped_attention_forward(Stream& stream, ActivationOut out, float* att,
+                                         Activation qkv, std::int64_t B, std::int64_t T,
+                                         std::int64_t C, std::int64_t NH, std::int64_t KVH,
+                                         const DropoutSite& dropout, DType precision,
+                                         const GemmScratch& scratch) {
+    return false;
+  }
+  virtual bool grouped_attention_backward(Stream& stream, float* dqkv, const float* dout,
+                                          Activation out, Activation qkv, const float* att,
+                                          std::int64_t B, std::int64_t T, std::int64_t C,
+                                          std::int64_t NH, std::int64_t KVH,
+                                          const DropoutSite& dropout, DType precision,
+                                          const GemmScratch& scratch) {
+    return false;
+  }
 
   // ---- attention over a KV cache (generation: decoder.h) ----
   // CachedAttention's contract (cached_attention.h): Q query rows over the cached keys and values
