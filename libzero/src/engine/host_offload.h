@@ -76,6 +76,18 @@ struct SwapSlot {
   bool grads_stored = false;
 };
 
+// offload_param nvme: the swapped parameter shard a step's pieces are converted into (`io`, sized
+// for the largest swapped shard), written to its unit's region once every piece of the unit is
+// converted. A unit split over sub-groups is assembled across them: its region is read in first
+// unless its sub-groups come one after another in ascending order (`in_order`), so a flush before
+// it is complete (another unit needs `io`) keeps the values of the pieces not converted yet.
+struct ParamAssembly {
+  AlignedHostBuffer io;
+  int unit = -1;                       // the split unit `io` holds (-1: none)
+  std::vector<std::size_t> converted;  // per unit: elements converted since the pass began
+  std::vector<char> in_order;          // per unit: its sub-groups consecutive and ascending
+};
+
 // A sub-group's swapped fp32 gradients still in host memory when the backward ends (a window):
 // `memory.data` holds them first, as a swap slot lays them out.
 struct GradientWindow {
@@ -272,7 +284,12 @@ class HostOffload final : public HostGradientReceiver, public ParamShardSource {
   // when not null), else into the host parameter shard or its swap region (offload_param; a
   // piece of a unit split over sub-groups rewrites its part of the region).
   void send_group_params(std::size_t g, const float* master, const void* staged, Stream& copy,
-                         bool device_params, AlignedHostBuffer& param_io);
+                         bool device_params, ParamAssembly& params);
+  // A pass's ParamAssembly over the host sub-groups in `order` (its buffer only with
+  // offload_param nvme).
+  ParamAssembly make_param_assembly(const std::vector<std::size_t>& order) const;
+  // Writes the split unit `params` holds (if any) to its region and waits.
+  void flush_params(ParamAssembly& params) const;
   // Sub-group g's optimizer chunks, one per piece (StateStorage::pieces): in `slot` (nvme: the
   // slot lays master, state and gradients out piece by piece), or with a null slot in the
   // resident buffers (each unit's states k × owned_count, so a piece's stride is its unit's).

@@ -74,14 +74,18 @@ void HostOffload::unpack_into_windows(const HostGradPiece& piece, const void* so
   const DType dtype = setup_.policy.model_grads;
   const std::size_t bytes = size_of(dtype);
   // The piece's owned elements may span sub-groups (a unit split over them): each part into its
-  // group's window, the last group first, as the backward reaches the groups.
+  // group's window, starting with the window in use (the previous block's last group: blocks of
+  // a unit come in ascending order) or else the last group (the backward's order), so each group
+  // is taken once per pass rather than written out and read back.
   const std::size_t begin = storage.unit(piece.unit).owned_offset + piece.offset;
-  std::size_t end = begin + piece.count;
-  while (end > begin) {
-    const std::size_t g = storage.group_at(end - 1);
+  const std::size_t end = begin + piece.count;
+  const std::size_t first_group = storage.group_at(begin), last_group = storage.group_at(end - 1);
+  const bool ascending = window_group_[current_] == static_cast<int>(first_group);
+  for (std::size_t i = 0; i <= last_group - first_group; ++i) {
+    const std::size_t g = ascending ? first_group + i : last_group - i;
     const SubGroup& group = storage.sub_groups()[g];
     const std::size_t first = std::max(begin, group.owned_offset);
-    const std::size_t count = end - first;
+    const std::size_t count = std::min(end, group.owned_offset + group.num_elements) - first;
     const void* values = static_cast<const char*>(source) + (first - begin) * bytes;
     const std::size_t offset = first - group.owned_offset;   // in the window
     if (setup_.policy.grad_swap_dtype != DType::kFloat32) {  // stored as reduced, once a step
@@ -94,7 +98,6 @@ void HostOffload::unpack_into_windows(const HostGradPiece& piece, const void* so
       else
         host::scale_values(values, dtype, destination, DType::kFloat32, count, post);
     }
-    end = first;
   }
 }
 

@@ -179,7 +179,7 @@ struct HostOffload::StepWork {
   AlignedHostBuffer staging[2];
   Event staging_copied[2];
   int next_staging = 0;
-  AlignedHostBuffer param_io;  // offload_param nvme: a shard on its way to its region
+  ParamAssembly params;  // offload_param nvme: shards on their way to their regions
   // The host sub-groups in the order they are stepped: those whose gradients the step took from
   // the backward's windows first.
   std::vector<std::size_t> order;
@@ -281,7 +281,7 @@ HostOffload::StepWork HostOffload::begin_step() {
     for (AlignedHostBuffer& buffer : work.staging)
       buffer = allocate_aligned(ctx.allocator(policy.staging_space),
                                 largest * size_of(policy.compute), 64, MemoryCategory::kWorkspace);
-  work.param_io = make_param_io_buffer(ctx, policy, storage);
+  work.params = make_param_assembly(work.order);
   work.held.assign(groups.size(), 0);
   work.scale.assign(groups.size(), 1.0f);
   if (policy.swap_grads())
@@ -447,7 +447,7 @@ Event HostOffload::step_group(StepWork& work, std::size_t i, const OptimizerStep
     stage = &work.staging[index];
     convert(master, DType::kFloat32, stage->data, policy.compute, group.num_elements);
   }
-  send_group_params(g, master, stage ? stage->data : nullptr, copy, device_params, work.param_io);
+  send_group_params(g, master, stage ? stage->data : nullptr, copy, device_params, work.params);
   const Event copied = copy.record();
   if (stage) work.staging_copied[index] = copied;
   if (slot) {
@@ -497,7 +497,7 @@ void HostOffload::drain_failed_step() noexcept {
 }
 
 void HostOffload::send_group_params(std::size_t g, const float* master, const void* staged,
-                                    Stream& copy, bool device_params, AlignedHostBuffer& param_io) {
+                                    Stream& copy, bool device_params, ParamAssembly& params) {
   DeviceContext& ctx = setup_.context;
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
@@ -515,18 +515,27 @@ void HostOffload::send_group_params(std::size_t g, const float* master, const vo
       ctx.copy(copy, source,
                static_cast<char*>(storage.owned_compute_params(u)) + piece.unit_offset * compute,
                count * compute);
-    } else if (at.param_region < 0) {
+      continue;
+    }
+    if (at.param_region < 0) {
       convert(values, DType::kFloat32,
               static_cast<char*>(storage.owned_compute_params(u)) + piece.unit_offset * compute,
               policy.compute, count);
-    } else {  // the region is written whole: a piece of a split unit updates what it holds
-      SwapStore& store = *storage.param_store();
-      if (!piece.whole(at.owned_count)) store.wait(store.read(at.param_region, param_io.data));
-      convert(values, DType::kFloat32,
-              static_cast<char*>(param_io.data) + piece.unit_offset * compute, policy.compute,
-              count);
-      store.wait(store.write(at.param_region, param_io.data));
+      continue;
     }
+    SwapStore& store = *storage.param_store();
+    if (params.unit != static_cast<int>(u)) {  // `io` becomes this unit's
+      flush_params(params);
+      const bool split = !piece.whole(at.owned_count);
+      if (split && params.in_order[piece.unit] == 0)
+        store.wait(store.read(at.param_region, params.io.data));
+      params.unit = static_cast<int>(u);
+    }
+    convert(values, DType::kFloat32,
+            static_cast<char*>(params.io.data) + piece.unit_offset * compute, policy.compute,
+            count);
+    params.converted[piece.unit] += count;
+    if (params.converted[piece.unit] == at.owned_count) flush_params(params);
   }
 }
 
@@ -539,7 +548,9 @@ void HostOffload::params_from_master() {
   // After a checkpoint load (or any rewrite of the master): every sub-group's compute
   // parameters, as the step refreshes them.
   SwapSlot slot = make_swap_slot();
-  AlignedHostBuffer param_io = make_param_io_buffer(ctx, policy, storage);
+  std::vector<std::size_t> ascending;
+  for (std::size_t g = storage.device_groups(); g < groups.size(); ++g) ascending.push_back(g);
+  ParamAssembly params = make_param_assembly(ascending);
   AlignedHostBuffer stage;
   const bool device_params = !policy.offload_params();
   std::size_t largest = 0;
@@ -559,7 +570,7 @@ void HostOffload::params_from_master() {
     }
     if (stage.data != nullptr)
       convert(master, DType::kFloat32, stage.data, policy.compute, group.num_elements);
-    send_group_params(g, master, stage.data, copy, device_params, param_io);
+    send_group_params(g, master, stage.data, copy, device_params, params);
     copy.synchronize();  // the slot and the staging buffer are reused by the next sub-group
   }
 }
