@@ -32,11 +32,11 @@ void Adam::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
   hyper.threads = cpu_optimizer_threads();
   for (ShardChunk& chunk : chunks) {
     if (chunk.params_16bit != nullptr)
-      adam_step(chunk.params, chunk.grads, chunk.state, chunk.state + chunk.num_elements,
-                chunk.num_elements, hyper, chunk.params_16bit, chunk.params_16bit_dtype);
+      adam_step(chunk.params, chunk.grads, chunk.state, chunk.state_slice(1), chunk.num_elements,
+                hyper, chunk.params_16bit, chunk.params_16bit_dtype);
     else
-      adam_step(chunk.params, chunk.grads, chunk.state, chunk.state + chunk.num_elements,
-                chunk.num_elements, hyper);
+      adam_step(chunk.params, chunk.grads, chunk.state, chunk.state_slice(1), chunk.num_elements,
+                hyper);
   }
 }
 
@@ -101,7 +101,7 @@ void Lamb::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
       const std::size_t at = segment.offset_elements;
       const SumsOfSquares piece =
           lamb_moments(chunk.params + at, chunk.grads + at, chunk.state + at,
-                       chunk.state + chunk.num_elements + at, segment.num_elements, hyper);
+                       chunk.state_slice(1) + at, segment.num_elements, hyper);
       sums[2 * segment.tensor] += static_cast<float>(piece.params);
       sums[2 * segment.tensor + 1] += static_cast<float>(piece.update);
     }
@@ -113,11 +113,11 @@ void Lamb::step(std::span<ShardChunk> chunks, const OptimizerStep& step) {
       const double ratio =
           lamb_trust_ratio(sums[2 * segment.tensor], sums[2 * segment.tensor + 1], hyper);
       if (chunk.params_16bit != nullptr)
-        lamb_apply(chunk.params + at, chunk.state + at, chunk.state + chunk.num_elements + at,
+        lamb_apply(chunk.params + at, chunk.state + at, chunk.state_slice(1) + at,
                    segment.num_elements, hyper, ratio,
                    static_cast<std::uint16_t*>(chunk.params_16bit) + at, chunk.params_16bit_dtype);
       else
-        lamb_apply(chunk.params + at, chunk.state + at, chunk.state + chunk.num_elements + at,
+        lamb_apply(chunk.params + at, chunk.state + at, chunk.state_slice(1) + at,
                    segment.num_elements, hyper, ratio);
     }
     // Elements outside the segments (padding) are not updated; their 16-bit copy is still the

@@ -15,7 +15,9 @@
 namespace zero::testing {
 namespace {
 
-// A stack whose blocks (16512 elements) are each a sub-group of their own.
+// A stack whose blocks (16512 elements; 8256 owned at W = 2) are split over sub-groups of 3840
+// (4000 rounded down to kSubGroupQuantumElements): a save gathers each split unit from its pieces,
+// a load fills it piece by piece.
 constexpr StackShape kShape{.inputs = 12, .hidden = 128, .outputs = 5, .blocks = 6};
 constexpr std::int64_t kSubGroupElements = 4000;
 
@@ -101,9 +103,9 @@ TEST(StreamingLoad, NvmeStatesLoadOneSubGroupAtATimeAndResumeBitwise) {
   const std::vector<std::vector<float>> uninterrupted = train_saving(options, 2, root);
   const Resumed resumed = resume(options, 2, root / "checkpoint-3");
   EXPECT_EQ(resumed.params, uninterrupted);
-  // One sub-group's slot (here one unit's: master, two moments and the swapped gradients, 16
-  // bytes an element, each part aligned to the store's 4096 bytes), not the rank's shard (12
-  // bytes an owned element, 4x the largest unit's here).
+  // One sub-group's slot (master, two moments and the swapped gradients, 16 bytes an element,
+  // each part aligned to the store's 4096 bytes; here a piece of a unit), not the rank's shard
+  // (12 bytes an owned element, 4x the largest unit's here).
   EXPECT_GT(resumed.load_workspace_peak, 0);
   EXPECT_LE(resumed.load_workspace_peak, 16 * resumed.largest_shard + 4 * 4096);
   EXPECT_LT(resumed.load_workspace_peak, resumed.owned_state_bytes / 2);

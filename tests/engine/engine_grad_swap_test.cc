@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "memory_swap_store.h"
+#include "offload_runs.h"
 #include "test_model.h"
 #include "zero/checkpoint/checkpoint_index.h"
 #include "zero/checkpoint/checkpoint_save.h"
@@ -126,16 +127,6 @@ SwapRun run(const EngineOptions& options, int world, SwapStoreCounters* counters
     out.host_workspace = engine.ledger().entry(MemorySpace::kHost, MemoryCategory::kWorkspace);
   });
   return out;
-}
-
-void expect_bitwise(const TrainResult& result, const TrainResult& expected,
-                    const std::string& what) {
-  ASSERT_EQ(result.losses.size(), expected.losses.size()) << what;
-  for (std::size_t s = 0; s < expected.losses.size(); ++s) {
-    EXPECT_EQ(result.losses[s], expected.losses[s]) << what << " step " << s;
-    EXPECT_EQ(result.grad_norms[s], expected.grad_norms[s]) << what << " step " << s;
-  }
-  EXPECT_EQ(result.params, expected.params) << what;
 }
 
 TEST(EngineGradSwap, BitwiseTheRunWithTheGradientsInHostMemory) {

@@ -22,6 +22,7 @@
 #include "memory_swap_store.h"
 #include "mixed_precision_runs.h"
 #include "offload_modes.h"
+#include "offload_runs.h"
 #include "shard_image.h"
 #include "test_model.h"
 #include "zero/comm/planning_communicator.h"
@@ -34,51 +35,11 @@ namespace {
 
 constexpr int kStackSteps = 8;
 
+// Units (W = 1): embed 320, block.k 1200, head 128 owned elements: sub-groups {embed},
+// {block.0}, ... at W = 1 and pairs at W = 2 (sub_group_size 1300).
 TrainResult run_stack(int stage, int world, Mode mode, int accumulation = 1,
                       SwapStoreCounters* counters = nullptr) {
-  EngineOptions options = parity_options(stage, accumulation);
-  options.scheduler.total_num_steps = kStackSteps;
-  // Units (W = 1): embed 320, block.k 1200, head 128 owned elements: sub-groups {embed},
-  // {block.0}, ... at W = 1 and pairs at W = 2 (sub_group_size 1300).
-  apply_offload(options, mode, 1300, 320 / world);
-  TrainResult result;
-  std::mutex mutex;
-  run_ranks(world, [&](Communicator& comm) {
-    if (counters != nullptr && comm.rank() == 0) {
-      std::lock_guard lock(counters->mutex);
-      counters->compute_thread = std::this_thread::get_id();
-    }
-    std::unique_ptr<Engine> engine = make_engine(options, comm);
-    engine->set_swap_store_factory(memory_swap_store_factory(counters));
-    TinyStack model;
-    model.register_units(*engine);
-    const int rows = 24 / (world * accumulation);
-    TrainResult mine = train_steps(comm, *engine, kStackSteps, rows, [&](int step, int first) {
-      return model.micro_step(*engine, make_batch({}, step, first, rows));
-    });
-    if (comm.rank() == 0) {
-      std::lock_guard lock(mutex);
-      result = std::move(mine);
-    }
-  });
-  return result;
-}
-
-void expect_bitwise(const TrainResult& result, const TrainResult& expected,
-                    const std::string& what) {
-  ASSERT_EQ(result.losses.size(), expected.losses.size()) << what;
-  for (std::size_t s = 0; s < expected.losses.size(); ++s) {
-    EXPECT_EQ(result.losses[s], expected.losses[s]) << what << " step " << s;
-    EXPECT_EQ(result.grad_norms[s], expected.grad_norms[s]) << what << " step " << s;
-  }
-  ASSERT_EQ(result.params.size(), expected.params.size()) << what;
-  for (std::size_t u = 0; u < expected.params.size(); ++u) {
-    ASSERT_EQ(result.params[u].size(), expected.params[u].size()) << what;
-    std::size_t differ = 0;
-    for (std::size_t i = 0; i < expected.params[u].size(); ++i)
-      differ += result.params[u][i] != expected.params[u][i];
-    EXPECT_EQ(differ, 0u) << what << " unit " << u << ": elements that differ";
-  }
+  return run_offloaded_stack(stage, world, mode, 1300, kStackSteps, accumulation, counters);
 }
 
 class StackOffload : public ::testing::TestWithParam<std::tuple<int, int>> {};
@@ -142,30 +103,10 @@ constexpr int kGpt2Steps = 6;
 
 TrainResult run_gpt2(int stage, int world, Mode mode, DType dtype = DType::kBFloat16,
                      int accumulation = 1, SwapStoreCounters* counters = nullptr) {
-  GPT2Run run = mixed_run(dtype, stage, accumulation, kGpt2Steps);
   // Units (W = 1): embeddings 4608, h.0 / h.1 12704, ln_f 64: sub-groups {embeddings}, {h.0},
   // {h.1, ln_f} at W = 1.
-  apply_offload(run.options, mode, 13'000, 4608 / world);
-  TrainResult result;
-  std::mutex mutex;
-  run_ranks(world, [&](Communicator& comm) {
-    omp_set_num_threads(1);
-    const int rows = run.global_batch / (world * accumulation);
-    std::unique_ptr<Engine> engine = make_engine(run.options, comm);
-    engine->set_swap_store_factory(
-        memory_swap_store_factory(comm.rank() == 0 ? counters : nullptr));
-    GPT2EngineDriver model(*engine, run.config, rows, run.seq_len, run.seed);
-    TrainResult mine = train_steps(comm, *engine, run.steps, rows, [&](int step, int first) {
-      const gpt2::DropoutKey dropout{run.seed, static_cast<std::uint64_t>(step), first, true};
-      return model.micro_step(make_token_batch(run.config, run.seq_len, step, first, rows),
-                              dropout);
-    });
-    if (comm.rank() == 0) {
-      std::lock_guard lock(mutex);
-      result = std::move(mine);
-    }
-  });
-  return result;
+  return train_gpt2_offloaded(mixed_run(dtype, stage, accumulation, kGpt2Steps), world, mode,
+                              13'000, 4608 / world, counters);
 }
 
 class Gpt2Offload : public ::testing::TestWithParam<std::tuple<int, int>> {};
@@ -447,18 +388,6 @@ TEST(EngineOffload, FormulaPlacesEachStateByMode) {
   options = EngineOptions();
   options.stage = 3;
   EXPECT_EQ(model_state_bytes(options, sizes, 4, 2).in(MemorySpace::kDevice).total(), 16 * 256);
-}
-
-TEST(EngineOffload, SubGroupsHoldWholeUnits) {
-  const std::vector<std::size_t> owned = {300, 500, 400, 2000, 10};
-  const std::vector<SubGroup> groups = optimizer_sub_groups(owned, 900);
-  ASSERT_EQ(groups.size(), 4u);
-  EXPECT_EQ(groups[0].first_unit, 0u);
-  EXPECT_EQ(groups[0].last_unit, 2u);
-  EXPECT_EQ(groups[0].num_elements, 800u);
-  EXPECT_EQ(groups[1].num_elements, 400u);
-  EXPECT_EQ(groups[2].num_elements, 2000u);  // larger than the limit: alone
-  EXPECT_EQ(groups[3].owned_offset, 3200u);
 }
 
 // ---- planning ----

@@ -20,6 +20,7 @@
 #include "gpt2_engine_driver.h"
 #include "memory_swap_store.h"
 #include "mixed_precision_runs.h"
+#include "offload_runs.h"
 #include "zero/comm/thread_communicator.h"
 #include "zero/core/cpu_context.h"
 #include "zero/core/cpu_stream.h"
@@ -136,21 +137,6 @@ AsyncRun run(int stage, int world, DType dtype, Offload offload, bool asynchrono
     }
   });
   return outcome;
-}
-
-void expect_bitwise(const TrainResult& got, const TrainResult& expected, const std::string& what) {
-  ASSERT_EQ(got.losses.size(), expected.losses.size()) << what;
-  for (std::size_t s = 0; s < expected.losses.size(); ++s) {
-    EXPECT_EQ(got.losses[s], expected.losses[s]) << what << " step " << s;
-    EXPECT_EQ(got.grad_norms[s], expected.grad_norms[s]) << what << " step " << s;
-  }
-  ASSERT_EQ(got.params.size(), expected.params.size()) << what;
-  for (std::size_t u = 0; u < expected.params.size(); ++u) {
-    std::size_t differ = 0;
-    for (std::size_t i = 0; i < expected.params[u].size(); ++i)
-      differ += got.params[u][i] != expected.params[u][i];
-    EXPECT_EQ(differ, 0u) << what << " unit " << u << ": elements that differ";
-  }
 }
 
 class AsyncMode : public ::testing::TestWithParam<std::tuple<int, int, DType>> {};

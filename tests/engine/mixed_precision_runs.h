@@ -14,6 +14,8 @@
 
 #include "gpt2_engine_driver.h"
 #include "ledger_checks.h"
+#include "memory_swap_store.h"
+#include "offload_modes.h"
 #include "zero/comm/thread_communicator.h"
 
 namespace zero::testing {
@@ -97,6 +99,35 @@ inline OverflowRun run_with_overflows(int stage, int world, std::vector<int> inj
     EXPECT_EQ(other.scales, ranks[0].scales) << "ranks disagree on the loss scale";
   }
   return ranks[0];
+}
+
+// `run` with an offload `mode` (apply_offload) on `world` thread ranks, one OpenMP thread each,
+// nvme through the in-memory store counting rank 0's traffic in `counters`: rank 0's result.
+inline TrainResult train_gpt2_offloaded(GPT2Run run, int world, Mode mode,
+                                        std::int64_t sub_group_size, std::int64_t max_in_cpu,
+                                        SwapStoreCounters* counters = nullptr) {
+  apply_offload(run.options, mode, sub_group_size, max_in_cpu);
+  const int accumulation = run.options.gradient_accumulation_steps;
+  TrainResult result;
+  std::mutex mutex;
+  run_ranks(world, [&](Communicator& comm) {
+    omp_set_num_threads(1);
+    const int rows = run.global_batch / (world * accumulation);
+    std::unique_ptr<Engine> engine = make_engine(run.options, comm);
+    engine->set_swap_store_factory(
+        memory_swap_store_factory(comm.rank() == 0 ? counters : nullptr));
+    GPT2EngineDriver model(*engine, run.config, rows, run.seq_len, run.seed);
+    TrainResult mine = train_steps(comm, *engine, run.steps, rows, [&](int step, int first) {
+      const gpt2::DropoutKey dropout{run.seed, static_cast<std::uint64_t>(step), first, true};
+      return model.micro_step(make_token_batch(run.config, run.seq_len, step, first, rows),
+                              dropout);
+    });
+    if (comm.rank() == 0) {
+      std::lock_guard lock(mutex);
+      result = std::move(mine);
+    }
+  });
+  return result;
 }
 
 }  // namespace zero::testing

@@ -13,6 +13,11 @@
 #   Q  the same resume under 90% of its planned load phase is refused before anything is
 #      allocated, naming the load phase.
 #   R  a limit of 60% of B's planned largest phase: refused, naming that phase, nothing written.
+#   S  sub-groups smaller than a unit (issue 39): a GPT-2 of one 1024-wide layer, whose block of
+#      12.6M elements is far larger than the 1e6 sub_group_size, under a 300 MiB limit. With
+#      whole-unit sub-groups it was refused (load needs 366.7 MiB, train 418 MiB: a block's slot
+#      and windows, 16 bytes an element); split into sub-groups it trains (planned 246.5 MiB,
+#      measured 249.3 MiB), its phases within their plan.
 # Every limited run's phases (load, train, checkpoint, final save) peak, measured by VmHWM, at
 # most 5% above their plan (baseline included). Skips (77) when no memory cgroup can be made.
 #   memory_limit_test.sh ZERO WORK_DIR
@@ -125,4 +130,11 @@ cat R.log
 grep -q "does not fit: [a-z ]* needs .*, the node has .*memory cgroup's limit" R.log ||
   fail "R.log does not name a phase and the cgroup's limit"
 [ ! -e R/model.safetensors ] || fail "R wrote a model"
+# S: a unit 12x the sub-group under a limit its whole-unit states' host buffers exceeded.
+wide=("${common[@]/n_layer=24,n_embd=320,n_head=5/n_layer=1,n_embd=1024,n_head=8}")
+limited $((300 * 1048576)) S.log "$zero" train "${wide[@]}" --output_dir S ||
+  { cat S.log; fail "S (a block larger than sub_group_size) under 300 MiB"; }
+cat S.log
+phases_within S.log
+[ -e S/model.safetensors ] || fail "S wrote no model"
 echo "memory limit ok"

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "zero/core/storage_type.h"
 
@@ -41,23 +42,41 @@ void axpy_values(const void* x, DType x_dtype, void* y, DType y_dtype, std::size
                      [alpha](float value, float y_value) { return y_value + value * alpha; });
 }
 
+void block_squares(const float* x, std::size_t count, double* sums) {
+  const std::size_t blocks = squares_blocks(count);
+#pragma omp parallel for schedule(static) if (count >= (1u << 16))
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const float* values = x + b * kSquaresBlockElements;
+    const std::size_t size = std::min(kSquaresBlockElements, count - b * kSquaresBlockElements);
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (std::size_t i = 0; i < size; ++i) sum += static_cast<double>(values[i]) * values[i];
+    sums[b] = sum;
+  }
+}
+
+SquaresResult sum_block_squares(std::span<const double> sums) {
+  double sum = 0.0;
+  for (const double block : sums) sum += block;
+  return {sum, !std::isfinite(sum)};
+}
+
 // In double; a finite fp32/bf16/fp16 value squares to at most ~1.2e77, so the sum is inf/NaN
 // exactly when some element is.
 SquaresResult squares_of(const void* x, DType dtype, std::size_t count) {
-  double sum = 0.0;
   if (dtype == DType::kFloat32) {
-    const auto* values = static_cast<const float*>(x);
-#pragma omp parallel for simd reduction(+ : sum) schedule(static) if (count >= (1u << 16))
-    for (std::size_t i = 0; i < count; ++i) sum += static_cast<double>(values[i]) * values[i];
-  } else {
-    storage::visit(dtype, [&](auto tag) {  // in element order, as before
-      const auto* values = static_cast<const decltype(tag)*>(x);
-      for (std::size_t i = 0; i < count; ++i) {
-        const double value = storage::widen(values[i]);
-        sum += value * value;
-      }
-    });
+    std::vector<double> sums(squares_blocks(count));
+    block_squares(static_cast<const float*>(x), count, sums.data());
+    return sum_block_squares(sums);
   }
+  double sum = 0.0;
+  storage::visit(dtype, [&](auto tag) {  // in element order, as before
+    const auto* values = static_cast<const decltype(tag)*>(x);
+    for (std::size_t i = 0; i < count; ++i) {
+      const double value = storage::widen(values[i]);
+      sum += value * value;
+    }
+  });
   return {sum, !std::isfinite(sum)};
 }
 

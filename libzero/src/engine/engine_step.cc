@@ -211,26 +211,45 @@ std::vector<ShardState> Engine::shard_states() {
 
 namespace {
 
-// Unit `u`'s shard in a sub-group's swap slot (`group` holds it): its span of the slot.
-ShardState slot_shard(const Engine::Impl& d, UnitId u, const SubGroup& group, const SwapSlot& slot,
-                      const std::vector<std::string>& names) {
-  const auto states = names.size();
+// A shard state of unit `u` over `held` (the owned elements its spans cover, from their start;
+// its real elements only: the range) at `master` and `state` (state k at k × stride).
+ShardState shard_over(const Engine::Impl& d, UnitId u, ElementRange held, float* master,
+                      float* state, std::size_t stride, const std::vector<std::string>& names) {
   const EngineUnit& unit = d.units[u];
-  const StateStorage::Placement& at = d.storage.unit(u);
-  const ElementRange owned = d.storage.owned_range(u);
-  const ElementRange range = intersect(owned, {0, unit.layout.num_elements()});
-  const std::size_t offset = at.owned_offset - group.owned_offset;
-  const std::size_t skip = range.begin - owned.begin;
+  const ElementRange range = intersect(held, {0, unit.layout.num_elements()});
+  const std::size_t skip = range.empty() ? 0 : range.begin - held.begin;
   ShardState shard;
   shard.unit = unit.name;
   shard.range = range;
-  shard.params = {slot.master + offset + skip, range.size()};
-  for (std::size_t k = 0; k < states; ++k)
-    shard.optimizer_state.emplace_back(
-        names.at(k),
-        std::span<float>(slot.state + states * offset + k * at.owned_count + skip, range.size()));
-  shard.space = d.policy.staging_space;  // the slot: host memory
+  shard.params = {master + skip, range.size()};
+  for (std::size_t k = 0; k < names.size(); ++k)
+    shard.optimizer_state.emplace_back(names.at(k),
+                                       std::span<float>(state + k * stride + skip, range.size()));
+  shard.space = d.policy.staging_space;  // a slot or a host copy: host memory
   return shard;
+}
+
+// A sub-group piece's shard in its group's swap slot (laid out piece by piece).
+ShardState slot_shard(const Engine::Impl& d, const SubGroupPiece& piece, const SwapSlot& slot,
+                      const std::vector<std::string>& names) {
+  const auto u = static_cast<UnitId>(piece.unit);
+  const std::size_t first = d.storage.owned_range(u).begin + piece.unit_offset;
+  return shard_over(d, u, {first, first + piece.num_elements}, slot.master + piece.group_offset,
+                    slot.state + names.size() * piece.group_offset, piece.num_elements, names);
+}
+
+// A piece's optimizer states between a slot (k × piece elements at states × group_offset) and
+// its unit's states laid out k × owned_count at `unit_state`.
+void copy_piece_states(const SubGroupPiece& piece, std::size_t states, std::size_t unit_owned,
+                       float* slot_state, float* unit_state, bool into_slot) {
+  for (std::size_t k = 0; k < states; ++k) {
+    float* in_slot = slot_state + states * piece.group_offset + k * piece.num_elements;
+    float* in_unit = unit_state + k * unit_owned + piece.unit_offset;
+    if (into_slot)
+      std::memcpy(in_slot, in_unit, piece.num_elements * sizeof(float));
+    else
+      std::memcpy(in_unit, in_slot, piece.num_elements * sizeof(float));
+  }
 }
 
 }  // namespace
@@ -258,18 +277,47 @@ void Engine::visit_shard_states(const std::function<void(const ShardState&)>& vi
   SwapStore* swap = d.storage.optimizer_swap();
   const std::vector<SubGroup>& groups = d.storage.sub_groups();
   SwapSlot slot = d.offload.make_swap_slot();  // one sub-group's master and state
-  if (d.planning) return;
+  const auto states = static_cast<std::size_t>(d.optimizer->states_per_element());
+  // A unit split over sub-groups is handed whole (the shard files hold each state of a unit in
+  // one run), gathered from its groups' slots into a buffer of its own master and states.
+  std::size_t largest_split = 0;
+  for (UnitId u = 0; u < static_cast<UnitId>(d.units.size()); ++u)
+    if (d.storage.groups_of(u).second - d.storage.groups_of(u).first > 1)
+      largest_split = std::max(largest_split, d.storage.unit(u).owned_count);
+  auto split_buffer = [&](std::size_t elements) {
+    return d.ctx.allocator(d.policy.staging_space)
+        .allocate((1 + states) * elements * sizeof(float), MemoryCategory::kWorkspace);
+  };
+  if (d.planning) {
+    if (largest_split > 0) split_buffer(largest_split);
+    return;
+  }
   const std::vector<std::string> names = d.optimizer->state_names();
+  Buffer unit_states;  // the split unit being gathered: master, then states k × owned_count
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    const SubGroup& group = groups[g];
     const SwapTicket master = swap->read(d.storage.master_region(g), slot.master);
     const SwapTicket state = d.storage.state_region(g) >= 0
                                  ? swap->read(d.storage.state_region(g), slot.state)
                                  : SwapTicket{};
     swap->wait(master);
     swap->wait(state);
-    for (std::size_t u = group.first_unit; u < group.last_unit; ++u)
-      visit(slot_shard(d, static_cast<UnitId>(u), group, slot, names));
+    for (const SubGroupPiece& piece : d.storage.pieces(g)) {
+      const auto u = static_cast<UnitId>(piece.unit);
+      const std::size_t owned = d.storage.unit(u).owned_count;
+      if (piece.whole(owned)) {
+        visit(slot_shard(d, piece, slot, names));
+        continue;
+      }
+      if (piece.unit_offset == 0) unit_states = split_buffer(owned);
+      float* unit_master = unit_states.data_as<float>();
+      std::memcpy(unit_master + piece.unit_offset, slot.master + piece.group_offset,
+                  piece.num_elements * sizeof(float));
+      copy_piece_states(piece, states, owned, slot.state, unit_master + owned, false);
+      if (piece.unit_offset + piece.num_elements < owned) continue;
+      visit(shard_over(d, u, d.storage.owned_range(u), unit_master, unit_master + owned, owned,
+                       names));
+      unit_states = Buffer();
+    }
   }
 }
 
@@ -300,8 +348,8 @@ void Engine::fill_shard_states(const std::function<void(ShardState&)>& fill, Sha
       swap->wait(master);
       swap->wait(state);
     }
-    for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
-      ShardState shard = slot_shard(d, static_cast<UnitId>(u), group, slot, names);
+    for (const SubGroupPiece& piece : d.storage.pieces(g)) {  // a split unit: piece by piece
+      ShardState shard = slot_shard(d, piece, slot, names);
       fill(shard);
     }
     const SwapTicket master = swap->write(d.storage.master_region(g), slot.master);
@@ -402,8 +450,11 @@ void Engine::Impl::read_checkpoint_view() {
     std::memcpy(master + group.owned_offset, slot.master, group.num_elements * sizeof(float));
     if (storage.state_region(g) < 0) continue;
     swap->wait(swap->read(storage.state_region(g), slot.state));
-    std::memcpy(state + states * group.owned_offset, slot.state,
-                states * group.num_elements * sizeof(float));
+    for (const SubGroupPiece& piece : storage.pieces(g)) {
+      const StateStorage::Placement& at = storage.unit(static_cast<UnitId>(piece.unit));
+      copy_piece_states(piece, states, at.owned_count, slot.state, state + states * at.owned_offset,
+                        false);
+    }
   }
 }
 
@@ -417,16 +468,19 @@ void Engine::Impl::write_back_checkpoint_view() {
     const std::size_t owned_total = storage.owned_total();
     const auto states = static_cast<std::size_t>(optimizer->states_per_element());
     SwapSlot slot = offload.make_swap_slot();
-    const float* master = view_master();
-    const float* state = master + owned_total;
+    float* master = view_master();
+    float* state = master + owned_total;
     for (std::size_t g = 0; g < groups.size(); ++g) {
       const SubGroup& group = groups[g];
       std::memcpy(slot.master, master + group.owned_offset, group.num_elements * sizeof(float));
       const SwapTicket master_write = swap->write(storage.master_region(g), slot.master);
       SwapTicket state_write;
       if (storage.state_region(g) >= 0) {
-        std::memcpy(slot.state, state + states * group.owned_offset,
-                    states * group.num_elements * sizeof(float));
+        for (const SubGroupPiece& piece : storage.pieces(g)) {
+          const StateStorage::Placement& at = storage.unit(static_cast<UnitId>(piece.unit));
+          copy_piece_states(piece, states, at.owned_count, slot.state,
+                            state + states * at.owned_offset, true);
+        }
         state_write = swap->write(storage.state_region(g), slot.state);
       }
       swap->wait(master_write);

@@ -76,6 +76,18 @@ struct SwapSlot {
   bool grads_stored = false;
 };
 
+// offload_param nvme: the swapped parameter shard a step's pieces are converted into (`io`, sized
+// for the largest swapped shard), written to its unit's region once every piece of the unit is
+// converted. A unit split over sub-groups is assembled across them: its region is read in first
+// unless its sub-groups come one after another in ascending order (`in_order`), so a flush before
+// it is complete (another unit needs `io`) keeps the values of the pieces not converted yet.
+struct ParamAssembly {
+  AlignedHostBuffer io;
+  int unit = -1;                       // the split unit `io` holds (-1: none)
+  std::vector<std::size_t> converted;  // per unit: elements converted since the pass began
+  std::vector<char> in_order;          // per unit: its sub-groups consecutive and ascending
+};
+
 // A sub-group's swapped fp32 gradients still in host memory when the backward ends (a window):
 // `memory.data` holds them first, as a swap slot lays them out.
 struct GradientWindow {
@@ -223,9 +235,12 @@ class HostOffload final : public HostGradientReceiver, public ParamShardSource {
   // in as described above. Its values in policy.grad_swap_dtype: fp32, or the 16-bit values as
   // reduced (posts_[g]).
   char* window(std::size_t g);
-  // Each unit of sub-group g's squared norm over its fp32 gradients, from `window` (the step's
-  // global norm takes these per-unit parts in unit order, as without swapping).
+  // Each piece of sub-group g's squares over its fp32 gradients, from `window`, into its unit's
+  // blocks (the step's global norm takes the per-unit sums in unit order, as without swapping).
   void window_squares(std::size_t g, const void* window);
+  // A reduced piece into the windows of the sub-groups holding its elements.
+  void unpack_into_windows(const HostGradPiece& piece, const void* source, bool accumulate,
+                           float post);
   // After the backward (host thread, copy stream drained): waits for the windows' writes in
   // flight and takes the current window's squares; it stays unwritten (settled_, unwritten_).
   void settle_windows();
@@ -264,11 +279,21 @@ class HostOffload final : public HostGradientReceiver, public ParamShardSource {
   // `held`: whether its gradient region holds the step's gradients (taken when the step began:
   // the next step's zeroing may run meanwhile).
   void read_group(SwapSlot& slot, std::size_t g, bool held) const;
-  // Sub-group `group`'s compute parameters from its updated fp32 `master`: to the device on
-  // `copy` (from `staged`, the values already in the compute dtype, when not null), else into the
-  // host parameter shard or its swap region (offload_param).
-  void send_group_params(const SubGroup& group, const float* master, const void* staged,
-                         Stream& copy, bool device_params, AlignedHostBuffer& param_io);
+  // Sub-group g's compute parameters from its updated fp32 `master` (the group's elements), piece
+  // by piece: to the device on `copy` (from `staged`, the values already in the compute dtype,
+  // when not null), else into the host parameter shard or its swap region (offload_param; a
+  // piece of a unit split over sub-groups rewrites its part of the region).
+  void send_group_params(std::size_t g, const float* master, const void* staged, Stream& copy,
+                         bool device_params, ParamAssembly& params);
+  // A pass's ParamAssembly over the host sub-groups in `order` (its buffer only with
+  // offload_param nvme).
+  ParamAssembly make_param_assembly(const std::vector<std::size_t>& order) const;
+  // Writes the split unit `params` holds (if any) to its region and waits.
+  void flush_params(ParamAssembly& params) const;
+  // Sub-group g's optimizer chunks, one per piece (StateStorage::pieces): in `slot` (nvme: the
+  // slot lays master, state and gradients out piece by piece), or with a null slot in the
+  // resident buffers (each unit's states k × owned_count, so a piece's stride is its unit's).
+  std::vector<ShardChunk> group_chunks(std::size_t g, const SwapSlot* slot) const;
 
   // ---- parameters ----
   // offload_param: unit u's shard copied to `slot` (its place in the gathered buffer) on the
@@ -290,9 +315,9 @@ class HostOffload final : public HostGradientReceiver, public ParamShardSource {
   // Swapped partition.
   std::vector<char> holds_;   // per sub-group: its region holds this step's gradients
   std::vector<float> posts_;  // per sub-group: the post factor of its stored values
-  // Stored 16-bit: one unit's fp32 values (window_squares), allocated with the windows.
+  // Stored 16-bit: one piece's fp32 values (window_squares), allocated with the windows.
   Buffer widened_;
-  std::size_t largest_unit_ = 0;  // the largest host unit's owned elements
+  std::size_t largest_piece_ = 0;  // the largest host sub-group piece's elements
   AlignedHostBuffer windows_[2];
   int window_group_[2] = {-1, -1};
   SwapTicket window_write_[2];
@@ -301,9 +326,12 @@ class HostOffload final : public HostGradientReceiver, public ParamShardSource {
   // `unwritten_` (-1: none) holds gradients its region lacks.
   bool settled_ = false;
   int unwritten_ = -1;
-  // Per unit: the squared norm of its gradients when its sub-group was last written out (the
-  // flush before the step writes every window out, so these are the step's).
-  std::vector<SquaresResult> squares_;
+  // Per unit, per block of host::kSquaresBlockElements of its owned gradients: their squares when
+  // their sub-group was last written out (the flush before the step writes every window out, so
+  // these are the step's); unit u's blocks at [unit_blocks_[u], unit_blocks_[u + 1]). Added in
+  // block order they are host::squares_of the unit's gradients, however its pieces were taken.
+  std::vector<double> block_squares_;
+  std::vector<std::size_t> unit_blocks_;
 
   // zero() during an overlapped step, with the gradient partition in host memory (which the
   // step reads): zeroed when the step is settled.

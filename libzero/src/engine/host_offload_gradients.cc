@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <utility>
 
 #include "../cpu/host_arithmetic.h"
@@ -17,6 +18,9 @@
 #include "zero/core/error.h"
 
 namespace zero {
+
+static_assert(kSubGroupQuantumElements % host::kSquaresBlockElements == 0,
+              "a split unit's pieces must start at the squares' block boundaries");
 
 void HostOffload::allocate(std::size_t receive_elements) {
   const StatePolicy& policy = setup_.policy;
@@ -27,11 +31,14 @@ void HostOffload::allocate(std::size_t receive_elements) {
   const StateStorage& storage = setup_.storage;
   const std::vector<SubGroup>& groups = storage.sub_groups();
   holds_.assign(groups.size(), 0);
-  squares_.assign(storage.num_units(), SquaresResult{});
   posts_.assign(groups.size(), 1.0f);
+  unit_blocks_.assign(1, 0);
+  for (UnitId u = 0; u < static_cast<UnitId>(storage.num_units()); ++u)
+    unit_blocks_.push_back(unit_blocks_.back() + host::squares_blocks(storage.unit(u).owned_count));
+  block_squares_.assign(unit_blocks_.back(), 0.0);
   for (std::size_t g = storage.device_groups(); g < groups.size(); ++g)
-    for (std::size_t u = groups[g].first_unit; u < groups[g].last_unit; ++u)
-      largest_unit_ = std::max(largest_unit_, storage.unit(static_cast<UnitId>(u)).owned_count);
+    for (const SubGroupPiece& piece : storage.pieces(g))
+      largest_piece_ = std::max(largest_piece_, piece.num_elements);
 }
 
 void HostOffload::unpack(const void* reduced, std::size_t count, std::vector<HostGradPiece> pieces,
@@ -49,27 +56,49 @@ void HostOffload::unpack(const void* reduced, std::size_t count, std::vector<Hos
   const std::size_t bytes = size_of(dtype);
   const bool swapped = setup_.policy.swap_grads();
   copy.submit([this, host, dtype, bytes, pieces = std::move(pieces), accumulate, post, swapped] {
-    const StateStorage& storage = setup_.storage;
     for (const HostGradPiece& piece : pieces) {
       const void* source = static_cast<const char*>(host) + piece.bucket_offset * bytes;
-      float* destination = piece.destination;
-      if (swapped) {  // into its sub-group's window (swapped in or out here, on this stream)
-        const std::size_t g = setup_.storage.group_of(piece.unit);
-        const std::size_t offset = storage.unit(piece.unit).owned_offset -
-                                   storage.sub_groups()[g].owned_offset + piece.offset;
-        if (setup_.policy.grad_swap_dtype != DType::kFloat32) {  // stored as reduced, once a step
-          std::memcpy(window(g) + offset * bytes, source, piece.count * bytes);
-          posts_[g] = post;
-          continue;
-        }
-        destination = reinterpret_cast<float*>(window(g)) + offset;
-      }
-      if (accumulate)
-        host::axpy_values(source, dtype, destination, DType::kFloat32, piece.count, post);
+      if (swapped)  // into its sub-groups' windows (swapped in or out here, on this stream)
+        unpack_into_windows(piece, source, accumulate, post);
+      else if (accumulate)
+        host::axpy_values(source, dtype, piece.destination, DType::kFloat32, piece.count, post);
       else
-        host::scale_values(source, dtype, destination, DType::kFloat32, piece.count, post);
+        host::scale_values(source, dtype, piece.destination, DType::kFloat32, piece.count, post);
     }
   });
+}
+
+void HostOffload::unpack_into_windows(const HostGradPiece& piece, const void* source,
+                                      bool accumulate, float post) {
+  const StateStorage& storage = setup_.storage;
+  const DType dtype = setup_.policy.model_grads;
+  const std::size_t bytes = size_of(dtype);
+  // The piece's owned elements may span sub-groups (a unit split over them): each part into its
+  // group's window, starting with the window in use (the previous block's last group: blocks of
+  // a unit come in ascending order) or else the last group (the backward's order), so each group
+  // is taken once per pass rather than written out and read back.
+  const std::size_t begin = storage.unit(piece.unit).owned_offset + piece.offset;
+  const std::size_t end = begin + piece.count;
+  const std::size_t first_group = storage.group_at(begin), last_group = storage.group_at(end - 1);
+  const bool ascending = window_group_[current_] == static_cast<int>(first_group);
+  for (std::size_t i = 0; i <= last_group - first_group; ++i) {
+    const std::size_t g = ascending ? first_group + i : last_group - i;
+    const SubGroup& group = storage.sub_groups()[g];
+    const std::size_t first = std::max(begin, group.owned_offset);
+    const std::size_t count = std::min(end, group.owned_offset + group.num_elements) - first;
+    const void* values = static_cast<const char*>(source) + (first - begin) * bytes;
+    const std::size_t offset = first - group.owned_offset;   // in the window
+    if (setup_.policy.grad_swap_dtype != DType::kFloat32) {  // stored as reduced, once a step
+      std::memcpy(window(g) + offset * bytes, values, count * bytes);
+      posts_[g] = post;
+    } else {
+      float* destination = reinterpret_cast<float*>(window(g)) + offset;
+      if (accumulate)
+        host::axpy_values(values, dtype, destination, DType::kFloat32, count, post);
+      else
+        host::scale_values(values, dtype, destination, DType::kFloat32, count, post);
+    }
+  }
 }
 
 void HostOffload::zero() {
@@ -96,7 +125,10 @@ void HostOffload::squares(std::vector<SquaresResult>& partial) {
   const StateStorage& storage = setup_.storage;
   if (setup_.policy.swap_grads()) {  // the windows stay, for the step to take
     settle_windows();
-    for (std::size_t u = 0; u < storage.num_units(); ++u) partial[u] = squares_[u];
+    for (std::size_t u = 0; u < storage.num_units(); ++u)
+      partial[u] = host::sum_block_squares(
+          std::span<const double>(block_squares_)
+              .subspan(unit_blocks_[u], unit_blocks_[u + 1] - unit_blocks_[u]));
     return;
   }
   if (planning_) return;  // no values: the squares stay zero, as the planning context's
@@ -143,10 +175,10 @@ void HostOffload::allocate_windows(std::size_t micro_steps_per_step) {
   const std::size_t last_window = slot < 2 ? slot : 0;
   const std::size_t takes_after_first = micro_steps_per_step * host_groups - 1;
   current_ = 1 - static_cast<int>(last_window ^ (takes_after_first % 2));
-  // Stored 16-bit: a unit's fp32 values for its squares (window_squares), beside the windows.
+  // Stored 16-bit: a piece's fp32 values for its squares (window_squares), beside the windows.
   if (setup_.policy.grad_swap_dtype != DType::kFloat32)
     widened_ = setup_.context.allocator(setup_.policy.staging_space)
-                   .allocate(largest_unit_ * sizeof(float), MemoryCategory::kWorkspace);
+                   .allocate(largest_piece_ * sizeof(float), MemoryCategory::kWorkspace);
 }
 
 void HostOffload::release_windows() {
@@ -156,18 +188,20 @@ void HostOffload::release_windows() {
 
 void HostOffload::window_squares(std::size_t g, const void* window) {
   const StateStorage& storage = setup_.storage;
-  const SubGroup& group = storage.sub_groups()[g];
   const DType stored = setup_.policy.grad_swap_dtype;
-  for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
-    const StateStorage::Placement& at = storage.unit(static_cast<UnitId>(u));
-    const void* values =
-        static_cast<const char*>(window) + (at.owned_offset - group.owned_offset) * size_of(stored);
+  for (const SubGroupPiece& piece : storage.pieces(g)) {
+    const void* values = static_cast<const char*>(window) + piece.group_offset * size_of(stored);
     if (stored != DType::kFloat32) {  // the fp32 values the step will widen them to
       widen_gradients(values, stored, posts_[g], static_cast<float*>(widened_.data()),
-                      at.owned_count);
+                      piece.num_elements);
       values = widened_.data();
     }
-    squares_[u] = host::squares_of(values, DType::kFloat32, at.owned_count);
+    // A split unit's pieces start at block boundaries, so its blocks are the whole unit's.
+    ZERO_DCHECK(piece.unit_offset % host::kSquaresBlockElements == 0,
+                "a sub-group piece off the squares' blocks");
+    host::block_squares(static_cast<const float*>(values), piece.num_elements,
+                        block_squares_.data() + unit_blocks_[piece.unit] +
+                            piece.unit_offset / host::kSquaresBlockElements);
   }
 }
 
@@ -252,7 +286,7 @@ void HostOffload::reset_swap() {
     window_group_[w] = -1;
   }
   std::fill(holds_.begin(), holds_.end(), 0);
-  std::fill(squares_.begin(), squares_.end(), SquaresResult{});
+  std::fill(block_squares_.begin(), block_squares_.end(), 0.0);
 }
 
 }  // namespace zero

@@ -1,6 +1,7 @@
 // HostOffload's parameters (host_offload.h): the shard each stage-3 all-gather starts from, after
 // an overlapped step's sub-group, and offload_param's shards copied in from the host or read from
-// their swap regions for each gather.
+// their swap regions for each gather; the step's assembly of a split unit's swapped shard
+// (ParamAssembly).
 //
 // Streams: a swapped shard's read is issued on the host and waited for on the copy stream, which
 // then copies it into the gathered buffer; the communication stream waits for the copy stream
@@ -10,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "host_offload.h"
 #include "zero/core/error.h"
@@ -162,6 +164,30 @@ void HostOffload::copy_in_param_shard(UnitId u, void* slot) {
     ctx.copy(copy, storage.owned_compute_params(u), slot, bytes);
   }
   setup_.communicator.stream().wait(copy.record());
+}
+
+ParamAssembly HostOffload::make_param_assembly(const std::vector<std::size_t>& order) const {
+  const StateStorage& storage = setup_.storage;
+  ParamAssembly params;
+  params.io = make_param_io_buffer(setup_.context, setup_.policy, storage);
+  params.converted.assign(storage.num_units(), 0);
+  params.in_order.assign(storage.num_units(), 1);
+  std::vector<std::size_t> position(storage.sub_groups().size(), order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
+  for (UnitId u = 0; u < static_cast<UnitId>(storage.num_units()); ++u) {
+    const auto [first, last] = storage.groups_of(u);
+    for (std::size_t g = first + 1; g < last; ++g)
+      if (position[g] != position[first] + (g - first)) params.in_order[u] = 0;
+  }
+  return params;
+}
+
+void HostOffload::flush_params(ParamAssembly& params) const {
+  if (params.unit < 0) return;
+  SwapStore& store = *setup_.storage.param_store();
+  const int region = setup_.storage.unit(params.unit).param_region;
+  params.unit = -1;
+  store.wait(store.write(region, params.io.data));
 }
 
 }  // namespace zero

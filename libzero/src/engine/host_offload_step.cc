@@ -96,20 +96,22 @@ void HostOffload::initialize_unit(UnitId u, const float* master, SwapSlot& slot,
   const std::size_t count = at.owned_count;
   if (!policy.swap_optimizer()) {
     std::memcpy(storage.owned_params(u), master, count * sizeof(float));
-  } else {
-    const std::size_t g = storage.group_of(u);
-    const SubGroup& group = groups[g];
-    std::memcpy(slot.master + (at.owned_offset - group.owned_offset), master,
-                count * sizeof(float));
-    if (static_cast<std::size_t>(u) + 1 == group.last_unit) {  // the sub-group is complete
-      std::memset(slot.state, 0, states_ * group.num_elements * sizeof(float));
-      const SwapTicket master_write = swap->write(storage.master_region(g), slot.master);
-      SwapTicket state_write;
-      if (storage.state_region(g) >= 0)
-        state_write = swap->write(storage.state_region(g), slot.state);
-      swap->wait(master_write);
-      swap->wait(state_write);
-    }
+  } else {  // piece by piece into its sub-groups, each written out once complete
+    const auto [first, last] = storage.groups_of(u);
+    for (std::size_t g = first; g < last; ++g)
+      for (const SubGroupPiece& piece : storage.pieces(g)) {
+        if (piece.unit != static_cast<std::size_t>(u)) continue;
+        std::memcpy(slot.master + piece.group_offset, master + piece.unit_offset,
+                    piece.num_elements * sizeof(float));
+        if (piece.group_offset + piece.num_elements < groups[g].num_elements) continue;
+        std::memset(slot.state, 0, states_ * groups[g].num_elements * sizeof(float));
+        const SwapTicket master_write = swap->write(storage.master_region(g), slot.master);
+        SwapTicket state_write;
+        if (storage.state_region(g) >= 0)
+          state_write = swap->write(storage.state_region(g), slot.state);
+        swap->wait(master_write);
+        swap->wait(state_write);
+      }
   }
   if (!policy.offload_params()) return;
   if (at.param_region < 0) {
@@ -118,6 +120,31 @@ void HostOffload::initialize_unit(UnitId u, const float* master, SwapSlot& slot,
     convert(master, DType::kFloat32, param_io.data, policy.compute, at.shard);
     storage.param_store()->wait(storage.param_store()->write(at.param_region, param_io.data));
   }
+}
+
+std::vector<ShardChunk> HostOffload::group_chunks(std::size_t g, const SwapSlot* slot) const {
+  const StateStorage& storage = setup_.storage;
+  std::vector<ShardChunk> chunks;
+  for (const SubGroupPiece& piece : storage.pieces(g)) {
+    const auto u = static_cast<UnitId>(piece.unit);
+    const std::size_t count = piece.num_elements;
+    if (slot != nullptr) {  // laid out piece by piece: k × count states each
+      const float* grads =
+          setup_.policy.swap_grads()
+              ? slot->grads + piece.group_offset
+              : static_cast<const float*>(storage.owned_grads(u)) + piece.unit_offset;
+      chunks.push_back(storage.shard_chunk(u, piece.unit_offset, count,
+                                           slot->master + piece.group_offset, grads,
+                                           slot->state + states_ * piece.group_offset, count));
+    } else {  // the resident buffers: each unit's states k × owned_count
+      const std::size_t owned = storage.unit(u).owned_count;
+      chunks.push_back(storage.shard_chunk(
+          u, piece.unit_offset, count, storage.owned_params(u) + piece.unit_offset,
+          static_cast<const float*>(storage.owned_grads(u)) + piece.unit_offset,
+          states_ > 0 ? storage.owned_state(u) + piece.unit_offset : nullptr, owned));
+    }
+  }
+  return chunks;
 }
 
 void HostOffload::device_groups_step(const OptimizerStep& args) {
@@ -152,7 +179,7 @@ struct HostOffload::StepWork {
   AlignedHostBuffer staging[2];
   Event staging_copied[2];
   int next_staging = 0;
-  AlignedHostBuffer param_io;  // offload_param nvme: a shard on its way to its region
+  ParamAssembly params;  // offload_param nvme: shards on their way to their regions
   // The host sub-groups in the order they are stepped: those whose gradients the step took from
   // the backward's windows first.
   std::vector<std::size_t> order;
@@ -165,8 +192,9 @@ struct HostOffload::AsyncStep {
   std::thread worker;
   std::mutex mutex;
   std::condition_variable progress;
-  std::vector<char> done;        // per sub-group: stepped, compute parameters refreshed
-  std::vector<Event> refreshed;  // per sub-group: after the copies of its compute parameters
+  std::vector<char> done;               // per sub-group: stepped, compute parameters refreshed
+  std::vector<Event> refreshed;         // per sub-group: after the copies of its compute parameters
+  std::vector<std::size_t> order_done;  // per sub-group: 1 + its place in the step's order
   bool finished = false;
   std::exception_ptr error;
   std::int64_t global_step = 0;  // the boundary it belongs to, which its errors name
@@ -253,7 +281,7 @@ HostOffload::StepWork HostOffload::begin_step() {
     for (AlignedHostBuffer& buffer : work.staging)
       buffer = allocate_aligned(ctx.allocator(policy.staging_space),
                                 largest * size_of(policy.compute), 64, MemoryCategory::kWorkspace);
-  work.param_io = make_param_io_buffer(ctx, policy, storage);
+  work.params = make_param_assembly(work.order);
   work.held.assign(groups.size(), 0);
   work.scale.assign(groups.size(), 1.0f);
   if (policy.swap_grads())
@@ -293,6 +321,7 @@ void HostOffload::step_async(const OptimizerStep& args, std::int64_t global_step
   async.global_step = global_step;
   async.done.assign(setup_.storage.sub_groups().size(), 0);
   async.refreshed.resize(async.done.size());
+  async.order_done.assign(async.done.size(), 0);
   // The worker issues no collective: an optimizer asking for one (LAMB's trust ratios, refused
   // with offload) fails instead of running a collective off the rank's thread.
   OptimizerStep worker_args = args;
@@ -307,6 +336,7 @@ void HostOffload::step_async(const OptimizerStep& args, std::int64_t global_step
         std::lock_guard lock(async.mutex);
         async.done[work->order[i]] = 1;
         async.refreshed[work->order[i]] = copied;
+        async.order_done[work->order[i]] = i + 1;
         async.progress.notify_all();
       }
       finish_step(*work);
@@ -323,12 +353,24 @@ void HostOffload::step_async(const OptimizerStep& args, std::int64_t global_step
 
 Event HostOffload::wait_for_unit(UnitId u) {
   if (!async_) return Event();
-  const std::size_t g = setup_.storage.group_of(u);
+  const auto [first, last] = setup_.storage.groups_of(u);
   AsyncStep& async = *async_;
   {
+    // Every sub-group holding part of it; the copy stream runs their copies in the order queued,
+    // so the event of the last one queued covers them all.
+    auto done = [&] {
+      for (std::size_t g = first; g < last; ++g)
+        if (async.done[g] == 0) return false;
+      return true;
+    };
     std::unique_lock lock(async.mutex);
-    async.progress.wait(lock, [&] { return async.done[g] != 0 || async.finished; });
-    if (async.error == nullptr && async.done[g] != 0) return async.refreshed[g];
+    async.progress.wait(lock, [&] { return done() || async.finished; });
+    if (async.error == nullptr && done()) {
+      std::size_t latest = first;
+      for (std::size_t g = first; g < last; ++g)
+        if (async.order_done[g] > async.order_done[latest]) latest = g;
+      return async.refreshed[latest];
+    }
   }
   wait_for_step();  // its error, rethrown
   return Event();
@@ -371,8 +413,7 @@ Event HostOffload::step_group(StepWork& work, std::size_t i, const OptimizerStep
   SwapStore* swap = storage.optimizer_swap();
   const std::size_t g = work.order[i];
   const SubGroup& group = storage.sub_groups()[g];
-  float* master = storage.owned_params(static_cast<UnitId>(group.first_unit));
-  float* state = storage.owned_state(static_cast<UnitId>(group.first_unit));
+  const float* master = storage.group_master(g);
   SwapSlot* slot = nullptr;
   if (policy.swap_optimizer()) {
     slot = &work.slots[g % work.num_slots];
@@ -390,18 +431,8 @@ Event HostOffload::step_group(StepWork& work, std::size_t i, const OptimizerStep
       read_group(work.slots[work.order[i + 1] % work.num_slots], work.order[i + 1],
                  work.held[work.order[i + 1]] != 0);
     master = slot->master;
-    state = slot->state;
   }
-  std::vector<ShardChunk> chunks;
-  for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
-    const std::size_t offset = storage.unit(u).owned_offset - group.owned_offset;
-    const float* grads =
-        policy.swap_grads()
-            ? slot->grads + offset
-            : static_cast<const float*>(storage.owned_grads(static_cast<UnitId>(u)));
-    chunks.push_back(storage.shard_chunk(static_cast<UnitId>(u), master + offset, grads,
-                                         state + states_ * offset));
-  }
+  std::vector<ShardChunk> chunks = group_chunks(g, slot);
   setup_.optimizer.step(chunks, args);
 
   // The sub-group's compute parameters from its updated master: host->device on the copy
@@ -416,8 +447,7 @@ Event HostOffload::step_group(StepWork& work, std::size_t i, const OptimizerStep
     stage = &work.staging[index];
     convert(master, DType::kFloat32, stage->data, policy.compute, group.num_elements);
   }
-  send_group_params(group, master, stage ? stage->data : nullptr, copy, device_params,
-                    work.param_io);
+  send_group_params(g, master, stage ? stage->data : nullptr, copy, device_params, work.params);
   const Event copied = copy.record();
   if (stage) work.staging_copied[index] = copied;
   if (slot) {
@@ -466,27 +496,46 @@ void HostOffload::drain_failed_step() noexcept {
   }
 }
 
-void HostOffload::send_group_params(const SubGroup& group, const float* master, const void* staged,
-                                    Stream& copy, bool device_params, AlignedHostBuffer& param_io) {
+void HostOffload::send_group_params(std::size_t g, const float* master, const void* staged,
+                                    Stream& copy, bool device_params, ParamAssembly& params) {
   DeviceContext& ctx = setup_.context;
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
-  for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
-    const StateStorage::Placement& at = storage.unit(static_cast<UnitId>(u));
-    const std::size_t offset = at.owned_offset - group.owned_offset;
+  const std::size_t compute = size_of(policy.compute);
+  for (const SubGroupPiece& piece : storage.pieces(g)) {
+    const auto u = static_cast<UnitId>(piece.unit);
+    const StateStorage::Placement& at = storage.unit(u);
+    const float* values = master + piece.group_offset;
+    const std::size_t count = piece.num_elements;
     if (device_params) {
       const void* source = staged != nullptr
-                               ? static_cast<const char*>(staged) + offset * size_of(policy.compute)
-                               : static_cast<const void*>(master + offset);
-      ctx.copy(copy, source, storage.owned_compute_params(static_cast<UnitId>(u)),
-               at.owned_count * size_of(policy.compute));
-    } else if (at.param_region < 0) {
-      convert(master + offset, DType::kFloat32,
-              storage.owned_compute_params(static_cast<UnitId>(u)), policy.compute, at.owned_count);
-    } else {
-      convert(master + offset, DType::kFloat32, param_io.data, policy.compute, at.owned_count);
-      storage.param_store()->wait(storage.param_store()->write(at.param_region, param_io.data));
+                               ? static_cast<const void*>(static_cast<const char*>(staged) +
+                                                          piece.group_offset * compute)
+                               : static_cast<const void*>(values);
+      ctx.copy(copy, source,
+               static_cast<char*>(storage.owned_compute_params(u)) + piece.unit_offset * compute,
+               count * compute);
+      continue;
     }
+    if (at.param_region < 0) {
+      convert(values, DType::kFloat32,
+              static_cast<char*>(storage.owned_compute_params(u)) + piece.unit_offset * compute,
+              policy.compute, count);
+      continue;
+    }
+    SwapStore& store = *storage.param_store();
+    if (params.unit != static_cast<int>(u)) {  // `io` becomes this unit's
+      flush_params(params);
+      const bool split = !piece.whole(at.owned_count);
+      if (split && params.in_order[piece.unit] == 0)
+        store.wait(store.read(at.param_region, params.io.data));
+      params.unit = static_cast<int>(u);
+    }
+    convert(values, DType::kFloat32,
+            static_cast<char*>(params.io.data) + piece.unit_offset * compute, policy.compute,
+            count);
+    params.converted[piece.unit] += count;
+    if (params.converted[piece.unit] == at.owned_count) flush_params(params);
   }
 }
 
@@ -499,7 +548,9 @@ void HostOffload::params_from_master() {
   // After a checkpoint load (or any rewrite of the master): every sub-group's compute
   // parameters, as the step refreshes them.
   SwapSlot slot = make_swap_slot();
-  AlignedHostBuffer param_io = make_param_io_buffer(ctx, policy, storage);
+  std::vector<std::size_t> ascending;
+  for (std::size_t g = storage.device_groups(); g < groups.size(); ++g) ascending.push_back(g);
+  ParamAssembly params = make_param_assembly(ascending);
   AlignedHostBuffer stage;
   const bool device_params = !policy.offload_params();
   std::size_t largest = 0;
@@ -512,14 +563,14 @@ void HostOffload::params_from_master() {
   Stream& copy = ctx.copy_stream();
   for (std::size_t g = storage.device_groups(); g < groups.size(); ++g) {
     const SubGroup& group = groups[g];
-    const float* master = storage.owned_params(static_cast<UnitId>(group.first_unit));
+    const float* master = storage.group_master(g);
     if (policy.swap_optimizer()) {
       swap->wait(swap->read(storage.master_region(g), slot.master));
       master = slot.master;
     }
     if (stage.data != nullptr)
       convert(master, DType::kFloat32, stage.data, policy.compute, group.num_elements);
-    send_group_params(group, master, stage.data, copy, device_params, param_io);
+    send_group_params(g, master, stage.data, copy, device_params, params);
     copy.synchronize();  // the slot and the staging buffer are reused by the next sub-group
   }
 }

@@ -23,12 +23,20 @@ std::size_t padded_total(std::span<const std::size_t> unit_num_elements, int wor
 std::vector<SubGroup> optimizer_sub_groups(std::span<const std::size_t> owned_num_elements,
                                            std::int64_t sub_group_size) {
   const auto limit = static_cast<std::size_t>(std::max<std::int64_t>(sub_group_size, 1));
+  const std::size_t piece =
+      std::max(limit / kSubGroupQuantumElements, std::size_t{1}) * kSubGroupQuantumElements;
   std::vector<SubGroup> groups;
   std::size_t offset = 0;
   for (std::size_t u = 0; u < owned_num_elements.size(); ++u) {
     const std::size_t count = owned_num_elements[u];
+    if (count > limit) {  // split: a group per piece, the last one open to the next units
+      for (std::size_t at = 0; at < count; at += piece)
+        groups.push_back({u, u + 1, offset + at, std::min(piece, count - at), at});
+      offset += count;
+      continue;
+    }
     if (groups.empty() || groups.back().num_elements + count > limit)
-      groups.push_back({u, u, offset, 0});
+      groups.push_back({u, u, offset, 0, 0});
     groups.back().last_unit = u + 1;
     groups.back().num_elements += count;
     offset += count;
@@ -36,10 +44,28 @@ std::vector<SubGroup> optimizer_sub_groups(std::span<const std::size_t> owned_nu
   return groups;
 }
 
-std::size_t device_sub_groups(const StatePolicy& policy, std::size_t num_sub_groups) {
+std::vector<SubGroupPiece> sub_group_pieces(const SubGroup& group,
+                                            std::span<const std::size_t> owned_num_elements) {
+  std::vector<SubGroupPiece> pieces;
+  std::size_t at = 0;  // in the group
+  for (std::size_t u = group.first_unit; u < group.last_unit; ++u) {
+    const std::size_t begin = u == group.first_unit ? group.first_unit_offset : 0;
+    const std::size_t count = std::min(owned_num_elements[u] - begin, group.num_elements - at);
+    pieces.push_back({u, begin, at, count});
+    at += count;
+  }
+  ZERO_CHECK(at == group.num_elements, "sub-group at owned element ", group.owned_offset, ": its ",
+             pieces.size(), " units hold ", at, " of its ", group.num_elements, " elements");
+  return pieces;
+}
+
+std::size_t device_sub_groups(const StatePolicy& policy, std::span<const SubGroup> groups) {
   if (!policy.host_step || policy.offload_ratio >= 1.0) return 0;
-  return static_cast<std::size_t>((1.0 - policy.offload_ratio) *
-                                  static_cast<double>(num_sub_groups));
+  auto device =
+      static_cast<std::size_t>((1.0 - policy.offload_ratio) * static_cast<double>(groups.size()));
+  // A unit's master and state are one buffer's: the split falls at a unit's start.
+  while (device > 0 && device < groups.size() && groups[device].first_unit_offset != 0) --device;
+  return device;
 }
 
 std::size_t device_owned_elements(const EngineOptions& options,
@@ -51,7 +77,7 @@ std::size_t device_owned_elements(const EngineOptions& options,
     owned.push_back(padded_num_elements(count, world_size, options.alignment_elements) /
                     static_cast<std::size_t>(world_size));
   const std::vector<SubGroup> groups = optimizer_sub_groups(owned, options.sub_group_size);
-  const std::size_t device = device_sub_groups(policy, groups.size());
+  const std::size_t device = device_sub_groups(policy, groups);
   return device < groups.size()
              ? groups[device].owned_offset
              : (groups.empty() ? 0 : groups.back().owned_offset + groups.back().num_elements);

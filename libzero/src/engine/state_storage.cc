@@ -6,6 +6,7 @@
 // region per state.
 #include "state_storage.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -72,13 +73,24 @@ const std::string& StateStorage::unit_name(UnitId u) const {
 
 ShardChunk StateStorage::shard_chunk(UnitId u, float* params, const float* grads,
                                      float* state) const {
+  const std::size_t count = unit(u).owned_count;
+  return shard_chunk(u, 0, count, params, grads, state, count);
+}
+
+ShardChunk StateStorage::shard_chunk(UnitId u, std::size_t begin, std::size_t count, float* params,
+                                     const float* grads, float* state,
+                                     std::size_t state_stride) const {
   const Placement& at = unit(u);
+  ZERO_CHECK(begin + count <= at.owned_count, "state storage: unit '", unit_name(u), "' owns ",
+             at.owned_count, " elements, not [", begin, ", ", begin + count, ")");
   ShardChunk chunk;
   chunk.params = params;
   chunk.grads = grads;
   chunk.state = state;
-  chunk.num_elements = at.owned_count;
-  const ElementRange owned = owned_range(u);
+  chunk.num_elements = count;
+  chunk.state_stride_elements = state_stride;
+  const std::size_t first = owned_range(u).begin + begin;
+  const ElementRange owned{first, first + count};
   const std::vector<ElementRange>& tensors = tensors_[static_cast<std::size_t>(u)];
   for (std::size_t t = 0; t < tensors.size(); ++t) {
     const ElementRange piece = intersect(tensors[t], owned);
@@ -87,6 +99,15 @@ ShardChunk StateStorage::shard_chunk(UnitId u, float* params, const float* grads
         {piece.begin - owned.begin, piece.size(), at.first_tensor + static_cast<int>(t)});
   }
   return chunk;
+}
+
+std::size_t StateStorage::group_at(std::size_t element) const {
+  const auto after = std::upper_bound(
+      sub_groups_.begin(), sub_groups_.end(), element,
+      [](std::size_t value, const SubGroup& group) { return value < group.owned_offset; });
+  ZERO_CHECK(after != sub_groups_.begin() && element < owned_total_,
+             "state storage: no sub-group holds owned element ", element);
+  return static_cast<std::size_t>(after - sub_groups_.begin()) - 1;
 }
 
 ElementRange StateStorage::owned_range(UnitId u) const {
@@ -136,11 +157,16 @@ void StateStorage::place(const std::vector<UnitShape>& units) {
   }
   if (policy.host_step) {
     sub_groups_ = optimizer_sub_groups(owned_counts, setup_.options.sub_group_size);
-    group_of_.assign(units_.size(), 0);
-    for (std::size_t g = 0; g < sub_groups_.size(); ++g)
-      for (std::size_t u = sub_groups_[g].first_unit; u < sub_groups_[g].last_unit; ++u)
-        group_of_[u] = g;
-    device_groups_ = device_sub_groups(policy, sub_groups_.size());
+    groups_of_.assign(units_.size(), {sub_groups_.size(), 0});
+    for (std::size_t g = 0; g < sub_groups_.size(); ++g) {
+      pieces_.push_back(sub_group_pieces(sub_groups_[g], owned_counts));
+      for (const SubGroupPiece& piece : pieces_.back()) {
+        auto& [first, last] = groups_of_[piece.unit];
+        first = std::min(first, g);
+        last = g + 1;
+      }
+    }
+    device_groups_ = device_sub_groups(policy, sub_groups_);
     owned_split_ = device_groups_ < sub_groups_.size() ? sub_groups_[device_groups_].owned_offset
                                                        : owned_total_;
   }
@@ -294,6 +320,13 @@ float* StateStorage::owned_params(UnitId u) const {
     return master_params_.data_as<float>() + (unit.owned_offset - owned_split_);
   }
   return static_cast<float*>(owned_compute_params(u));
+}
+
+const float* StateStorage::group_master(std::size_t g) const {
+  const SubGroup& group = sub_groups_.at(g);
+  const auto first = static_cast<UnitId>(group.first_unit);
+  const float* master = owned_params(first);
+  return master == nullptr ? nullptr : master + group.first_unit_offset;
 }
 
 float* StateStorage::owned_state(UnitId u) const {

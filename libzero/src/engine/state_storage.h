@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zero/core/allocator.h"
@@ -80,13 +81,27 @@ class StateStorage {
   // The optimizer's view of unit u's owned shard at these buffers (owned_count elements each;
   // `state`: k × owned_count): its tensors' segments within the shard, numbered globally.
   ShardChunk shard_chunk(UnitId u, float* params, const float* grads, float* state) const;
+  // The same for a piece of it: owned elements [begin, begin + count) of unit u at `params` and
+  // `grads` (count each) and `state` (state k at k × state_stride elements).
+  ShardChunk shard_chunk(UnitId u, std::size_t begin, std::size_t count, float* params,
+                         const float* grads, float* state, std::size_t state_stride) const;
 
-  // offload_optimizer: the sub-groups of whole units the host optimizer steps together. Partial
-  // offload (ratio < 1): the first device_groups() keep master, state and gradient partition in
-  // device buffers, owned elements [0, owned_split()); the host buffers hold the rest.
+  // offload_optimizer: the sub-groups the host optimizer steps one at a time (ranges of the owned
+  // space; a unit larger than sub_group_size spans several). Partial offload (ratio < 1): the
+  // first device_groups() keep master, state and gradient partition in device buffers, owned
+  // elements [0, owned_split()); the host buffers hold the rest.
   const std::vector<SubGroup>& sub_groups() const { return sub_groups_; }
-  // The sub-group holding unit u (offload_optimizer: sub-groups of whole units).
-  std::size_t group_of(UnitId u) const { return group_of_.at(static_cast<std::size_t>(u)); }
+  // Sub-group g's units' parts (sub_group_pieces), in order.
+  const std::vector<SubGroupPiece>& pieces(std::size_t g) const { return pieces_.at(g); }
+  // The sub-groups holding part of unit u: [first, last).
+  std::pair<std::size_t, std::size_t> groups_of(UnitId u) const {
+    return groups_of_.at(static_cast<std::size_t>(u));
+  }
+  // The sub-group holding owned element `element` (of the concatenated owned shards).
+  std::size_t group_at(std::size_t element) const;
+  // Sub-group g's fp32 master where it is resident (its elements are contiguous there); null
+  // where it is in swap regions.
+  const float* group_master(std::size_t g) const;
   std::size_t device_groups() const { return device_groups_; }
   std::size_t owned_split() const { return owned_split_; }
   bool on_device(UnitId u) const { return unit(u).owned_offset < owned_split_; }
@@ -148,7 +163,9 @@ class StateStorage {
   Buffer optimizer_state_;  // k × Σ owned (less the device part)
 
   std::vector<SubGroup> sub_groups_;
-  std::vector<std::size_t> group_of_;  // per unit: its sub-group (host_step only)
+  std::vector<std::vector<SubGroupPiece>> pieces_;  // per sub-group
+  // Per unit: the sub-groups holding part of it, [first, last) (host_step only).
+  std::vector<std::pair<std::size_t, std::size_t>> groups_of_;
   std::size_t device_groups_ = 0;
   std::size_t owned_split_ = 0;
   Buffer device_master_;  // partial offload: [0, owned_split) on the device

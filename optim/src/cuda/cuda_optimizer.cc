@@ -30,7 +30,7 @@ OptimizerArrays arrays_of(const ShardChunk& chunk, std::size_t offset, std::size
     a.grads_dtype = DType::kFloat32;
   }
   if (states >= 1) a.state0 = chunk.state + offset;
-  if (states >= 2) a.state1 = chunk.state + chunk.num_elements + offset;
+  if (states >= 2) a.state1 = chunk.state_slice(1) + offset;
   if (chunk.params_16bit != nullptr) {
     a.params_16bit = static_cast<std::uint16_t*>(chunk.params_16bit) + offset;
     a.params_16bit_dtype = chunk.params_16bit_dtype;

@@ -28,7 +28,9 @@ struct TensorSegment {
 };
 
 // A contiguous piece of this rank's fp32 shard: master parameters, reduced gradients and the
-// optimizer's state (`states_per_element` × num_elements floats, state k at k·num_elements).
+// optimizer's state (`states_per_element` slices of num_elements floats, state k at
+// k·state_stride_elements: a piece of a larger run of states, such as an offloaded sub-group's
+// part of a unit, strides by the run's elements; 0 means num_elements).
 struct ShardChunk {
   float* params = nullptr;
   const float* grads = nullptr;
@@ -46,6 +48,11 @@ struct ShardChunk {
   // the CUDA ones): all num_elements (for Lamb, the padding it does not update too). Null: none.
   void* params_16bit = nullptr;
   DType params_16bit_dtype = DType::kBFloat16;
+  std::size_t state_stride_elements = 0;  // see above; 0: num_elements
+  // State k's values for this chunk's elements.
+  float* state_slice(std::size_t k) const {
+    return state + k * (state_stride_elements != 0 ? state_stride_elements : num_elements);
+  }
 };
 
 // Everything one optimizer step needs besides the shard.

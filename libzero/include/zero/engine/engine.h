@@ -174,7 +174,8 @@ class Engine {
   std::vector<ShardState> shard_states();
   // The same shards for reading only, handed to `visit` one unit at a time in unit order, each
   // valid during its call: with offload_optimizer nvme one sub-group is read from the swap
-  // regions at a time (host memory: one sub-group's master and state, not the rank's shard),
+  // regions at a time (host memory: one sub-group's master and state, not the rank's shard; a
+  // unit split over sub-groups is gathered whole into a buffer of its own first),
   // otherwise the resident spans (device memory on a GPU: ShardState::space, read through
   // read_shard_values). Checkpoint writers stream shard files from it.
   void visit_shard_states(const std::function<void(const ShardState&)>& visit);
@@ -193,7 +194,8 @@ class Engine {
   // memory on a GPU: ShardState::space, written through write_shard_values). With
   // offload_optimizer nvme: one sub-group's host slot (master and state, the memory
   // visit_shard_states holds), written to the sub-group's swap regions once its last unit is
-  // filled, so a load never holds the rank's shard in host memory. kEveryElement: `fill` writes
+  // filled, so a load never holds the rank's shard in host memory; a unit larger than
+  // sub_group_size, split over sub-groups, comes in pieces (ShardState::range: each piece's). kEveryElement: `fill` writes
   // every element of every span (a checkpoint), the slot starts zeroed (its padding zero) and the
   // regions are not read; kSomeElements: the spans start with the current values (nvme: read
   // from the regions first). Call refresh_params() after it.

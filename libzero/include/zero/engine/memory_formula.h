@@ -16,21 +16,47 @@
 
 namespace zero {
 
-// Contiguous runs of whole units the host optimizer steps together (offload_optimizer): units in
-// registration order are added to a group while its owned elements stay within sub_group_size;
-// a unit larger than that is a group of its own (DeepSpeed groups whole parameters the same way).
-// `owned_num_elements`: each unit's owned (shard) element count. Each group is [first, last).
+// The sub-groups the host optimizer steps one at a time (offload_optimizer): contiguous ranges of
+// the concatenated owned shards, as DeepSpeed's flat sub-groups. Units in registration order join
+// a group while its owned elements stay within sub_group_size; a unit larger than that is split
+// over groups of its own, in pieces of sub_group_size rounded down to a multiple of
+// kSubGroupQuantumElements (at least one quantum), the last piece left open to the units after it.
+// So no sub-group holds more than max(sub_group_size, quantum) elements, and a unit that fits one
+// is never split (the groups are runs of whole units, as before, when every unit fits).
+// `owned_num_elements`: each unit's owned (shard) element count.
+inline constexpr std::size_t kSubGroupQuantumElements = 256;
 struct SubGroup {
-  std::size_t first_unit = 0;
+  std::size_t first_unit = 0;  // the units it holds part or all of: [first_unit, last_unit)
   std::size_t last_unit = 0;
   std::size_t owned_offset = 0;  // elements, into the concatenated owned shards
   std::size_t num_elements = 0;
+  // Elements of first_unit's owned shard before this group (non-zero: a piece of a split unit;
+  // a multiple of kSubGroupQuantumElements).
+  std::size_t first_unit_offset = 0;
 };
 std::vector<SubGroup> optimizer_sub_groups(std::span<const std::size_t> owned_num_elements,
                                            std::int64_t sub_group_size);
+// A unit's part of a sub-group: its owned elements [unit_offset, unit_offset + num_elements), at
+// group_offset in the group's range. Every path that moves a sub-group's states (the step, the
+// gradient windows and their squares, the swap regions' reads and writes, checkpoint visits)
+// walks these, so a unit split over groups is handled in one place.
+struct SubGroupPiece {
+  std::size_t unit = 0;
+  std::size_t unit_offset = 0;
+  std::size_t group_offset = 0;
+  std::size_t num_elements = 0;
+  // `unit_owned`: the unit's owned element count (whether this piece is all of it).
+  bool whole(std::size_t unit_owned) const {
+    return unit_offset == 0 && num_elements == unit_owned;
+  }
+};
+// The pieces of `group`, in order; `owned_num_elements` as for optimizer_sub_groups.
+std::vector<SubGroupPiece> sub_group_pieces(const SubGroup& group,
+                                            std::span<const std::size_t> owned_num_elements);
 // Partial offload: how many leading sub-groups stay on the device (DeepSpeed's
-// int((1 - ratio) · G)); 0 without offload_optimizer or with ratio 1.
-std::size_t device_sub_groups(const StatePolicy& policy, std::size_t num_sub_groups);
+// int((1 - ratio) · G), fewer where that would split a unit between device and host); 0 without
+// offload_optimizer or with ratio 1.
+std::size_t device_sub_groups(const StatePolicy& policy, std::span<const SubGroup> groups);
 // The owned elements those sub-groups hold (the device part of master, state and gradients).
 std::size_t device_owned_elements(const EngineOptions& options,
                                   std::span<const std::size_t> unit_num_elements, int world_size);
