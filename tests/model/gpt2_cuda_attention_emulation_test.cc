@@ -7,6 +7,7 @@
 #include <set>
 
 #include "gpt2_cuda_emulation.h"
+#include "zero/gpt2/reference_kernels.h"
 
 namespace zero::gpt2::emulation_test {
 namespace {
@@ -103,30 +104,6 @@ void with_tiled(std::int64_t HS, F&& f) {
   }
 }
 
-// log Σ_{t2 <= t} exp(q(t)·k(t2) / √HS) per (b, h, t), in double.
-std::vector<float> logsumexp_of_scores(const std::vector<float>& qkv, std::int64_t B,
-                                       std::int64_t T, std::int64_t C, std::int64_t NH) {
-  const std::int64_t HS = C / NH;
-  std::vector<float> lse(static_cast<std::size_t>(B * NH * T));
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t h = 0; h < NH; ++h)
-      for (std::int64_t t = 0; t < T; ++t) {
-        std::vector<double> s(static_cast<std::size_t>(t + 1));
-        for (std::int64_t t2 = 0; t2 <= t; ++t2) {
-          double dot = 0.0;
-          for (std::int64_t i = 0; i < HS; ++i)
-            dot += double(qkv[(b * T + t) * 3 * C + h * HS + i]) *
-                   qkv[(b * T + t2) * 3 * C + C + h * HS + i];
-          s[t2] = dot / std::sqrt(double(HS));
-        }
-        const double max = *std::max_element(s.begin(), s.end());
-        double sum = 0.0;
-        for (double value : s) sum += std::exp(value - max);
-        lse[(b * NH + h) * T + t] = static_cast<float>(max + std::log(sum));
-      }
-  return lse;
-}
-
 // D = Σ_d dout · out per (b, h, t) row, in double, at (b·NH + h)·T + t.
 std::vector<float> row_terms(const std::vector<float>& dout, const std::vector<float>& out,
                              std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH) {
@@ -184,7 +161,9 @@ TEST_P(Gpt2CudaEmulation, TiledAttentionMatchesTheCpuKernels) {
       });
       EXPECT_CLOSE(out, out_expected, 3e-6);
       const std::vector<float> lse(att.begin(), att.begin() + rows);
-      expect_elementwise(lse, logsumexp_of_scores(qkv, B, T, C, NH), 1e-6, "log-sum-exp");
+      std::vector<float> lse_expected(lse.size());
+      reference::attention_logsumexp(lse_expected.data(), qkv.data(), B, T, C, NH);
+      expect_elementwise(lse, lse_expected, 1e-6, "log-sum-exp");
       EXPECT_TRUE(all_nan(att, std::size_t(rows))) << "att past the log-sum-exp is written";
       const std::vector<float> delta(datt.begin(), datt.begin() + rows);
       expect_elementwise(delta, row_terms(dout, out_expected, B, T, C, NH), 1e-5, "row terms D");

@@ -150,6 +150,37 @@ INSTANTIATE_TEST_SUITE_P(Sizes, KernelsAgainstReference,
                          ::testing::Values(Shape{1, 1, 4, 1}, Shape{2, 22, 24, 3},
                                            Shape{1, 5, 1023, 3}, Shape{3, 17, 64, 4}));
 
+// The log-sum-exp attention (flash_attention_*) against the scalar twins: out and dqkv as the
+// probabilities' kernels give them, lse as attention_logsumexp, with and without dropout. T = 1,
+// T within one block of 64 query rows, exactly one, one past it and three with a partial last;
+// head sizes 4, 8, 16, 6 and 7 (odd).
+TEST(FlashAttention, MatchesTheReferenceKernels) {
+  for (const Shape& shape : {Shape{1, 1, 4, 1}, Shape{2, 22, 24, 3}, Shape{2, 64, 64, 4},
+                             Shape{1, 65, 21, 3}, Shape{1, 130, 12, 2}}) {
+    const auto [B, T, C, NH] = shape;
+    const std::int64_t N = B * T;
+    for (float p : {0.0f, 0.2f}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "B " << B << " T " << T << " C " << C << " NH " << NH << " dropout " << p);
+      const DropoutSite dropout = make_dropout(p);
+      const auto qkv = random_vector(N * 3 * C, 30, 2.0), dy = random_vector(N * C, 31);
+      std::vector<float> y(N * C), lse(B * NH * T), ref_y(N * C), ref_att(B * NH * T * T),
+          ref_lse(B * NH * T);
+      cpu::flash_attention_forward(y.data(), lse.data(), qkv.data(), B, T, C, NH, dropout);
+      reference::attention_forward(ref_y.data(), ref_att.data(), qkv.data(), B, T, C, NH, dropout);
+      reference::attention_logsumexp(ref_lse.data(), qkv.data(), B, T, C, NH);
+      expect_near_all(y, ref_y, 1e-5, "flash attention out");
+      expect_near_all(lse, ref_lse, 1e-5, "flash attention lse");
+      std::vector<float> dqkv(N * 3 * C, 9.0f), ref_dqkv(N * 3 * C), ref_datt(B * NH * T * T);
+      cpu::flash_attention_backward(dqkv.data(), dy.data(), qkv.data(), lse.data(), B, T, C, NH,
+                                    dropout);
+      reference::attention_backward(ref_dqkv.data(), ref_datt.data(), dy.data(), qkv.data(),
+                                    ref_att.data(), B, T, C, NH, dropout);
+      expect_near_all(dqkv, ref_dqkv, 1e-4, "flash attention dqkv");
+    }
+  }
+}
+
 TEST(Gemm, AllTransposeCombinationsWithStridesAndBeta) {
   const std::int64_t M = 5, N = 7, K = 3, ld = 11;
   const auto a = random_vector(ld * ld, 20), b = random_vector(ld * ld, 21);

@@ -59,8 +59,9 @@ TEST(ModelFamilyPlan, TheEngineHoldsExactlyTheModelsTensors) {
   }
 }
 
-// The CPU kernels' attention keeps NH·T probabilities per row and takes B·NH·T·T scratch
-// (kernels.h, attention_layout); everything fp32 with fp32 parameters.
+// The CPU kernels' attention keeps one log-sum-exp per head and row (NH = 8 per row, in 16
+// floats) and takes no scratch (kernels.h, attention_layout); everything fp32 with fp32
+// parameters.
 TEST(ModelFamilyPlan, ActivationRowsFollowTheFamilysWidths) {
   gpt2::GPT2Config config = gpt2::family_defaults(gpt2::ModelFamily::kLlama);
   config.apply_overrides(
@@ -72,18 +73,17 @@ TEST(ModelFamilyPlan, ActivationRowsFollowTheFamilysWidths) {
       gpt2::GPT2Compute::plan(config, B, T, {.device = DeviceKind::kCpu});
   ASSERT_EQ(plan.kept_bytes.size(), 5u);
   EXPECT_EQ(plan.kept_bytes[0], 4u * N * C);  // the embedded tokens
-  // RMSNorm's output and rstd twice, q/k/v, the probabilities, the attention's output, the
+  // RMSNorm's output and rstd twice, q/k/v, the log-sum-exps, the attention's output, the
   // residual, SwiGLU's gate and up (2H) and their product (H), the block's output.
-  const std::int64_t block = C + 1 + qkv + NH * T + NH * HS + C + C + 1 + 2 * H + H + C;
+  const std::int64_t block = C + 1 + qkv + 16 + NH * HS + C + C + 1 + 2 * H + H + C;
   for (int layer = 1; layer <= 3; ++layer) EXPECT_EQ(plan.kept_bytes[layer], 4u * N * block);
   // The head: the final RMSNorm's output and rstd, the padded logits, the losses and logsumexp.
   EXPECT_EQ(plan.kept_bytes[4], 4u * N * (C + 1 + 384 + 1 + 1));
   EXPECT_EQ(plan.recompute_bytes, 0u);
-  // proj, dresidual, dproj, d(gate, up), dln, datty, dqkv, the attention's scratch, SwiGLU's
-  // output gradient, RoPE's table, and grouped-query attention's NH heads of q, k and v and their
-  // gradient.
-  EXPECT_EQ(plan.workspace_bytes, 4u * (N * (C + C + C + 2 * H + C + NH * HS + qkv) +
-                                        B * NH * T * T + N * H + T * HS + 2 * N * 3 * NH * HS));
+  // proj, dresidual, dproj, d(gate, up), dln, datty, dqkv, SwiGLU's output gradient, RoPE's table,
+  // and grouped-query attention's NH heads of q, k and v and their gradient.
+  EXPECT_EQ(plan.workspace_bytes, 4u * (N * (C + C + C + 2 * H + C + NH * HS + qkv) + N * H +
+                                        T * HS + 2 * N * 3 * NH * HS));
   // Gradient checkpointing keeps each block's output and one shared set of its internals.
   const gpt2::ActivationPlan checkpointed = gpt2::GPT2Compute::plan(
       config, B, T, {.activation_checkpointing = true, .device = DeviceKind::kCpu});

@@ -205,7 +205,12 @@ AttentionLayout attention_layout(DeviceKind device, std::int64_t B, std::int64_t
   ZERO_CHECK(NH > 0 && C % NH == 0, "GPT-2 attention: n_embd ", C, " is not a multiple of n_head ",
              NH);
   const std::int64_t HS = C / NH;
-  if (device != DeviceKind::kCuda || HS < 1 || HS > kCudaTiledAttentionMaxHeadSize)
+  // The CPU's log-sum-exps, NH per row rounded up to 16 floats: each block's activations then
+  // keep the 64-byte alignment of the block before it, so that activation checkpointing's
+  // recomputed block, in another buffer, meets the vectorised CPU kernels at the same alignment
+  // and repeats the first forward bit for bit.
+  if (device == DeviceKind::kCpu) return {.saved_per_row = (NH + 15) / 16 * 16, .scratch = 0};
+  if (HS < 1 || HS > kCudaTiledAttentionMaxHeadSize)
     return {.saved_per_row = NH * T, .scratch = B * NH * T * T};
   AttentionLayout layout{.saved_per_row = NH, .scratch = B * NH * T};
   if (precision == DType::kBFloat16 && cudnn_takes_head(HS))

@@ -157,23 +157,26 @@ class CpuKernels final : public Kernels {
     run(stream, [=] { cpu::gemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc); });
   }
 
+  // att is the log-sum-exp (B, NH, T) of each row (attention_layout): the backward recomputes the
+  // probabilities from it.
   void attention_forward(Stream& stream, ActivationOut out, float* att, Activation qkv,
                          std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
                          const DropoutSite& dropout, DType /*precision: fp32 always*/,
                          const GemmScratch&) override {
     float* out32 = out.fp32("GPT-2 CPU attention_forward (out)");
     const float* qkv32 = qkv.fp32("GPT-2 CPU attention_forward (qkv)");
-    run(stream, [=] { cpu::attention_forward(out32, att, qkv32, B, T, C, NH, dropout); });
+    run(stream, [=] { cpu::flash_attention_forward(out32, att, qkv32, B, T, C, NH, dropout); });
   }
-  // `out` unused: the CPU kernel keeps the probabilities and sums Σ att·datt per row itself.
-  void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
+  // `out` and `datt` unused: the kernel sums Σ p·dp over each row's recomputed probabilities in
+  // per-thread buffers of its own.
+  void attention_backward(Stream& stream, float* dqkv, float* /*datt*/, const float* dout,
                           Activation /*out*/, Activation qkv, const float* att, std::int64_t B,
                           std::int64_t T, std::int64_t C, std::int64_t NH,
                           const DropoutSite& dropout, DType /*precision*/,
                           const GemmScratch&) override {
     const float* qkv32 = qkv.fp32("GPT-2 CPU attention_backward (qkv)");
     run(stream,
-        [=] { cpu::attention_backward(dqkv, datt, dout, qkv32, att, B, T, C, NH, dropout); });
+        [=] { cpu::flash_attention_backward(dqkv, dout, qkv32, att, B, T, C, NH, dropout); });
   }
 
   void cached_attention_forward(Stream& stream, const CachedAttention& call) override {

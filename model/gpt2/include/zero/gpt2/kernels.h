@@ -330,10 +330,10 @@ class Kernels {
 
   // ---- attention ----
   // qkv (B, T, 3C) = [q | k | v]; out (B, T, C); att holds what the backward reads, the
-  // implementation's own, attention_layout(device).saved_per_row floats per (b, t): the CPU keeps
-  // the softmax (B, NH, T, T) (0 past t); CUDA (tiled kernels, heads up to 128 channels) keeps
-  // only the log-sum-exp of each (b, h, t) row, B·NH·T floats (wider heads: the plain kernels,
-  // the softmax as on the CPU).
+  // implementation's own, attention_layout(device).saved_per_row floats per (b, t): the CPU and
+  // CUDA (tiled kernels, heads up to 128 channels) keep only the log-sum-exp of each (b, h, t)
+  // row, B·NH·T floats (CUDA's wider heads: its plain kernels, the softmax (B, NH, T, T), 0 past
+  // t).
   // `precision` is the dtype the attention's matmuls may round their inputs to, as the GEMMs
   // round theirs to the parameters' dtype (GemmScratch): with bf16, CUDA runs cuDNN's fused SDPA
   // on the tensor cores (src/cuda/attention_cudnn.h; bf16 q, k, v, out and dout, fp32 softmax,
@@ -347,10 +347,11 @@ class Kernels {
                                  const DropoutSite& dropout, DType precision,
                                  const GemmScratch& scratch) = 0;
   // dqkv (B, T, 3C, fp32) overwritten; datt scratch of attention_layout(device).scratch floats
-  // ((B, NH, T, T) on the CPU; B·NH·T for CUDA's tiled kernels). dout = d(out); out (B, T, C) is
+  // (none on the CPU; B·NH·T for CUDA's tiled kernels). dout = d(out); out (B, T, C) is
   // the forward's out for these qkv, att and dropout (of its dtype): CUDA's tiled kernels take
   // each row's D = dout · out from it (one read of out, no forward re-run) and refuse a null
-  // `out`; the CPU kernels and CUDA's plain ones use att instead and ignore it.
+  // `out`; the CPU kernels (which recompute each row's probabilities whole) and CUDA's plain ones
+  // ignore it.
   virtual void attention_backward(Stream& stream, float* dqkv, float* datt, const float* dout,
                                   Activation out, Activation qkv, const float* att, std::int64_t B,
                                   std::int64_t T, std::int64_t C, std::int64_t NH,
@@ -484,10 +485,13 @@ DType logits_dtype(DeviceKind device, DType param_dtype);
 
 // What the attention of a device's kernels (make_kernels) keeps between its forward and backward
 // (Kernels::attention_forward's att), in floats per (b, t) row, and the scratch its backward takes
-// (attention_backward's datt), in floats. The CPU kernels, and CUDA's for heads past
-// kCudaTiledAttentionMaxHeadSize channels, keep the probabilities: NH·T per row and B·NH·T·T
-// scratch. CUDA's tiled kernels keep a log-sum-exp per head, NH per row, and B·NH·T scratch. The
-// activation layout (GPT2Compute) and so the planner take their sizes from here.
+// (attention_backward's datt), in floats. CUDA's kernels for heads past
+// kCudaTiledAttentionMaxHeadSize channels keep the probabilities: NH·T per row and B·NH·T·T
+// scratch. CUDA's tiled kernels keep a log-sum-exp per head, NH per row, and B·NH·T scratch; the
+// CPU kernels (layers_cpu.h flash_attention_*) the same log-sum-exps, NH per row rounded up to 16
+// floats (64 bytes: kernels.cc says why), and no scratch (their per-thread blocks of 64 query
+// rows' scores, 3·64·T floats a thread at most, are their own allocations). The activation
+// layout (GPT2Compute) and so the planner take their sizes from here.
 // With `precision` bf16 on CUDA, where this build has cuDNN's attention and cuDNN takes the head
 // (a multiple of 8 channels up to 256), library_workspace_bytes is the workspace that attention
 // takes, a slot of GPT2Compute's workspace (GemmScratch::library_workspace), so planned: its

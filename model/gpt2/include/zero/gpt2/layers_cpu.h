@@ -93,6 +93,17 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
                         const float* att, std::int64_t B, std::int64_t T, std::int64_t C,
                         std::int64_t NH, const DropoutSite& dropout);
 
+// The same attention keeping lse (B, NH, T) = log Σ_{t2 ≤ t} exp(q·k_t2/√HS) per (b, h, t) row
+// instead of the probabilities (attention_flash_cpu.cc): out as attention_forward's, in blocks of
+// query rows through gemm(); the backward recomputes the probabilities from lse. dqkv (B, T, 3C)
+// overwritten. Dropout masks as attention_forward's.
+void flash_attention_forward(float* out, float* lse, const float* qkv, std::int64_t B,
+                             std::int64_t T, std::int64_t C, std::int64_t NH,
+                             const DropoutSite& dropout);
+void flash_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* lse,
+                              std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
+                              const DropoutSite& dropout);
+
 // Attention over a KV cache (cached_attention.h), OpenMP over (query row, head): scores, their
 // softmax and the weighted sum of the values in attention_forward's order of operations.
 void cached_attention_forward(const CachedAttention& call);

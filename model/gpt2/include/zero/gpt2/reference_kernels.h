@@ -186,6 +186,31 @@ void attention_backward(Real* dqkv, Real* datt, const Real* dout, const Real* qk
       }
 }
 
+// What the log-sum-exp attention (layers_cpu.h flash_attention_forward) keeps: lse (B, NH, T) =
+// log Σ_{u <= t} exp(q(t)·k(u) / √HS) per (b, h, t), the products and sums in double.
+template <typename Real>
+void attention_logsumexp(Real* lse, const Real* qkv, std::int64_t B, std::int64_t T, std::int64_t C,
+                         std::int64_t NH) {
+  const std::int64_t HS = C / NH;
+  std::vector<double> s(static_cast<std::size_t>(T));
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < NH; ++h)
+      for (std::int64_t t = 0; t < T; ++t) {
+        double max = -INFINITY;
+        for (std::int64_t u = 0; u <= t; ++u) {
+          double dot = 0;
+          for (std::int64_t i = 0; i < HS; ++i)
+            dot += double(qkv[(b * T + t) * 3 * C + h * HS + i]) *
+                   qkv[(b * T + u) * 3 * C + C + h * HS + i];
+          s[u] = dot / std::sqrt(double(HS));
+          max = std::max(max, s[u]);
+        }
+        double sum = 0;
+        for (std::int64_t u = 0; u <= t; ++u) sum += std::exp(s[u] - max);
+        lse[(b * NH + h) * T + t] = Real(max + std::log(sum));
+      }
+}
+
 template <typename Real>
 Real gelu(Real x) {
   const Real s = std::sqrt(Real(2) / Real(3.141592653589793));
