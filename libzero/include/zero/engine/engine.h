@@ -195,10 +195,10 @@ class Engine {
   // offload_optimizer nvme: one sub-group's host slot (master and state, the memory
   // visit_shard_states holds), written to the sub-group's swap regions once its last unit is
   // filled, so a load never holds the rank's shard in host memory; a unit larger than
-  // sub_group_size, split over sub-groups, comes in pieces (ShardState::range: each piece's). kEveryElement: `fill` writes
-  // every element of every span (a checkpoint), the slot starts zeroed (its padding zero) and the
-  // regions are not read; kSomeElements: the spans start with the current values (nvme: read
-  // from the regions first). Call refresh_params() after it.
+  // sub_group_size, split over sub-groups, comes in pieces (ShardState::range: each piece's).
+  // kEveryElement: `fill` writes every element of every span (a checkpoint), the slot starts zeroed
+  // (its padding zero) and the regions are not read; kSomeElements: the spans start with the
+  // current values (nvme: read from the regions first). Call refresh_params() after it.
   enum class ShardFill { kEveryElement, kSomeElements };
   void fill_shard_states(const std::function<void(ShardState&)>& fill, ShardFill coverage);
   // Host access to one span of a ShardState (or a subspan of one), wherever `space` puts it, in
