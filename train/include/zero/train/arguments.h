@@ -166,8 +166,9 @@ struct TrainingArguments {
   // blocks all have the same length).
   std::string train_sampling_strategy = "random";
   // run_clm's data: text files split into lines keep their line breaks (False: stripped, as
-  // load_dataset("text", keep_linebreaks=False)); --dataset_name: a folder of text/json/csv files,
-  // or a dataset in the Hub cache (zero/train/dataset_folder.h), in place of the files.
+  // load_dataset("text", keep_linebreaks=False)); --dataset_name: a folder of text/json/csv files
+  // (zero/train/dataset_folder.h), the Arrow files HF datasets cached for that name
+  // (zero/train/datasets_cache.h), or a dataset in the Hub cache, in place of the files.
   bool keep_linebreaks = true;
   // The tokenized data is cached (text::load_token_stream) in the datasets cache's zero_tokens
   // folder (cache_dir, else HF_DATASETS_CACHE, HF_HOME/datasets, ...: zero/train/hub_cache.h),
