@@ -158,7 +158,7 @@ TEST_P(TrainCuda, ZeroStagesAtWorlds2And4OnOneDeviceMatchTheCpuThreadRun) {
       SCOPED_TRACE(what);
       train::TrainingArguments arguments =
           tiny_arguments(folder.path() / "corpus.txt", folder.path() / ("cpu_" + run));
-      arguments.deepspeed = write_ds_config(folder.path(), stage).string();
+      arguments.deepspeed = write_ds_config(folder.path(), stage, /*precision_auto=*/true).string();
       arguments.bf16 = bf16;
       arguments.per_device_train_batch_size = 8 / world;
       const std::vector<double> cpu = run_ranks_on(arguments, world, DeviceKind::kCpu);

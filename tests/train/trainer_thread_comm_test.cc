@@ -53,7 +53,7 @@ class TrainerThreadComm : public ::testing::TestWithParam<std::tuple<int, int, b
     const auto [stage, world, bf16] = GetParam();
     train::TrainingArguments a =
         tiny_arguments(folder_.path() / "corpus.txt", folder_.path() / out);
-    a.deepspeed = write_ds_config(folder_.path(), stage).string();
+    a.deepspeed = write_ds_config(folder_.path(), stage, /*precision_auto=*/true).string();
     a.bf16 = bf16;
     a.use_cpu = true;
     a.max_steps = 10;
