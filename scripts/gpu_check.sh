@@ -68,8 +68,9 @@ all_steps=(env tests memcheck train racecheck kernels torch)
 # The cases that must pass by name on a device: the eight `cuda` cases issue 42 found in no GPU
 # log (the default bf16 path: qkv/atty through cuDNN, cuBLASLt's bf16 bias epilogue, GELU's
 # backward inside fc's, generation on the device, the overlapped offload step), the Llama
-# family's on the device, and grouped-query attention on cuDNN without repeating k and v
-# (ZERO_CUDNN_NATIVE_GQA=1) against the default path that repeats them.
+# family's on the device, grouped-query attention on cuDNN without repeating k and v
+# (ZERO_CUDNN_NATIVE_GQA=1) against the default path that repeats them, and ZeRO-1/2/3 at worlds
+# 2 and 4 on one device through the thread communicator (issue 42 item 6) against its CPU run.
 required_cases=(
   CudnnAttentionTest.ReadsAndWritesBf16ActivationsInPlace
   CudnnAttentionTest.TheTiledKernelsTakeBf16ActivationsWidened
@@ -86,6 +87,7 @@ required_cases=(
   LlamaCuda.DecoderStepsMatchTheCpuDecoder
   CudnnAttentionTest.NativeGroupedQueryAttentionMatchesTheRepeatedPath
   GPT2ComputeCudaTest.LlamaFamilyWithNativeGroupedQueryAttentionMatchesTheCpuCompute
+  TrainCuda.ZeroStagesAtWorlds2And4OnOneDeviceMatchTheCpuThreadRun
 )
 max_bundle_bytes=$((60 * 1024 * 1024))
 

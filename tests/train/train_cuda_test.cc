@@ -5,7 +5,10 @@
 // two losses and their relative difference are printed, the largest as "measured: ..."
 // (tests/common/measured.h) beside its bound, for the GPU log. A run saved
 // at step 10 (its states read from device memory) and resumed on the device (written back into
-// it) continues the uninterrupted device run bit for bit: losses and saved model.
+// it) continues the uninterrupted device run bit for bit: losses and saved model. ZeRO-1, 2 and 3
+// at worlds 2 and 4 on one device (thread ranks over one CUDA context's streams: the thread
+// communicator, since NCCL refuses two ranks on one GPU) within the same bounds of the thread
+// communicator's CPU run at the same world.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,7 +22,9 @@
 #include "../common/measured.h"
 #include "train_test_util.h"
 #include "zero/comm/communicator.h"
+#include "zero/comm/thread_communicator.h"
 #include "zero/core/device.h"
+#include "zero/core/device_context.h"
 #include "zero/train/trainer.h"
 
 namespace zero::testing {
@@ -120,6 +125,51 @@ TEST_P(TrainCuda, ResumingFromADeviceCheckpointContinuesTheRunBitwise) {
   const bool bf16 = GetParam();
   TempFolder folder(bf16 ? "cuda_resume_bf16" : "cuda_resume_fp32");
   expect_resume_continues_bitwise(folder.path(), bf16, DeviceKind::kCuda);
+}
+
+// `arguments` trained by `world` thread ranks on `kind`, the communicator's collectives stream
+// work of a CPU context or of one CUDA context on device 0 (every rank's model on cuda:0 too);
+// rank 0's logged losses.
+std::vector<double> run_ranks_on(train::TrainingArguments arguments, int world, DeviceKind kind) {
+  arguments.use_cpu = kind == DeviceKind::kCpu;
+  std::unique_ptr<DeviceContext> context =
+      kind == DeviceKind::kCpu ? make_cpu_context() : make_cuda_context(0);
+  std::vector<double> losses;
+  run_ranks(
+      world,
+      [&](Communicator& communicator) {
+        EXPECT_EQ(communicator.buffers(), kind);
+        const train::TrainResult result = train::train(arguments, communicator, {.print = false});
+        EXPECT_EQ(result.global_step, arguments.max_steps);
+        if (communicator.rank() == 0) losses = logged_losses(result.log_history);
+      },
+      {}, context.get());
+  return losses;
+}
+
+TEST_P(TrainCuda, ZeroStagesAtWorlds2And4OnOneDeviceMatchTheCpuThreadRun) {
+  const bool bf16 = GetParam();
+  TempFolder folder(bf16 ? "cuda_worlds_bf16" : "cuda_worlds_fp32");
+  write_corpus(folder.path() / "corpus.txt", 600);
+  for (const int stage : {1, 2, 3}) {
+    for (const int world : {2, 4}) {
+      const std::string what = "stage " + std::to_string(stage) + " world " + std::to_string(world);
+      const std::string run = "s" + std::to_string(stage) + "_w" + std::to_string(world);
+      SCOPED_TRACE(what);
+      train::TrainingArguments arguments =
+          tiny_arguments(folder.path() / "corpus.txt", folder.path() / ("cpu_" + run));
+      arguments.deepspeed = write_ds_config(folder.path(), stage, /*precision_auto=*/true).string();
+      arguments.bf16 = bf16;
+      arguments.per_device_train_batch_size = 8 / world;
+      const std::vector<double> cpu = run_ranks_on(arguments, world, DeviceKind::kCpu);
+      arguments.output_dir = (folder.path() / ("cuda_" + run)).string();
+      const std::vector<double> cuda = run_ranks_on(arguments, world, DeviceKind::kCuda);
+      ASSERT_EQ(cpu.size(), 20u);
+      ASSERT_EQ(cuda.size(), cpu.size());
+      EXPECT_LT(cuda.back(), cuda.front() - 0.5) << "the loss should fall in 20 steps";
+      expect_losses_near(cpu, cuda, bf16 ? 2e-2 : 1e-4, what + " step");
+    }
+  }
 }
 
 std::vector<double> eval_losses_on(train::TrainingArguments arguments, DeviceKind kind) {

@@ -76,11 +76,18 @@ inline void write_corpus(const fs::path& file, int lines, std::uint64_t seed = 1
   }
 }
 
-// A DeepSpeed config with every trainer value "auto" at ZeRO `stage`.
-inline fs::path write_ds_config(const fs::path& folder, int stage) {
-  const fs::path path = folder / ("ds_stage" + std::to_string(stage) + ".json");
+// A DeepSpeed config with every trainer value "auto" at ZeRO `stage`. Without `precision_auto` it
+// has no "bf16"/"fp16" sections, so the run trains in fp32 whatever --bf16 says (as DeepSpeed's
+// config decides); with it, both are {"enabled": "auto"} and --bf16/--fp16 fill them.
+inline fs::path write_ds_config(const fs::path& folder, int stage, bool precision_auto = false) {
+  const fs::path path = folder / ("ds_stage" + std::to_string(stage) +
+                                  (precision_auto ? "_precision_auto" : "") + ".json");
   std::ofstream(path) << R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
-  "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+  "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",)"
+                      << (precision_auto
+                              ? R"( "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},)"
+                              : "")
+                      << R"(
   "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
                                             "weight_decay": "auto"}},
   "zero_optimization": {"stage": )"
