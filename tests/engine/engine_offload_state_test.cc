@@ -26,8 +26,8 @@ namespace {
 // written back on load) saved after 3 steps and loaded into a fresh engine continue as the
 // uninterrupted run, bitwise.
 TEST(EngineOffload, CheckpointStateResumesBitwise) {
-  for (Mode mode :
-       {Mode::kCpu, Mode::kNvme, Mode::kNvmeParams, Mode::kCpuRatio, Mode::kParamsNvme}) {
+  for (Mode mode : {Mode::kCpu, Mode::kNvme, Mode::kNvmeParams, Mode::kCpuRatio, Mode::kParamsNvme,
+                    Mode::kCpuRatioParamsNvme}) {
     EngineOptions options = parity_options(3, 1);
     options.scheduler.total_num_steps = 6;
     apply_offload(options, mode, 1300, 160);
@@ -159,6 +159,17 @@ TEST(EngineOffload, RefusesWhatItCannotRun) {
   options.offload_optimizer.nvme_path = "/x";
   options.offload_optimizer.ratio = 0.5;  // partial offload: stage 3 and cpu only
   EXPECT_NE(message_of(options).find("partial offload needs stage 3"), std::string::npos);
+  options.stage = 3;  // nvme still refused, naming the field; offload_param may join a ratio
+  EXPECT_NE(message_of(options).find("offload_optimizer.device \"cpu\" (got stage 3, device "
+                                     "\"nvme\")"),
+            std::string::npos);
+  options.offload_optimizer.device = config::OffloadDevice::kCpu;
+  options.offload_param.device = config::OffloadDevice::kNvme;
+  options.offload_param.nvme_path = "/x";
+  EXPECT_EQ(message_of(options), "");
+  options.offload_param.device = config::OffloadDevice::kNone;
+  options.offload_optimizer.device = config::OffloadDevice::kNvme;
+  options.stage = 2;
   options.offload_optimizer.ratio = 1.0;
   options.optimizer.type = config::OptimizerType::kLamb;
   EXPECT_NE(message_of(options).find("Lamb"), std::string::npos);

@@ -91,8 +91,8 @@ TEST_P(SplitStack, MatchesTheRunWithoutOffloadBitwise) {
   const auto [stage, world] = GetParam();
   const TrainResult reference = run_stack(stage, world, Mode::kNone, 1300);
   for (std::int64_t size : {256, 300, 600, 1000, 1200})
-    for (Mode mode :
-         {Mode::kCpu, Mode::kNvme, Mode::kCpuParams, Mode::kNvmeParams, Mode::kCpuRatio}) {
+    for (Mode mode : {Mode::kCpu, Mode::kNvme, Mode::kCpuParams, Mode::kNvmeParams, Mode::kCpuRatio,
+                      Mode::kCpuRatioParamsNvme}) {
       if (stage3_only(mode) && stage != 3) continue;
       expect_bitwise(run_stack(stage, world, mode, size), reference,
                      "stage " + std::to_string(stage) + " world " + std::to_string(world) +
@@ -165,15 +165,8 @@ Peaks wide_host_peaks(std::int64_t sub_group_size) {
   TinyStack model(kWide);
   model.register_units(*engine);
   engine->initialize();
-  const std::vector<UnitId>& units = model.units();
   for (int step = 0; step < 2; ++step) {
-    for (std::size_t i = 0; i + 1 < units.size(); ++i) engine->gather(units[i]).release();
-    for (std::size_t i = units.size(); i-- > 0;) {
-      GatheredUnit p = engine->gather(units[i]);
-      engine->grads(units[i]);
-      p.release();
-      engine->reduce_grads(units[i]);
-    }
+    plan_micro_step(*engine, model.units());
     engine->step();
   }
   peaks.plan = host_peak(context->ledger());

@@ -1,13 +1,15 @@
 // The CPU backend's asynchronous mode (CpuContextOptions::asynchronous: the model's kernels on the
 // compute stream, ordered by events as on CUDA) through the engine, on GPT-2:
 // - the parity matrix (stages 0-3, worlds 1, 2, 4, fp32 and bf16, offload none / optimizer cpu /
-//   optimizer nvme / optimizer + params cpu) equals host mode bit for bit, with the async
+//   optimizer nvme / optimizer + params cpu / optimizer cpu at ratio 0.5 with params nvme) equals
+//   host mode bit for bit, with the async
 //   context's streams under stress (random delays), so a missing event wait shows as a difference;
 // - the host waits a training step makes are counted and bounded, and do not grow with depth;
 // - every buffer the engine hands to its communicator is the context's device memory.
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -31,7 +33,13 @@
 namespace zero::testing {
 namespace {
 
-enum class Offload { kNone, kOptimizerCpu, kOptimizerNvme, kOptimizerAndParamsCpu };
+enum class Offload {
+  kNone,
+  kOptimizerCpu,
+  kOptimizerNvme,
+  kOptimizerAndParamsCpu,
+  kPartialAndParamsNvme
+};
 
 std::string name_of(Offload offload) {
   switch (offload) {
@@ -39,6 +47,7 @@ std::string name_of(Offload offload) {
     case Offload::kOptimizerCpu: return "optimizer cpu";
     case Offload::kOptimizerNvme: return "optimizer nvme";
     case Offload::kOptimizerAndParamsCpu: return "optimizer + params cpu";
+    case Offload::kPartialAndParamsNvme: return "optimizer cpu ratio 0.5 + params nvme";
   }
   return "?";
 }
@@ -60,6 +69,16 @@ void apply(EngineOptions& options, Offload offload) {
     options.offload_param.device = OffloadDevice::kCpu;
     options.offload_param.pin_memory = true;
   }
+  if (offload == Offload::kPartialAndParamsNvme) {  // the embeddings' sub-group on the device
+    options.offload_optimizer.ratio = 0.5;
+    options.offload_param.device = OffloadDevice::kNvme;
+    options.offload_param.nvme_path = "/async-test/params";
+    options.offload_param.max_in_cpu = 0;
+  }
+}
+
+bool stage3_only(Offload offload) {
+  return offload == Offload::kOptimizerAndParamsCpu || offload == Offload::kPartialAndParamsNvme;
 }
 
 // Stress of the asynchronous runs: ZERO_STREAM_STRESS's seed when set, else a fixed one.
@@ -144,9 +163,9 @@ class AsyncMode : public ::testing::TestWithParam<std::tuple<int, int, DType>> {
 TEST_P(AsyncMode, EqualsHostModeBitwiseUnderStreamStress) {
   const auto [stage, world, dtype] = GetParam();
   for (Offload offload : {Offload::kNone, Offload::kOptimizerCpu, Offload::kOptimizerNvme,
-                          Offload::kOptimizerAndParamsCpu}) {
+                          Offload::kOptimizerAndParamsCpu, Offload::kPartialAndParamsNvme}) {
     if (stage == 0 && offload != Offload::kNone) continue;  // offload needs ZeRO (stage >= 1)
-    if (offload == Offload::kOptimizerAndParamsCpu && stage != 3) continue;  // DeepSpeed's rule
+    if (stage3_only(offload) && stage != 3) continue;       // DeepSpeed's rule
     const std::string what = std::string(zero::name_of(dtype)) + " stage " + std::to_string(stage) +
                              " world " + std::to_string(world) + " " + name_of(offload);
     const AsyncRun host = run(stage, world, dtype, offload, false);
@@ -195,8 +214,9 @@ TEST(AsyncModeHostWaits, ArePerStepBoundedAndIndependentOfDepth) {
 // The engine's collectives (initial broadcast, gathers, reductions, the gradient norm, averages)
 // take the context's device memory only: the buffers NCCL would be handed on a GPU.
 TEST(AsyncModeCollectives, TakeOnlyTheContextsDeviceBuffers) {
-  for (int stage : {0, 1, 2, 3}) {
-    GPT2Run gpt2 = mixed_run(DType::kBFloat16, stage, 1, 2);
+  for (int stage : {0, 1, 2, 3, 4}) {  // 4: stage 3 with the partial offload and params on NVMe
+    GPT2Run gpt2 = mixed_run(DType::kBFloat16, std::min(stage, 3), 1, 2);
+    if (stage == 4) apply(gpt2.options, Offload::kPartialAndParamsNvme);
     std::mutex mutex;
     std::vector<std::string> violations;
     std::int64_t checked = 0;
@@ -205,6 +225,7 @@ TEST(AsyncModeCollectives, TakeOnlyTheContextsDeviceBuffers) {
       TrackingDeviceContext context({.stress = async_stress(), .asynchronous = true});
       CheckingCommunicator comm(thread_comm, context.device_allocator());
       std::unique_ptr<Engine> engine = make_engine(gpt2.options, comm, {.context = &context});
+      engine->set_swap_store_factory(memory_swap_store_factory());
       const int rows = gpt2.global_batch / 2;
       gpt2::EngineModel model(*engine, gpt2.config, rows, gpt2.seq_len, gpt2.seed,
                               engine->allocator());

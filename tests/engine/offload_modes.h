@@ -10,7 +10,21 @@
 namespace zero::testing {
 
 // kParamsCpu / kParamsNvme: offload_param alone (the step stays on the device).
-enum class Mode { kNone, kCpu, kCpuParams, kNvme, kNvmeParams, kCpuRatio, kParamsCpu, kParamsNvme };
+// kCpuRatioParamsCpu / kCpuRatioParamsNvme: the partial offload with offload_param (the 16B
+// placement of benchmarks/big_models.sh: the first sub-groups step on the device, every
+// parameter shard rests off it).
+enum class Mode {
+  kNone,
+  kCpu,
+  kCpuParams,
+  kNvme,
+  kNvmeParams,
+  kCpuRatio,
+  kParamsCpu,
+  kParamsNvme,
+  kCpuRatioParamsCpu,
+  kCpuRatioParamsNvme
+};
 
 inline std::string name_of(Mode mode) {
   switch (mode) {
@@ -22,6 +36,8 @@ inline std::string name_of(Mode mode) {
     case Mode::kCpuRatio: return "optimizer cpu, ratio 0.5";
     case Mode::kParamsCpu: return "params cpu";
     case Mode::kParamsNvme: return "params nvme";
+    case Mode::kCpuRatioParamsCpu: return "optimizer cpu, ratio 0.5, params cpu";
+    case Mode::kCpuRatioParamsNvme: return "optimizer cpu, ratio 0.5, params nvme";
   }
   return "?";
 }
@@ -47,6 +63,16 @@ inline void apply_offload(EngineOptions& options, Mode mode, std::int64_t sub_gr
       options.offload_optimizer.device = OffloadDevice::kCpu;
       options.offload_optimizer.ratio = 0.5;
       return;
+    case Mode::kCpuRatioParamsCpu:
+      apply_offload(options, Mode::kCpuRatio, sub_group_size, max_in_cpu);
+      apply_offload(options, Mode::kParamsCpu, sub_group_size, max_in_cpu);
+      options.offload_optimizer.pin_memory = true;
+      return;
+    case Mode::kCpuRatioParamsNvme:
+      apply_offload(options, Mode::kCpuRatio, sub_group_size, max_in_cpu);
+      apply_offload(options, Mode::kParamsNvme, sub_group_size, max_in_cpu);
+      options.offload_param.pin_memory = true;
+      return;
     case Mode::kCpu:
     case Mode::kCpuParams:
       options.offload_optimizer.device = OffloadDevice::kCpu;
@@ -69,15 +95,22 @@ inline void apply_offload(EngineOptions& options, Mode mode, std::int64_t sub_gr
   }
 }
 
+// The partial offload (offload_optimizer.ratio 0.5), with or without offload_param.
+inline bool uses_ratio(Mode mode) {
+  return mode == Mode::kCpuRatio || mode == Mode::kCpuRatioParamsCpu ||
+         mode == Mode::kCpuRatioParamsNvme;
+}
 inline bool uses_params(Mode mode) {
   return mode == Mode::kCpuParams || mode == Mode::kNvmeParams || mode == Mode::kParamsCpu ||
-         mode == Mode::kParamsNvme;
+         mode == Mode::kParamsNvme || mode == Mode::kCpuRatioParamsCpu ||
+         mode == Mode::kCpuRatioParamsNvme;
 }
 inline bool params_only(Mode mode) { return mode == Mode::kParamsCpu || mode == Mode::kParamsNvme; }
 // Modes that run at stage 3 only: parameter offload and the partial offload (DeepSpeed's rule).
-inline bool stage3_only(Mode mode) { return uses_params(mode) || mode == Mode::kCpuRatio; }
-inline constexpr Mode kModes[] = {Mode::kCpu,        Mode::kCpuParams, Mode::kNvme,
-                                  Mode::kNvmeParams, Mode::kCpuRatio,  Mode::kParamsCpu,
-                                  Mode::kParamsNvme};
+inline bool stage3_only(Mode mode) { return uses_params(mode) || uses_ratio(mode); }
+inline constexpr Mode kModes[] = {
+    Mode::kCpu,        Mode::kCpuParams,         Mode::kNvme,
+    Mode::kNvmeParams, Mode::kCpuRatio,          Mode::kParamsCpu,
+    Mode::kParamsNvme, Mode::kCpuRatioParamsCpu, Mode::kCpuRatioParamsNvme};
 
 }  // namespace zero::testing

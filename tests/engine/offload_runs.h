@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "memory_swap_store.h"
 #include "offload_modes.h"
@@ -66,6 +67,19 @@ inline TrainResult run_offloaded_stack(int stage, int world, Mode mode, std::int
     }
   });
   return result;
+}
+
+// A planned micro-step of `units` (a planning context: nothing computed): each unit but the last
+// gathered for the forward, then from the last back each gathered, its gradients taken and
+// reduced, as TinyStack::micro_step calls the engine.
+inline void plan_micro_step(Engine& engine, const std::vector<UnitId>& units) {
+  for (std::size_t i = 0; i + 1 < units.size(); ++i) engine.gather(units[i]).release();
+  for (std::size_t i = units.size(); i-- > 0;) {
+    GatheredUnit p = engine.gather(units[i]);
+    engine.grads(units[i]);
+    p.release();
+    engine.reduce_grads(units[i]);
+  }
 }
 
 }  // namespace zero::testing

@@ -234,8 +234,9 @@ void Engine::Impl::initialize_values() {
   // one swapped parameter shard, written once converted.
   SwapSlot group_slot = offload.make_swap_slot();
   AlignedHostBuffer param_io = make_param_io_buffer(ctx, policy, storage);
-  // offload_param without offload_optimizer: the shard is converted on the device and copied out.
-  const Buffer param_staging = make_param_device_staging();
+  // offload_param where the step runs on the device (without offload_optimizer, or partial
+  // offload's device sub-groups): the shard is converted on the device and copied out.
+  const Buffer param_staging = offload.make_param_device_staging();
   if (planning) {  // the plan records the staging buffers (and the broadcasts), computes nothing
     if (!skip_collectives && world > 1)
       for (const EngineUnit& unit : units)
@@ -292,8 +293,8 @@ void Engine::Impl::initialize_values() {
       compute_after_comm();
       synchronize_compute("initialising unit '" + unit.name + "'");
       if (host_master) offload.initialize_unit(u, master, group_slot, param_io);
-      if (policy.offload_params() && !policy.host_step)
-        store_param_shard(u, full + own, param_staging, param_io);
+      if (policy.offload_params() && !host_master)
+        offload.store_param_shard(u, full + own, param_staging, param_io);
     }
     // The staging (and workspace) buffer is reused by the next unit.
     compute_after_comm();

@@ -120,7 +120,7 @@ class Engine::Impl {
   // then stages 1-2's all-gather or stage 3's persistent units.
   void refresh_compute_params();
 
-  // engine_offload.cc: the step's squared norms with offload, and offload_param's shards.
+  // engine_offload.cc: the step's squared norms with offload and the host step's launch.
   // The global squared norm's per-unit parts with offload_optimizer: waits for the reductions and
   // their unpacking, then partial offload's device units on the compute stream and the host
   // partition's (offload).
@@ -130,13 +130,6 @@ class Engine::Impl {
   // forward runs (HostOffload::step_async; overlaps_step()), else here.
   void host_step(const OptimizerStep& args);
   bool overlaps_step() const;
-  // offload_param without offload_optimizer: unit u's shard from fp32 device values `source`,
-  // converted into `device_staging` (a device buffer of the largest shard in the compute dtype)
-  // on the compute stream and copied to the host shard (or written to its swap region through
-  // `param_io`, waiting for the compute stream).
-  void store_param_shard(UnitId u, const float* source, const Buffer& device_staging,
-                         AlignedHostBuffer& param_io);
-  Buffer make_param_device_staging();  // empty unless offload_param without offload_optimizer
 
   // Runs a blocking communicator wait, adding `what` (e.g. the unit) to any error.
   void synchronize(const std::string& what);

@@ -1,6 +1,5 @@
 // ZeRO-Offload and ZeRO-Infinity in the engine, around the host side of offload (host_offload.h):
-// the step's squared norms, the host step's launch, and stage 3 parameter shards (offload_param
-// without offload_optimizer) stored out after a device step.
+// the step's squared norms and the host step's launch.
 //
 // Streams: every hand-over is an event, so the engine never asks which backend it runs on.
 #include <algorithm>
@@ -58,31 +57,6 @@ void Engine::Impl::host_step(const OptimizerStep& args) {
   } catch (const Error& error) {  // e.g. a swap store's I/O error, naming its file
     offload.throw_step_error(error, training.global_steps);
   }
-}
-
-Buffer Engine::Impl::make_param_device_staging() {
-  if (!policy.offload_params() || policy.host_step) return Buffer();
-  std::size_t largest = 0;
-  for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
-    largest = std::max(largest, storage.unit(u).shard);
-  return ctx.allocator(MemorySpace::kDevice)
-      .allocate(largest * size_of(policy.compute), MemoryCategory::kWorkspace);
-}
-
-void Engine::Impl::store_param_shard(UnitId u, const float* source, const Buffer& device_staging,
-                                     AlignedHostBuffer& param_io) {
-  if (planning) return;
-  const StateStorage::Placement& at = storage.unit(u);
-  Stream& compute = ctx.compute_stream();
-  const std::size_t bytes = at.shard * size_of(policy.compute);
-  ctx.convert(compute, source, DType::kFloat32, device_staging.data(), policy.compute, at.shard);
-  if (at.param_region < 0) {
-    ctx.copy(compute, device_staging.data(), storage.owned_compute_params(u), bytes);
-    return;
-  }
-  ctx.copy(compute, device_staging.data(), param_io.data, bytes);
-  synchronize_compute("copying unit '" + units[u].name + "' out to its swap region");
-  storage.param_store()->wait(storage.param_store()->write(at.param_region, param_io.data));
 }
 
 }  // namespace zero

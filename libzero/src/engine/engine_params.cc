@@ -18,14 +18,11 @@ void Engine::Impl::end_micro_step() {
 void Engine::Impl::params_from_master() {
   if (!policy.master_weights) return;
   if (policy.offload_params()) {  // offload_param without offload_optimizer: copied out
-    const Buffer staging = make_param_device_staging();
+    const Buffer staging = offload.make_param_device_staging();
     AlignedHostBuffer param_io = make_param_io_buffer(ctx, policy, storage);
     for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
-      store_param_shard(u, storage.owned_params(u), staging, param_io);
-    if (!planning) {  // the next copies into gathered buffers read the shards after this
-      ctx.copy_stream().wait(ctx.compute_stream().record());
-      synchronize_compute("copying the updated parameter shard out");  // the staging buffers
-    }
+      offload.store_param_shard(u, storage.owned_params(u), staging, param_io);
+    offload.after_param_shards_stored();
     return;
   }
   if (planning) return;

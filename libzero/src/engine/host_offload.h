@@ -228,6 +228,22 @@ class HostOffload final : public HostGradientReceiver, public ParamShardSource {
   // beside the step's buffers as the next forward's gather may hold one (none needed when the
   // prefetch window's bound is held already, or no shard is swapped).
   Buffer plan_reads_beside_step();
+  // offload_param where a unit's step runs on the device (steps_on_device(u): without
+  // offload_optimizer, or partial offload's device sub-groups): unit u's shard from fp32 device
+  // values `source`, converted into `device_staging` (make_param_device_staging()) on the compute
+  // stream and copied to the host shard, or written to its swap region through `param_io` (a
+  // make_param_io_buffer), waiting for the compute stream. Nothing in a plan.
+  void store_param_shard(UnitId u, const float* source, const Buffer& device_staging,
+                         AlignedHostBuffer& param_io);
+  // After store_param_shard()s: the copy stream (the next gathers' copies) ordered after them, and
+  // the compute stream waited for, so their staging buffer may go. Nothing in a plan.
+  void after_param_shards_stored();
+  // The device buffer store_param_shard() converts in: the largest shard of a unit that steps on
+  // the device, in the compute dtype (workspace); empty without offload_param or such a unit.
+  Buffer make_param_device_staging() const;
+  // Whether unit u's optimizer step runs on the device: no offload_optimizer, or one of partial
+  // offload's device sub-groups.
+  bool steps_on_device(UnitId u) const;
 
  private:
   // ---- gradients ----
@@ -269,10 +285,12 @@ class HostOffload final : public HostGradientReceiver, public ParamShardSource {
   // A swap slot for sub-groups of up to `elements` owned elements laid out in `memory`
   // (swap_slot_bytes(elements) bytes).
   SwapSlot slot_in(AlignedHostBuffer memory, std::size_t elements) const;
-  // Partial offload: the device sub-groups' step on the compute stream (not waited for), and
-  // their compute parameters from the master.
+  // Partial offload: the device sub-groups' step on the compute stream (not waited for).
   void device_groups_step(const OptimizerStep& args);
-  void device_groups_params_from_master();
+  // Partial offload: the device sub-groups' compute parameters from their master, converted on
+  // the compute stream into the device shard, or with offload_param stored out through
+  // `device_staging` and `param_io` (store_param_shard(), then after_param_shards_stored()).
+  void device_groups_params_from_master(const Buffer& device_staging, AlignedHostBuffer& param_io);
   // nvme: a slot is free once its writes are done and the copies reading its master have run;
   // read_group frees it, then starts the reads of sub-group g's master, state and gradients.
   void free_slot(SwapSlot& slot) const;

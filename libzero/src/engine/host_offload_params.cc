@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "host_offload.h"
+#include "waits.h"
 #include "zero/core/error.h"
 
 namespace zero {
@@ -89,6 +90,49 @@ Buffer HostOffload::plan_reads_beside_step() {
   return std::move(allocate_aligned(setup_.context.allocator(setup_.policy.param_cache_space),
                                     largest, alignment, MemoryCategory::kWorkspace)
                        .buffer);
+}
+
+bool HostOffload::steps_on_device(UnitId u) const {
+  return !setup_.policy.host_step || setup_.storage.on_device(u);
+}
+
+Buffer HostOffload::make_param_device_staging() const {
+  const StateStorage& storage = setup_.storage;
+  if (!setup_.policy.offload_params()) return Buffer();
+  std::size_t largest = 0;
+  for (UnitId u = 0; u < static_cast<UnitId>(storage.num_units()); ++u)
+    if (steps_on_device(u)) largest = std::max(largest, storage.unit(u).shard);
+  if (largest == 0) return Buffer();
+  return setup_.context.allocator(MemorySpace::kDevice)
+      .allocate(largest * size_of(setup_.policy.compute), MemoryCategory::kWorkspace);
+}
+
+void HostOffload::store_param_shard(UnitId u, const float* source, const Buffer& device_staging,
+                                    AlignedHostBuffer& param_io) {
+  if (planning_) return;
+  DeviceContext& ctx = setup_.context;
+  const StatePolicy& policy = setup_.policy;
+  const StateStorage& storage = setup_.storage;
+  const StateStorage::Placement& at = storage.unit(u);
+  Stream& compute = ctx.compute_stream();
+  const std::size_t bytes = at.shard * size_of(policy.compute);
+  ctx.convert(compute, source, DType::kFloat32, device_staging.data(), policy.compute, at.shard);
+  if (at.param_region < 0) {
+    ctx.copy(compute, device_staging.data(), storage.owned_compute_params(u), bytes);
+    return;
+  }
+  ctx.copy(compute, device_staging.data(), param_io.data, bytes);
+  synchronize_naming(compute, setup_.communicator, setup_.options.stage,
+                     "copying unit '" + storage.unit_name(u) + "' out to its swap region");
+  storage.param_store()->wait(storage.param_store()->write(at.param_region, param_io.data));
+}
+
+void HostOffload::after_param_shards_stored() {
+  if (planning_) return;
+  Stream& compute = setup_.context.compute_stream();
+  setup_.context.copy_stream().wait(compute.record());
+  synchronize_naming(compute, setup_.communicator, setup_.options.stage,
+                     "copying the updated parameter shard out");  // the staging buffers
 }
 
 namespace {

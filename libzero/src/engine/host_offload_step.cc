@@ -157,17 +157,21 @@ void HostOffload::device_groups_step(const OptimizerStep& args) {
                                          static_cast<const float*>(storage.owned_grads(u)),
                                          storage.owned_state(u)));
   setup_.optimizer.step_on(ctx, ctx.compute_stream(), chunks, args);
-  device_groups_params_from_master();
 }
 
-void HostOffload::device_groups_params_from_master() {
+void HostOffload::device_groups_params_from_master(const Buffer& device_staging,
+                                                   AlignedHostBuffer& param_io) {
   DeviceContext& ctx = setup_.context;
   const StatePolicy& policy = setup_.policy;
   const StateStorage& storage = setup_.storage;
   if (storage.owned_split() == 0 || planning_) return;
   for (UnitId u = 0; u < static_cast<UnitId>(storage.num_units()) && storage.on_device(u); ++u)
-    ctx.convert(ctx.compute_stream(), storage.owned_params(u), DType::kFloat32,
-                storage.owned_compute_params(u), policy.compute, storage.unit(u).owned_count);
+    if (policy.offload_params())
+      store_param_shard(u, storage.owned_params(u), device_staging, param_io);
+    else
+      ctx.convert(ctx.compute_stream(), storage.owned_params(u), DType::kFloat32,
+                  storage.owned_compute_params(u), policy.compute, storage.unit(u).owned_count);
+  if (policy.offload_params()) after_param_shards_stored();
 }
 
 struct HostOffload::StepWork {
@@ -180,6 +184,9 @@ struct HostOffload::StepWork {
   Event staging_copied[2];
   int next_staging = 0;
   ParamAssembly params;  // offload_param nvme: shards on their way to their regions
+  // Partial offload with offload_param: the device sub-groups' shards converted on the device on
+  // their way out (store_param_shard).
+  Buffer device_staging;
   // The host sub-groups in the order they are stepped: those whose gradients the step took from
   // the backward's windows first.
   std::vector<std::size_t> order;
@@ -282,6 +289,7 @@ HostOffload::StepWork HostOffload::begin_step() {
       buffer = allocate_aligned(ctx.allocator(policy.staging_space),
                                 largest * size_of(policy.compute), 64, MemoryCategory::kWorkspace);
   work.params = make_param_assembly(work.order);
+  work.device_staging = make_param_device_staging();
   work.held.assign(groups.size(), 0);
   work.scale.assign(groups.size(), 1.0f);
   if (policy.swap_grads())
@@ -298,10 +306,15 @@ void HostOffload::step(const OptimizerStep& args) {
   StepWork work = begin_step();
   params_refreshed_ = true;
   if (planning_) return;
-  // Partial offload: the device sub-groups step on the compute stream meanwhile.
+  // Partial offload: the device sub-groups step on the compute stream meanwhile. Their
+  // parameters on the device are converted behind their step; offload_param's are stored out
+  // after the host sub-groups, as storing waits for the compute stream (the device step).
   device_groups_step(args);
+  const bool device_params = !setup_.policy.offload_params();
+  if (device_params) device_groups_params_from_master(work.device_staging, work.params.io);
   try {
     for (std::size_t i = 0; i < work.order.size(); ++i) step_group(work, i, args);
+    if (!device_params) device_groups_params_from_master(work.device_staging, work.params.io);
   } catch (...) {
     drain_failed_step();
     throw;
@@ -558,8 +571,9 @@ void HostOffload::params_from_master() {
   if (device_params && policy.compute != DType::kFloat32)
     stage = allocate_aligned(ctx.allocator(policy.staging_space), largest * size_of(policy.compute),
                              64, MemoryCategory::kWorkspace);
+  const Buffer device_staging = make_param_device_staging();
   if (planning_) return;
-  device_groups_params_from_master();
+  device_groups_params_from_master(device_staging, params.io);
   Stream& copy = ctx.copy_stream();
   for (std::size_t g = storage.device_groups(); g < groups.size(); ++g) {
     const SubGroup& group = groups[g];

@@ -45,12 +45,14 @@ void validate(const EngineOptions& options) {
     ZERO_CHECK(offload_optimizer.ratio > 0.0 && offload_optimizer.ratio <= 1.0,
                "zero_optimization.offload_optimizer.ratio must be in (0, 1], got ",
                offload_optimizer.ratio);
+    // offload_param (cpu or nvme) may join it: the parameter shards rest off the device whichever
+    // sub-group steps where.
     ZERO_CHECK(offload_optimizer.ratio == 1.0 ||
-                   (options.stage == 3 && offload_optimizer.device == OffloadDevice::kCpu &&
-                    offload_param.device == OffloadDevice::kNone),
+                   (options.stage == 3 && offload_optimizer.device == OffloadDevice::kCpu),
                "zero_optimization.offload_optimizer.ratio ", offload_optimizer.ratio,
-               ": partial offload needs stage 3 (as DeepSpeed), device \"cpu\" and no "
-               "offload_param");
+               ": partial offload needs stage 3 (as DeepSpeed) and offload_optimizer.device "
+               "\"cpu\" (got stage ",
+               options.stage, ", device \"", config::name_of(offload_optimizer.device), "\")");
     ZERO_CHECK(options.optimizer.type != config::OptimizerType::kLamb,
                "zero_optimization.offload_optimizer with optimizer \"Lamb\": the host "
                "optimizer steps one sub-group at a time and Lamb's trust ratios need whole "
