@@ -22,7 +22,10 @@
 #                     DeepSpeed with the same ratio
 #         16b         benchmarks/configs/llama-16b (16,187,909,120 parameters: Llama-2-13B's
 #                     layer with 50 layers), ZeRO-3 with the bf16 parameters on NVMe and the
-#                     optimizer's states split between device and host (ratio RATIO_16B, 0.6)
+#                     optimizer's states split between device and pinned host memory (ratio
+#                     RATIO_16B, 0.5, over sub-groups of one layer each, sub_group_size
+#                     320,000,000: 25 layers' states on the device, the plan's choice for
+#                     139 GiB + 128 GiB; at SCALE=tiny 4,200,000, the embedding alone)
 #       Every run: bf16, AdamW with fp32 masters (lr 3e-4, 2 warmup steps, weight decay 0.1,
 #       clipping 1), T 4096, micro-batch 1, 8 micro-batches a step (32,768 tokens). First the plan
 #       (`zero estimate` with --gpu_memory 139GiB --cpu_memory 128GiB, the run's ds_config):
@@ -97,7 +100,15 @@ shape_of() {
     13b) config=$root/configs/models/Llama-2-13b-hf
         zero_section='{"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true, "ratio": 0.5}}' ;;
     16b) config=$root/benchmarks/configs/llama-16b sides=zero
-        zero_section='{"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true, "ratio": '"${RATIO_16B:-0.6}"'}, "offload_param": {"device": "nvme", "nvme_path": "'"$nvme"'", "pin_memory": true}}' ;;
+        # One layer (317,191,680 parameters) per sub-group, so the ratio moves the split a layer
+        # (4.7 GiB of states) at a time: with the default 1e9 (three layers, 14.2 GiB) the split
+        # misses the window where device and host both fit. max_in_cpu: DeepSpeed's default 1e9
+        # elements (the embedding and two layers' shards cached in pinned memory, the rest on
+        # NVMe). At SCALE=tiny the embedding (4.1M) is a sub-group of its own, the one the ratio
+        # keeps on the device, and the only shard cached (the layers' are swapped).
+        local sub_group=320000000 in_cpu=1000000000
+        [[ ${SCALE:-} == tiny ]] && sub_group=4200000 in_cpu=4200000
+        zero_section='{"stage": 3, "sub_group_size": '"$sub_group"', "offload_optimizer": {"device": "cpu", "pin_memory": true, "ratio": '"${RATIO_16B:-0.5}"'}, "offload_param": {"device": "nvme", "nvme_path": "'"$nvme"'", "pin_memory": true, "max_in_cpu": '"$in_cpu"'}}' ;;
     *) die "run: unknown run '$name' (runs: ${all_runs[*]})" ;;
   esac
   [[ -z ${SIDES:-} || $SIDES == both ]] || sides=$([[ $sides == zero && $SIDES == deepspeed ]] && echo none || echo "$SIDES")
