@@ -83,6 +83,14 @@ void print_plan(const train::Estimate& estimate) {
                                        : (" of " + gib_text(hardware.cpu_memory) + ": " +
                                           (fit.host_fits ? "fits" : "DOES NOT FIT"))
                                              .c_str());
+  if (fit.node_nvme_bytes > 0)
+    std::printf("nvme (each node, %d rank(s)): %.3f GiB%s\n", gpus_per_node,
+                gib(fit.node_nvme_bytes),
+                hardware.nvme_memory <= 0
+                    ? " (--nvme_memory not given and no nvme_path here: not checked)"
+                    : (" of " + gib_text(hardware.nvme_memory) + " (" + estimate.nvme_source +
+                       "): " + (fit.nvme_fits ? "fits" : "DOES NOT FIT"))
+                          .c_str());
   if (estimate.max_batch >= 0)
     std::printf("largest micro-batch that fits: %lld (of %lld tokens)\n",
                 static_cast<long long>(estimate.max_batch), static_cast<long long>(setup.seq_len));
@@ -106,13 +114,13 @@ void print_plan(const train::Estimate& estimate) {
 // The ranked configurations and, with --deepspeed_compat, DeepSpeed's tables.
 void print_configurations(const train::Estimate& estimate, const train::EstimateArguments& e) {
   std::printf("\nconfigurations, fastest first (%s):\n", train::kRankingRule);
-  std::printf("  %-5s %-8s %-13s %12s %16s %6s %s\n", "stage", "offload", "checkpointing",
-              "GPU GiB", "host GiB / node", "fits", "largest micro-batch");
+  std::printf("  %-5s %-8s %-13s %12s %16s %16s %6s %s\n", "stage", "offload", "checkpointing",
+              "GPU GiB", "host GiB / node", "NVMe GiB / node", "fits", "largest micro-batch");
   for (const train::Candidate& c : estimate.ranked)
     std::printf(
-        "  %-5d %-8s %-13s %12.3f %16.3f %6s %s\n", c.stage, c.offload.c_str(),
+        "  %-5d %-8s %-13s %12.3f %16.3f %16.3f %6s %s\n", c.stage, c.offload.c_str(),
         c.gradient_checkpointing ? "yes" : "no", gib(c.fit.gpu_bytes), gib(c.fit.node_host_bytes),
-        c.fit.fits() ? "yes" : "no",
+        gib(c.fit.node_nvme_bytes), c.fit.fits() ? "yes" : "no",
         c.max_batch_size < 0 ? "n/a (no activations)" : std::to_string(c.max_batch_size).c_str());
   if (!e.deepspeed_compat) return;
   const auto params = static_cast<double>(estimate.total_params);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "zero/core/launch.h"
@@ -119,6 +120,7 @@ Hardware hardware_of(const EstimateArguments& e) {
   hardware.nodes = e.num_nodes;
   hardware.gpu_memory = parse_size("gpu_memory", e.gpu_memory);
   hardware.cpu_memory = parse_size("cpu_memory", e.cpu_memory);
+  if (e.nvme_memory != "auto") hardware.nvme_memory = parse_size("nvme_memory", e.nvme_memory);
   hardware.allowance.cuda_context = static_cast<std::int64_t>(e.cuda_context_mib * 1048576.0);
   hardware.allowance.cublas_workspace =
       static_cast<std::int64_t>(e.cublas_workspace_mib * 1048576.0);
@@ -197,7 +199,7 @@ const char* const kRankingRule =
 Estimate estimate_run(TrainingArguments& a, const EstimateArguments& e,
                       std::vector<std::string>& notes) {
   check_flags(a, e);
-  const Hardware hardware = hardware_of(e);
+  Hardware hardware = hardware_of(e);
   for (const std::string& line : resolve_hub_names(a, process_environment()))
     notes.push_back("from the Hugging Face cache: " + line);
   // The run's configuration, resolved as `zero train` resolves it (zero/train/run_config.h).
@@ -206,18 +208,42 @@ Estimate estimate_run(TrainingArguments& a, const EstimateArguments& e,
   for (const std::string& line : run.from_file)
     notes.push_back("from the DeepSpeed config: " + line);
   a = run.arguments;
-  return estimate_of(run, e, hardware);
+  // --nvme_memory auto: the disk under the config's NVMe folder, where this machine has it.
+  std::string nvme_source = hardware.nvme_memory > 0 ? "--nvme_memory" : "";
+  const EngineOptions& options = run.engine.options;
+  using config::OffloadDevice;
+  const std::string& nvme_path = options.offload_param.device == OffloadDevice::kNvme
+                                     ? options.offload_param.nvme_path
+                                 : options.offload_optimizer.device == OffloadDevice::kNvme
+                                     ? options.offload_optimizer.nvme_path
+                                     : std::string();
+  if (e.nvme_memory == "auto" && !nvme_path.empty())
+    if (const std::optional<std::int64_t> free = free_bytes_under(nvme_path)) {
+      hardware.nvme_memory = *free;
+      nvme_source = "free under " + nvme_path;
+    }
+  Estimate estimate = estimate_of(run, e, hardware);
+  estimate.nvme_source = nvme_source;
+  return estimate;
 }
 
 std::string Estimate::fits_budget() const {
   char text[160];
   std::snprintf(text, sizeof(text), "%.2f GiB per GPU (--gpu_memory); ",
                 static_cast<double>(hardware.gpu_memory) / (1ll << 30));
-  if (!node_checked) return text + std::string("node memory not checked (--cpu_memory not given)");
+  std::string nvme_text;
+  if (hardware.nvme_memory > 0) {
+    char nvme[64];
+    std::snprintf(nvme, sizeof(nvme), "; %.2f GiB of NVMe per node (",
+                  static_cast<double>(hardware.nvme_memory) / (1ll << 30));
+    nvme_text = nvme + nvme_source + ")";
+  }
+  if (!node_checked)
+    return text + std::string("node memory not checked (--cpu_memory not given)") + nvme_text;
   char node_text[96];
   std::snprintf(node_text, sizeof(node_text), "%.2f GiB per node (--cpu_memory)",
                 static_cast<double>(hardware.cpu_memory) / (1ll << 30));
-  return text + std::string(node_text);
+  return text + std::string(node_text) + nvme_text;
 }
 
 std::string Estimate::node_message() const {
@@ -250,6 +276,7 @@ std::string estimate_json(const Estimate& estimate, const EstimateArguments& e) 
                      {"num_nodes", e.num_nodes},
                      {"gpu_memory", hardware.gpu_memory},
                      {"cpu_memory", hardware.cpu_memory},
+                     {"nvme_memory", hardware.nvme_memory},
                      {"allowance",
                       {{"cuda_context", hardware.allowance.cuda_context},
                        {"cublas_workspace", hardware.allowance.cublas_workspace},
@@ -263,6 +290,10 @@ std::string estimate_json(const Estimate& estimate, const EstimateArguments& e) 
   out["gpu_rank"] = {
       {"spaces", peaks_json(plan.peaks)}, {"total_bytes", fit.gpu_bytes}, {"fits", fit.gpu_fits}};
   out["host_per_node"] = {{"bytes", fit.node_host_bytes}, {"fits", fit.host_fits}};
+  out["nvme_per_node"] = {{"bytes", fit.node_nvme_bytes},
+                          {"fits", fit.nvme_fits},
+                          {"checked", hardware.nvme_memory > 0},
+                          {"budget_from", estimate.nvme_source}};
   out["model_states_formula_bytes"] = plan.model_states.total();
   json phases = json::object();
   for (std::size_t p = 0; p < kNumPhases; ++p) {
@@ -296,6 +327,7 @@ std::string estimate_json(const Estimate& estimate, const EstimateArguments& e) 
                           {"gradient_checkpointing", c.gradient_checkpointing},
                           {"gpu_bytes", c.fit.gpu_bytes},
                           {"host_bytes_per_node", c.fit.node_host_bytes},
+                          {"nvme_bytes_per_node", c.fit.node_nvme_bytes},
                           {"fits", c.fit.fits()},
                           {"largest_micro_batch", c.max_batch_size}});
   out["configurations"] = candidates;

@@ -255,6 +255,10 @@ const Flag kFlags[] = {
      .help = "per node, as --gpu_memory; 0: the table's host column is not checked and the "
              "whole run's phases are checked against this node (MemTotal or its memory cgroup's "
              "limit)"},
+    {.name = "nvme_memory", .field = &E::nvme_memory, .commands = kEstimate, .show_default = true,
+     .help = "per node, as --gpu_memory: the disk the NVMe swap (offload nvme) must fit in; "
+             "auto: the free space under the config's nvme_path where it exists (else not "
+             "checked); 0: not checked"},
     {.name = "zero_stage", .type = kInt, .field = &E::zero_stage, .commands = kEstimate,
      .help = "without --deepspeed: the ZeRO stage (default 0)"},
     {.name = "offload_optimizer", .field = &E::offload_optimizer, .commands = kEstimate,

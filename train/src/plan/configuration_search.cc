@@ -18,8 +18,10 @@ Fit fit_of(const RankPlan& plan, const Hardware& hardware) {
       hardware.gpus_per_node * (plan.peaks.reserved_peak(MemorySpace::kHost) +
                                 plan.peaks.reserved_peak(MemorySpace::kHostPinned)) +
       std::max(hardware.gpus_per_node * plan.load_host_bytes, plan.save_host_bytes);
+  fit.node_nvme_bytes = hardware.gpus_per_node * plan.peaks.reserved_peak(MemorySpace::kNvme);
   fit.gpu_fits = fit.gpu_bytes <= hardware.gpu_memory;
   fit.host_fits = hardware.cpu_memory <= 0 || fit.node_host_bytes <= hardware.cpu_memory;
+  fit.nvme_fits = hardware.nvme_memory <= 0 || fit.node_nvme_bytes <= hardware.nvme_memory;
   return fit;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "zero/core/error.h"
@@ -299,16 +300,21 @@ std::vector<NvmeNeed> nvme_needs(const RankPlan& plan, const EngineOptions& opti
   return needs;
 }
 
+std::optional<std::int64_t> free_bytes_under(const std::string& path) {
+  struct statvfs info {};
+  if (::statvfs(path.c_str(), &info) != 0) {
+    if (errno == ENOENT) return std::nullopt;
+    ZERO_THROW("nvme_path ", path, ": cannot read its free space (statvfs: ", std::strerror(errno),
+               ")");
+  }
+  return static_cast<std::int64_t>(info.f_bavail) * static_cast<std::int64_t>(info.f_frsize);
+}
+
 void check_nvme_free_space(const std::vector<NvmeNeed>& needs) {
   for (const NvmeNeed& need : needs) {
-    struct statvfs info {};
-    if (::statvfs(need.path.c_str(), &info) != 0) {
-      if (errno == ENOENT) continue;  // the swap store names a missing folder
-      ZERO_THROW("nvme_path ", need.path,
-                 ": cannot read its free space (statvfs: ", std::strerror(errno), ")");
-    }
-    const auto free_bytes =
-        static_cast<std::int64_t>(info.f_bavail) * static_cast<std::int64_t>(info.f_frsize);
+    const std::optional<std::int64_t> free = free_bytes_under(need.path);
+    if (!free) continue;  // the swap store names a missing folder
+    const std::int64_t free_bytes = *free;
     ZERO_CHECK(need.bytes <= free_bytes, "nvme_path ", need.path, ": the plan swaps ", need.bytes,
                " bytes (", size_text(need.bytes), ") there, the filesystem has ", free_bytes,
                " bytes (", size_text(free_bytes), ") free");
@@ -352,12 +358,15 @@ std::string check_against_this_node(const PlanSetup& setup, RankPlan& plan, int 
     }
   }
   for (const NvmeNeed& need : nvme_needs(plan, setup.engine, ranks_per_node)) {
-    struct statvfs info {};
     std::string free_text = "not found here";
-    if (::statvfs(need.path.c_str(), &info) == 0)
-      free_text = size_text(static_cast<std::int64_t>(info.f_bavail) *
-                            static_cast<std::int64_t>(info.f_frsize)) +
-                  " free";
+    std::optional<std::int64_t> free;
+    try {
+      free = free_bytes_under(need.path);
+    } catch (const Error& error) {
+      free_text = error.what();
+    }
+    if (free)
+      free_text = size_text(*free) + " free: " + (need.bytes <= *free ? "fits" : "DOES NOT FIT");
     out +=
         "  nvme_path " + need.path + ": " + size_text(need.bytes) + " swapped, " + free_text + "\n";
   }

@@ -23,7 +23,10 @@ struct EstimateArguments {
   int num_nodes = 1;
   std::string gpu_memory = "80GiB";  // per GPU, a size ("80", "80GiB", "85.9GB", ...)
   std::string cpu_memory = "0";      // per node; 0: not checked
-  int zero_stage = -1;               // -1: not given (stage 0 without --deepspeed)
+  // Per node, the disk the nvme_paths share; "auto": the free space under the config's nvme_path
+  // (offload_param's, else offload_optimizer's) when it exists, else not checked; 0: not checked.
+  std::string nvme_memory = "auto";
+  int zero_stage = -1;  // -1: not given (stage 0 without --deepspeed)
   std::string offload_optimizer = "none";
   std::string offload_param = "none";
   double cuda_context_mib = static_cast<double>(GpuAllowance{}.cuda_context >> 20);

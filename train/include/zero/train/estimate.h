@@ -34,12 +34,15 @@ struct Estimate {
   bool node_checked = false;
   NodeFit node_fit;
   FitProposal proposal;
+  // Where hardware.nvme_memory came from: "--nvme_memory", "free under PATH" (--nvme_memory auto
+  // and the config's nvme_path exists here), or empty: not checked.
+  std::string nvme_source;
 
   // The one answer to "does it fit": each GPU, the node's host bytes and every phase on the
   // node, against the budgets fits_budget() names.
   bool fits() const { return fit.fits() && (!node_checked || node_fit.fits); }
   // "80.00 GiB per GPU (--gpu_memory); node memory not checked (--cpu_memory not given)", or with
-  // the node's memory.
+  // the node's memory; then the node's NVMe budget where it is checked.
   std::string fits_budget() const;
   // The node's verdict: NodeFit::message(), or why it was not checked and the largest phase.
   std::string node_message() const;

@@ -279,6 +279,9 @@ std::vector<NvmeNeed> nvme_needs(const RankPlan& plan, const EngineOptions& opti
 // path, the bytes needed and the bytes free. A path that does not exist is left to the swap
 // store's own check (which names it).
 void check_nvme_free_space(const std::vector<NvmeNeed>& needs);
+// The bytes free for this user under `path` (statvfs); nullopt where it does not exist; throws
+// zero::Error naming the path for another failure.
+std::optional<std::int64_t> free_bytes_under(const std::string& path);
 
 // `zero train --dry_run`'s and `zero estimate`'s check of rank 0's `plan` against this node
 // (`ranks_per_node` ranks here; <= 0: the launcher's local world size, else `world_size`): the
@@ -296,6 +299,7 @@ struct Hardware {
   int nodes = 1;
   std::int64_t gpu_memory = 80ll << 30;  // per GPU
   std::int64_t cpu_memory = 0;           // per node; 0: not checked
+  std::int64_t nvme_memory = 0;          // per node: the disk the nvme_paths share; 0: not checked
   GpuAllowance allowance;
   int world_size() const { return gpus_per_node * nodes; }
 };
@@ -303,13 +307,16 @@ struct Hardware {
 // Whether a plan fits: the GPU rank's device bytes reserved at peak plus the allowance against
 // gpu_memory, the node's host bytes (gpus_per_node ranks' host + host_pinned reserved peaks, plus
 // the larger of every rank's load_host_bytes and rank 0's save_host_bytes, counted as if at once)
-// against cpu_memory.
+// against cpu_memory, the node's NVMe swap (gpus_per_node ranks' reserved nvme peaks) against
+// nvme_memory.
 struct Fit {
   std::int64_t gpu_bytes = 0;
   std::int64_t node_host_bytes = 0;
+  std::int64_t node_nvme_bytes = 0;
   bool gpu_fits = false;
   bool host_fits = false;
-  bool fits() const { return gpu_fits && host_fits; }
+  bool nvme_fits = false;
+  bool fits() const { return gpu_fits && host_fits && nvme_fits; }
 };
 Fit fit_of(const RankPlan& plan, const Hardware& hardware);
 
