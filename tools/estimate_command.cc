@@ -114,11 +114,11 @@ void print_plan(const train::Estimate& estimate) {
 // The ranked configurations and, with --deepspeed_compat, DeepSpeed's tables.
 void print_configurations(const train::Estimate& estimate, const train::EstimateArguments& e) {
   std::printf("\nconfigurations, fastest first (%s):\n", train::kRankingRule);
-  std::printf("  %-5s %-8s %-13s %12s %16s %16s %6s %s\n", "stage", "offload", "checkpointing",
+  std::printf("  %-5s %-12s %-13s %12s %16s %16s %6s %s\n", "stage", "offload", "checkpointing",
               "GPU GiB", "host GiB / node", "NVMe GiB / node", "fits", "largest micro-batch");
   for (const train::Candidate& c : estimate.ranked)
     std::printf(
-        "  %-5d %-8s %-13s %12.3f %16.3f %16.3f %6s %s\n", c.stage, c.offload.c_str(),
+        "  %-5d %-12s %-13s %12.3f %16.3f %16.3f %6s %s\n", c.stage, c.offload.c_str(),
         c.gradient_checkpointing ? "yes" : "no", gib(c.fit.gpu_bytes), gib(c.fit.node_host_bytes),
         gib(c.fit.node_nvme_bytes), c.fit.fits() ? "yes" : "no",
         c.max_batch_size < 0 ? "n/a (no activations)" : std::to_string(c.max_batch_size).c_str());

@@ -191,7 +191,8 @@ Estimate estimate_of(const RunConfig& run, const EstimateArguments& e, const Har
 }  // namespace
 
 const char* const kRankingRule =
-    "no offload before host offload before NVMe offload, no gradient checkpointing before "
+    "no offload before host offload (a partial one, cpu:RATIO, first) before NVMe offload "
+    "(cpu:RATIO,pn: the parameters on NVMe), no gradient checkpointing before "
     "checkpointing (+1 forward "
     "per step), then communication volume (stages 0-2: 2 Psi per step, stage 3: 3 Psi), then "
     "the lower stage";
@@ -324,6 +325,8 @@ std::string estimate_json(const Estimate& estimate, const EstimateArguments& e) 
   for (const Candidate& c : estimate.ranked)
     candidates.push_back({{"stage", c.stage},
                           {"offload", c.offload},
+                          {"offload_optimizer_ratio", c.ratio},
+                          {"sub_group_size", c.sub_group_size},
                           {"gradient_checkpointing", c.gradient_checkpointing},
                           {"gpu_bytes", c.fit.gpu_bytes},
                           {"host_bytes_per_node", c.fit.node_host_bytes},

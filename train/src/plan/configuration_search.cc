@@ -2,6 +2,7 @@
 // micro-batch that fits, and the stage x offload x checkpointing configurations ranked.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -50,6 +51,28 @@ std::int64_t largest_fitting_batch(PlanSetup setup, const Hardware& hardware, st
   return good;
 }
 
+namespace {
+
+// The smallest offload_optimizer.ratio at which `variant` (stage 3, optimizer cpu) fits the GPU:
+// the device's bytes do not grow with the ratio (fewer sub-groups stay on it), so 12 bisection
+// steps find the split to 1/4096 of the sub-groups. 0 when even every sub-group on the host
+// does not fit.
+double smallest_fitting_ratio(PlanSetup variant, const Hardware& hardware, int world) {
+  auto gpu_fits = [&](double ratio) {
+    variant.engine.offload_optimizer.ratio = ratio;
+    return fit_of(plan_rank(variant, world, 0), hardware).gpu_fits;
+  };
+  double low = 0.0, high = 1.0;  // gpu_fits(high); not gpu_fits(low) (every state on the device)
+  if (!gpu_fits(high)) return 0.0;
+  for (int step = 0; step < 12; ++step) {
+    const double middle = (low + high) / 2;
+    (gpu_fits(middle) ? high : low) = middle;
+  }
+  return high;
+}
+
+}  // namespace
+
 std::vector<Candidate> rank_configurations(const PlanSetup& setup, const Hardware& hardware) {
   // The offload modes planned (the engine places the states; the plan records where).
   static constexpr std::string_view kPlannedOffloads[] = {"none", "cpu", "nvme"};
@@ -90,19 +113,64 @@ std::vector<Candidate> rank_configurations(const PlanSetup& setup, const Hardwar
             variant, hardware, std::max<std::int64_t>(1, (std::int64_t{1} << 22) / setup.seq_len));
         candidates.push_back(std::move(candidate));
       }
+  // The partial offloads: stage 3, the optimizer's first sub-groups on the device, the rest on the
+  // host (at the smallest ratio the GPU holds), the parameters on the device or on NVMe. Only
+  // where the GPU cannot hold every state (else stage 3 without offload is the faster row).
+  for (const bool params_on_nvme : {false, true})
+    for (const bool checkpointing : {false, true}) {
+      if (checkpointing && !setup.model) continue;
+      const bool device_holds_all = std::ranges::any_of(candidates, [&](const Candidate& c) {
+        return c.stage == 3 && c.offload == "none" && c.gradient_checkpointing == checkpointing &&
+               c.fit.gpu_fits;
+      });
+      if (device_holds_all) continue;
+      PlanSetup variant = setup;
+      variant.engine.stage = 3;
+      variant.engine.offload_optimizer.device = config::OffloadDevice::kCpu;
+      variant.engine.offload_param.device =
+          params_on_nvme ? config::OffloadDevice::kNvme : config::OffloadDevice::kNone;
+      if (params_on_nvme && variant.engine.offload_param.nvme_path.empty())
+        variant.engine.offload_param.nvme_path = "(nvme_path)";
+      variant.engine.sub_group_size = std::min<std::int64_t>(
+          variant.engine.sub_group_size,
+          setup.model ? deepspeed_largest_layer_params(*setup.model) : setup.largest_layer_params);
+      variant.gradient_checkpointing = checkpointing;
+      const double ratio = smallest_fitting_ratio(variant, hardware, world);
+      if (ratio <= 0.0 || ratio >= 1.0) continue;  // none fits, or only the plain offload
+      variant.engine.offload_optimizer.ratio = ratio;
+      Candidate candidate;
+      candidate.stage = 3;
+      char offload[32];
+      std::snprintf(offload, sizeof(offload), "cpu:%.3f%s", ratio, params_on_nvme ? ",pn" : "");
+      candidate.offload = offload;
+      candidate.ratio = ratio;
+      candidate.sub_group_size = variant.engine.sub_group_size;
+      candidate.gradient_checkpointing = checkpointing;
+      candidate.plan = plan_rank(variant, world, 0);
+      // No sub-group left on the device: the whole offload, a row of the grid already.
+      if (candidate.plan.peaks.peak(MemorySpace::kDevice, MemoryCategory::kOptimizerState) == 0)
+        continue;
+      candidate.fit = fit_of(candidate.plan, hardware);
+      candidate.max_batch_size = largest_fitting_batch(
+          variant, hardware, std::max<std::int64_t>(1, (std::int64_t{1} << 22) / setup.seq_len));
+      candidates.push_back(std::move(candidate));
+    }
   // Fastest first: no recomputation before recomputation (+1 forward per step), then the
   // communication volume (stages 0-2 move 2Ψ per step, stage 3 3Ψ), then the lower stage; the
   // configurations that fit before those that do not.
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const Candidate& a, const Candidate& b) {
-                     auto key = [](const Candidate& c) {
-                       // none, then host memory, then NVMe (slower than host memory)
-                       const int offload = c.offload == "none" ? 0 : c.offload == "cpu" ? 1 : 2;
-                       return std::tuple(!c.fit.fits(), offload, c.gradient_checkpointing,
-                                         c.stage == 3, c.stage);
-                     };
-                     return key(a) < key(b);
-                   });
+  std::stable_sort(
+      candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+        auto key = [](const Candidate& c) {
+          // none, then host memory, then NVMe (slower than host memory); a partial
+          // offload before the whole one (less crosses the bus)
+          const bool nvme =
+              c.offload.find("nvme") != std::string::npos || c.offload.ends_with(",pn");
+          const int offload = c.offload == "none" ? 0 : nvme ? 2 : 1;
+          return std::tuple(!c.fit.fits(), offload, c.gradient_checkpointing, c.stage == 3, c.stage,
+                            c.ratio);
+        };
+        return key(a) < key(b);
+      });
   return candidates;
 }
 

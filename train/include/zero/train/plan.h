@@ -324,7 +324,11 @@ Fit fit_of(const RankPlan& plan, const Hardware& hardware);
 // largest micro-batch that fits (0: none fits; -1: the plan has no activations to scale).
 struct Candidate {
   int stage = 0;
+  // none, cpu or nvme: the optimizer's and (stage 3) the parameters' device; a partial offload
+  // (ratio < 1): "cpu:R" with the parameters on the device, "cpu:R,pn" with them on NVMe.
   std::string offload = "none";
+  double ratio = 1.0;               // offload_optimizer.ratio
+  std::int64_t sub_group_size = 0;  // a partial offload's (0: the setup's)
   bool gradient_checkpointing = false;
   RankPlan plan;
   Fit fit;
@@ -341,6 +345,9 @@ std::int64_t largest_fitting_batch(PlanSetup setup, const Hardware& hardware,
 // first by the rule in docs/planner.md: no offload before host before NVMe offload, no
 // recomputation before gradient checkpointing, then the communication volume per step (stages 0-2:
 // 2Ψ, stage 3: 3Ψ), then the lower stage.
+// With a partial offload (stage 3, offload_optimizer cpu at a ratio, the parameters on the device
+// or on NVMe) for each checkpointing: the smallest ratio whose GPU fits (bisection; sub-groups
+// of at most the largest layer, so the split moves a unit at a time), when one does.
 std::vector<Candidate> rank_configurations(const PlanSetup& setup, const Hardware& hardware);
 
 // ---- DeepSpeed 0.19's estimators (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py) ----
