@@ -89,22 +89,24 @@ bool Engine::step() {
     d.comm.all_reduce(values, values, count, DType::kFloat32, ReduceOp::kSum, "optimizer stats");
     d.synchronize("all-reducing optimizer statistics");
   };
+  bool wrote_params = false;
   if (policy.host_step)  // offload_optimizer: on the host, sub-group by sub-group, the compute
     d.host_step(args);   // parameters refreshed behind it (engine_offload.cc)
   else
-    d.device_step(args);
+    wrote_params = d.device_step(args);
   if (d.schedule) d.schedule->step();
   d.loss_scaler.update(false);
   state.loss_scaler = d.loss_scaler.state();
   if (d.schedule) state.scheduler_last_batch_iteration = d.schedule->last_batch_iteration();
 
-  d.refresh_compute_params();
+  d.refresh_compute_params(wrote_params);
   zero_grad();
   return true;
 }
 
-void Engine::Impl::device_step(const OptimizerStep& args) {
+bool Engine::Impl::device_step(const OptimizerStep& args) {
   Stream& compute = ctx.compute_stream();
+  const bool write_params = policy.master_weights && !policy.offload_params();
   const std::size_t owned_total = storage.owned_total();
   // 16-bit accumulated gradients: the optimizer reads an fp32 copy of the owned gradients
   // (DeepSpeed converts the partition to fp32 for the step), a workspace for the step only.
@@ -123,13 +125,19 @@ void Engine::Impl::device_step(const OptimizerStep& args) {
                   at.owned_count);
       grads = copy;
     }
-    chunks.push_back(
-        storage.shard_chunk(u, storage.owned_params(u), grads, storage.owned_state(u)));
+    ShardChunk chunk =
+        storage.shard_chunk(u, storage.owned_params(u), grads, storage.owned_state(u));
+    if (write_params) {
+      chunk.params_16bit = storage.owned_compute_params(u);
+      chunk.params_16bit_dtype = policy.compute;
+    }
+    chunks.push_back(std::move(chunk));
   }
   optimizer->step_on(ctx, compute, chunks, args);
   // The optimizer may issue collectives of its own (LAMB's trust ratios through all_reduce_sum):
   // they must be issued before the post-step gathers, in the same order on every rank.
   synchronize_compute("the optimizer step");
+  return write_params;
 }
 
 void Engine::wait_for_step() {
@@ -143,7 +151,7 @@ void Engine::refresh_params() {
   impl_->refresh_compute_params();
 }
 
-void Engine::Impl::refresh_compute_params() {
+void Engine::Impl::refresh_compute_params(bool step_wrote_params) {
   Impl& d = *this;
   // 16-bit training: the owned compute parameters from the (updated or loaded) fp32 master.
   // offload_optimizer: the host step refreshed them sub-group by sub-group on the copy stream
@@ -157,7 +165,7 @@ void Engine::Impl::refresh_compute_params() {
       d.params_ready = d.ctx.copy_stream().record();
       d.comm.stream().wait(d.params_ready);
     }
-  } else {
+  } else if (!step_wrote_params) {
     d.params_from_master();
   }
   if (!d.planning) d.comm_after_compute();  // the updated (or loaded) shards come first

@@ -113,6 +113,12 @@ std::vector<TensorSpec> workspace_specs(const GPT2Config& config, std::int64_t B
                                                  config.n_head, config.attn_pdrop)));
     specs.push_back({"dqkv_heads", {N, heads}});
   }
+  // The attention's own workspace (kernels.h attention_layout: cuDNN's on CUDA with bf16, the CPU
+  // kernels' per-thread blocks of scores).
+  const std::int64_t library =
+      attention_layout(options.device, B, T, widths.q, config.n_head, options.param_dtype)
+          .library_workspace_bytes;
+  if (library > 0) specs.push_back({"attention_library", {(library + 3) / 4}});
   if (options.param_dtype == DType::kFloat32) return specs;
   // 16-bit storage: bf16 copies of GEMM activations (two bf16 per fp32 element of the spec; at
   // least 4·N·C each, what 16-bit attention stages: GemmScratch), the unit's vectors (and the
@@ -129,11 +135,6 @@ std::vector<TensorSpec> workspace_specs(const GPT2Config& config, std::int64_t B
   specs.push_back({"param32", {vectors}});
   specs.push_back({"gradvec32", {block_vector_elements(config)}});
   specs.push_back({"grad32", {staged}});
-  // The attention library's workspace (cuDNN's, on CUDA with bf16; kernels.h).
-  const std::int64_t library =
-      attention_layout(options.device, B, T, widths.q, config.n_head, options.param_dtype)
-          .library_workspace_bytes;
-  if (library > 0) specs.push_back({"attention_library", {(library + 3) / 4}});
   return specs;
 }
 
@@ -408,14 +409,14 @@ void GPT2Compute::check_grads(const UnitData& grads, const char* what) const {
 }
 
 GemmScratch GPT2Compute::gemm_scratch() const {
-  if (options_.param_dtype == DType::kFloat32) return {};
-  GemmScratch scratch{
-      workspace("act16_a"),
-      workspace("act16_b"),
-      workspace("grad32"),
-      static_cast<std::int64_t>(workspace_layout_.slot("grad32").num_elements),
-      2 * static_cast<std::int64_t>(workspace_layout_.slot("act16_a").num_elements),
-      2 * static_cast<std::int64_t>(workspace_layout_.slot("act16_b").num_elements)};
+  GemmScratch scratch;
+  if (options_.param_dtype != DType::kFloat32)
+    scratch = {workspace("act16_a"),
+               workspace("act16_b"),
+               workspace("grad32"),
+               static_cast<std::int64_t>(workspace_layout_.slot("grad32").num_elements),
+               2 * static_cast<std::int64_t>(workspace_layout_.slot("act16_a").num_elements),
+               2 * static_cast<std::int64_t>(workspace_layout_.slot("act16_b").num_elements)};
   for (const TensorSlot& slot : workspace_layout_.slots())
     if (slot.name == "attention_library") {
       scratch.library_workspace = workspace("attention_library");

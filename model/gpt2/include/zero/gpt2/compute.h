@@ -176,7 +176,8 @@ class GPT2Compute {
  private:
   void check_params(const ConstUnitData& params, const char* what) const;
   void check_grads(const UnitData& grads, const char* what) const;
-  // The 16-bit GEMMs' staging (views of the workspace; empty with fp32 parameters).
+  // Views of the workspace: the 16-bit GEMMs' staging (none with fp32 parameters) and the
+  // attention's library workspace (where attention_layout plans one).
   GemmScratch gemm_scratch() const;
   // The tokens, targets and rows' slots (see unique_tokens_) as the kernels read them: the
   // uploaded device copies, or the host vectors where the model runs on the host.
