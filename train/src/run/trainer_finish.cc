@@ -79,13 +79,16 @@ void Trainer::write_results(const json& test_results) {
                          {"eval_samples_per_second", blocks / std::max(eval_runtime_, 1e-9)}};
     if (evaluation.perplexity) eval_results["perplexity"] = *evaluation.perplexity;
     if (evaluation.eval_accuracy) eval_results["eval_accuracy"] = *evaluation.eval_accuracy;
+    if (evaluation.eval_mse) eval_results["eval_mse"] = *evaluation.eval_mse;
+    if (evaluation.eval_f1) eval_results["eval_f1"] = *evaluation.eval_f1;
     write_json(output_dir_ / "eval_results.json", eval_results);
     all.update(eval_results);
   }
   if (!test_results.is_null()) {
     write_json(output_dir_ / "test_results.json", test_results);
-    for (const char* key : {"test_loss", "test_accuracy", "test_samples", "test_runtime"})
-      all[key] = test_results[key];
+    for (const char* key :
+         {"test_loss", "test_accuracy", "test_mse", "test_f1", "test_samples", "test_runtime"})
+      if (test_results.contains(key)) all[key] = test_results[key];
   }
   write_json(output_dir_ / "all_results.json", all);
   write_json(output_dir_ / "trainer_state.json", trainer_state(step));
