@@ -1,6 +1,8 @@
 // The Trainer's end (trainer_run.h): final evaluation, test split, final model, result files.
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <string>
 #include <utility>
 
 #include "prepare/prepare.h"
@@ -10,6 +12,22 @@
 namespace zero::train::detail {
 
 using nlohmann::json;
+
+namespace {
+
+// The weight files a save wrote (gpt2::write_hf_weights): model.safetensors, or the shards and
+// their index (that form removes the other).
+std::string weight_files(const fs::path& folder) {
+  if (!fs::exists(folder / "model.safetensors.index.json")) return "model.safetensors";
+  std::int64_t shards = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    shards += name.starts_with("model-") && name.ends_with(".safetensors");
+  }
+  return std::to_string(shards) + " model-*-of-*.safetensors shards,model.safetensors.index.json";
+}
+
+}  // namespace
 
 // After training (or without): final evaluation, test split, final model, results, samples.
 TrainResult Trainer::finish() {
@@ -29,9 +47,10 @@ TrainResult Trainer::finish() {
     const auto [saving, swapped] = std::pair(Clock::now(), engine_->swap_traffic());  // nvme reads
     save(output_dir_, step);
     console_.say(
-        "saved %s/{config.json,model.safetensors,tokenizer files} (Hugging Face %s) in "
-        "%.2f s, %.4f GB read from swap\n",
-        output_dir_.c_str(), std::string(task_->model_class()).c_str(), seconds_since(saving),
+        "saved %s/{config.json,%s,tokenizer files} (Hugging Face %s) in %.2f s, %.4f GB "
+        "read from swap\n",
+        output_dir_.c_str(), weight_files(output_dir_).c_str(),
+        std::string(task_->model_class()).c_str(), seconds_since(saving),
         static_cast<double>((engine_->swap_traffic() - swapped).bytes_read) / 1e9);
   }
   result_.memory = MemoryPeaks::of(engine_->ledger());  // the plan's check, final save included
