@@ -26,7 +26,7 @@ train() {  # NAME MODEL_FLAGS...: a 2-step run saving checkpoint-2, its log in W
     --output_dir "$work/$name" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; exit 1; }
 }
 check_family() {  # NAME FAMILY ARCHITECTURE
-  expect "$work/$1.log" "saved $work/$1/{config.json,model.safetensors,tokenizer files} (Hugging Face $3)"
+  expect "$work/$1.log" "saved $work/$1/{config.json,model.safetensors,tokenizer files} (Hugging Face $3, fp32 weights)"
   grep -q "\"$3\"" "$work/$1/config.json" || { echo "FAIL: $1/config.json is not a $3"; failed=1; }
   "$zero" checkpoint consolidate "$work/$1/checkpoint-2" "$work/$1_consolidated" >"$work/$1_consolidate.log"
   expect "$work/$1_consolidate.log" "($3, fp32 master weights of step 2"
@@ -44,6 +44,6 @@ expect "$work/llama.log" "model: Llama (from scratch), 2 layers"
 check_family llama Llama LlamaForCausalLM
 train llama_again --model_name_or_path "$work/llama"
 expect "$work/llama_again.log" "model: Llama $work/llama, 2 layers"
-expect "$work/llama_again.log" "(Hugging Face LlamaForCausalLM)"
+expect "$work/llama_again.log" "(Hugging Face LlamaForCausalLM, fp32 weights)"
 [ "$failed" = 0 ] || exit 1
 echo "model lines name the family and architecture"

@@ -45,12 +45,14 @@ TrainResult Trainer::finish() {
   if (arguments_.do_train) {
     memory_->enter(Phase::kFinalSave);  // to the end: the samples read the saved model
     const auto [saving, swapped] = std::pair(Clock::now(), engine_->swap_traffic());  // nvme reads
-    save(output_dir_, step);
+    const DType dtype = final_model_dtype(run_);
+    save(output_dir_, step, dtype);
     console_.say(
-        "saved %s/{config.json,%s,tokenizer files} (Hugging Face %s) in %.2f s, %.4f GB "
-        "read from swap\n",
+        "saved %s/{config.json,%s,tokenizer files} (Hugging Face %s, %s weights) in %.2f s, "
+        "%.4f GB read from swap\n",
         output_dir_.c_str(), weight_files(output_dir_).c_str(),
-        std::string(task_->model_class()).c_str(), seconds_since(saving),
+        std::string(task_->model_class()).c_str(), std::string(name_of(dtype)).c_str(),
+        seconds_since(saving),
         static_cast<double>((engine_->swap_traffic() - swapped).bytes_read) / 1e9);
   }
   result_.memory = MemoryPeaks::of(engine_->ledger());  // the plan's check, final save included

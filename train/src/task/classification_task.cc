@@ -316,8 +316,8 @@ json ClassificationTask::predict(TrainResult& result) {
   return test_results;
 }
 
-void ClassificationTask::save_model(const std::filesystem::path& folder) {
-  gpt2::save_classifier_checkpoint(model_, folder);
+void ClassificationTask::save_model(const std::filesystem::path& folder, DType dtype) {
+  gpt2::save_classifier_checkpoint(model_, folder, {.dtype = dtype});
 }
 
 void ClassificationTask::load_model(const std::filesystem::path& folder) {

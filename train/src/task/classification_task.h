@@ -40,7 +40,7 @@ class ClassificationTask final : public Task {
   Evaluation evaluate(std::int64_t step) override;
   nlohmann::json predict(TrainResult& result) override;
 
-  void save_model(const std::filesystem::path& folder) override;
+  void save_model(const std::filesystem::path& folder, DType dtype) override;
   void load_model(const std::filesystem::path& folder) override;
 
  private:
