@@ -95,9 +95,9 @@ shape_of() {
     7b-offload) config=$root/configs/models/Llama-2-7b-hf
         zero_section='{"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": true}}' ;;
     13b) config=$root/configs/models/Llama-2-13b-hf
-        zero_section='{"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true, "ratio": 0.5}}' ;;
+        zero_section='{"stage": 3, "stage3_gather_16bit_weights_on_model_save": true, "offload_optimizer": {"device": "cpu", "pin_memory": true, "ratio": 0.5}}' ;;
     16b) config=$root/benchmarks/configs/llama-16b sides=zero
-        zero_section='{"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true, "ratio": '"${RATIO_16B:-0.6}"'}, "offload_param": {"device": "nvme", "nvme_path": "'"$nvme"'", "pin_memory": true}}' ;;
+        zero_section='{"stage": 3, "stage3_gather_16bit_weights_on_model_save": true, "offload_optimizer": {"device": "cpu", "pin_memory": true, "ratio": '"${RATIO_16B:-0.6}"'}, "offload_param": {"device": "nvme", "nvme_path": "'"$nvme"'", "pin_memory": true}}' ;;
     *) die "run: unknown run '$name' (runs: ${all_runs[*]})" ;;
   esac
   [[ -z ${SIDES:-} || $SIDES == both ]] || sides=$([[ $sides == zero && $SIDES == deepspeed ]] && echo none || echo "$SIDES")
@@ -187,12 +187,14 @@ run_one() {
   fpt=$(flops_per_token "$config" "$block" "$parameters")
   say "$name: $parameters parameters, ${checkpointing[*]:-no recompute}; plan: GPU $device_plan, host (train phase) $host_plan"
   local tokens=$((block * batch * accumulation))
-  # The disk: zero train always writes the final model (fp32, 4 bytes a parameter, as run_clm
-  # saves at the end), plus the plan's NVMe bytes; the folder is emptied after each run.
+  # The disk: zero train always writes the final model (as run_clm saves at the end): under this
+  # DeepSpeed config with --bf16 the module's bf16 weights, 2 bytes a parameter, as Trainer saves
+  # them (stage 3 with stage3_gather_16bit_weights_on_model_save), plus the plan's NVMe bytes;
+  # the folder is emptied after each run.
   local nvme_bytes free needed
   nvme_bytes=$(grep -aom1 'host per rank: .*nvme [0-9.]* GiB' "$work/plan.log" | grep -o '[0-9.]* GiB$' |
                awk '{printf "%.0f", $1 * 1073741824}' || true)
-  needed=$((4 * parameters + ${nvme_bytes:-0}))
+  needed=$((2 * parameters + ${nvme_bytes:-0}))
   free=$(df -B1 --output=avail "$work" | tail -n 1 | tr -d ' ')
   say "$name: disk: the final model and the swap need $((needed / 1000000000)) GB in $work, $((free / 1000000000)) GB free"
   if [[ $free -lt $needed ]]; then

@@ -90,7 +90,8 @@ const Flag kFlags[] = {
     {.name = "label_column_name", .field = &T::label_column_name, .commands = kTrain,
      .origin = kClassificationArguments, .section = Section::kClassification, .hf_default = kNone,
      .show_default = true,
-     .help = "label column: strings or integers; the sorted label set is id2label"},
+     .help = "label column: strings or integers (classes; the sorted label set is id2label), "
+             "floats (regression) or, in JSON, lists of classes (multi-label)"},
     {.name = "max_seq_length", .type = kInt, .field = &T::max_seq_length, .commands = kTrain,
      .origin = kClassificationArguments, .section = Section::kClassification,
      .hf_default = both("128"), .show_default = true,

@@ -145,6 +145,7 @@ PlanSetup plan_setup(const RunConfig& run, const PlannedRun& planned) {
       planned.model && arguments.gradient_checkpointing;
   setup.pretrained = planned.pretrained;
   setup.generates_samples = arguments.num_samples > 0;
+  setup.final_save_dtype = final_model_dtype(run);
   setup.seed = arguments.seed;
   setup.engine = run.engine.options;
   setup.warnings = planned.warnings;
@@ -212,8 +213,9 @@ void gather_log_values(Communicator& communicator, DeviceContext& context) {
 
 // The phases after loading, in the trainer's order (trainer.cc): training steps, an evaluation,
 // checkpoints (the engine's shard states read, a step after one), the final evaluation and save.
-// `steps(n)` runs n optimizer steps, `evaluate()` one evaluation micro-batch, `gather_all()`
-// gathers every unit in turn as the final save does.
+// `steps(n)` runs n optimizer steps, `evaluate()` one evaluation micro-batch, `gather_all(dtype)`
+// gathers every unit in turn as a save in `dtype` does (checkpoints: fp32; the final save:
+// setup.final_save_dtype).
 template <typename Steps, typename Evaluate, typename GatherAll>
 void plan_phases_after_load(const PlanSetup& setup, Engine& engine, Communicator& communicator,
                             PhaseRecorder& recorder, std::int64_t checkpoint_outside,
@@ -235,7 +237,7 @@ void plan_phases_after_load(const PlanSetup& setup, Engine& engine, Communicator
   // offload one sub-group in host memory at a time).
   const auto save_checkpoint = [&engine, &gather_all] {
     engine.visit_shard_states([](const ShardState&) {});
-    gather_all();
+    gather_all(DType::kFloat32);
   };
   // The trainer saves inside its step loop and is back in the train phase after each save, with
   // what the save reserved still reserved (the allocators' pools): recorded as train.
@@ -258,7 +260,7 @@ void plan_phases_after_load(const PlanSetup& setup, Engine& engine, Communicator
     recorder.end(Phase::kEvaluation);
   }
   if (phases.train) {
-    gather_all();
+    gather_all(setup.final_save_dtype);
     recorder.end(Phase::kFinalSave, save_outside);
   }
 }
@@ -289,7 +291,8 @@ void plan_gpt2(const PlanSetup& setup, Engine& engine, Communicator& communicato
   // The final save streams one unit at a time (gpt2/engine_save.h): outside the engine's ledger
   // only the writer's buffers and a header (the gathered unit is the engine's). Samples
   // (--num_samples) need the whole model on rank 0 after it.
-  const auto writer = static_cast<std::int64_t>(gpt2::hf_save_buffer_bytes(config));
+  const auto writer = static_cast<std::int64_t>(
+      gpt2::hf_save_buffer_bytes(config, {.dtype = setup.final_save_dtype}));
   if (rank == 0)
     plan.save_host_bytes = writer + (setup.generates_samples ? whole_model_bytes() : 0);
   // A resume reads the checkpoint's shards, a pretrained model its tensors, straight into the
@@ -316,7 +319,7 @@ void plan_gpt2(const PlanSetup& setup, Engine& engine, Communicator& communicato
   plan_phases_after_load(
       setup, engine, communicator, recorder, writer, plan.save_host_bytes, steps,
       [&] { model.eval_loss(tokens, tokens); },
-      [&] { gpt2::gather_saved_units(engine, model.units()); });
+      [&](DType saved) { gpt2::gather_saved_units(engine, model.units(), saved); });
   plan.activation_parts =
       gpt2::GPT2Compute::plan(config, setup.batch_size, setup.seq_len,
                               {.activation_checkpointing = setup.gradient_checkpointing,
@@ -355,7 +358,7 @@ void plan_counts(const PlanSetup& setup, Engine& engine, Communicator& communica
         engine.step();
       }
   };
-  auto gather_all = [&] {
+  auto gather_all = [&](DType /*saved*/) {  // units without a model: their parameters
     for (UnitId unit : units) engine.gather(unit).release();
   };
   PlanSetup without_evaluation = setup;  // no activations to evaluate with

@@ -207,8 +207,8 @@ json Trainer::trainer_state(std::int64_t step) const {
 
 // The Hugging Face folder (all ranks): the task's model files, streamed one unit at a time; rank 0
 // adds the tokenizer and trainer_state.json.
-void Trainer::save(const fs::path& folder, std::int64_t step) {
-  task_->save_model(folder);
+void Trainer::save(const fs::path& folder, std::int64_t step, DType dtype) {
+  task_->save_model(folder, dtype);
   if (rank_ != 0) return;
   save_tokenizer(prepared_, folder);
   write_json(folder / "trainer_state.json", trainer_state(step));

@@ -117,8 +117,8 @@ Evaluation LmTask::evaluate(std::int64_t step) {
   return evaluation;
 }
 
-void LmTask::save_model(const std::filesystem::path& folder) {
-  gpt2::save_hf_checkpoint(model_, folder);
+void LmTask::save_model(const std::filesystem::path& folder, DType dtype) {
+  gpt2::save_hf_checkpoint(model_, folder, {.dtype = dtype});
 }
 
 void LmTask::load_model(const std::filesystem::path& folder) { load_pretrained(model_, folder); }

@@ -65,6 +65,8 @@ struct TrainingArguments {
   std::string text_column_names = "sentence";  // comma-separated; joined by the delimiter
   std::string text_column_delimiter = " ";
   std::string label_column_name = "label";
+  // "" (None): regression when the train split's labels are floats; "True" or "False" decides.
+  std::string do_regression;
   std::int64_t max_seq_length = 128;  // truncation and padding length
   std::int64_t max_predict_samples = -1;
 

@@ -105,6 +105,7 @@ struct PlanSetup {
   bool gradient_checkpointing = false;
   bool pretrained = false;         // weights loaded from --model_name_or_path (load_host_bytes)
   bool generates_samples = false;  // --num_samples > 0: the whole model on rank 0 after saving
+  DType final_save_dtype = DType::kFloat32;  // final_model_dtype (run_config.h)
   std::uint64_t seed = 42;
   EngineOptions engine;  // resolved for the world size the setup was made for
   std::vector<std::string> warnings;
