@@ -26,9 +26,11 @@
 #       Every run: bf16, AdamW with fp32 masters (lr 3e-4, 2 warmup steps, weight decay 0.1,
 #       clipping 1), T 4096, micro-batch 1, 8 micro-batches a step (32,768 tokens). First the plan
 #       (`zero estimate` with --gpu_memory 139GiB --cpu_memory 128GiB, the run's ds_config):
-#       without gradient checkpointing, then with it where the plan says the device needs it
-#       (the only recompute zero has is every block's); a run neither fits is refused with the
-#       plan's words. Then `zero train` with nvidia-smi sampling the device, then the DeepSpeed
+#       without recompute, then where the plan says the device needs it with the fewest first
+#       blocks recomputed that fit (--recompute_blocks auto: the estimate's "recompute: the first
+#       K of L blocks"; the run gets --recompute_blocks K); a run neither fits is refused with the
+#       plan's words. DeepSpeed's side (Hugging Face's gradient checkpointing) recomputes every
+#       block whenever zero's recomputes any. Then `zero train` with nvidia-smi sampling the device, then the DeepSpeed
 #       side (benchmarks/big_models_deepspeed.py) on the same ids, shape and ds_config. 7b also
 #       saves the model and loads it with transformers. Writes DIR/summary.md (one row a side:
 #       tokens/s, TFLOP/s, losses, peaks against the plan, the step's time by part) and one log
@@ -169,8 +171,9 @@ run_one() {
   local checkpointing=() status=0
   "${estimate[@]}" >"$work/plan.log" 2>&1 || status=$?
   if [[ $status -eq 0 ]] && ! grep -aq '^fits: yes' "$work/plan.log"; then
-    "${estimate[@]}" --gradient_checkpointing >"$work/plan.log" 2>&1 || status=$?
-    checkpointing=(--gradient_checkpointing)
+    "${estimate[@]}" --recompute_blocks auto >"$work/plan.log" 2>&1 || status=$?
+    checkpointing=(--recompute_blocks "$(grep -aoEm1 'the first [0-9]+ of [0-9]+ blocks recomputed' "$work/plan.log" |
+                                        awk '{print $3}' || true)")
   fi
   sed -n '1,/^configurations/p' "$work/plan.log" | sed '$d'
   if [[ $status -ne 0 ]] || ! grep -aq '^fits: yes' "$work/plan.log"; then

@@ -402,7 +402,8 @@ const Flag kRows[] = {
      .type = kString, .commands = kTrain, .origin = kTrainingArguments,
      .section = Section::kTraining, .hf_default = kNone,
      .disposition = kAcceptedWithoutEffect,
-     .reason = "zero's --gradient_checkpointing recomputes each block; it takes no options"},
+     .reason = "zero's --gradient_checkpointing recomputes each block; it takes no options "
+               "(--recompute_blocks: the first k only)"},
     inert("include_inputs_for_metrics", kBool, only_4_46("False"),
           "zero computes its metrics itself; it has no compute_metrics hook"),
     inert("include_for_metrics", kString, both("[]"),

@@ -2,6 +2,7 @@
 // micro-batch that fits, and the stage x offload x checkpointing configurations ranked.
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -46,6 +47,31 @@ std::int64_t largest_fitting_batch(PlanSetup setup, const Hardware& hardware, st
     (fits(middle) ? good : bad) = middle;
   }
   return good;
+}
+
+int smallest_recompute_blocks(PlanSetup setup, int world,
+                              const std::function<bool(int, const RankPlan&)>& fits) {
+  if (!setup.model) return -1;
+  setup.gradient_checkpointing = false;
+  auto fits_with = [&](int blocks) {
+    setup.recompute_blocks = blocks;
+    return fits(blocks, plan_rank(setup, world, 0));
+  };
+  int bad = 0, good = static_cast<int>(setup.model->n_layer);
+  if (fits_with(bad)) return 0;
+  if (!fits_with(good)) return -1;
+  while (good - bad > 1) {
+    const int middle = bad + (good - bad) / 2;
+    (fits_with(middle) ? good : bad) = middle;
+  }
+  return good;
+}
+
+std::string recompute_text(const PlanSetup& setup) {
+  if (setup.gradient_checkpointing) return ", gradient checkpointing";
+  if (setup.recompute_blocks == 0 || !setup.model) return "";
+  return ", the first " + std::to_string(setup.recompute_blocks) + " of " +
+         std::to_string(setup.model->n_layer) + " blocks recomputed";
 }
 
 std::vector<Candidate> rank_configurations(const PlanSetup& setup, const Hardware& hardware) {

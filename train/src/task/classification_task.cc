@@ -25,6 +25,8 @@ ClassificationTask::ClassificationTask(const TaskContext& context)
       model_(context.engine, context.prepared.model_config, context.prepared.head, B_,
              context.prepared.block_size, context.arguments.seed, context.engine.allocator(),
              {.activation_checkpointing = context.arguments.gradient_checkpointing,
+              .recompute_blocks =
+                  recompute_blocks_of(context.arguments, context.prepared.model_config.n_layer),
               .label_smoothing = static_cast<float>(context.arguments.label_smoothing_factor)}) {
   if (context_.prepared.pretrained)
     pretrained_load_ = load_pretrained(model_, context_.arguments.model_name_or_path);

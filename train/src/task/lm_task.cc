@@ -20,6 +20,8 @@ LmTask::LmTask(const TaskContext& context)
       model_(context.engine, context.prepared.model_config, B_, T_, context.arguments.seed,
              context.engine.allocator(),
              {.activation_checkpointing = context.arguments.gradient_checkpointing,
+              .recompute_blocks =
+                  recompute_blocks_of(context.arguments, context.prepared.model_config.n_layer),
               .label_smoothing = static_cast<float>(context.arguments.label_smoothing_factor)}) {
   const TrainingArguments& arguments = context_.arguments;
   const Prepared& prepared = context_.prepared;
