@@ -29,9 +29,11 @@
 #       Every run: bf16, AdamW with fp32 masters (lr 3e-4, 2 warmup steps, weight decay 0.1,
 #       clipping 1), T 4096, micro-batch 1, 8 micro-batches a step (32,768 tokens). First the plan
 #       (`zero estimate` with --gpu_memory 139GiB --cpu_memory 128GiB, the run's ds_config):
-#       without gradient checkpointing, then with it where the plan says the device needs it
-#       (the only recompute zero has is every block's); a run neither fits is refused with the
-#       plan's words. Then `zero train` with nvidia-smi sampling the device, then the DeepSpeed
+#       without recompute, then where the plan says the device needs it with the fewest first
+#       blocks recomputed that fit (--recompute_blocks auto: the estimate's "recompute: the first
+#       K of L blocks"; the run gets --recompute_blocks K); a run neither fits is refused with the
+#       plan's words. DeepSpeed's side (Hugging Face's gradient checkpointing) recomputes every
+#       block whenever zero's recomputes any. Then `zero train` with nvidia-smi sampling the device, then the DeepSpeed
 #       side (benchmarks/big_models_deepspeed.py) on the same ids, shape and ds_config. 7b also
 #       saves the model and loads it with transformers. Writes DIR/summary.md (one row a side:
 #       tokens/s, TFLOP/s, losses, peaks against the plan, the step's time by part) and one log
@@ -98,7 +100,7 @@ shape_of() {
     7b-offload) config=$root/configs/models/Llama-2-7b-hf
         zero_section='{"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": true}}' ;;
     13b) config=$root/configs/models/Llama-2-13b-hf
-        zero_section='{"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true, "ratio": 0.5}}' ;;
+        zero_section='{"stage": 3, "stage3_gather_16bit_weights_on_model_save": true, "offload_optimizer": {"device": "cpu", "pin_memory": true, "ratio": 0.5}}' ;;
     16b) config=$root/benchmarks/configs/llama-16b sides=zero
         # One layer (317,191,680 parameters) per sub-group, so the ratio moves the split a layer
         # (4.7 GiB of states) at a time: with the default 1e9 (three layers, 14.2 GiB) the split
@@ -108,7 +110,7 @@ shape_of() {
         # keeps on the device, and the only shard cached (the layers' are swapped).
         local sub_group=320000000 in_cpu=1000000000
         [[ ${SCALE:-} == tiny ]] && sub_group=4200000 in_cpu=4200000
-        zero_section='{"stage": 3, "sub_group_size": '"$sub_group"', "offload_optimizer": {"device": "cpu", "pin_memory": true, "ratio": '"${RATIO_16B:-0.5}"'}, "offload_param": {"device": "nvme", "nvme_path": "'"$nvme"'", "pin_memory": true, "max_in_cpu": '"$in_cpu"'}}' ;;
+        zero_section='{"stage": 3, "stage3_gather_16bit_weights_on_model_save": true, "sub_group_size": '"$sub_group"', "offload_optimizer": {"device": "cpu", "pin_memory": true, "ratio": '"${RATIO_16B:-0.5}"'}, "offload_param": {"device": "nvme", "nvme_path": "'"$nvme"'", "pin_memory": true, "max_in_cpu": '"$in_cpu"'}}' ;;
     *) die "run: unknown run '$name' (runs: ${all_runs[*]})" ;;
   esac
   [[ -z ${SIDES:-} || $SIDES == both ]] || sides=$([[ $sides == zero && $SIDES == deepspeed ]] && echo none || echo "$SIDES")
@@ -180,8 +182,9 @@ run_one() {
   local checkpointing=() status=0
   "${estimate[@]}" >"$work/plan.log" 2>&1 || status=$?
   if [[ $status -eq 0 ]] && ! grep -aq '^fits: yes' "$work/plan.log"; then
-    "${estimate[@]}" --gradient_checkpointing >"$work/plan.log" 2>&1 || status=$?
-    checkpointing=(--gradient_checkpointing)
+    "${estimate[@]}" --recompute_blocks auto >"$work/plan.log" 2>&1 || status=$?
+    checkpointing=(--recompute_blocks "$(grep -aoEm1 'the first [0-9]+ of [0-9]+ blocks recomputed' "$work/plan.log" |
+                                        awk '{print $3}' || true)")
   fi
   sed -n '1,/^configurations/p' "$work/plan.log" | sed '$d'
   if [[ $status -ne 0 ]] || ! grep -aq '^fits: yes' "$work/plan.log"; then
@@ -198,12 +201,14 @@ run_one() {
   fpt=$(flops_per_token "$config" "$block" "$parameters")
   say "$name: $parameters parameters, ${checkpointing[*]:-no recompute}; plan: GPU $device_plan, host (train phase) $host_plan"
   local tokens=$((block * batch * accumulation))
-  # The disk: zero train always writes the final model (fp32, 4 bytes a parameter, as run_clm
-  # saves at the end), plus the plan's NVMe bytes; the folder is emptied after each run.
+  # The disk: zero train always writes the final model (as run_clm saves at the end): under this
+  # DeepSpeed config with --bf16 the module's bf16 weights, 2 bytes a parameter, as Trainer saves
+  # them (stage 3 with stage3_gather_16bit_weights_on_model_save), plus the plan's NVMe bytes;
+  # the folder is emptied after each run.
   local nvme_bytes free needed
   nvme_bytes=$(grep -aom1 'host per rank: .*nvme [0-9.]* GiB' "$work/plan.log" | grep -o '[0-9.]* GiB$' |
                awk '{printf "%.0f", $1 * 1073741824}' || true)
-  needed=$((4 * parameters + ${nvme_bytes:-0}))
+  needed=$((2 * parameters + ${nvme_bytes:-0}))
   free=$(df -B1 --output=avail "$work" | tail -n 1 | tr -d ' ')
   say "$name: disk: the final model and the swap need $((needed / 1000000000)) GB in $work, $((free / 1000000000)) GB free"
   if [[ $free -lt $needed ]]; then

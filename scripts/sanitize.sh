@@ -51,12 +51,15 @@ core_tests=(dtype_test memory_ledger_test flat_buffer_test stream_test suggest_t
 # zero::train end to end on tiny GPT-2s (tests/train), each checking its losses against another
 # path's: trainer_test's own cases (trainer_test_sanitizer: every stage at worlds 1, 2 and 4 in
 # threads, checkpointing, streaming, a saved checkpoint, bad input), trainer_device_test (the CPU
-# backend's asynchronous streams at worlds 1, 2 and 4), and at world 2 under mpirun
+# backend's asynchronous streams at worlds 1, 2 and 4), trainer_thread_comm_test (ZeRO-1/2/3 at
+# worlds 2 and 4 through the thread communicator's stream-ordered collectives, against a plain
+# host reference communicator, with stressed streams), and at world 2 under mpirun
 # trainer_mpi_test (against world 1) and mpi_communicator_test (every collective against the
 # serial reference; its communicator outlives MPI_Finalize).
-trainer_tests=(trainer_test_sanitizer trainer_device_test trainer_mpi_test_np2
-               mpi_communicator_test_np2)
-trainer_targets=(trainer_test trainer_device_test trainer_mpi_test mpi_communicator_test)
+trainer_tests=(trainer_test_sanitizer trainer_device_test trainer_thread_comm_test
+               trainer_mpi_test_np2 mpi_communicator_test_np2)
+trainer_targets=(trainer_test trainer_device_test trainer_thread_comm_test trainer_mpi_test
+                 mpi_communicator_test)
 case $kind in
 asan)
   sanitize=address,undefined

@@ -64,8 +64,7 @@ int run_info(const fs::path& given, bool checksums) {
 
 int run_consolidate(const fs::path& given, const fs::path& out) {
   const gpt2::ConsolidateSummary summary = gpt2::consolidate_checkpoint(given, out);
-  std::cout << "wrote " << summary.model.string() << " + config.json ("
-            << (summary.classifier ? "GPT2ForSequenceClassification" : "GPT2LMHeadModel")
+  std::cout << "wrote " << summary.model.string() << " + config.json (" << summary.architecture
             << ", fp32 master weights of step " << summary.global_steps << ", " << summary.num_files
             << " shard files of world " << summary.world_size << ")";
   for (const std::string& name : summary.copied)

@@ -60,13 +60,26 @@ void print_plan(const train::Estimate& estimate) {
         "step(s)%s\n",
         setup.engine.stage, static_cast<long long>(setup.batch_size),
         static_cast<long long>(setup.seq_len), setup.engine.gradient_accumulation_steps,
-        setup.gradient_checkpointing ? ", gradient checkpointing" : "");
+        train::recompute_text(setup).c_str());
   }
   for (const std::string& warning : setup.warnings) std::printf("config: %s\n", warning.c_str());
   std::printf("\nGPU rank (each of %d): %s", hardware.world_size(),
               train::format_plan(plan, &hardware.allowance).c_str());
   std::printf("  GPU: %.3f GiB of %.2f GiB: %s\n", gib(fit.gpu_bytes), gib(hardware.gpu_memory),
               fit.gpu_fits ? "fits" : "DOES NOT FIT");
+  if (!estimate.by_counts) {
+    const int fewest = estimate.fewest_recompute_blocks;
+    const auto layers = static_cast<int>(setup.model->n_layer);
+    if (fewest < 0)
+      std::printf("  recompute: even every block (%d) does not fit\n", layers);
+    else if (fewest == 0)
+      std::printf("  recompute: none needed to fit\n");
+    else
+      std::printf(
+          "  recompute: the first %d of %d blocks at least, to fit (--recompute_blocks %d; "
+          "about +%.1f%% FLOPs, every block +33%%)\n",
+          fewest, layers, fewest, 100.0 / 3.0 * fewest / layers);
+  }
   std::printf("\nhost (each node: %d rank(s) x the rank's host bytes), by category:\n",
               gpus_per_node);
   for (const MemorySpace space : {MemorySpace::kHostPinned, MemorySpace::kHost})

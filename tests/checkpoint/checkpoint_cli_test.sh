@@ -13,9 +13,11 @@
 #              `latest` still names the previous checkpoint, which loads and continues exactly;
 #              truncated and missing shards refused naming the file; another model config
 #              refused naming the key.
-#   masters    bf16 runs at world 2, stages 1, 2, 3 and stage 3 with offload_optimizer nvme: the
-#              final model.safetensors and checkpoint-N's equal, byte for byte, the fp32 masters
-#              `zero checkpoint consolidate` writes from checkpoint-N (not the bf16 copy widened).
+#   masters    bf16 runs at world 2, stages 1, 2, 3 and stage 3 with offload_optimizer nvme:
+#              checkpoint-N's model.safetensors equals, byte for byte, the fp32 masters `zero
+#              checkpoint consolidate` writes from checkpoint-N (not the bf16 copy widened); the
+#              final model is their bf16 rounding at stages 1-2 (Trainer under DeepSpeed saves
+#              the module's 16-bit weights) and the masters at stage 3 without the gather flag.
 #   gloo       resume with the Gloo backend (torchrun's variables; MPIRUN is launch_ranks).
 #   sigterm    SIGTERM to a running job (world 1, and one rank of 2): a checkpoint, exit 0, and
 #              the resumed run continues the trajectory; a second signal exits at once with 143.
@@ -195,9 +197,11 @@ EOF
   echo "offload ok"
   ;;
 masters)
-  # What a 16-bit run saves is its fp32 masters, as Hugging Face's Trainer saves the fp32
-  # parameters under mixed precision: the same bytes as the masters consolidated from the
-  # checkpoint's shards, in the final model and in checkpoint-N.
+  # What a 16-bit run checkpoints is its fp32 masters: checkpoint-N's model has the same bytes
+  # as the masters consolidated from its shards. The final model is what Hugging Face's Trainer
+  # saves under DeepSpeed: the module's bf16 weights (each the round-to-nearest-even of its
+  # master) at stages 1-2, and at stage 3 without stage3_gather_16bit_weights_on_model_save
+  # (Trainer: no weights, a DeepSpeed checkpoint for zero_to_fp32.py) the fp32 masters.
   mkdir -p nvme
   cat >zn3.json <<EOF
 {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
@@ -210,12 +214,10 @@ EOF
     out=m${config%.json}
     train "$out.log" 2 "$config" --bf16 True --save_steps 4 --output_dir "$out"
     "$zero" checkpoint consolidate "$out/checkpoint-4" "$out/consolidated" >/dev/null
-    for saved in "$out/model.safetensors" "$out/checkpoint-4/model.safetensors"; do
-      cmp "$out/consolidated/model.safetensors" "$saved" ||
-        fail "$saved differs from the consolidated fp32 masters"
-    done
+    cmp "$out/consolidated/model.safetensors" "$out/checkpoint-4/model.safetensors" ||
+      fail "$out/checkpoint-4/model.safetensors differs from the consolidated fp32 masters"
     # The masters, not the bf16 copy widened: most values have bits below bf16's 16.
-    python3 - "$out/model.safetensors" <<'EOF'
+    python3 - "$out/checkpoint-4/model.safetensors" <<'EOF'
 import struct, sys
 data = open(sys.argv[1], "rb").read()
 start = 8 + struct.unpack("<Q", data[:8])[0]
@@ -223,6 +225,31 @@ words = struct.unpack(f"<{(len(data) - start) // 4}I", data[start:])
 beyond = sum(1 for w in words if w & 0xFFFF)
 if beyond <= len(words) // 2:
     sys.exit(f"FAIL: {sys.argv[1]}: only {beyond} of {len(words)} values beyond bf16")
+EOF
+    if [[ $config == 3 || $config == zn3.json ]]; then
+      cmp "$out/consolidated/model.safetensors" "$out/model.safetensors" ||
+        fail "$out/model.safetensors (stage 3, no gather flag) differs from the fp32 masters"
+      continue
+    fi
+    python3 - "$out/consolidated/model.safetensors" "$out/model.safetensors" <<'EOF'
+import json, struct, sys
+def tensors(path):
+    data = open(path, "rb").read()
+    size = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + size])
+    header.pop("__metadata__", None)
+    begin = 8 + size
+    return {name: (entry["dtype"],
+                   data[begin + entry["data_offsets"][0]:begin + entry["data_offsets"][1]])
+            for name, entry in header.items()}
+masters, final = tensors(sys.argv[1]), tensors(sys.argv[2])
+if masters.keys() != final.keys():
+    sys.exit(f"FAIL: {sys.argv[2]}: other tensors than the masters'")
+for name, (dtype, raw) in final.items():
+    words = struct.unpack(f"<{len(masters[name][1]) // 4}I", masters[name][1])
+    rounded = [(w + 0x7FFF + ((w >> 16) & 1)) >> 16 for w in words]  # round to nearest even
+    if dtype != "BF16" or list(struct.unpack(f"<{len(raw) // 2}H", raw)) != rounded:
+        sys.exit(f"FAIL: {sys.argv[2]}: {name} ({dtype}) is not its master rounded to bf16")
 EOF
   done
   echo "masters ok"

@@ -85,5 +85,21 @@ TEST(ClassificationReport, BadInputIsNamed) {
                Error);
 }
 
+// Two examples of three classes: logits > 0 predict (1, 0, 1) and (0, 0, 1) against (1, 1, 0)
+// and (0, 0, 1): TP 2 (a, c), FP 1 (c of the first), FN 1 (b): 2·2 / (2·2 + 1 + 1).
+TEST(MultiLabelF1, MicroAveragesOverEveryExampleAndClass) {
+  const std::vector<float> logits = {0.3f, -1.0f, 2.0f, -0.1f, 0.0f, 0.5f};
+  const std::vector<float> targets = {1, 1, 0, 0, 0, 1};
+  EXPECT_DOUBLE_EQ(multi_label_micro_f1(logits, targets), 4.0 / 6.0);
+  EXPECT_DOUBLE_EQ(multi_label_micro_f1(std::vector<float>{-1.0f}, std::vector<float>{0}), 0.0);
+  EXPECT_THROW(multi_label_micro_f1(logits, std::vector<float>{1}), Error);
+}
+
+TEST(MeanSquaredError, IsTheMeanOfSquaredDifferences) {
+  const std::vector<float> predictions = {0.5f, -1.0f, 2.0f}, targets = {1.0f, 1.0f, 2.0f};
+  EXPECT_DOUBLE_EQ(mean_squared_error(predictions, targets), (0.25 + 4.0) / 3.0);
+  EXPECT_THROW(mean_squared_error(predictions, std::vector<float>{1.0f}), Error);
+}
+
 }  // namespace
 }  // namespace zero::train

@@ -229,14 +229,15 @@ TEST_F(ClassifyTrain, BadInputIsNamed) {
     EXPECT_NE(message_of(arguments).find("has label 'pirates', not one of the training labels"),
               std::string::npos);
   }
-  {  // a float label column: run_classification's regression, not read as classes
+  {  // a float label column is regression (run_classification's), so a class is not a number
     std::ofstream(folder_.path() / "scores.csv") << "text,label\n\"the sea\",1\n\"a ship\",2.5\n";
     train::TrainingArguments arguments = classify_arguments(folder_.path(), output);
     arguments.train_files = {(folder_.path() / "scores.csv").string()};
     arguments.validation_files = arguments.train_files;
-    arguments.test_files = arguments.train_files;
-    EXPECT_NE(message_of(arguments).find("--label_column_name label: the labels are numbers, "
-                                         "'2.5' not an integer"),
+    arguments.test_files = {(folder_.path() / "unknown.csv").string()};
+    EXPECT_NE(message_of(arguments).find("example 1 has label 'pirates', a string where "
+                                         "regression (a float label column, or --do_regression) "
+                                         "takes numbers"),
               std::string::npos)
         << message_of(arguments);
   }
@@ -280,9 +281,30 @@ TEST(ClassificationData, JsonLinesLabelsAndPadding) {
     return std::string("no error");
   };
   const std::string good = "{\"sentence\": \"one\", \"label\": 1}\n\n";
-  EXPECT_NE(
-      error_of(good + "{\"sentence\": \"one\", \"label\": 1.5}\n").find("bad.jsonl:3: label 1.5"),
-      std::string::npos);
+  EXPECT_NE(error_of(good + "{\"sentence\": \"one\", \"label\": {\"a\": 1}}\n")
+                .find("bad.jsonl:3: label {\"a\":1} is neither a non-empty string, a number nor a "
+                      "list"),
+            std::string::npos);
+  EXPECT_NE(error_of(good + "{\"sentence\": \"one\", \"label\": \"one\"}\n")
+                .find("bad.jsonl:3: label \"one\" is a string, the file's first label '1' a "
+                      "integer"),
+            std::string::npos);
+  // Integers beside floats are floats (pyarrow's column type); lists are lists.
+  std::ofstream(folder.path() / "kinds.jsonl")
+      << "{\"sentence\": \"a\", \"label\": 1}\n{\"sentence\": \"b\", \"label\": 0.5}\n";
+  const auto floats =
+      train::read_labelled_file(folder.path() / "kinds.jsonl", {"sentence"}, " ", "label");
+  EXPECT_TRUE(floats[0].kind == train::LabelKind::kFloat && floats[1].label == "0.5");
+  EXPECT_EQ(train::problem_type_of(floats, std::nullopt), gpt2::ProblemType::kRegression);
+  EXPECT_EQ(train::problem_type_of(floats, false), gpt2::ProblemType::kSingleLabel);
+  std::ofstream(folder.path() / "lists.jsonl")
+      << "{\"sentence\": \"a\", \"label\": [\"x\", 3]}\n{\"sentence\": \"b\", \"label\": []}\n";
+  const auto lists =
+      train::read_labelled_file(folder.path() / "lists.jsonl", {"sentence"}, " ", "label");
+  EXPECT_EQ(lists[0].classes, (std::vector<std::string>{"x", "3"}));
+  EXPECT_EQ(train::problem_type_of(lists, std::nullopt), gpt2::ProblemType::kMultiLabel);
+  EXPECT_EQ(train::label_list(lists, gpt2::ProblemType::kMultiLabel),
+            (std::vector<std::string>{"3", "x"}));
   EXPECT_NE(error_of(good + "{\"sentence\": \"x\"\n").find("bad.jsonl:3: not a JSON object"),
             std::string::npos);
   EXPECT_NE(error_of(good + "[1, 2]\n").find("bad.jsonl:3: not a JSON object"), std::string::npos);

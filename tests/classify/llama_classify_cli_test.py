@@ -22,28 +22,13 @@ import math
 import os
 import shutil
 import struct
-import subprocess
 import sys
+
+from cli_checks import check, failures, golden_modules, run, status
 
 zero, source, work = sys.argv[1:4]
 SEQ = 48  # --max_seq_length
 TESTS = 64  # --max_predict_samples
-failures = []
-
-
-def check(condition, message):
-    if not condition:
-        failures.append(message)
-        print("FAIL:", message)
-
-
-def run(args, expect=0):
-    result = subprocess.run(args, capture_output=True, text=True, check=False)
-    if result.returncode != expect:
-        print(result.stdout[-4000:], result.stderr[-4000:])
-        print(f"FAIL: exit {result.returncode}, expected {expect}: {' '.join(args)}")
-        sys.exit(1)
-    return result.stdout + result.stderr
 
 
 def tensor_names(folder):
@@ -189,27 +174,11 @@ def main():
     make_folders()
     folders = {family: train(family) for family in ("llama", "qwen2")}
     check_pad_token_id()
-    if failures:
-        print(f"{len(failures)} failures")
-        return 1
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        import torch
-        from transformers import AutoModelForSequenceClassification
-        from transformers.utils import logging as hf_logging
-    except Exception as error:  # noqa: BLE001
-        print(f"skipped: the zero checks passed; the golden venv is not there ({error})")
-        return 77
-    hf_logging.set_verbosity_error()
+    torch, transformers = golden_modules()
     for family, folder in folders.items():
-        compare_with_transformers(family, folder, torch, AutoModelForSequenceClassification)
-    if failures:
-        print(f"{len(failures)} failures")
-        return 1
-    print("llama classify cli ok")
-    return 0
-
+        compare_with_transformers(family, folder, torch,
+                                  transformers.AutoModelForSequenceClassification)
+    return status("llama classify cli ok")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
+#include <string>
 
 #include "gpt2_engine_driver.h"
 #include "ledger_checks.h"
@@ -81,6 +83,61 @@ TEST(GPT2MixedPrecision, StageThreeIsBitwiseStageTwo) {
       const TrainResult three = train_gpt2_on_threads(mixed_run(dtype, 3, 3), world);
       EXPECT_EQ(two.losses, three.losses) << name(dtype) << " world " << world;
       EXPECT_EQ(two.params, three.params) << name(dtype) << " world " << world;
+    }
+}
+
+// Stage 0 at world 1 reduces without a bucket or a collective (GradReducer::unpack_alone: the
+// gradients × post in place, untouched at post 1) and, with 16-bit parameters, AdamW writes the
+// compute copy in its own pass (ShardChunk::params_16bit). Both fusions are exact: the run equals,
+// bit for bit, world 2 with both ranks given the same samples, whose gradients go through the
+// bucket and the all-reduce (2g, scaled by post / 2: exact, a power of two) and are refreshed by
+// params_from_master's conversion; and after it the compute parameters are the fp32 master
+// rounded by zero::convert.
+TEST(GPT2MixedPrecision, WorldOneFusionsEqualTheBucketedPathBitwise) {
+  for (DType dtype : {DType::kBFloat16, DType::kFloat32})
+    for (int accumulation : {1, 3}) {
+      const GPT2Run run = mixed_run(dtype, 0, accumulation, 5);
+      const std::string what = std::string(dtype == DType::kBFloat16 ? "bf16" : "fp32") + " gas " +
+                               std::to_string(accumulation);
+      constexpr int kRows = 2;
+      auto train = [&](int world) {
+        TrainResult result;
+        std::mutex mutex;
+        run_ranks(world, [&](Communicator& comm) {
+          omp_set_num_threads(1);
+          std::unique_ptr<Engine> engine = make_engine(run.options, comm);
+          GPT2EngineDriver model(*engine, run.config, kRows, run.seq_len, run.seed);
+          TrainResult mine = train_steps(comm, *engine, run.steps, kRows, [&](int step, int first) {
+            const int same = first / (world * kRows) * kRows;  // micro-step m's samples, any rank
+            const gpt2::DropoutKey dropout{run.seed, static_cast<std::uint64_t>(step), same, true};
+            return model.micro_step(make_token_batch(run.config, run.seq_len, step, same, kRows),
+                                    dropout);
+          });
+          for (UnitId u = 0; u < static_cast<UnitId>(engine->num_units()); ++u) {
+            if (dtype == DType::kFloat32 || world != 1) break;
+            const Buffer master = engine->gather_master(u);
+            GatheredUnit compute = engine->gather(u);
+            const std::size_t count = compute.layout().num_elements();
+            std::vector<BFloat16> rounded(count);
+            convert(master.data(), DType::kFloat32, rounded.data(), DType::kBFloat16, count);
+            EXPECT_EQ(std::memcmp(rounded.data(), compute.raw(), count * sizeof(BFloat16)), 0)
+                << what << " world " << world << " unit " << u;
+          }
+          if (comm.rank() == 0) {
+            std::lock_guard lock(mutex);
+            result = std::move(mine);
+          }
+        });
+        return result;
+      };
+      const TrainResult alone = train(1), bucketed = train(2);
+      // Engine::average_across_ranks all-reduces in fp32 (world 1 returns the double itself).
+      for (std::size_t s = 0; s < alone.losses.size(); ++s)
+        EXPECT_EQ(static_cast<float>(alone.losses[s]), static_cast<float>(bucketed.losses[s]))
+            << what << " step " << s;
+      EXPECT_EQ(alone.grad_norms, bucketed.grad_norms) << what;
+      EXPECT_EQ(alone.params, bucketed.params) << what;
+      EXPECT_LT(alone.losses.back(), alone.losses.front()) << what;
     }
 }
 
@@ -201,6 +258,38 @@ TEST(GPT2MixedPrecision, CheckpointOfMasterWeightsResumesBitwise) {
     EXPECT_LT(uninterrupted.losses.back(), uninterrupted.losses.front() - 0.1) << name(dtype);
     for (int s = kSaved; s < kSteps; ++s)
       EXPECT_EQ(resumed[s - kSaved], uninterrupted.losses[s]) << name(dtype) << " step " << s;
+  }
+}
+
+// 16-bit accumulated gradients reach the optimizer in fp32 one unit at a time (engine_step.cc):
+// the device workspace holds the largest unit's owned elements in fp32, not the whole partition
+// (4 bytes a parameter; 25 GiB at Llama-2-7B's stage 0, benchmarks/RESULTS.md). The ledger's
+// workspace peak after steps at stage 0 (the engine's own: the model's scratch is in the
+// driver's ledger) is that buffer, for fp16 (16-bit accumulation by default) and for bf16 with
+// data_types.grad_accum_dtype bf16.
+TEST(GPT2MixedPrecision, SixteenBitGradientsReachTheOptimizerThroughOneUnitsWorkspace) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    run_ranks(1, [&](Communicator& comm) {
+      GPT2Run run = mixed_run(dtype, 0, 2);
+      run.options.grad_accum_dtype = dtype;
+      std::unique_ptr<Engine> engine = make_engine(run.options, comm);
+      GPT2EngineDriver model(*engine, run.config, 4, 16, 7);
+      for (int micro = 0; micro < 4; ++micro) {
+        model.micro_step(make_token_batch(run.config, 16, micro / 2, 4 * (micro % 2), 4),
+                         {7, static_cast<std::uint64_t>(micro / 2), 4 * (micro % 2), true});
+        engine->step();
+      }
+      std::size_t largest = 0, total = 0;
+      for (std::size_t count : unit_sizes(*engine)) {
+        const std::size_t owned = padded_num_elements(count, 1, run.options.alignment_elements);
+        largest = std::max(largest, owned);
+        total += owned;
+      }
+      ASSERT_LT(2 * largest, total);  // several units: the whole partition would differ
+      EXPECT_EQ(engine->ledger().entry(MemorySpace::kDevice, MemoryCategory::kWorkspace).peak_bytes,
+                static_cast<std::int64_t>(largest * sizeof(float)))
+          << name(dtype);
+    });
   }
 }
 

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/measured.h"
 #include "../common/random_inputs.h"
 #include "../common/tiny_gpt2.h"
 #include "zero/core/allocator.h"
@@ -134,6 +135,101 @@ TEST(Gemm16Errors, BetaOtherThanZeroOrOneIsRefused) {
   std::vector<float> c(4);
   EXPECT_THROW(cpu::gemm_bf16(false, false, 2, 2, 2, a.data(), 2, b.data(), 2, 0.5f, c.data(), 2),
                Error);
+}
+
+// The CPU attention with its products on the bf16 GEMM (FlashAttentionScratch::bf16) against the
+// fp32 one: out, lse and dqkv within a bound of about 3x the largest difference measured, each
+// relative to the fp32 result's largest magnitude (q, k, v, dout and the probabilities rounded
+// to 2^-9). Shapes: GPT-2's heads of 64 at T 256 (four blocks of 64 query rows) and heads of 6 at
+// T 130 (a partial third block), with and without dropout.
+TEST(Attention16, Bf16ProductsTrackTheFp32Attention) {
+  struct Case {
+    std::int64_t B, T, C, NH;
+    float dropout;
+    double bound_out, bound_lse, bound_dqkv;
+  };
+  for (const Case& c : {Case{2, 256, 768, 12, 0.0f, 1.2e-2, 4e-3, 1.5e-2},
+                        Case{1, 130, 18, 3, 0.2f, 1.2e-2, 4e-3, 1.5e-2}}) {
+    SCOPED_TRACE(::testing::Message() << "T " << c.T << " C " << c.C << " NH " << c.NH);
+    const std::int64_t N = c.B * c.T;
+    DropoutSite dropout;
+    dropout.probability = c.dropout;
+    dropout.key = derive_key(42, 7);
+    const auto qkv = random_vector(N * 3 * c.C, 30), dy = random_vector(N * c.C, 31);
+    std::vector<float> y32(N * c.C), lse32(c.B * c.NH * c.T), dqkv32(N * 3 * c.C);
+    std::vector<float> y16(y32.size()), lse16(lse32.size()), dqkv16(dqkv32.size());
+    cpu::flash_attention_forward(y32.data(), lse32.data(), qkv.data(), c.B, c.T, c.C, c.NH,
+                                 dropout);
+    cpu::flash_attention_backward(dqkv32.data(), dy.data(), qkv.data(), lse32.data(), c.B, c.T, c.C,
+                                  c.NH, dropout);
+    cpu::FlashAttentionScratch bf16;
+    bf16.bf16 = true;
+    cpu::flash_attention_forward(y16.data(), lse16.data(), qkv.data(), c.B, c.T, c.C, c.NH, dropout,
+                                 bf16);
+    cpu::flash_attention_backward(dqkv16.data(), dy.data(), qkv.data(), lse16.data(), c.B, c.T, c.C,
+                                  c.NH, dropout, bf16);
+    auto relative = [](const std::vector<float>& got, const std::vector<float>& want) {
+      double difference = 0, magnitude = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        difference = std::max(difference, double(std::abs(got[i] - want[i])));
+        magnitude = std::max(magnitude, double(std::abs(want[i])));
+      }
+      return difference / magnitude;
+    };
+    const double out = relative(y16, y32), lse = relative(lse16, lse32);
+    const double dqkv = relative(dqkv16, dqkv32);
+    zero::testing::print_measured("out T " + std::to_string(c.T), out, c.bound_out);
+    zero::testing::print_measured("lse T " + std::to_string(c.T), lse, c.bound_lse);
+    zero::testing::print_measured("dqkv T " + std::to_string(c.T), dqkv, c.bound_dqkv);
+    EXPECT_LE(out, c.bound_out);
+    EXPECT_LE(lse, c.bound_lse);
+    EXPECT_LE(dqkv, c.bound_dqkv);
+    EXPECT_GT(out, 0.0) << "the bf16 products were not taken";
+  }
+}
+
+// The attention's per-thread blocks given by the caller (GPT2Compute's planned workspace, at any
+// alignment), room for one thread or for all, give the results of the kernels' own allocation bit
+// for bit; blocks too small for one thread are refused.
+TEST(Attention16, CallersBlocksGiveTheOwnAllocationsResultsAtAnyThreadCount) {
+  const std::int64_t B = 2, T = 100, C = 32, NH = 2, N = B * T;
+  const auto qkv = random_vector(N * 3 * C, 40), dy = random_vector(N * C, 41);
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16 products" : "fp32 products");
+    cpu::FlashAttentionScratch own;
+    own.bf16 = bf16;
+    std::vector<float> y(N * C), lse(B * NH * T), dqkv(N * 3 * C);
+    cpu::flash_attention_forward(y.data(), lse.data(), qkv.data(), B, T, C, NH, {}, own);
+    cpu::flash_attention_backward(dqkv.data(), dy.data(), qkv.data(), lse.data(), B, T, C, NH, {},
+                                  own);
+    for (std::int64_t threads : {1, 4}) {
+      const std::int64_t bytes = cpu::flash_attention_blocks_bytes(T, bf16, threads);
+      std::vector<char> blocks(bytes + 3);
+      std::vector<BFloat16> staged_qkv(N * 3 * C), staged_dout(N * C);
+      cpu::FlashAttentionScratch given = own;
+      given.blocks = blocks.data() + 3;  // off any alignment
+      given.blocks_bytes = bytes;
+      given.staged_qkv = staged_qkv.data();
+      given.staged_dout = staged_dout.data();
+      std::vector<float> y2(y.size()), lse2(lse.size()), dqkv2(dqkv.size());
+      cpu::flash_attention_forward(y2.data(), lse2.data(), qkv.data(), B, T, C, NH, {}, given);
+      cpu::flash_attention_backward(dqkv2.data(), dy.data(), qkv.data(), lse2.data(), B, T, C, NH,
+                                    {}, given);
+      EXPECT_EQ(y2, y) << threads << " threads";
+      EXPECT_EQ(lse2, lse) << threads << " threads";
+      EXPECT_EQ(dqkv2, dqkv) << threads << " threads";
+      if (bf16) {
+        EXPECT_EQ(to_float(staged_qkv[5]), to_float(to_bf16(qkv[5])));
+      }
+    }
+    std::vector<char> small(cpu::flash_attention_blocks_bytes(T, bf16, 1) - 1);
+    cpu::FlashAttentionScratch too_small = own;
+    too_small.blocks = small.data();
+    too_small.blocks_bytes = static_cast<std::int64_t>(small.size());
+    EXPECT_THROW(
+        cpu::flash_attention_forward(y.data(), lse.data(), qkv.data(), B, T, C, NH, {}, too_small),
+        Error);
+  }
 }
 
 TEST(Convert16, MatchesLibraryConversionsAndAccumulatesWithOneRounding) {

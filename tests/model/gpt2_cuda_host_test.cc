@@ -2,6 +2,7 @@
 // gemm() hands cuBLASLt (executed here by a plain column-major GEMM, against cpu::gemm for every
 // transpose and padded leading dimensions) and encoder_backward's grouping of rows by token.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -93,6 +94,9 @@ TEST(Gpt2CudaHost, AttentionLayoutNamesTheKernelsTheDeviceRuns) {
     const AttentionLayout cpu = attention_layout(DeviceKind::kCpu, B, T, C, NH);
     EXPECT_EQ(cpu.saved_per_row, 16);  // flash_attention_*'s NH log-sum-exps, in 16 floats
     EXPECT_EQ(cpu.scratch, 0);
+    // The per-thread blocks of scores, planned in the workspace for this process's threads.
+    EXPECT_EQ(cpu.library_workspace_bytes,
+              cpu::flash_attention_blocks_bytes(T, false, omp_get_max_threads()));
   }
   EXPECT_TRUE(cuda::attention_is_tiled(64));  // GPT-2's heads
   EXPECT_THROW(attention_layout(DeviceKind::kCuda, B, T, 10, 3), Error);
@@ -110,9 +114,11 @@ TEST(Gpt2CudaHost, AttentionLayoutPlansCudnnsWorkspace) {
   EXPECT_EQ(attention_layout(DeviceKind::kCuda, 16, 1024, 768, 12, DType::kFloat16)
                 .library_workspace_bytes,
             0);
-  EXPECT_EQ(attention_layout(DeviceKind::kCpu, 16, 1024, 768, 12, DType::kBFloat16)
-                .library_workspace_bytes,
-            0);
+  // The CPU's: its per-thread blocks, with bf16 ones where its products run on the bf16 GEMM.
+  EXPECT_EQ(
+      attention_layout(DeviceKind::kCpu, 16, 1024, 768, 12, DType::kBFloat16)
+          .library_workspace_bytes,
+      cpu::flash_attention_blocks_bytes(1024, cpu::gemm_bf16_native(), omp_get_max_threads()));
   EXPECT_EQ(
       attention_layout(DeviceKind::kCuda, 2, 8, 36, 3, DType::kBFloat16).library_workspace_bytes,
       0);  // heads of 12 channels: the tiled kernels

@@ -16,6 +16,7 @@
 #include "zero/core/memory_ledger.h"
 #include "zero/gpt2/model.h"
 #include "zero/gpt2/sampling.h"
+#include "zero/gpt2/units.h"
 
 namespace zero::gpt2 {
 namespace {
@@ -107,6 +108,90 @@ TEST_F(GPT2ModelTest, ActivationsAreInTheLedgerAsPlanned) {
     if (checkpointing) {
       EXPECT_EQ(plan.kept_bytes[1], 3u * 7 * 24 * sizeof(float));  // only the block output
     }
+  }
+}
+
+// --recompute_blocks k: the first k of L blocks recompute their internals in backward, into the
+// last block's (dead by then) when some are kept. The gradients and the loss are those of the run
+// that keeps every block's, bit for bit, for GPT-2 (dropout at every site) and the Llama family
+// (Llama and Qwen2 tiny shapes: grouped-query attention, RoPE, SwiGLU; Qwen2's q/k/v biases), with
+// either CPU GEMM (ctest gpt2_recompute_bitwise_eigen runs it with Eigen's).
+TEST_F(GPT2ModelTest, RecomputingTheFirstBlocksKeepsTheGradientsBitwise) {
+  GPT2Config gpt2 = tiny_config({.n_layer = 4});
+  gpt2.resid_pdrop = gpt2.embd_pdrop = gpt2.attn_pdrop = 0.2;
+  GPT2Config llama = tiny_llama_config({.n_layer = 4, .n_head = 4});
+  llama.family = ModelFamily::kLlama;  // Qwen2's shape without its q/k/v biases
+  const GPT2Config qwen2 = tiny_llama_config({.n_layer = 4, .n_head = 4});
+  const std::int64_t B = 2, T = 6;
+  const auto tokens = sequence(B * T, 53, 11), targets = sequence(B * T, 53, 12);
+  const DropoutKey key{.seed = 3, .step = 2, .sample_offset = 1, .training = true};
+  for (const GPT2Config& config : {gpt2, llama, qwen2}) {
+    GPT2Model model(config, allocator_);
+    model.init(21);
+    auto gradients = [&](ComputeOptions options, float& loss) {
+      model.zero_grads();
+      GPT2Compute compute(config, B, T, *context_, allocator_, options);
+      loss = model.forward(compute, tokens, targets, key);
+      model.backward(compute);
+      std::vector<std::vector<float>> grads;
+      for (int u = 0; u < model.num_units(); ++u)
+        grads.emplace_back(model.grad_data(u),
+                           model.grad_data(u) + model.grads(u).layout().num_elements());
+      return grads;
+    };
+    float kept_loss = 0.0f;
+    const auto kept = gradients({}, kept_loss);
+    for (int blocks = 1; blocks <= 4; ++blocks) {
+      float loss = 0.0f;
+      const auto recomputed = gradients({.recompute_blocks = blocks}, loss);
+      const std::string what = std::string(name_of(config.family)) + ", the first " +
+                               std::to_string(blocks) + " blocks recomputed";
+      EXPECT_EQ(loss, kept_loss) << what;
+      for (int u = 0; u < model.num_units(); ++u)
+        for (std::size_t i = 0; i < kept[u].size(); ++i)
+          ASSERT_EQ(recomputed[u][i], kept[u][i])
+              << what << ": " << model.units()[u].name << " " << i;
+    }
+  }
+}
+
+// Recomputing k < L blocks saves k blocks' internals (no set of their own; each set starts
+// 64-byte aligned, so within 64 bytes a set); k = L keeps one shared set, as much as k = L-1
+// keeps. The ledger holds what the plan says, within the layout's padding.
+TEST_F(GPT2ModelTest, RecomputedBlocksSaveTheirInternalsInThePlanAndTheLedger) {
+  for (const GPT2Config& config :
+       {tiny_config({.n_layer = 4}), tiny_llama_config({.n_layer = 4, .n_head = 4})}) {
+    const std::int64_t B = 3, T = 7;
+    const std::size_t output_bytes = B * T * config.n_embd * sizeof(float);  // residual3
+    const ActivationPlan kept = GPT2Compute::plan(config, B, T);
+    const std::size_t internals = kept.kept_bytes[block_unit(3)] - output_bytes;  // + its pad
+    ASSERT_GT(internals, 0u);
+    for (int blocks = 0; blocks <= 4; ++blocks) {
+      MemoryLedger ledger;
+      HostAllocator allocator(ledger);
+      const ComputeOptions options{.recompute_blocks = blocks};
+      const ActivationPlan plan = GPT2Compute::plan(config, B, T, options);
+      const std::size_t saved = kept.total_bytes() - plan.total_bytes();
+      const std::size_t expected = std::min(blocks, 3) * internals;
+      EXPECT_GE(saved + 64, expected) << blocks << " blocks";
+      EXPECT_LE(saved, expected + 64 * static_cast<std::size_t>(blocks)) << blocks << " blocks";
+      for (int layer = 0; layer < 4; ++layer)
+        if (layer < blocks)
+          EXPECT_EQ(plan.kept_bytes[block_unit(layer)], output_bytes) << "block " << layer;
+        else
+          EXPECT_GE(plan.kept_bytes[block_unit(layer)] + 64, output_bytes + internals)
+              << "block " << layer;
+      EXPECT_EQ(plan.recompute_bytes == 0, blocks < 4);
+      EXPECT_LT(plan.recompute_bytes, internals + 64);
+      GPT2Compute compute(config, B, T, *context_, allocator, options);
+      const auto activations =
+          ledger.entry(MemorySpace::kHost, MemoryCategory::kActivations).current_bytes;
+      const std::size_t planned = plan.total_bytes() - plan.workspace_bytes;
+      EXPECT_GE(static_cast<std::size_t>(activations), planned);
+      EXPECT_LT(static_cast<std::size_t>(activations), planned + 64);  // padding to 16 elements
+    }
+    EXPECT_THROW(GPT2Compute::plan(config, B, T, {.recompute_blocks = 5}), Error);
+    EXPECT_THROW(GPT2Compute::plan(config, B, T, {.recompute_blocks = -1}), Error);
   }
 }
 

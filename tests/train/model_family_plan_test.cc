@@ -3,6 +3,7 @@
 // widths (grouped-query k/v, SwiGLU's 2H gate/up and H product, RMSNorm's one statistic, RoPE's
 // table), a sliding window shorter than the block is refused naming it.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -81,9 +82,12 @@ TEST(ModelFamilyPlan, ActivationRowsFollowTheFamilysWidths) {
   EXPECT_EQ(plan.kept_bytes[4], 4u * N * (C + 1 + 384 + 1 + 1));
   EXPECT_EQ(plan.recompute_bytes, 0u);
   // proj, dresidual, dproj, d(gate, up), dln, datty, dqkv, SwiGLU's output gradient, RoPE's table,
-  // and grouped-query attention's NH heads of q, k and v and their gradient.
+  // grouped-query attention's NH heads of q, k and v and their gradient, and the CPU attention's
+  // blocks of scores: three (T, T) fp32 blocks a thread (rows of 16 floats), 64 bytes to align.
+  const std::int64_t attention_blocks = omp_get_max_threads() * 3 * 4 * T * T + 64;
   EXPECT_EQ(plan.workspace_bytes, 4u * (N * (C + C + C + 2 * H + C + NH * HS + qkv) + N * H +
-                                        T * HS + 2 * N * 3 * NH * HS));
+                                        T * HS + 2 * N * 3 * NH * HS) +
+                                      attention_blocks);
   // Gradient checkpointing keeps each block's output and one shared set of its internals.
   const gpt2::ActivationPlan checkpointed = gpt2::GPT2Compute::plan(
       config, B, T, {.activation_checkpointing = true, .device = DeviceKind::kCpu});

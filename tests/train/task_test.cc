@@ -93,7 +93,7 @@ TEST(Task, TaskKindIsChosenByNameAndSaysWhatItTakes) {
   EXPECT_EQ(classification.name(), "text-classification");
   EXPECT_EQ(lm.evaluation_metrics(), (std::vector<std::string>{"eval_loss"}));
   EXPECT_EQ(classification.evaluation_metrics(),
-            (std::vector<std::string>{"eval_loss", "eval_accuracy"}));
+            (std::vector<std::string>{"eval_loss", "eval_accuracy", "eval_mse", "eval_f1"}));
   EXPECT_TRUE(lm.planned());
   EXPECT_FALSE(classification.planned());
   try {

@@ -75,7 +75,7 @@ void expect_resume_continues_bitwise(const fs::path& folder, bool bf16, DeviceKi
     SCOPED_TRACE("stage " + std::to_string(stage));
     const fs::path straight = folder / ("straight_s" + std::to_string(stage));
     train::TrainingArguments arguments = tiny_arguments(folder / "corpus.txt", straight);
-    arguments.deepspeed = write_ds_config(folder, stage).string();
+    arguments.deepspeed = write_ds_config(folder, stage, /*precision_auto=*/bf16).string();
     arguments.bf16 = bf16;
     arguments.save_strategy = train::IntervalStrategy::kSteps;
     arguments.save_steps = 10;
@@ -109,7 +109,7 @@ TEST_P(TrainCuda, LossesMatchTheCpuRunAtStages0And3) {
     SCOPED_TRACE("stage " + std::to_string(stage));
     train::TrainingArguments arguments = tiny_arguments(
         folder.path() / "corpus.txt", folder.path() / ("cpu_s" + std::to_string(stage)));
-    arguments.deepspeed = write_ds_config(folder.path(), stage).string();
+    arguments.deepspeed = write_ds_config(folder.path(), stage, /*precision_auto=*/bf16).string();
     arguments.bf16 = bf16;
     const std::vector<double> cpu = run_on(arguments, DeviceKind::kCpu);
     arguments.output_dir = (folder.path() / ("cuda_s" + std::to_string(stage))).string();
@@ -193,6 +193,7 @@ TEST_P(TrainCuda, EvaluationAfterAnOverlappedOffloadStepMatchesTheCpu) {
   const fs::path config = folder.path() / "ds_offload.json";
   std::ofstream(config) << R"({"train_micro_batch_size_per_gpu": "auto",
     "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+    "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
     "optimizer": {"type": "AdamW", "params": {"lr": "auto", "weight_decay": "auto"}},
     "zero_optimization": {"stage": 3, "sub_group_size": 2000, "stage3_param_persistence_threshold": 0,
       "offload_optimizer": {"device": "cpu", "pin_memory": true}}})";

@@ -64,7 +64,8 @@ TEST(Trainer, SameLossesAtEveryWorldSizeAndStage) {
     }
 }
 
-// --gradient_checkpointing recomputes each block in backward: the same numbers.
+// --gradient_checkpointing recomputes each block in backward, --recompute_blocks 1 the first:
+// the same numbers (the first bit for bit).
 TEST(Trainer, GradientCheckpointingKeepsTheLosses) {
   TempFolder folder("checkpointing");
   write_corpus(folder.path() / "corpus.txt", 600);
@@ -76,11 +77,19 @@ TEST(Trainer, GradientCheckpointingKeepsTheLosses) {
   train::TrainingArguments recomputed = plain;
   recomputed.output_dir = (folder.path() / "b").string();
   recomputed.gradient_checkpointing = true;
+  train::TrainingArguments partial = plain;  // --recompute_blocks 1: the first of 2 blocks
+  partial.output_dir = (folder.path() / "c").string();
+  partial.recompute_blocks = "1";
   const std::vector<double> a = logged_losses(run_world(plain, 2).log_history);
   const std::vector<double> b = logged_losses(run_world(recomputed, 2).log_history);
+  const std::vector<double> c = logged_losses(run_world(partial, 2).log_history);
   ASSERT_EQ(a.size(), 6u);
   ASSERT_EQ(a.size(), b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << "step " << i + 1;
+  ASSERT_EQ(a.size(), c.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i], b[i], 1e-6) << "step " << i + 1;
+    EXPECT_EQ(a[i], c[i]) << "step " << i + 1 << ", the first block recomputed";
+  }
 }
 
 // Gradient accumulation: 4 per rank x 2 micro-steps equals 8 per rank in one.

@@ -37,6 +37,8 @@ nb::dict log_entry_dict(const train::LogEntry& entry) {
   put(out, "eval_loss", entry.eval_loss);
   put(out, "perplexity", entry.perplexity);
   put(out, "eval_accuracy", entry.eval_accuracy);
+  put(out, "eval_mse", entry.eval_mse);
+  put(out, "eval_f1", entry.eval_f1);
   put(out, "epoch_train_loss", entry.epoch_train_loss);
   put(out, "train_accuracy", entry.train_accuracy);
   put(out, "num_input_tokens_seen", entry.num_input_tokens_seen);

@@ -102,8 +102,11 @@ class Engine::Impl {
   // Throws unless `unit` is a registered unit, the message listing them by name: "`what`: no
   // unit #7; the engine has 2 units: fc1, fc2".
   void check_unit(UnitId unit, std::string_view what) const;
-  // The optimizer step on the device (Optimizer::step_on), when not offloaded.
-  void device_step(const OptimizerStep& args);
+  // The optimizer step on the device (Optimizer::step_on), when not offloaded. With an fp32
+  // master kept beside 16-bit compute parameters (not offload_param's), the optimizer writes the
+  // owned compute parameters in its own pass (ShardChunk::params_16bit, rounded as
+  // params_from_master rounds them) and this returns true; false where it wrote none.
+  bool device_step(const OptimizerStep& args);
 
   void allocate();
   void initialize_values();
@@ -116,9 +119,10 @@ class Engine::Impl {
   // stream.
   void params_from_master();
   // Engine::refresh_params() without waiting for an overlapped step (step() calls it after
-  // starting one): the compute parameters from the master where the step did not refresh them,
-  // then stages 1-2's all-gather or stage 3's persistent units.
-  void refresh_compute_params();
+  // starting one): the compute parameters from the master where the step did not refresh them
+  // (step_wrote_params: device_step did), then stages 1-2's all-gather or stage 3's persistent
+  // units.
+  void refresh_compute_params(bool step_wrote_params = false);
 
   // engine_offload.cc: the step's squared norms with offload and the host step's launch.
   // The global squared norm's per-unit parts with offload_optimizer: waits for the reductions and

@@ -89,47 +89,63 @@ bool Engine::step() {
     d.comm.all_reduce(values, values, count, DType::kFloat32, ReduceOp::kSum, "optimizer stats");
     d.synchronize("all-reducing optimizer statistics");
   };
+  bool wrote_params = false;
   if (policy.host_step)  // offload_optimizer: on the host, sub-group by sub-group, the compute
     d.host_step(args);   // parameters refreshed behind it (engine_offload.cc)
   else
-    d.device_step(args);
+    wrote_params = d.device_step(args);
   if (d.schedule) d.schedule->step();
   d.loss_scaler.update(false);
   state.loss_scaler = d.loss_scaler.state();
   if (d.schedule) state.scheduler_last_batch_iteration = d.schedule->last_batch_iteration();
 
-  d.refresh_compute_params();
+  d.refresh_compute_params(wrote_params);
   zero_grad();
   return true;
 }
 
-void Engine::Impl::device_step(const OptimizerStep& args) {
+bool Engine::Impl::device_step(const OptimizerStep& args) {
   Stream& compute = ctx.compute_stream();
-  const std::size_t owned_total = storage.owned_total();
-  // 16-bit accumulated gradients: the optimizer reads an fp32 copy of the owned gradients
-  // (DeepSpeed converts the partition to fp32 for the step), a workspace for the step only.
-  Buffer fp32_grads = policy.fp32_grads_for_step()
-                          ? Buffer()
-                          : ctx.allocator(MemorySpace::kDevice)
-                                .allocate(owned_total * sizeof(float), MemoryCategory::kWorkspace);
+  // The optimizer writes the 16-bit compute copy in its own pass (no separate refresh).
+  const bool write_params = policy.master_weights && !policy.offload_params();
+  const auto chunk_of = [&](UnitId u, const float* grads) {
+    ShardChunk chunk =
+        storage.shard_chunk(u, storage.owned_params(u), grads, storage.owned_state(u));
+    if (write_params) {
+      chunk.params_16bit = storage.owned_compute_params(u);
+      chunk.params_16bit_dtype = policy.compute;
+    }
+    return chunk;
+  };
   std::vector<ShardChunk> chunks;
   chunks.reserve(units.size());
-  for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
-    const StateStorage::Placement& at = storage.unit(u);
-    const float* grads = static_cast<const float*>(storage.owned_grads(u));
-    if (!policy.fp32_grads_for_step()) {
-      float* copy = fp32_grads.data_as<float>() + at.owned_offset;
-      ctx.convert(compute, storage.owned_grads(u), policy.accumulate, copy, DType::kFloat32,
-                  at.owned_count);
-      grads = copy;
+  if (policy.fp32_grads_for_step()) {
+    for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
+      chunks.push_back(chunk_of(u, static_cast<const float*>(storage.owned_grads(u))));
+    optimizer->step_on(ctx, compute, chunks, args);
+  } else {
+    // 16-bit accumulated gradients: the optimizer reads them in fp32 (DeepSpeed converts the
+    // partition to fp32 for the step), one unit at a time through a workspace of the largest
+    // unit's owned elements: converted, stepped, then the next unit (the compute stream orders
+    // each conversion after the previous unit's step). The whole partition in fp32 would add 4
+    // bytes a parameter to the step's peak. The optimizers are per element or per tensor (a
+    // tensor lies in one unit), so unit by unit gives the numbers of one call over every unit.
+    std::size_t largest = 0;
+    for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u)
+      largest = std::max(largest, storage.unit(u).owned_count);
+    const Buffer fp32_grads = ctx.allocator(MemorySpace::kDevice)
+                                  .allocate(largest * sizeof(float), MemoryCategory::kWorkspace);
+    for (UnitId u = 0; u < static_cast<UnitId>(units.size()); ++u) {
+      ctx.convert(compute, storage.owned_grads(u), policy.accumulate, fp32_grads.data(),
+                  DType::kFloat32, storage.unit(u).owned_count);
+      chunks.assign(1, chunk_of(u, fp32_grads.data_as<const float>()));
+      optimizer->step_on(ctx, compute, chunks, args);
     }
-    chunks.push_back(
-        storage.shard_chunk(u, storage.owned_params(u), grads, storage.owned_state(u)));
   }
-  optimizer->step_on(ctx, compute, chunks, args);
   // The optimizer may issue collectives of its own (LAMB's trust ratios through all_reduce_sum):
   // they must be issued before the post-step gathers, in the same order on every rank.
   synchronize_compute("the optimizer step");
+  return write_params;
 }
 
 void Engine::wait_for_step() {
@@ -143,7 +159,7 @@ void Engine::refresh_params() {
   impl_->refresh_compute_params();
 }
 
-void Engine::Impl::refresh_compute_params() {
+void Engine::Impl::refresh_compute_params(bool step_wrote_params) {
   Impl& d = *this;
   // 16-bit training: the owned compute parameters from the (updated or loaded) fp32 master.
   // offload_optimizer: the host step refreshed them sub-group by sub-group on the copy stream
@@ -157,7 +173,7 @@ void Engine::Impl::refresh_compute_params() {
       d.params_ready = d.ctx.copy_stream().record();
       d.comm.stream().wait(d.params_ready);
     }
-  } else {
+  } else if (!step_wrote_params) {
     d.params_from_master();
   }
   if (!d.planning) d.comm_after_compute();  // the updated (or loaded) shards come first

@@ -117,6 +117,10 @@ void GradReducer::flush() {
   // The model's writes and the compute stream's zeroing of the gradients come first.
   Stream& stream = comm.stream();
   stream.wait(ctx.compute_stream().record());
+  if (world_ == 1 && pre == 1.0f && !policy.host_step) {
+    unpack_alone(items, post);
+    return;
+  }
   void* send = bucket_.data();
   void* recv = receive_.data();
   const int blocks = blocked ? world_ : 1;
@@ -182,6 +186,38 @@ void GradReducer::flush() {
     setup_.host.unpack(reduced, block, std::move(host_pieces), accumulate, post);
   setup_.comm_done = stream.record();
   if (!options.overlap_comm) synchronize_naming(comm, options.stage, "reducing a gradient bucket");
+}
+
+// World 1 without a pre-scale: the collective is the identity and packing multiplies by 1 (the
+// bucket holds the source's dtype), so the packed path's result is each piece's source × post,
+// written (or added) into its destination. One pass from the source does that, with no bucket
+// and no collective; none at all where source and destination are one buffer and post is 1
+// (stage 0's full gradients). Bitwise the packed path's for every value (x · 1 = x; a NaN stays
+// the same quiet NaN: arithmetic makes no signalling ones).
+void GradReducer::unpack_alone(std::vector<Item>& items, float post) {
+  const StatePolicy& policy = setup_.policy;
+  DeviceContext& ctx = setup_.context;
+  Stream& stream = setup_.communicator.stream();
+  const bool accumulate = !policy.full_grads;
+  const DType source_dtype = policy.model_grads;
+  const DType destination_dtype =
+      policy.partitioned ? policy.owned_grads_dtype() : policy.accumulate;
+  for (Item& item : items) {
+    void* base = item.source ? item.source->data() : setup_.storage.full_grads(item.unit);
+    void* owned = policy.partitioned ? setup_.storage.owned_grads(item.unit)
+                                     : setup_.storage.full_grads(item.unit);
+    void* source = static_cast<char*>(base) + item.begin * size_of(source_dtype);
+    void* destination = static_cast<char*>(owned) + item.begin * size_of(destination_dtype);
+    const std::size_t count = item.end - item.begin;
+    if (accumulate)
+      ctx.axpy(stream, source, source_dtype, destination, destination_dtype, count, post);
+    else if (source != destination || source_dtype != destination_dtype || post != 1.0f)
+      ctx.scale(stream, source, source_dtype, destination, destination_dtype, count, post);
+    if (item.source) ctx.release_after(stream, std::move(item.source));
+  }
+  setup_.comm_done = stream.record();
+  if (!setup_.options.overlap_comm)
+    synchronize_naming(setup_.communicator, setup_.options.stage, "reducing a gradient bucket");
 }
 
 }  // namespace zero

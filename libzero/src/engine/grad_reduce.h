@@ -116,6 +116,8 @@ class GradReducer {
 
   void enqueue(UnitId u, std::shared_ptr<Buffer> source, bool at_boundary);
   std::string label(const std::vector<Item>& items) const;
+  // flush()'s pieces at world 1 without a pre-scale, straight from their sources (grad_reduce.cc).
+  void unpack_alone(std::vector<Item>& items, float post);
 
   GradReduceSetup setup_;
   int rank_ = 0;

@@ -227,10 +227,28 @@ void save_hf_checkpoint(const GPT2Model& model, const std::filesystem::path& fol
       folder, options);
 }
 
+std::string_view torch_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kBFloat16: return "bfloat16";
+    case DType::kFloat16: return "float16";
+    default: return "float32";
+  }
+}
+
+std::string hf_config_text(const GPT2Config& config, DType dtype) {
+  nlohmann::ordered_json json = nlohmann::ordered_json::parse(config.to_json_text());
+  json["torch_dtype"] = torch_dtype_name(dtype);
+  return json.dump(2) + "\n";
+}
+
 void save_hf_checkpoint(const GPT2Config& config, const UnitSource& source,
                         const std::filesystem::path& folder, SaveOptions options) {
   std::filesystem::create_directories(folder);
-  config.save(folder / "config.json");
+  if (options.dtype == DType::kFloat32)
+    config.save(folder / "config.json");
+  else
+    checkpoint::write_file_atomically(folder / "config.json",
+                                      hf_config_text(config, options.dtype));
   write_hf_weights(config, source, {}, folder, options);
 }
 

@@ -113,14 +113,15 @@ void save_classifier_checkpoint(const GPT2Model& body, const ClassifierConfig& h
 
 void save_classifier_checkpoint(const GPT2Config& config, const ClassifierConfig& head,
                                 const UnitSource& source, std::span<const float> score,
-                                const fs::path& folder) {
+                                const fs::path& folder, SaveOptions options) {
   head.validate(config);
   check_body(config);
   ZERO_CHECK(static_cast<std::int64_t>(score.size()) == head.num_labels * config.n_embd,
              "classifier: score of ", score.size(), " elements for (", head.num_labels, ", ",
              config.n_embd, ")");
   fs::create_directories(folder);
-  nlohmann::ordered_json json = nlohmann::ordered_json::parse(config.to_json_text());
+  nlohmann::ordered_json json =
+      nlohmann::ordered_json::parse(hf_config_text(config, options.dtype));
   json["architectures"] = {family_spec(config.family).classifier_architecture};
   nlohmann::ordered_json id2label = nlohmann::ordered_json::object();
   nlohmann::ordered_json label2id = nlohmann::ordered_json::object();
@@ -147,7 +148,7 @@ void save_classifier_checkpoint(const GPT2Config& config, const ClassifierConfig
     ZERO_CHECK(stream.good(), "writing ", (folder / "config.json").string(), " failed");
   }
   const ExtraTensor score_tensor{kScoreTensorName, {head.num_labels, config.n_embd}, score};
-  write_hf_weights(config, source, std::span(&score_tensor, 1), folder);
+  write_hf_weights(config, source, std::span(&score_tensor, 1), folder, options);
 }
 
 }  // namespace zero::gpt2

@@ -14,6 +14,7 @@ namespace zero::gpt2 {
 namespace {
 
 constexpr const char* kRecomputePrefix = "recompute.";
+constexpr std::int64_t kInternalsAlignment = 16;  // elements: 64 bytes, an AVX-512 vector
 
 // The block activation names, in layout order, with their row widths (elements per (b, t)) and
 // dtypes: fp32, or 16-bit for those only GEMMs read (gemm_input_dtype) and the attention's input
@@ -54,25 +55,38 @@ TensorSpec rows_spec(std::string name, std::int64_t rows, std::int64_t per_row, 
   return {std::move(name), {(rows * per_row + 1) / 2}};
 }
 
-// Activation tensors: "encoded", per block "h.l.<name>" (or one shared "recompute.<name>" set
-// under checkpointing) and "h.l.residual3", then the head's "ln_f*", "logits", "losses",
-// "logsumexp".
+// Activation tensors: "encoded", per block "h.l.<name>" (none for the first k recomputed blocks;
+// one shared "recompute.<name>" set when all L are) and "h.l.residual3", then the head's "ln_f*",
+// "logits", "losses", "logsumexp".
 std::vector<TensorSpec> activation_specs(const GPT2Config& config, std::int64_t B, std::int64_t T,
                                          const ComputeOptions& options) {
+  const int recomputed = recomputed_blocks(config, options);
   const std::int64_t N = B * T, C = config.n_embd;
   const DType gemm_input = gemm_input_dtype(options.device, options.param_dtype);
   std::vector<TensorSpec> specs;
   specs.push_back({"encoded", {N, C}});
+  // Every set of block internals starts at a multiple of kInternalsAlignment elements, so that a
+  // block computing into another block's set (or the shared one) sees its tensors at the same
+  // alignment: the CPU kernels' vector loops round by it (a loop peeled to an aligned address
+  // sums in another order), and recomputing must give the kept run's numbers bit for bit.
+  std::int64_t offset = N * C;
   auto block_specs = [&](const std::string& prefix) {
-    for (const auto& shape : block_internal_shapes(config, B, T, options))
+    const std::int64_t pad =
+        (kInternalsAlignment - offset % kInternalsAlignment) % kInternalsAlignment;
+    if (pad > 0) specs.push_back({prefix + "align", {pad}});
+    offset += pad;
+    for (const auto& shape : block_internal_shapes(config, B, T, options)) {
       specs.push_back(rows_spec(prefix + shape.name, N, shape.per_row, shape.dtype));
+      offset += static_cast<std::int64_t>(specs.back().num_elements());
+    }
   };
   for (int layer = 0; layer < config.n_layer; ++layer) {
     const std::string prefix = "h." + std::to_string(layer) + ".";
-    if (!options.activation_checkpointing) block_specs(prefix);
+    if (layer >= recomputed) block_specs(prefix);
+    offset += N * C;
     specs.push_back({prefix + "residual3", {N, C}});
   }
-  if (options.activation_checkpointing) block_specs(kRecomputePrefix);
+  if (recomputed == config.n_layer) block_specs(kRecomputePrefix);
   specs.push_back(rows_spec("ln_f", N, C, gemm_input));
   if (family_spec(config.family).norm == NormKind::kLayerNorm) specs.push_back({"ln_f.mean", {N}});
   specs.push_back({"ln_f.rstd", {N}});
@@ -113,6 +127,12 @@ std::vector<TensorSpec> workspace_specs(const GPT2Config& config, std::int64_t B
                                                  config.n_head, config.attn_pdrop)));
     specs.push_back({"dqkv_heads", {N, heads}});
   }
+  // The attention's own workspace (kernels.h attention_layout: cuDNN's on CUDA with bf16, the CPU
+  // kernels' per-thread blocks of scores).
+  const std::int64_t library =
+      attention_layout(options.device, B, T, widths.q, config.n_head, options.param_dtype)
+          .library_workspace_bytes;
+  if (library > 0) specs.push_back({"attention_library", {(library + 3) / 4}});
   if (options.param_dtype == DType::kFloat32) return specs;
   // 16-bit storage: bf16 copies of GEMM activations (two bf16 per fp32 element of the spec; at
   // least 4·N·C each, what 16-bit attention stages: GemmScratch), the unit's vectors (and the
@@ -129,15 +149,18 @@ std::vector<TensorSpec> workspace_specs(const GPT2Config& config, std::int64_t B
   specs.push_back({"param32", {vectors}});
   specs.push_back({"gradvec32", {block_vector_elements(config)}});
   specs.push_back({"grad32", {staged}});
-  // The attention library's workspace (cuDNN's, on CUDA with bf16; kernels.h).
-  const std::int64_t library =
-      attention_layout(options.device, B, T, widths.q, config.n_head, options.param_dtype)
-          .library_workspace_bytes;
-  if (library > 0) specs.push_back({"attention_library", {(library + 3) / 4}});
   return specs;
 }
 
 }  // namespace
+
+int recomputed_blocks(const GPT2Config& config, const ComputeOptions& options) {
+  ZERO_CHECK(options.recompute_blocks >= 0 && options.recompute_blocks <= config.n_layer,
+             "GPT-2 compute: recompute_blocks ", options.recompute_blocks, " is not in [0, ",
+             config.n_layer, "] (the model's blocks)");
+  return options.activation_checkpointing ? static_cast<int>(config.n_layer)
+                                          : options.recompute_blocks;
+}
 
 std::size_t ActivationPlan::total_bytes() const {
   std::size_t total = recompute_bytes + workspace_bytes;
@@ -149,6 +172,7 @@ ActivationPlan GPT2Compute::plan(const GPT2Config& config, std::int64_t batch_si
                                  std::int64_t seq_len, ComputeOptions options) {
   ActivationPlan plan;
   plan.kept_bytes.assign(static_cast<std::size_t>(config.n_layer) + 2, 0);
+  plan.recomputed_blocks = recomputed_blocks(config, options);
   for (const TensorSpec& spec : activation_specs(config, batch_size, seq_len, options)) {
     const std::size_t bytes = spec.num_elements() * sizeof(float);
     if (spec.name == "encoded")
@@ -213,10 +237,14 @@ GPT2Compute::GPT2Compute(const GPT2Config& config, std::int64_t batch_size, std:
   }
   block_layout_ = std::make_shared<const BlockLayout>(block_layout(config_));
   const bool layer_norm = family_spec(config_.family).norm == NormKind::kLayerNorm;
+  const int recomputed = recomputed_blocks(config_, options_);
   for (int layer = 0; layer < config_.n_layer; ++layer) {
-    const std::string prefix = options_.activation_checkpointing
+    // A recomputed block computes into the shared set, or (some blocks kept) into the last
+    // block's internals, which its backward has finished with by then (ComputeOptions).
+    const int internals = layer < recomputed ? static_cast<int>(config_.n_layer) - 1 : layer;
+    const std::string prefix = recomputed == config_.n_layer
                                    ? std::string(kRecomputePrefix)
-                                   : "h." + std::to_string(layer) + ".";
+                                   : "h." + std::to_string(internals) + ".";
     auto get = [&](const char* name) { return activation(prefix + name); };
     auto mean = [&](const char* name) { return layer_norm ? get(name) : nullptr; };
     auto gemm_input = [&](const char* name) { return gemm_input_activation(prefix + name); };
@@ -408,14 +436,14 @@ void GPT2Compute::check_grads(const UnitData& grads, const char* what) const {
 }
 
 GemmScratch GPT2Compute::gemm_scratch() const {
-  if (options_.param_dtype == DType::kFloat32) return {};
-  GemmScratch scratch{
-      workspace("act16_a"),
-      workspace("act16_b"),
-      workspace("grad32"),
-      static_cast<std::int64_t>(workspace_layout_.slot("grad32").num_elements),
-      2 * static_cast<std::int64_t>(workspace_layout_.slot("act16_a").num_elements),
-      2 * static_cast<std::int64_t>(workspace_layout_.slot("act16_b").num_elements)};
+  GemmScratch scratch;
+  if (options_.param_dtype != DType::kFloat32)
+    scratch = {workspace("act16_a"),
+               workspace("act16_b"),
+               workspace("grad32"),
+               static_cast<std::int64_t>(workspace_layout_.slot("grad32").num_elements),
+               2 * static_cast<std::int64_t>(workspace_layout_.slot("act16_a").num_elements),
+               2 * static_cast<std::int64_t>(workspace_layout_.slot("act16_b").num_elements)};
   for (const TensorSlot& slot : workspace_layout_.slots())
     if (slot.name == "attention_library") {
       scratch.library_workspace = workspace("attention_library");

@@ -341,7 +341,7 @@ void GPT2Compute::backward_block(int layer, ConstUnitData params, UnitData grads
   if (planning_) return;  // a plan has no memory to compute in
   check_params(params, "backward_block");
   check_grads(grads, "backward_block");
-  if (options_.activation_checkpointing) forward_block_impl(layer, params);
+  if (layer < recomputed_blocks(config_, options_)) forward_block_impl(layer, params);
   Kernels& k = *kernels_;
   Stream& s = stream();
   const BlockParams p =

@@ -5,6 +5,7 @@
 #include "zero/core/error.h"
 #include "zero/gpt2/checkpoint_hf.h"
 #include "zero/gpt2/classifier.h"
+#include "zero/gpt2/family.h"
 #include "zero/gpt2/units.h"
 
 namespace zero::gpt2 {
@@ -30,8 +31,9 @@ ConsolidateSummary consolidate_checkpoint(const fs::path& given, const fs::path&
   }
   ConsolidateSummary summary;
   summary.checkpoint = folder;
-  summary.model = out / "model.safetensors";
   summary.classifier = classifier;
+  const FamilySpec& family = family_spec(config.body.family);
+  summary.architecture = classifier ? family.classifier_architecture : family.architecture;
   checkpoint::UnitReader reader(folder, std::move(index));
   std::vector<float> values;  // one unit at a time
   const UnitSource source = [&](int unit, const UnitSink& sink) {
@@ -46,6 +48,9 @@ ConsolidateSummary consolidate_checkpoint(const fs::path& given, const fs::path&
   } else {
     save_hf_checkpoint(body, source, out);
   }
+  summary.model = fs::exists(out / "model.safetensors.index.json")
+                      ? out / "model.safetensors.index.json"
+                      : out / "model.safetensors";
   const checkpoint::CheckpointIndex& read = reader.index();
   summary.global_steps = read.training.global_steps;
   summary.num_files = read.files.size();

@@ -1,11 +1,16 @@
 // make_kernels: the one place the model's kernels are chosen from the device context; the
 // Kernels defaults (label smoothing 0, the LM head's forward and backward as their calls) every
 // backend inherits; the dtypes of what the kernels keep.
+#include <omp.h>
+
+#include <algorithm>
+
 #include "kernels_internal.h"
 #ifdef ZERO_GPT2_WITH_CUDA
 #include "cuda/attention_cudnn.h"
 #endif
 #include "zero/core/error.h"
+#include "zero/gpt2/layers_cpu.h"
 
 namespace zero::gpt2 {
 
@@ -209,7 +214,15 @@ AttentionLayout attention_layout(DeviceKind device, std::int64_t B, std::int64_t
   // keep the 64-byte alignment of the block before it, so that activation checkpointing's
   // recomputed block, in another buffer, meets the vectorised CPU kernels at the same alignment
   // and repeats the first forward bit for bit.
-  if (device == DeviceKind::kCpu) return {.saved_per_row = (NH + 15) / 16 * 16, .scratch = 0};
+  // Its per-thread blocks of scores (bf16 ones too where its products run in bf16: kernels_cpu.cc)
+  // are the library workspace, for this process's OpenMP threads.
+  if (device == DeviceKind::kCpu) {
+    const bool bf16 = precision == DType::kBFloat16 && cpu::gemm_bf16_native();
+    return {.saved_per_row = (NH + 15) / 16 * 16,
+            .scratch = 0,
+            .library_workspace_bytes = cpu::flash_attention_blocks_bytes(
+                std::max<std::int64_t>(T, 1), bf16, omp_get_max_threads())};
+  }
   if (HS < 1 || HS > kCudaTiledAttentionMaxHeadSize)
     return {.saved_per_row = NH * T, .scratch = B * NH * T * T};
   AttentionLayout layout{.saved_per_row = NH, .scratch = B * NH * T};

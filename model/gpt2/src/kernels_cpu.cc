@@ -161,22 +161,25 @@ class CpuKernels final : public Kernels {
   // probabilities from it.
   void attention_forward(Stream& stream, ActivationOut out, float* att, Activation qkv,
                          std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
-                         const DropoutSite& dropout, DType /*precision: fp32 always*/,
-                         const GemmScratch&) override {
+                         const DropoutSite& dropout, DType precision,
+                         const GemmScratch& scratch) override {
     float* out32 = out.fp32("GPT-2 CPU attention_forward (out)");
     const float* qkv32 = qkv.fp32("GPT-2 CPU attention_forward (qkv)");
-    run(stream, [=] { cpu::flash_attention_forward(out32, att, qkv32, B, T, C, NH, dropout); });
+    const cpu::FlashAttentionScratch flash = flash_scratch(precision, scratch, B * T, C);
+    run(stream,
+        [=] { cpu::flash_attention_forward(out32, att, qkv32, B, T, C, NH, dropout, flash); });
   }
-  // `out` and `datt` unused: the kernel sums Σ p·dp over each row's recomputed probabilities in
-  // per-thread buffers of its own.
+  // `out` and `datt` unused: the kernel sums Σ p·dp over each row's recomputed probabilities.
   void attention_backward(Stream& stream, float* dqkv, float* /*datt*/, const float* dout,
                           Activation /*out*/, Activation qkv, const float* att, std::int64_t B,
                           std::int64_t T, std::int64_t C, std::int64_t NH,
-                          const DropoutSite& dropout, DType /*precision*/,
-                          const GemmScratch&) override {
+                          const DropoutSite& dropout, DType precision,
+                          const GemmScratch& scratch) override {
     const float* qkv32 = qkv.fp32("GPT-2 CPU attention_backward (qkv)");
-    run(stream,
-        [=] { cpu::flash_attention_backward(dqkv, dout, qkv32, att, B, T, C, NH, dropout); });
+    const cpu::FlashAttentionScratch flash = flash_scratch(precision, scratch, B * T, C);
+    run(stream, [=] {
+      cpu::flash_attention_backward(dqkv, dout, qkv32, att, B, T, C, NH, dropout, flash);
+    });
   }
 
   void cached_attention_forward(Stream& stream, const CachedAttention& call) override {
@@ -267,6 +270,11 @@ class CpuKernels final : public Kernels {
       stream.submit(std::function<void()>(std::forward<Task>(task)));
   }
 
+  // The attention's products in bf16 where `precision` is bf16 and the bf16 GEMM is native (as
+  // the linear layers'), with q, k, v staged in staged_a and dout in staged_b; its per-thread
+  // blocks in library_workspace (attention_layout's library_workspace_bytes).
+  static cpu::FlashAttentionScratch flash_scratch(DType precision, const GemmScratch& scratch,
+                                                  std::int64_t N, std::int64_t C);
   static void weight_gemm_now(const WeightGemm& call, const GemmScratch& scratch);
   static void grad_gemm_now(const GradGemm& call, const GemmScratch& scratch);
   static void linear_forward_now(const LinearForward& call, const GemmScratch& scratch);
@@ -274,6 +282,23 @@ class CpuKernels final : public Kernels {
 
   bool on_host_;
 };
+
+cpu::FlashAttentionScratch CpuKernels::flash_scratch(DType precision, const GemmScratch& scratch,
+                                                     std::int64_t N, std::int64_t C) {
+  cpu::FlashAttentionScratch flash;
+  flash.bf16 = precision == DType::kBFloat16 && cpu::gemm_bf16_native();
+  if (flash.bf16 && scratch.staged_a != nullptr) {
+    ZERO_CHECK(scratch.staged_a_elements >= 3 * N * C && scratch.staged_b_elements >= N * C,
+               "GPT-2 CPU attention: staging of ", scratch.staged_a_elements, " and ",
+               scratch.staged_b_elements, " elements; bf16 q, k, v and dout take ", 3 * N * C,
+               " and ", N * C);
+    flash.staged_qkv = static_cast<BFloat16*>(scratch.staged_a);
+    flash.staged_dout = static_cast<BFloat16*>(scratch.staged_b);
+  }
+  flash.blocks = scratch.library_workspace;
+  flash.blocks_bytes = scratch.library_workspace_bytes;
+  return flash;
+}
 
 void CpuKernels::weight_gemm_now(const WeightGemm& c, const GemmScratch& scratch) {
   const float* A = c.A;

@@ -168,6 +168,15 @@ Estimate estimate_of(const RunConfig& run, const EstimateArguments& e, const Har
   // plans the cluster's ranks, not its own CPU's), or CPU ranks with --use_cpu. `zero train
   // --dry_run` plans the device the trainer would pick instead (choose_device).
   estimate.setup.device_is_host = a.use_cpu;
+  if (!estimate.by_counts) {
+    estimate.fewest_recompute_blocks = smallest_recompute_blocks(
+        estimate.setup, world,
+        [&hardware](int, const RankPlan& plan) { return fit_of(plan, hardware).fits(); });
+    if (a.recompute_blocks == "auto")
+      estimate.setup.recompute_blocks = estimate.fewest_recompute_blocks >= 0
+                                            ? estimate.fewest_recompute_blocks
+                                            : static_cast<int>(estimate.setup.model->n_layer);
+  }
   estimate.plan = plan_rank(estimate.setup, world, 0);
   estimate.max_batch = largest_fitting_batch(
       estimate.setup, hardware,
@@ -283,11 +292,15 @@ std::string estimate_json(const Estimate& estimate, const EstimateArguments& e) 
                        {"cublas_workspace", hardware.allowance.cublas_workspace},
                        {"cudnn_workspace", hardware.allowance.cudnn_workspace},
                        {"nccl", hardware.allowance.nccl}}}};
-  out["configuration"] = {{"stage", setup.engine.stage},
-                          {"micro_batch", setup.batch_size},
-                          {"seq_len", setup.seq_len},
-                          {"gradient_accumulation_steps", setup.engine.gradient_accumulation_steps},
-                          {"gradient_checkpointing", setup.gradient_checkpointing}};
+  out["configuration"] = {
+      {"stage", setup.engine.stage},
+      {"micro_batch", setup.batch_size},
+      {"seq_len", setup.seq_len},
+      {"gradient_accumulation_steps", setup.engine.gradient_accumulation_steps},
+      {"gradient_checkpointing", setup.gradient_checkpointing},
+      {"recompute_blocks", setup.gradient_checkpointing && setup.model ? setup.model->n_layer
+                                                                       : setup.recompute_blocks}};
+  out["fewest_recompute_blocks"] = estimate.fewest_recompute_blocks;
   out["gpu_rank"] = {
       {"spaces", peaks_json(plan.peaks)}, {"total_bytes", fit.gpu_bytes}, {"fits", fit.gpu_fits}};
   out["host_per_node"] = {{"bytes", fit.node_host_bytes}, {"fits", fit.host_fits}};

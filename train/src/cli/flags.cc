@@ -90,7 +90,8 @@ const Flag kFlags[] = {
     {.name = "label_column_name", .field = &T::label_column_name, .commands = kTrain,
      .origin = kClassificationArguments, .section = Section::kClassification, .hf_default = kNone,
      .show_default = true,
-     .help = "label column: strings or integers; the sorted label set is id2label"},
+     .help = "label column: strings or integers (classes; the sorted label set is id2label), "
+             "floats (regression) or, in JSON, lists of classes (multi-label)"},
     {.name = "max_seq_length", .type = kInt, .field = &T::max_seq_length, .commands = kTrain,
      .origin = kClassificationArguments, .section = Section::kClassification,
      .hf_default = both("128"), .show_default = true,
@@ -206,7 +207,8 @@ const Flag kFlags[] = {
     {.name = "gradient_checkpointing", .aliases = {"activation_checkpointing"}, .type = kBool,
      .field = &T::gradient_checkpointing, .commands = kTrain | kEstimate,
      .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = {"False", "None"},
-     .help = "recompute each block's activations in backward (5.x: --activation_checkpointing)"},
+     .help = "recompute every block's activations in backward (5.x: --activation_checkpointing); "
+             "--recompute_blocks recomputes only the first k"},
     {.name = "deepspeed", .field = &T::deepspeed, .commands = kTrain | kEstimate,
      .origin = kTrainingArguments, .section = Section::kTraining, .hf_default = kNone,
      .help = "DeepSpeed JSON config; \"auto\" filled from these flags",
@@ -228,6 +230,13 @@ const Flag kFlags[] = {
     {.name = "bind_cores_to_rank", .type = kBool, .field = &TrainCommandArguments::bind_cores_to_rank,
      .commands = kTrain, .origin = kDeepSpeedLauncher,
      .help = "pin each rank to its share of the node's CPUs by local rank (DeepSpeed's launcher flag)"},
+    {.name = "recompute_blocks", .field = &T::recompute_blocks, .commands = kTrain | kEstimate,
+     .help = "recompute the activations of the first k blocks only in backward (their activations "
+             "live longest; the others are kept): k trades memory for about 1/3 of a block's FLOPs "
+             "each. \"auto\": the smallest k whose memory plan fits (this GPU, or this node on the "
+             "CPU backend). --gradient_checkpointing recomputes every block",
+     .estimate_help = "recompute the first k blocks only; \"auto\": the smallest k that fits "
+                      "--gpu_memory and --cpu_memory (printed)"},
     {.name = "dry_run", .type = kBool, .field = &T::dry_run, .commands = kTrain,
      .help = "print this run's memory plan per rank (docs/planner.md) and exit; allocates no model "
              "memory, reads no data"},

@@ -155,9 +155,11 @@ const Flag kRows[] = {
              "load_dataset(\"text\", keep_linebreaks=False))"},
 
     // run_classification's DataTrainingArguments.
-    refused("do_regression", kBool, kNone, "False",
-            "zero's classifier predicts labels (cross-entropy), not regression targets",
-            kClassificationArguments),
+    {.name = "do_regression", .type = kBoolOrString, .field = &T::do_regression,
+     .commands = kTrain, .origin = kClassificationArguments, .section = Section::kClassification,
+     .hf_default = kNone, .accepts = "True|False", .refusal = "True or False",
+     .help = "regression (num_labels 1, MSELoss, eval_mse) or not; unset: regression when the "
+             "train split's labels are floats (a label column of numbers, one not an integer)"},
     refused("train_split_name", kString, kNone, "", kNoSplitNames, kClassificationArguments),
     refused("validation_split_name", kString, kNone, "", kNoSplitNames, kClassificationArguments),
     refused("test_split_name", kString, kNone, "", kNoSplitNames, kClassificationArguments),
@@ -175,7 +177,9 @@ const Flag kRows[] = {
     inert("shuffle_seed", kInt, both("42"), "only with --shuffle_train_dataset, which zero refuses",
           kClassificationArguments),
     inert("metric_name", kString, kNone,
-          "zero reports accuracy (and --do_predict's precision, recall and F1) always",
+          "zero reports run_classification's default metric always: accuracy (and "
+          "--do_predict's precision, recall and F1), mse for regression, micro F1 for "
+          "multi-label",
           kClassificationArguments),
 
     // TrainingArguments: implemented.
@@ -398,7 +402,8 @@ const Flag kRows[] = {
      .type = kString, .commands = kTrain, .origin = kTrainingArguments,
      .section = Section::kTraining, .hf_default = kNone,
      .disposition = kAcceptedWithoutEffect,
-     .reason = "zero's --gradient_checkpointing recomputes each block; it takes no options"},
+     .reason = "zero's --gradient_checkpointing recomputes each block; it takes no options "
+               "(--recompute_blocks: the first k only)"},
     inert("include_inputs_for_metrics", kBool, only_4_46("False"),
           "zero computes its metrics itself; it has no compute_metrics hook"),
     inert("include_for_metrics", kString, both("[]"),

@@ -2,6 +2,7 @@
 #include "zero/train/arguments.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <sstream>
 
@@ -94,6 +95,13 @@ void check_arguments(const TrainingArguments& arguments) {
     fail("--num_train_epochs must be positive (or give --max_steps), got ",
          arguments.num_train_epochs);
   tokens_seen_of(arguments);
+  if (!arguments.recompute_blocks.empty()) {
+    if (arguments.gradient_checkpointing)
+      fail("--recompute_blocks ", arguments.recompute_blocks,
+           " and --gradient_checkpointing: give one (--gradient_checkpointing recomputes every "
+           "block)");
+    if (arguments.recompute_blocks != "auto") recompute_blocks_of(arguments, -1);
+  }
   if (!(arguments.warmup_steps >= 0.0))
     fail(
         "--warmup_steps must be at least 0 (a step count, or a fraction of the total steps "
@@ -167,6 +175,24 @@ void check_loop_arguments(const TrainingArguments& arguments) {
 }
 
 }  // namespace
+
+int recompute_blocks_of(const TrainingArguments& arguments, std::int64_t n_layer) {
+  if (arguments.gradient_checkpointing) return static_cast<int>(n_layer);
+  const std::string& given = arguments.recompute_blocks;
+  if (given.empty()) return 0;
+  if (given == "auto")
+    fail(
+        "--recompute_blocks auto: the memory plan resolves it to a count before the model is "
+        "built");
+  int count = -1;
+  const auto [end, error] = std::from_chars(given.data(), given.data() + given.size(), count);
+  if (error != std::errc() || end != given.data() + given.size() || count < 0)
+    fail("--recompute_blocks must be a count of blocks (0 or more) or \"auto\", got \"", given,
+         "\"");
+  if (n_layer >= 0 && count > n_layer)
+    fail("--recompute_blocks ", count, ": the model has ", n_layer, " blocks");
+  return count;
+}
 
 std::string metric_for_best_model_of(const TrainingArguments& arguments) {
   if (!arguments.metric_for_best_model.empty()) return arguments.metric_for_best_model;

@@ -136,4 +136,28 @@ std::string ClassificationReport::to_json_text() const {
   return json.dump();
 }
 
+double mean_squared_error(std::span<const float> predictions, std::span<const float> targets) {
+  ZERO_CHECK(predictions.size() == targets.size(), "mean squared error: ", predictions.size(),
+             " predictions but ", targets.size(), " targets");
+  double sum = 0.0;
+  for (std::size_t i = 0; i < predictions.size(); ++i) {
+    const double difference = static_cast<double>(predictions[i]) - targets[i];
+    sum += difference * difference;
+  }
+  return predictions.empty() ? 0.0 : sum / static_cast<double>(predictions.size());
+}
+
+double multi_label_micro_f1(std::span<const float> logits, std::span<const float> targets) {
+  ZERO_CHECK(logits.size() == targets.size(), "multi-label F1: ", logits.size(), " logits but ",
+             targets.size(), " targets");
+  std::int64_t true_positives = 0, false_positives = 0, false_negatives = 0;
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    const bool predicted = logits[i] > 0.0f, actual = targets[i] > 0.5f;
+    true_positives += predicted && actual;
+    false_positives += predicted && !actual;
+    false_negatives += !predicted && actual;
+  }
+  return ratio(2 * true_positives, 2 * true_positives + false_positives + false_negatives);
+}
+
 }  // namespace zero::train

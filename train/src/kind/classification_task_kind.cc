@@ -2,7 +2,7 @@
 // its labelled examples by split, the classifier head (labels and pad id, from the checkpoint when
 // it has one), the encoded splits, and the ClassificationTask that trains them.
 #include <algorithm>
-#include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "config/input_checks.h"
@@ -10,6 +10,7 @@
 #include "kind/task_kind.h"
 #include "zero/core/error.h"
 #include "zero/gpt2/classifier.h"
+#include "zero/train/classification_metrics.h"
 
 namespace zero::train::detail {
 namespace {
@@ -42,24 +43,24 @@ TaskSources read_labelled_splits(const TrainingArguments& arguments, const DataF
   return labelled;
 }
 
-// run_classification reads a label column whose values are all numbers, one of them not an
-// integer, as a float column: regression (num_labels 1, MSELoss). zero train reads label ids
-// only (the head computes regression: ClassifierHead's float targets), so such a column is
-// refused naming it and the value rather than read as classes.
-void check_not_a_float_column(const TrainingArguments& arguments,
-                              const std::vector<std::string>& labels) {
-  auto number = [](const std::string& text) {
-    char* end = nullptr;
-    std::strtod(text.c_str(), &end);
-    return !text.empty() && end == text.c_str() + text.size();
-  };
-  if (!std::all_of(labels.begin(), labels.end(), number)) return;
-  for (const std::string& label : labels)
-    if (label.find_first_not_of("-0123456789") != std::string::npos)
-      input_error("--label_column_name ", arguments.label_column_name, ": the labels are numbers, ",
-                  "'", label, "' not an integer: a float label column is regression in ",
-                  "run_classification (num_labels 1, problem_type regression, MSELoss), which ",
-                  "zero train does not read; give integer or string labels");
+// --do_regression: unset (""), True or False.
+std::optional<bool> do_regression_of(const TrainingArguments& arguments) {
+  if (arguments.do_regression.empty()) return std::nullopt;
+  if (arguments.do_regression == "True" || arguments.do_regression == "False")
+    return arguments.do_regression == "True";
+  input_error("--do_regression takes True or False, not '", arguments.do_regression, "'");
+}
+
+// --metric_for_best_model names a metric this problem's evaluation gives: accuracy
+// (single-label), mse (regression) or f1 (multi-label), as run_classification's metrics.
+void check_best_metric(const TrainingArguments& arguments, gpt2::ProblemType problem) {
+  std::string key = metric_for_best_model_of(arguments);
+  if (key.empty()) return;
+  if (!key.starts_with("eval_")) key = "eval_" + key;
+  const std::string metric = classification_metric_key(problem);
+  if (key != "eval_loss" && key != metric)
+    input_error("--metric_for_best_model ", key, ": a ", gpt2::name_of(problem),
+                " evaluation gives eval_loss and ", metric);
 }
 
 // The label list from the train examples (or the checkpoint's head when it has the same labels),
@@ -67,11 +68,20 @@ void check_not_a_float_column(const TrainingArguments& arguments,
 void prepare_head(const TrainingArguments& arguments, const TaskSources& labelled,
                   Prepared& prepared) {
   const gpt2::GPT2Config& model_config = prepared.model_config;
-  std::vector<std::string> labels =
-      label_list(labelled.train.empty() ? labelled.validation : labelled.train);
-  if (labels.empty()) labels = label_list(labelled.test);
-  check_not_a_float_column(arguments, labels);
-  if (prepared.pretrained_head) {
+  const std::vector<LabelledText>& reference = !labelled.train.empty()        ? labelled.train
+                                               : !labelled.validation.empty() ? labelled.validation
+                                                                              : labelled.test;
+  const gpt2::ProblemType problem = problem_type_of(reference, do_regression_of(arguments));
+  check_best_metric(arguments, problem);
+  std::vector<std::string> labels = label_list(reference, problem);
+  if (prepared.pretrained_head && problem == gpt2::ProblemType::kRegression) {
+    if (prepared.head.num_labels != 1)
+      input_error("--model_name_or_path ", arguments.model_name_or_path, ": its classifier has ",
+                  prepared.head.num_labels, " labels; regression (--label_column_name ",
+                  arguments.label_column_name, " holds floats, or --do_regression) has one ",
+                  "output (num_labels 1)");
+    labels = prepared.head.id2label;
+  } else if (prepared.pretrained_head) {
     std::vector<std::string> ours = labels, theirs = prepared.head.id2label;
     std::sort(ours.begin(), ours.end());
     std::sort(theirs.begin(), theirs.end());
@@ -102,8 +112,8 @@ void prepare_head(const TrainingArguments& arguments, const TaskSources& labelle
                 "cannot handle batch sizes > 1 if no padding token is defined); set pad_token_id "
                 "in config.json");
   prepared.head.num_labels = static_cast<std::int64_t>(labels.size());
-  // run_classification sets config.problem_type for the labels it reads: ids here.
-  prepared.head.problem_type = gpt2::ProblemType::kSingleLabel;
+  // run_classification sets config.problem_type for the labels it reads.
+  prepared.head.problem_type = problem;
   prepared.head.id2label = labels;
   as_input_error("the classifier head", [&] { prepared.head.validate(model_config); });
 }
@@ -118,8 +128,9 @@ class ClassificationTaskKind final : public TaskKind {
       throw Error("--max_seq_length must be at least 1, got " +
                   std::to_string(arguments.max_seq_length));
   }
+  // Each problem type's (check_best_metric holds --metric_for_best_model to the run's).
   std::vector<std::string> evaluation_metrics() const override {
-    return {"eval_loss", "eval_accuracy"};
+    return {"eval_loss", "eval_accuracy", "eval_mse", "eval_f1"};
   }
   bool planned() const override { return false; }
 
@@ -150,8 +161,9 @@ class ClassificationTaskKind final : public TaskKind {
     const int pad = static_cast<int>(prepared.head.pad_token_id);
     auto encode = [&](const std::vector<LabelledText>& examples, const char* what) {
       return as_input_error(what, [&] {
-        return encode_examples(examples, prepared.head.id2label, *prepared.tokenizer,
-                               prepared.block_size, pad, what, arguments.preprocessing_num_workers);
+        return encode_examples(examples, prepared.head.id2label, *prepared.head.problem_type,
+                               *prepared.tokenizer, prepared.block_size, pad, what,
+                               arguments.preprocessing_num_workers);
       });
     };
     prepared.classify_train = encode(labelled.train, "--train_file");

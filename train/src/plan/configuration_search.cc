@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -72,6 +73,31 @@ double smallest_fitting_ratio(PlanSetup variant, const Hardware& hardware, int w
 }
 
 }  // namespace
+
+int smallest_recompute_blocks(PlanSetup setup, int world,
+                              const std::function<bool(int, const RankPlan&)>& fits) {
+  if (!setup.model) return -1;
+  setup.gradient_checkpointing = false;
+  auto fits_with = [&](int blocks) {
+    setup.recompute_blocks = blocks;
+    return fits(blocks, plan_rank(setup, world, 0));
+  };
+  int bad = 0, good = static_cast<int>(setup.model->n_layer);
+  if (fits_with(bad)) return 0;
+  if (!fits_with(good)) return -1;
+  while (good - bad > 1) {
+    const int middle = bad + (good - bad) / 2;
+    (fits_with(middle) ? good : bad) = middle;
+  }
+  return good;
+}
+
+std::string recompute_text(const PlanSetup& setup) {
+  if (setup.gradient_checkpointing) return ", gradient checkpointing";
+  if (setup.recompute_blocks == 0 || !setup.model) return "";
+  return ", the first " + std::to_string(setup.recompute_blocks) + " of " +
+         std::to_string(setup.model->n_layer) + " blocks recomputed";
+}
 
 std::vector<Candidate> rank_configurations(const PlanSetup& setup, const Hardware& hardware) {
   // The offload modes planned (the engine places the states; the plan records where).

@@ -143,8 +143,11 @@ PlanSetup plan_setup(const RunConfig& run, const PlannedRun& planned) {
   setup.seq_len = planned.seq_len;
   setup.gradient_checkpointing =  // parameter counts have no activations to recompute
       planned.model && arguments.gradient_checkpointing;
+  if (planned.model && !arguments.gradient_checkpointing && arguments.recompute_blocks != "auto")
+    setup.recompute_blocks = recompute_blocks_of(arguments, planned.model->n_layer);
   setup.pretrained = planned.pretrained;
   setup.generates_samples = arguments.num_samples > 0;
+  setup.final_save_dtype = final_model_dtype(run);
   setup.seed = arguments.seed;
   setup.engine = run.engine.options;
   setup.warnings = planned.warnings;
@@ -212,8 +215,9 @@ void gather_log_values(Communicator& communicator, DeviceContext& context) {
 
 // The phases after loading, in the trainer's order (trainer.cc): training steps, an evaluation,
 // checkpoints (the engine's shard states read, a step after one), the final evaluation and save.
-// `steps(n)` runs n optimizer steps, `evaluate()` one evaluation micro-batch, `gather_all()`
-// gathers every unit in turn as the final save does.
+// `steps(n)` runs n optimizer steps, `evaluate()` one evaluation micro-batch, `gather_all(dtype)`
+// gathers every unit in turn as a save in `dtype` does (checkpoints: fp32; the final save:
+// setup.final_save_dtype).
 template <typename Steps, typename Evaluate, typename GatherAll>
 void plan_phases_after_load(const PlanSetup& setup, Engine& engine, Communicator& communicator,
                             PhaseRecorder& recorder, std::int64_t checkpoint_outside,
@@ -235,7 +239,7 @@ void plan_phases_after_load(const PlanSetup& setup, Engine& engine, Communicator
   // offload one sub-group in host memory at a time).
   const auto save_checkpoint = [&engine, &gather_all] {
     engine.visit_shard_states([](const ShardState&) {});
-    gather_all();
+    gather_all(DType::kFloat32);
   };
   // The trainer saves inside its step loop and is back in the train phase after each save, with
   // what the save reserved still reserved (the allocators' pools): recorded as train.
@@ -258,7 +262,7 @@ void plan_phases_after_load(const PlanSetup& setup, Engine& engine, Communicator
     recorder.end(Phase::kEvaluation);
   }
   if (phases.train) {
-    gather_all();
+    gather_all(setup.final_save_dtype);
     recorder.end(Phase::kFinalSave, save_outside);
   }
 }
@@ -270,9 +274,11 @@ void plan_gpt2(const PlanSetup& setup, Engine& engine, Communicator& communicato
              "a plan needs a positive micro-batch, got B=", setup.batch_size, " T=", setup.seq_len);
   // A planning context runs no kernels: the layout is that of the device the run will run on.
   const DeviceKind device = setup.device_is_host ? DeviceKind::kCpu : DeviceKind::kCuda;
-  gpt2::EngineModel model(
-      engine, config, setup.batch_size, setup.seq_len, setup.seed, engine.allocator(),
-      {.activation_checkpointing = setup.gradient_checkpointing, .device = device});
+  gpt2::EngineModel model(engine, config, setup.batch_size, setup.seq_len, setup.seed,
+                          engine.allocator(),
+                          {.activation_checkpointing = setup.gradient_checkpointing,
+                           .recompute_blocks = setup.recompute_blocks,
+                           .device = device});
   plan.parameters = config.num_parameters();
   // The whole model load_pretrained builds outside the engine's ledger on every rank, recorded
   // in a ledger of its own.
@@ -289,7 +295,8 @@ void plan_gpt2(const PlanSetup& setup, Engine& engine, Communicator& communicato
   // The final save streams one unit at a time (gpt2/engine_save.h): outside the engine's ledger
   // only the writer's buffers and a header (the gathered unit is the engine's). Samples
   // (--num_samples) need the whole model on rank 0 after it.
-  const auto writer = static_cast<std::int64_t>(gpt2::hf_save_buffer_bytes(config));
+  const auto writer = static_cast<std::int64_t>(
+      gpt2::hf_save_buffer_bytes(config, {.dtype = setup.final_save_dtype}));
   if (rank == 0)
     plan.save_host_bytes = writer + (setup.generates_samples ? whole_model_bytes() : 0);
   // A resume reads the checkpoint's shards, a pretrained model its tensors, straight into the
@@ -316,10 +323,11 @@ void plan_gpt2(const PlanSetup& setup, Engine& engine, Communicator& communicato
   plan_phases_after_load(
       setup, engine, communicator, recorder, writer, plan.save_host_bytes, steps,
       [&] { model.eval_loss(tokens, tokens); },
-      [&] { gpt2::gather_saved_units(engine, model.units()); });
+      [&](DType saved) { gpt2::gather_saved_units(engine, model.units(), saved); });
   plan.activation_parts =
       gpt2::GPT2Compute::plan(config, setup.batch_size, setup.seq_len,
                               {.activation_checkpointing = setup.gradient_checkpointing,
+                               .recompute_blocks = setup.recompute_blocks,
                                .param_dtype = engine.param_dtype(),
                                .device = device});
 }
@@ -355,7 +363,7 @@ void plan_counts(const PlanSetup& setup, Engine& engine, Communicator& communica
         engine.step();
       }
   };
-  auto gather_all = [&] {
+  auto gather_all = [&](DType /*saved*/) {  // units without a model: their parameters
     for (UnitId unit : units) engine.gather(unit).release();
   };
   PlanSetup without_evaluation = setup;  // no activations to evaluate with
@@ -433,16 +441,21 @@ std::string format_plan(const RankPlan& plan, const GpuAllowance* allowance) {
   if (plan.activation_parts) {  // GPT-2's activations by part
     const gpt2::ActivationPlan& parts = *plan.activation_parts;
     const std::size_t units = parts.kept_bytes.size();
+    const auto recomputed = static_cast<std::size_t>(parts.recomputed_blocks);
     std::size_t blocks = 0;
     for (std::size_t u = 1; u + 1 < units; ++u) blocks += parts.kept_bytes[u];
+    // A recomputed block (the first ones) keeps its output; a kept one its internals too.
+    auto block_bytes = [&](std::size_t block) {
+      return gib(static_cast<std::int64_t>(block + 2 < units ? parts.kept_bytes[block + 1] : 0));
+    };
     std::snprintf(line, sizeof(line),
-                  "  activations by part: embeddings %.3f GiB, blocks %.3f GiB (%zu x %.3f GiB), "
-                  "head (ln_f, logits, losses) %.3f GiB, recompute set %.3f GiB; workspace %.3f "
-                  "GiB\n",
+                  "  activations by part: embeddings %.3f GiB, blocks %.3f GiB (%zu recomputed x "
+                  "%.3f GiB, %zu kept x %.3f GiB), head (ln_f, logits, losses) %.3f GiB, "
+                  "recompute set %.3f GiB; workspace %.3f GiB\n",
                   gib(static_cast<std::int64_t>(parts.kept_bytes.front())),
-                  gib(static_cast<std::int64_t>(blocks)), units - 2,
-                  gib(static_cast<std::int64_t>(units > 2 ? parts.kept_bytes[1] : 0)),
-                  gib(static_cast<std::int64_t>(parts.kept_bytes.back())),
+                  gib(static_cast<std::int64_t>(blocks)), recomputed,
+                  recomputed > 0 ? block_bytes(0) : 0.0, units - 2 - recomputed,
+                  block_bytes(units - 3), gib(static_cast<std::int64_t>(parts.kept_bytes.back())),
                   gib(static_cast<std::int64_t>(parts.recompute_bytes)),
                   gib(static_cast<std::int64_t>(parts.workspace_bytes)));
     out << line;
@@ -537,8 +550,7 @@ std::vector<RankPlan> dry_run(const RunConfig& run, bool print,
       static_cast<long long>(config.n_embd), gpt2::heads_text(config).c_str(),
       static_cast<long long>(config.vocab_size), static_cast<long long>(config.num_parameters()),
       static_cast<long long>(setup.batch_size), static_cast<long long>(setup.seq_len),
-      setup.engine.gradient_accumulation_steps,
-      setup.gradient_checkpointing ? ", gradient checkpointing" : "");
+      setup.engine.gradient_accumulation_steps, recompute_text(setup).c_str());
   console.say("engine: ZeRO stage %d, %d rank(s), %s parameters, %s gradient accumulation, %s\n",
               setup.engine.stage, world_size, std::string(name_of(policy.compute)).c_str(),
               std::string(name_of(policy.accumulate)).c_str(),

@@ -8,6 +8,7 @@
 #include "config/input_checks.h"
 #include "prepare/model_config.h"
 #include "prepare/prepare.h"
+#include "zero/engine/state_policy.h"
 
 namespace zero::train {
 
@@ -51,6 +52,15 @@ RunConfig with_micro_batch(RunConfig run, std::int64_t micro_batch) {
   config.train_micro_batch_size_per_gpu = micro_batch;
   config.train_batch_size = micro_batch * config.gradient_accumulation_steps * run.world_size;
   return run;
+}
+
+DType final_model_dtype(const RunConfig& run) {
+  const bool deepspeed = run.deepspeed_text.what != "the default config";  // deepspeed_text_of
+  const DType compute = state_policy(run.engine.options).compute;
+  const config::ZeroOptimizationConfig& zero = run.deepspeed.config.zero_optimization;
+  if (!deepspeed || compute == DType::kFloat32) return DType::kFloat32;
+  if (zero.stage == 3 && !zero.gather_16bit_weights_on_model_save) return DType::kFloat32;
+  return compute;
 }
 
 }  // namespace zero::train

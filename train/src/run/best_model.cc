@@ -31,8 +31,10 @@ bool update_best(BestModel& best, const TrainingArguments& arguments, const LogE
                  const fs::path& checkpoint, std::int64_t step) {
   const std::string key = checked_best_metric_key(arguments);
   if (key.empty()) return false;
-  const std::optional<double>& value =
-      key == "eval_loss" ? evaluation.eval_loss : evaluation.eval_accuracy;
+  const std::optional<double>& value = key == "eval_loss"  ? evaluation.eval_loss
+                                       : key == "eval_mse" ? evaluation.eval_mse
+                                       : key == "eval_f1"  ? evaluation.eval_f1
+                                                           : evaluation.eval_accuracy;
   if (!value) return false;
   const bool greater = greater_is_better_for(arguments);
   if (best.metric && !best.checkpoint.empty() &&

@@ -25,6 +25,8 @@ constexpr std::pair<const char*, std::optional<double> LogEntry::*> kOptionalFie
     {"eval_loss", &LogEntry::eval_loss},
     {"perplexity", &LogEntry::perplexity},
     {"eval_accuracy", &LogEntry::eval_accuracy},
+    {"eval_mse", &LogEntry::eval_mse},
+    {"eval_f1", &LogEntry::eval_f1},
     {"epoch_train_loss", &LogEntry::epoch_train_loss},
     {"train_accuracy", &LogEntry::train_accuracy},
     {"num_input_tokens_seen", &LogEntry::num_input_tokens_seen}};

@@ -207,8 +207,8 @@ json Trainer::trainer_state(std::int64_t step) const {
 
 // The Hugging Face folder (all ranks): the task's model files, streamed one unit at a time; rank 0
 // adds the tokenizer and trainer_state.json.
-void Trainer::save(const fs::path& folder, std::int64_t step) {
-  task_->save_model(folder);
+void Trainer::save(const fs::path& folder, std::int64_t step, DType dtype) {
+  task_->save_model(folder, dtype);
   if (rank_ != 0) return;
   save_tokenizer(prepared_, folder);
   write_json(folder / "trainer_state.json", trainer_state(step));
@@ -219,9 +219,14 @@ void Trainer::save(const fs::path& folder, std::int64_t step) {
 using namespace detail;
 
 TrainResult train(const RunConfig& run, Communicator& communicator, const RunOptions& options) {
+  const Console console(options.print && communicator.rank() == 0, options.print_line);
+  const bool recompute_auto = run.arguments.recompute_blocks == "auto";
+  std::string note;             // before anything is allocated
   if (run.arguments.dry_run) {  // the memory plan of this run, nothing allocated (plan.cc)
     TrainResult planned;
-    planned.plan = dry_run(run, options.print && communicator.rank() == 0, options.print_line);
+    const RunConfig fitted = recompute_auto ? fit_recompute_blocks_planned(run, note) : run;
+    if (recompute_auto) console.say("%s\n", note.c_str());
+    planned.plan = dry_run(fitted, options.print && communicator.rank() == 0, options.print_line);
     return planned;
   }
   if (run.world_size != communicator.world_size())
@@ -229,11 +234,15 @@ TrainResult train(const RunConfig& run, Communicator& communicator, const RunOpt
                      " ranks; the communicator has " + std::to_string(communicator.world_size()));
   std::unique_ptr<DeviceContext> device =
       make_rank_device_context(run.arguments, communicator, options);
-  if (!run.arguments.auto_find_batch_size)
-    return Trainer(run, communicator, std::move(device), options).run();
-  std::string note;  // before anything is allocated
-  const RunConfig fitted = fit_batch_size(run, communicator, *device, note);
-  Console(options.print && communicator.rank() == 0, options.print_line).say("%s\n", note.c_str());
+  RunConfig fitted = run;
+  if (recompute_auto) {  // the blocks first: the batch is then fitted with them recomputed
+    fitted = fit_recompute_blocks(fitted, communicator, *device, note);
+    console.say("%s\n", note.c_str());
+  }
+  if (fitted.arguments.auto_find_batch_size) {
+    fitted = fit_batch_size(fitted, communicator, *device, note);
+    console.say("%s\n", note.c_str());
+  }
   return Trainer(fitted, communicator, std::move(device), options).run();
 }
 

@@ -1,6 +1,8 @@
 // The Trainer's end (trainer_run.h): final evaluation, test split, final model, result files.
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
+#include <string>
 #include <utility>
 
 #include "prepare/prepare.h"
@@ -10,6 +12,22 @@
 namespace zero::train::detail {
 
 using nlohmann::json;
+
+namespace {
+
+// The weight files a save wrote (gpt2::write_hf_weights): model.safetensors, or the shards and
+// their index (that form removes the other).
+std::string weight_files(const fs::path& folder) {
+  if (!fs::exists(folder / "model.safetensors.index.json")) return "model.safetensors";
+  std::int64_t shards = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    shards += name.starts_with("model-") && name.ends_with(".safetensors");
+  }
+  return std::to_string(shards) + " model-*-of-*.safetensors shards,model.safetensors.index.json";
+}
+
+}  // namespace
 
 // After training (or without): final evaluation, test split, final model, results, samples.
 TrainResult Trainer::finish() {
@@ -27,11 +45,14 @@ TrainResult Trainer::finish() {
   if (arguments_.do_train) {
     memory_->enter(Phase::kFinalSave);  // to the end: the samples read the saved model
     const auto [saving, swapped] = std::pair(Clock::now(), engine_->swap_traffic());  // nvme reads
-    save(output_dir_, step);
+    const DType dtype = final_model_dtype(run_);
+    save(output_dir_, step, dtype);
     console_.say(
-        "saved %s/{config.json,model.safetensors,tokenizer files} (Hugging Face %s) in "
-        "%.2f s, %.4f GB read from swap\n",
-        output_dir_.c_str(), std::string(task_->model_class()).c_str(), seconds_since(saving),
+        "saved %s/{config.json,%s,tokenizer files} (Hugging Face %s, %s weights) in %.2f s, "
+        "%.4f GB read from swap\n",
+        output_dir_.c_str(), weight_files(output_dir_).c_str(),
+        std::string(task_->model_class()).c_str(), std::string(name_of(dtype)).c_str(),
+        seconds_since(saving),
         static_cast<double>((engine_->swap_traffic() - swapped).bytes_read) / 1e9);
   }
   result_.memory = MemoryPeaks::of(engine_->ledger());  // the plan's check, final save included
@@ -79,13 +100,16 @@ void Trainer::write_results(const json& test_results) {
                          {"eval_samples_per_second", blocks / std::max(eval_runtime_, 1e-9)}};
     if (evaluation.perplexity) eval_results["perplexity"] = *evaluation.perplexity;
     if (evaluation.eval_accuracy) eval_results["eval_accuracy"] = *evaluation.eval_accuracy;
+    if (evaluation.eval_mse) eval_results["eval_mse"] = *evaluation.eval_mse;
+    if (evaluation.eval_f1) eval_results["eval_f1"] = *evaluation.eval_f1;
     write_json(output_dir_ / "eval_results.json", eval_results);
     all.update(eval_results);
   }
   if (!test_results.is_null()) {
     write_json(output_dir_ / "test_results.json", test_results);
-    for (const char* key : {"test_loss", "test_accuracy", "test_samples", "test_runtime"})
-      all[key] = test_results[key];
+    for (const char* key :
+         {"test_loss", "test_accuracy", "test_mse", "test_f1", "test_samples", "test_runtime"})
+      if (test_results.contains(key)) all[key] = test_results[key];
   }
   write_json(output_dir_ / "all_results.json", all);
   write_json(output_dir_ / "trainer_state.json", trainer_state(step));

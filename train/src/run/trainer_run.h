@@ -51,7 +51,8 @@ class Trainer {
   void record(const LogEntry& logged);
   void log_line(const nlohmann::json& line);
   void evaluate(std::int64_t step);
-  void save(const fs::path& folder, std::int64_t step);
+  // The model (weights in `dtype`), the tokenizer and trainer_state.json.
+  void save(const fs::path& folder, std::int64_t step, DType dtype = DType::kFloat32);
   nlohmann::json trainer_state(std::int64_t step) const;
 
   bool train();  // false: preempted (a checkpoint saved, result_ set)

@@ -20,9 +20,13 @@ ClassificationTask::ClassificationTask(const TaskContext& context)
     : context_(context),
       B_(context.arguments.per_device_train_batch_size),
       pad_id_(static_cast<int>(context.prepared.head.pad_token_id)),
+      problem_(context.prepared.head.problem_type.value_or(gpt2::ProblemType::kSingleLabel)),
+      metric_key_(classification_metric_key(problem_)),
       model_(context.engine, context.prepared.model_config, context.prepared.head, B_,
              context.prepared.block_size, context.arguments.seed, context.engine.allocator(),
              {.activation_checkpointing = context.arguments.gradient_checkpointing,
+              .recompute_blocks =
+                  recompute_blocks_of(context.arguments, context.prepared.model_config.n_layer),
               .label_smoothing = static_cast<float>(context.arguments.label_smoothing_factor)}) {
   if (context_.prepared.pretrained)
     pretrained_load_ = load_pretrained(model_, context_.arguments.model_name_or_path);
@@ -34,6 +38,11 @@ std::string python_list(const std::vector<std::string>& names) {
   std::string text;
   for (const std::string& name : names) text += (text.empty() ? "'" : ", '") + name + "'";
   return "[" + text + "]";
+}
+
+// The first maximum of a row's logits, as torch.argmax.
+int argmax(std::span<const float> logits) {
+  return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 }  // namespace
 
@@ -47,7 +56,8 @@ void ClassificationTask::print_task() const {
   for (const std::string& label : prepared.head.id2label)
     names += (names.empty() ? "" : ", ") + label;
   context_.console.say(
-      "task: text-classification, %lld labels (%s), pad_token_id %d, score.weight %s\n",
+      "task: text-classification (%s), %lld labels (%s), pad_token_id %d, score.weight %s\n",
+      std::string(gpt2::name_of(problem_)).c_str(),
       static_cast<long long>(prepared.head.num_labels), names.c_str(), pad_id_,
       prepared.pretrained_head ? "from the checkpoint" : "initialised N(0, initializer_range)");
   // Hugging Face's from_pretrained warnings, for a classifier started from another head's model.
@@ -80,7 +90,7 @@ void ClassificationTask::print_data() const {
 
 void ClassificationTask::next_train_batch(text::DistributedSampler& sampler, MicroBatch& batch) {
   fill_classification_batch(context_.prepared.classify_train, sampler.next(), B_, pad_id_,
-                            batch.tokens, batch.targets);
+                            batch.tokens, batch.targets, batch.float_targets);
   // A row's tokens end at its first pad, where the model reads the label from (padding past it).
   const std::size_t T = batch.tokens.size() / static_cast<std::size_t>(B_);
   batch.rows = batch.non_padding_tokens = 0;
@@ -96,6 +106,9 @@ void ClassificationTask::next_train_batch(text::DistributedSampler& sampler, Mic
 double ClassificationTask::train_micro_step(const MicroBatch& batch,
                                             const gpt2::DropoutKey& dropout,
                                             TrainerProgress& progress) {
+  if (float_targets())
+    return model_.train_micro_step(batch.tokens, std::span<const float>(batch.float_targets),
+                                   dropout);
   const double loss = model_.train_micro_step(batch.tokens, batch.targets, dropout);
   const std::vector<int> predicted = model_.predictions();
   for (std::size_t b = 0; b < predicted.size(); ++b)
@@ -117,19 +130,32 @@ std::optional<LogEntry> ClassificationTask::end_step(std::int64_t step, const Lo
   entry.epoch = epoch_at(step, prepared.steps_per_epoch);
   entry.epoch_train_loss =
       progress.epoch_loss / static_cast<double>(std::max<std::int64_t>(progress.epoch_steps, 1));
-  entry.train_accuracy = counted > 0 ? correct / counted : 0.0;
-  std::string validation;
-  if (evaluation) {
-    char text[96];
-    std::snprintf(text, sizeof(text), " | eval_loss %.4f | eval_accuracy %.4f",
-                  *evaluation->eval_loss, *evaluation->eval_accuracy);
-    validation = text;
+  char text[96] = "";
+  if (!float_targets()) {
+    entry.train_accuracy = counted > 0 ? correct / counted : 0.0;
+    std::snprintf(text, sizeof(text), " | train_accuracy %.4f", *entry.train_accuracy);
   }
-  context_.console.say("epoch %.2f | train_loss %.4f | train_accuracy %.4f%s\n", entry.epoch,
-                       *entry.epoch_train_loss, *entry.train_accuracy, validation.c_str());
+  std::string line = text;
+  if (evaluation) {
+    std::snprintf(text, sizeof(text), " | eval_loss %.4f | %s %.4f", *evaluation->eval_loss,
+                  metric_key_.c_str(), metric_of(*evaluation).value_or(0.0));
+    line += text;
+  }
+  context_.console.say("epoch %.2f | train_loss %.4f%s\n", entry.epoch, *entry.epoch_train_loss,
+                       line.c_str());
   progress.epoch_correct = progress.epoch_counted = progress.epoch_loss = 0.0;
   progress.epoch_steps = 0;
   return entry;
+}
+
+double ClassificationTask::evaluate_rows(const ClassificationDataset& data,
+                                         std::span<const std::size_t> rows) {
+  if (!float_targets()) {
+    fill_classification_batch(data, rows, B_, pad_id_, tokens_, labels_);
+    return model_.evaluate(tokens_, labels_);
+  }
+  fill_classification_batch(data, rows, B_, pad_id_, tokens_, labels_, targets_);
+  return model_.evaluate(tokens_, std::span<const float>(targets_));
 }
 
 ClassificationTask::Outcome ClassificationTask::evaluate_split(const ClassificationDataset& data,
@@ -141,11 +167,12 @@ ClassificationTask::Outcome ClassificationTask::evaluate_split(const Classificat
   const auto total = static_cast<std::int64_t>(count);
   const std::int64_t global = eval_B * world;
   const std::int64_t batches = (total + global - 1) / global;
+  const auto K = static_cast<std::size_t>(context_.prepared.head.num_labels);
+  const std::size_t width = K + 1;  // a row's slot: [1 (0: padding), logits (K)]
   text::ProgressBar bar(what, static_cast<std::uint64_t>(batches), "batches",
                         context_.console.progress_bars());
-  std::vector<int> tokens, labels;
-  // This rank's predictions, eval_B per global batch, -1 where a row is padding.
-  std::vector<float> local(static_cast<std::size_t>(batches * eval_B), -1.0f);
+  // This rank's rows, eval_B slots per global batch.
+  std::vector<float> local(static_cast<std::size_t>(batches * eval_B) * width, 0.0f);
   double loss_sum = 0.0, counted = 0.0;
   for (std::int64_t batch_index = 0; batch_index < batches; ++batch_index) {
     const std::int64_t begin = batch_index * global + rank * eval_B;
@@ -154,14 +181,17 @@ ClassificationTask::Outcome ClassificationTask::evaluate_split(const Classificat
       std::vector<std::size_t> rows;
       for (std::int64_t i = chunk; i < std::min(chunk + B_, end); ++i)
         rows.push_back(static_cast<std::size_t>(i));
-      fill_classification_batch(data, rows, B_, pad_id_, tokens, labels);
-      const double loss = model_.evaluate(tokens, labels);
+      const double loss = evaluate_rows(data, rows);
       loss_sum += loss * static_cast<double>(model_.num_counted());
       counted += static_cast<double>(model_.num_counted());
-      const std::vector<int> predicted = model_.predictions();
-      for (std::size_t b = 0; b < rows.size(); ++b)
-        local[static_cast<std::size_t>(batch_index * eval_B + (chunk - begin)) + b] =
-            static_cast<float>(predicted[b]);
+      const float* logits = model_.logits();
+      for (std::size_t b = 0; b < rows.size(); ++b) {
+        float* slot =
+            local.data() +
+            (static_cast<std::size_t>(batch_index * eval_B + (chunk - begin)) + b) * width;
+        slot[0] = 1.0f;
+        std::copy_n(logits + b * K, K, slot + 1);
+      }
     }
     bar.add(1);
   }
@@ -170,30 +200,50 @@ ClassificationTask::Outcome ClassificationTask::evaluate_split(const Classificat
   all_gather_host(context_.communicator, context_.engine.context(), local, all,
                   "classification predictions");
   Outcome outcome;
-  outcome.predictions.assign(count, -1);
+  outcome.logits.assign(count * K, 0.0f);
+  std::vector<bool> seen(count, false);
   for (int r = 0; r < world; ++r)
     for (std::int64_t batch_index = 0; batch_index < batches; ++batch_index)
       for (std::int64_t i = 0; i < eval_B; ++i) {
-        const float value = all[static_cast<std::size_t>(r) * local.size() +
-                                static_cast<std::size_t>(batch_index * eval_B + i)];
+        const float* slot = all.data() + static_cast<std::size_t>(r) * local.size() +
+                            static_cast<std::size_t>(batch_index * eval_B + i) * width;
         const std::int64_t example = batch_index * global + r * eval_B + i;
-        if (value < 0.0f) continue;
-        ZERO_CHECK(example < total && outcome.predictions[example] == -1,
+        if (slot[0] == 0.0f) continue;
+        ZERO_CHECK(example < total && !seen[static_cast<std::size_t>(example)],
                    "classification evaluation: example ", example, " predicted twice");
-        outcome.predictions[static_cast<std::size_t>(example)] = static_cast<int>(value);
+        seen[static_cast<std::size_t>(example)] = true;
+        std::copy_n(slot + 1, K, outcome.logits.begin() + static_cast<std::ptrdiff_t>(example * K));
       }
-  std::int64_t correct = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    ZERO_CHECK(outcome.predictions[i] >= 0, "classification evaluation: example ", i,
-               " has no prediction");
-    correct += outcome.predictions[i] == data.labels[i];
+  for (std::size_t i = 0; i < count; ++i)
+    ZERO_CHECK(seen[i], "classification evaluation: example ", i, " has no prediction");
+  const auto logits = std::span<const float>(outcome.logits);
+  if (float_targets()) {
+    const auto targets = std::span<const float>(data.targets).first(count * K);
+    outcome.metric = problem_ == gpt2::ProblemType::kRegression
+                         ? mean_squared_error(logits, targets)
+                         : multi_label_micro_f1(logits, targets);
+  } else {
+    std::int64_t correct = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      outcome.predictions.push_back(argmax(logits.subspan(i * K, K)));
+      correct += outcome.predictions[i] == data.labels[i];
+    }
+    outcome.metric = count > 0 ? static_cast<double>(correct) / static_cast<double>(count) : 0.0;
   }
   const double mean_counted = context_.engine.average_across_ranks(counted);
   const double mean_sum = context_.engine.average_across_ranks(loss_sum);
   outcome.loss = mean_counted > 0 ? mean_sum / mean_counted : 0.0;
-  outcome.accuracy = count > 0 ? static_cast<double>(correct) / static_cast<double>(count) : 0.0;
   outcome.seconds = seconds_since(start);
   return outcome;
+}
+
+std::optional<double>& ClassificationTask::metric_of(LogEntry& entry) const {
+  switch (problem_) {
+    case gpt2::ProblemType::kRegression: return entry.eval_mse;
+    case gpt2::ProblemType::kMultiLabel: return entry.eval_f1;
+    case gpt2::ProblemType::kSingleLabel: break;
+  }
+  return entry.eval_accuracy;
 }
 
 Evaluation ClassificationTask::evaluate(std::int64_t step) {
@@ -205,18 +255,46 @@ Evaluation ClassificationTask::evaluate(std::int64_t step) {
   entry.step = step;
   entry.epoch = epoch_at(step, prepared.steps_per_epoch);
   entry.eval_loss = validation.loss;
-  entry.eval_accuracy = validation.accuracy;
+  metric_of(entry) = validation.metric;
   evaluation.seconds = validation.seconds;
-  context_.console.say(
-      "step %lld/%lld | eval_loss %.4f | eval_accuracy %.4f | %zu examples in %.1f s\n",
-      static_cast<long long>(step), static_cast<long long>(prepared.total_steps), validation.loss,
-      validation.accuracy, prepared.eval_blocks, validation.seconds);
+  context_.console.say("step %lld/%lld | eval_loss %.4f | %s %.4f | %zu examples in %.1f s\n",
+                       static_cast<long long>(step), static_cast<long long>(prepared.total_steps),
+                       validation.loss, metric_key_.c_str(), validation.metric,
+                       prepared.eval_blocks, validation.seconds);
   return evaluation;
+}
+
+json ClassificationTask::float_predictions(const Outcome& test) const {
+  const Prepared& prepared = context_.prepared;
+  const auto K = static_cast<std::size_t>(prepared.head.num_labels);
+  const std::string key = "test_" + metric_key_.substr(5);
+  json predictions = json::array();
+  for (std::size_t i = 0; i < prepared.test_examples; ++i) {
+    if (problem_ == gpt2::ProblemType::kRegression) {
+      predictions.push_back(test.logits[i]);
+      continue;
+    }
+    json classes = json::array();  // run_classification's predict: the classes of logits > 0
+    for (std::size_t k = 0; k < K; ++k)
+      if (test.logits[i * K + k] > 0.0f) classes.push_back(prepared.head.id2label[k]);
+    predictions.push_back(std::move(classes));
+  }
+  context_.console.say("test: %zu examples, loss %.4f, %s %.4f\n", prepared.test_examples,
+                       test.loss, key.c_str(), test.metric);
+  return {{"test_loss", test.loss},
+          {key, test.metric},
+          {"test_samples", prepared.test_examples},
+          {"test_runtime", test.seconds},
+          {"labels", prepared.head.id2label},
+          {"problem_type", gpt2::name_of(problem_)},
+          {"predictions", std::move(predictions)}};
 }
 
 json ClassificationTask::predict(TrainResult& result) {
   const Prepared& prepared = context_.prepared;
   const Outcome test = evaluate_split(prepared.classify_test, prepared.test_examples, "test");
+  result.test_loss = test.loss;
+  if (float_targets()) return float_predictions(test);
   const std::vector<int> truth(
       prepared.classify_test.labels.begin(),
       prepared.classify_test.labels.begin() + static_cast<std::ptrdiff_t>(prepared.test_examples));
@@ -236,13 +314,12 @@ json ClassificationTask::predict(TrainResult& result) {
                        {"classification_report_text", text},
                        {"confusion_matrix", report.confusion},
                        {"predictions", test.predictions}};
-  result.test_loss = test.loss;
   result.test_report = std::move(report);
   return test_results;
 }
 
-void ClassificationTask::save_model(const std::filesystem::path& folder) {
-  gpt2::save_classifier_checkpoint(model_, folder);
+void ClassificationTask::save_model(const std::filesystem::path& folder, DType dtype) {
+  gpt2::save_classifier_checkpoint(model_, folder, {.dtype = dtype});
 }
 
 void ClassificationTask::load_model(const std::filesystem::path& folder) {

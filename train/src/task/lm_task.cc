@@ -20,6 +20,8 @@ LmTask::LmTask(const TaskContext& context)
       model_(context.engine, context.prepared.model_config, B_, T_, context.arguments.seed,
              context.engine.allocator(),
              {.activation_checkpointing = context.arguments.gradient_checkpointing,
+              .recompute_blocks =
+                  recompute_blocks_of(context.arguments, context.prepared.model_config.n_layer),
               .label_smoothing = static_cast<float>(context.arguments.label_smoothing_factor)}) {
   const TrainingArguments& arguments = context_.arguments;
   const Prepared& prepared = context_.prepared;
@@ -117,8 +119,8 @@ Evaluation LmTask::evaluate(std::int64_t step) {
   return evaluation;
 }
 
-void LmTask::save_model(const std::filesystem::path& folder) {
-  gpt2::save_hf_checkpoint(model_, folder);
+void LmTask::save_model(const std::filesystem::path& folder, DType dtype) {
+  gpt2::save_hf_checkpoint(model_, folder, {.dtype = dtype});
 }
 
 void LmTask::load_model(const std::filesystem::path& folder) { load_pretrained(model_, folder); }

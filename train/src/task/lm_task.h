@@ -31,7 +31,7 @@ class LmTask final : public Task {
   // Hugging Face's mean over samples).
   Evaluation evaluate(std::int64_t step) override;
 
-  void save_model(const std::filesystem::path& folder) override;
+  void save_model(const std::filesystem::path& folder, DType dtype) override;
   void load_model(const std::filesystem::path& folder) override;
   void print_samples(const std::filesystem::path& folder, Allocator& allocator) const override;
 

@@ -16,6 +16,9 @@ namespace zero::train::detail {
 struct MicroBatch {
   std::vector<int> tokens;
   std::vector<int> targets;
+  // text-classification's regression and multi-label rows: (B, K) float targets (targets then
+  // holds 0 for a row of data, -100 for padding).
+  std::vector<float> float_targets;
   std::uint64_t rows = 0;
   std::uint64_t non_padding_tokens = 0;
 

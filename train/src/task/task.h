@@ -17,6 +17,7 @@
 #include "task/trainer_progress.h"
 #include "zero/comm/communicator.h"
 #include "zero/core/allocator.h"
+#include "zero/core/dtype.h"
 #include "zero/engine/engine.h"
 #include "zero/gpt2/compute.h"
 #include "zero/gpt2/model.h"
@@ -86,7 +87,9 @@ class Task {
 
   // The Hugging Face model files into `folder` (all ranks, a collective: each unit is gathered in
   // turn and rank 0 writes it before the next, zero/gpt2/engine_save.h; never a whole model).
-  virtual void save_model(const std::filesystem::path& folder) = 0;
+  // The Hugging Face model in `folder`, its weights in `dtype` (final_model_dtype; checkpoints:
+  // fp32). All ranks.
+  virtual void save_model(const std::filesystem::path& folder, DType dtype) = 0;
   // The weights of the Hugging Face model files in `folder` (a checkpoint this task saved) into
   // the engine's shards (all ranks): --load_best_model_at_end.
   virtual void load_model(const std::filesystem::path& folder) = 0;

@@ -65,6 +65,8 @@ struct TrainingArguments {
   std::string text_column_names = "sentence";  // comma-separated; joined by the delimiter
   std::string text_column_delimiter = " ";
   std::string label_column_name = "label";
+  // "" (None): regression when the train split's labels are floats; "True" or "False" decides.
+  std::string do_regression;
   std::int64_t max_seq_length = 128;  // truncation and padding length
   std::int64_t max_predict_samples = -1;
 
@@ -103,6 +105,10 @@ struct TrainingArguments {
   bool bf16 = false;
   bool fp16 = false;
   bool gradient_checkpointing = false;
+  // --recompute_blocks: "" (none), a count k (the first k blocks recompute their activations in
+  // backward; recompute_blocks_of) or "auto" (the fewest the memory plan needs, resolved before
+  // the run). --gradient_checkpointing recomputes every block.
+  std::string recompute_blocks;
   std::string deepspeed;  // DeepSpeed JSON config; empty: ZeRO stage 0 with HF's AdamW
 
   // zero's own: samples printed from the final model (0: none), as the demo shows them.
@@ -187,6 +193,12 @@ struct TrainingArguments {
 // Throws zero::Error naming the flag for a value out of range (batch sizes < 1, ...). The rules of
 // --task's own flags are its kind's (train() and the planner check both before any work).
 void check_arguments(const TrainingArguments& arguments);
+
+// The blocks --recompute_blocks recomputes, the first ones of a model of `n_layer` blocks: 0 when
+// not given, n_layer with --gradient_checkpointing. Throws zero::Error naming the flag for "auto"
+// (the planner resolves it first: resolve_recompute_blocks, plan.h) or a count not in
+// [0, n_layer].
+int recompute_blocks_of(const TrainingArguments& arguments, std::int64_t n_layer);
 
 // --include_num_input_tokens_seen as transformers 5.x reads it (a bool maps to all or no). Throws
 // zero::Error naming the flag for another value.

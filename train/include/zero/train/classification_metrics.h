@@ -42,4 +42,14 @@ struct ClassificationReport {
 ClassificationReport classification_report(std::span<const int> y_true, std::span<const int> y_pred,
                                            const std::vector<std::string>& labels);
 
+// run_classification's regression metric, evaluate's "mse" (scikit-learn's mean_squared_error):
+// the mean of (prediction - target)² over the examples (and outputs), accumulated in double.
+// Throws zero::Error for a length mismatch.
+double mean_squared_error(std::span<const float> predictions, std::span<const float> targets);
+
+// run_classification's multi-label metric, evaluate's "f1" with config "multilabel" and average
+// "micro": logits > 0 are the predicted classes (sigmoid > 0.5), targets 0 or 1; 2·TP / (2·TP +
+// FP + FN) over every (example, class), 0 when there is no positive at all (zero_division).
+double multi_label_micro_f1(std::span<const float> logits, std::span<const float> targets);
+
 }  // namespace zero::train

@@ -25,6 +25,10 @@ struct Estimate {
   RankPlan plan;  // rank 0's
   std::vector<Candidate> ranked;
   std::int64_t max_batch = 0;
+  // The fewest first blocks to recompute for the GPU and host table to fit (Fit::fits;
+  // smallest_recompute_blocks): 0 when none is needed, -1 when even every block does not fit or
+  // with --params. --recompute_blocks auto plans the run with it (every block when -1).
+  int fewest_recompute_blocks = -1;
   Fit fit;
   // The whole run's phases against the planned node, of --cpu_memory: GPU ranks' resident host
   // bytes (the device's memory is the GPU's), and what makes it fit when it does not. Without

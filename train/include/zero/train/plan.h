@@ -102,9 +102,13 @@ struct PlanSetup {
   std::int64_t batch_size = 1;  // per rank, per micro-step
   bool device_is_host = true;   // trainer_device_is_host(): the CPU backend
   std::int64_t seq_len = 1;
-  bool gradient_checkpointing = false;
+  bool gradient_checkpointing = false;  // every block recomputed
+  // Without gradient_checkpointing: the first k blocks recomputed (gpt2::ComputeOptions::
+  // recompute_blocks); --recompute_blocks "auto" plans 0 until resolve_recompute_blocks.
+  int recompute_blocks = 0;
   bool pretrained = false;         // weights loaded from --model_name_or_path (load_host_bytes)
   bool generates_samples = false;  // --num_samples > 0: the whole model on rank 0 after saving
+  DType final_save_dtype = DType::kFloat32;  // final_model_dtype (run_config.h)
   std::uint64_t seed = 42;
   EngineOptions engine;  // resolved for the world size the setup was made for
   std::vector<std::string> warnings;
@@ -349,6 +353,17 @@ std::int64_t largest_fitting_batch(PlanSetup setup, const Hardware& hardware,
 // or on NVMe) for each checkpointing: the smallest ratio whose GPU fits (bisection; sub-groups
 // of at most the largest layer, so the split moves a unit at a time), when one does.
 std::vector<Candidate> rank_configurations(const PlanSetup& setup, const Hardware& hardware);
+
+// The fewest first blocks to recompute (0..L, the model's blocks) whose plan of `setup` (rank 0
+// of `world`) `fits` (given the count and its plan), by bisection (the plan shrinks as k grows); -1
+// when even every block does not fit or the setup has no model. gradient_checkpointing and
+// recompute_blocks of `setup` are ignored.
+int smallest_recompute_blocks(PlanSetup setup, int world,
+                              const std::function<bool(int blocks, const RankPlan& plan)>& fits);
+
+// ", gradient checkpointing", ", the first k of L blocks recomputed" or "": the recompute of
+// `setup`, for a plan's header line.
+std::string recompute_text(const PlanSetup& setup);
 
 // ---- DeepSpeed 0.19's estimators (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py) ----
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "zero/config/ds_config.h"
+#include "zero/core/dtype.h"
 #include "zero/engine/from_config.h"
 #include "zero/train/arguments.h"
 #include "zero/train/config_precedence.h"
@@ -45,5 +46,15 @@ RunConfig make_run_config(TrainingArguments arguments, int world_size,
 // batch (train_micro_batch_size_per_gpu, train_batch_size = micro x accumulation x world), as
 // DeepSpeed's batch rule derives them when the config leaves the micro-batch "auto".
 RunConfig with_micro_batch(RunConfig run, std::int64_t micro_batch);
+
+// The dtype of the final model's weights, as Hugging Face's Trainer saves them: under a DeepSpeed
+// config (--deepspeed, or one given to the library) with bf16 or fp16 training, the module's
+// 16-bit weights (DeepSpeed casts the module to 16 bits and keeps fp32 masters in its optimizer;
+// accelerate's get_state_dict returns the module's state_dict at stages 0-2 and, at stage 3,
+// _zero3_consolidated_16bit_state_dict when stage3_gather_16bit_weights_on_model_save is true),
+// config.json's torch_dtype bfloat16/float16. fp32 otherwise: --bf16/--fp16 without DeepSpeed
+// are autocast over fp32 parameters; at stage 3 without the gather flag Trainer writes no weights
+// but a DeepSpeed checkpoint, whose zero_to_fp32.py gives fp32. Checkpoints keep fp32 (exact).
+DType final_model_dtype(const RunConfig& run);
 
 }  // namespace zero::train

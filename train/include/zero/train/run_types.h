@@ -28,7 +28,9 @@ struct LogEntry {
   std::optional<double> tokens_per_second;
   std::optional<double> eval_loss;
   std::optional<double> perplexity;
-  std::optional<double> eval_accuracy;  // text-classification
+  std::optional<double> eval_accuracy;  // text-classification: single-label
+  std::optional<double> eval_mse;       // text-classification: regression
+  std::optional<double> eval_f1;        // text-classification: multi-label (micro F1)
   // text-classification, at an epoch's end: the epoch's mean training loss and accuracy.
   std::optional<double> epoch_train_loss;
   std::optional<double> train_accuracy;

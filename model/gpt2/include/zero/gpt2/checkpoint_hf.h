@@ -9,6 +9,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "zero/core/allocator.h"
@@ -25,6 +26,12 @@ struct SaveOptions {
   DType dtype = DType::kFloat32;                   // stored dtype (fp32, fp16, bf16)
   std::size_t max_shard_bytes = kHfMaxShardBytes;  // 0: one model.safetensors whatever the size
 };
+
+// config.json's torch_dtype for weights stored as `dtype`: "float32", "bfloat16" or "float16"
+// (what save_pretrained writes from the model's parameter dtype).
+std::string_view torch_dtype_name(DType dtype);
+// config.json's text for `config` with torch_dtype naming `dtype`.
+std::string hf_config_text(const GPT2Config& config, DType dtype);
 
 // Reads <folder>/config.json.
 GPT2Config load_hf_config(const std::filesystem::path& folder);

@@ -182,9 +182,10 @@ bool load_classifier_weights(GPT2Model& body, std::span<float> score, std::int64
 void save_classifier_checkpoint(const GPT2Model& body, const ClassifierConfig& head,
                                 std::span<const float> score, const std::filesystem::path& folder);
 // The same files, byte for byte, with the body's parameters from `source` one unit at a time
-// (UnitSource in checkpoint_hf.h): memory for one unit and the writer's buffers.
+// (UnitSource in checkpoint_hf.h): memory for one unit and the writer's buffers. The weights in
+// options.dtype (config.json's torch_dtype naming it), sharded as options says.
 void save_classifier_checkpoint(const GPT2Config& body, const ClassifierConfig& head,
                                 const UnitSource& source, std::span<const float> score,
-                                const std::filesystem::path& folder);
+                                const std::filesystem::path& folder, SaveOptions options = {});
 
 }  // namespace zero::gpt2

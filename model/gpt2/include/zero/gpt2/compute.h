@@ -24,8 +24,14 @@ struct BlockParams;
 struct BlockGrads;
 
 struct ComputeOptions {
-  // Keep only each block's output; recompute the block's internals in its backward.
+  // Keep only each block's output; recompute the block's internals in its backward: every block.
   bool activation_checkpointing = false;
+  // Without activation_checkpointing: recompute only the first `recompute_blocks` blocks
+  // (0 <= k <= L; the constructor throws zero::Error otherwise), the ones whose activations would
+  // live longest (kept from the first forward to the last backward). With 0 < k < L they cost no
+  // slot of their own: each is recomputed into block L-1's internals, dead once L-1's backward has
+  // run, so they save k blocks' internals exactly (recomputed_blocks()).
+  int recompute_blocks = 0;
   // Storage of the parameters every call passes (fp32, bf16 or fp16). Activations and the
   // arithmetic stay fp32; with bf16 the GEMMs take bf16 inputs (activations rounded to bf16,
   // fp32 accumulation) through gemm_bf16 when it runs native kernels; with fp16 (or bf16 without
@@ -41,6 +47,10 @@ struct ComputeOptions {
   // that support it (the CPU's); the constructor throws zero::Error otherwise.
   float label_smoothing = 0.0f;
 };
+
+// The blocks `options` recompute, the first ones: L with activation_checkpointing, else
+// options.recompute_blocks.
+int recomputed_blocks(const GPT2Config& config, const ComputeOptions& options);
 
 // One unit's parameters (read) or gradients (accumulated, +=): a pointer to the unit's flat
 // elements (layout of gpt2_units(config)[u].tensors) and their dtype. A float pointer converts
@@ -71,10 +81,12 @@ struct DropoutKey {
 
 // Bytes one micro-batch (B, T) keeps, for the planner. kept_bytes[u] is what unit u's forward
 // keeps until its backward (the head's ln_f output, logits and per-row losses count under the
-// ln_f unit); recompute_bytes is the one block's internals shared by all blocks under activation
-// checkpointing (0 otherwise); workspace_bytes is scratch live during forward/backward only.
+// ln_f unit; a recomputed block keeps its output only); recompute_bytes is the one block's
+// internals shared by all blocks when every block is recomputed (0 otherwise: some recompute into
+// the last block's); workspace_bytes is scratch live during forward/backward only.
 struct ActivationPlan {
   std::vector<std::size_t> kept_bytes;
+  int recomputed_blocks = 0;  // the first blocks recomputed (recomputed_blocks())
   std::size_t recompute_bytes = 0;
   std::size_t workspace_bytes = 0;
   std::size_t total_bytes() const;
@@ -176,7 +188,8 @@ class GPT2Compute {
  private:
   void check_params(const ConstUnitData& params, const char* what) const;
   void check_grads(const UnitData& grads, const char* what) const;
-  // The 16-bit GEMMs' staging (views of the workspace; empty with fp32 parameters).
+  // Views of the workspace: the 16-bit GEMMs' staging (none with fp32 parameters) and the
+  // attention's library workspace (where attention_layout plans one).
   GemmScratch gemm_scratch() const;
   // The tokens, targets and rows' slots (see unique_tokens_) as the kernels read them: the
   // uploaded device copies, or the host vectors where the model runs on the host.

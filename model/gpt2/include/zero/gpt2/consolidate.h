@@ -11,12 +11,14 @@ namespace zero::gpt2 {
 
 struct ConsolidateSummary {
   std::filesystem::path checkpoint;  // the checkpoint-N folder read
-  std::filesystem::path model;       // out/model.safetensors
-  bool classifier = false;           // GPT2ForSequenceClassification (else GPT2LMHeadModel)
-  std::int64_t global_steps = 0;     // the step whose fp32 master weights were written
-  std::size_t num_files = 0;         // shard files read
-  int world_size = 0;                // the world that wrote them
-  std::vector<std::string> copied;   // tokenizer files copied beside the model
+  // out/model.safetensors, or out/model.safetensors.index.json where the weights are sharded
+  std::filesystem::path model;
+  bool classifier = false;          // a ...ForSequenceClassification (else a causal LM)
+  std::string architecture;         // config.json's architectures[0]: the family's (family.h)
+  std::int64_t global_steps = 0;    // the step whose fp32 master weights were written
+  std::size_t num_files = 0;        // shard files read
+  int world_size = 0;               // the world that wrote them
+  std::vector<std::string> copied;  // tokenizer files copied beside the model
 };
 
 // Writes out/model.safetensors + config.json (and the tokenizer files the checkpoint holds) from

@@ -69,7 +69,8 @@ struct ActivationOut {
 // before they are added (staged_grad, staged_grad_elements floats). 16-bit attention stages its
 // operands in staged_a and staged_b too (calls on one stream run in order, so a call may reuse
 // what the previous one staged), and gives its library the workspace `library_workspace`
-// (library_workspace_bytes: attention_layout's, planned and allocated with the activations).
+// (library_workspace_bytes: attention_layout's, planned and allocated with the activations; the
+// CPU's attention takes it with fp32 parameters too, where the other views are null).
 struct GemmScratch {
   void* staged_a = nullptr;
   void* staged_b = nullptr;
@@ -337,8 +338,10 @@ class Kernels {
   // `precision` is the dtype the attention's matmuls may round their inputs to, as the GEMMs
   // round theirs to the parameters' dtype (GemmScratch): with bf16, CUDA runs cuDNN's fused SDPA
   // on the tensor cores (src/cuda/attention_cudnn.h; bf16 q, k, v, out and dout, fp32 softmax,
-  // when cuDNN takes the shape and dropout is off; ZERO_ATTENTION=tiled|cudnn overrides); fp32
-  // and fp16, and the CPU, compute in fp32. att is the same layout either way. qkv and out are
+  // when cuDNN takes the shape and dropout is off; ZERO_ATTENTION=tiled|cudnn overrides), the CPU
+  // its products on the bf16 GEMM where that is native (q, k, v and dout staged rounded in
+  // `scratch`, fp32 softmax and sums: layers_cpu.h FlashAttentionScratch); fp32 and fp16
+  // compute in fp32. att is the same layout either way. qkv and out are
   // fp32 or, on CUDA, bf16 (attention_io_dtype: what cuDNN reads and writes, so no pass rounds
   // them); an fp32 one cuDNN takes is staged rounded in `scratch`, a bf16 one the tiled kernels
   // take is widened into scratch of the kernels' own. The CPU kernels take fp32 only.
@@ -489,8 +492,9 @@ DType logits_dtype(DeviceKind device, DType param_dtype);
 // kCudaTiledAttentionMaxHeadSize channels keep the probabilities: NH·T per row and B·NH·T·T
 // scratch. CUDA's tiled kernels keep a log-sum-exp per head, NH per row, and B·NH·T scratch; the
 // CPU kernels (layers_cpu.h flash_attention_*) the same log-sum-exps, NH per row rounded up to 16
-// floats (64 bytes: kernels.cc says why), and no scratch (their per-thread blocks of 64 query
-// rows' scores, 3·64·T floats a thread at most, are their own allocations). The activation
+// floats (64 bytes: kernels.cc says why), and no scratch; their per-thread blocks of 64 query
+// rows' scores (3·64·T floats a thread, and 2·64·T bf16 with bf16 products) are
+// library_workspace_bytes, for omp_get_max_threads() threads, with any precision. The activation
 // layout (GPT2Compute) and so the planner take their sizes from here.
 // With `precision` bf16 on CUDA, where this build has cuDNN's attention and cuDNN takes the head
 // (a multiple of 8 channels up to 256), library_workspace_bytes is the workspace that attention

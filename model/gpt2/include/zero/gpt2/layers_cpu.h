@@ -93,16 +93,38 @@ void attention_backward(float* dqkv, float* datt, const float* dout, const float
                         const float* att, std::int64_t B, std::int64_t T, std::int64_t C,
                         std::int64_t NH, const DropoutSite& dropout);
 
+// What flash_attention_* compute their products in, and where their scratch lives.
+struct FlashAttentionScratch {
+  // true: the products on gemm_bf16 (fp32 accumulation; meant where gemm_bf16_native()), as
+  // PyTorch's bf16 SDPA on CPU: q, k, v and dout rounded to bf16 once, the probabilities and the
+  // scores' gradient rounded to bf16 before the products that read them; scores, softmax,
+  // log-sum-exp and row sums in fp32. false: every product in fp32 through gemm().
+  bool bf16 = false;
+  // bf16 only: where q, k, v (3·B·T·C elements) and the backward's dout (B·T·C) are rounded;
+  // null: the kernels allocate them.
+  BFloat16* staged_qkv = nullptr;
+  BFloat16* staged_dout = nullptr;
+  // Each thread's blocks of scores, flash_attention_thread_bytes(T, bf16) a thread, any alignment:
+  // the kernels run on at most blocks_bytes / flash_attention_blocks_bytes(T, bf16, 1) threads.
+  // Null: the kernels allocate them for omp_get_max_threads() threads.
+  void* blocks = nullptr;
+  std::int64_t blocks_bytes = 0;
+};
+// Bytes of FlashAttentionScratch::blocks for `threads` threads (64-byte alignment included).
+std::int64_t flash_attention_blocks_bytes(std::int64_t T, bool bf16, std::int64_t threads);
+
 // The same attention keeping lse (B, NH, T) = log Σ_{t2 ≤ t} exp(q·k_t2/√HS) per (b, h, t) row
 // instead of the probabilities (attention_flash_cpu.cc): out as attention_forward's, in blocks of
-// query rows through gemm(); the backward recomputes the probabilities from lse. dqkv (B, T, 3C)
-// overwritten. Dropout masks as attention_forward's.
+// query rows through gemm() or gemm_bf16(); the backward recomputes the probabilities from lse.
+// dqkv (B, T, 3C) overwritten. Dropout masks as attention_forward's. Results do not depend on
+// the number of threads.
 void flash_attention_forward(float* out, float* lse, const float* qkv, std::int64_t B,
                              std::int64_t T, std::int64_t C, std::int64_t NH,
-                             const DropoutSite& dropout);
+                             const DropoutSite& dropout, const FlashAttentionScratch& scratch = {});
 void flash_attention_backward(float* dqkv, const float* dout, const float* qkv, const float* lse,
                               std::int64_t B, std::int64_t T, std::int64_t C, std::int64_t NH,
-                              const DropoutSite& dropout);
+                              const DropoutSite& dropout,
+                              const FlashAttentionScratch& scratch = {});
 
 // Attention over a KV cache (cached_attention.h), OpenMP over (query row, head): scores, their
 // softmax and the weighted sum of the values in attention_forward's order of operations.
