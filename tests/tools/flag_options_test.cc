@@ -79,8 +79,9 @@ TEST(CommandFlags, TrainAndEstimateReadTheFlagsTheyShareAlike) {
     EXPECT_FALSE(same_field(flag, train_flags.values(), defaults)) << "the value did not land";
   }
   // the model (with the Hub cache's --cache_dir and --model_revision), batch, precision,
-  // checkpointing, config and device (--use_cpu) flags
-  EXPECT_EQ(shared, 13);
+  // checkpointing (--gradient_checkpointing, --recompute_blocks), config and device (--use_cpu)
+  // flags
+  EXPECT_EQ(shared, 14);
 }
 
 TEST(CommandFlags, BoolFlagsTakeTrueAndFalseInEveryCommand) {
