@@ -241,6 +241,17 @@ TEST_F(ClassifyTrain, BadInputIsNamed) {
               std::string::npos)
         << message_of(arguments);
   }
+  {  // a regression target beyond fp32 (1e999 overflows to inf) is refused, not trained on
+    std::ofstream(folder_.path() / "huge.csv") << "text,label\n\"the sea\",1.5\n\"a ship\",1e999\n";
+    train::TrainingArguments arguments = classify_arguments(folder_.path(), output);
+    arguments.train_files = {(folder_.path() / "huge.csv").string()};
+    arguments.validation_files = arguments.train_files;
+    arguments.test_files = arguments.train_files;
+    EXPECT_NE(
+        message_of(arguments).find("example 2 has label '1e999', which is not a finite float"),
+        std::string::npos)
+        << message_of(arguments);
+  }
   {
     train::TrainingArguments arguments = classify_arguments(folder_.path(), output);
     arguments.label_column_name = "category";

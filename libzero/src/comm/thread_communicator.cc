@@ -300,6 +300,7 @@ void run_ranks(int world_size, const std::function<void(Communicator&)>& body, C
   for (int rank = 0; rank < world_size; ++rank) {
     threads.emplace_back([&, rank] {
       try {
+        if (context != nullptr) context->use_on_this_thread();  // cuda:N's rank threads on N
         Communicator& communicator = group.communicator(rank);
         body(communicator);
         communicator.synchronize();

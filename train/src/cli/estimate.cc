@@ -171,7 +171,12 @@ Estimate estimate_of(const RunConfig& run, const EstimateArguments& e, const Har
   if (!estimate.by_counts) {
     estimate.fewest_recompute_blocks = smallest_recompute_blocks(
         estimate.setup, world,
-        [&hardware](int, const RankPlan& plan) { return fit_of(plan, hardware).fits(); });
+        // The device's bytes decide (as zero train's auto): a host or disk shortfall is not
+        // recompute's to fix, and the verdicts below name it.
+        [&hardware, &a](int, const RankPlan& plan) {
+          const Fit fit = fit_of(plan, hardware);
+          return a.use_cpu ? fit.fits() : fit.gpu_fits;
+        });
     if (a.recompute_blocks == "auto")
       estimate.setup.recompute_blocks = estimate.fewest_recompute_blocks >= 0
                                             ? estimate.fewest_recompute_blocks

@@ -294,6 +294,8 @@ void encode_label(const LabelledText& example, std::size_t i,
                  name_of(example.kind), " where regression (a float label column, or ",
                  "--do_regression) takes numbers");
       data.targets[i] = std::strtof(example.label.c_str(), nullptr);
+      ZERO_CHECK(std::isfinite(data.targets[i]), what, ": example ", i + 1, " has label ",
+                 quoted(example), ", which is not a finite float (regression targets are fp32)");
       return;
     case gpt2::ProblemType::kMultiLabel:
       ZERO_CHECK(example.kind == LabelKind::kList, what, ": example ", i + 1, " has label ",

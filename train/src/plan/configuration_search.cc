@@ -1,6 +1,7 @@
 // `zero estimate`'s search (zero/train/plan.h): whether a plan fits the hardware, the largest
 // micro-batch that fits, and the stage x offload x checkpointing configurations ranked.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -128,6 +129,7 @@ std::vector<Candidate> rank_configurations(const PlanSetup& setup, const Hardwar
              {&variant.engine.offload_optimizer.nvme_path, &variant.engine.offload_param.nvme_path})
           if (offload == "nvme" && path->empty()) *path = "(nvme_path)";
         variant.gradient_checkpointing = checkpointing;
+        variant.recompute_blocks = 0;  // a row recomputes every block or none, as it says
         Candidate candidate;
         candidate.stage = stage;
         candidate.offload = std::string(offload);
@@ -161,7 +163,12 @@ std::vector<Candidate> rank_configurations(const PlanSetup& setup, const Hardwar
           variant.engine.sub_group_size,
           setup.model ? deepspeed_largest_layer_params(*setup.model) : setup.largest_layer_params);
       variant.gradient_checkpointing = checkpointing;
-      const double ratio = smallest_fitting_ratio(variant, hardware, world);
+      variant.recompute_blocks = 0;
+      // Rounded up to the 3 decimals printed, and planned at that value: the engine keeps
+      // ⌊(1 − ratio)·G⌋ sub-groups on the device, so a ratio rounded down could keep one more
+      // than fits.
+      const double ratio =
+          std::ceil(smallest_fitting_ratio(variant, hardware, world) * 1000) / 1000;
       if (ratio <= 0.0 || ratio >= 1.0) continue;  // none fits, or only the plain offload
       variant.engine.offload_optimizer.ratio = ratio;
       Candidate candidate;
