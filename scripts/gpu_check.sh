@@ -70,7 +70,9 @@ all_steps=(env tests memcheck train racecheck kernels torch)
 # backward inside fc's, generation on the device, the overlapped offload step), the Llama
 # family's on the device, grouped-query attention on cuDNN without repeating k and v
 # (ZERO_CUDNN_NATIVE_GQA=1) against the default path that repeats them, and ZeRO-1/2/3 at worlds
-# 2 and 4 on one device through the thread communicator (issue 42 item 6) against its CPU run.
+# 2 and 4 on one device through the thread communicator (issue 42 item 6) against its CPU run,
+# and 16-bit accumulated gradients stepped unit by unit on the device (fp16; bf16 with bf16
+# accumulation) against the CPU's.
 required_cases=(
   CudnnAttentionTest.ReadsAndWritesBf16ActivationsInPlace
   CudnnAttentionTest.TheTiledKernelsTakeBf16ActivationsWidened
@@ -88,6 +90,7 @@ required_cases=(
   CudnnAttentionTest.NativeGroupedQueryAttentionMatchesTheRepeatedPath
   GPT2ComputeCudaTest.LlamaFamilyWithNativeGroupedQueryAttentionMatchesTheCpuCompute
   TrainCuda.ZeroStagesAtWorlds2And4OnOneDeviceMatchTheCpuThreadRun
+  TrainCudaSixteenBitAccumulation.UnitByUnitStepsMatchTheCpuRunAtStages0And3
 )
 max_bundle_bytes=$((60 * 1024 * 1024))
 

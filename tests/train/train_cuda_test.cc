@@ -8,7 +8,8 @@
 // it) continues the uninterrupted device run bit for bit: losses and saved model. ZeRO-1, 2 and 3
 // at worlds 2 and 4 on one device (thread ranks over one CUDA context's streams: the thread
 // communicator, since NCCL refuses two ranks on one GPU) within the same bounds of the thread
-// communicator's CPU run at the same world.
+// communicator's CPU run at the same world. fp16, and bf16 accumulating in bf16, step unit by unit
+// through one workspace on the device, within the bf16 bound of the CPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -168,6 +169,45 @@ TEST_P(TrainCuda, ZeroStagesAtWorlds2And4OnOneDeviceMatchTheCpuThreadRun) {
       ASSERT_EQ(cuda.size(), cpu.size());
       EXPECT_LT(cuda.back(), cuda.front() - 0.5) << "the loss should fall in 20 steps";
       expect_losses_near(cpu, cuda, bf16 ? 2e-2 : 1e-4, what + " step");
+    }
+  }
+}
+
+// 16-bit accumulated gradients (fp16, and bf16 with data_types.grad_accum_dtype bf16) reach the
+// optimizer one unit at a time through a workspace of the largest unit (engine_step.cc's
+// device_step), on the device's compute stream: stages 0 and 3 against the CPU's run of the same
+// configuration, fp16 within the bf16 bound (its loss scale starts at 2^16 and halves on overflow
+// on both sides).
+TEST(TrainCudaSixteenBitAccumulation, UnitByUnitStepsMatchTheCpuRunAtStages0And3) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device visible";
+  TempFolder folder("cuda_16bit_accumulation");
+  write_corpus(folder.path() / "corpus.txt", 600);
+  for (const bool fp16 : {true, false}) {
+    for (const int stage : {0, 3}) {
+      const std::string what = std::string(fp16 ? "fp16" : "bf16 (bf16 accumulation)") + " stage " +
+                               std::to_string(stage);
+      const std::string run = std::string(fp16 ? "fp16" : "bf16") + "_s" + std::to_string(stage);
+      SCOPED_TRACE(what);
+      const fs::path config = folder.path() / (run + ".json");
+      std::ofstream(config) << R"({"train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+        "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},)"
+                            << (fp16 ? "" : R"( "data_types": {"grad_accum_dtype": "bf16"},)")
+                            << R"( "optimizer": {"type": "AdamW", "params": {"lr": "auto",
+        "weight_decay": "auto"}}, "zero_optimization": {"stage": )"
+                            << stage << "}}";
+      train::TrainingArguments arguments =
+          tiny_arguments(folder.path() / "corpus.txt", folder.path() / ("cpu_" + run));
+      arguments.deepspeed = config.string();
+      arguments.fp16 = fp16;
+      arguments.bf16 = !fp16;
+      arguments.gradient_accumulation_steps = 2;
+      const std::vector<double> cpu = run_on(arguments, DeviceKind::kCpu);
+      arguments.output_dir = (folder.path() / ("cuda_" + run)).string();
+      const std::vector<double> cuda = run_on(arguments, DeviceKind::kCuda);
+      ASSERT_EQ(cpu.size(), 20u);
+      EXPECT_LT(cuda.back(), cuda.front() - 0.5) << "the loss should fall in 20 steps";
+      expect_losses_near(cpu, cuda, 2e-2, what + " step");
     }
   }
 }
