@@ -198,6 +198,13 @@ class ThreadCommunicator final : public Communicator {
       case CollectiveOp::kAllReduce:
       case CollectiveOp::kReduceScatter: break;
     }
+    // One rank: every reduction of one block is that block (a sum's fp32 round trip and an
+    // average's divide by 1 are exact), so no workspace: a world-1 trainer's unit-sized
+    // reductions would otherwise hold a workspace the engine's ledger does not see.
+    if (world_size() == 1) {
+      if (sends[0] != recv) context_.copy(own, sends[0], recv, bytes);
+      return [] {};
+    }
     std::vector<const void*> blocks(sends);
     if (info.op == CollectiveOp::kReduceScatter)
       for (const void*& block : blocks) block = static_cast<const char*>(block) + rank_ * bytes;
